@@ -1,0 +1,111 @@
+"""The local CUDA toolkit as a Bazel repository, and a rule to compile .cu files with nvcc."""
+
+_DEFAULT_CUDA_PATH = "/usr/local/cuda"
+
+def _local_cuda_impl(ctx):
+    cuda_path = ctx.os.environ.get("CUDA_PATH", _DEFAULT_CUDA_PATH)
+    include = ctx.path(cuda_path + "/include")
+    if not include.exists:
+        fail("no CUDA toolkit at %s (set CUDA_PATH)" % cuda_path)
+    ctx.symlink(include, "include")
+    lib = cuda_path + "/lib64"
+    rpath = "-Wl,-rpath," + lib
+
+    # NCCL may sit beside the toolkit (lib/) or in the system's library path.
+    nccl_dirs = [d for d in [cuda_path + "/lib", lib] if ctx.path(d + "/libnccl.so").exists]
+    nccl_linkopts = ["-L" + d for d in nccl_dirs] + ["-lnccl"] + ["-Wl,-rpath," + d for d in nccl_dirs]
+    ctx.file("WORKSPACE", 'workspace(name = "%s")\n' % ctx.name)
+    ctx.file("BUILD.bazel", """
+package(default_visibility = ["//visibility:public"])
+
+cc_library(
+    name = "headers",
+    hdrs = glob(["include/**/*.h", "include/**/*.hpp", "include/**/*.cuh", "include/cuda/**", "include/cub/**", "include/thrust/**", "include/nv/**"]),
+    includes = ["include"],
+)
+
+cc_library(
+    name = "cudart",
+    linkopts = ["-L{lib}", "-lcudart_static", "-ldl", "-lrt", "-lpthread"],
+    deps = [":headers"],
+)
+
+cc_library(
+    name = "cuda_driver",
+    # libcuda.so.1 comes with the driver; a machine without a GPU may lack it, so it is
+    # loaded at run time (cudaGetDriverEntryPoint) rather than linked.
+    deps = [":headers"],
+)
+
+cc_library(
+    name = "cupti",
+    linkopts = ["-L{lib}", "-lcupti", "{rpath}"],
+    deps = [":headers"],
+)
+
+cc_library(
+    name = "nvrtc",
+    linkopts = ["-L{lib}", "-lnvrtc", "{rpath}"],
+    deps = [":headers"],
+)
+
+cc_library(
+    name = "nccl",
+    linkopts = {nccl},
+    deps = [":headers"],
+)
+
+filegroup(
+    name = "nvcc",
+    srcs = [],
+)
+""".format(lib = lib, rpath = rpath, nccl = repr(nccl_linkopts)))
+    ctx.file("cuda_path.bzl", 'CUDA_PATH = "%s"\n' % cuda_path)
+
+local_cuda = repository_rule(
+    implementation = _local_cuda_impl,
+    local = True,
+    environ = ["CUDA_PATH"],
+)
+
+# sm_80 (A100) and sm_90 (H100/H200) machine code, plus compute_90 PTX for newer GPUs.
+CUDA_GENCODE = [
+    "-gencode=arch=compute_80,code=sm_80",
+    "-gencode=arch=compute_90,code=sm_90",
+    "-gencode=arch=compute_90,code=compute_90",
+]
+
+def cuda_library(name, srcs, hdrs = [], deps = [], copts = [], **kwargs):
+    """Compiles each .cu in srcs with nvcc and wraps the objects in a cc_library.
+
+    Headers of deps that the .cu files include must be listed in `hdrs` or `cu_hdrs`
+    of this target so they are visible inside the genrule's sandbox.
+    """
+    cu_hdrs = kwargs.pop("cu_hdrs", [])
+    objects = []
+    for src in srcs:
+        obj = name + "_" + src.replace("/", "_").replace(".cu", ".pic.o")
+        native.genrule(
+            name = obj + "_nvcc",
+            srcs = [src] + hdrs + cu_hdrs,
+            outs = [obj],
+            cmd = " ".join([
+                _DEFAULT_CUDA_PATH + "/bin/nvcc",
+                "-std=c++20",
+                "-O3",
+                "-lineinfo",
+                "--expt-relaxed-constexpr",
+                "-Xcompiler=-fPIC",
+                "-I.",
+                "-I$(GENDIR)",
+            ] + CUDA_GENCODE + copts + ["-c", "$(location %s)" % src, "-o", "$@"]),
+            tags = ["cuda"],
+        )
+        objects.append(obj)
+    native.cc_library(
+        name = name,
+        srcs = objects,
+        hdrs = hdrs,
+        deps = deps + ["@local_cuda//:cudart"],
+        **kwargs
+    )
