@@ -1,0 +1,46 @@
+// Checks an ExperimentRequest before anything is queued: a pure function of the request, the
+// host's GPU inventory and the daemon's limits. Errors name the field, the value and what is
+// allowed, e.g. "index.num_tokens: got -5; must be in [1, 16777216]".
+#ifndef GPUPROF_DAEMON_REQUEST_VALIDATION_H_
+#define GPUPROF_DAEMON_REQUEST_VALIDATION_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "gpuprof/v1/experiment.pb.h"
+#include "gpuprof/v1/gpus.pb.h"
+
+namespace gpuprof::daemon {
+
+struct ValidationLimits {
+  absl::Duration default_timeout = absl::Minutes(30);
+  absl::Duration max_timeout = absl::Hours(24);
+  // Fault-injection labels (gpuprof.fault=...) are refused unless the daemon runs for tests.
+  bool allow_test_faults = false;
+};
+
+// The label that asks a worker to misbehave, for fault tests: crash, hang, exit, cuda-error.
+inline constexpr char kFaultLabel[] = "gpuprof.fault";
+
+// Fills unset (zero) fields with their documented defaults. Pure: no validation.
+void ApplyRequestDefaults(const ValidationLimits& limits, const v1::ListGpusResponse& inventory,
+                          v1::ExperimentRequest& request);
+
+// INVALID_ARGUMENT for a malformed request, FAILED_PRECONDITION when this host cannot run it
+// (a GPU workload without GPUs), UNIMPLEMENTED for a workload the worker was built without.
+absl::Status ValidateExperimentRequest(const v1::ExperimentRequest& request,
+                                       const v1::ListGpusResponse& inventory,
+                                       const ValidationLimits& limits);
+
+// "index", "store", ... as users type them; "" when no workload is set.
+std::string WorkloadName(const v1::ExperimentRequest& request);
+v1::Workload WorkloadOf(const v1::ExperimentRequest& request);
+bool IsGpuWorkload(const v1::ExperimentRequest& request);
+// The number of GPUs the request needs once defaults are applied.
+int RequiredGpuCount(const v1::ExperimentRequest& request);
+
+}  // namespace gpuprof::daemon
+
+#endif  // GPUPROF_DAEMON_REQUEST_VALIDATION_H_

@@ -1,0 +1,212 @@
+#include "daemon/request_validation.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "google/protobuf/util/time_util.h"
+
+namespace gpuprof::daemon {
+namespace {
+
+using ::google::protobuf::util::TimeUtil;
+using ::testing::HasSubstr;
+
+v1::ListGpusResponse NoGpus() {
+  v1::ListGpusResponse inventory;
+  inventory.set_probe_error("no CUDA driver");
+  inventory.add_supported_workloads("radix");
+  inventory.add_supported_workloads("index");
+  return inventory;
+}
+
+v1::ListGpusResponse TwoNvlinkGpus() {
+  v1::ListGpusResponse inventory = NoGpus();
+  inventory.clear_probe_error();
+  for (int i = 0; i < 2; ++i) {
+    auto* gpu = inventory.add_gpus();
+    gpu->set_index(i);
+    gpu->set_total_memory_bytes(80ll << 30);
+    gpu->set_numa_node(0);
+  }
+  for (auto [a, b] : {std::pair{0, 1}, std::pair{1, 0}}) {
+    auto* link = inventory.add_links();
+    link->set_gpu_a(a);
+    link->set_gpu_b(b);
+    link->set_type(v1::LINK_TYPE_NVLINK);
+  }
+  return inventory;
+}
+
+absl::Status Check(v1::ExperimentRequest request, const v1::ListGpusResponse& inventory,
+                   ValidationLimits limits = {}) {
+  if (request.user().empty()) request.set_user("alice");
+  ApplyRequestDefaults(limits, inventory, request);
+  return ValidateExperimentRequest(request, inventory, limits);
+}
+
+v1::ExperimentRequest Radix() {
+  v1::ExperimentRequest request;
+  request.mutable_radix();
+  return request;
+}
+
+v1::ExperimentRequest Index(int64_t tokens) {
+  v1::ExperimentRequest request;
+  request.mutable_index()->set_num_tokens(tokens);
+  return request;
+}
+
+TEST(RequestValidation, DefaultsMakeAnEmptyRadixRequestValid) {
+  EXPECT_TRUE(Check(Radix(), NoGpus()).ok()) << Check(Radix(), NoGpus());
+}
+
+TEST(RequestValidation, DefaultsAreFilledAndKeepExplicitZeros) {
+  v1::ExperimentRequest request = Radix();
+  request.mutable_radix()->set_history_keep_probability(0.0);
+  request.mutable_radix()->set_system_prompt_len(0);
+  ApplyRequestDefaults({}, NoGpus(), request);
+  EXPECT_EQ(request.radix().history_keep_probability(), 0.0);
+  EXPECT_EQ(request.radix().system_prompt_len(), 0);
+  EXPECT_EQ(request.radix().num_requests(), 2000);
+  EXPECT_EQ(TimeUtil::DurationToSeconds(request.timeout()), 30 * 60);
+  EXPECT_EQ(request.tracing().level(), v1::TracingOptions::LEVEL_ACTIVITY);
+}
+
+TEST(RequestValidation, MissingWorkloadNamesTheChoices) {
+  const absl::Status status = Check(v1::ExperimentRequest(), NoGpus());
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("workload: not set; must be one of index"));
+}
+
+TEST(RequestValidation, NegativeSizeNamesFieldValueAndRange) {
+  const absl::Status status = Check(Index(-5), TwoNvlinkGpus());
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(), "index.num_tokens: got -5; must be in [1, 16777216]");
+
+  v1::ExperimentRequest radix = Radix();
+  radix.mutable_radix()->set_page_size(-1);
+  EXPECT_EQ(Check(radix, NoGpus()).message(), "radix.page_size: got -1; must be in [1, 4096]");
+}
+
+TEST(RequestValidation, OverflowingSizesAreRefused) {
+  v1::ExperimentRequest request;
+  auto* store = request.mutable_store();
+  store->set_num_tokens(16);
+  store->set_num_kv_heads(1024);
+  store->set_head_dim(1024);
+  store->set_cache_slots(int64_t{1} << 31);
+  const absl::Status status = Check(request, TwoNvlinkGpus());
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("store (K and V caches): needs"));
+  EXPECT_THAT(status.message(), HasSubstr("more than the GPU's memory"));
+}
+
+TEST(RequestValidation, GpuWorkloadWithoutGpusIsFailedPrecondition) {
+  const absl::Status status = Check(Index(64), NoGpus());
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(status.message(), "index runs on a GPU and this host has none (no CUDA driver)");
+}
+
+TEST(RequestValidation, UnknownAndDuplicateGpuIds) {
+  v1::ExperimentRequest unknown = Index(64);
+  unknown.mutable_gpus()->add_gpu_ids(7);
+  EXPECT_EQ(Check(unknown, TwoNvlinkGpus()).message(),
+            "gpus.gpu_ids[0]: GPU 7 does not exist; this host has GPUs 0-1");
+
+  v1::ExperimentRequest duplicate = Index(64);
+  duplicate.mutable_gpus()->add_gpu_ids(1);
+  duplicate.mutable_gpus()->add_gpu_ids(1);
+  EXPECT_EQ(Check(duplicate, TwoNvlinkGpus()).message(), "gpus.gpu_ids[1]: GPU 1 is listed twice");
+  // Duplicates are caught without a GPU inventory too.
+  EXPECT_EQ(Check(duplicate, NoGpus()).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(RequestValidation, TpLargerThanGpuSet) {
+  v1::ExperimentRequest request = Index(64);
+  request.mutable_gpus()->add_gpu_ids(0);
+  request.set_tp_degree(2);
+  EXPECT_EQ(Check(request, TwoNvlinkGpus()).message(),
+            "tp_degree: got 2; must be at most the number of GPUs selected (1)");
+}
+
+TEST(RequestValidation, MoreGpusThanTheHostHas) {
+  v1::ExperimentRequest request = Index(64);
+  request.mutable_gpus()->set_gpu_count(4);
+  EXPECT_EQ(Check(request, TwoNvlinkGpus()).message(),
+            "gpus.gpu_count: needs 4 GPUs; this host has 2");
+}
+
+TEST(RequestValidation, RadixRefusesGpus) {
+  v1::ExperimentRequest request = Radix();
+  request.mutable_gpus()->add_gpu_ids(0);
+  EXPECT_EQ(Check(request, TwoNvlinkGpus()).message(),
+            "gpus: radix runs on the CPU; leave the GPU selection empty");
+}
+
+TEST(RequestValidation, UnsupportedWorkloadIsUnimplemented) {
+  v1::ExperimentRequest request;
+  request.mutable_attention();
+  const absl::Status status = Check(request, TwoNvlinkGpus());
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(status.message(), HasSubstr("available: radix, index"));
+}
+
+TEST(RequestValidation, LabelsDescriptionUserAndFaults) {
+  v1::ExperimentRequest request = Radix();
+  (*request.mutable_labels())["bad key!"] = "x";
+  EXPECT_THAT(Check(request, NoGpus()).message(), HasSubstr("labels: key \"bad key!\""));
+
+  request = Radix();
+  request.set_description(std::string(5000, 'd'));
+  EXPECT_EQ(Check(request, NoGpus()).message(), "description: 5000 bytes; at most 4096 allowed");
+
+  request = Radix();
+  request.set_user("eve; drop table");
+  EXPECT_THAT(Check(request, NoGpus()).message(), HasSubstr("user: got"));
+
+  request = Radix();
+  (*request.mutable_labels())[kFaultLabel] = "crash";
+  EXPECT_THAT(Check(request, NoGpus()).message(), HasSubstr("fault injection is disabled"));
+  ValidationLimits test_limits;
+  test_limits.allow_test_faults = true;
+  EXPECT_TRUE(Check(request, NoGpus(), test_limits).ok());
+  (*request.mutable_labels())[kFaultLabel] = "explode";
+  EXPECT_THAT(Check(request, NoGpus(), test_limits).message(),
+              HasSubstr("must be one of crash, hang, exit, cuda-error"));
+}
+
+TEST(RequestValidation, TimeoutAndMeasurementBounds) {
+  v1::ExperimentRequest request = Radix();
+  *request.mutable_timeout() = TimeUtil::SecondsToDuration(100 * 3600);
+  EXPECT_EQ(Check(request, NoGpus()).message(),
+            "timeout (seconds): got 360000; must be in [1, 86400]");
+
+  request = Radix();
+  request.mutable_measurement()->set_min_iterations(50);
+  request.mutable_measurement()->set_max_iterations(10);
+  EXPECT_EQ(Check(request, NoGpus()).message(),
+            "measurement.max_iterations: got 10; must be in [50, 1000000]");
+}
+
+TEST(RequestValidation, StrictPlacementThatCanNeverBeMetIsRefused) {
+  v1::ListGpusResponse inventory = TwoNvlinkGpus();
+  inventory.mutable_gpus(1)->set_numa_node(1);
+  v1::ExperimentRequest request = Index(64);
+  request.mutable_gpus()->set_gpu_count(2);
+  request.mutable_gpus()->set_placement(v1::GpuSelection::PLACEMENT_SAME_NUMA);
+  const absl::Status status = Check(request, inventory);
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(status.message(), HasSubstr("no set of 2 GPUs"));
+}
+
+TEST(RequestValidation, CollectiveSpansItsGpus) {
+  v1::ExperimentRequest request;
+  request.mutable_collective();
+  request.mutable_gpus()->set_gpu_count(2);
+  ApplyRequestDefaults({}, TwoNvlinkGpus(), request);
+  EXPECT_EQ(request.tp_degree(), 2);
+  EXPECT_EQ(RequiredGpuCount(request), 2);
+}
+
+}  // namespace
+}  // namespace gpuprof::daemon
