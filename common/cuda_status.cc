@@ -13,11 +13,15 @@ namespace gpuprof {
 namespace {
 
 // Payload type URLs under which CudaStatus / CuStatus keep the numeric code.
-constexpr std::string_view kCudaErrorPayloadUrl = "type.gpuprof/cuda_error";
-constexpr std::string_view kCuResultPayloadUrl = "type.gpuprof/cu_result";
+constexpr char kCudaErrorPayloadUrl[] = "type.gpuprof/cuda_error";
+constexpr char kCuResultPayloadUrl[] = "type.gpuprof/cu_result";
 
-std::optional<int> IntPayload(const absl::Status& status, std::string_view type_url) {
-  std::optional<absl::Cord> payload = status.GetPayload(type_url);
+// Debian's abseil has its own string_view type, not an alias of std::string_view.
+absl::string_view AsAbsl(std::string_view text) { return {text.data(), text.size()}; }
+
+std::optional<int> IntPayload(const absl::Status& status, const char* type_url) {
+  // absl::optional, not std::optional, in Debian's abseil.
+  auto payload = status.GetPayload(type_url);
   int value = 0;
   if (!payload.has_value() || !absl::SimpleAtoi(std::string(*payload), &value)) {
     return std::nullopt;
@@ -45,7 +49,7 @@ std::string DriverErrorText(CUresult result, bool want_name) {
 
 absl::Status GpuLibraryError(absl::StatusCode code, std::string_view error_text,
                              std::string_view what, std::source_location location) {
-  return absl::Status(code, absl::StrCat(what, " failed: ", error_text, " [",
+  return absl::Status(code, absl::StrCat(AsAbsl(what), " failed: ", AsAbsl(error_text), " [",
                                          location.file_name(), ":", location.line(), "]"));
 }
 

@@ -65,7 +65,7 @@ absl::Status CuptiStatus(CUptiResult result, std::string_view what,
   // cuptiGetErrorMessage (newer CUPTI) says what the code means; the name alone often does not.
   const char* description = nullptr;
   if (cuptiGetErrorMessage(result, &description) == CUPTI_SUCCESS && description != nullptr &&
-      std::string_view(description) != text) {
+      text != description) {
     absl::StrAppend(&text, " (", description, ")");
   }
   return GpuLibraryError(CuptiResultToStatusCode(result), text, what, location);

@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "daemon/gpu_placement.h"
+#include "daemon/radix_spec.h"
 #include "google/protobuf/util/time_util.h"
 
 namespace gpuprof::daemon {
@@ -215,27 +216,6 @@ absl::Status ValidateCollective(const v1::CollectiveSpec& spec, int64_t gpu_memo
   }
   return CheckBytesFit("collective (send and receive buffers)", {2, spec.bytes_per_rank()},
                        gpu_memory, "the GPU's memory");
-}
-
-absl::Status ValidateRadix(const v1::RadixSpec& spec) {
-  RETURN_IF_ERROR(CheckRange("radix.num_requests", spec.num_requests(), 1, 10'000'000));
-  RETURN_IF_ERROR(CheckRange("radix.num_system_prompts", spec.num_system_prompts(), 1, 100'000));
-  RETURN_IF_ERROR(CheckRange("radix.system_prompt_len", spec.system_prompt_len(), 0, 262'144));
-  RETURN_IF_ERROR(CheckRange("radix.num_users", spec.num_users(), 1, 1'000'000));
-  RETURN_IF_ERROR(CheckRange("radix.tail_len_min", spec.tail_len_min(), 0, 262'144));
-  RETURN_IF_ERROR(
-      CheckRange("radix.tail_len_max", spec.tail_len_max(), spec.tail_len_min(), 262'144));
-  if (!(spec.history_keep_probability() >= 0.0 && spec.history_keep_probability() <= 1.0)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "radix.history_keep_probability: got %g; must be in [0, 1]",
-        spec.history_keep_probability()));
-  }
-  RETURN_IF_ERROR(CheckRange("radix.vocab_size", spec.vocab_size(), 2,
-                             std::numeric_limits<int32_t>::max()));
-  RETURN_IF_ERROR(CheckRange("radix.page_size", spec.page_size(), 1, 4096));
-  RETURN_IF_ERROR(
-      CheckRange("radix.cache_token_budget", spec.cache_token_budget(), 1, int64_t{1} << 34));
-  return CheckRange("radix.in_flight_requests", spec.in_flight_requests(), 0, 100'000);
 }
 
 absl::Status ValidateMeasurement(const v1::MeasurementOptions& options) {
@@ -504,22 +484,9 @@ void ApplyRequestDefaults(const ValidationLimits& limits, const v1::ListGpusResp
       }
       break;
     }
-    case v1::ExperimentRequest::kRadix: {
-      auto& spec = *request.mutable_radix();
-      set_if_zero(spec.num_requests(), [&] { spec.set_num_requests(2000); });
-      set_if_zero(spec.num_system_prompts(), [&] { spec.set_num_system_prompts(8); });
-      if (!spec.has_system_prompt_len()) spec.set_system_prompt_len(512);
-      set_if_zero(spec.num_users(), [&] { spec.set_num_users(64); });
-      if (!spec.has_tail_len_min()) spec.set_tail_len_min(16);
-      set_if_zero(spec.tail_len_max(),
-                  [&] { spec.set_tail_len_max(std::max<int64_t>(256, spec.tail_len_min())); });
-      if (!spec.has_history_keep_probability()) spec.set_history_keep_probability(0.5);
-      set_if_zero(spec.vocab_size(), [&] { spec.set_vocab_size(32000); });
-      set_if_zero(spec.page_size(), [&] { spec.set_page_size(1); });
-      set_if_zero(spec.cache_token_budget(), [&] { spec.set_cache_token_budget(1 << 20); });
-      set_if_zero(spec.seed(), [&] { spec.set_seed(1); });
+    case v1::ExperimentRequest::kRadix:
+      ApplyRadixDefaults(*request.mutable_radix());
       break;
-    }
     case v1::ExperimentRequest::WORKLOAD_NOT_SET:
       break;
   }
@@ -565,7 +532,7 @@ absl::Status ValidateExperimentRequest(const v1::ExperimentRequest& request,
       RETURN_IF_ERROR(ValidateCollective(request.collective(), gpu_memory));
       break;
     case v1::ExperimentRequest::kRadix:
-      RETURN_IF_ERROR(ValidateRadix(request.radix()));
+      RETURN_IF_ERROR(ValidateRadixSpec(request.radix()));
       break;
     case v1::ExperimentRequest::WORKLOAD_NOT_SET:
       return absl::InvalidArgumentError(

@@ -62,11 +62,11 @@ TEST(RequestValidation, DefaultsMakeAnEmptyRadixRequestValid) {
 
 TEST(RequestValidation, DefaultsAreFilledAndKeepExplicitZeros) {
   v1::ExperimentRequest request = Radix();
-  request.mutable_radix()->set_history_keep_probability(0.0);
-  request.mutable_radix()->set_system_prompt_len(0);
+  request.mutable_radix()->set_history_growth_probability(0.0);
+  request.mutable_radix()->set_system_prompt_tokens(0);
   ApplyRequestDefaults({}, NoGpus(), request);
-  EXPECT_EQ(request.radix().history_keep_probability(), 0.0);
-  EXPECT_EQ(request.radix().system_prompt_len(), 0);
+  EXPECT_EQ(request.radix().history_growth_probability(), 0.0);
+  EXPECT_EQ(request.radix().system_prompt_tokens(), 0);
   EXPECT_EQ(request.radix().num_requests(), 2000);
   EXPECT_EQ(TimeUtil::DurationToSeconds(request.timeout()), 30 * 60);
   EXPECT_EQ(request.tracing().level(), v1::TracingOptions::LEVEL_ACTIVITY);

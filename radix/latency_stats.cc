@@ -9,8 +9,7 @@
 
 namespace gpuprof::radix {
 
-int64_t NearestRankPercentile(const std::vector<int64_t>& sorted_samples,
-                              double percent) {
+int64_t NearestRankPercentile(const std::vector<int64_t>& sorted_samples, double percent) {
   if (sorted_samples.empty()) return 0;
   const double count = static_cast<double>(sorted_samples.size());
   // Rank is 1-based: ceil(p/100 * N), clamped to [1, N].

@@ -30,8 +30,7 @@ LatencyStats Summarize(std::vector<int64_t> samples_ns);
 
 // The nearest-rank percentile of an ascending, non-empty vector, for `percent`
 // in (0, 100].
-int64_t NearestRankPercentile(const std::vector<int64_t>& sorted_samples,
-                              double percent);
+int64_t NearestRankPercentile(const std::vector<int64_t>& sorted_samples, double percent);
 
 }  // namespace gpuprof::radix
 

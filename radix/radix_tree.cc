@@ -117,8 +117,7 @@ NodeHandle RadixTree::root() const { return HandleOf(root_); }
 
 std::vector<int32_t> RadixTree::PathTokens(NodeHandle handle) const {
   std::vector<const Node*> path;
-  for (const Node* node = Resolve(handle); node != nullptr && node != root_;
-       node = node->parent) {
+  for (const Node* node = Resolve(handle); node != nullptr && node != root_; node = node->parent) {
     path.push_back(node);
   }
   std::vector<int32_t> tokens;
@@ -152,8 +151,7 @@ void RadixTree::Touch(Node* node, uint64_t now) {
   node->last_access = now;
 }
 
-size_t RadixTree::MatchEdge(const Node& child, const int32_t* tokens,
-                            size_t available) {
+size_t RadixTree::MatchEdge(const Node& child, const int32_t* tokens, size_t available) {
   const size_t limit = std::min(child.key.size(), available);
   const size_t common = CommonPrefixLength(child.key.data(), tokens, limit);
   // The compare examined every equal token plus the mismatching one, if any.
@@ -168,7 +166,7 @@ RadixTree::Node* RadixTree::SplitEdge(Node* child, size_t prefix_length) {
   // change.
   parent->children.erase(PageKey{child->key.data(), page_size_});
 
-  const auto split_at = child->key.begin() + static_cast<ptrdiff_t>(prefix_length);
+  const auto split_at = child->key.begin() + static_cast<std::ptrdiff_t>(prefix_length);
   Node* middle = NewNode(parent, std::vector<int32_t>(child->key.begin(), split_at));
   child->key.erase(child->key.begin(), split_at);
   child->parent = middle;
@@ -192,7 +190,7 @@ void RadixTree::AddLeaf(Node* parent, std::span<const int32_t> tokens, uint64_t 
 }
 
 std::pair<RadixTree::Node*, size_t> RadixTree::Descend(std::span<const int32_t> tokens,
-                                                        uint64_t now) {
+                                                       uint64_t now) {
   Node* node = root_;
   size_t matched = 0;
   while (matched < tokens.size()) {
@@ -283,9 +281,7 @@ size_t RadixTree::Evict(size_t num_tokens) {
 }
 
 std::string RadixTree::CheckInvariants() const {
-  const auto describe = [](const Node* node) {
-    return "node " + std::to_string(node->index);
-  };
+  const auto describe = [](const Node* node) { return "node " + std::to_string(node->index); };
   if (root_ == nullptr || nodes_.empty() || nodes_[0].get() != root_) {
     return "root is not slot 0";
   }
@@ -303,7 +299,9 @@ std::string RadixTree::CheckInvariants() const {
   while (!stack.empty()) {
     const Node* node = stack.back();
     stack.pop_back();
-    ++visited;
+    // More visits than slots means a node is reachable twice (a cycle or a
+    // shared child); stop before looping forever.
+    if (++visited > nodes_.size()) return "a node is reachable along more than one path";
     if (node->index >= nodes_.size() || nodes_[node->index].get() != node) {
       return describe(node) + " is not owned by its slot";
     }
@@ -353,8 +351,8 @@ std::string RadixTree::CheckInvariants() const {
     return "reached " + std::to_string(visited - 1) + " nodes but num_nodes is " +
            std::to_string(num_nodes_);
   }
-  const size_t live_slots = static_cast<size_t>(
-      std::count_if(nodes_.begin(), nodes_.end(), [](const auto& slot) { return slot != nullptr; }));
+  const size_t live_slots = static_cast<size_t>(std::count_if(
+      nodes_.begin(), nodes_.end(), [](const auto& slot) { return slot != nullptr; }));
   if (live_slots != visited || live_slots + free_slots_.size() != nodes_.size()) {
     return "slot map holds " + std::to_string(live_slots) + " live nodes, tree has " +
            std::to_string(visited);

@@ -32,8 +32,7 @@ class NodeHandle {
 
  private:
   friend class RadixTree;
-  NodeHandle(uint32_t index, uint32_t generation)
-      : index_(index), generation_(generation) {}
+  NodeHandle(uint32_t index, uint32_t generation) : index_(index), generation_(generation) {}
 
   uint32_t index_ = 0;
   // Bumped every time the slot is reused; 0 never names a live node.
@@ -131,8 +130,7 @@ class RadixTree {
   // Walks from the root along `tokens` (already truncated to whole pages),
   // splitting the last edge if the match ends inside it and stamping every
   // node on the path with `now`. Returns the deepest node and matched length.
-  std::pair<Node*, size_t> Descend(std::span<const int32_t> tokens,
-                                   uint64_t now);
+  std::pair<Node*, size_t> Descend(std::span<const int32_t> tokens, uint64_t now);
   // Compares an edge with the query and rounds the result down to whole pages.
   size_t MatchEdge(const Node& child, const int32_t* tokens, size_t available);
   // Splits `child`'s edge after `prefix_length` tokens and returns the new

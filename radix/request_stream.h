@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace gpuprof::radix {
@@ -49,6 +50,11 @@ inline constexpr int64_t kMaxStreamStateTokens = int64_t{1} << 28;
 // field names so an enclosing config can say where the field lives.
 std::string ValidateRequestStreamConfig(const RequestStreamConfig& config,
                                         const std::string& field_prefix = "");
+
+// "<field>: got <value>; must be in [<min>, <max>]" if value is outside
+// [min, max], else empty. Shared by this package's config validators so every
+// message has the same shape.
+std::string OutOfRangeMessage(std::string_view field, int64_t value, int64_t min, int64_t max);
 
 struct Request {
   int64_t user_id = 0;

@@ -1,0 +1,55 @@
+#include "daemon/daemon_config.h"
+
+#include <pwd.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace gpuprof::daemon {
+
+std::string DefaultStateDir() {
+  if (geteuid() == 0) return "/var/lib/gpuprof";
+  if (const char* xdg = std::getenv("XDG_STATE_HOME"); xdg != nullptr && *xdg != '\0') {
+    return std::string(xdg) + "/gpuprof";
+  }
+  const char* home = std::getenv("HOME");
+  if (home == nullptr || *home == '\0') {
+    const passwd* entry = getpwuid(geteuid());
+    home = entry != nullptr ? entry->pw_dir : "/tmp";
+  }
+  return std::string(home) + "/.local/state/gpuprof";
+}
+
+std::string DefaultDatabasePath(const std::string& state_dir) {
+  return state_dir + "/gpuprof.db";
+}
+
+std::vector<std::string> DefaultListenAddresses(const std::string& state_dir) {
+  return {kDefaultTcpAddress, "unix:" + state_dir + "/gpuprofd.sock"};
+}
+
+std::string DefaultWorkerBinary() {
+  std::error_code error;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
+  if (error) return "gpuprof_worker";
+  const std::filesystem::path dir = self.parent_path();
+  for (const auto& candidate : {dir / "gpuprof_worker", dir / "worker" / "gpuprof_worker"}) {
+    if (std::filesystem::exists(candidate, error)) return candidate.string();
+  }
+  return (dir / "gpuprof_worker").string();
+}
+
+std::vector<std::string> SplitAddresses(const std::string& list) {
+  std::vector<std::string> addresses;
+  for (absl::string_view part : absl::StrSplit(list, ',')) {
+    part = absl::StripAsciiWhitespace(part);
+    if (!part.empty()) addresses.emplace_back(part);
+  }
+  return addresses;
+}
+
+}  // namespace gpuprof::daemon

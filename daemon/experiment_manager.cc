@@ -1,0 +1,542 @@
+#include "daemon/experiment_manager.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/notification.h"
+#include "common/status_macros.h"
+#include "google/protobuf/util/time_util.h"
+
+namespace gpuprof::daemon {
+namespace {
+
+using ::google::protobuf::util::TimeUtil;
+namespace worker_v1 = ::gpuprof::worker::v1;
+
+bool IsTerminal(v1::ExperimentState state) {
+  return state != v1::QUEUED && state != v1::RUNNING &&
+         state != v1::EXPERIMENT_STATE_UNSPECIFIED;
+}
+
+google::protobuf::Timestamp Now() {
+  return TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(absl::Now()));
+}
+
+v1::ExperimentEvent StateEvent(v1::ExperimentState state, const std::string& reason = "") {
+  v1::ExperimentEvent event;
+  event.mutable_state()->set_state(state);
+  event.mutable_state()->set_reason(reason);
+  return event;
+}
+
+void LogLine(const std::string& line) { std::fprintf(stderr, "gpuprofd: %s\n", line.c_str()); }
+
+}  // namespace
+
+ExperimentManager::ExperimentManager(ManagerOptions options,
+                                     std::unique_ptr<ExperimentStore> store,
+                                     ManagerObserver* observer)
+    : options_(std::move(options)), store_(std::move(store)), observer_(observer) {}
+
+absl::StatusOr<std::unique_ptr<ExperimentManager>> ExperimentManager::Create(
+    ManagerOptions options, std::unique_ptr<ExperimentStore> store, ManagerObserver* observer) {
+  std::unique_ptr<ExperimentManager> manager(
+      new ExperimentManager(std::move(options), std::move(store), observer));
+  RETURN_IF_ERROR(manager->Probe());
+  {
+    absl::MutexLock lock(&manager->mutex_);
+    manager->scheduler_ = std::make_unique<Scheduler>(GpuTopology(manager->inventory_),
+                                                      std::max(1, manager->options_.cpu_slots));
+  }
+  RETURN_IF_ERROR(manager->Recover());
+  manager->control_thread_ = std::thread([m = manager.get()] { m->ControlLoop(); });
+  return manager;
+}
+
+ExperimentManager::~ExperimentManager() { Shutdown(); }
+
+absl::Status ExperimentManager::Probe() {
+  // The daemon never creates a CUDA context: a short-lived worker reports the inventory.
+  struct ProbeState {
+    absl::Mutex mutex;
+    std::optional<v1::ListGpusResponse> inventory;
+    std::optional<WorkerExit> exit;
+    absl::Notification done;
+  };
+  auto state = std::make_shared<ProbeState>();
+  WorkerLaunch launch{options_.worker_binary, {}, {"CUDA_DEVICE_ORDER=PCI_BUS_ID"}};
+  auto process = WorkerProcess::Start(
+      launch,
+      [state](const worker_v1::WorkerReport& report) {
+        if (!report.has_probe()) return;
+        absl::MutexLock lock(&state->mutex);
+        state->inventory = report.probe();
+        if (!state->done.HasBeenNotified()) state->done.Notify();
+      },
+      [state](const WorkerExit& exit) {
+        absl::MutexLock lock(&state->mutex);
+        state->exit = exit;
+        if (!state->done.HasBeenNotified()) state->done.Notify();
+      });
+  if (!process.ok()) return process.status();
+  worker_v1::WorkerCommand command;
+  command.mutable_probe()->set_measure_copy_bandwidth(options_.measure_copy_bandwidth);
+  (void)(*process)->Send(command);
+  const bool answered = state->done.WaitForNotificationWithTimeout(options_.probe_timeout);
+  worker_v1::WorkerCommand shutdown;
+  shutdown.mutable_shutdown();
+  (void)(*process)->Send(shutdown);
+  absl::MutexLock lock(&state->mutex);
+  if (state->inventory.has_value()) {
+    inventory_ = *state->inventory;
+  } else {
+    // Serve anyway: the daemon stays useful for listing and the CPU workloads the error allows.
+    inventory_.Clear();
+    inventory_.set_probe_error(
+        answered ? absl::StrCat("the probe worker ", state->exit->description, ": ",
+                                state->exit->stderr_tail)
+                 : absl::StrCat("the probe worker did not answer within ",
+                                absl::FormatDuration(options_.probe_timeout)));
+  }
+  inventory_.mutable_host()->set_gpuprof_version(options_.version);
+  LogLine(absl::StrCat("inventory: ", inventory_.gpus_size(), " GPU(s)",
+                       inventory_.probe_error().empty() ? ""
+                                                        : " (" + inventory_.probe_error() + ")",
+                       "; workloads: ", absl::StrJoin(inventory_.supported_workloads(), ", ")));
+  return absl::OkStatus();
+}
+
+absl::Status ExperimentManager::Recover() {
+  ASSIGN_OR_RETURN(auto running, store_->ListByState(v1::RUNNING));
+  std::vector<std::pair<v1::Experiment, v1::ExperimentEvent>> interrupted;
+  for (auto& experiment : running) {
+    v1::ExperimentEvent event =
+        StateEvent(v1::INTERRUPTED, "gpuprofd stopped while the experiment ran");
+    event.set_experiment_id(experiment.id());
+    event.set_seq(experiment.last_seq() + 1);
+    *event.mutable_time() = Now();
+    experiment.set_state(v1::INTERRUPTED);
+    experiment.set_reason(event.state().reason());
+    experiment.set_last_seq(event.seq());
+    *experiment.mutable_finished() = event.time();
+    interrupted.emplace_back(std::move(experiment), std::move(event));
+  }
+  if (!interrupted.empty()) {
+    RETURN_IF_ERROR(store_->UpdateMany(interrupted));
+    LogLine(absl::StrCat(interrupted.size(), " experiment(s) were running when gpuprofd "
+                         "stopped; marked INTERRUPTED"));
+  }
+  ASSIGN_OR_RETURN(auto queued, store_->ListByState(v1::QUEUED));
+  absl::MutexLock lock(&mutex_);
+  for (auto& experiment : queued) {
+    Active& active = active_[experiment.id()];
+    active.experiment = std::move(experiment);
+    // The host may have changed since the experiment was accepted.
+    const absl::Status still_valid =
+        ValidateExperimentRequest(active.experiment.request(), inventory_, options_.limits);
+    if (!still_valid.ok()) {
+      EndLocked(active.experiment.id(), v1::FAILED,
+                absl::StrCat("no longer valid on this host: ", still_valid.message()), "");
+      continue;
+    }
+    scheduler_->Enqueue(PendingExperiment{
+        active.experiment.id(), active.experiment.user(), active.experiment.request().priority(),
+        next_submit_order_++, active.experiment.request().gpus(),
+        RequiredGpuCount(active.experiment.request())});
+  }
+  if (!queued.empty()) LogLine(absl::StrCat(queued.size(), " queued experiment(s) recovered"));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::Experiment> ExperimentManager::Submit(v1::ExperimentRequest request) {
+  ApplyRequestDefaults(options_.limits, inventory_, request);
+  RETURN_IF_ERROR(ValidateExperimentRequest(request, inventory_, options_.limits));
+  v1::Experiment experiment;
+  experiment.set_state(v1::QUEUED);
+  experiment.set_workload(WorkloadOf(request));
+  experiment.set_user(request.user());
+  *experiment.mutable_created() = Now();
+  experiment.set_last_seq(1);
+  *experiment.mutable_request() = std::move(request);
+
+  absl::MutexLock lock(&mutex_);
+  if (stopping_) return absl::UnavailableError("gpuprofd is shutting down");
+  PendingExperiment pending{"", experiment.user(), experiment.request().priority(),
+                            next_submit_order_++, experiment.request().gpus(),
+                            RequiredGpuCount(experiment.request())};
+  v1::ExperimentEvent first = StateEvent(v1::QUEUED);
+  first.set_seq(1);
+  *first.mutable_time() = experiment.created();
+  // Position among what is queued now, plus this one; recomputed live by Get.
+  first.mutable_state()->set_queue_position(static_cast<int>(scheduler_->queued_count()) + 1);
+  experiment.set_queue_position(first.state().queue_position());
+  ASSIGN_OR_RETURN(std::string id, store_->Create(experiment, first));
+  experiment.set_id(id);
+  pending.id = id;
+  scheduler_->Enqueue(std::move(pending));
+  experiment.set_queue_position(scheduler_->QueuePosition(id));
+  active_[id].experiment = experiment;
+  wake_.Signal();
+  return experiment;
+}
+
+absl::StatusOr<int64_t> ExperimentManager::Subscribe(const std::string& id, int64_t from_seq,
+                                                     std::shared_ptr<EventSink> sink) {
+  if (from_seq < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("from_seq: got ", from_seq, "; must be >= 0"));
+  }
+  // Replay and registration happen under one lock, and events are appended under it too, so
+  // the stream has neither gaps nor duplicates.
+  absl::MutexLock lock(&mutex_);
+  ASSIGN_OR_RETURN(auto events, store_->Events(id, from_seq));
+  for (const auto& event : events) sink->OnEvent(event);
+  const auto active = active_.find(id);
+  if (active == active_.end() || stopping_) {
+    sink->OnEnd();
+    return 0;
+  }
+  const int64_t subscription = next_subscription_++;
+  active->second.sinks[subscription] = std::move(sink);
+  return subscription;
+}
+
+void ExperimentManager::Unsubscribe(const std::string& id, int64_t subscription) {
+  absl::MutexLock lock(&mutex_);
+  const auto active = active_.find(id);
+  if (active != active_.end()) active->second.sinks.erase(subscription);
+}
+
+absl::StatusOr<v1::Experiment> ExperimentManager::Cancel(const std::string& id,
+                                                         const std::string& reason) {
+  absl::MutexLock lock(&mutex_);
+  const auto it = active_.find(id);
+  if (it == active_.end()) {
+    ASSIGN_OR_RETURN(v1::Experiment experiment, store_->Get(id));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "experiment ", id, " already ended: ", v1::ExperimentState_Name(experiment.state())));
+  }
+  const std::string why = reason.empty() ? "cancelled by request" : reason;
+  Active& active = it->second;
+  if (active.experiment.state() == v1::QUEUED) {
+    scheduler_->Remove(id);
+  } else if (active.slot >= 0) {
+    // The lease stays until the worker is gone (OnWorkerExit releases it).
+    const auto slot = slots_.find(active.slot);
+    if (slot != slots_.end()) slot->second.process->Kill();
+  }
+  EndLocked(id, v1::CANCELLED, why, "");
+  return store_->Get(id);
+}
+
+absl::StatusOr<v1::Experiment> ExperimentManager::Get(const std::string& id) {
+  ASSIGN_OR_RETURN(v1::Experiment experiment, store_->Get(id));
+  absl::MutexLock lock(&mutex_);
+  experiment.set_queue_position(
+      experiment.state() == v1::QUEUED ? scheduler_->QueuePosition(id) : 0);
+  return experiment;
+}
+
+absl::StatusOr<ExperimentPage> ExperimentManager::List(const ExperimentFilter& filter,
+                                                       int page_size,
+                                                       const std::string& page_token) {
+  return store_->List(filter, page_size, page_token);
+}
+
+v1::ListGpusResponse ExperimentManager::ListGpus() {
+  v1::ListGpusResponse response = inventory_;
+  absl::MutexLock lock(&mutex_);
+  for (const auto& [gpu, id] : scheduler_->GpuLeases()) {
+    if (gpu < 0 || gpu >= response.gpus_size()) continue;
+    response.mutable_gpus(gpu)->set_leased_to_experiment(id);
+    const auto active = active_.find(id);
+    if (active != active_.end()) {
+      response.mutable_gpus(gpu)->set_leased_to_user(active->second.experiment.user());
+    }
+  }
+  return response;
+}
+
+int64_t ExperimentManager::queued_count() {
+  absl::MutexLock lock(&mutex_);
+  return static_cast<int64_t>(scheduler_->queued_count());
+}
+
+std::map<int, std::string> ExperimentManager::GpuLeases() {
+  absl::MutexLock lock(&mutex_);
+  return scheduler_->GpuLeases();
+}
+
+absl::StatusOr<int64_t> ExperimentManager::StoreSizeBytes() { return store_->SizeBytes(); }
+
+void ExperimentManager::AppendEventLocked(Active& active, v1::ExperimentEvent event) {
+  v1::Experiment& experiment = active.experiment;
+  event.set_experiment_id(experiment.id());
+  event.set_seq(experiment.last_seq() + 1);
+  *event.mutable_time() = Now();
+  experiment.set_last_seq(event.seq());
+  if (event.has_state()) {
+    const auto& change = event.state();
+    experiment.set_state(change.state());
+    if (!change.reason().empty()) experiment.set_reason(change.reason());
+    if (!change.worker_stderr_tail().empty()) {
+      experiment.set_worker_stderr_tail(change.worker_stderr_tail());
+    }
+    if (change.state() == v1::RUNNING) {
+      experiment.mutable_gpu_ids()->CopyFrom(change.gpu_ids());
+      *experiment.mutable_started() = event.time();
+      experiment.set_queue_position(0);
+    }
+    if (IsTerminal(change.state())) *experiment.mutable_finished() = event.time();
+  } else if (event.has_result()) {
+    *experiment.mutable_result() = event.result();
+  }
+  const absl::Status stored = store_->Update(experiment, event);
+  if (!stored.ok()) {
+    LogLine(absl::StrCat("could not persist event ", event.seq(), " of ", experiment.id(), ": ",
+                         stored.ToString()));
+  }
+  for (auto& [subscription, sink] : active.sinks) sink->OnEvent(event);
+}
+
+void ExperimentManager::EndLocked(const std::string& id, v1::ExperimentState state,
+                                  const std::string& reason, const std::string& stderr_tail) {
+  const auto it = active_.find(id);
+  if (it == active_.end()) return;
+  v1::ExperimentEvent event = StateEvent(state, reason);
+  event.mutable_state()->set_worker_stderr_tail(stderr_tail);
+  event.mutable_state()->mutable_gpu_ids()->CopyFrom(it->second.experiment.gpu_ids());
+  AppendEventLocked(it->second, std::move(event));
+  for (auto& [subscription, sink] : it->second.sinks) sink->OnEnd();
+  if (observer_ != nullptr) observer_->ExperimentEnded(it->second.experiment);
+  active_.erase(it);
+}
+
+absl::StatusOr<int64_t> ExperimentManager::AcquireWorkerLocked(const std::vector<int>& gpus,
+                                                                bool& reused) {
+  reused = false;
+  // An idle worker that already holds a context on exactly these GPUs skips CUDA start-up.
+  for (auto& [id, slot] : slots_) {
+    if (slot.experiment_id.empty() && slot.gpus == gpus) {
+      reused = true;
+      return id;
+    }
+  }
+  // Idle workers on any of these GPUs would share them: stop them.
+  const std::set<int> wanted(gpus.begin(), gpus.end());
+  std::vector<int64_t> overlapping;
+  for (const auto& [id, slot] : slots_) {
+    if (!slot.experiment_id.empty()) continue;
+    if (std::any_of(slot.gpus.begin(), slot.gpus.end(),
+                    [&](int gpu) { return wanted.contains(gpu); })) {
+      overlapping.push_back(id);
+    }
+  }
+  for (int64_t id : overlapping) RetireSlotLocked(id);
+
+  WorkerLaunch launch;
+  launch.binary = options_.worker_binary;
+  launch.env.push_back("CUDA_DEVICE_ORDER=PCI_BUS_ID");
+  std::vector<std::string> uuids;
+  for (int gpu : gpus) uuids.push_back(inventory_.gpus(gpu).uuid());
+  // An empty list hides every GPU from CPU workloads.
+  launch.env.push_back(absl::StrCat("CUDA_VISIBLE_DEVICES=", absl::StrJoin(uuids, ",")));
+  if (options_.limits.allow_test_faults) launch.env.push_back("GPUPROF_ENABLE_TEST_FAULTS=1");
+  const int64_t slot_id = next_slot_++;
+  ASSIGN_OR_RETURN(
+      auto process,
+      WorkerProcess::Start(
+          launch,
+          [this, slot_id](const worker_v1::WorkerReport& report) {
+            OnWorkerReport(slot_id, report);
+          },
+          [this, slot_id](const WorkerExit& exit) { OnWorkerExit(slot_id, exit); }));
+  WorkerSlot& slot = slots_[slot_id];
+  slot.process = std::move(process);
+  slot.gpus = gpus;
+  return slot_id;
+}
+
+void ExperimentManager::RetireSlotLocked(int64_t slot_id) {
+  const auto it = slots_.find(slot_id);
+  if (it == slots_.end()) return;
+  it->second.process->Kill();
+  retired_.push_back(std::move(it->second.process));
+  slots_.erase(it);
+  wake_.Signal();
+}
+
+void ExperimentManager::StartLocked(const Dispatch& dispatch) {
+  const auto it = active_.find(dispatch.id);
+  if (it == active_.end()) {
+    scheduler_->Release(dispatch.id);
+    return;
+  }
+  Active& active = it->second;
+  bool reused = false;
+  const auto slot_id = AcquireWorkerLocked(dispatch.gpus, reused);
+  if (!slot_id.ok()) {
+    scheduler_->Release(dispatch.id);
+    EndLocked(dispatch.id, v1::FAILED,
+              absl::StrCat("could not start a worker: ", slot_id.status().message()), "");
+    return;
+  }
+  WorkerSlot& slot = slots_[*slot_id];
+  slot.experiment_id = dispatch.id;
+  ++slot.experiments_run;
+  active.slot = *slot_id;
+  const auto& timeout = active.experiment.request().timeout();
+  active.deadline = absl::Now() + absl::Nanoseconds(TimeUtil::DurationToNanoseconds(timeout));
+
+  v1::ExperimentEvent running = StateEvent(v1::RUNNING);
+  for (int gpu : dispatch.gpus) running.mutable_state()->add_gpu_ids(gpu);
+  AppendEventLocked(active, std::move(running));
+
+  worker_v1::WorkerCommand command;
+  auto& run = *command.mutable_run();
+  run.set_experiment_id(dispatch.id);
+  *run.mutable_request() = active.experiment.request();
+  for (int gpu : dispatch.gpus) *run.add_gpus() = inventory_.gpus(gpu);
+  *run.mutable_host() = inventory_.host();
+  run.set_worker_reused(reused);
+  // A failed send means the worker died; its exit callback fails the experiment.
+  (void)slot.process->Send(command);
+}
+
+void ExperimentManager::OnWorkerReport(int64_t slot_id, const worker_v1::WorkerReport& report) {
+  absl::MutexLock lock(&mutex_);
+  const auto slot = slots_.find(slot_id);
+  if (slot == slots_.end() || slot->second.experiment_id.empty()) return;
+  const std::string id = slot->second.experiment_id;
+  const auto active = active_.find(id);
+  // Cancelled (or timing out): what the dying worker still says no longer counts.
+  if (active == active_.end() || active->second.ending) return;
+  if (report.has_event()) {
+    v1::ExperimentEvent event = report.event();
+    if (event.has_state()) return;  // states are the daemon's to decide
+    AppendEventLocked(active->second, std::move(event));
+    return;
+  }
+  if (!report.has_finished()) return;
+  const auto& finished = report.finished();
+  slot->second.experiment_id.clear();
+  slot->second.idle_since = absl::Now();
+  scheduler_->Release(id);
+  if (finished.ok()) {
+    EndLocked(id, v1::FINISHED, "", "");
+  } else {
+    EndLocked(id, v1::FAILED, finished.error(), slot->second.process->StderrTail());
+  }
+  // A worker that saw an error may hold a broken CUDA context: never reuse it.
+  if (!finished.ok() || finished.must_not_reuse()) RetireSlotLocked(slot_id);
+  wake_.Signal();
+}
+
+void ExperimentManager::OnWorkerExit(int64_t slot_id, const WorkerExit& exit) {
+  absl::MutexLock lock(&mutex_);
+  const auto slot = slots_.find(slot_id);
+  if (slot == slots_.end()) return;  // retired on purpose
+  const std::string id = slot->second.experiment_id;
+  if (!id.empty()) {
+    scheduler_->Release(id);
+    const auto active = active_.find(id);
+    if (active != active_.end()) {
+      if (active->second.ending) {
+        EndLocked(id, v1::TIMED_OUT,
+                  absl::StrCat("ran longer than its timeout of ",
+                               absl::FormatDuration(absl::Nanoseconds(TimeUtil::DurationToNanoseconds(
+                                   active->second.experiment.request().timeout()))),
+                               "; the worker was killed"),
+                  exit.stderr_tail);
+        if (observer_ != nullptr) observer_->WorkerFailed(/*timed_out=*/true);
+      } else {
+        EndLocked(id, v1::FAILED,
+                  absl::StrCat("the worker process ", exit.description,
+                               " while running the experiment"),
+                  exit.stderr_tail);
+        if (observer_ != nullptr) observer_->WorkerFailed(/*timed_out=*/false);
+      }
+    }
+  }
+  // The process is gone; its object is destroyed on the control thread.
+  retired_.push_back(std::move(slot->second.process));
+  slots_.erase(slot);
+  wake_.Signal();
+}
+
+void ExperimentManager::ControlLoop() {
+  absl::MutexLock lock(&mutex_);
+  while (!stopping_) {
+    for (const Dispatch& dispatch : scheduler_->DispatchReady()) StartLocked(dispatch);
+
+    const absl::Time now = absl::Now();
+    absl::Time next_wake = now + absl::Seconds(1);
+    for (auto& [id, active] : active_) {
+      if (active.slot < 0 || active.ending) continue;
+      if (active.deadline <= now) {
+        active.ending = true;
+        const auto slot = slots_.find(active.slot);
+        if (slot != slots_.end()) slot->second.process->Kill();
+      } else {
+        next_wake = std::min(next_wake, active.deadline);
+      }
+    }
+    std::vector<int64_t> expired;
+    for (const auto& [id, slot] : slots_) {
+      if (!slot.experiment_id.empty()) continue;
+      if (slot.idle_since + options_.worker_idle_timeout <= now) {
+        expired.push_back(id);
+      } else {
+        next_wake = std::min(next_wake, slot.idle_since + options_.worker_idle_timeout);
+      }
+    }
+    for (int64_t id : expired) RetireSlotLocked(id);
+
+    if (!retired_.empty()) {
+      auto retired = std::move(retired_);
+      retired_.clear();
+      mutex_.Unlock();
+      retired.clear();  // joins their reader threads, which may need the lock
+      mutex_.Lock();
+      continue;
+    }
+    wake_.WaitWithDeadline(&mutex_, next_wake);
+  }
+}
+
+void ExperimentManager::Shutdown() {
+  std::vector<std::unique_ptr<WorkerProcess>> retired;
+  {
+    absl::MutexLock lock(&mutex_);
+    if (stopping_) return;
+    stopping_ = true;
+    wake_.SignalAll();
+  }
+  if (control_thread_.joinable()) control_thread_.join();
+  {
+    absl::MutexLock lock(&mutex_);
+    std::vector<std::string> running;
+    for (const auto& [id, active] : active_) {
+      if (active.experiment.state() == v1::RUNNING) running.push_back(id);
+    }
+    for (const auto& id : running) {
+      EndLocked(id, v1::INTERRUPTED, "gpuprofd shut down while the experiment ran", "");
+    }
+    // Queued experiments stay queued in the store; their watchers reattach after restart.
+    for (auto& [id, active] : active_) {
+      for (auto& [subscription, sink] : active.sinks) sink->OnEnd();
+      active.sinks.clear();
+    }
+    std::vector<int64_t> slot_ids;
+    for (const auto& [id, slot] : slots_) slot_ids.push_back(id);
+    for (int64_t id : slot_ids) RetireSlotLocked(id);
+    retired = std::move(retired_);
+    retired_.clear();
+  }
+  retired.clear();
+}
+
+}  // namespace gpuprof::daemon

@@ -1,0 +1,150 @@
+// The daemon's core: accepts experiments, persists them and their events, schedules them onto
+// GPU leases, runs each in a supervised worker process and fans events out to watchers.
+// Every public method returns absl::Status; the gRPC layer only converts.
+#ifndef GPUPROF_DAEMON_EXPERIMENT_MANAGER_H_
+#define GPUPROF_DAEMON_EXPERIMENT_MANAGER_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "daemon/experiment_store.h"
+#include "daemon/request_validation.h"
+#include "daemon/scheduler.h"
+#include "daemon/worker_process.h"
+#include "gpuprof/v1/experiment.pb.h"
+#include "gpuprof/v1/gpus.pb.h"
+
+namespace gpuprof::daemon {
+
+struct ManagerOptions {
+  std::string worker_binary;
+  ValidationLimits limits;
+  // CPU workloads (radix) that may run at once; they share the host's cores.
+  int cpu_slots = 1;
+  // An idle worker kept for reuse on the same GPUs is stopped after this long.
+  absl::Duration worker_idle_timeout = absl::Seconds(60);
+  absl::Duration probe_timeout = absl::Seconds(180);
+  bool measure_copy_bandwidth = true;
+  std::string version;
+};
+
+// Receives one experiment's events. Called with the manager's lock held: implementations
+// queue the event and return; they must not block or call into the manager.
+class EventSink {
+ public:
+  virtual ~EventSink() = default;
+  virtual void OnEvent(const v1::ExperimentEvent& event) = 0;
+  // No more events will come: the experiment ended, or the daemon is stopping.
+  virtual void OnEnd() = 0;
+};
+
+// What the metrics exporter wants to hear about; all optional.
+class ManagerObserver {
+ public:
+  virtual ~ManagerObserver() = default;
+  virtual void ExperimentEnded(const v1::Experiment& experiment) {}
+  virtual void WorkerFailed(bool timed_out) {}
+};
+
+class ExperimentManager {
+ public:
+  // Probes the GPUs through a worker, recovers state from the store (running experiments
+  // become INTERRUPTED, queued ones queue again in order) and starts scheduling.
+  static absl::StatusOr<std::unique_ptr<ExperimentManager>> Create(
+      ManagerOptions options, std::unique_ptr<ExperimentStore> store,
+      ManagerObserver* observer = nullptr);
+  ~ExperimentManager();
+  ExperimentManager(const ExperimentManager&) = delete;
+  ExperimentManager& operator=(const ExperimentManager&) = delete;
+
+  // Validates, stores (durably) and queues; returns the experiment as queued.
+  absl::StatusOr<v1::Experiment> Submit(v1::ExperimentRequest request);
+  // Replays stored events with seq >= from_seq to `sink`, then live ones; returns a handle for
+  // Unsubscribe. For an experiment that already ended, the replay is followed by OnEnd.
+  absl::StatusOr<int64_t> Subscribe(const std::string& id, int64_t from_seq,
+                                    std::shared_ptr<EventSink> sink);
+  void Unsubscribe(const std::string& id, int64_t subscription);
+  absl::StatusOr<v1::Experiment> Cancel(const std::string& id, const std::string& reason);
+  absl::StatusOr<v1::Experiment> Get(const std::string& id);
+  absl::StatusOr<ExperimentPage> List(const ExperimentFilter& filter, int page_size,
+                                      const std::string& page_token);
+  v1::ListGpusResponse ListGpus();
+
+  int64_t queued_count();
+  // GPU index -> whether leased, for the metrics exporter.
+  std::map<int, std::string> GpuLeases();
+  absl::StatusOr<int64_t> StoreSizeBytes();
+
+  // Stops scheduling, interrupts running experiments, ends every stream. Idempotent.
+  void Shutdown();
+
+ private:
+  struct Active {
+    v1::Experiment experiment;
+    std::map<int64_t, std::shared_ptr<EventSink>> sinks;
+    int64_t slot = -1;  // the worker running it
+    absl::Time deadline = absl::InfiniteFuture();
+    // Set when the worker is being killed (timeout): the final state waits for its exit so
+    // the reason can carry the worker's last output.
+    bool ending = false;
+  };
+  struct WorkerSlot {
+    std::unique_ptr<WorkerProcess> process;
+    std::vector<int> gpus;
+    std::string experiment_id;  // empty while idle
+    int experiments_run = 0;
+    absl::Time idle_since;
+  };
+
+  ExperimentManager(ManagerOptions options, std::unique_ptr<ExperimentStore> store,
+                    ManagerObserver* observer);
+  absl::Status Probe();
+  absl::Status Recover() ABSL_LOCKS_EXCLUDED(mutex_);
+  void ControlLoop() ABSL_LOCKS_EXCLUDED(mutex_);
+
+  void StartLocked(const Dispatch& dispatch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  absl::StatusOr<int64_t> AcquireWorkerLocked(const std::vector<int>& gpus, bool& reused)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void RetireSlotLocked(int64_t slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void OnWorkerReport(int64_t slot, const worker::v1::WorkerReport& report)
+      ABSL_LOCKS_EXCLUDED(mutex_);
+  void OnWorkerExit(int64_t slot, const WorkerExit& exit) ABSL_LOCKS_EXCLUDED(mutex_);
+
+  // Numbers, timestamps, persists and fans out an event; a terminal state ends the experiment.
+  void AppendEventLocked(Active& active, v1::ExperimentEvent event)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void EndLocked(const std::string& id, v1::ExperimentState state, const std::string& reason,
+                 const std::string& stderr_tail) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+
+  const ManagerOptions options_;
+  const std::unique_ptr<ExperimentStore> store_;
+  ManagerObserver* const observer_;
+  v1::ListGpusResponse inventory_;  // written once by Probe, before any other thread starts
+
+  absl::Mutex mutex_;
+  absl::CondVar wake_;
+  bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
+  std::unique_ptr<Scheduler> scheduler_ ABSL_GUARDED_BY(mutex_);
+  std::map<std::string, Active> active_ ABSL_GUARDED_BY(mutex_);  // queued and running
+  std::map<int64_t, WorkerSlot> slots_ ABSL_GUARDED_BY(mutex_);
+  // Workers to destroy outside the lock, on the control thread: their destructors join
+  // threads whose callbacks take the lock.
+  std::vector<std::unique_ptr<WorkerProcess>> retired_ ABSL_GUARDED_BY(mutex_);
+  int64_t next_slot_ ABSL_GUARDED_BY(mutex_) = 1;
+  int64_t next_subscription_ ABSL_GUARDED_BY(mutex_) = 1;
+  int64_t next_submit_order_ ABSL_GUARDED_BY(mutex_) = 0;
+  std::thread control_thread_;
+};
+
+}  // namespace gpuprof::daemon
+
+#endif  // GPUPROF_DAEMON_EXPERIMENT_MANAGER_H_

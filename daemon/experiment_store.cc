@@ -1,0 +1,654 @@
+#include "daemon/experiment_store.h"
+
+#include <sqlite3.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
+#include "common/status_macros.h"
+#include "gpuprof/v1/experiment.pb.h"
+
+namespace gpuprof::daemon {
+namespace experiment_store_internal {
+namespace {
+
+// How long a statement waits for another connection's lock before failing with "database is
+// locked". Only another process (a second daemon, the sqlite3 shell) can hold one.
+constexpr int kBusyTimeoutMs = 5000;
+
+absl::StatusCode StatusCodeForSqliteResult(int extended_result_code) {
+  switch (extended_result_code & 0xff) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      return absl::StatusCode::kUnavailable;
+    case SQLITE_CONSTRAINT:
+      if (extended_result_code == SQLITE_CONSTRAINT_PRIMARYKEY ||
+          extended_result_code == SQLITE_CONSTRAINT_UNIQUE) {
+        return absl::StatusCode::kAlreadyExists;
+      }
+      return absl::StatusCode::kFailedPrecondition;
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB:
+      return absl::StatusCode::kDataLoss;
+    case SQLITE_FULL:
+    case SQLITE_NOMEM:
+      return absl::StatusCode::kResourceExhausted;
+    case SQLITE_PERM:
+    case SQLITE_READONLY:
+    case SQLITE_AUTH:
+      return absl::StatusCode::kPermissionDenied;
+    case SQLITE_CANTOPEN:
+      return absl::StatusCode::kFailedPrecondition;
+    default:
+      return absl::StatusCode::kInternal;
+  }
+}
+
+// "sqlite: <operation>: <SQLite's message>". `db` may be null (no connection yet).
+absl::Status SqliteError(sqlite3* db, int result_code, absl::string_view operation) {
+  int extended_code = db != nullptr ? sqlite3_extended_errcode(db) : result_code;
+  // The connection's message describes the last failed call, which is this one; without a
+  // connection, fall back to the generic text for the code.
+  const char* message = db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(result_code);
+  return absl::Status(StatusCodeForSqliteResult(extended_code),
+                      absl::StrCat("sqlite: ", operation, ": ", message));
+}
+
+}  // namespace
+
+// A prepared statement; finalized on destruction. Statements are prepared per call rather
+// than cached: the fsync of every commit costs far more than preparing, and a statement that
+// is destroyed at the end of the call can never be left active, holding a read snapshot.
+class SqliteStatement {
+ public:
+  static absl::StatusOr<SqliteStatement> Prepare(sqlite3* db, absl::string_view sql,
+                                                 std::string operation) {
+    sqlite3_stmt* statement = nullptr;
+    int result = sqlite3_prepare_v2(db, sql.data(), static_cast<int>(sql.size()), &statement,
+                                    /*pzTail=*/nullptr);
+    SqliteStatement wrapper(db, statement, std::move(operation));
+    if (result != SQLITE_OK) return SqliteError(db, result, wrapper.operation_);
+    return wrapper;
+  }
+
+  SqliteStatement(SqliteStatement&& other) noexcept
+      : db_(other.db_),
+        statement_(std::exchange(other.statement_, nullptr)),
+        operation_(std::move(other.operation_)) {}
+  SqliteStatement& operator=(SqliteStatement&& other) noexcept {
+    if (this != &other) {
+      sqlite3_finalize(statement_);
+      db_ = other.db_;
+      statement_ = std::exchange(other.statement_, nullptr);
+      operation_ = std::move(other.operation_);
+    }
+    return *this;
+  }
+  SqliteStatement(const SqliteStatement&) = delete;
+  SqliteStatement& operator=(const SqliteStatement&) = delete;
+  ~SqliteStatement() { sqlite3_finalize(statement_); }  // A no-op on null.
+
+  // Parameters are 1-based, as in SQL's ?1, ?2, ...
+  absl::Status BindInt64(int index, int64_t value) {
+    return Check(sqlite3_bind_int64(statement_, index, value));
+  }
+  absl::Status BindText(int index, absl::string_view value) {
+    return Check(sqlite3_bind_text64(statement_, index, value.data(), value.size(),
+                                     SQLITE_TRANSIENT, SQLITE_UTF8));
+  }
+  absl::Status BindBlob(int index, absl::string_view value) {
+    // A null data pointer would bind NULL rather than an empty blob.
+    if (value.empty()) return Check(sqlite3_bind_zeroblob(statement_, index, 0));
+    return Check(sqlite3_bind_blob64(statement_, index, value.data(), value.size(),
+                                     SQLITE_TRANSIENT));
+  }
+
+  // Advances to the next row: true if there is one, false when the statement is done.
+  absl::StatusOr<bool> Step() {
+    int result = sqlite3_step(statement_);
+    if (result == SQLITE_ROW) return true;
+    if (result == SQLITE_DONE) return false;
+    return SqliteError(db_, result, operation_);
+  }
+
+  // Runs a statement that returns no rows.
+  absl::Status Run() {
+    ASSIGN_OR_RETURN(bool has_row, Step());
+    if (has_row) return absl::InternalError(absl::StrCat(operation_, ": unexpected row"));
+    return absl::OkStatus();
+  }
+
+  // Column accessors read the current row; columns are 0-based.
+  int64_t ColumnInt64(int column) const { return sqlite3_column_int64(statement_, column); }
+  std::string ColumnText(int column) const {
+    const unsigned char* text = sqlite3_column_text(statement_, column);
+    if (text == nullptr) return "";
+    return std::string(reinterpret_cast<const char*>(text),
+                       sqlite3_column_bytes(statement_, column));
+  }
+  // Valid until the next Step.
+  absl::string_view ColumnBlob(int column) const {
+    const void* data = sqlite3_column_blob(statement_, column);
+    if (data == nullptr) return {};  // NULL or an empty blob.
+    return absl::string_view(static_cast<const char*>(data),
+                            sqlite3_column_bytes(statement_, column));
+  }
+
+  const std::string& operation() const { return operation_; }
+
+ private:
+  SqliteStatement(sqlite3* db, sqlite3_stmt* statement, std::string operation)
+      : db_(db), statement_(statement), operation_(std::move(operation)) {}
+
+  absl::Status Check(int result) const {
+    if (result == SQLITE_OK) return absl::OkStatus();
+    return SqliteError(db_, result, operation_);
+  }
+
+  sqlite3* db_;               // Not owned.
+  sqlite3_stmt* statement_;  // Owned; null when moved from.
+  std::string operation_;    // What the statement is for, for error messages.
+};
+
+// An open connection; closed on destruction.
+class SqliteDatabase {
+ public:
+  // Opens (creating if needed) the database file, and its parent directories.
+  static absl::StatusOr<std::unique_ptr<SqliteDatabase>> Open(const std::string& path) {
+    std::filesystem::path parent = std::filesystem::path(path).parent_path();
+    if (!parent.empty()) {
+      std::error_code error;
+      std::filesystem::create_directories(parent, error);
+      if (error) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "creating directory ", parent.string(), " for the database: ", error.message()));
+      }
+    }
+    sqlite3* handle = nullptr;
+    // NOMUTEX: ExperimentStore's mutex already keeps the connection to one thread at a time.
+    int result = sqlite3_open_v2(
+        path.c_str(), &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+        /*zVfs=*/nullptr);
+    // SQLite hands back a connection (holding the error message) even when opening fails.
+    auto database = std::unique_ptr<SqliteDatabase>(new SqliteDatabase(handle));
+    if (result != SQLITE_OK) {
+      return SqliteError(handle, result, absl::StrCat("opening ", path));
+    }
+    sqlite3_extended_result_codes(handle, 1);
+    sqlite3_busy_timeout(handle, kBusyTimeoutMs);
+    return database;
+  }
+
+  SqliteDatabase(SqliteDatabase&& other) noexcept
+      : handle_(std::exchange(other.handle_, nullptr)) {}
+  SqliteDatabase& operator=(SqliteDatabase&& other) noexcept {
+    if (this != &other) {
+      sqlite3_close_v2(handle_);
+      handle_ = std::exchange(other.handle_, nullptr);
+    }
+    return *this;
+  }
+  SqliteDatabase(const SqliteDatabase&) = delete;
+  SqliteDatabase& operator=(const SqliteDatabase&) = delete;
+  // close_v2 (unlike close) cannot fail for statements still alive: it closes after them.
+  ~SqliteDatabase() { sqlite3_close_v2(handle_); }
+
+  sqlite3* handle() const { return handle_; }
+
+  absl::StatusOr<SqliteStatement> Prepare(absl::string_view sql, std::string operation) {
+    return SqliteStatement::Prepare(handle_, sql, std::move(operation));
+  }
+
+  // Runs `sql`, one or more statements that return no rows.
+  absl::Status Execute(const std::string& sql, absl::string_view operation) {
+    int result = sqlite3_exec(handle_, sql.c_str(), /*callback=*/nullptr, /*arg=*/nullptr,
+                              /*errmsg=*/nullptr);
+    if (result != SQLITE_OK) return SqliteError(handle_, result, operation);
+    return absl::OkStatus();
+  }
+
+  // The first column of the single row `sql` returns.
+  absl::StatusOr<int64_t> QueryInt64(absl::string_view sql, std::string operation) {
+    ASSIGN_OR_RETURN(SqliteStatement statement, Prepare(sql, std::move(operation)));
+    ASSIGN_OR_RETURN(bool has_row, statement.Step());
+    if (!has_row) return absl::InternalError(absl::StrCat(statement.operation(), ": no row"));
+    return statement.ColumnInt64(0);
+  }
+  absl::StatusOr<std::string> QueryText(absl::string_view sql, std::string operation) {
+    ASSIGN_OR_RETURN(SqliteStatement statement, Prepare(sql, std::move(operation)));
+    ASSIGN_OR_RETURN(bool has_row, statement.Step());
+    if (!has_row) return absl::InternalError(absl::StrCat(statement.operation(), ": no row"));
+    return statement.ColumnText(0);
+  }
+
+ private:
+  explicit SqliteDatabase(sqlite3* handle) : handle_(handle) {}
+
+  sqlite3* handle_;  // Owned; null when moved from.
+};
+
+namespace {
+
+// A write transaction, rolled back on destruction unless committed.
+class Transaction {
+ public:
+  // IMMEDIATE takes the write lock up front, so that a busy database makes the transaction
+  // wait (busy_timeout) at its start instead of failing a read-to-write upgrade midway.
+  static absl::StatusOr<Transaction> Begin(SqliteDatabase& database, absl::string_view operation) {
+    RETURN_IF_ERROR(
+        database.Execute("BEGIN IMMEDIATE", absl::StrCat("starting transaction for ", operation)));
+    return Transaction(&database, operation);
+  }
+
+  Transaction(Transaction&& other) noexcept
+      : database_(std::exchange(other.database_, nullptr)),
+        operation_(std::move(other.operation_)) {}
+  Transaction& operator=(Transaction&&) = delete;
+  Transaction(const Transaction&) = delete;
+  Transaction& operator=(const Transaction&) = delete;
+
+  ~Transaction() {
+    // A failed COMMIT can leave the transaction open, and some errors end it by themselves:
+    // roll back exactly when one is still open. Errors are ignored (destructors never throw),
+    // and SQLite rolls back an unfinished transaction on the next open anyway.
+    if (database_ != nullptr && sqlite3_get_autocommit(database_->handle()) == 0) {
+      sqlite3_exec(database_->handle(), "ROLLBACK", nullptr, nullptr, nullptr);
+    }
+  }
+
+  // With synchronous=FULL the WAL is synced before COMMIT returns: the write is durable.
+  absl::Status Commit() {
+    RETURN_IF_ERROR(
+        database_->Execute("COMMIT", absl::StrCat("committing transaction for ", operation_)));
+    database_ = nullptr;
+    return absl::OkStatus();
+  }
+
+ private:
+  Transaction(SqliteDatabase* database, absl::string_view operation)
+      : database_(database), operation_(operation) {}
+
+  SqliteDatabase* database_;  // Not owned; null once committed or moved from.
+  std::string operation_;
+};
+
+constexpr char kSchema[] = R"sql(
+CREATE TABLE IF NOT EXISTS experiments (
+  -- Submission order. AUTOINCREMENT: numbers, and so ids, are never reused.
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  id TEXT UNIQUE NOT NULL,
+  -- Copies of proto fields, kept in sync with it, for filtering.
+  user TEXT NOT NULL,
+  state INTEGER NOT NULL,
+  workload INTEGER NOT NULL,
+  created_unix_ns INTEGER NOT NULL,
+  -- The gpuprof.v1.Experiment, serialized.
+  proto BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS experiments_by_state ON experiments (state, seq);
+CREATE INDEX IF NOT EXISTS experiments_by_user ON experiments (user, seq);
+CREATE TABLE IF NOT EXISTS events (
+  experiment_id TEXT NOT NULL REFERENCES experiments (id),
+  seq INTEGER NOT NULL,
+  -- The gpuprof.v1.ExperimentEvent, serialized.
+  proto BLOB NOT NULL,
+  PRIMARY KEY (experiment_id, seq)
+) WITHOUT ROWID;
+)sql";
+
+// The number the next experiment gets: AUTOINCREMENT's own rule (one past the largest ever
+// used, as sqlite_sequence remembers it), computed up front because the id is derived from it.
+constexpr char kNextExperimentNumberSql[] = R"sql(
+SELECT MAX(
+  COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'experiments'), 0),
+  COALESCE((SELECT MAX(seq) FROM experiments), 0)) + 1
+)sql";
+
+constexpr char kPageTokenPrefix[] = "before-seq:";
+
+std::string ExperimentId(int64_t number) { return absl::StrFormat("exp-%06d", number); }
+
+int64_t UnixNanos(const google::protobuf::Timestamp& time) {
+  return time.seconds() * 1'000'000'000 + time.nanos();
+}
+
+// The page token is the submission number of the page's last (oldest) experiment; the next
+// page holds the ones submitted before it. Base64 keeps clients from relying on its form.
+std::string EncodePageToken(int64_t last_seq) {
+  return absl::WebSafeBase64Escape(absl::StrCat(kPageTokenPrefix, last_seq));
+}
+
+absl::StatusOr<int64_t> DecodePageToken(const std::string& page_token) {
+  std::string decoded;
+  int64_t last_seq = 0;
+  absl::string_view number;
+  if (absl::WebSafeBase64Unescape(page_token, &decoded)) number = decoded;
+  if (!absl::ConsumePrefix(&number, kPageTokenPrefix) || !absl::SimpleAtoi(number, &last_seq) ||
+      last_seq <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "invalid page_token \"", page_token, "\": pass the next_page_token of a previous page"));
+  }
+  return last_seq;
+}
+
+absl::Status ParseStored(absl::string_view bytes, google::protobuf::Message& message,
+                         absl::string_view what) {
+  if (!message.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    return absl::DataLossError(absl::StrCat("stored ", what, " does not parse"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status InsertEvent(SqliteDatabase& database, const v1::ExperimentEvent& event) {
+  ASSIGN_OR_RETURN(SqliteStatement statement,
+                   database.Prepare("INSERT INTO events (experiment_id, seq, proto) "
+                                    "VALUES (?1, ?2, ?3)",
+                                    "inserting event"));
+  RETURN_IF_ERROR(statement.BindText(1, event.experiment_id()));
+  RETURN_IF_ERROR(statement.BindInt64(2, event.seq()));
+  RETURN_IF_ERROR(statement.BindBlob(3, event.SerializeAsString()));
+  absl::Status status = statement.Run();
+  if (absl::IsAlreadyExists(status)) {
+    return absl::AlreadyExistsError(absl::StrCat("experiment ", event.experiment_id(),
+                                                 " already has an event with seq ", event.seq()));
+  }
+  return status;
+}
+
+// Binds the experiment's filter columns and proto to parameters ?1 .. ?5.
+absl::Status BindExperimentColumns(SqliteStatement& statement,
+                                   const v1::Experiment& experiment) {
+  RETURN_IF_ERROR(statement.BindText(1, experiment.user()));
+  RETURN_IF_ERROR(statement.BindInt64(2, experiment.state()));
+  RETURN_IF_ERROR(statement.BindInt64(3, experiment.workload()));
+  RETURN_IF_ERROR(statement.BindInt64(4, UnixNanos(experiment.created())));
+  return statement.BindBlob(5, experiment.SerializeAsString());
+}
+
+// Reads PRAGMA user_version, refusing a schema newer than this code knows.
+absl::StatusOr<int64_t> CheckSchemaVersion(SqliteDatabase& database, const std::string& path) {
+  ASSIGN_OR_RETURN(int64_t version,
+                   database.QueryInt64("PRAGMA user_version", "reading schema version"));
+  if (version > ExperimentStore::kSchemaVersion) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "database %s has schema version %d, newer than version %d that this gpuprofd "
+        "understands: run a newer gpuprofd, or point this one at another database",
+        path, version, ExperimentStore::kSchemaVersion));
+  }
+  return version;
+}
+
+}  // namespace
+}  // namespace experiment_store_internal
+
+using experiment_store_internal::BindExperimentColumns;
+using experiment_store_internal::CheckSchemaVersion;
+using experiment_store_internal::DecodePageToken;
+using experiment_store_internal::EncodePageToken;
+using experiment_store_internal::ExperimentId;
+using experiment_store_internal::InsertEvent;
+using experiment_store_internal::kNextExperimentNumberSql;
+using experiment_store_internal::kSchema;
+using experiment_store_internal::ParseStored;
+using experiment_store_internal::SqliteDatabase;
+using experiment_store_internal::SqliteStatement;
+using experiment_store_internal::Transaction;
+
+absl::StatusOr<std::unique_ptr<ExperimentStore>> ExperimentStore::Open(const std::string& path) {
+  ASSIGN_OR_RETURN(std::unique_ptr<SqliteDatabase> database, SqliteDatabase::Open(path));
+  // Refuse a newer schema before changing anything in the file.
+  RETURN_IF_ERROR(CheckSchemaVersion(*database, path).status());
+
+  // The journal mode is stored in the file; it cannot change inside a transaction.
+  ASSIGN_OR_RETURN(std::string journal_mode,
+                   database->QueryText("PRAGMA journal_mode = WAL", "enabling WAL"));
+  if (journal_mode != "wal") {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "database ", path, " cannot use write-ahead logging (journal mode is ", journal_mode,
+        "); put it on a local file system"));
+  }
+  // FULL syncs the WAL at every commit. NORMAL would survive a killed daemon too, but can lose
+  // the last acknowledged commits on power loss.
+  RETURN_IF_ERROR(database->Execute("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;",
+                                    "configuring connection"));
+  {
+    ASSIGN_OR_RETURN(Transaction transaction, Transaction::Begin(*database, "creating schema"));
+    // Checked again under the write lock: another process may have created or upgraded it.
+    ASSIGN_OR_RETURN(int64_t version, CheckSchemaVersion(*database, path));
+    if (version < kSchemaVersion) {
+      RETURN_IF_ERROR(database->Execute(kSchema, "creating schema"));
+      RETURN_IF_ERROR(database->Execute(absl::StrCat("PRAGMA user_version = ", kSchemaVersion),
+                                        "setting schema version"));
+    }
+    RETURN_IF_ERROR(transaction.Commit());
+  }
+  return std::unique_ptr<ExperimentStore>(new ExperimentStore(std::move(database)));
+}
+
+ExperimentStore::ExperimentStore(std::unique_ptr<SqliteDatabase> database)
+    : database_(std::move(database)) {}
+
+ExperimentStore::~ExperimentStore() = default;
+
+absl::StatusOr<std::string> ExperimentStore::Create(v1::Experiment experiment,
+                                                    v1::ExperimentEvent first_event) {
+  if (first_event.seq() <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "creating an experiment: the first event needs a positive seq, not ", first_event.seq()));
+  }
+  absl::MutexLock lock(&mutex_);
+  ASSIGN_OR_RETURN(Transaction transaction,
+                   Transaction::Begin(*database_, "creating an experiment"));
+  ASSIGN_OR_RETURN(int64_t number,
+                   database_->QueryInt64(kNextExperimentNumberSql, "choosing an experiment id"));
+  std::string id = ExperimentId(number);
+  experiment.set_id(id);
+  first_event.set_experiment_id(id);
+
+  ASSIGN_OR_RETURN(SqliteStatement insert,
+                   database_->Prepare("INSERT INTO experiments "
+                                      "(user, state, workload, created_unix_ns, proto, seq, id) "
+                                      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                                      absl::StrCat("inserting experiment ", id)));
+  RETURN_IF_ERROR(BindExperimentColumns(insert, experiment));
+  RETURN_IF_ERROR(insert.BindInt64(6, number));
+  RETURN_IF_ERROR(insert.BindText(7, id));
+  RETURN_IF_ERROR(insert.Run());
+  RETURN_IF_ERROR(InsertEvent(*database_, first_event));
+  RETURN_IF_ERROR(transaction.Commit());
+  return id;
+}
+
+absl::Status ExperimentStore::Update(const v1::Experiment& experiment,
+                                     const v1::ExperimentEvent& event) {
+  absl::MutexLock lock(&mutex_);
+  ASSIGN_OR_RETURN(Transaction transaction,
+                   Transaction::Begin(*database_, absl::StrCat("updating ", experiment.id())));
+  RETURN_IF_ERROR(UpdateInTransaction(experiment, event));
+  return transaction.Commit();
+}
+
+absl::Status ExperimentStore::UpdateMany(
+    const std::vector<std::pair<v1::Experiment, v1::ExperimentEvent>>& updates) {
+  if (updates.empty()) return absl::OkStatus();
+  absl::MutexLock lock(&mutex_);
+  ASSIGN_OR_RETURN(
+      Transaction transaction,
+      Transaction::Begin(*database_, absl::StrCat("updating ", updates.size(), " experiments")));
+  for (const auto& [experiment, event] : updates) {
+    RETURN_IF_ERROR(UpdateInTransaction(experiment, event));
+  }
+  return transaction.Commit();
+}
+
+absl::Status ExperimentStore::UpdateInTransaction(const v1::Experiment& experiment,
+                                                  const v1::ExperimentEvent& event) {
+  const std::string& id = experiment.id();
+  if (id.empty()) return absl::InvalidArgumentError("updating an experiment without an id");
+  if (!event.experiment_id().empty() && event.experiment_id() != id) {
+    return absl::InvalidArgumentError(absl::StrCat("updating experiment ", id,
+                                                   " with an event of experiment ",
+                                                   event.experiment_id()));
+  }
+  ASSIGN_OR_RETURN(SqliteStatement update,
+                   database_->Prepare("UPDATE experiments SET user = ?1, state = ?2, "
+                                      "workload = ?3, created_unix_ns = ?4, proto = ?5 "
+                                      "WHERE id = ?6",
+                                      absl::StrCat("updating experiment ", id)));
+  RETURN_IF_ERROR(BindExperimentColumns(update, experiment));
+  RETURN_IF_ERROR(update.BindText(6, id));
+  RETURN_IF_ERROR(update.Run());
+  if (sqlite3_changes(database_->handle()) == 0) {
+    return absl::NotFoundError(absl::StrCat("experiment ", id, " not found"));
+  }
+
+  if (event.seq() <= 0) return absl::OkStatus();
+  if (event.experiment_id().empty()) {
+    v1::ExperimentEvent event_with_id = event;
+    event_with_id.set_experiment_id(id);
+    return InsertEvent(*database_, event_with_id);
+  }
+  return InsertEvent(*database_, event);
+}
+
+absl::StatusOr<v1::Experiment> ExperimentStore::Get(const std::string& id) {
+  absl::MutexLock lock(&mutex_);
+  ASSIGN_OR_RETURN(SqliteStatement select,
+                   database_->Prepare("SELECT proto FROM experiments WHERE id = ?1",
+                                      absl::StrCat("reading experiment ", id)));
+  RETURN_IF_ERROR(select.BindText(1, id));
+  ASSIGN_OR_RETURN(bool found, select.Step());
+  if (!found) return absl::NotFoundError(absl::StrCat("experiment ", id, " not found"));
+  v1::Experiment experiment;
+  RETURN_IF_ERROR(ParseStored(select.ColumnBlob(0), experiment, absl::StrCat("experiment ", id)));
+  return experiment;
+}
+
+absl::StatusOr<std::vector<v1::ExperimentEvent>> ExperimentStore::Events(const std::string& id,
+                                                                         int64_t from_seq) {
+  absl::MutexLock lock(&mutex_);
+  {
+    ASSIGN_OR_RETURN(SqliteStatement exists,
+                     database_->Prepare("SELECT 1 FROM experiments WHERE id = ?1",
+                                        absl::StrCat("looking up experiment ", id)));
+    RETURN_IF_ERROR(exists.BindText(1, id));
+    ASSIGN_OR_RETURN(bool found, exists.Step());
+    if (!found) return absl::NotFoundError(absl::StrCat("experiment ", id, " not found"));
+  }
+  ASSIGN_OR_RETURN(SqliteStatement select,
+                   database_->Prepare("SELECT seq, proto FROM events "
+                                      "WHERE experiment_id = ?1 AND seq >= ?2 ORDER BY seq",
+                                      absl::StrCat("reading events of experiment ", id)));
+  RETURN_IF_ERROR(select.BindText(1, id));
+  RETURN_IF_ERROR(select.BindInt64(2, from_seq));
+  std::vector<v1::ExperimentEvent> events;
+  while (true) {
+    ASSIGN_OR_RETURN(bool has_row, select.Step());
+    if (!has_row) break;
+    RETURN_IF_ERROR(ParseStored(select.ColumnBlob(1), events.emplace_back(),
+                                absl::StrCat("event ", select.ColumnInt64(0), " of ", id)));
+  }
+  return events;
+}
+
+absl::StatusOr<ExperimentPage> ExperimentStore::List(const ExperimentFilter& filter,
+                                                     int page_size,
+                                                     const std::string& page_token) {
+  if (page_size < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("page_size must not be negative, got ", page_size));
+  }
+  if (page_size == 0) page_size = kDefaultPageSize;
+  if (page_size > kMaxPageSize) page_size = kMaxPageSize;
+  int64_t before_seq = 0;  // 0: from the newest.
+  if (!page_token.empty()) {
+    ASSIGN_OR_RETURN(before_seq, DecodePageToken(page_token));
+  }
+
+  // Built from fixed fragments only; every value is a bound parameter.
+  std::vector<std::string> conditions;
+  if (!filter.user.empty()) conditions.push_back("user = ?");
+  if (!filter.states.empty()) {
+    std::vector<std::string> placeholders(filter.states.size(), "?");
+    conditions.push_back(absl::StrCat("state IN (", absl::StrJoin(placeholders, ", "), ")"));
+  }
+  if (filter.workload != v1::WORKLOAD_UNSPECIFIED) conditions.push_back("workload = ?");
+  if (before_seq > 0) conditions.push_back("seq < ?");
+  std::string sql = "SELECT seq, proto FROM experiments";
+  if (!conditions.empty()) absl::StrAppend(&sql, " WHERE ", absl::StrJoin(conditions, " AND "));
+  // One row more than the page tells whether another page follows.
+  absl::StrAppend(&sql, " ORDER BY seq DESC LIMIT ?");
+
+  absl::MutexLock lock(&mutex_);
+  ASSIGN_OR_RETURN(SqliteStatement select, database_->Prepare(sql, "listing experiments"));
+  int parameter = 0;
+  if (!filter.user.empty()) RETURN_IF_ERROR(select.BindText(++parameter, filter.user));
+  for (v1::ExperimentState state : filter.states) {
+    RETURN_IF_ERROR(select.BindInt64(++parameter, state));
+  }
+  if (filter.workload != v1::WORKLOAD_UNSPECIFIED) {
+    RETURN_IF_ERROR(select.BindInt64(++parameter, filter.workload));
+  }
+  if (before_seq > 0) RETURN_IF_ERROR(select.BindInt64(++parameter, before_seq));
+  RETURN_IF_ERROR(select.BindInt64(++parameter, page_size + 1));
+
+  ExperimentPage page;
+  int64_t last_seq = 0;
+  while (true) {
+    ASSIGN_OR_RETURN(bool has_row, select.Step());
+    if (!has_row) break;
+    if (static_cast<int>(page.experiments.size()) == page_size) {
+      page.next_page_token = EncodePageToken(last_seq);
+      break;
+    }
+    last_seq = select.ColumnInt64(0);
+    v1::Experiment& experiment = page.experiments.emplace_back();
+    RETURN_IF_ERROR(ParseStored(select.ColumnBlob(1), experiment,
+                                absl::StrCat("experiment number ", last_seq)));
+    experiment.clear_result();
+  }
+  return page;
+}
+
+absl::StatusOr<std::vector<v1::Experiment>> ExperimentStore::ListByState(
+    v1::ExperimentState state) {
+  absl::MutexLock lock(&mutex_);
+  ASSIGN_OR_RETURN(SqliteStatement select,
+                   database_->Prepare("SELECT seq, proto FROM experiments WHERE state = ?1 "
+                                      "ORDER BY seq",
+                                      absl::StrCat("listing experiments in state ",
+                                                   v1::ExperimentState_Name(state))));
+  RETURN_IF_ERROR(select.BindInt64(1, state));
+  std::vector<v1::Experiment> experiments;
+  while (true) {
+    ASSIGN_OR_RETURN(bool has_row, select.Step());
+    if (!has_row) break;
+    RETURN_IF_ERROR(ParseStored(select.ColumnBlob(1), experiments.emplace_back(),
+                                absl::StrCat("experiment number ", select.ColumnInt64(0))));
+  }
+  return experiments;
+}
+
+absl::StatusOr<int64_t> ExperimentStore::SizeBytes() {
+  absl::MutexLock lock(&mutex_);
+  return database_->QueryInt64(
+      "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()",
+      "measuring the database");
+}
+
+}  // namespace gpuprof::daemon

@@ -1,0 +1,116 @@
+// Durable storage of experiments and their event streams in one SQLite database.
+//
+// The store is plain persistence: the daemon core decides states and sequence numbers, the
+// store writes what it is told. Every write is one transaction that has committed (and been
+// synced to disk) by the time the call returns, so whatever an RPC acknowledged survives a
+// daemon killed with -9, and with synchronous=FULL a power loss as well.
+#ifndef GPUPROF_DAEMON_EXPERIMENT_STORE_H_
+#define GPUPROF_DAEMON_EXPERIMENT_STORE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "gpuprof/v1/experiment.pb.h"
+#include "gpuprof/v1/workloads.pb.h"
+
+namespace gpuprof::daemon {
+
+namespace v1 = ::gpuprof::v1;
+
+namespace experiment_store_internal {
+class SqliteDatabase;  // RAII owner of the sqlite3 connection, defined in the .cc.
+}  // namespace experiment_store_internal
+
+// Which experiments List returns; empty / unspecified fields match everything.
+struct ExperimentFilter {
+  std::string user;
+  // Any of these states.
+  std::vector<v1::ExperimentState> states;
+  v1::Workload workload = v1::WORKLOAD_UNSPECIFIED;
+};
+
+struct ExperimentPage {
+  // Newest first; `result` is cleared (these are summaries).
+  std::vector<v1::Experiment> experiments;
+  // Empty on the last page.
+  std::string next_page_token;
+};
+
+// Thread-safe: calls are serialized on one connection.
+class ExperimentStore {
+ public:
+  // The schema this code reads and writes, kept in PRAGMA user_version.
+  static constexpr int kSchemaVersion = 1;
+  static constexpr int kDefaultPageSize = 50;
+  static constexpr int kMaxPageSize = 1000;
+
+  // Opens the database at `path`, creating it and its parent directories if needed, creates
+  // the schema and switches the database to WAL mode. A database written by a newer schema
+  // version is refused with FailedPrecondition.
+  static absl::StatusOr<std::unique_ptr<ExperimentStore>> Open(const std::string& path);
+
+  ExperimentStore(const ExperimentStore&) = delete;
+  ExperimentStore& operator=(const ExperimentStore&) = delete;
+  ~ExperimentStore();
+
+  // Assigns the next id ("exp-000001", "exp-000002", ...; never reused, also across restarts),
+  // sets it as experiment.id and first_event.experiment_id, and inserts both in one
+  // transaction. Returns the id. first_event.seq must be positive (InvalidArgument otherwise).
+  absl::StatusOr<std::string> Create(v1::Experiment experiment, v1::ExperimentEvent first_event);
+
+  // In one transaction: replaces the stored experiment with `experiment` (NotFound if its id
+  // does not exist) and appends `event` unless event.seq <= 0. An event whose seq is already
+  // stored for the experiment is refused with AlreadyExists, and nothing is written. An empty
+  // event.experiment_id is taken to mean experiment.id; a different one is InvalidArgument.
+  absl::Status Update(const v1::Experiment& experiment, const v1::ExperimentEvent& event);
+
+  // Update for several (experiment, event) pairs, all in one transaction: either every pair
+  // is written or none is.
+  absl::Status UpdateMany(
+      const std::vector<std::pair<v1::Experiment, v1::ExperimentEvent>>& updates);
+
+  // NotFound (naming the id) if there is no such experiment.
+  absl::StatusOr<v1::Experiment> Get(const std::string& id);
+
+  // The experiment's events with seq >= from_seq, in ascending seq order. NotFound if the
+  // experiment does not exist.
+  absl::StatusOr<std::vector<v1::ExperimentEvent>> Events(const std::string& id,
+                                                          int64_t from_seq);
+
+  // Experiments matching `filter`, newest (last submitted) first, `page_size` at a time.
+  // page_size 0 means kDefaultPageSize, larger than kMaxPageSize means kMaxPageSize, and a
+  // negative one is InvalidArgument. `page_token` is empty for the first page, else the
+  // next_page_token of the previous page; a malformed one is InvalidArgument.
+  absl::StatusOr<ExperimentPage> List(const ExperimentFilter& filter, int page_size,
+                                      const std::string& page_token);
+
+  // Every experiment in `state`, oldest (first submitted) first, with results: used at
+  // start-up to re-queue QUEUED experiments and to find the ones that were RUNNING.
+  absl::StatusOr<std::vector<v1::Experiment>> ListByState(v1::ExperimentState state);
+
+  // Size of the database in bytes (page_count * page_size), for a metric. Excludes the WAL.
+  absl::StatusOr<int64_t> SizeBytes();
+
+ private:
+  explicit ExperimentStore(std::unique_ptr<experiment_store_internal::SqliteDatabase> database);
+
+  // Writes one (experiment, event) pair inside the caller's transaction.
+  absl::Status UpdateInTransaction(const v1::Experiment& experiment,
+                                   const v1::ExperimentEvent& event)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+
+  // One connection, used by one thread at a time.
+  absl::Mutex mutex_;
+  std::unique_ptr<experiment_store_internal::SqliteDatabase> database_ ABSL_GUARDED_BY(mutex_);
+};
+
+}  // namespace gpuprof::daemon
+
+#endif  // GPUPROF_DAEMON_EXPERIMENT_STORE_H_

@@ -1,0 +1,150 @@
+// gpuprofd: the per-node GPU profiling daemon.
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+#include "absl/time/time.h"
+#include "daemon/daemon_config.h"
+#include "daemon/experiment_manager.h"
+#include "daemon/experiment_store.h"
+#include "daemon/profiler_service.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
+
+#ifndef GPUPROF_VERSION
+#define GPUPROF_VERSION "0.1.0"
+#endif
+
+ABSL_FLAG(std::string, state_dir, "",
+          "Directory for the database and the unix socket (default: /var/lib/gpuprof for root, "
+          "else ~/.local/state/gpuprof).");
+ABSL_FLAG(std::string, db, "", "SQLite database path (default: <state_dir>/gpuprof.db).");
+ABSL_FLAG(std::string, listen, "",
+          "Comma-separated gRPC listen addresses (default: 127.0.0.1:7070 and "
+          "unix:<state_dir>/gpuprofd.sock). Use 0.0.0.0:7070 to accept remote clients.");
+ABSL_FLAG(std::string, worker_binary, "",
+          "Path of gpuprof_worker (default: beside gpuprofd).");
+ABSL_FLAG(int, cpu_slots, 1, "CPU workloads (radix) that may run at the same time.");
+ABSL_FLAG(absl::Duration, default_timeout, absl::Minutes(30),
+          "Run-time limit for experiments that set none.");
+ABSL_FLAG(absl::Duration, max_timeout, absl::Hours(24), "Largest timeout a request may set.");
+ABSL_FLAG(absl::Duration, worker_idle_timeout, absl::Seconds(60),
+          "How long an idle worker is kept for reuse on the same GPUs.");
+ABSL_FLAG(bool, measure_copy_bandwidth, true,
+          "Measure each GPU's device-to-device copy bandwidth at start-up (the practical limit "
+          "that results are compared against).");
+ABSL_FLAG(int, max_message_bytes, 4 << 20, "Largest request message accepted.");
+ABSL_FLAG(bool, enable_test_faults, false,
+          "Honour the gpuprof.fault label (crash/hang/exit/cuda-error a worker): for tests only.");
+
+namespace gpuprof::daemon {
+namespace {
+
+int Run() {
+  const std::string state_dir =
+      absl::GetFlag(FLAGS_state_dir).empty() ? DefaultStateDir() : absl::GetFlag(FLAGS_state_dir);
+  std::error_code error;
+  std::filesystem::create_directories(state_dir, error);
+  if (error) {
+    std::fprintf(stderr, "gpuprofd: cannot create state directory %s: %s\n", state_dir.c_str(),
+                 error.message().c_str());
+    return 1;
+  }
+  const std::string db_path =
+      absl::GetFlag(FLAGS_db).empty() ? DefaultDatabasePath(state_dir) : absl::GetFlag(FLAGS_db);
+  std::vector<std::string> addresses = absl::GetFlag(FLAGS_listen).empty()
+                                           ? DefaultListenAddresses(state_dir)
+                                           : SplitAddresses(absl::GetFlag(FLAGS_listen));
+
+  auto store = ExperimentStore::Open(db_path);
+  if (!store.ok()) {
+    std::fprintf(stderr, "gpuprofd: %s\n", store.status().ToString().c_str());
+    return 1;
+  }
+  ManagerOptions options;
+  options.worker_binary = absl::GetFlag(FLAGS_worker_binary).empty()
+                              ? DefaultWorkerBinary()
+                              : absl::GetFlag(FLAGS_worker_binary);
+  options.limits.default_timeout = absl::GetFlag(FLAGS_default_timeout);
+  options.limits.max_timeout = absl::GetFlag(FLAGS_max_timeout);
+  options.limits.allow_test_faults = absl::GetFlag(FLAGS_enable_test_faults);
+  options.cpu_slots = absl::GetFlag(FLAGS_cpu_slots);
+  options.worker_idle_timeout = absl::GetFlag(FLAGS_worker_idle_timeout);
+  options.measure_copy_bandwidth = absl::GetFlag(FLAGS_measure_copy_bandwidth);
+  options.version = GPUPROF_VERSION;
+  auto manager = ExperimentManager::Create(options, *std::move(store));
+  if (!manager.ok()) {
+    std::fprintf(stderr, "gpuprofd: %s\n", manager.status().ToString().c_str());
+    return 1;
+  }
+
+  ProfilerService service(manager->get());
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  for (const std::string& address : addresses) {
+    if (absl::StartsWith(address, "unix:")) {
+      // A stale socket from a killed daemon would make the bind fail.
+      const std::string path(absl::StripPrefix(address, "unix:"));
+      std::filesystem::remove(path, error);
+    }
+    builder.AddListeningPort(address, grpc::InsecureServerCredentials());
+  }
+  builder.SetMaxReceiveMessageSize(absl::GetFlag(FLAGS_max_message_bytes));
+  builder.SetMaxSendMessageSize(64 << 20);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr) {
+    std::fprintf(stderr, "gpuprofd: could not listen on %s\n",
+                 absl::StrJoin(addresses, ", ").c_str());
+    return 1;
+  }
+  std::fprintf(stderr, "gpuprofd %s listening on %s; database %s\n", GPUPROF_VERSION,
+               absl::StrJoin(addresses, ", ").c_str(), db_path.c_str());
+
+  // Signals were blocked in every thread (see main); this one waits for them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  std::fprintf(stderr, "gpuprofd: %s received, shutting down\n", strsignal(signal_number));
+  server->GetHealthCheckService()->Shutdown();
+  // Streams end when the manager ends them; give in-flight RPCs a moment to finish.
+  (*manager)->Shutdown();
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  server->Wait();
+  std::fprintf(stderr, "gpuprofd: stopped\n");
+  return 0;
+}
+
+}  // namespace
+}  // namespace gpuprof::daemon
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "gpuprofd: the gpuprof daemon. Owns this node's GPUs, queues experiments submitted with "
+      "the gpuprof CLI, runs them in supervised worker processes and keeps their results.");
+  absl::ParseCommandLine(argc, argv);
+  // Block the shutdown signals before any thread starts, so only sigwait sees them; a worker
+  // dying must not kill the daemon through SIGPIPE.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  return gpuprof::daemon::Run();
+}

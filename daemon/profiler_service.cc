@@ -1,0 +1,255 @@
+#include "daemon/profiler_service.h"
+
+#include <deque>
+#include <memory>
+#include <optional>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+
+namespace gpuprof::daemon {
+namespace {
+
+// A watcher this far behind is cut off rather than buffered without bound; it can reattach
+// with Watch(from_seq) and lose nothing, since every event is stored.
+constexpr size_t kMaxBufferedEvents = 20000;
+
+// Streams one experiment's events to one client. gRPC owns the reactor (deleted in OnDone);
+// the manager holds the EventSink half through a shared_ptr, detached before deletion.
+class EventStreamReactor : public grpc::ServerWriteReactor<v1::ExperimentEvent> {
+ public:
+  EventStreamReactor(ExperimentManager* manager, std::string method, RpcObserver observer)
+      : manager_(manager),
+        method_(std::move(method)),
+        observer_(std::move(observer)),
+        sink_(std::make_shared<Sink>(this)) {}
+
+  // Events the replay delivers are only buffered until Begin returns: no write or Finish may
+  // start before then, or OnDone could delete the reactor under Begin's feet.
+  void Begin(const std::string& id, int64_t from_seq) {
+    id_ = id;
+    auto subscription = manager_->Subscribe(id, from_seq, sink_);
+    absl::MutexLock lock(&mutex_);
+    started_ = true;
+    if (!subscription.ok()) {
+      FinishLocked(ToGrpcStatus(subscription.status()));
+      return;
+    }
+    subscription_ = *subscription;
+    if (deferred_finish_.has_value()) {
+      FinishLocked(*deferred_finish_);
+      return;
+    }
+    WriteNextLocked();
+  }
+
+  void FinishNow(const grpc::Status& status) {
+    absl::MutexLock lock(&mutex_);
+    started_ = true;
+    FinishLocked(status);
+  }
+
+  void OnWriteDone(bool ok) override {
+    absl::MutexLock lock(&mutex_);
+    writing_ = false;
+    if (!pending_.empty()) pending_.pop_front();
+    if (deferred_finish_.has_value()) {
+      FinishLocked(*deferred_finish_);
+      return;
+    }
+    if (!ok) {
+      FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "client went away"));
+      return;
+    }
+    WriteNextLocked();
+  }
+
+  void OnCancel() override {
+    absl::MutexLock lock(&mutex_);
+    cancelled_ = true;
+    if (!writing_ && started_) {
+      FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "stream cancelled"));
+    }
+  }
+
+  void OnDone() override {
+    if (subscription_ > 0) manager_->Unsubscribe(id_, subscription_);
+    sink_->Detach();
+    if (observer_) observer_(method_, final_code_);
+    delete this;
+  }
+
+ private:
+  class Sink : public EventSink {
+   public:
+    explicit Sink(EventStreamReactor* reactor) : reactor_(reactor) {}
+    void OnEvent(const v1::ExperimentEvent& event) override {
+      absl::MutexLock lock(&mutex_);
+      if (reactor_ != nullptr) reactor_->Enqueue(event);
+    }
+    void OnEnd() override {
+      absl::MutexLock lock(&mutex_);
+      if (reactor_ != nullptr) reactor_->EnqueueEnd();
+    }
+    void Detach() {
+      absl::MutexLock lock(&mutex_);
+      reactor_ = nullptr;
+    }
+
+   private:
+    absl::Mutex mutex_;
+    EventStreamReactor* reactor_ ABSL_GUARDED_BY(mutex_);
+  };
+
+  void Enqueue(const v1::ExperimentEvent& event) {
+    absl::MutexLock lock(&mutex_);
+    if (finished_ || end_queued_) return;
+    if (pending_.size() >= kMaxBufferedEvents) {
+      FinishLocked(grpc::Status(
+          grpc::StatusCode::RESOURCE_EXHAUSTED,
+          absl::StrCat("the client reads too slowly; reattach with Watch from_seq=",
+                       pending_.front().seq())));
+      return;
+    }
+    pending_.push_back(event);
+    WriteNextLocked();
+  }
+
+  void EnqueueEnd() {
+    absl::MutexLock lock(&mutex_);
+    end_queued_ = true;
+    WriteNextLocked();
+  }
+
+  void WriteNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+    if (!started_ || writing_ || finished_) return;
+    if (cancelled_) {
+      FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "stream cancelled"));
+      return;
+    }
+    if (!pending_.empty()) {
+      writing_ = true;
+      StartWrite(&pending_.front());
+    } else if (end_queued_) {
+      FinishLocked(grpc::Status::OK);
+    }
+  }
+
+  void FinishLocked(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+    if (finished_) return;
+    // Finishing waits for Begin to return and for the write in flight to complete.
+    if (!started_ || writing_) {
+      if (!deferred_finish_.has_value()) deferred_finish_ = status;
+      return;
+    }
+    finished_ = true;
+    final_code_ = status.error_code();
+    Finish(status);
+  }
+
+  ExperimentManager* const manager_;
+  const std::string method_;
+  const RpcObserver observer_;
+  const std::shared_ptr<Sink> sink_;
+  std::string id_;
+  int64_t subscription_ = 0;
+  absl::Mutex mutex_;
+  std::deque<v1::ExperimentEvent> pending_ ABSL_GUARDED_BY(mutex_);
+  bool writing_ ABSL_GUARDED_BY(mutex_) = false;
+  bool end_queued_ ABSL_GUARDED_BY(mutex_) = false;
+  bool cancelled_ ABSL_GUARDED_BY(mutex_) = false;
+  bool finished_ ABSL_GUARDED_BY(mutex_) = false;
+  bool started_ ABSL_GUARDED_BY(mutex_) = false;
+  std::optional<grpc::Status> deferred_finish_ ABSL_GUARDED_BY(mutex_);
+  grpc::StatusCode final_code_ = grpc::StatusCode::OK;
+};
+
+}  // namespace
+
+grpc::Status ToGrpcStatus(const absl::Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  // absl and gRPC share the canonical code numbering.
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
+                      std::string(status.message()));
+}
+
+ProfilerService::ProfilerService(ExperimentManager* manager, RpcObserver observer)
+    : manager_(manager), observer_(std::move(observer)) {}
+
+grpc::ServerUnaryReactor* ProfilerService::FinishUnary(grpc::CallbackServerContext* context,
+                                                       const std::string& method,
+                                                       const absl::Status& status) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  const grpc::Status grpc_status = ToGrpcStatus(status);
+  if (observer_) observer_(method, grpc_status.error_code());
+  reactor->Finish(grpc_status);
+  return reactor;
+}
+
+grpc::ServerWriteReactor<v1::ExperimentEvent>* ProfilerService::StartStream(
+    const std::string& method, const absl::Status& status, const std::string& id,
+    int64_t from_seq) {
+  auto* reactor = new EventStreamReactor(manager_, method, observer_);
+  if (!status.ok()) {
+    reactor->FinishNow(ToGrpcStatus(status));
+  } else {
+    reactor->Begin(id, from_seq);
+  }
+  return reactor;
+}
+
+grpc::ServerWriteReactor<v1::ExperimentEvent>* ProfilerService::Submit(
+    grpc::CallbackServerContext* context, const v1::ExperimentRequest* request) {
+  auto experiment = manager_->Submit(*request);
+  return StartStream("Submit", experiment.status(), experiment.ok() ? experiment->id() : "", 1);
+}
+
+grpc::ServerWriteReactor<v1::ExperimentEvent>* ProfilerService::Watch(
+    grpc::CallbackServerContext* context, const v1::WatchRequest* request) {
+  absl::Status status;
+  if (request->experiment_id().empty()) {
+    status = absl::InvalidArgumentError("experiment_id: must be set");
+  }
+  return StartStream("Watch", status, request->experiment_id(), request->from_seq());
+}
+
+grpc::ServerUnaryReactor* ProfilerService::Cancel(grpc::CallbackServerContext* context,
+                                                  const v1::CancelRequest* request,
+                                                  v1::Experiment* response) {
+  auto experiment = manager_->Cancel(request->experiment_id(), request->reason());
+  if (experiment.ok()) *response = *std::move(experiment);
+  return FinishUnary(context, "Cancel", experiment.status());
+}
+
+grpc::ServerUnaryReactor* ProfilerService::GetExperiment(
+    grpc::CallbackServerContext* context, const v1::GetExperimentRequest* request,
+    v1::Experiment* response) {
+  auto experiment = manager_->Get(request->experiment_id());
+  if (experiment.ok()) *response = *std::move(experiment);
+  return FinishUnary(context, "GetExperiment", experiment.status());
+}
+
+grpc::ServerUnaryReactor* ProfilerService::ListExperiments(
+    grpc::CallbackServerContext* context, const v1::ListExperimentsRequest* request,
+    v1::ListExperimentsResponse* response) {
+  ExperimentFilter filter;
+  filter.user = request->user();
+  for (int state : request->states()) filter.states.push_back(v1::ExperimentState(state));
+  filter.workload = request->workload();
+  auto page = manager_->List(filter, request->page_size(), request->page_token());
+  if (page.ok()) {
+    for (auto& experiment : page->experiments) *response->add_experiments() = std::move(experiment);
+    response->set_next_page_token(page->next_page_token);
+  }
+  return FinishUnary(context, "ListExperiments", page.status());
+}
+
+grpc::ServerUnaryReactor* ProfilerService::ListGpus(grpc::CallbackServerContext* context,
+                                                    const v1::ListGpusRequest* request,
+                                                    v1::ListGpusResponse* response) {
+  *response = manager_->ListGpus();
+  return FinishUnary(context, "ListGpus", absl::OkStatus());
+}
+
+}  // namespace gpuprof::daemon

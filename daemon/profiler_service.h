@@ -1,0 +1,55 @@
+// The gRPC face of the daemon: unpacks requests, calls ExperimentManager, converts the
+// absl::Status once at the edge. No policy lives here.
+#ifndef GPUPROF_DAEMON_PROFILER_SERVICE_H_
+#define GPUPROF_DAEMON_PROFILER_SERVICE_H_
+
+#include <functional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "daemon/experiment_manager.h"
+#include "gpuprof/v1/profiler.grpc.pb.h"
+
+namespace gpuprof::daemon {
+
+// Called once per finished RPC with its method name and status code (for metrics).
+using RpcObserver = std::function<void(const std::string& method, grpc::StatusCode code)>;
+
+grpc::Status ToGrpcStatus(const absl::Status& status);
+
+class ProfilerService final : public v1::Profiler::CallbackService {
+ public:
+  explicit ProfilerService(ExperimentManager* manager, RpcObserver observer = nullptr);
+
+  grpc::ServerWriteReactor<v1::ExperimentEvent>* Submit(
+      grpc::CallbackServerContext* context, const v1::ExperimentRequest* request) override;
+  grpc::ServerWriteReactor<v1::ExperimentEvent>* Watch(grpc::CallbackServerContext* context,
+                                                        const v1::WatchRequest* request) override;
+  grpc::ServerUnaryReactor* Cancel(grpc::CallbackServerContext* context,
+                                   const v1::CancelRequest* request,
+                                   v1::Experiment* response) override;
+  grpc::ServerUnaryReactor* GetExperiment(grpc::CallbackServerContext* context,
+                                          const v1::GetExperimentRequest* request,
+                                          v1::Experiment* response) override;
+  grpc::ServerUnaryReactor* ListExperiments(grpc::CallbackServerContext* context,
+                                            const v1::ListExperimentsRequest* request,
+                                            v1::ListExperimentsResponse* response) override;
+  grpc::ServerUnaryReactor* ListGpus(grpc::CallbackServerContext* context,
+                                     const v1::ListGpusRequest* request,
+                                     v1::ListGpusResponse* response) override;
+
+ private:
+  grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context,
+                                        const std::string& method, const absl::Status& status);
+  grpc::ServerWriteReactor<v1::ExperimentEvent>* StartStream(const std::string& method,
+                                                             const absl::Status& status,
+                                                             const std::string& id,
+                                                             int64_t from_seq);
+
+  ExperimentManager* const manager_;
+  const RpcObserver observer_;
+};
+
+}  // namespace gpuprof::daemon
+
+#endif  // GPUPROF_DAEMON_PROFILER_SERVICE_H_

@@ -1,0 +1,107 @@
+#include "daemon/scheduler.h"
+
+#include <algorithm>
+#include <tuple>
+
+namespace gpuprof::daemon {
+
+Scheduler::Scheduler(GpuTopology topology, int cpu_slots)
+    : topology_(std::move(topology)), cpu_slots_(cpu_slots) {
+  for (int gpu = 0; gpu < topology_.gpu_count(); ++gpu) free_gpus_.insert(gpu);
+}
+
+void Scheduler::Enqueue(PendingExperiment experiment) {
+  const std::string id = experiment.id;
+  queue_[id] = std::move(experiment);
+}
+
+bool Scheduler::Remove(const std::string& id) { return queue_.erase(id) > 0; }
+
+std::vector<const PendingExperiment*> Scheduler::PolicyOrder() const {
+  // Simulates fair turns: a user's k-th queued experiment (at one priority) comes after every
+  // other user's (k-1)-th; users with fewer running and served longer ago go first in a turn.
+  std::map<std::pair<int, std::string>, std::vector<const PendingExperiment*>> per_user;
+  for (const auto& [id, experiment] : queue_) {
+    per_user[{experiment.priority, experiment.user}].push_back(&experiment);
+  }
+  using Key = std::tuple<int, int, int, int64_t, int64_t>;
+  std::vector<std::pair<Key, const PendingExperiment*>> keyed;
+  for (auto& [priority_user, experiments] : per_user) {
+    std::sort(experiments.begin(), experiments.end(),
+              [](const auto* a, const auto* b) { return a->submit_order < b->submit_order; });
+    const std::string& user = priority_user.second;
+    const auto running = running_per_user_.find(user);
+    const auto served = last_served_.find(user);
+    const int running_count = running == running_per_user_.end() ? 0 : running->second;
+    const int64_t served_tick = served == last_served_.end() ? -1 : served->second;
+    for (size_t turn = 0; turn < experiments.size(); ++turn) {
+      keyed.push_back({Key{-priority_user.first, static_cast<int>(turn), running_count,
+                           served_tick, experiments[turn]->submit_order},
+                       experiments[turn]});
+    }
+  }
+  std::sort(keyed.begin(), keyed.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<const PendingExperiment*> order;
+  order.reserve(keyed.size());
+  for (const auto& [key, experiment] : keyed) order.push_back(experiment);
+  return order;
+}
+
+std::vector<Dispatch> Scheduler::DispatchReady() {
+  std::vector<Dispatch> dispatched;
+  // Each start changes the fair-share order, so recompute it after every dispatch.
+  bool started = true;
+  while (started && !queue_.empty()) {
+    started = false;
+    for (const PendingExperiment* candidate : PolicyOrder()) {
+      std::vector<int> gpus;
+      if (candidate->gpu_count == 0) {
+        if (cpu_in_use_ >= cpu_slots_) continue;
+        ++cpu_in_use_;
+      } else {
+        auto chosen =
+            ChooseGpus(candidate->selection, candidate->gpu_count, topology_, free_gpus_);
+        if (!chosen.has_value()) continue;
+        gpus = *std::move(chosen);
+        for (int gpu : gpus) free_gpus_.erase(gpu);
+      }
+      const PendingExperiment experiment = *candidate;
+      queue_.erase(experiment.id);
+      running_[experiment.id] = Running{experiment.user, gpus, experiment.gpu_count == 0};
+      ++running_per_user_[experiment.user];
+      last_served_[experiment.user] = ++tick_;
+      dispatched.push_back(Dispatch{experiment.id, std::move(gpus)});
+      started = true;
+      break;
+    }
+  }
+  return dispatched;
+}
+
+void Scheduler::Release(const std::string& id) {
+  const auto it = running_.find(id);
+  if (it == running_.end()) return;
+  if (it->second.cpu) --cpu_in_use_;
+  for (int gpu : it->second.gpus) free_gpus_.insert(gpu);
+  if (--running_per_user_[it->second.user] == 0) running_per_user_.erase(it->second.user);
+  running_.erase(it);
+}
+
+int Scheduler::QueuePosition(const std::string& id) const {
+  const auto order = PolicyOrder();
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (order[i]->id == id) return static_cast<int>(i) + 1;
+  }
+  return 0;
+}
+
+std::map<int, std::string> Scheduler::GpuLeases() const {
+  std::map<int, std::string> leases;
+  for (const auto& [id, running] : running_) {
+    for (int gpu : running.gpus) leases[gpu] = id;
+  }
+  return leases;
+}
+
+}  // namespace gpuprof::daemon

@@ -1,0 +1,80 @@
+// Which queued experiment runs next, and on which GPUs. Not thread-safe: the experiment
+// manager calls it under its own lock. Policy:
+//   1. higher priority first;
+//   2. within a priority, fair share across users: the user with the fewest running
+//      experiments goes first, ties to the user served least recently, so one user's hundred
+//      queued experiments do not hold back another user's single one;
+//   3. first come, first served within a user;
+//   4. an experiment whose GPUs are busy does not block later ones that fit elsewhere.
+// GPU leases are exclusive; CPU workloads share a fixed number of CPU slots.
+#ifndef GPUPROF_DAEMON_SCHEDULER_H_
+#define GPUPROF_DAEMON_SCHEDULER_H_
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "daemon/gpu_placement.h"
+#include "gpuprof/v1/experiment.pb.h"
+
+namespace gpuprof::daemon {
+
+struct PendingExperiment {
+  std::string id;
+  std::string user;
+  int priority = 0;
+  int64_t submit_order = 0;
+  v1::GpuSelection selection;
+  int gpu_count = 0;  // 0: a CPU workload
+};
+
+struct Dispatch {
+  std::string id;
+  std::vector<int> gpus;  // in rank order; empty for CPU workloads
+};
+
+class Scheduler {
+ public:
+  Scheduler(GpuTopology topology, int cpu_slots);
+
+  void Enqueue(PendingExperiment experiment);
+  // Removes a queued experiment (cancelled); false if it is not queued.
+  bool Remove(const std::string& id);
+  // Leases resources to every experiment that can start now, in policy order.
+  std::vector<Dispatch> DispatchReady();
+  // Frees what a dispatched experiment held.
+  void Release(const std::string& id);
+
+  // 1-based place in the order the scheduler would start queued experiments if resources were
+  // free; 0 when not queued.
+  int QueuePosition(const std::string& id) const;
+  size_t queued_count() const { return queue_.size(); }
+  size_t running_count() const { return running_.size(); }
+  // GPU index -> experiment id, for every leased GPU.
+  std::map<int, std::string> GpuLeases() const;
+
+ private:
+  struct Running {
+    std::string user;
+    std::vector<int> gpus;
+    bool cpu = false;
+  };
+  // Queued experiments in the order the policy would consider them.
+  std::vector<const PendingExperiment*> PolicyOrder() const;
+
+  GpuTopology topology_;
+  int cpu_slots_;
+  int cpu_in_use_ = 0;
+  std::set<int> free_gpus_;
+  std::map<std::string, PendingExperiment> queue_;  // by id
+  std::map<std::string, Running> running_;          // by id
+  std::map<std::string, int> running_per_user_;
+  std::map<std::string, int64_t> last_served_;      // user -> dispatch tick
+  int64_t tick_ = 0;
+};
+
+}  // namespace gpuprof::daemon
+
+#endif  // GPUPROF_DAEMON_SCHEDULER_H_

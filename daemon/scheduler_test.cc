@@ -1,0 +1,123 @@
+#include "daemon/scheduler.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace gpuprof::daemon {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+
+// Four GPUs, NVLink pairs (0,1) and (2,3), one NUMA node.
+GpuTopology FourGpus() {
+  v1::ListGpusResponse inventory;
+  for (int i = 0; i < 4; ++i) inventory.add_gpus()->set_index(i);
+  for (int a = 0; a < 4; ++a) {
+    for (int b = 0; b < 4; ++b) {
+      if (a == b) continue;
+      auto* link = inventory.add_links();
+      link->set_gpu_a(a);
+      link->set_gpu_b(b);
+      link->set_type(a / 2 == b / 2 ? v1::LINK_TYPE_NVLINK : v1::LINK_TYPE_PCIE_SWITCH);
+    }
+  }
+  return GpuTopology(inventory);
+}
+
+PendingExperiment Cpu(const std::string& id, const std::string& user, int64_t order,
+                      int priority = 0) {
+  return PendingExperiment{id, user, priority, order, {}, 0};
+}
+
+PendingExperiment Gpus(const std::string& id, const std::string& user, int64_t order, int count) {
+  PendingExperiment experiment{id, user, 0, order, {}, count};
+  experiment.selection.set_gpu_count(count);
+  return experiment;
+}
+
+std::vector<std::string> Ids(const std::vector<Dispatch>& dispatched) {
+  std::vector<std::string> ids;
+  for (const auto& d : dispatched) ids.push_back(d.id);
+  return ids;
+}
+
+TEST(Scheduler, OneUsersBacklogDoesNotHoldBackAnother) {
+  Scheduler scheduler(FourGpus(), /*cpu_slots=*/1);
+  for (int i = 0; i < 100; ++i) scheduler.Enqueue(Cpu("a" + std::to_string(i), "alice", i));
+  EXPECT_THAT(Ids(scheduler.DispatchReady()), ElementsAre("a0"));
+  scheduler.Enqueue(Cpu("b0", "bob", 100));
+  EXPECT_EQ(scheduler.QueuePosition("b0"), 1);
+  scheduler.Release("a0");
+  EXPECT_THAT(Ids(scheduler.DispatchReady()), ElementsAre("b0"));
+  scheduler.Release("b0");
+  EXPECT_THAT(Ids(scheduler.DispatchReady()), ElementsAre("a1"));
+}
+
+TEST(Scheduler, UsersTakeTurns) {
+  Scheduler scheduler(FourGpus(), 1);
+  int64_t order = 0;
+  for (int i = 0; i < 3; ++i) scheduler.Enqueue(Cpu("a" + std::to_string(i), "alice", order++));
+  for (int i = 0; i < 3; ++i) scheduler.Enqueue(Cpu("b" + std::to_string(i), "bob", order++));
+  std::vector<std::string> ran;
+  for (int i = 0; i < 6; ++i) {
+    auto dispatched = scheduler.DispatchReady();
+    ASSERT_EQ(dispatched.size(), 1u);
+    ran.push_back(dispatched[0].id);
+    scheduler.Release(dispatched[0].id);
+  }
+  EXPECT_THAT(ran, ElementsAre("a0", "b0", "a1", "b1", "a2", "b2"));
+}
+
+TEST(Scheduler, PriorityBeatsFairShare) {
+  Scheduler scheduler(FourGpus(), 1);
+  scheduler.Enqueue(Cpu("low", "bob", 0, /*priority=*/0));
+  scheduler.Enqueue(Cpu("high", "alice", 1, /*priority=*/5));
+  EXPECT_THAT(Ids(scheduler.DispatchReady()), ElementsAre("high"));
+  EXPECT_EQ(scheduler.QueuePosition("low"), 1);
+}
+
+TEST(Scheduler, GpuLeasesAreExclusiveAndTopologyAware) {
+  Scheduler scheduler(FourGpus(), 1);
+  scheduler.Enqueue(Gpus("pair1", "alice", 0, 2));
+  scheduler.Enqueue(Gpus("pair2", "bob", 1, 2));
+  scheduler.Enqueue(Gpus("single", "carol", 2, 1));
+  const auto dispatched = scheduler.DispatchReady();
+  ASSERT_EQ(dispatched.size(), 2u);
+  EXPECT_EQ(dispatched[0].id, "pair1");
+  EXPECT_THAT(dispatched[0].gpus, ElementsAre(0, 1));
+  EXPECT_EQ(dispatched[1].id, "pair2");
+  EXPECT_THAT(dispatched[1].gpus, ElementsAre(2, 3));
+  EXPECT_EQ(scheduler.GpuLeases().size(), 4u);
+  EXPECT_THAT(scheduler.DispatchReady(), IsEmpty());
+  scheduler.Release("pair2");
+  const auto next = scheduler.DispatchReady();
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(next[0].id, "single");
+  EXPECT_THAT(next[0].gpus, ElementsAre(2));
+}
+
+TEST(Scheduler, BusyGpusDoNotBlockExperimentsThatFitElsewhere) {
+  Scheduler scheduler(FourGpus(), 1);
+  scheduler.Enqueue(Gpus("three", "alice", 0, 3));
+  EXPECT_THAT(Ids(scheduler.DispatchReady()), ElementsAre("three"));
+  scheduler.Enqueue(Gpus("two", "bob", 1, 2));
+  scheduler.Enqueue(Gpus("one", "carol", 2, 1));
+  scheduler.Enqueue(Cpu("cpu", "dave", 3));
+  EXPECT_THAT(Ids(scheduler.DispatchReady()), ElementsAre("one", "cpu"));
+  EXPECT_EQ(scheduler.QueuePosition("two"), 1);
+}
+
+TEST(Scheduler, RemoveDropsQueuedOnly) {
+  Scheduler scheduler(FourGpus(), 1);
+  scheduler.Enqueue(Cpu("a", "alice", 0));
+  scheduler.Enqueue(Cpu("b", "alice", 1));
+  EXPECT_TRUE(scheduler.Remove("b"));
+  EXPECT_FALSE(scheduler.Remove("b"));
+  EXPECT_THAT(Ids(scheduler.DispatchReady()), ElementsAre("a"));
+  EXPECT_FALSE(scheduler.Remove("a"));
+  EXPECT_EQ(scheduler.queued_count(), 0u);
+}
+
+}  // namespace
+}  // namespace gpuprof::daemon

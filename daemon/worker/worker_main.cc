@@ -1,0 +1,75 @@
+// gpuprof_worker: runs experiments for gpuprofd. Started by the daemon with commands on fd 3
+// and reports on fd 4 (length-delimited protobufs); its stdout/stderr go to the daemon, which
+// keeps their tail for error messages. It owns the only CUDA context of its GPUs.
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "daemon/worker/experiment_runner.h"
+#include "daemon/worker/gpu_probe.h"
+#include "daemon/worker/message_pipe.h"
+#include "gpuprof/worker/v1/worker.pb.h"
+
+#ifndef GPUPROF_VERSION
+#define GPUPROF_VERSION "0.1.0"
+#endif
+
+namespace gpuprof::worker {
+namespace {
+
+constexpr int kCommandFd = 3;
+constexpr int kReportFd = 4;
+
+int Serve() {
+  MessageReader commands(kCommandFd);
+  MessageWriter reports(kReportFd);
+  auto send = [&](const v1::WorkerReport& report) {
+    if (!reports.Write(report).ok()) {
+      // The daemon is gone; nobody is left to report to.
+      std::_Exit(0);
+    }
+  };
+  v1::WorkerReport ready;
+  ready.mutable_ready()->set_pid(getpid());
+  ready.mutable_ready()->set_version(GPUPROF_VERSION);
+  send(ready);
+  while (true) {
+    v1::WorkerCommand command;
+    const absl::Status read = commands.Read(&command);
+    if (!read.ok()) {
+      if (read.code() == absl::StatusCode::kOutOfRange) return 0;
+      std::fprintf(stderr, "gpuprof_worker: %s\n", read.ToString().c_str());
+      return 2;
+    }
+    if (command.has_shutdown()) return 0;
+    if (command.has_probe()) {
+      ProbeOptions options;
+      options.gpuprof_version = GPUPROF_VERSION;
+      options.measure_copy_bandwidth = command.probe().measure_copy_bandwidth();
+      v1::WorkerReport report;
+      *report.mutable_probe() = ProbeHost(options);
+      for (const auto& workload : SupportedWorkloads()) {
+        report.mutable_probe()->add_supported_workloads(workload);
+      }
+      send(report);
+      continue;
+    }
+    if (command.has_run()) {
+      const v1::RunFinished finished = RunExperiment(command.run(), [&](const auto& event) {
+        v1::WorkerReport report;
+        *report.mutable_event() = event;
+        send(report);
+      });
+      v1::WorkerReport report;
+      *report.mutable_finished() = finished;
+      send(report);
+      // A process whose CUDA context may be broken must not take another experiment.
+      if (finished.must_not_reuse()) return 0;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace gpuprof::worker
+
+int main() { return gpuprof::worker::Serve(); }

@@ -1,0 +1,165 @@
+#include "daemon/worker_process.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+extern char** environ;
+
+namespace gpuprof::daemon {
+namespace {
+
+// Enough of the end of a worker's output to show why it died.
+constexpr size_t kOutputTailBytes = 8192;
+
+// The worker reads commands from this descriptor and writes reports to the next one.
+constexpr int kChildCommandFd = 3;
+constexpr int kChildReportFd = 4;
+
+std::string DescribeWaitStatus(int status) {
+  if (WIFEXITED(status)) return absl::StrCat("exited with code ", WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    const int signal_number = WTERMSIG(status);
+    return absl::StrCat("killed by signal ", signal_number, " (", strsignal(signal_number), ")");
+  }
+  return absl::StrCat("ended with wait status ", status);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Start(const WorkerLaunch& launch,
+                                                                    ReportCallback on_report,
+                                                                    ExitCallback on_exit) {
+  if (access(launch.binary.c_str(), X_OK) != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("worker binary ", launch.binary, " is not executable: ", strerror(errno)));
+  }
+  int command_pipe[2], report_pipe[2], output_pipe[2];
+  if (pipe2(command_pipe, O_CLOEXEC) != 0 || pipe2(report_pipe, O_CLOEXEC) != 0 ||
+      pipe2(output_pipe, O_CLOEXEC) != 0) {
+    return absl::InternalError(absl::StrCat("pipe2: ", strerror(errno)));
+  }
+  // Everything the child needs is built before fork: after it, only async-signal-safe calls.
+  std::vector<std::string> argv_storage = {launch.binary};
+  argv_storage.insert(argv_storage.end(), launch.args.begin(), launch.args.end());
+  std::vector<char*> argv;
+  for (auto& arg : argv_storage) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  std::vector<std::string> env_storage;
+  for (char** entry = environ; *entry != nullptr; ++entry) env_storage.emplace_back(*entry);
+  env_storage.insert(env_storage.end(), launch.env.begin(), launch.env.end());
+  std::vector<char*> envp;
+  for (auto& entry : env_storage) envp.push_back(entry.data());
+  envp.push_back(nullptr);
+  const pid_t parent = getpid();
+
+  const pid_t pid = fork();
+  if (pid < 0) return absl::InternalError(absl::StrCat("fork: ", strerror(errno)));
+  if (pid == 0) {
+    // A worker must not outlive the daemon that supervises it.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(125);
+    setpgid(0, 0);
+    signal(SIGPIPE, SIG_DFL);
+    // dup2 clears O_CLOEXEC on the new descriptors; everything else closes at exec.
+    dup2(command_pipe[0], kChildCommandFd);
+    dup2(report_pipe[1], kChildReportFd);
+    dup2(output_pipe[1], STDOUT_FILENO);
+    dup2(output_pipe[1], STDERR_FILENO);
+    const int devnull = open("/dev/null", O_RDONLY);
+    if (devnull >= 0) dup2(devnull, STDIN_FILENO);
+    execve(argv[0], argv.data(), envp.data());
+    const char message[] = "gpuprof: exec of the worker binary failed\n";
+    (void)!write(STDERR_FILENO, message, sizeof(message) - 1);
+    _exit(127);
+  }
+  close(command_pipe[0]);
+  close(report_pipe[1]);
+  close(output_pipe[1]);
+  std::unique_ptr<WorkerProcess> worker(
+      new WorkerProcess(pid, command_pipe[1], report_pipe[0], output_pipe[0]));
+  worker->output_thread_ = std::thread([w = worker.get()] { w->ReadOutput(); });
+  worker->report_thread_ =
+      std::thread([w = worker.get(), on_report = std::move(on_report),
+                   on_exit = std::move(on_exit)]() mutable {
+        w->ReadReports(std::move(on_report), std::move(on_exit));
+      });
+  return worker;
+}
+
+WorkerProcess::WorkerProcess(pid_t pid, int command_fd, int report_fd, int output_fd)
+    : pid_(pid), commands_(command_fd), report_fd_(report_fd), output_fd_(output_fd) {}
+
+WorkerProcess::~WorkerProcess() {
+  commands_.Close();
+  Kill();
+  // The report thread joins the output thread before it ends.
+  if (report_thread_.joinable()) report_thread_.join();
+}
+
+absl::Status WorkerProcess::Send(const worker::v1::WorkerCommand& command) {
+  return commands_.Write(command);
+}
+
+void WorkerProcess::Kill() {
+  absl::MutexLock lock(&mutex_);
+  // After reaping, the pid may belong to someone else.
+  if (reaped_) return;
+  kill(-pid_, SIGKILL);
+  kill(pid_, SIGKILL);
+}
+
+std::string WorkerProcess::StderrTail() const {
+  absl::MutexLock lock(&mutex_);
+  return output_tail_;
+}
+
+void WorkerProcess::ReadOutput() {
+  char buffer[4096];
+  while (true) {
+    const ssize_t n = read(output_fd_, buffer, sizeof(buffer));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    absl::MutexLock lock(&mutex_);
+    output_tail_.append(buffer, static_cast<size_t>(n));
+    if (output_tail_.size() > kOutputTailBytes) {
+      output_tail_.erase(0, output_tail_.size() - kOutputTailBytes);
+    }
+  }
+  close(output_fd_);
+}
+
+void WorkerProcess::ReadReports(ReportCallback on_report, ExitCallback on_exit) {
+  {
+    worker::MessageReader reader(report_fd_);
+    while (true) {
+      worker::v1::WorkerReport report;
+      if (!reader.Read(&report).ok()) break;
+      on_report(report);
+    }
+  }
+  // The report pipe closed: the worker exited (or closed it, then exits). Reap it, then wait
+  // for its last output so the tail is complete.
+  int status = 0;
+  while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+  }
+  {
+    absl::MutexLock lock(&mutex_);
+    reaped_ = true;
+  }
+  if (output_thread_.joinable()) output_thread_.join();
+  WorkerExit exit;
+  exit.description = DescribeWaitStatus(status);
+  exit.clean = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  exit.stderr_tail = StderrTail();
+  on_exit(exit);
+}
+
+}  // namespace gpuprof::daemon

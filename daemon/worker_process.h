@@ -1,0 +1,77 @@
+// One supervised worker process: fork/exec with a command pipe (fd 3 in the child), a report
+// pipe (fd 4) and its stdout/stderr captured to keep a tail for error messages. The daemon
+// never touches CUDA itself; everything GPU-side happens in these processes.
+#ifndef GPUPROF_DAEMON_WORKER_PROCESS_H_
+#define GPUPROF_DAEMON_WORKER_PROCESS_H_
+
+#include <sys/types.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "daemon/worker/message_pipe.h"
+#include "gpuprof/worker/v1/worker.pb.h"
+
+namespace gpuprof::daemon {
+
+struct WorkerLaunch {
+  std::string binary;
+  std::vector<std::string> args;
+  // Extra environment entries ("NAME=value"), e.g. CUDA_VISIBLE_DEVICES for the leased GPUs.
+  std::vector<std::string> env;
+};
+
+struct WorkerExit {
+  std::string description;  // "exited with code 3", "killed by signal 11 (Segmentation fault)"
+  bool clean = false;       // exit code 0
+  std::string stderr_tail;
+};
+
+class WorkerProcess {
+ public:
+  using ReportCallback = std::function<void(const worker::v1::WorkerReport&)>;
+  using ExitCallback = std::function<void(const WorkerExit&)>;
+
+  // Starts the process. Callbacks run on the worker's reader thread, reports in order, and
+  // on_exit exactly once, after the last report, once the process has been reaped.
+  static absl::StatusOr<std::unique_ptr<WorkerProcess>> Start(const WorkerLaunch& launch,
+                                                              ReportCallback on_report,
+                                                              ExitCallback on_exit);
+  // Kills the process if it still runs and joins the reader threads. Must not be called from
+  // one of this worker's own callbacks.
+  ~WorkerProcess();
+  WorkerProcess(const WorkerProcess&) = delete;
+  WorkerProcess& operator=(const WorkerProcess&) = delete;
+
+  absl::Status Send(const worker::v1::WorkerCommand& command);
+  // SIGKILL to the worker's process group (it may have children, e.g. a compiler).
+  void Kill();
+  pid_t pid() const { return pid_; }
+  std::string StderrTail() const ABSL_LOCKS_EXCLUDED(mutex_);
+
+ private:
+  WorkerProcess(pid_t pid, int command_fd, int report_fd, int output_fd);
+  void ReadReports(ReportCallback on_report, ExitCallback on_exit);
+  void ReadOutput();
+
+  const pid_t pid_;
+  worker::MessageWriter commands_;
+  int report_fd_;
+  int output_fd_;
+  mutable absl::Mutex mutex_;
+  std::string output_tail_ ABSL_GUARDED_BY(mutex_);
+  bool reaped_ ABSL_GUARDED_BY(mutex_) = false;
+  std::thread output_thread_;
+  std::thread report_thread_;
+};
+
+}  // namespace gpuprof::daemon
+
+#endif  // GPUPROF_DAEMON_WORKER_PROCESS_H_

@@ -1,0 +1,203 @@
+#include "tests/testing/daemon_harness.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "google/protobuf/util/json_util.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+
+extern char** environ;
+
+namespace gpuprof::testing {
+namespace {
+
+pid_t Spawn(const std::vector<std::string>& argv, int out_fd, int err_fd) {
+  std::vector<std::string> args = argv;
+  std::vector<char*> c_args;
+  for (auto& arg : args) c_args.push_back(arg.data());
+  c_args.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setpgid(0, 0);
+    const int devnull = open("/dev/null", O_RDONLY);
+    dup2(devnull, STDIN_FILENO);
+    dup2(out_fd, STDOUT_FILENO);
+    dup2(err_fd, STDERR_FILENO);
+    execv(c_args[0], c_args.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+void DrainInto(int fd, std::string& sink) {
+  char buffer[65536];
+  while (true) {
+    const ssize_t n = read(fd, buffer, sizeof(buffer));
+    if (n <= 0) break;
+    sink.append(buffer, static_cast<size_t>(n));
+  }
+}
+
+}  // namespace
+
+std::string RunfilePath(const std::string& workspace_relative) {
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  const char* workspace = std::getenv("TEST_WORKSPACE");
+  if (srcdir == nullptr) return workspace_relative;
+  return absl::StrCat(srcdir, "/", workspace == nullptr ? "gpuprof" : workspace, "/",
+                      workspace_relative);
+}
+
+std::string MakeTempDir(const std::string& name) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  std::string pattern = absl::StrCat(tmp == nullptr ? "/tmp" : tmp, "/", name, "-XXXXXX");
+  char* made = mkdtemp(pattern.data());
+  return made == nullptr ? "" : std::string(made);
+}
+
+CommandResult RunCommand(const std::vector<std::string>& argv, absl::Duration timeout) {
+  int out_pipe[2], err_pipe[2];
+  CommandResult result;
+  if (pipe(out_pipe) != 0 || pipe(err_pipe) != 0) return result;
+  const pid_t pid = Spawn(argv, out_pipe[1], err_pipe[1]);
+  close(out_pipe[1]);
+  close(err_pipe[1]);
+  std::thread out_reader([&] { DrainInto(out_pipe[0], result.out); });
+  std::thread err_reader([&] { DrainInto(err_pipe[0], result.err); });
+  const absl::Time deadline = absl::Now() + timeout;
+  int status = 0;
+  while (true) {
+    const pid_t done = waitpid(pid, &status, WNOHANG);
+    if (done == pid) break;
+    if (absl::Now() > deadline) {
+      kill(-pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      result.err += "\n[harness: killed after timeout]";
+      break;
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  out_reader.join();
+  err_reader.join();
+  close(out_pipe[0]);
+  close(err_pipe[0]);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return result;
+}
+
+DaemonProcess::DaemonProcess(std::string state_dir, std::vector<std::string> extra_flags)
+    : state_dir_(std::move(state_dir)), extra_flags_(std::move(extra_flags)) {}
+
+DaemonProcess::~DaemonProcess() {
+  if (pid_ > 0) KillHard();
+}
+
+absl::Status DaemonProcess::Start() {
+  std::vector<std::string> argv = {
+      RunfilePath("daemon/gpuprofd"),
+      "--state_dir=" + state_dir_,
+      "--listen=" + target(),
+      "--worker_binary=" + RunfilePath("daemon/worker/gpuprof_worker"),
+      "--measure_copy_bandwidth=false",
+  };
+  argv.insert(argv.end(), extra_flags_.begin(), extra_flags_.end());
+  const int log_fd =
+      open((state_dir_ + "/gpuprofd.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  pid_ = Spawn(argv, log_fd, log_fd);
+  close(log_fd);
+  auto channel = grpc::CreateChannel(target(), grpc::InsecureChannelCredentials());
+  auto health = grpc::health::v1::Health::NewStub(channel);
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (absl::Now() < deadline) {
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return absl::InternalError(absl::StrCat("gpuprofd exited at start-up:\n", Log()));
+    }
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
+    grpc::health::v1::HealthCheckRequest request;
+    grpc::health::v1::HealthCheckResponse response;
+    if (health->Check(&context, request, &response).ok() &&
+        response.status() == grpc::health::v1::HealthCheckResponse::SERVING) {
+      return absl::OkStatus();
+    }
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  return absl::DeadlineExceededError(absl::StrCat("gpuprofd did not become healthy:\n", Log()));
+}
+
+void DaemonProcess::KillHard() {
+  if (pid_ <= 0) return;
+  kill(pid_, SIGKILL);
+  int status = 0;
+  waitpid(pid_, &status, 0);
+  pid_ = -1;
+}
+
+int DaemonProcess::Stop() {
+  if (pid_ <= 0) return -1;
+  kill(pid_, SIGTERM);
+  int status = 0;
+  waitpid(pid_, &status, 0);
+  pid_ = -1;
+  return status;
+}
+
+std::unique_ptr<v1::Profiler::Stub> DaemonProcess::NewStub() const {
+  grpc::ChannelArguments arguments;
+  arguments.SetMaxSendMessageSize(64 << 20);
+  return v1::Profiler::NewStub(
+      grpc::CreateCustomChannel(target(), grpc::InsecureChannelCredentials(), arguments));
+}
+
+CommandResult DaemonProcess::Cli(const std::vector<std::string>& args, const std::string& user,
+                                 absl::Duration timeout) const {
+  std::vector<std::string> argv = {RunfilePath("client/gpuprof"), "--target=" + target(),
+                                   "--user=" + user};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return RunCommand(argv, timeout);
+}
+
+std::string DaemonProcess::Log() const {
+  std::ifstream log(state_dir_ + "/gpuprofd.log");
+  std::stringstream contents;
+  contents << log.rdbuf();
+  return contents.str();
+}
+
+absl::StatusOr<std::vector<v1::ExperimentEvent>> ParseEventLines(const std::string& ndjson) {
+  std::vector<v1::ExperimentEvent> events;
+  for (absl::string_view line : absl::StrSplit(ndjson, '\n', absl::SkipWhitespace())) {
+    v1::ExperimentEvent event;
+    const auto status = google::protobuf::util::JsonStringToMessage(std::string(line), &event);
+    if (!status.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("not an event: ", line.substr(0, 200)));
+    }
+    events.push_back(std::move(event));
+  }
+  return events;
+}
+
+absl::StatusOr<v1::Experiment> ParseExperiment(const std::string& json) {
+  v1::Experiment experiment;
+  const auto status = google::protobuf::util::JsonStringToMessage(json, &experiment);
+  if (!status.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("not an experiment: ", json.substr(0, 200)));
+  }
+  return experiment;
+}
+
+}  // namespace gpuprof::testing

@@ -1,0 +1,70 @@
+// Runs the real gpuprofd and the real gpuprof CLI as child processes for end-to-end tests:
+// real binaries, a real unix socket, a real SQLite file in a temporary state directory.
+#ifndef GPUPROF_TESTS_TESTING_DAEMON_HARNESS_H_
+#define GPUPROF_TESTS_TESTING_DAEMON_HARNESS_H_
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "gpuprof/v1/profiler.grpc.pb.h"
+
+namespace gpuprof::testing {
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+// Runs a program to completion, capturing its output; kills it after `timeout`.
+CommandResult RunCommand(const std::vector<std::string>& argv,
+                         absl::Duration timeout = absl::Seconds(120));
+
+// Path of a binary built by Bazel and listed in the test's data, e.g. "daemon/gpuprofd".
+std::string RunfilePath(const std::string& workspace_relative);
+
+// A fresh directory under the test's temporary directory.
+std::string MakeTempDir(const std::string& name);
+
+class DaemonProcess {
+ public:
+  // The daemon keeps its database and socket in `state_dir`; reusing the directory across
+  // restarts is how the restart tests find their data again.
+  explicit DaemonProcess(std::string state_dir, std::vector<std::string> extra_flags = {});
+  ~DaemonProcess();
+
+  // Starts gpuprofd and waits until its health service answers SERVING.
+  absl::Status Start();
+  // SIGKILL, no chance to clean up: what a crash or OOM kill does.
+  void KillHard();
+  // SIGTERM and wait for a graceful exit; returns the exit status.
+  int Stop();
+
+  std::string target() const { return "unix:" + state_dir_ + "/gpuprofd.sock"; }
+  const std::string& state_dir() const { return state_dir_; }
+  std::unique_ptr<v1::Profiler::Stub> NewStub() const;
+  // The CLI against this daemon, as `user`.
+  CommandResult Cli(const std::vector<std::string>& args, const std::string& user = "tester",
+                    absl::Duration timeout = absl::Seconds(120)) const;
+  // Daemon's stderr so far, for diagnostics.
+  std::string Log() const;
+
+ private:
+  std::string state_dir_;
+  std::vector<std::string> extra_flags_;
+  pid_t pid_ = -1;
+};
+
+// Parses the CLI's --json output (one JSON object per line) into events.
+absl::StatusOr<std::vector<v1::ExperimentEvent>> ParseEventLines(const std::string& ndjson);
+absl::StatusOr<v1::Experiment> ParseExperiment(const std::string& json);
+
+}  // namespace gpuprof::testing
+
+#endif  // GPUPROF_TESTS_TESTING_DAEMON_HARNESS_H_
