@@ -50,8 +50,7 @@ TEST(CudaStatusTest, MacroStringifiesTheCall) {
 }
 
 TEST(CudaStatusTest, MapsCodes) {
-  EXPECT_EQ(CudaErrorToStatusCode(cudaErrorMemoryAllocation),
-            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(CudaErrorToStatusCode(cudaErrorMemoryAllocation), absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(CudaErrorToStatusCode(cudaErrorNoDevice), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(CudaErrorToStatusCode(cudaErrorInsufficientDriver),
             absl::StatusCode::kFailedPrecondition);

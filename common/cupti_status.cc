@@ -52,8 +52,7 @@ absl::StatusCode CuptiResultToStatusCode(CUptiResult result) {
   }
 }
 
-absl::Status CuptiStatus(CUptiResult result, std::string_view what,
-                         std::source_location location) {
+absl::Status CuptiStatus(CUptiResult result, std::string_view what, std::source_location location) {
   if (result == CUPTI_SUCCESS) return absl::OkStatus();
   const char* name = nullptr;
   std::string text;

@@ -26,8 +26,7 @@ absl::StatusCode NvrtcResultToStatusCode(nvrtcResult result) {
   }
 }
 
-absl::Status NvrtcStatus(nvrtcResult result, std::string_view what,
-                         std::source_location location) {
+absl::Status NvrtcStatus(nvrtcResult result, std::string_view what, std::source_location location) {
   if (result == NVRTC_SUCCESS) return absl::OkStatus();
   // nvrtcGetErrorString returns the enumerator's name, e.g. "NVRTC_ERROR_COMPILATION".
   return GpuLibraryError(NvrtcResultToStatusCode(result), nvrtcGetErrorString(result), what,

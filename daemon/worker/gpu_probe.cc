@@ -48,8 +48,7 @@ std::string CudaErrorText(cudaError_t error) {
 // probe_error when cudaGetDeviceCount fails; cudart reports a missing driver and a driver
 // older than the runtime alike, so the driver version tells them apart.
 std::string DescribeDeviceCountFailure(cudaError_t error, int driver_version) {
-  const std::string detail =
-      absl::StrCat("cudaGetDeviceCount returned ", CudaErrorText(error));
+  const std::string detail = absl::StrCat("cudaGetDeviceCount returned ", CudaErrorText(error));
   switch (error) {
     case cudaErrorInsufficientDriver:
       if (driver_version == 0) return absl::StrCat("no CUDA driver: ", detail);
@@ -137,10 +136,10 @@ absl::StatusOr<v1::GpuInfo> DescribeGpu(int device, const NvmlLibrary* nvml) {
 
   gpu.set_spec_peak_bandwidth_gbps(
       SpecPeakBandwidthGbps(memory_clock_mhz, properties.memoryBusWidth));
-  gpu.set_spec_peak_bf16_tflops(SpecPeakBf16Tflops(
-      properties.multiProcessorCount, sm_clock_mhz, properties.major, properties.minor));
-  gpu.set_spec_peak_fp32_tflops(SpecPeakFp32Tflops(
-      properties.multiProcessorCount, sm_clock_mhz, properties.major, properties.minor));
+  gpu.set_spec_peak_bf16_tflops(SpecPeakBf16Tflops(properties.multiProcessorCount, sm_clock_mhz,
+                                                   properties.major, properties.minor));
+  gpu.set_spec_peak_fp32_tflops(SpecPeakFp32Tflops(properties.multiProcessorCount, sm_clock_mhz,
+                                                   properties.major, properties.minor));
   if (!PeaksForComputeCapability(properties.major, properties.minor).has_value()) {
     Note(absl::StrCat("GPU ", device, " (", properties.name, "): compute capability ",
                       properties.major, ".", properties.minor,
@@ -175,12 +174,12 @@ absl::StatusOr<double> MeasureCopyBandwidthGbps(int device, const ProbeOptions& 
   // Leave half the free memory to whoever else is on the GPU.
   constexpr int64_t kAlignment = int64_t{2} << 20;
   constexpr int64_t kMinimumBytes = int64_t{64} << 20;  // smaller copies time launch latency
-  int64_t bytes = std::min<int64_t>(options.copy_buffer_bytes,
-                                    static_cast<int64_t>(free_bytes / 4));
+  int64_t bytes =
+      std::min<int64_t>(options.copy_buffer_bytes, static_cast<int64_t>(free_bytes / 4));
   bytes -= bytes % kAlignment;
   if (bytes < kMinimumBytes) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "GPU ", device, " has ", free_bytes, " bytes free, too few to time copies"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("GPU ", device, " has ", free_bytes, " bytes free, too few to time copies"));
   }
 
   ASSIGN_OR_RETURN(DeviceBuffer source, DeviceBuffer::Allocate(bytes));
@@ -289,8 +288,7 @@ void FillLinks(const NvmlLibrary* nvml, v1::ListGpusResponse& response) {
       link.set_gpu_a(gpu_a.index());
       link.set_gpu_b(gpu_b.index());
       int can_access_peer = 0;
-      if (cudaDeviceCanAccessPeer(&can_access_peer, gpu_a.index(), gpu_b.index()) ==
-          cudaSuccess) {
+      if (cudaDeviceCanAccessPeer(&can_access_peer, gpu_a.index(), gpu_b.index()) == cudaSuccess) {
         link.set_p2p_supported(can_access_peer != 0);
       }
 
@@ -364,7 +362,8 @@ std::optional<PciAddress> ParsePciBusId(std::string_view bus_id) {
   const std::string_view device = rest.substr(device_colon + 1);
   rest = rest.substr(0, device_colon);
   const size_t bus_colon = rest.rfind(':');
-  const std::string_view bus = bus_colon == std::string_view::npos ? rest : rest.substr(bus_colon + 1);
+  const std::string_view bus =
+      bus_colon == std::string_view::npos ? rest : rest.substr(bus_colon + 1);
   const std::string_view domain =
       bus_colon == std::string_view::npos ? std::string_view("0") : rest.substr(0, bus_colon);
 
@@ -541,8 +540,8 @@ v1::ListGpusResponse ProbeHost(const ProbeOptions& options) {
       if (gbps.ok()) {
         gpu.set_measured_copy_bandwidth_gbps(*gbps);
       } else {
-        Note(absl::StrCat("GPU ", gpu.index(), ": copy bandwidth not measured: ",
-                          gbps.status().message()));
+        Note(absl::StrCat("GPU ", gpu.index(),
+                          ": copy bandwidth not measured: ", gbps.status().message()));
       }
     }
   }

@@ -29,7 +29,9 @@ struct ProbeOptions {
 };
 
 // Never fails: without a driver or a GPU the answer lists no GPU and probe_error says why.
-// Fills everything but supported_workloads and the lease fields.
+// Fills everything but supported_workloads and the lease fields. GPU indices are this process's
+// CUDA ordinals; run the worker with CUDA_DEVICE_ORDER=PCI_BUS_ID so that they follow
+// nvidia-smi's order (CUDA's default puts the fastest GPU first).
 gpuprof::v1::ListGpusResponse ProbeHost(const ProbeOptions& options);
 
 // ---- The pieces of the probe, exposed for tests. ----

@@ -169,15 +169,12 @@ TEST(SpecPeakTest, MatchesDatasheets) {
 }
 
 TEST(LinkTypeTest, FromNvmlTopology) {
-  EXPECT_EQ(LinkTypeFromTopologyLevel(nvml::TopologyLevel::kInternal),
-            v1::LINK_TYPE_PCIE_SWITCH);
+  EXPECT_EQ(LinkTypeFromTopologyLevel(nvml::TopologyLevel::kInternal), v1::LINK_TYPE_PCIE_SWITCH);
   EXPECT_EQ(LinkTypeFromTopologyLevel(nvml::TopologyLevel::kSingle), v1::LINK_TYPE_PCIE_SWITCH);
-  EXPECT_EQ(LinkTypeFromTopologyLevel(nvml::TopologyLevel::kMultiple),
-            v1::LINK_TYPE_PCIE_SWITCH);
+  EXPECT_EQ(LinkTypeFromTopologyLevel(nvml::TopologyLevel::kMultiple), v1::LINK_TYPE_PCIE_SWITCH);
   EXPECT_EQ(LinkTypeFromTopologyLevel(nvml::TopologyLevel::kHostBridge),
             v1::LINK_TYPE_PCIE_HOST_BRIDGE);
-  EXPECT_EQ(LinkTypeFromTopologyLevel(nvml::TopologyLevel::kNode),
-            v1::LINK_TYPE_PCIE_HOST_BRIDGE);
+  EXPECT_EQ(LinkTypeFromTopologyLevel(nvml::TopologyLevel::kNode), v1::LINK_TYPE_PCIE_HOST_BRIDGE);
   EXPECT_EQ(LinkTypeFromTopologyLevel(nvml::TopologyLevel::kSystem), v1::LINK_TYPE_CROSS_NUMA);
   EXPECT_EQ(LinkTypeFromTopologyLevel(static_cast<nvml::TopologyLevel>(60)),
             v1::LINK_TYPE_CROSS_NUMA);
@@ -200,8 +197,8 @@ std::vector<NvLinkEnd> SwitchLinks(int count) {
 TEST(CountNvLinksTest, DirectPairs) {
   // Two NVLink bridges: 0-1 and 2-3, four links each; GPU 3 also has a link to a GPU that
   // is not listed (hidden by CUDA_VISIBLE_DEVICES), which counts for nobody.
-  const std::vector<PciAddress> gpus = {{0, 0x1b, 0, 0}, {0, 0x3b, 0, 0}, {0, 0x86, 0, 0},
-                                        {0, 0xaf, 0, 0}};
+  const std::vector<PciAddress> gpus = {
+      {0, 0x1b, 0, 0}, {0, 0x3b, 0, 0}, {0, 0x86, 0, 0}, {0, 0xaf, 0, 0}};
   std::vector<std::vector<NvLinkEnd>> links = {LinksTo(gpus[1], 4), LinksTo(gpus[0], 4),
                                                LinksTo(gpus[3], 4), LinksTo(gpus[2], 4)};
   links[3].push_back(NvLinkEnd{NvLinkEnd::Kind::kGpu, {0, 0xd8, 0, 0}});
@@ -252,8 +249,7 @@ TEST(GpuProbeGpuTest, ListsEveryGpuAndMeasuresCopyBandwidth) {
   for (const v1::GpuInfo& gpu : response.gpus()) {
     ExpectSaneGpu(gpu);
     EXPECT_GT(gpu.measured_copy_bandwidth_gbps(), 100) << gpu.name();
-    EXPECT_LT(gpu.measured_copy_bandwidth_gbps(), 2 * gpu.spec_peak_bandwidth_gbps())
-        << gpu.name();
+    EXPECT_LT(gpu.measured_copy_bandwidth_gbps(), 2 * gpu.spec_peak_bandwidth_gbps()) << gpu.name();
   }
   ExpectCoherentLinks(response);
   // Printed so that a GPU run leaves the figures in its log.

@@ -90,8 +90,8 @@ absl::StatusOr<NvmlLibrary> NvmlLibrary::Load(const std::string& path) {
   api->handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (api->handle == nullptr) {
     const char* reason = dlerror();
-    return absl::UnavailableError(absl::StrCat("NVML unavailable: dlopen(", path,
-                                               ") failed: ", reason ? reason : "unknown"));
+    return absl::UnavailableError(
+        absl::StrCat("NVML unavailable: dlopen(", path, ") failed: ", reason ? reason : "unknown"));
   }
   void* handle = api->handle;
   LoadSymbol(handle, "nvmlInit_v2", &api->init);
@@ -131,9 +131,9 @@ absl::StatusOr<NvmlLibrary> NvmlLibrary::Load(const std::string& path) {
 
   NvmlLibrary library(std::move(api));
   if (Return result = library.api_->init(); result != nvml::kSuccess) {
-    return absl::Status(NvmlReturnToStatusCode(result),
-                        absl::StrCat("NVML unavailable: nvmlInit_v2 failed: ",
-                                     library.ErrorString(result)));
+    return absl::Status(
+        NvmlReturnToStatusCode(result),
+        absl::StrCat("NVML unavailable: nvmlInit_v2 failed: ", library.ErrorString(result)));
   }
   library.api_->initialized = true;
   return library;
@@ -173,8 +173,8 @@ absl::StatusOr<Device> NvmlLibrary::DeviceByPciBusId(std::string_view pci_bus_id
     return NotAvailable("nvmlDeviceGetHandleByPciBusId_v2");
   }
   Device device = nullptr;
-  if (Return result = api_->device_get_handle_by_pci_bus_id(std::string(pci_bus_id).c_str(),
-                                                            &device);
+  if (Return result =
+          api_->device_get_handle_by_pci_bus_id(std::string(pci_bus_id).c_str(), &device);
       result != nvml::kSuccess) {
     return Error(absl::StrCat("nvmlDeviceGetHandleByPciBusId_v2(", AsAbsl(pci_bus_id), ")"),
                  result);
@@ -195,15 +195,13 @@ absl::StatusOr<Device> NvmlLibrary::DeviceByUuid(std::string_view uuid) const {
 absl::StatusOr<std::string> NvmlLibrary::DeviceUuid(Device device) const {
   if (api_->device_get_uuid == nullptr) return NotAvailable("nvmlDeviceGetUUID");
   char uuid[96] = {};  // NVML_DEVICE_UUID_V2_BUFFER_SIZE
-  if (Return result = api_->device_get_uuid(device, uuid, sizeof(uuid));
-      result != nvml::kSuccess) {
+  if (Return result = api_->device_get_uuid(device, uuid, sizeof(uuid)); result != nvml::kSuccess) {
     return Error("nvmlDeviceGetUUID", result);
   }
   return std::string(uuid);
 }
 
-absl::StatusOr<nvml::TopologyLevel> NvmlLibrary::TopologyCommonAncestor(Device a,
-                                                                        Device b) const {
+absl::StatusOr<nvml::TopologyLevel> NvmlLibrary::TopologyCommonAncestor(Device a, Device b) const {
   if (api_->device_get_topology_common_ancestor == nullptr) {
     return NotAvailable("nvmlDeviceGetTopologyCommonAncestor");
   }
@@ -225,8 +223,7 @@ absl::StatusOr<bool> NvmlLibrary::NvLinkIsActive(Device device, unsigned link) c
   return enabled == 1;
 }
 
-absl::StatusOr<nvml::PciInfo> NvmlLibrary::NvLinkRemotePciInfo(Device device,
-                                                               unsigned link) const {
+absl::StatusOr<nvml::PciInfo> NvmlLibrary::NvLinkRemotePciInfo(Device device, unsigned link) const {
   if (api_->device_get_nvlink_remote_pci_info == nullptr) {
     return NotAvailable("nvmlDeviceGetNvLinkRemotePciInfo_v2");
   }
@@ -255,8 +252,7 @@ absl::StatusOr<bool> NvmlLibrary::P2pSupported(Device a, Device b,
                                                nvml::P2pCapability capability) const {
   if (api_->device_get_p2p_status == nullptr) return NotAvailable("nvmlDeviceGetP2PStatus");
   int p2p_status = 0;
-  if (Return result =
-          api_->device_get_p2p_status(a, b, static_cast<int>(capability), &p2p_status);
+  if (Return result = api_->device_get_p2p_status(a, b, static_cast<int>(capability), &p2p_status);
       result != nvml::kSuccess) {
     return Error("nvmlDeviceGetP2PStatus", result);
   }
@@ -318,8 +314,7 @@ absl::StatusOr<unsigned> NvmlLibrary::GpuTemperatureCelsius(Device device) const
 absl::StatusOr<unsigned> NvmlLibrary::PowerUsageMilliwatts(Device device) const {
   if (api_->device_get_power_usage == nullptr) return NotAvailable("nvmlDeviceGetPowerUsage");
   unsigned milliwatts = 0;
-  if (Return result = api_->device_get_power_usage(device, &milliwatts);
-      result != nvml::kSuccess) {
+  if (Return result = api_->device_get_power_usage(device, &milliwatts); result != nvml::kSuccess) {
     return Error("nvmlDeviceGetPowerUsage", result);
   }
   return milliwatts;

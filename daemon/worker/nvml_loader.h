@@ -70,7 +70,7 @@ struct PciInfo {
   unsigned int domain;
   unsigned int bus;
   unsigned int device;
-  unsigned int pci_device_id;     // device id << 16 | vendor id
+  unsigned int pci_device_id;  // device id << 16 | vendor id
   unsigned int pci_subsystem_id;
   char bus_id[32];  // "00000000:3B:00.0": eight-digit domain, upper-case hex
 };
@@ -98,8 +98,9 @@ static_assert(sizeof(Memory) == 24, "must match nvmlMemory_t");
 absl::StatusCode NvmlReturnToStatusCode(nvml::Return result);
 
 // The loaded and initialized NVML. Move-only (a moved-from object may only be destroyed or
-// assigned to); the destructor calls nvmlShutdown and closes the library. Functions that this driver's NVML lacks report UNIMPLEMENTED "... not available".
-// NVML is thread-safe, and so are these calls.
+// assigned to); the destructor calls nvmlShutdown and closes the library. Functions that this
+// driver's NVML lacks report UNIMPLEMENTED "... not available". NVML is thread-safe, and so are
+// these calls.
 class NvmlLibrary {
  public:
   // Loads `path` (by default the soname the driver installs) and calls nvmlInit_v2. When the
@@ -125,8 +126,7 @@ class NvmlLibrary {
   absl::StatusOr<std::string> DeviceUuid(nvml::Device device) const;
 
   // Topology and NVLink.
-  absl::StatusOr<nvml::TopologyLevel> TopologyCommonAncestor(nvml::Device a,
-                                                             nvml::Device b) const;
+  absl::StatusOr<nvml::TopologyLevel> TopologyCommonAncestor(nvml::Device a, nvml::Device b) const;
   absl::StatusOr<bool> NvLinkIsActive(nvml::Device device, unsigned link) const;
   absl::StatusOr<nvml::PciInfo> NvLinkRemotePciInfo(nvml::Device device, unsigned link) const;
   absl::StatusOr<nvml::NvLinkDeviceType> NvLinkRemoteDeviceType(nvml::Device device,

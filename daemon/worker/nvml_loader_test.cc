@@ -116,8 +116,7 @@ TEST(NvmlLibraryTest, ShutsDownOnceAfterMoves) {
 TEST(NvmlLibraryTest, MapsReturnCodes) {
   EXPECT_EQ(NvmlReturnToStatusCode(nvml::kSuccess), absl::StatusCode::kOk);
   EXPECT_EQ(NvmlReturnToStatusCode(nvml::kErrorNotSupported), absl::StatusCode::kUnimplemented);
-  EXPECT_EQ(NvmlReturnToStatusCode(nvml::kErrorNoPermission),
-            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(NvmlReturnToStatusCode(nvml::kErrorNoPermission), absl::StatusCode::kPermissionDenied);
   EXPECT_EQ(NvmlReturnToStatusCode(nvml::kErrorDriverNotLoaded),
             absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(NvmlReturnToStatusCode(nvml::kErrorUnknown), absl::StatusCode::kInternal);

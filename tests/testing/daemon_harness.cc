@@ -98,10 +98,16 @@ CommandResult RunCommand(const std::vector<std::string>& argv, absl::Duration ti
 }
 
 DaemonProcess::DaemonProcess(std::string state_dir, std::vector<std::string> extra_flags)
-    : state_dir_(std::move(state_dir)), extra_flags_(std::move(extra_flags)) {}
+    : state_dir_(std::move(state_dir)), extra_flags_(std::move(extra_flags)) {
+  char pattern[] = "/tmp/gpuprof-test-XXXXXX";
+  const char* made = mkdtemp(pattern);
+  socket_dir_ = made == nullptr ? "/tmp" : made;
+}
 
 DaemonProcess::~DaemonProcess() {
   if (pid_ > 0) KillHard();
+  std::error_code ignored;
+  std::filesystem::remove_all(socket_dir_, ignored);
 }
 
 absl::Status DaemonProcess::Start() {
@@ -117,7 +123,14 @@ absl::Status DaemonProcess::Start() {
       open((state_dir_ + "/gpuprofd.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
   pid_ = Spawn(argv, log_fd, log_fd);
   close(log_fd);
-  auto channel = grpc::CreateChannel(target(), grpc::InsecureChannelCredentials());
+  // The socket appears only once the daemon has probed its GPUs: retry connecting quickly
+  // rather than with gRPC's default one-second backoff.
+  grpc::ChannelArguments arguments;
+  arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 20);
+  arguments.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 20);
+  arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 100);
+  auto channel =
+      grpc::CreateCustomChannel(target(), grpc::InsecureChannelCredentials(), arguments);
   auto health = grpc::health::v1::Health::NewStub(channel);
   const absl::Time deadline = absl::Now() + absl::Seconds(60);
   while (absl::Now() < deadline) {

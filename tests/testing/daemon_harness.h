@@ -46,7 +46,7 @@ class DaemonProcess {
   // SIGTERM and wait for a graceful exit; returns the exit status.
   int Stop();
 
-  std::string target() const { return "unix:" + state_dir_ + "/gpuprofd.sock"; }
+  std::string target() const { return "unix:" + socket_dir_ + "/gpuprofd.sock"; }
   const std::string& state_dir() const { return state_dir_; }
   std::unique_ptr<v1::Profiler::Stub> NewStub() const;
   // The CLI against this daemon, as `user`.
@@ -57,6 +57,8 @@ class DaemonProcess {
 
  private:
   std::string state_dir_;
+  // Unix socket paths are limited to 107 bytes; test temp dirs can be longer.
+  std::string socket_dir_;
   std::vector<std::string> extra_flags_;
   pid_t pid_ = -1;
 };

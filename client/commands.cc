@@ -1,0 +1,735 @@
+#include "client/commands.h"
+
+#include <chrono>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "client/command_line.h"
+#include "client/event_printer.h"
+#include "client/field_text.h"
+#include "client/render.h"
+#include "client/request_builder.h"
+#include "client/table.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/support/sync_stream.h"
+
+namespace gpuprof::client {
+namespace {
+
+using ::grpc::ClientContext;
+using ::grpc::health::v1::HealthCheckRequest;
+using ::grpc::health::v1::HealthCheckResponse;
+
+constexpr absl::string_view kValueSyntaxHelp =
+    "value syntax:\n"
+    "  integers   4096, 32K (= 32000), 1.5M, 4Ki (= 4096), 0x10; for BYTES K/M/G are 1024-based\n"
+    "             and may end in B: 64M = 64MiB = 67108864\n"
+    "  enums      the value's name in any case, with '-' or '_': bf16, fused-kv, all-reduce\n"
+    "  booleans   --flag, --flag=true, --flag=false\n"
+    "  durations  500ms, 90s, 10m, 1h30m\n"
+    "  messages   their fields joined by ':', e.g. --vocab-range 0:32000\n"
+    "  lists      comma-separated or the flag repeated: --gpus 0,1; --label a=1 --label b=2\n"
+    "The client checks syntax only; the daemon checks ranges and says what it rejects.\n";
+
+constexpr absl::string_view kExitCodeHelp =
+    "exit codes:\n"
+    "  0  success (submit --follow, watch: the experiment finished)\n"
+    "  1  the experiment failed, was cancelled, timed out or was interrupted, or the stream\n"
+    "     ended first; health: the daemon is not serving\n"
+    "  2  bad command line, or the daemon rejected the request (INVALID_ARGUMENT, NOT_FOUND,\n"
+    "     FAILED_PRECONDITION, ...)\n"
+    "  3  the daemon cannot be reached (UNAVAILABLE)\n"
+    "  4  any other error\n";
+
+// Options given before the command; a command's own --target wins over them.
+struct GlobalOptions {
+  std::optional<std::string> target;
+  std::optional<std::string> user;
+};
+
+FlagSpec TargetFlag() {
+  return {.name = "target",
+          .value_syntax = "ADDR",
+          .help = absl::StrCat("gpuprofd: host:port or unix:/path (default: $GPUPROF_TARGET, ",
+                               "else ", kDefaultTarget, ")")};
+}
+
+FlagSpec HelpFlag() { return {.name = "help", .is_switch = true, .help = "show this help"}; }
+
+FlagSpec JsonFlag(absl::string_view help) {
+  return {.name = "json", .is_switch = true, .help = std::string(help)};
+}
+
+// Talks to one daemon for one command: connects on first use, reports errors uniformly.
+class Session {
+ public:
+  Session(const ClientEnvironment& env, std::string target, std::string user)
+      : env_(env), target_(std::move(target)), user_(std::move(user)) {}
+
+  std::ostream& out() const { return *env_.out; }
+  std::ostream& err() const { return *env_.err; }
+  const ClientEnvironment& env() const { return env_; }
+  const std::string& user() const { return user_; }
+  absl::Time now() const { return env_.now ? env_.now() : absl::Now(); }
+
+  v1::Profiler::StubInterface& profiler() {
+    Connect();
+    return *stubs_.profiler;
+  }
+  grpc::health::v1::Health::StubInterface& health() {
+    Connect();
+    return *stubs_.health;
+  }
+
+  // Unary RPCs must not hang on a stuck daemon; streams get no deadline.
+  void SetUnaryDeadline(ClientContext& context) const {
+    context.set_deadline(absl::ToChronoTime(absl::Now() + env_.unary_rpc_deadline));
+  }
+
+  int ReportRpcError(const grpc::Status& status) const {
+    if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
+      err() << "error: UNAVAILABLE: cannot reach gpuprofd at " << target_ << ": "
+            << status.error_message() << "; is it running? set --target or GPUPROF_TARGET\n";
+    } else {
+      err() << "error: " << StatusCodeName(status.error_code()) << ": " << status.error_message()
+            << "\n";
+    }
+    return ExitCodeForRpcStatus(status.error_code());
+  }
+
+ private:
+  void Connect() {
+    if (stubs_.profiler == nullptr) stubs_ = env_.connect(target_);
+  }
+
+  const ClientEnvironment& env_;
+  std::string target_;
+  std::string user_;
+  DaemonStubs stubs_;
+};
+
+int ReportUsageError(const ClientEnvironment& env, absl::string_view message,
+                     absl::string_view help_command) {
+  *env.err << "error: " << message << "\n";
+  if (!help_command.empty()) *env.err << "(see gpuprof " << help_command << " --help)\n";
+  return kExitUsage;
+}
+
+Session MakeSession(const ClientEnvironment& env, const GlobalOptions& globals,
+                    const ParsedArgs& args) {
+  std::string target = args.Get("target").value_or(globals.target.value_or(
+      env.target_from_env.empty() ? std::string(kDefaultTarget) : env.target_from_env));
+  return Session(env, std::move(target), globals.user.value_or(env.local_user));
+}
+
+// Reads a Submit/Watch stream to its end, rendering each event.
+int FollowEvents(Session& session, grpc::ClientReaderInterface<v1::ExperimentEvent>& reader,
+                 bool json) {
+  EventPrinter printer(session.out(), {.json = json,
+                                       .live_line = session.env().stdout_is_terminal && !json,
+                                       .terminal_width = session.env().terminal_width,
+                                       .now = [&session] { return session.now(); }});
+  v1::ExperimentEvent event;
+  int64_t last_seq = 0;
+  while (reader.Read(&event)) {
+    printer.Print(event);
+    last_seq = event.seq();
+  }
+  printer.Finish();
+  const grpc::Status status = reader.Finish();
+  if (!status.ok()) {
+    const int exit_code = session.ReportRpcError(status);
+    if (!printer.experiment_id().empty()) {
+      session.err() << "resume with: gpuprof watch " << printer.experiment_id() << " --from-seq "
+                    << last_seq + 1 << "\n";
+    }
+    return exit_code;
+  }
+  if (printer.state() == v1::FINISHED) return kExitOk;
+  if (!IsTerminalState(printer.state())) {
+    session.err() << "error: the event stream ended before the experiment did";
+    if (!printer.experiment_id().empty()) {
+      session.err() << "; resume with: gpuprof watch " << printer.experiment_id() << " --from-seq "
+                    << last_seq + 1;
+    }
+    session.err() << "\n";
+  }
+  return kExitNotFinished;
+}
+
+// A subcommand: its help and how to run it on already-split args.
+struct Command {
+  absl::string_view name;
+  absl::string_view usage;    // after "gpuprof "
+  absl::string_view summary;  // one line in `gpuprof help`
+  absl::string_view details;  // a paragraph in `gpuprof <name> --help`
+  std::vector<std::string> positionals;
+  std::vector<FlagSpec> (*flags)();
+  int (*run)(Session& session, const ParsedArgs& args);
+};
+
+std::string CommandHelp(const Command& command) {
+  return absl::StrCat("usage: gpuprof ", command.usage, "\n\n", command.details, "\n\nflags:\n",
+                      FormatFlagHelp(command.flags()));
+}
+
+// ---- gpus ----
+
+std::vector<FlagSpec> GpusFlags() {
+  return {JsonFlag("print the ListGpusResponse as JSON"), TargetFlag(), HelpFlag()};
+}
+
+int RunGpus(Session& session, const ParsedArgs& args) {
+  ClientContext context;
+  session.SetUnaryDeadline(context);
+  v1::ListGpusResponse response;
+  const grpc::Status status = session.profiler().ListGpus(&context, {}, &response);
+  if (!status.ok()) return session.ReportRpcError(status);
+  session.out() << (args.Switch("json") ? JsonLine(response) + "\n" : RenderGpus(response));
+  return kExitOk;
+}
+
+// ---- watch ----
+
+std::vector<FlagSpec> WatchFlags() {
+  return {{.name = "from-seq",
+           .value_syntax = "N",
+           .help = "replay stored events from this sequence number (default: all)"},
+          JsonFlag("print each event as a line of JSON (NDJSON)"),
+          TargetFlag(),
+          HelpFlag()};
+}
+
+int RunWatch(Session& session, const ParsedArgs& args) {
+  v1::WatchRequest request;
+  request.set_experiment_id(args.positionals[0]);
+  if (const auto from_seq = args.Get("from-seq"); from_seq.has_value()) {
+    absl::StatusOr<int64_t> seq = ParseSizedInteger(*from_seq, SizeUnits::kCount);
+    if (!seq.ok()) {
+      return ReportUsageError(session.env(), absl::StrCat("--from-seq: ", seq.status().message()),
+                              "watch");
+    }
+    request.set_from_seq(*seq);
+  }
+  ClientContext context;
+  auto reader = session.profiler().Watch(&context, request);
+  return FollowEvents(session, *reader, args.Switch("json"));
+}
+
+// ---- list ----
+
+std::vector<FlagSpec> ListFlags() {
+  return {
+      {.name = "user", .value_syntax = "NAME", .help = "only this user's experiments"},
+      {.name = "mine", .is_switch = true, .help = "only your experiments"},
+      {.name = "state",
+       .repeatable = true,
+       .value_syntax = absl::StrJoin(EnumChoices(v1::ExperimentState_descriptor()), "|"),
+       .help = "only experiments in these states (comma list)"},
+      {.name = "workload",
+       .value_syntax = absl::StrJoin(EnumChoices(v1::Workload_descriptor()), "|"),
+       .help = "only this workload"},
+      {.name = "limit", .value_syntax = "N", .help = "experiments per page (daemon default 50)"},
+      {.name = "page-token", .value_syntax = "TOKEN", .help = "continue a previous listing"},
+      {.name = "all", .is_switch = true, .help = "follow every page"},
+      JsonFlag("print the ListExperimentsResponse as JSON (one for --all)"),
+      TargetFlag(),
+      HelpFlag(),
+  };
+}
+
+int RunList(Session& session, const ParsedArgs& args) {
+  v1::ListExperimentsRequest request;
+  if (args.Has("user") && args.Switch("mine")) {
+    return ReportUsageError(session.env(), "--user and --mine exclude each other", "list");
+  }
+  if (args.Switch("mine")) request.set_user(session.user());
+  if (const auto user = args.Get("user"); user.has_value()) request.set_user(*user);
+  for (const std::string& states : args.GetAll("state")) {
+    for (absl::string_view state : absl::StrSplit(states, ',')) {
+      auto value = ParseEnumValue(v1::ExperimentState_descriptor(), state);
+      if (!value.ok()) {
+        return ReportUsageError(session.env(), absl::StrCat("--state: ", value.status().message()),
+                                "list");
+      }
+      request.add_states(static_cast<v1::ExperimentState>((*value)->number()));
+    }
+  }
+  if (const auto workload = args.Get("workload"); workload.has_value()) {
+    auto value = ParseEnumValue(v1::Workload_descriptor(), *workload);
+    if (!value.ok()) {
+      return ReportUsageError(session.env(), absl::StrCat("--workload: ", value.status().message()),
+                              "list");
+    }
+    request.set_workload(static_cast<v1::Workload>((*value)->number()));
+  }
+  if (const auto limit = args.Get("limit"); limit.has_value()) {
+    absl::StatusOr<int64_t> page_size = ParseSizedInteger(*limit, SizeUnits::kCount);
+    if (!page_size.ok() || *page_size < 0 || *page_size > INT32_MAX) {
+      return ReportUsageError(session.env(),
+                              absl::StrCat("--limit: \"", *limit, "\" is not a page size"), "list");
+    }
+    request.set_page_size(static_cast<int32_t>(*page_size));
+  }
+  request.set_page_token(args.Get("page-token").value_or(""));
+
+  const bool all_pages = args.Switch("all");
+  v1::ListExperimentsResponse listed;
+  while (true) {
+    ClientContext context;
+    session.SetUnaryDeadline(context);
+    v1::ListExperimentsResponse page;
+    const grpc::Status status = session.profiler().ListExperiments(&context, request, &page);
+    if (!status.ok()) return session.ReportRpcError(status);
+    for (v1::Experiment& experiment : *page.mutable_experiments()) {
+      *listed.add_experiments() = std::move(experiment);
+    }
+    listed.set_next_page_token(page.next_page_token());
+    // A token that does not change would loop forever.
+    if (!all_pages || page.next_page_token().empty() ||
+        page.next_page_token() == request.page_token()) {
+      break;
+    }
+    request.set_page_token(page.next_page_token());
+  }
+  if (all_pages) listed.clear_next_page_token();
+
+  if (args.Switch("json")) {
+    session.out() << JsonLine(listed) << "\n";
+    return kExitOk;
+  }
+  if (listed.experiments().empty()) {
+    session.out() << "no experiments\n";
+  } else {
+    session.out() << RenderExperimentTable(listed.experiments(), session.now(),
+                                           session.env().time_zone);
+  }
+  if (!listed.next_page_token().empty()) {
+    session.out() << "more: add --page-token " << listed.next_page_token() << " (or --all)\n";
+  }
+  return kExitOk;
+}
+
+// ---- get ----
+
+std::vector<FlagSpec> GetFlags() {
+  return {JsonFlag("print the Experiment as JSON"), TargetFlag(), HelpFlag()};
+}
+
+int RunGet(Session& session, const ParsedArgs& args) {
+  v1::GetExperimentRequest request;
+  request.set_experiment_id(args.positionals[0]);
+  ClientContext context;
+  session.SetUnaryDeadline(context);
+  v1::Experiment experiment;
+  const grpc::Status status = session.profiler().GetExperiment(&context, request, &experiment);
+  if (!status.ok()) return session.ReportRpcError(status);
+  session.out() << (args.Switch("json")
+                        ? JsonLine(experiment) + "\n"
+                        : RenderExperiment(experiment, session.now(), session.env().time_zone));
+  return kExitOk;
+}
+
+// ---- cancel ----
+
+std::vector<FlagSpec> CancelFlags() {
+  return {{.name = "reason",
+           .value_syntax = "TEXT",
+           .help = "why, kept with the experiment (default: \"cancelled by <user>\")"},
+          JsonFlag("print the Experiment as JSON"),
+          TargetFlag(),
+          HelpFlag()};
+}
+
+int RunCancel(Session& session, const ParsedArgs& args) {
+  v1::CancelRequest request;
+  request.set_experiment_id(args.positionals[0]);
+  // The API carries no caller identity; the reason at least records who asked.
+  request.set_reason(args.Get("reason").value_or(absl::StrCat("cancelled by ", session.user())));
+  ClientContext context;
+  session.SetUnaryDeadline(context);
+  v1::Experiment experiment;
+  const grpc::Status status = session.profiler().Cancel(&context, request, &experiment);
+  if (!status.ok()) return session.ReportRpcError(status);
+  if (args.Switch("json")) {
+    session.out() << JsonLine(experiment) << "\n";
+    return kExitOk;
+  }
+  session.out() << experiment.id() << ": " << StateName(experiment.state());
+  if (!experiment.reason().empty()) session.out() << " (" << experiment.reason() << ")";
+  session.out() << "\n";
+  return kExitOk;
+}
+
+// ---- health ----
+
+std::vector<FlagSpec> HealthFlags() { return {TargetFlag(), HelpFlag()}; }
+
+int RunHealth(Session& session, const ParsedArgs&) {
+  HealthCheckRequest request;
+  request.set_service("");
+  ClientContext context;
+  session.SetUnaryDeadline(context);
+  HealthCheckResponse response;
+  const grpc::Status status = session.health().Check(&context, request, &response);
+  if (!status.ok()) return session.ReportRpcError(status);
+  session.out() << HealthCheckResponse::ServingStatus_Name(response.status()) << "\n";
+  return response.status() == HealthCheckResponse::SERVING ? kExitOk : kExitNotFinished;
+}
+
+const std::vector<Command>& Commands() {
+  static const auto* const commands = new std::vector<Command>{
+      {"gpus",
+       "gpus [--json]",
+       "the daemon's host, GPUs, leases and topology",
+       "Shows the host (driver, CUDA, NCCL, CUPTI and gpuprof versions, NUMA nodes), a table of\n"
+       "GPUs with their spec and measured bandwidth and who holds them, the topology matrix\n"
+       "(like nvidia-smi topo -m), the workloads the daemon runs and its JIT cache.",
+       {},
+       GpusFlags,
+       RunGpus},
+      {"submit",
+       "submit <workload> [workload flags] [common flags] [--follow] [--json]",
+       "run an experiment: gpuprof submit <workload> --help lists its flags",
+       "",
+       {},
+       nullptr,
+       nullptr},
+      {"watch",
+       "watch ID [--from-seq N] [--json]",
+       "follow an experiment's progress and result",
+       "Replays the experiment's stored events, then streams live ones until it ends. On a\n"
+       "terminal a progress line is rewritten in place; otherwise each step gets a line.\n"
+       "Exits 0 if the experiment finished, 1 if it failed, was cancelled, timed out or was\n"
+       "interrupted. Interrupting watch only detaches: the experiment keeps running.",
+       {"ID"},
+       WatchFlags,
+       RunWatch},
+      {"list",
+       "list [--user U | --mine] [--state S]... [--workload W] [--limit N] [--page-token T] "
+       "[--all] [--json]",
+       "list experiments, newest first",
+       "Lists experiments, newest first: id, user, workload, state, GPUs, creation time (local),\n"
+       "run time and the headline figure of the result when the daemon includes one.",
+       {},
+       ListFlags,
+       RunList},
+      {"get",
+       "get ID [--json]",
+       "one experiment: request, state, times, result",
+       "Shows one experiment: its request, state and reason, times, GPUs, the worker's stderr\n"
+       "tail when it died, and the result.",
+       {"ID"},
+       GetFlags,
+       RunGet},
+      {"cancel",
+       "cancel ID [--reason TEXT]",
+       "cancel a queued or running experiment",
+       "Cancels the experiment and prints its new state.",
+       {"ID"},
+       CancelFlags,
+       RunCancel},
+      {"health",
+       "health",
+       "check that the daemon is serving",
+       "Calls grpc.health.v1.Health/Check for the whole server and prints SERVING or\n"
+       "NOT_SERVING; exits 0 only when serving.",
+       {},
+       HealthFlags,
+       RunHealth},
+  };
+  return *commands;
+}
+
+const Command* FindCommand(absl::string_view name) {
+  for (const Command& command : Commands()) {
+    if (command.name == name) return &command;
+  }
+  return nullptr;
+}
+
+std::string MainHelp() {
+  TextTable commands;
+  for (const Command& command : Commands()) {
+    commands.AddRow({std::string(command.name), std::string(command.summary)});
+  }
+  commands.AddRow({"help", "this text, or a command's: gpuprof help submit index"});
+  const std::vector<FlagSpec> global_flags = {
+      TargetFlag(),
+      {.name = "user", .value_syntax = "NAME", .help = "who you are (default: $USER)"},
+      {.name = "version", .is_switch = true, .help = "print the client's version"},
+      HelpFlag(),
+  };
+  return absl::StrCat(
+      "gpuprof ", kClientVersion,
+      ": run GPU profiling experiments on a gpuprofd daemon and read their results\n\n"
+      "usage: gpuprof [--target ADDR] [--user NAME] <command> [args] [flags]\n\n"
+      "commands:\n",
+      commands.Render("  "), "\nglobal flags (also accepted after the command):\n",
+      FormatFlagHelp(global_flags), "\n", kExitCodeHelp);
+}
+
+// ---- submit ----
+
+std::vector<FlagSpec> SubmitOutputFlags() {
+  return {{.name = "follow",
+           .is_switch = true,
+           .help = "stream progress and the result until the experiment ends"},
+          JsonFlag("print each event as a line of JSON (NDJSON)"),
+          TargetFlag(),
+          HelpFlag()};
+}
+
+std::string SubmitHelp() {
+  auto builder = ExperimentRequestBuilder::ForWorkload(WorkloadNames()[0]);
+  return absl::StrCat(
+      "usage: gpuprof submit <workload> [workload flags] [common flags] [--follow] [--json]\n\n"
+      "workloads: ",
+      absl::StrJoin(WorkloadNames(), ", "),
+      " (gpuprof submit <workload> --help lists its flags)\n\n"
+      "Queues an experiment. Without --follow, prints its id and returns; the experiment keeps\n"
+      "running (gpuprof watch ID follows it). With --follow, streams progress and the result;\n"
+      "exits 0 if the experiment finished, 1 if not.\n\n"
+      "common flags:\n",
+      builder.ok() ? FormatFlagHelp(builder->common_flags()) : "", "\noutput flags:\n",
+      FormatFlagHelp(SubmitOutputFlags()), "\n", kValueSyntaxHelp);
+}
+
+std::string SubmitWorkloadHelp(const ExperimentRequestBuilder& builder) {
+  std::string help = absl::StrCat(
+      "usage: gpuprof submit ", builder.workload(), " [flags] [--follow] [--json]\n\n",
+      builder.workload(), " flags (fields of ", builder.spec_type()->full_name(),
+      "; unset fields get the daemon's defaults):\n", FormatFlagHelp(builder.workload_flags()));
+  if (!builder.unsettable_fields().empty()) {
+    absl::StrAppend(&help, "  (not settable from the command line: ",
+                    absl::StrJoin(builder.unsettable_fields(), ", "), ")\n");
+  }
+  absl::StrAppend(&help, "\ncommon flags:\n", FormatFlagHelp(builder.common_flags()),
+                  "\noutput flags:\n", FormatFlagHelp(SubmitOutputFlags()), "\n", kValueSyntaxHelp);
+  return help;
+}
+
+int RunSubmit(const ClientEnvironment& env, const GlobalOptions& globals,
+              const std::vector<std::string>& args) {
+  if (args.empty() || args[0] == "--help") {
+    if (args.empty()) {
+      return ReportUsageError(
+          env, absl::StrCat("submit needs a workload: ", absl::StrJoin(WorkloadNames(), ", ")),
+          "submit");
+    }
+    *env.out << SubmitHelp();
+    return kExitOk;
+  }
+  if (absl::StartsWith(args[0], "-")) {
+    return ReportUsageError(env,
+                            absl::StrCat("the workload comes first: gpuprof submit <",
+                                         absl::StrJoin(WorkloadNames(), "|"), "> [flags]"),
+                            "submit");
+  }
+  absl::StatusOr<ExperimentRequestBuilder> builder = ExperimentRequestBuilder::ForWorkload(args[0]);
+  if (!builder.ok()) return ReportUsageError(env, builder.status().message(), "submit");
+  const std::string help_command = absl::StrCat("submit ", args[0]);
+
+  std::vector<FlagSpec> flags = builder->workload_flags();
+  for (const auto& group : {builder->common_flags(), SubmitOutputFlags()}) {
+    flags.insert(flags.end(), group.begin(), group.end());
+  }
+  absl::StatusOr<ParsedArgs> parsed =
+      ParseArgs(std::vector<std::string>(args.begin() + 1, args.end()), flags);
+  if (!parsed.ok()) return ReportUsageError(env, parsed.status().message(), help_command);
+  if (parsed->Switch("help")) {
+    *env.out << SubmitWorkloadHelp(*builder);
+    return kExitOk;
+  }
+  if (!parsed->positionals.empty()) {
+    return ReportUsageError(
+        env, absl::StrCat("unexpected argument \"", parsed->positionals[0], "\""), help_command);
+  }
+  absl::StatusOr<v1::ExperimentRequest> request = builder->Build(*parsed);
+  if (!request.ok()) return ReportUsageError(env, request.status().message(), help_command);
+
+  Session session = MakeSession(env, globals, *parsed);
+  if (request->user().empty()) request->set_user(session.user());
+  const bool json = parsed->Switch("json");
+  ClientContext context;
+  auto reader = session.profiler().Submit(&context, *request);
+  if (parsed->Switch("follow")) return FollowEvents(session, *reader, json);
+
+  v1::ExperimentEvent first;
+  if (!reader->Read(&first)) {
+    const grpc::Status status = reader->Finish();
+    if (!status.ok()) return session.ReportRpcError(status);
+    session.err() << "error: the daemon ended the Submit stream without an event\n";
+    return kExitOtherError;
+  }
+  if (json) {
+    session.out() << JsonLine(first) << "\n";
+  } else {
+    session.out() << "submitted " << first.experiment_id() << ": "
+                  << StateName(first.state().state());
+    if (first.state().queue_position() > 0) {
+      session.out() << " (position " << first.state().queue_position() << ")";
+    }
+    session.out() << "\n";
+  }
+  // Closing the stream only detaches: the experiment stays queued.
+  context.TryCancel();
+  reader->Finish();
+  return kExitOk;
+}
+
+// Parses a command's flags and positionals and runs it.
+int RunCommand(const Command& command, const ClientEnvironment& env, const GlobalOptions& globals,
+               const std::vector<std::string>& args) {
+  absl::StatusOr<ParsedArgs> parsed = ParseArgs(args, command.flags());
+  if (!parsed.ok()) return ReportUsageError(env, parsed.status().message(), command.name);
+  if (parsed->Switch("help")) {
+    *env.out << CommandHelp(command);
+    return kExitOk;
+  }
+  if (parsed->positionals.size() != command.positionals.size()) {
+    const std::string message =
+        parsed->positionals.size() < command.positionals.size()
+            ? absl::StrCat(command.name, " needs ", absl::StrJoin(command.positionals, " "),
+                           ": gpuprof ", command.usage)
+            : absl::StrCat("unexpected argument \"",
+                           parsed->positionals[command.positionals.size()], "\"");
+    return ReportUsageError(env, message, command.name);
+  }
+  Session session = MakeSession(env, globals, *parsed);
+  return command.run(session, *parsed);
+}
+
+int RunHelp(const ClientEnvironment& env, const std::vector<std::string>& args) {
+  if (args.empty()) {
+    *env.out << MainHelp();
+    return kExitOk;
+  }
+  if (args[0] == "submit") {
+    if (args.size() == 1) {
+      *env.out << SubmitHelp();
+      return kExitOk;
+    }
+    auto builder = ExperimentRequestBuilder::ForWorkload(args[1]);
+    if (!builder.ok()) return ReportUsageError(env, builder.status().message(), "submit");
+    *env.out << SubmitWorkloadHelp(*builder);
+    return kExitOk;
+  }
+  const Command* command = FindCommand(args[0]);
+  if (command == nullptr) {
+    return ReportUsageError(env, absl::StrCat("unknown command \"", args[0], "\""), "");
+  }
+  *env.out << CommandHelp(*command);
+  return kExitOk;
+}
+
+}  // namespace
+
+std::string StatusCodeName(grpc::StatusCode code) {
+  static constexpr absl::string_view kNames[] = {"OK",
+                                                 "CANCELLED",
+                                                 "UNKNOWN",
+                                                 "INVALID_ARGUMENT",
+                                                 "DEADLINE_EXCEEDED",
+                                                 "NOT_FOUND",
+                                                 "ALREADY_EXISTS",
+                                                 "PERMISSION_DENIED",
+                                                 "RESOURCE_EXHAUSTED",
+                                                 "FAILED_PRECONDITION",
+                                                 "ABORTED",
+                                                 "OUT_OF_RANGE",
+                                                 "UNIMPLEMENTED",
+                                                 "INTERNAL",
+                                                 "UNAVAILABLE",
+                                                 "DATA_LOSS",
+                                                 "UNAUTHENTICATED"};
+  const int index = static_cast<int>(code);
+  if (index < 0 || index >= static_cast<int>(std::size(kNames))) {
+    return absl::StrCat("CODE_", index);
+  }
+  return std::string(kNames[index]);
+}
+
+int ExitCodeForRpcStatus(grpc::StatusCode code) {
+  switch (code) {
+    case grpc::StatusCode::OK:
+      return kExitOk;
+    // The request itself was wrong: fix the command line or the id.
+    case grpc::StatusCode::INVALID_ARGUMENT:
+    case grpc::StatusCode::FAILED_PRECONDITION:
+    case grpc::StatusCode::NOT_FOUND:
+    case grpc::StatusCode::ALREADY_EXISTS:
+    case grpc::StatusCode::OUT_OF_RANGE:
+    case grpc::StatusCode::PERMISSION_DENIED:
+    case grpc::StatusCode::UNAUTHENTICATED:
+    case grpc::StatusCode::UNIMPLEMENTED:
+      return kExitUsage;
+    case grpc::StatusCode::UNAVAILABLE:
+      return kExitUnavailable;
+    default:
+      return kExitOtherError;
+  }
+}
+
+int RunGpuprof(const std::vector<std::string>& args, const ClientEnvironment& env) {
+  GlobalOptions globals;
+  size_t next = 0;
+  // Options before the command: --target, --user, --help, --version.
+  while (next < args.size() && absl::StartsWith(args[next], "-")) {
+    const std::string& word = args[next];
+    if (word == "--help" || word == "-h") {
+      *env.out << MainHelp();
+      return kExitOk;
+    }
+    if (word == "--version") {
+      *env.out << "gpuprof " << kClientVersion << "\n";
+      return kExitOk;
+    }
+    struct ValueOption {
+      absl::string_view name;
+      std::optional<std::string>* value;
+    };
+    bool matched = false;
+    for (const ValueOption& option :
+         {ValueOption{"--target", &globals.target}, ValueOption{"--user", &globals.user}}) {
+      if (word == option.name) {
+        if (next + 1 >= args.size()) {
+          return ReportUsageError(env, absl::StrCat(option.name, " needs a value"), "");
+        }
+        *option.value = args[++next];
+        matched = true;
+      } else if (absl::StartsWith(word, absl::StrCat(option.name, "="))) {
+        *option.value = word.substr(option.name.size() + 1);
+        matched = true;
+      }
+    }
+    if (!matched) {
+      return ReportUsageError(env, absl::StrCat("unknown flag ", word, " before the command"), "");
+    }
+    ++next;
+  }
+  if (next >= args.size()) {
+    *env.err << MainHelp();
+    return kExitUsage;
+  }
+  const std::string& name = args[next];
+  std::vector<std::string> rest(args.begin() + next + 1, args.end());
+  // "-h" is the one single-dash flag people type out of habit.
+  for (std::string& word : rest) {
+    if (word == "-h") word = "--help";
+  }
+  if (name == "help") return RunHelp(env, rest);
+  if (name == "submit") return RunSubmit(env, globals, rest);
+  const Command* command = FindCommand(name);
+  if (command == nullptr) {
+    return ReportUsageError(env, absl::StrCat("unknown command \"", name, "\"; run gpuprof help"),
+                            "");
+  }
+  return RunCommand(*command, env, globals, rest);
+}
+
+}  // namespace gpuprof::client

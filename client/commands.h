@@ -1,0 +1,73 @@
+// The gpuprof subcommands, run against Profiler and Health stubs so that tests can serve them
+// in process. main.cc only fills a ClientEnvironment and calls RunGpuprof.
+#ifndef GPUPROF_CLIENT_COMMANDS_H_
+#define GPUPROF_CLIENT_COMMANDS_H_
+
+#include <functional>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "gpuprof/v1/profiler.grpc.pb.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "grpcpp/support/status.h"
+
+namespace gpuprof::client {
+
+inline constexpr char kClientVersion[] = "0.1.0";
+inline constexpr char kDefaultTarget[] = "127.0.0.1:7070";
+// Results with traces and many operations can be large; gRPC's default limit is 4 MiB.
+inline constexpr int kMaxReceiveMessageBytes = 64 << 20;
+
+// What `gpuprof` exits with.
+enum ExitCode : int {
+  kExitOk = 0,
+  // submit --follow / watch: the experiment ended but did not finish (failed, cancelled, timed
+  // out, interrupted) or the stream ended first; health: the daemon is not serving.
+  kExitNotFinished = 1,
+  // Bad command line, or the daemon rejected the request (INVALID_ARGUMENT, NOT_FOUND,
+  // FAILED_PRECONDITION, ...).
+  kExitUsage = 2,
+  // The daemon cannot be reached (UNAVAILABLE).
+  kExitUnavailable = 3,
+  // Any other error (INTERNAL, DEADLINE_EXCEEDED, ...).
+  kExitOtherError = 4,
+};
+
+struct DaemonStubs {
+  std::unique_ptr<v1::Profiler::StubInterface> profiler;
+  std::unique_ptr<grpc::health::v1::Health::StubInterface> health;
+};
+
+// Everything a command needs from outside: streams, terminal, defaults, clock, connection.
+struct ClientEnvironment {
+  std::ostream* out = nullptr;
+  std::ostream* err = nullptr;
+  bool stdout_is_terminal = false;
+  int terminal_width = 0;
+  // $GPUPROF_TARGET; empty when unset.
+  std::string target_from_env;
+  // $USER, else the password database's name for the uid.
+  std::string local_user;
+  absl::TimeZone time_zone = absl::UTCTimeZone();
+  std::function<absl::Time()> now;
+  // Every unary RPC gets this deadline; streams get none (experiments can run for hours).
+  absl::Duration unary_rpc_deadline = absl::Seconds(30);
+  // Opens stubs for a gRPC target; called only by commands that talk to the daemon.
+  std::function<DaemonStubs(const std::string& target)> connect;
+};
+
+// Runs `gpuprof args...` (args without the program name) and returns the exit code.
+int RunGpuprof(const std::vector<std::string>& args, const ClientEnvironment& env);
+
+// The ExitCode for an RPC that failed with `code`.
+int ExitCodeForRpcStatus(grpc::StatusCode code);
+
+// "INVALID_ARGUMENT", "UNAVAILABLE", ...
+std::string StatusCodeName(grpc::StatusCode code);
+
+}  // namespace gpuprof::client
+
+#endif  // GPUPROF_CLIENT_COMMANDS_H_

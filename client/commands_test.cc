@@ -1,0 +1,408 @@
+#include "client/commands.h"
+
+#include <sstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/synchronization/mutex.h"
+#include "google/protobuf/text_format.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/server.h"
+#include "grpcpp/server_builder.h"
+
+namespace gpuprof::client {
+namespace {
+
+using ::grpc::health::v1::HealthCheckRequest;
+using ::grpc::health::v1::HealthCheckResponse;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+template <typename Message>
+Message ParseText(const std::string& text) {
+  Message message;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &message)) << text;
+  return message;
+}
+
+// A Profiler that records what it was asked and answers from canned replies.
+class FakeProfiler final : public v1::Profiler::Service {
+ public:
+  grpc::Status Submit(grpc::ServerContext*, const v1::ExperimentRequest* request,
+                      grpc::ServerWriter<v1::ExperimentEvent>* writer) override {
+    absl::MutexLock lock(&mutex_);
+    submitted.push_back(*request);
+    for (const v1::ExperimentEvent& event : events) writer->Write(event);
+    return stream_status;
+  }
+  grpc::Status Watch(grpc::ServerContext*, const v1::WatchRequest* request,
+                     grpc::ServerWriter<v1::ExperimentEvent>* writer) override {
+    absl::MutexLock lock(&mutex_);
+    watched.push_back(*request);
+    for (const v1::ExperimentEvent& event : events) {
+      if (event.seq() >= request->from_seq()) writer->Write(event);
+    }
+    return stream_status;
+  }
+  grpc::Status Cancel(grpc::ServerContext*, const v1::CancelRequest* request,
+                      v1::Experiment* response) override {
+    absl::MutexLock lock(&mutex_);
+    cancelled.push_back(*request);
+    response->set_id(request->experiment_id());
+    response->set_state(v1::CANCELLED);
+    response->set_reason(request->reason());
+    return unary_status;
+  }
+  grpc::Status GetExperiment(grpc::ServerContext*, const v1::GetExperimentRequest* request,
+                             v1::Experiment* response) override {
+    absl::MutexLock lock(&mutex_);
+    if (request->experiment_id() != experiment.id()) {
+      return grpc::Status(grpc::StatusCode::NOT_FOUND, "no experiment " + request->experiment_id());
+    }
+    *response = experiment;
+    return unary_status;
+  }
+  grpc::Status ListExperiments(grpc::ServerContext*, const v1::ListExperimentsRequest* request,
+                               v1::ListExperimentsResponse* response) override {
+    absl::MutexLock lock(&mutex_);
+    listed.push_back(*request);
+    const auto page = pages.find(request->page_token());
+    if (page != pages.end()) *response = page->second;
+    return unary_status;
+  }
+  grpc::Status ListGpus(grpc::ServerContext*, const v1::ListGpusRequest*,
+                        v1::ListGpusResponse* response) override {
+    absl::MutexLock lock(&mutex_);
+    *response = gpus;
+    return unary_status;
+  }
+
+  // Set before the RPCs run; read after they return.
+  std::vector<v1::ExperimentEvent> events;
+  grpc::Status stream_status;
+  grpc::Status unary_status;
+  v1::Experiment experiment;
+  std::map<std::string, v1::ListExperimentsResponse> pages;  // by page token
+  v1::ListGpusResponse gpus;
+  std::vector<v1::ExperimentRequest> submitted;
+  std::vector<v1::WatchRequest> watched;
+  std::vector<v1::CancelRequest> cancelled;
+  std::vector<v1::ListExperimentsRequest> listed;
+
+ private:
+  absl::Mutex mutex_;
+};
+
+class FakeHealth final : public grpc::health::v1::Health::Service {
+ public:
+  grpc::Status Check(grpc::ServerContext*, const HealthCheckRequest* request,
+                     HealthCheckResponse* response) override {
+    service = request->service();
+    response->set_status(status);
+    return grpc::Status::OK;
+  }
+  HealthCheckResponse::ServingStatus status = HealthCheckResponse::SERVING;
+  std::string service = "unset";
+};
+
+class CommandsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    grpc::ServerBuilder builder;
+    builder.RegisterService(&profiler_);
+    builder.RegisterService(&health_);
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+    env_.out = &out_;
+    env_.err = &err_;
+    env_.local_user = "alice";
+    env_.now = [] { return absl::FromUnixSeconds(1714564800); };
+    env_.connect = [this](const std::string& target) {
+      targets_.push_back(target);
+      auto channel = server_->InProcessChannel(grpc::ChannelArguments());
+      return DaemonStubs{v1::Profiler::NewStub(channel),
+                         grpc::health::v1::Health::NewStub(channel)};
+    };
+  }
+  void TearDown() override { server_->Shutdown(); }
+
+  int Run(const std::vector<std::string>& args) {
+    out_.str("");
+    err_.str("");
+    return RunGpuprof(args, env_);
+  }
+
+  static v1::ExperimentEvent Event(const std::string& text) {
+    return ParseText<v1::ExperimentEvent>(text);
+  }
+
+  FakeProfiler profiler_;
+  FakeHealth health_;
+  std::unique_ptr<grpc::Server> server_;
+  ClientEnvironment env_;
+  std::ostringstream out_;
+  std::ostringstream err_;
+  std::vector<std::string> targets_;
+};
+
+TEST_F(CommandsTest, HelpVersionAndUsageErrors) {
+  EXPECT_EQ(Run({"help"}), kExitOk);
+  EXPECT_THAT(out_.str(), StartsWith("gpuprof 0.1.0: "));
+  EXPECT_THAT(out_.str(), HasSubstr("exit codes:"));
+  EXPECT_EQ(Run({"--help"}), kExitOk);
+  EXPECT_THAT(out_.str(), HasSubstr("commands:\n  gpus"));
+  EXPECT_EQ(Run({"--version"}), kExitOk);
+  EXPECT_EQ(out_.str(), "gpuprof 0.1.0\n");
+  EXPECT_EQ(Run({}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("usage: gpuprof"));
+  EXPECT_EQ(Run({"frobnicate"}), kExitUsage);
+  EXPECT_EQ(err_.str(), "error: unknown command \"frobnicate\"; run gpuprof help\n");
+  EXPECT_EQ(Run({"--verbose", "gpus"}), kExitUsage);
+  EXPECT_EQ(Run({"list", "--help"}), kExitOk);
+  EXPECT_THAT(out_.str(), StartsWith("usage: gpuprof list [--user U | --mine]"));
+  EXPECT_EQ(Run({"help", "watch"}), kExitOk);
+  EXPECT_THAT(out_.str(), StartsWith("usage: gpuprof watch ID"));
+  EXPECT_EQ(Run({"get"}), kExitUsage);
+  EXPECT_THAT(err_.str(), StartsWith("error: get needs ID: gpuprof get ID [--json]\n"));
+  EXPECT_EQ(Run({"get", "a", "b"}), kExitUsage);
+  EXPECT_THAT(err_.str(), StartsWith("error: unexpected argument \"b\""));
+  EXPECT_TRUE(targets_.empty()) << "help and usage errors must not connect";
+}
+
+TEST_F(CommandsTest, SubmitHelpIsGeneratedFromTheSpec) {
+  EXPECT_EQ(Run({"submit", "attention", "--help"}), kExitOk);
+  EXPECT_THAT(out_.str(), HasSubstr("attention flags (fields of gpuprof.v1.AttentionSpec"));
+  EXPECT_THAT(out_.str(), HasSubstr("--phase prefill|decode"));
+  EXPECT_THAT(out_.str(), HasSubstr("--num-qo-heads INT"));
+  EXPECT_EQ(Run({"submit", "-h"}), kExitOk);
+  EXPECT_THAT(out_.str(), HasSubstr("workloads: index, store, attention, collective, radix"));
+  EXPECT_EQ(Run({"help", "submit", "radix"}), kExitOk);
+  EXPECT_THAT(out_.str(), HasSubstr("--history-growth-probability NUM"));
+}
+
+TEST_F(CommandsTest, SubmitPrintsTheIdAndDetaches) {
+  profiler_.events = {
+      Event("experiment_id: 'exp-000001' seq: 1 state { state: QUEUED queue_position: 1 }"),
+      Event("experiment_id: 'exp-000001' seq: 2 state { state: RUNNING }"),
+  };
+  EXPECT_EQ(Run({"submit", "index", "--tokens", "4K", "--dtype", "bf16", "--gpus", "0"}), kExitOk);
+  EXPECT_EQ(out_.str(), "submitted exp-000001: queued (position 1)\n");
+  ASSERT_EQ(profiler_.submitted.size(), 1u);
+  const v1::ExperimentRequest& request = profiler_.submitted[0];
+  EXPECT_EQ(request.index().num_tokens(), 4000);
+  EXPECT_EQ(request.index().dtype(), v1::DATA_TYPE_BF16);
+  EXPECT_EQ(request.gpus().gpu_ids(0), 0);
+  EXPECT_EQ(request.user(), "alice");
+  EXPECT_EQ(targets_, std::vector<std::string>{"127.0.0.1:7070"});
+}
+
+TEST_F(CommandsTest, SubmitJsonPrintsTheFirstEvent) {
+  profiler_.events = {Event("experiment_id: 'exp-000002' seq: 1 state { state: QUEUED }")};
+  EXPECT_EQ(Run({"submit", "radix", "--json"}), kExitOk);
+  EXPECT_EQ(out_.str(),
+            "{\"experimentId\":\"exp-000002\",\"seq\":\"1\",\"state\":{\"state\":\"QUEUED\"}}\n");
+}
+
+TEST_F(CommandsTest, TargetAndUserPrecedence) {
+  profiler_.events = {Event("experiment_id: 'e' state { state: QUEUED }")};
+  env_.target_from_env = "unix:/run/gpuprof.sock";
+  EXPECT_EQ(Run({"submit", "radix"}), kExitOk);
+  EXPECT_EQ(Run({"--target", "host:1", "--user", "bob", "submit", "radix"}), kExitOk);
+  EXPECT_EQ(Run({"--target=host:1", "submit", "radix", "--target", "host:2", "--user", "carol"}),
+            kExitOk);
+  EXPECT_EQ(targets_, (std::vector<std::string>{"unix:/run/gpuprof.sock", "host:1", "host:2"}));
+  ASSERT_EQ(profiler_.submitted.size(), 3u);
+  EXPECT_EQ(profiler_.submitted[0].user(), "alice");
+  EXPECT_EQ(profiler_.submitted[1].user(), "bob");
+  EXPECT_EQ(profiler_.submitted[2].user(), "carol");
+}
+
+TEST_F(CommandsTest, SubmitBadFlagsExitTwoWithoutConnecting) {
+  EXPECT_EQ(Run({"submit", "index", "--dtype", "bf61"}), kExitUsage);
+  EXPECT_EQ(err_.str(),
+            "error: --dtype: \"bf61\" is not one of fp32, fp16, bf16, fp8-e4m3, int8, int32\n"
+            "(see gpuprof submit index --help)\n");
+  EXPECT_EQ(Run({"submit", "gemm"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("unknown workload \"gemm\""));
+  EXPECT_EQ(Run({"submit", "--tokens", "1"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("the workload comes first"));
+  EXPECT_EQ(Run({"submit"}), kExitUsage);
+  EXPECT_EQ(Run({"submit", "index", "--seed"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("--seed needs a value"));
+  EXPECT_EQ(Run({"submit", "index", "stray"}), kExitUsage);
+  EXPECT_TRUE(targets_.empty());
+}
+
+TEST_F(CommandsTest, DaemonRejectionIsPrintedAsIs) {
+  profiler_.stream_status =
+      grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "index.num_tokens must be > 0, got -1");
+  EXPECT_EQ(Run({"submit", "index", "--tokens", "-1"}), kExitUsage);
+  EXPECT_EQ(err_.str(), "error: INVALID_ARGUMENT: index.num_tokens must be > 0, got -1\n");
+  EXPECT_EQ(out_.str(), "");
+}
+
+TEST_F(CommandsTest, FollowRendersUntilTheEndAndExitsByState) {
+  profiler_.events = {
+      Event("experiment_id: 'exp-3' seq: 1 state { state: QUEUED queue_position: 1 }"),
+      Event("experiment_id: 'exp-3' seq: 2 state { state: RUNNING gpu_ids: 0 }"),
+      Event("experiment_id: 'exp-3' seq: 3 progress { phase: PHASE_TIMED done: 5 total: 10 }"),
+      Event("experiment_id: 'exp-3' seq: 4 result { collective { ranks: 1 correct: true } }"),
+      Event("experiment_id: 'exp-3' seq: 5 state { state: FINISHED }"),
+  };
+  EXPECT_EQ(Run({"submit", "collective", "--follow"}), kExitOk);
+  EXPECT_THAT(out_.str(), StartsWith("exp-3 queued (position 1)\nexp-3 running on GPU 0\n"));
+  EXPECT_THAT(out_.str(), HasSubstr("collective:  1 ranks"));
+  EXPECT_THAT(out_.str(), HasSubstr("exp-3 finished"));
+
+  profiler_.events.back() =
+      Event("experiment_id: 'exp-3' seq: 5 state { state: FAILED reason: 'boom' }");
+  EXPECT_EQ(Run({"watch", "exp-3"}), kExitNotFinished);
+  EXPECT_THAT(out_.str(), HasSubstr("exp-3 failed: boom\n"));
+}
+
+TEST_F(CommandsTest, WatchPassesFromSeqAndReportsAStreamThatEndsEarly) {
+  profiler_.events = {
+      Event("experiment_id: 'exp-4' seq: 1 state { state: QUEUED }"),
+      Event("experiment_id: 'exp-4' seq: 2 state { state: RUNNING }"),
+  };
+  EXPECT_EQ(Run({"watch", "exp-4", "--from-seq", "2"}), kExitNotFinished);
+  ASSERT_EQ(profiler_.watched.size(), 1u);
+  EXPECT_EQ(profiler_.watched[0].experiment_id(), "exp-4");
+  EXPECT_EQ(profiler_.watched[0].from_seq(), 2);
+  EXPECT_EQ(out_.str(), "exp-4 running\n");
+  EXPECT_EQ(err_.str(),
+            "error: the event stream ended before the experiment did; resume with: gpuprof "
+            "watch exp-4 --from-seq 3\n");
+
+  profiler_.stream_status = grpc::Status(grpc::StatusCode::NOT_FOUND, "no experiment exp-9");
+  profiler_.events.clear();
+  EXPECT_EQ(Run({"watch", "exp-9"}), kExitUsage);
+  EXPECT_EQ(err_.str(), "error: NOT_FOUND: no experiment exp-9\n");
+  EXPECT_EQ(Run({"watch", "exp-9", "--from-seq", "x"}), kExitUsage);
+}
+
+TEST_F(CommandsTest, WatchJsonIsNdjson) {
+  profiler_.events = {
+      Event("experiment_id: 'exp-5' seq: 1 state { state: RUNNING }"),
+      Event("experiment_id: 'exp-5' seq: 2 state { state: FINISHED }"),
+  };
+  EXPECT_EQ(Run({"watch", "exp-5", "--json"}), kExitOk);
+  EXPECT_EQ(out_.str(),
+            "{\"experimentId\":\"exp-5\",\"seq\":\"1\",\"state\":{\"state\":\"RUNNING\"}}\n"
+            "{\"experimentId\":\"exp-5\",\"seq\":\"2\",\"state\":{\"state\":\"FINISHED\"}}\n");
+}
+
+TEST_F(CommandsTest, ListBuildsTheFilterAndFollowsPages) {
+  profiler_.pages[""] = ParseText<v1::ListExperimentsResponse>(
+      "experiments { id: 'exp-2' user: 'alice' workload: WORKLOAD_INDEX state: RUNNING } "
+      "next_page_token: 'p2'");
+  profiler_.pages["p2"] = ParseText<v1::ListExperimentsResponse>(
+      "experiments { id: 'exp-1' user: 'alice' workload: WORKLOAD_RADIX state: FINISHED }");
+
+  EXPECT_EQ(Run({"list", "--mine", "--state", "running,finished", "--state", "FAILED", "--workload",
+                 "index", "--limit", "1"}),
+            kExitOk);
+  ASSERT_EQ(profiler_.listed.size(), 1u);
+  const v1::ListExperimentsRequest& request = profiler_.listed[0];
+  EXPECT_EQ(request.user(), "alice");
+  ASSERT_EQ(request.states_size(), 3);
+  EXPECT_EQ(request.states(0), v1::RUNNING);
+  EXPECT_EQ(request.states(2), v1::FAILED);
+  EXPECT_EQ(request.workload(), v1::WORKLOAD_INDEX);
+  EXPECT_EQ(request.page_size(), 1);
+  EXPECT_THAT(out_.str(), StartsWith("ID     USER   WORKLOAD  STATE"));
+  EXPECT_THAT(out_.str(), HasSubstr("more: add --page-token p2 (or --all)\n"));
+  EXPECT_THAT(out_.str(), Not(HasSubstr("exp-1")));
+
+  EXPECT_EQ(Run({"list", "--all"}), kExitOk);
+  EXPECT_THAT(out_.str(), HasSubstr("exp-2"));
+  EXPECT_THAT(out_.str(), HasSubstr("exp-1"));
+  EXPECT_THAT(out_.str(), Not(HasSubstr("more:")));
+
+  EXPECT_EQ(Run({"list", "--all", "--json"}), kExitOk);
+  EXPECT_THAT(out_.str(), StartsWith("{\"experiments\":[{\"id\":\"exp-2\""));
+
+  EXPECT_EQ(Run({"list", "--page-token", "p2", "--user", "bob"}), kExitOk);
+  EXPECT_EQ(profiler_.listed.back().page_token(), "p2");
+  EXPECT_EQ(profiler_.listed.back().user(), "bob");
+
+  EXPECT_EQ(Run({"list", "--state", "done"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("--state: \"done\" is not one of queued, running, finished, "
+                                    "failed, cancelled, timed-out, interrupted"));
+  EXPECT_EQ(Run({"list", "--user", "bob", "--mine"}), kExitUsage);
+}
+
+TEST_F(CommandsTest, ListWithNothingSaysSo) {
+  EXPECT_EQ(Run({"list"}), kExitOk);
+  EXPECT_EQ(out_.str(), "no experiments\n");
+}
+
+TEST_F(CommandsTest, GetRendersOrNotFound) {
+  profiler_.experiment = ParseText<v1::Experiment>(
+      "id: 'exp-7' workload: WORKLOAD_INDEX state: FINISHED request { index { num_tokens: 8 } }");
+  EXPECT_EQ(Run({"get", "exp-7"}), kExitOk);
+  EXPECT_THAT(out_.str(), HasSubstr("experiment:  exp-7\n"));
+  EXPECT_THAT(out_.str(), HasSubstr("request:     index { num_tokens: 8 }\n"));
+  EXPECT_EQ(Run({"get", "exp-7", "--json"}), kExitOk);
+  EXPECT_THAT(out_.str(), StartsWith("{\"id\":\"exp-7\""));
+  EXPECT_EQ(Run({"get", "exp-8"}), kExitUsage);
+  EXPECT_EQ(err_.str(), "error: NOT_FOUND: no experiment exp-8\n");
+}
+
+TEST_F(CommandsTest, CancelPrintsTheNewState) {
+  EXPECT_EQ(Run({"cancel", "exp-7"}), kExitOk);
+  EXPECT_EQ(out_.str(), "exp-7: cancelled (cancelled by alice)\n");
+  EXPECT_EQ(Run({"cancel", "exp-7", "--reason", "wrong size"}), kExitOk);
+  EXPECT_EQ(profiler_.cancelled.back().reason(), "wrong size");
+  profiler_.unary_status = grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "already done");
+  EXPECT_EQ(Run({"cancel", "exp-7"}), kExitUsage);
+  EXPECT_EQ(err_.str(), "error: FAILED_PRECONDITION: already done\n");
+}
+
+TEST_F(CommandsTest, GpusRendersTheResponse) {
+  profiler_.gpus = ParseText<v1::ListGpusResponse>(
+      "host { hostname: 'box' } probe_error: 'no driver' supported_workloads: 'radix'");
+  EXPECT_EQ(Run({"gpus"}), kExitOk);
+  EXPECT_EQ(out_.str(), "host box: \n\nno GPUs: no driver\n\nworkloads:  radix\n");
+  EXPECT_EQ(Run({"gpus", "--json"}), kExitOk);
+  EXPECT_THAT(out_.str(), HasSubstr("\"probeError\":\"no driver\""));
+  profiler_.unary_status = grpc::Status(grpc::StatusCode::INTERNAL, "probe crashed");
+  EXPECT_EQ(Run({"gpus"}), kExitOtherError);
+}
+
+TEST_F(CommandsTest, HealthChecksTheWholeServer) {
+  EXPECT_EQ(Run({"health"}), kExitOk);
+  EXPECT_EQ(out_.str(), "SERVING\n");
+  EXPECT_EQ(health_.service, "");
+  health_.status = HealthCheckResponse::NOT_SERVING;
+  EXPECT_EQ(Run({"health"}), kExitNotFinished);
+  EXPECT_EQ(out_.str(), "NOT_SERVING\n");
+}
+
+TEST_F(CommandsTest, UnreachableDaemonExitsThreeWithAHint) {
+  env_.connect = [](const std::string& target) {
+    auto channel = grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
+    return DaemonStubs{v1::Profiler::NewStub(channel), grpc::health::v1::Health::NewStub(channel)};
+  };
+  const std::string target = "unix:/nonexistent/gpuprof-test.sock";
+  EXPECT_EQ(Run({"--target", target, "health"}), kExitUnavailable);
+  EXPECT_THAT(err_.str(), StartsWith("error: UNAVAILABLE: cannot reach gpuprofd at " + target));
+  EXPECT_THAT(err_.str(), HasSubstr("is it running? set --target or GPUPROF_TARGET\n"));
+  EXPECT_EQ(Run({"submit", "radix", "--follow", "--target", target}), kExitUnavailable);
+}
+
+TEST(ExitCodeTest, MapsStatusCodes) {
+  EXPECT_EQ(ExitCodeForRpcStatus(grpc::StatusCode::INVALID_ARGUMENT), kExitUsage);
+  EXPECT_EQ(ExitCodeForRpcStatus(grpc::StatusCode::NOT_FOUND), kExitUsage);
+  EXPECT_EQ(ExitCodeForRpcStatus(grpc::StatusCode::UNIMPLEMENTED), kExitUsage);
+  EXPECT_EQ(ExitCodeForRpcStatus(grpc::StatusCode::UNAVAILABLE), kExitUnavailable);
+  EXPECT_EQ(ExitCodeForRpcStatus(grpc::StatusCode::INTERNAL), kExitOtherError);
+  EXPECT_EQ(ExitCodeForRpcStatus(grpc::StatusCode::DEADLINE_EXCEEDED), kExitOtherError);
+  EXPECT_EQ(StatusCodeName(grpc::StatusCode::FAILED_PRECONDITION), "FAILED_PRECONDITION");
+  EXPECT_EQ(StatusCodeName(grpc::StatusCode::UNAUTHENTICATED), "UNAUTHENTICATED");
+}
+
+}  // namespace
+}  // namespace gpuprof::client

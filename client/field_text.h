@@ -1,0 +1,66 @@
+// Proto field values as typed on the command line, driven by descriptors so that new proto
+// fields need no client code: integers with size suffixes, enums by short name, booleans,
+// durations, "START:END" for small messages, "KEY=VALUE" for maps, comma lists for repeated
+// fields.
+//
+// Size suffixes: on byte-sized fields (the name contains "bytes") K/M/G/T are 1024-based and
+// may end in B ("64M" = "64MiB" = 67108864); on counts they are 1000-based ("32K" = 32000,
+// "1.5M" = 1500000). Ki/Mi/Gi/Ti are always 1024-based ("4Ki" = 4096). "0x" marks hex.
+#ifndef GPUPROF_CLIENT_FIELD_TEXT_H_
+#define GPUPROF_CLIENT_FIELD_TEXT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+#include "absl/strings/string_view.h"
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/message.h"
+
+namespace gpuprof::client {
+
+// An enum value's name without the prefix all of the enum's values share, in lower case with
+// '-' for '_': DATA_TYPE_FP8_E4M3 -> "fp8-e4m3", TIMED_OUT -> "timed-out".
+std::string EnumShortName(const google::protobuf::EnumValueDescriptor* value);
+
+// EnumShortName of the value numbered `number`, or the number itself if it has no name.
+std::string EnumShortName(const google::protobuf::EnumDescriptor* type, int number);
+
+// The short names a user may type, in declaration order, without the zero (UNSPECIFIED) value.
+std::vector<std::string> EnumChoices(const google::protobuf::EnumDescriptor* type);
+
+// Accepts a short name or the full name, any case, '-' or '_'. The zero value is not a choice
+// (leaving the flag out means it). Error: "\"bf61\" is not one of fp32, fp16, ...".
+absl::StatusOr<const google::protobuf::EnumValueDescriptor*> ParseEnumValue(
+    const google::protobuf::EnumDescriptor* type, absl::string_view text);
+
+enum class SizeUnits { kCount, kBytes };
+
+// A signed integer with the size suffixes described above. Syntax only: negative values pass.
+absl::StatusOr<int64_t> ParseSizedInteger(absl::string_view text, SizeUnits units);
+
+// Whether K/M/G on this field are 1024-based: the field holds a number of bytes.
+bool IsByteSizedField(const google::protobuf::FieldDescriptor* field);
+
+// Sets `field` of `message` from `text` (appends for repeated and map fields). Errors
+// (InvalidArgument) quote the text and say what is allowed, but do not name the flag: the
+// caller knows how the user spelled it.
+absl::Status SetFieldFromText(google::protobuf::Message* message,
+                              const google::protobuf::FieldDescriptor* field,
+                              absl::string_view text);
+
+// Whether SetFieldFromText can set this field at all (not for repeated messages, say).
+bool IsSettableFromText(const google::protobuf::FieldDescriptor* field);
+
+// How a value for the field is written: "INT", "BYTES", "fp32|fp16|bf16", "START:END",
+// "DURATION", "KEY=VALUE", "INT[,INT...]".
+std::string FieldValueSyntax(const google::protobuf::FieldDescriptor* field);
+
+// The field's proto type for help: "int64", "DataType", "VocabRange", "repeated int32".
+std::string FieldTypeName(const google::protobuf::FieldDescriptor* field);
+
+}  // namespace gpuprof::client
+
+#endif  // GPUPROF_CLIENT_FIELD_TEXT_H_

@@ -1,0 +1,52 @@
+// gpuprof: the command-line client of gpuprofd. Fills in the environment (terminal, user,
+// target, channel) and hands over to RunGpuprof.
+#include <pwd.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "client/commands.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/support/channel_arguments.h"
+
+namespace {
+
+std::string LocalUserName() {
+  if (const char* user = std::getenv("USER"); user != nullptr && *user != '\0') return user;
+  if (const passwd* entry = getpwuid(geteuid()); entry != nullptr) return entry->pw_name;
+  return "unknown";
+}
+
+gpuprof::client::DaemonStubs Connect(const std::string& target) {
+  grpc::ChannelArguments arguments;
+  arguments.SetMaxReceiveMessageSize(gpuprof::client::kMaxReceiveMessageBytes);
+  auto channel = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), arguments);
+  return {gpuprof::v1::Profiler::NewStub(channel), grpc::health::v1::Health::NewStub(channel)};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  gpuprof::client::ClientEnvironment env;
+  env.out = &std::cout;
+  env.err = &std::cerr;
+  env.stdout_is_terminal = isatty(STDOUT_FILENO) == 1;
+  if (winsize size; env.stdout_is_terminal && ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) == 0) {
+    env.terminal_width = size.ws_col;
+  }
+  if (const char* target = std::getenv("GPUPROF_TARGET"); target != nullptr) {
+    env.target_from_env = target;
+  }
+  env.local_user = LocalUserName();
+  env.time_zone = absl::LocalTimeZone();
+  env.now = [] { return absl::Now(); };
+  env.connect = Connect;
+  return gpuprof::client::RunGpuprof(std::vector<std::string>(argv + 1, argv + argc), env);
+}

@@ -1,0 +1,401 @@
+#include "client/render.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "google/protobuf/text_format.h"
+
+namespace gpuprof::client {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+template <typename Message>
+Message ParseText(const std::string& text) {
+  Message message;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &message)) << text;
+  return message;
+}
+
+const absl::TimeZone kUtc = absl::UTCTimeZone();
+// 2024-05-01 12:00:00 UTC.
+const absl::Time kNow = absl::FromUnixSeconds(1714564800);
+
+TEST(FormatTest, Elapsed) {
+  EXPECT_EQ(FormatElapsed(absl::Milliseconds(850)), "850ms");
+  EXPECT_EQ(FormatElapsed(absl::Milliseconds(12345)), "12.3s");
+  EXPECT_EQ(FormatElapsed(absl::Seconds(245)), "4m05s");
+  EXPECT_EQ(FormatElapsed(absl::Minutes(123)), "2h03m");
+  EXPECT_EQ(FormatElapsed(-absl::Seconds(1)), "0ms");
+}
+
+TEST(FormatTest, BytesAndNumbers) {
+  EXPECT_EQ(FormatBytes(512), "512 B");
+  EXPECT_EQ(FormatBytes(268435456), "268.4 MB");
+  EXPECT_EQ(FormatBytes(1200000000), "1.2 GB");
+  EXPECT_EQ(FormatNumber(3.14159), "3.14");
+  EXPECT_EQ(FormatNumber(42.46), "42.5");
+  EXPECT_EQ(FormatNumber(2512.3), "2512");
+}
+
+TEST(FormatTest, NamesAndTimes) {
+  EXPECT_EQ(StateName(v1::QUEUED), "queued");
+  EXPECT_EQ(StateName(v1::TIMED_OUT), "timed-out");
+  EXPECT_EQ(WorkloadName(v1::WORKLOAD_COLLECTIVE), "collective");
+  EXPECT_TRUE(IsTerminalState(v1::INTERRUPTED));
+  EXPECT_FALSE(IsTerminalState(v1::RUNNING));
+  EXPECT_EQ(FormatLocalTime(kNow, kUtc), "2024-05-01 12:00:00");
+  google::protobuf::Timestamp timestamp;
+  timestamp.set_seconds(1714564800);
+  timestamp.set_nanos(5);
+  EXPECT_EQ(ToTime(timestamp), kNow + absl::Nanoseconds(5));
+}
+
+TEST(FormatTest, CompactTextAndJson) {
+  const auto request = ParseText<v1::ExperimentRequest>(
+      "index { num_tokens: 4096 dtype: DATA_TYPE_BF16 } priority: 1");
+  EXPECT_EQ(CompactText(request), "index { num_tokens: 4096 dtype: DATA_TYPE_BF16 } priority: 1");
+  EXPECT_EQ(JsonLine(request),
+            "{\"index\":{\"numTokens\":\"4096\",\"dtype\":\"DATA_TYPE_BF16\"},\"priority\":1}");
+}
+
+v1::ListGpusResponse TwoGpuBox() {
+  return ParseText<v1::ListGpusResponse>(R"pb(
+    host {
+      hostname: "gpubox-01"
+      driver_version: "550.54.15"
+      cuda_runtime_version: "12.4"
+      nccl_version: "2.21.5"
+      cupti_version: "12.4"
+      gpuprof_version: "0.1.0"
+      numa_nodes: 2
+      jit_cache_dir: "/var/cache/gpuprof/jit"
+      jit_cache_entries: 12
+      jit_cache_bytes: 3400000
+    }
+    gpus {
+      index: 0
+      name: "NVIDIA H100 80GB HBM3"
+      total_memory_bytes: 85520809984
+      sm_count: 132
+      compute_capability_major: 9
+      compute_capability_minor: 0
+      spec_peak_bandwidth_gbps: 3352.3
+      spec_peak_bf16_tflops: 989.4
+      numa_node: 0
+      measured_copy_bandwidth_gbps: 2890.1
+    }
+    gpus {
+      index: 1
+      name: "NVIDIA H100 80GB HBM3"
+      total_memory_bytes: 85520809984
+      sm_count: 132
+      compute_capability_major: 9
+      compute_capability_minor: 0
+      spec_peak_bandwidth_gbps: 3352.3
+      spec_peak_bf16_tflops: 989.4
+      numa_node: 1
+      leased_to_experiment: "exp-000012"
+      leased_to_user: "alice"
+    }
+    links { gpu_a: 0 gpu_b: 1 type: LINK_TYPE_NVLINK nvlink_count: 18 }
+    links { gpu_a: 1 gpu_b: 0 type: LINK_TYPE_CROSS_NUMA }
+    supported_workloads: [ "index", "radix" ]
+  )pb");
+}
+
+TEST(RenderGpusTest, HostTableTopologyAndCache) {
+  EXPECT_EQ(RenderGpus(TwoGpuBox()),
+            "host gpubox-01: driver 550.54.15, CUDA runtime 12.4, NCCL 2.21.5, CUPTI 12.4, "
+            "gpuprof 0.1.0, 2 NUMA nodes\n"
+            "\n"
+            "GPU  NAME                   MEMORY GiB  SMS  CC   PEAK GB/s  PEAK BF16 TFLOP/s  "
+            "COPY GB/s  NUMA  LEASE\n"
+            "  0  NVIDIA H100 80GB HBM3        79.6  132  9.0       3352                989  "
+            "     2890     0  free\n"
+            "  1  NVIDIA H100 80GB HBM3        79.6  132  9.0       3352                989  "
+            "        -     1  exp-000012 (alice)\n"
+            "\n"
+            "topology:\n"
+            "      GPU0  GPU1  NUMA\n"
+            "GPU0  X     NV18  0\n"
+            "GPU1  SYS   X     1\n"
+            "  X = self, NV# = # NVLinks, PIX = through PCIe switches, PHB = through the CPU's "
+            "host bridge,\n"
+            "  SYS = across NUMA nodes, ? = unknown\n"
+            "\n"
+            "workloads:  index, radix\n"
+            "jit cache:  /var/cache/gpuprof/jit (12 entries, 3.4 MB)\n");
+}
+
+TEST(RenderGpusTest, NoGpusShowsTheProbeError) {
+  const auto response = ParseText<v1::ListGpusResponse>(R"pb(
+    host { hostname: "laptop" gpuprof_version: "0.1.0" }
+    probe_error: "cudaGetDeviceCount: no CUDA-capable device is detected"
+    supported_workloads: "radix"
+  )pb");
+  EXPECT_EQ(RenderGpus(response),
+            "host laptop: gpuprof 0.1.0\n"
+            "\n"
+            "no GPUs: cudaGetDeviceCount: no CUDA-capable device is detected\n"
+            "\n"
+            "workloads:  radix\n");
+}
+
+v1::ExperimentResult IndexResult() {
+  return ParseText<v1::ExperimentResult>(R"pb(
+    provenance {
+      hostname: "gpubox-01"
+      gpus { index: 0 name: "NVIDIA H100 80GB HBM3" }
+      driver_version: "550.54.15"
+      cuda_runtime_version: "12.4"
+      gpuprof_version: "0.1.0"
+      worker_pid: 4242
+      worker_reused: true
+    }
+    measurement {
+      kernel_time {
+        samples: 500
+        min_us: 10.2
+        median_us: 10.5
+        mean_us: 10.61
+        p90_us: 10.9
+        p99_us: 11.3
+        max_us: 12
+        relative_noise: 0.008
+      }
+      bytes_moved: 268435456
+      bandwidth_gbps: 2512.3
+      pct_of_spec_peak_bandwidth: 74.9
+      pct_of_measured_copy_bandwidth: 86.9
+      used_cuda_graph: true
+      l2_mode: L2_MODE_COLD
+      throttling: "SM clock 1980 -> 1755 MHz (power)"
+      stop_reason: "noise target reached"
+    }
+    verification { checked: true passed: true method: "CPU gather" mismatches: 0 max_abs_error: 0 }
+    jit { kernel: "index_gather<bf16,4>" cache_key: "3fa2c1" cache_hit: true compile_ms: 0 }
+    kernel_config { key: "grid" value: "1024" }
+    kernel_config { key: "block" value: "256" }
+    not_collected: "dram__throughput: no permission for GPU counters"
+    dropped_activity_records: 12
+  )pb");
+}
+
+TEST(RenderResultTest, GpuMeasurement) {
+  EXPECT_EQ(RenderResult(IndexResult()),
+            "ran on:         NVIDIA H100 80GB HBM3 (GPU 0) on gpubox-01\n"
+            "versions:       driver 550.54.15, CUDA 12.4, gpuprof 0.1.0\n"
+            "worker:         pid 4242 (reused)\n"
+            "kernel time:    500 samples  min 10.2  median 10.5  mean 10.6  p90 10.9  p99 11.3  "
+            "max 12.0 µs  noise 0.8%\n"
+            "bytes moved:    268.4 MB per launch (bytes moved = bytes read + bytes written)\n"
+            "bandwidth:      2512 GB/s  74.9% of spec peak, 86.9% of measured copy bandwidth\n"
+            "timing:         L2 cold (flushed before every sample), CUDA graph launches; stopped: "
+            "noise target reached\n"
+            "WARNING:        clocks throttled while timing: SM clock 1980 -> 1755 MHz (power)\n"
+            "verification:   PASSED against CPU gather: 0 mismatches, max abs error 0\n"
+            "jit:            cache hit, compile 0.00 ms, kernel index_gather<bf16,4>, key 3fa2c1\n"
+            "kernel config:  block=256 grid=1024\n"
+            "not collected:  dram__throughput: no permission for GPU counters\n"
+            "dropped:        12 activity records (CUPTI buffers were full)\n");
+}
+
+TEST(RenderResultTest, ComputeVerificationFailureAndMissingCopyBandwidth) {
+  const auto result = ParseText<v1::ExperimentResult>(R"pb(
+    measurement {
+      bandwidth_gbps: 1000
+      pct_of_spec_peak_bandwidth: 30
+      flops: 2.5e12
+      tflops: 412.5
+      pct_of_spec_peak_flops: 41.7
+    }
+    verification { checked: true passed: false mismatches: 17 max_abs_error: 0.5 message: "row 3" }
+  )pb");
+  const std::string text = RenderResult(result, "  ");
+  EXPECT_THAT(text, HasSubstr("  bandwidth:     1000 GB/s  30.0% of spec peak, copy bandwidth "
+                              "not measured\n"));
+  EXPECT_THAT(text, HasSubstr("  compute:       412.5 TFLOP/s  41.7% of spec peak (2.5e+12 FLOP "
+                              "per launch)\n"));
+  EXPECT_THAT(text, HasSubstr("  timing:        L2 hot, stream launches\n"));
+  EXPECT_THAT(text, HasSubstr("  verification:  FAILED: 17 mismatches, max abs error 0.5 (row 3)"));
+  EXPECT_THAT(text, Not(HasSubstr("kernel time")));
+  EXPECT_THAT(text, Not(HasSubstr("dropped")));
+}
+
+TEST(RenderResultTest, Radix) {
+  const auto result = ParseText<v1::ExperimentResult>(R"pb(
+    radix {
+      requests: 10000
+      request_tokens: 5000000
+      matched_tokens: 4160000
+      hit_rate: 0.832
+      inserts: 10000
+      evictions: 120
+      evicted_tokens: 45000
+      compare_bytes: 1200000000
+      compare_gbps: 14.21
+      tree_nodes: 4567
+      tree_tokens: 890123
+      wall_seconds: 2.5
+      operations {
+        operation: "match"
+        count: 10000
+        ops_per_second: 812345.6
+        latency { min_us: 0.5 median_us: 1.25 p90_us: 2.5 p99_us: 7.75 max_us: 120.5 }
+      }
+      operations {
+        operation: "insert"
+        count: 10000
+        ops_per_second: 401234
+        latency { min_us: 0.75 median_us: 2 p90_us: 4 p99_us: 9 max_us: 98 }
+      }
+    }
+  )pb");
+  EXPECT_EQ(RenderResult(result),
+            "requests:       10000 requests, 5000000 tokens, 4160000 matched\n"
+            "hit rate:       83.2%\n"
+            "cache:          10000 inserts, 120 evictions (45000 tokens), tree 4567 nodes / "
+            "890123 tokens\n"
+            "token compare:  14.2 GB/s (1.2 GB compared)\n"
+            "wall time:      2.5s\n"
+            "operations:\n"
+            "  OPERATION  COUNT   OPS/S  MIN µs  MEDIAN µs  P90 µs  P99 µs  MAX µs\n"
+            "  match      10000  812346    0.50       1.25    2.50    7.75   120.5\n"
+            "  insert     10000  401234    0.75       2.00    4.00    9.00    98.0\n");
+}
+
+TEST(RenderResultTest, Collective) {
+  const auto result = ParseText<v1::ExperimentResult>(
+      "collective { ranks: 8 algbw_gbps: 123.4 busbw_gbps: 216 correct: true }");
+  EXPECT_EQ(RenderResult(result),
+            "collective:  8 ranks, algbw 123.4 GB/s, busbw 216.0 GB/s, data correct\n");
+}
+
+TEST(HeadlineFigureTest, PicksTheFigureThatMatters) {
+  v1::Experiment experiment;
+  EXPECT_EQ(HeadlineFigure(experiment), "");
+  experiment.set_workload(v1::WORKLOAD_INDEX);
+  *experiment.mutable_result() = IndexResult();
+  EXPECT_EQ(HeadlineFigure(experiment), "2512 GB/s (86.9% of copy)");
+  experiment.mutable_result()->mutable_measurement()->set_pct_of_measured_copy_bandwidth(0);
+  EXPECT_EQ(HeadlineFigure(experiment), "2512 GB/s (74.9% of peak)");
+
+  experiment = ParseText<v1::Experiment>(
+      "workload: WORKLOAD_ATTENTION result { measurement { bandwidth_gbps: 900 flops: 1e12 "
+      "tflops: 412.5 pct_of_spec_peak_flops: 41.7 } }");
+  EXPECT_EQ(HeadlineFigure(experiment), "412.5 TFLOP/s (41.7% of peak)");
+  experiment = ParseText<v1::Experiment>("result { radix { hit_rate: 0.832 } }");
+  EXPECT_EQ(HeadlineFigure(experiment), "hit 83.2%");
+  experiment = ParseText<v1::Experiment>("result { collective { busbw_gbps: 216 } }");
+  EXPECT_EQ(HeadlineFigure(experiment), "busbw 216.0 GB/s");
+}
+
+TEST(RenderExperimentTableTest, OneRowPerExperiment) {
+  google::protobuf::RepeatedPtrField<v1::Experiment> experiments;
+  for (const v1::Experiment& experiment : {
+           ParseText<v1::Experiment>(R"pb(
+             id: "exp-000003"
+             user: "bob"
+             workload: WORKLOAD_COLLECTIVE
+             state: QUEUED
+             queue_position: 2
+             created { seconds: 1714564790 }
+           )pb"),
+           ParseText<v1::Experiment>(R"pb(
+             id: "exp-000002"
+             user: "alice"
+             workload: WORKLOAD_ATTENTION
+             state: RUNNING
+             gpu_ids: [ 0, 1 ]
+             created { seconds: 1714564700 }
+             started { seconds: 1714564750 }
+           )pb"),
+           ParseText<v1::Experiment>(R"pb(
+             id: "exp-000001"
+             user: "alice"
+             workload: WORKLOAD_RADIX
+             state: FINISHED
+             created { seconds: 1714561200 }
+             started { seconds: 1714561201 }
+             finished { seconds: 1714561204 nanos: 500000000 }
+             result { radix { hit_rate: 0.5 } }
+           )pb"),
+       }) {
+    *experiments.Add() = experiment;
+  }
+  EXPECT_EQ(RenderExperimentTable(experiments, kNow, kUtc),
+            "ID          USER   WORKLOAD    STATE       GPUS  CREATED           RUN TIME  RESULT\n"
+            "exp-000003  bob    collective  queued (2)  -     2024-05-01 11:59         -\n"
+            "exp-000002  alice  attention   running     0,1   2024-05-01 11:58     50.0s\n"
+            "exp-000001  alice  radix       finished    -     2024-05-01 11:00      3.5s  hit "
+            "50.0%\n");
+}
+
+TEST(RenderExperimentTest, FinishedWithResult) {
+  auto experiment = ParseText<v1::Experiment>(R"pb(
+    id: "exp-000007"
+    user: "alice"
+    workload: WORKLOAD_COLLECTIVE
+    state: FINISHED
+    request {
+      collective { op: COLLECTIVE_OP_ALL_REDUCE bytes_per_rank: 268435456 }
+      gpus { gpu_count: 2 }
+      labels { key: "team" value: "serving" }
+      user: "alice"
+      description: "nvlink pair"
+    }
+    created { seconds: 1714564700 }
+    started { seconds: 1714564701 nanos: 200000000 }
+    finished { seconds: 1714564710 }
+    gpu_ids: [ 0, 1 ]
+    result { collective { ranks: 2 algbw_gbps: 300 busbw_gbps: 300 correct: true } }
+  )pb");
+  EXPECT_EQ(RenderExperiment(experiment, kNow, kUtc),
+            "experiment:   exp-000007\n"
+            "workload:     collective\n"
+            "user:         alice\n"
+            "state:        finished\n"
+            "description:  nvlink pair\n"
+            "labels:       team=serving\n"
+            "request:      collective { op: COLLECTIVE_OP_ALL_REDUCE bytes_per_rank: 268435456 } "
+            "gpus { gpu_count: 2 }\n"
+            "created:      2024-05-01 11:58:20\n"
+            "started:      2024-05-01 11:58:21 (queued 1.2s)\n"
+            "finished:     2024-05-01 11:58:30 (ran 8.8s)\n"
+            "gpus:         0,1\n"
+            "result:\n"
+            "  collective:  2 ranks, algbw 300.0 GB/s, busbw 300.0 GB/s, data correct\n");
+}
+
+TEST(RenderExperimentTest, FailedShowsReasonAndStderr) {
+  auto experiment = ParseText<v1::Experiment>(R"pb(
+    id: "exp-000008"
+    workload: WORKLOAD_INDEX
+    state: FAILED
+    reason: "worker exited with signal 11"
+    worker_stderr_tail: "CUDA error: an illegal memory access\nabort\n"
+  )pb");
+  const std::string text = RenderExperiment(experiment, kNow, kUtc);
+  EXPECT_THAT(text, HasSubstr("state:       failed\nreason:      worker exited with signal 11\n"
+                              "request:     -\n"));
+  EXPECT_THAT(text, HasSubstr("worker stderr (last lines):\n"
+                              "  | CUDA error: an illegal memory access\n"
+                              "  | abort\n"));
+}
+
+TEST(RenderExperimentTest, RunningShowsItsRunTime) {
+  auto experiment =
+      ParseText<v1::Experiment>("id: 'exp-1' state: RUNNING started { seconds: 1714564790 }");
+  EXPECT_THAT(RenderExperiment(experiment, kNow, kUtc), HasSubstr("running for:  10.0s\n"));
+}
+
+TEST(RenderFailureTest, StateReasonAndStderr) {
+  EXPECT_EQ(RenderFailure(v1::TIMED_OUT, "ran past 10m", "last line\n"),
+            "timed-out: ran past 10m\nworker stderr (last lines):\n  | last line\n");
+  EXPECT_EQ(RenderFailure(v1::CANCELLED, "", ""), "cancelled\n");
+}
+
+}  // namespace
+}  // namespace gpuprof::client

@@ -1,0 +1,178 @@
+#include "client/request_builder.h"
+
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "client/field_text.h"
+
+namespace gpuprof::client {
+namespace {
+
+using ::google::protobuf::Descriptor;
+using ::google::protobuf::FieldDescriptor;
+using ::google::protobuf::Message;
+using ::google::protobuf::OneofDescriptor;
+
+constexpr absl::string_view kWorkloadOneof = "workload";
+
+// Short names for the fields typed most often. An alias applies to a workload only when its
+// spec has the target field and no field of the alias's own name.
+struct FieldAlias {
+  absl::string_view alias;
+  absl::string_view field;
+};
+constexpr FieldAlias kFieldAliases[] = {
+    {"tokens", "num_tokens"},     {"hidden", "hidden_dim"},
+    {"vocab", "vocab_size"},      {"heads", "num_qo_heads"},
+    {"kv-heads", "num_kv_heads"}, {"batch", "batch_size"},
+    {"bytes", "bytes_per_rank"},  {"pattern", "slot_pattern"},
+    {"requests", "num_requests"}, {"splits", "num_splits"},
+    {"users", "num_users"},       {"system-prompts", "num_system_prompts"},
+    {"slots", "cache_slots"},     {"budget", "cache_token_budget"},
+};
+
+// Flags every workload shares, each bound to a field path in ExperimentRequest.
+struct CommonFlag {
+  absl::string_view name;
+  absl::string_view path;          // dotted field names from ExperimentRequest
+  absl::string_view value_syntax;  // empty: from the field's type
+  absl::string_view help;
+};
+constexpr CommonFlag kCommonFlags[] = {
+    {"gpus", "gpus.gpu_ids", "ID[,ID...]", "run on exactly these GPUs"},
+    {"gpu-count", "gpus.gpu_count", "", "run on this many GPUs, chosen by the scheduler"},
+    {"placement", "gpus.placement", "",
+     "how --gpu-count GPUs are picked (default: NVLink, then same NUMA, then any)"},
+    {"tp", "tp_degree", "", "tensor-parallel ranks"},
+    {"priority", "priority", "", "higher runs first; users share a priority fairly"},
+    {"timeout", "timeout", "", "wall-clock limit once running (default: the daemon's)"},
+    {"label", "labels", "", "attach a label"},
+    {"warmup", "measurement.warmup_iterations", "", "untimed iterations first"},
+    {"min-iters", "measurement.min_iterations", "", "timed samples at least"},
+    {"max-iters", "measurement.max_iterations", "", "timed samples at most"},
+    {"time-budget", "measurement.time_budget", "", "stop sampling after this long"},
+    {"noise", "measurement.noise_target", "",
+     "stop once stddev/mean of the samples is below this (0.01 = 1%)"},
+    {"l2", "measurement.l2_mode", "", "cold flushes L2 before every sample"},
+    {"graph", "measurement.graph_launches_per_sample", "",
+     "launches per sample in a CUDA graph, so launch overhead is not timed"},
+    {"trace", "tracing.level", "", "CUPTI tracing (default: activity)"},
+    {"metric", "tracing.extra_metrics", "NAME", "extra hardware metric (--trace metrics|full)"},
+    {"user", "user", "NAME", "submit as this user (default: $USER)"},
+    {"description", "description", "TEXT", "free text kept with the experiment"},
+};
+
+const OneofDescriptor* WorkloadOneof() {
+  return v1::ExperimentRequest::descriptor()->FindOneofByName(std::string(kWorkloadOneof));
+}
+
+// "num_tokens" -> "num-tokens".
+std::string FlagNameForField(const FieldDescriptor* field) {
+  return NormalizeFlagName(field->name());
+}
+
+FlagSpec FlagForField(const FieldDescriptor* field, std::string name, std::string help) {
+  FlagSpec flag;
+  flag.name = std::move(name);
+  flag.is_switch = field->type() == FieldDescriptor::TYPE_BOOL && !field->is_repeated();
+  flag.repeatable = field->is_repeated();
+  flag.value_syntax = FieldValueSyntax(field);
+  flag.help = std::move(help);
+  return flag;
+}
+
+}  // namespace
+
+std::vector<std::string> WorkloadNames() {
+  std::vector<std::string> names;
+  const OneofDescriptor* oneof = WorkloadOneof();
+  for (int i = 0; i < oneof->field_count(); ++i) names.push_back(oneof->field(i)->name());
+  return names;
+}
+
+absl::StatusOr<ExperimentRequestBuilder> ExperimentRequestBuilder::ForWorkload(
+    absl::string_view workload) {
+  const FieldDescriptor* workload_field = nullptr;
+  const OneofDescriptor* oneof = WorkloadOneof();
+  for (int i = 0; i < oneof->field_count(); ++i) {
+    if (oneof->field(i)->name() == workload) workload_field = oneof->field(i);
+  }
+  if (workload_field == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown workload \"", workload,
+                                                   "\"; choose one of ",
+                                                   absl::StrJoin(WorkloadNames(), ", ")));
+  }
+  ExperimentRequestBuilder builder(workload_field);
+
+  // Common flags first: their names stay the same across workloads.
+  absl::flat_hash_set<std::string> taken_names;
+  const Descriptor* request_type = v1::ExperimentRequest::descriptor();
+  for (const CommonFlag& common : kCommonFlags) {
+    FieldPath path;
+    const Descriptor* type = request_type;
+    for (absl::string_view name : absl::StrSplit(common.path, '.')) {
+      const FieldDescriptor* field =
+          type == nullptr ? nullptr : type->FindFieldByName(std::string(name));
+      if (field == nullptr) {
+        return absl::InternalError(
+            absl::StrCat("--", common.name, ": ExperimentRequest has no field ", common.path));
+      }
+      path.push_back(field);
+      type = field->message_type();
+    }
+    FlagSpec flag = FlagForField(path.back(), std::string(common.name), std::string(common.help));
+    if (!common.value_syntax.empty()) flag.value_syntax = std::string(common.value_syntax);
+    taken_names.insert(flag.name);
+    builder.path_by_flag_[flag.name] = std::move(path);
+    builder.common_flags_.push_back(std::move(flag));
+  }
+
+  const Descriptor* spec_type = workload_field->message_type();
+  for (int i = 0; i < spec_type->field_count(); ++i)
+    taken_names.insert(FlagNameForField(spec_type->field(i)));
+  for (int i = 0; i < spec_type->field_count(); ++i) {
+    const FieldDescriptor* field = spec_type->field(i);
+    if (!IsSettableFromText(field)) {
+      builder.unsettable_fields_.push_back(field->name());
+      continue;
+    }
+    std::string name = FlagNameForField(field);
+    // A spec field named like a common flag keeps a qualified name: "--index.priority".
+    if (builder.path_by_flag_.contains(name)) name = absl::StrCat(workload, ".", name);
+    FlagSpec flag = FlagForField(field, name, FieldTypeName(field));
+    for (const FieldAlias& alias : kFieldAliases) {
+      if (alias.field == field->name() && taken_names.insert(std::string(alias.alias)).second) {
+        flag.aliases.push_back(std::string(alias.alias));
+      }
+    }
+    builder.path_by_flag_[flag.name] = FieldPath{workload_field, field};
+    builder.workload_flags_.push_back(std::move(flag));
+  }
+  return builder;
+}
+
+absl::StatusOr<v1::ExperimentRequest> ExperimentRequestBuilder::Build(
+    const ParsedArgs& args) const {
+  v1::ExperimentRequest request;
+  request.GetReflection()->MutableMessage(&request, workload_field_);
+  for (const FlagValue& flag : args.flags) {
+    const auto it = path_by_flag_.find(flag.name);
+    if (it == path_by_flag_.end()) continue;
+    const FieldPath& path = it->second;
+    Message* message = &request;
+    for (size_t i = 0; i + 1 < path.size(); ++i) {
+      message = message->GetReflection()->MutableMessage(message, path[i]);
+    }
+    absl::Status status = SetFieldFromText(message, path.back(), flag.value);
+    if (!status.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", flag.typed_name, ": ", status.message()));
+    }
+  }
+  return request;
+}
+
+}  // namespace gpuprof::client
