@@ -620,7 +620,8 @@ absl::StatusOr<ExperimentPage> ExperimentStore::List(const ExperimentFilter& fil
     v1::Experiment& experiment = page.experiments.emplace_back();
     RETURN_IF_ERROR(ParseStored(select.ColumnBlob(1), experiment,
                                 absl::StrCat("experiment number ", last_seq)));
-    experiment.clear_result();
+    // Keep the figures a listing shows; the provenance (GPU inventory, request) is the bulk.
+    experiment.mutable_result()->clear_provenance();
   }
   return page;
 }

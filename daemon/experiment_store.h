@@ -37,7 +37,7 @@ struct ExperimentFilter {
 };
 
 struct ExperimentPage {
-  // Newest first; `result` is cleared (these are summaries).
+  // Newest first; results keep their figures but not their provenance (summaries).
   std::vector<v1::Experiment> experiments;
   // Empty on the last page.
   std::string next_page_token;

@@ -424,21 +424,23 @@ TEST_F(ExperimentStoreTest, ListPagesNewestFirstAndStops) {
   EXPECT_EQ(alice_second.next_page_token, "");
 }
 
-TEST_F(ExperimentStoreTest, ListReturnsSummariesWithoutResults) {
+TEST_F(ExperimentStoreTest, ListReturnsSummariesWithoutProvenance) {
   std::string id = CreateQueued("alice", v1::WORKLOAD_INDEX);
   ASSERT_OK_AND_ASSIGN(v1::Experiment experiment, store_->Get(id));
   experiment.set_state(v1::FINISHED);
   experiment.set_reason("done");
   experiment.mutable_result()->mutable_measurement()->set_bandwidth_gbps(1234.0);
+  experiment.mutable_result()->mutable_provenance()->set_hostname("node7");
   ASSERT_OK(store_->Update(experiment, StateEvent(2, v1::FINISHED)));
 
   ASSERT_OK_AND_ASSIGN(ExperimentPage page, store_->List({}, 10, ""));
   ASSERT_EQ(page.experiments.size(), 1);
   EXPECT_EQ(page.experiments[0].state(), v1::FINISHED);
   EXPECT_EQ(page.experiments[0].reason(), "done");
-  EXPECT_FALSE(page.experiments[0].has_result());
+  EXPECT_EQ(page.experiments[0].result().measurement().bandwidth_gbps(), 1234.0);
+  EXPECT_FALSE(page.experiments[0].result().has_provenance());
   ASSERT_OK_AND_ASSIGN(v1::Experiment full, store_->Get(id));
-  EXPECT_EQ(full.result().measurement().bandwidth_gbps(), 1234.0);
+  EXPECT_EQ(full.result().provenance().hostname(), "node7");
 }
 
 TEST_F(ExperimentStoreTest, ListPageSizeDefaultsAndBounds) {

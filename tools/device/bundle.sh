@@ -23,6 +23,11 @@ for target in "${main_targets[@]}" $gpu_targets; do
   if [ -d "$path.runfiles/gpuprof" ]; then cp -rL "$path.runfiles/gpuprof/." "$out/runfiles/" 2>/dev/null || true; fi
 done
 chmod -R u+w "$out"
+# Runfiles repeat the binaries and their libraries; only the data files are needed.
+find "$out/runfiles" -type f -exec sh -c 'head -c4 "$1" | grep -q ELF && rm -f "$1"' _ {} \;
+find "$out/runfiles" -type l -delete
+find "$out/runfiles" -type d -empty -delete 2>/dev/null || true
+mkdir -p "$out/runfiles"
 
 # Shared libraries the binaries need that a stock GPU machine lacks.
 skip='linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|libpthread|librt\.so|libgcc_s|libstdc\+\+|libcuda\.so|libcudart|libcupti|libnvrtc|libnccl|libnvidia|libnvperf'
