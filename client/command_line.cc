@@ -159,7 +159,11 @@ absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args,
 }
 
 std::string FormatFlagHelp(const std::vector<FlagSpec>& specs) {
-  TextTable table;
+  // Usages longer than this (long enum choices) get their help on the next line, so that one
+  // long flag does not push every help text far right.
+  constexpr size_t kMaxUsageColumn = 32;
+  std::vector<std::pair<std::string, std::string>> rows;
+  size_t usage_width = 0;
   for (const FlagSpec& spec : specs) {
     std::string usage = absl::StrCat("--", spec.name);
     if (spec.is_switch) {
@@ -179,9 +183,27 @@ std::string FormatFlagHelp(const std::vector<FlagSpec>& specs) {
     if (!notes.empty()) {
       absl::StrAppend(&help, help.empty() ? "" : " ", "(", absl::StrJoin(notes, "; "), ")");
     }
-    table.AddRow({std::move(usage), std::move(help)});
+    if (DisplayWidth(usage) <= kMaxUsageColumn) {
+      usage_width = std::max(usage_width, DisplayWidth(usage));
+    }
+    rows.emplace_back(std::move(usage), std::move(help));
   }
-  return table.Render("  ");
+  std::string out;
+  const std::string help_indent(2 + usage_width + 2, ' ');
+  for (const auto& [usage, help] : rows) {
+    absl::StrAppend(&out, "  ", usage);
+    if (!help.empty()) {
+      const size_t width = DisplayWidth(usage);
+      if (width > usage_width) {
+        absl::StrAppend(&out, "\n", help_indent);
+      } else {
+        out.append(usage_width - width + 2, ' ');
+      }
+      absl::StrAppend(&out, help);
+    }
+    absl::StrAppend(&out, "\n");
+  }
+  return out;
 }
 
 }  // namespace gpuprof::client

@@ -126,6 +126,17 @@ TEST(ParseArgsTest, NonRepeatableFlagTwiceIsAnError) {
   EXPECT_EQ(parsed.status().message(), "--num-tokens and --tokens set the same thing");
 }
 
+TEST(FormatFlagHelpTest, LongUsagesPutTheirHelpOnTheNextLine) {
+  const std::vector<FlagSpec> specs = {
+      {.name = "state", .value_syntax = "queued|running|finished|failed|cancelled", .help = "x"},
+      {.name = "limit", .value_syntax = "N", .help = "page size"},
+  };
+  EXPECT_EQ(FormatFlagHelp(specs),
+            "  --state queued|running|finished|failed|cancelled\n"
+            "             x\n"
+            "  --limit N  page size\n");
+}
+
 TEST(ParseBoolTest, AcceptsCommonSpellings) {
   EXPECT_TRUE(*ParseBool("True"));
   EXPECT_TRUE(*ParseBool("1"));

@@ -229,7 +229,7 @@ std::vector<FlagSpec> ListFlags() {
       {.name = "state",
        .repeatable = true,
        .value_syntax = absl::StrJoin(EnumChoices(v1::ExperimentState_descriptor()), "|"),
-       .help = "only experiments in these states (comma list)"},
+       .help = "only experiments in these states, comma-separated"},
       {.name = "workload",
        .value_syntax = absl::StrJoin(EnumChoices(v1::Workload_descriptor()), "|"),
        .help = "only this workload"},
@@ -339,7 +339,7 @@ int RunGet(Session& session, const ParsedArgs& args) {
 std::vector<FlagSpec> CancelFlags() {
   return {{.name = "reason",
            .value_syntax = "TEXT",
-           .help = "why, kept with the experiment (default: \"cancelled by <user>\")"},
+           .help = "why, kept with the experiment (default: \"requested by <user>\")"},
           JsonFlag("print the Experiment as JSON"),
           TargetFlag(),
           HelpFlag()};
@@ -349,7 +349,7 @@ int RunCancel(Session& session, const ParsedArgs& args) {
   v1::CancelRequest request;
   request.set_experiment_id(args.positionals[0]);
   // The API carries no caller identity; the reason at least records who asked.
-  request.set_reason(args.Get("reason").value_or(absl::StrCat("cancelled by ", session.user())));
+  request.set_reason(args.Get("reason").value_or(absl::StrCat("requested by ", session.user())));
   ClientContext context;
   session.SetUnaryDeadline(context);
   v1::Experiment experiment;
@@ -469,8 +469,12 @@ std::string MainHelp() {
       ": run GPU profiling experiments on a gpuprofd daemon and read their results\n\n"
       "usage: gpuprof [--target ADDR] [--user NAME] <command> [args] [flags]\n\n"
       "commands:\n",
-      commands.Render("  "), "\nglobal flags (also accepted after the command):\n",
-      FormatFlagHelp(global_flags), "\n", kExitCodeHelp);
+      commands.Render("  "), "\nglobal flags (before the command; --target also after it):\n",
+      FormatFlagHelp(global_flags),
+      "\n--json output follows the proto3 JSON mapping: lowerCamelCase names, enums by name,\n"
+      "64-bit integers as strings, fields at their default value left out; streams (submit\n"
+      "--follow, watch) print one event per line (NDJSON).\n\n",
+      kExitCodeHelp);
 }
 
 // ---- submit ----

@@ -353,7 +353,7 @@ TEST_F(CommandsTest, GetRendersOrNotFound) {
 
 TEST_F(CommandsTest, CancelPrintsTheNewState) {
   EXPECT_EQ(Run({"cancel", "exp-7"}), kExitOk);
-  EXPECT_EQ(out_.str(), "exp-7: cancelled (cancelled by alice)\n");
+  EXPECT_EQ(out_.str(), "exp-7: cancelled (requested by alice)\n");
   EXPECT_EQ(Run({"cancel", "exp-7", "--reason", "wrong size"}), kExitOk);
   EXPECT_EQ(profiler_.cancelled.back().reason(), "wrong size");
   profiler_.unary_status = grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "already done");

@@ -56,7 +56,7 @@ std::string DescribeGpus(const google::protobuf::RepeatedPtrField<v1::GpuInfo>& 
                                         : absl::StrCat(indices.size(), "x ", label, " (GPUs ",
                                                        absl::StrJoin(indices, ","), ")"));
   }
-  return parts.empty() ? "no GPU" : absl::StrJoin(parts, ", ");
+  return absl::StrJoin(parts, ", ");
 }
 
 // "driver 550.54, CUDA 12.4, ..." for the versions that are known.
@@ -371,9 +371,10 @@ std::string RenderResult(const v1::ExperimentResult& result, absl::string_view i
   KeyValueLines lines;
   if (result.has_provenance()) {
     const v1::Provenance& provenance = result.provenance();
-    std::string gpus = DescribeGpus(provenance.gpus());
-    if (!provenance.hostname().empty()) absl::StrAppend(&gpus, " on ", provenance.hostname());
-    lines.Add("ran on", gpus);
+    const std::string host = provenance.hostname().empty() ? "unnamed host" : provenance.hostname();
+    lines.Add("ran on", provenance.gpus().empty()
+                            ? absl::StrCat(host, " (CPU only)")
+                            : absl::StrCat(DescribeGpus(provenance.gpus()), " on ", host));
     lines.Add("versions", DescribeVersions({{"driver", provenance.driver_version()},
                                             {"CUDA", provenance.cuda_runtime_version()},
                                             {"NCCL", provenance.nccl_version()},

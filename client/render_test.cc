@@ -266,6 +266,15 @@ TEST(RenderResultTest, Radix) {
             "  insert     10000  401234    0.75       2.00    4.00    9.00    98.0\n");
 }
 
+TEST(RenderResultTest, CpuOnlyProvenance) {
+  const auto result = ParseText<v1::ExperimentResult>(
+      "provenance { hostname: 'vm' gpuprof_version: '0.1.0' worker_pid: 7 }");
+  EXPECT_EQ(RenderResult(result),
+            "ran on:    vm (CPU only)\n"
+            "versions:  gpuprof 0.1.0\n"
+            "worker:    pid 7 (new)\n");
+}
+
 TEST(RenderResultTest, Collective) {
   const auto result = ParseText<v1::ExperimentResult>(
       "collective { ranks: 8 algbw_gbps: 123.4 busbw_gbps: 216 correct: true }");

@@ -111,8 +111,8 @@ TEST(ExperimentRequestBuilderTest, StoreAttentionCollectiveRadixFlags) {
   EXPECT_EQ(collective->collective().buffer_mode(), v1::BUFFER_MODE_REGISTERED);
   EXPECT_TRUE(collective->collective().in_place());
 
-  auto radix =
-      Submit("radix", {"--requests", "10K", "--history-growth-probability", "0.5", "--budget", "1M"});
+  auto radix = Submit(
+      "radix", {"--requests", "10K", "--history-growth-probability", "0.5", "--budget", "1M"});
   ASSERT_TRUE(radix.ok()) << radix.status();
   EXPECT_EQ(radix->radix().num_requests(), 10000);
   EXPECT_DOUBLE_EQ(radix->radix().history_growth_probability(), 0.5);
@@ -235,7 +235,8 @@ TEST(ExperimentRequestBuilderTest, FlagHelpCarriesTypesAndChoices) {
   EXPECT_EQ(num_tokens.help, "int64");
   EXPECT_THAT(num_tokens.aliases, ElementsAre("tokens"));
   const std::string help = FormatFlagHelp(builder->workload_flags());
-  EXPECT_THAT(help, HasSubstr("--dtype fp32|fp16|bf16|fp8-e4m3|int8|int32  DataType"));
+  EXPECT_THAT(help, HasSubstr("--dtype fp32|fp16|bf16|fp8-e4m3|int8|int32\n"));
+  EXPECT_THAT(help, HasSubstr("--num-tokens INT         int64 (alias --tokens)\n"));
   EXPECT_THAT(help, HasSubstr("--use-pdl[=BOOL]"));
   EXPECT_THAT(help, HasSubstr("--vocab-range START:END"));
   EXPECT_THAT(FormatFlagHelp(builder->common_flags()), HasSubstr("--label KEY=VALUE"));

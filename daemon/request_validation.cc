@@ -305,7 +305,8 @@ absl::Status ValidateCommon(const v1::ExperimentRequest& request, const Validati
         "tracing.extra_metrics: got %d names; at most 64 allowed",
         request.tracing().extra_metrics_size()));
   }
-  return ValidateMeasurement(request.measurement());
+  // CPU workloads take no measurement options.
+  return IsGpuWorkload(request) ? ValidateMeasurement(request.measurement()) : absl::OkStatus();
 }
 
 // Checks of the GPU selection that need no inventory: ids, counts and the TP degree agree.
@@ -493,21 +494,24 @@ void ApplyRequestDefaults(const ValidationLimits& limits, const v1::ListGpusResp
   if (IsGpuWorkload(request) && request.tp_degree() == 0) {
     request.set_tp_degree(std::max(1, request.gpus().gpu_ids_size()));
   }
-  auto& measurement = *request.mutable_measurement();
-  set_if_zero(measurement.warmup_iterations(), [&] { measurement.set_warmup_iterations(10); });
-  set_if_zero(measurement.min_iterations(), [&] { measurement.set_min_iterations(10); });
-  set_if_zero(measurement.max_iterations(), [&] {
-    measurement.set_max_iterations(std::max(1000, measurement.min_iterations()));
-  });
-  if (!measurement.has_time_budget() ||
-      TimeUtil::DurationToNanoseconds(measurement.time_budget()) == 0) {
-    *measurement.mutable_time_budget() = TimeUtil::SecondsToDuration(2);
+  // Measurement and tracing options mean nothing to CPU workloads; keep their requests clean.
+  if (IsGpuWorkload(request)) {
+    auto& measurement = *request.mutable_measurement();
+    set_if_zero(measurement.warmup_iterations(), [&] { measurement.set_warmup_iterations(10); });
+    set_if_zero(measurement.min_iterations(), [&] { measurement.set_min_iterations(10); });
+    set_if_zero(measurement.max_iterations(), [&] {
+      measurement.set_max_iterations(std::max(1000, measurement.min_iterations()));
+    });
+    if (!measurement.has_time_budget() ||
+        TimeUtil::DurationToNanoseconds(measurement.time_budget()) == 0) {
+      *measurement.mutable_time_budget() = TimeUtil::SecondsToDuration(2);
+    }
+    set_if_zero(measurement.noise_target(), [&] { measurement.set_noise_target(0.01); });
+    set_if_zero(measurement.l2_mode(),
+                [&] { measurement.set_l2_mode(v1::MeasurementOptions::L2_MODE_HOT); });
+    set_if_zero(request.tracing().level(),
+                [&] { request.mutable_tracing()->set_level(v1::TracingOptions::LEVEL_ACTIVITY); });
   }
-  set_if_zero(measurement.noise_target(), [&] { measurement.set_noise_target(0.01); });
-  set_if_zero(measurement.l2_mode(),
-              [&] { measurement.set_l2_mode(v1::MeasurementOptions::L2_MODE_HOT); });
-  set_if_zero(request.tracing().level(),
-              [&] { request.mutable_tracing()->set_level(v1::TracingOptions::LEVEL_ACTIVITY); });
   if (!request.has_timeout() || TimeUtil::DurationToNanoseconds(request.timeout()) == 0) {
     *request.mutable_timeout() =
         TimeUtil::SecondsToDuration(absl::ToInt64Seconds(limits.default_timeout));

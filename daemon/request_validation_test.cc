@@ -69,7 +69,14 @@ TEST(RequestValidation, DefaultsAreFilledAndKeepExplicitZeros) {
   EXPECT_EQ(request.radix().system_prompt_tokens(), 0);
   EXPECT_EQ(request.radix().num_requests(), 2000);
   EXPECT_EQ(TimeUtil::DurationToSeconds(request.timeout()), 30 * 60);
-  EXPECT_EQ(request.tracing().level(), v1::TracingOptions::LEVEL_ACTIVITY);
+  // A CPU workload carries no GPU measurement or tracing options.
+  EXPECT_FALSE(request.has_measurement());
+  EXPECT_FALSE(request.has_tracing());
+
+  v1::ExperimentRequest index = Index(64);
+  ApplyRequestDefaults({}, TwoNvlinkGpus(), index);
+  EXPECT_EQ(index.tracing().level(), v1::TracingOptions::LEVEL_ACTIVITY);
+  EXPECT_EQ(index.measurement().warmup_iterations(), 10);
 }
 
 TEST(RequestValidation, MissingWorkloadNamesTheChoices) {
@@ -181,10 +188,10 @@ TEST(RequestValidation, TimeoutAndMeasurementBounds) {
   EXPECT_EQ(Check(request, NoGpus()).message(),
             "timeout (seconds): got 360000; must be in [1, 86400]");
 
-  request = Radix();
+  request = Index(64);
   request.mutable_measurement()->set_min_iterations(50);
   request.mutable_measurement()->set_max_iterations(10);
-  EXPECT_EQ(Check(request, NoGpus()).message(),
+  EXPECT_EQ(Check(request, TwoNvlinkGpus()).message(),
             "measurement.max_iterations: got 10; must be in [50, 1000000]");
 }
 
