@@ -19,6 +19,7 @@
 #include "daemon/daemon_config.h"
 #include "daemon/experiment_manager.h"
 #include "daemon/experiment_store.h"
+#include "daemon/metrics/metrics_exporter.h"
 #include "daemon/profiler_service.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -46,6 +47,9 @@ ABSL_FLAG(bool, measure_copy_bandwidth, true,
           "Measure each GPU's device-to-device copy bandwidth at start-up (the practical limit "
           "that results are compared against).");
 ABSL_FLAG(int, max_message_bytes, 4 << 20, "Largest request message accepted.");
+ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
+          "Address of the Prometheus /metrics endpoint (loopback by default; port 0 picks a free "
+          "one); empty disables metrics.");
 ABSL_FLAG(bool, enable_test_faults, false,
           "Honour the gpuprof.fault label (crash/hang/exit/cuda-error a worker): for tests only.");
 
@@ -84,13 +88,30 @@ int Run() {
   options.worker_idle_timeout = absl::GetFlag(FLAGS_worker_idle_timeout);
   options.measure_copy_bandwidth = absl::GetFlag(FLAGS_measure_copy_bandwidth);
   options.version = GPUPROF_VERSION;
-  auto manager = ExperimentManager::Create(options, *std::move(store));
+  // Declared before the manager, which reports to it until its very end.
+  std::unique_ptr<MetricsExporter> metrics;
+  if (!absl::GetFlag(FLAGS_metrics_listen).empty()) {
+    metrics = std::make_unique<MetricsExporter>(GPUPROF_VERSION);
+  }
+  auto manager = ExperimentManager::Create(options, *std::move(store),
+                                           metrics ? metrics->manager_observer() : nullptr);
   if (!manager.ok()) {
     std::fprintf(stderr, "gpuprofd: %s\n", manager.status().ToString().c_str());
     return 1;
   }
 
-  ProfilerService service(manager->get());
+  // Metrics serve before gRPC does, so that a daemon that answers health checks can be scraped.
+  if (metrics != nullptr) {
+    const absl::Status serving =
+        metrics->Start(manager->get(), absl::GetFlag(FLAGS_metrics_listen));
+    if (!serving.ok()) {
+      std::fprintf(stderr, "gpuprofd: %s\n", serving.ToString().c_str());
+      (*manager)->Shutdown();
+      return 1;
+    }
+  }
+
+  ProfilerService service(manager->get(), metrics ? metrics->rpc_observer() : nullptr);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   for (const std::string& address : addresses) {
@@ -122,6 +143,7 @@ int Run() {
   sigwait(&signals, &signal_number);
   std::fprintf(stderr, "gpuprofd: %s received, shutting down\n", strsignal(signal_number));
   server->GetHealthCheckService()->Shutdown();
+  if (metrics != nullptr) metrics->Stop();
   // Streams end when the manager ends them; give in-flight RPCs a moment to finish.
   (*manager)->Shutdown();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));

@@ -118,20 +118,13 @@ absl::Status DaemonProcess::Start() {
       "--worker_binary=" + RunfilePath("daemon/worker/gpuprof_worker"),
       "--measure_copy_bandwidth=false",
   };
+  // Tests run several daemons at once: no fixed metrics port unless a test asks for one.
+  argv.push_back("--metrics_listen=");
   argv.insert(argv.end(), extra_flags_.begin(), extra_flags_.end());
   const int log_fd =
       open((state_dir_ + "/gpuprofd.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
   pid_ = Spawn(argv, log_fd, log_fd);
   close(log_fd);
-  // The socket appears only once the daemon has probed its GPUs: retry connecting quickly
-  // rather than with gRPC's default one-second backoff.
-  grpc::ChannelArguments arguments;
-  arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 20);
-  arguments.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 20);
-  arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 100);
-  auto channel =
-      grpc::CreateCustomChannel(target(), grpc::InsecureChannelCredentials(), arguments);
-  auto health = grpc::health::v1::Health::NewStub(channel);
   const absl::Time deadline = absl::Now() + absl::Seconds(60);
   while (absl::Now() < deadline) {
     int status = 0;
@@ -139,6 +132,10 @@ absl::Status DaemonProcess::Start() {
       pid_ = -1;
       return absl::InternalError(absl::StrCat("gpuprofd exited at start-up:\n", Log()));
     }
+    // The socket appears only once the daemon has probed its GPUs. A fresh channel per try:
+    // a channel that failed to connect waits out a reconnect backoff before trying again.
+    auto health = grpc::health::v1::Health::NewStub(
+        grpc::CreateChannel(target(), grpc::InsecureChannelCredentials()));
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
     grpc::health::v1::HealthCheckRequest request;

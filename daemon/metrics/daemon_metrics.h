@@ -1,0 +1,58 @@
+// What gpuprofd reports for monitoring, independent of how it is exported. The experiment
+// manager and the gRPC service push events into it; a sampler sets the gauges. Prometheus
+// (prometheus_daemon_metrics.h) is the implementation; docs/metrics.md lists every metric.
+#ifndef GPUPROF_DAEMON_METRICS_DAEMON_METRICS_H_
+#define GPUPROF_DAEMON_METRICS_DAEMON_METRICS_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "absl/strings/string_view.h"
+#include "daemon/experiment_manager.h"
+#include "gpuprof/v1/gpus.pb.h"
+#include "grpcpp/support/status.h"
+
+namespace gpuprof::daemon {
+
+// One GPU's telemetry sample. A field is empty when NVML cannot read it on this GPU (not
+// supported, no permission), so that an unreadable value is never exported as a zero.
+struct GpuTelemetry {
+  int gpu = 0;  // physical index, as in ListGpus
+  std::optional<double> utilization_ratio;
+  std::optional<double> memory_controller_utilization_ratio;
+  std::optional<double> memory_used_bytes;
+  std::optional<double> memory_total_bytes;
+  std::optional<double> sm_clock_hertz;
+  std::optional<double> temperature_celsius;
+  std::optional<double> power_watts;
+  // NVML's clocks-event-reason bit mask (why clocks are below their maximum).
+  std::optional<uint64_t> clocks_event_reasons;
+};
+
+// Implementations are thread-safe: events come from the manager (with its lock held) and from
+// gRPC threads, gauges from the sampler thread. No method may block.
+class DaemonMetrics : public ManagerObserver {
+ public:
+  ~DaemonMetrics() override = default;
+
+  // ManagerObserver: ExperimentEnded(experiment) and WorkerFailed(timed_out).
+
+  // One finished RPC of the Profiler service.
+  virtual void RpcFinished(absl::string_view method, grpc::StatusCode code) = 0;
+
+  // The GPUs this daemon owns, set once at start-up: per-GPU series start from this list.
+  virtual void SetGpuInventory(const v1::ListGpusResponse& inventory) = 0;
+  virtual void SetQueuedExperiments(int64_t count) = 0;
+  // GPU index -> id of the experiment holding it; GPUs not in the map are free.
+  virtual void SetGpuLeases(const std::map<int, std::string>& leases) = 0;
+  virtual void SetStoreSizeBytes(int64_t bytes) = 0;
+  // Whether NVML telemetry is collected (false on machines without the driver).
+  virtual void SetTelemetryAvailable(bool available) = 0;
+  virtual void SetGpuTelemetry(const GpuTelemetry& telemetry) = 0;
+};
+
+}  // namespace gpuprof::daemon
+
+#endif  // GPUPROF_DAEMON_METRICS_DAEMON_METRICS_H_

@@ -1,0 +1,76 @@
+// The name of every metric gpuprofd exports, in one place: the exporter registers these, and
+// the dashboard tests check that every metric a panel queries is one of them (panels whose
+// metrics only a GPU machine produces cannot prove that with data in CPU-only CI).
+#ifndef GPUPROF_DAEMON_METRICS_METRIC_NAMES_H_
+#define GPUPROF_DAEMON_METRICS_METRIC_NAMES_H_
+
+namespace gpuprof::daemon::metric_names {
+
+// The daemon.
+inline constexpr char kUp[] = "gpuprof_up";
+inline constexpr char kBuildInfo[] = "gpuprof_build_info";
+inline constexpr char kExperiments[] = "gpuprof_experiments_total";
+inline constexpr char kQueuedExperiments[] = "gpuprof_queued_experiments";
+inline constexpr char kExperimentQueueSeconds[] = "gpuprof_experiment_queue_seconds";
+inline constexpr char kExperimentRunSeconds[] = "gpuprof_experiment_run_seconds";
+inline constexpr char kGpus[] = "gpuprof_gpus";
+inline constexpr char kGpuInfo[] = "gpuprof_gpu_info";
+inline constexpr char kGpuLeased[] = "gpuprof_gpu_leased";
+inline constexpr char kWorkerFailures[] = "gpuprof_worker_failures_total";
+inline constexpr char kGrpcRequests[] = "gpuprof_grpc_requests_total";
+inline constexpr char kStoreSizeBytes[] = "gpuprof_store_size_bytes";
+
+// Results.
+inline constexpr char kResultBandwidth[] = "gpuprof_result_bandwidth_bytes_per_second";
+inline constexpr char kResultCopyBandwidthRatio[] = "gpuprof_result_copy_bandwidth_ratio";
+inline constexpr char kResultCollectiveBusBandwidth[] =
+    "gpuprof_result_collective_bus_bandwidth_bytes_per_second";
+inline constexpr char kResultAttentionFlops[] = "gpuprof_result_attention_flops_per_second";
+inline constexpr char kResultRadixHitRatio[] = "gpuprof_result_radix_hit_ratio";
+inline constexpr char kResultRadixOperations[] = "gpuprof_result_radix_operations_per_second";
+
+// GPU telemetry (NVML).
+inline constexpr char kNvmlAvailable[] = "gpuprof_nvml_available";
+inline constexpr char kGpuUtilization[] = "gpuprof_gpu_utilization_ratio";
+inline constexpr char kGpuMemoryControllerUtilization[] =
+    "gpuprof_gpu_memory_controller_utilization_ratio";
+inline constexpr char kGpuMemoryUsed[] = "gpuprof_gpu_memory_used_bytes";
+inline constexpr char kGpuMemoryTotal[] = "gpuprof_gpu_memory_total_bytes";
+inline constexpr char kGpuSmClock[] = "gpuprof_gpu_sm_clock_hertz";
+inline constexpr char kGpuTemperature[] = "gpuprof_gpu_temperature_celsius";
+inline constexpr char kGpuPower[] = "gpuprof_gpu_power_watts";
+inline constexpr char kGpuThrottleReason[] = "gpuprof_gpu_throttle_reason_active";
+
+inline constexpr const char* kAll[] = {
+    kUp,
+    kBuildInfo,
+    kExperiments,
+    kQueuedExperiments,
+    kExperimentQueueSeconds,
+    kExperimentRunSeconds,
+    kGpus,
+    kGpuInfo,
+    kGpuLeased,
+    kWorkerFailures,
+    kGrpcRequests,
+    kStoreSizeBytes,
+    kResultBandwidth,
+    kResultCopyBandwidthRatio,
+    kResultCollectiveBusBandwidth,
+    kResultAttentionFlops,
+    kResultRadixHitRatio,
+    kResultRadixOperations,
+    kNvmlAvailable,
+    kGpuUtilization,
+    kGpuMemoryControllerUtilization,
+    kGpuMemoryUsed,
+    kGpuMemoryTotal,
+    kGpuSmClock,
+    kGpuTemperature,
+    kGpuPower,
+    kGpuThrottleReason,
+};
+
+}  // namespace gpuprof::daemon::metric_names
+
+#endif  // GPUPROF_DAEMON_METRICS_METRIC_NAMES_H_

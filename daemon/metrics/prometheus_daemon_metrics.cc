@@ -1,0 +1,424 @@
+#include "daemon/metrics/prometheus_daemon_metrics.h"
+
+#include <algorithm>
+#include <exception>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "daemon/metrics/metric_names.h"
+#include "gpuprof/v1/workloads.pb.h"
+#include "prometheus/text_serializer.h"
+
+namespace gpuprof::daemon {
+namespace {
+
+using prometheus::Labels;
+
+// Queue waits range from immediate to hours behind a long sweep.
+const prometheus::Histogram::BucketBoundaries& QueueSecondsBuckets() {
+  static const auto* const kBuckets = new prometheus::Histogram::BucketBoundaries{
+      0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600, 14400};
+  return *kBuckets;
+}
+
+// Runs range from a tenth of a second (small radix runs) to the 24 h timeout limit.
+const prometheus::Histogram::BucketBoundaries& RunSecondsBuckets() {
+  static const auto* const kBuckets = new prometheus::Histogram::BucketBoundaries{
+      0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 1800, 3600, 14400, 86400};
+  return *kBuckets;
+}
+
+// NVML's clocks-event-reason bits (nvmlClocksEventReason*), decoded so that each reason is a
+// series of its own: a bit mask cannot be graphed or alerted on.
+struct ThrottleReason {
+  uint64_t bit;
+  const char* label;
+};
+constexpr ThrottleReason kThrottleReasons[] = {
+    {0x1, "gpu_idle"},
+    {0x2, "applications_clocks_setting"},
+    {0x4, "sw_power_cap"},
+    {0x8, "hw_slowdown"},
+    {0x10, "sync_boost"},
+    {0x20, "sw_thermal_slowdown"},
+    {0x40, "hw_thermal_slowdown"},
+    {0x80, "hw_power_brake_slowdown"},
+    {0x100, "display_clock_setting"},
+};
+
+constexpr v1::ExperimentState kFinalStates[] = {v1::FINISHED, v1::FAILED, v1::CANCELLED,
+                                                v1::TIMED_OUT, v1::INTERRUPTED};
+constexpr v1::Workload kWorkloads[] = {v1::WORKLOAD_INDEX, v1::WORKLOAD_STORE,
+                                       v1::WORKLOAD_ATTENTION, v1::WORKLOAD_COLLECTIVE,
+                                       v1::WORKLOAD_RADIX};
+
+// "WORKLOAD_RADIX" -> "radix": the enum names without their prefix, in lower case.
+std::string EnumLabel(const std::string& enum_name, absl::string_view prefix) {
+  return absl::AsciiStrToLower(absl::StripPrefix(enum_name, prefix));
+}
+
+std::string WorkloadLabel(v1::Workload workload) {
+  return EnumLabel(v1::Workload_Name(workload), "WORKLOAD_");
+}
+
+std::string StateLabel(v1::ExperimentState state) {
+  return absl::AsciiStrToLower(v1::ExperimentState_Name(state));
+}
+
+std::string GrpcCodeLabel(grpc::StatusCode code) {
+  switch (code) {
+    case grpc::StatusCode::OK:
+      return "OK";
+    case grpc::StatusCode::CANCELLED:
+      return "CANCELLED";
+    case grpc::StatusCode::UNKNOWN:
+      return "UNKNOWN";
+    case grpc::StatusCode::INVALID_ARGUMENT:
+      return "INVALID_ARGUMENT";
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return "DEADLINE_EXCEEDED";
+    case grpc::StatusCode::NOT_FOUND:
+      return "NOT_FOUND";
+    case grpc::StatusCode::ALREADY_EXISTS:
+      return "ALREADY_EXISTS";
+    case grpc::StatusCode::PERMISSION_DENIED:
+      return "PERMISSION_DENIED";
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      return "RESOURCE_EXHAUSTED";
+    case grpc::StatusCode::FAILED_PRECONDITION:
+      return "FAILED_PRECONDITION";
+    case grpc::StatusCode::ABORTED:
+      return "ABORTED";
+    case grpc::StatusCode::OUT_OF_RANGE:
+      return "OUT_OF_RANGE";
+    case grpc::StatusCode::UNIMPLEMENTED:
+      return "UNIMPLEMENTED";
+    case grpc::StatusCode::INTERNAL:
+      return "INTERNAL";
+    case grpc::StatusCode::UNAVAILABLE:
+      return "UNAVAILABLE";
+    case grpc::StatusCode::DATA_LOSS:
+      return "DATA_LOSS";
+    case grpc::StatusCode::UNAUTHENTICATED:
+      return "UNAUTHENTICATED";
+    default:
+      // Out-of-range codes share one label so that the label set stays bounded.
+      return "INVALID_CODE";
+  }
+}
+
+double Seconds(const google::protobuf::Timestamp& timestamp) {
+  return static_cast<double>(timestamp.seconds()) + timestamp.nanos() * 1e-9;
+}
+
+// Sets the series for `labels` when there is a value, and drops it when there is none, so
+// that a reading NVML stopped returning does not linger as a stale value.
+void SetOrRemove(prometheus::Family<prometheus::Gauge>& family, const Labels& labels,
+                 const std::optional<double>& value) {
+  if (value.has_value()) {
+    family.Add(labels).Set(*value);
+  } else if (family.Has(labels)) {
+    family.Remove(&family.Add(labels));
+  }
+}
+
+}  // namespace
+
+PrometheusDaemonMetrics::PrometheusDaemonMetrics(absl::string_view version)
+    : registry_(std::make_shared<prometheus::Registry>()),
+      up_(prometheus::BuildGauge()
+              .Name(metric_names::kUp)
+              .Help("1 while gpuprofd serves, 0 once it is shutting down.")
+              .Register(*registry_)
+              .Add({})),
+      build_info_(prometheus::BuildGauge()
+                      .Name(metric_names::kBuildInfo)
+                      .Help("Always 1; the version label says which gpuprofd runs.")
+                      .Register(*registry_)),
+      experiments_(prometheus::BuildCounter()
+                       .Name(metric_names::kExperiments)
+                       .Help("Experiments that reached a final state, by workload and state.")
+                       .Register(*registry_)),
+      queued_experiments_(prometheus::BuildGauge()
+                              .Name(metric_names::kQueuedExperiments)
+                              .Help("Experiments waiting in the queue for GPUs or a CPU slot.")
+                              .Register(*registry_)
+                              .Add({})),
+      queue_seconds_(prometheus::BuildHistogram()
+                         .Name(metric_names::kExperimentQueueSeconds)
+                         .Help("Time from submission to start, of experiments that started.")
+                         .Register(*registry_)),
+      run_seconds_(prometheus::BuildHistogram()
+                       .Name(metric_names::kExperimentRunSeconds)
+                       .Help("Time from start to final state, of experiments that started.")
+                       .Register(*registry_)),
+      gpus_(prometheus::BuildGauge()
+                .Name(metric_names::kGpus)
+                .Help("GPUs this daemon owns (0 on a machine without GPUs).")
+                .Register(*registry_)
+                .Add({})),
+      gpu_info_(prometheus::BuildGauge()
+                    .Name(metric_names::kGpuInfo)
+                    .Help("Always 1, one series per GPU: its model name and UUID.")
+                    .Register(*registry_)),
+      gpu_leased_(prometheus::BuildGauge()
+                      .Name(metric_names::kGpuLeased)
+                      .Help("1 while the GPU is leased to a running experiment, else 0.")
+                      .Register(*registry_)),
+      worker_failures_(prometheus::BuildCounter()
+                           .Name(metric_names::kWorkerFailures)
+                           .Help("Worker processes that crashed (reason=crash) or were killed "
+                                 "at the experiment's timeout (reason=timeout).")
+                           .Register(*registry_)),
+      grpc_requests_(prometheus::BuildCounter()
+                         .Name(metric_names::kGrpcRequests)
+                         .Help("Finished gpuprof.v1.Profiler RPCs, by method and status code.")
+                         .Register(*registry_)),
+      store_size_bytes_(prometheus::BuildGauge()
+                            .Name(metric_names::kStoreSizeBytes)
+                            .Help("Size of the SQLite experiment store.")
+                            .Register(*registry_)
+                            .Add({})),
+      result_bandwidth_(prometheus::BuildGauge()
+                            .Name(metric_names::kResultBandwidth)
+                            .Help("Bandwidth achieved by the latest finished experiment of the "
+                                  "workload on the GPU (bytes read + written per second).")
+                            .Register(*registry_)),
+      result_copy_bandwidth_ratio_(
+          prometheus::BuildGauge()
+              .Name(metric_names::kResultCopyBandwidthRatio)
+              .Help("Latest achieved bandwidth over the copy bandwidth measured on the GPU "
+                    "(0..1, the practical limit).")
+              .Register(*registry_)),
+      result_collective_bus_bandwidth_(
+          prometheus::BuildGauge()
+              .Name(metric_names::kResultCollectiveBusBandwidth)
+              .Help("Bus bandwidth (nccl-tests convention) of the latest collective, by "
+                    "collective and tensor-parallel degree.")
+              .Register(*registry_)),
+      result_attention_flops_(prometheus::BuildGauge()
+                                  .Name(metric_names::kResultAttentionFlops)
+                                  .Help("FLOP/s of the latest attention experiment, by phase "
+                                        "and GPU.")
+                                  .Register(*registry_)),
+      result_radix_hit_ratio_(prometheus::BuildGauge()
+                                  .Name(metric_names::kResultRadixHitRatio)
+                                  .Help("Matched over requested tokens in the latest radix "
+                                        "experiment (0..1).")
+                                  .Register(*registry_)
+                                  .Add({})),
+      result_radix_operations_(prometheus::BuildGauge()
+                                   .Name(metric_names::kResultRadixOperations)
+                                   .Help("Operations per second of the latest radix "
+                                         "experiment, by operation.")
+                                   .Register(*registry_)),
+      nvml_available_(prometheus::BuildGauge()
+                          .Name(metric_names::kNvmlAvailable)
+                          .Help("1 when GPU telemetry is read through NVML, 0 when NVML is "
+                                "absent (no driver) or there are no GPUs.")
+                          .Register(*registry_)
+                          .Add({})),
+      gpu_utilization_(prometheus::BuildGauge()
+                           .Name(metric_names::kGpuUtilization)
+                           .Help("Fraction of the last sample period in which a kernel ran on "
+                                 "the GPU (NVML).")
+                           .Register(*registry_)),
+      gpu_memory_controller_utilization_(
+          prometheus::BuildGauge()
+              .Name(metric_names::kGpuMemoryControllerUtilization)
+              .Help("Fraction of the last sample period in which device memory was read or "
+                    "written (NVML).")
+              .Register(*registry_)),
+      gpu_memory_used_(prometheus::BuildGauge()
+                           .Name(metric_names::kGpuMemoryUsed)
+                           .Help("Device memory in use (NVML).")
+                           .Register(*registry_)),
+      gpu_memory_total_(prometheus::BuildGauge()
+                            .Name(metric_names::kGpuMemoryTotal)
+                            .Help("Device memory in total (NVML).")
+                            .Register(*registry_)),
+      gpu_sm_clock_(prometheus::BuildGauge()
+                        .Name(metric_names::kGpuSmClock)
+                        .Help("Current SM clock (NVML).")
+                        .Register(*registry_)),
+      gpu_temperature_(prometheus::BuildGauge()
+                           .Name(metric_names::kGpuTemperature)
+                           .Help("GPU die temperature (NVML).")
+                           .Register(*registry_)),
+      gpu_power_(prometheus::BuildGauge()
+                     .Name(metric_names::kGpuPower)
+                     .Help("Power drawn by the GPU board (NVML).")
+                     .Register(*registry_)),
+      gpu_throttle_reason_(prometheus::BuildGauge()
+                               .Name(metric_names::kGpuThrottleReason)
+                               .Help("1 while the reason holds the GPU's clocks below their "
+                                     "maximum (NVML clocks event reasons), else 0.")
+                               .Register(*registry_)) {
+  up_.Set(1);
+  build_info_.Add({{"version", std::string(version)}}).Set(1);
+  // Every bounded combination starts at zero, so that rate() and increase() see the first
+  // event instead of a series that appears with it.
+  for (v1::Workload workload : kWorkloads) {
+    const std::string workload_label = WorkloadLabel(workload);
+    for (v1::ExperimentState state : kFinalStates) {
+      experiments_.Add({{"workload", workload_label}, {"state", StateLabel(state)}});
+    }
+    queue_seconds_.Add({{"workload", workload_label}}, QueueSecondsBuckets());
+    run_seconds_.Add({{"workload", workload_label}}, RunSecondsBuckets());
+  }
+  worker_failures_.Add({{"reason", "crash"}});
+  worker_failures_.Add({{"reason", "timeout"}});
+}
+
+PrometheusDaemonMetrics::~PrometheusDaemonMetrics() {
+  // Stop serving before the families go away.
+  absl::MutexLock lock(&mutex_);
+  exposer_.reset();
+}
+
+absl::Status PrometheusDaemonMetrics::Serve(const std::string& address) {
+  absl::MutexLock lock(&mutex_);
+  if (exposer_ != nullptr) return absl::FailedPreconditionError("metrics already served");
+  try {
+    exposer_ = std::make_unique<prometheus::Exposer>(address, /*num_threads=*/2);
+  } catch (const std::exception& error) {
+    // CivetWeb reports a failed bind by throwing.
+    return absl::UnavailableError(
+        absl::StrCat("cannot serve metrics on ", address, ": ", error.what()));
+  }
+  exposer_->RegisterCollectable(registry_);
+  return absl::OkStatus();
+}
+
+int PrometheusDaemonMetrics::port() const {
+  absl::MutexLock lock(&mutex_);
+  if (exposer_ == nullptr) return 0;
+  const std::vector<int> ports = exposer_->GetListeningPorts();
+  return ports.empty() ? 0 : ports.front();
+}
+
+std::string PrometheusDaemonMetrics::ExpositionText() const {
+  return prometheus::TextSerializer().Serialize(registry_->Collect());
+}
+
+void PrometheusDaemonMetrics::SetUp(bool up) { up_.Set(up ? 1 : 0); }
+
+void PrometheusDaemonMetrics::ExperimentEnded(const v1::Experiment& experiment) {
+  const std::string workload = WorkloadLabel(experiment.workload());
+  experiments_.Add({{"workload", workload}, {"state", StateLabel(experiment.state())}}).Increment();
+  // An experiment cancelled while queued never started: it has no queue or run time.
+  if (experiment.has_started()) {
+    const double started = Seconds(experiment.started());
+    queue_seconds_.Add({{"workload", workload}}, QueueSecondsBuckets())
+        .Observe(std::max(0.0, started - Seconds(experiment.created())));
+    if (experiment.has_finished()) {
+      run_seconds_.Add({{"workload", workload}}, RunSecondsBuckets())
+          .Observe(std::max(0.0, Seconds(experiment.finished()) - started));
+    }
+  }
+  if (experiment.state() == v1::FINISHED && experiment.has_result()) RecordResult(experiment);
+}
+
+void PrometheusDaemonMetrics::RecordResult(const v1::Experiment& experiment) {
+  const v1::ExperimentResult& result = experiment.result();
+  const std::string workload = WorkloadLabel(experiment.workload());
+  const v1::GpuMeasurement& measurement = result.measurement();
+  for (int gpu : experiment.gpu_ids()) {
+    const Labels labels = {{"workload", workload}, {"gpu", absl::StrCat(gpu)}};
+    if (measurement.bandwidth_gbps() > 0) {
+      result_bandwidth_.Add(labels).Set(measurement.bandwidth_gbps() * 1e9);
+    }
+    if (measurement.pct_of_measured_copy_bandwidth() > 0) {
+      result_copy_bandwidth_ratio_.Add(labels).Set(measurement.pct_of_measured_copy_bandwidth() /
+                                                   100.0);
+    }
+    if (experiment.request().has_attention() && measurement.tflops() > 0) {
+      const std::string phase = EnumLabel(
+          v1::AttentionPhase_Name(experiment.request().attention().phase()), "ATTENTION_PHASE_");
+      result_attention_flops_.Add({{"phase", phase}, {"gpu", absl::StrCat(gpu)}})
+          .Set(measurement.tflops() * 1e12);
+    }
+  }
+  if (experiment.request().has_collective() && result.collective().busbw_gbps() > 0) {
+    const std::string collective =
+        EnumLabel(v1::CollectiveOp_Name(experiment.request().collective().op()), "COLLECTIVE_OP_");
+    // Without an explicit TP degree the collective spans every leased GPU.
+    const int tp_degree = experiment.request().tp_degree() > 0 ? experiment.request().tp_degree()
+                                                               : result.collective().ranks();
+    result_collective_bus_bandwidth_
+        .Add({{"collective", collective}, {"tp_degree", absl::StrCat(tp_degree)}})
+        .Set(result.collective().busbw_gbps() * 1e9);
+  }
+  if (result.has_radix()) {
+    result_radix_hit_ratio_.Set(result.radix().hit_rate());
+    for (const v1::OperationStats& operation : result.radix().operations()) {
+      result_radix_operations_.Add({{"operation", operation.operation()}})
+          .Set(operation.ops_per_second());
+    }
+  }
+}
+
+void PrometheusDaemonMetrics::WorkerFailed(bool timed_out) {
+  worker_failures_.Add({{"reason", timed_out ? "timeout" : "crash"}}).Increment();
+}
+
+void PrometheusDaemonMetrics::RpcFinished(absl::string_view method, grpc::StatusCode code) {
+  grpc_requests_.Add({{"method", std::string(method)}, {"code", GrpcCodeLabel(code)}}).Increment();
+}
+
+void PrometheusDaemonMetrics::SetGpuInventory(const v1::ListGpusResponse& inventory) {
+  absl::MutexLock lock(&mutex_);
+  gpu_indices_.clear();
+  for (const v1::GpuInfo& gpu : inventory.gpus()) {
+    const std::string index = absl::StrCat(gpu.index());
+    gpu_indices_.push_back(gpu.index());
+    gpu_info_.Add({{"gpu", index}, {"name", gpu.name()}, {"uuid", gpu.uuid()}}).Set(1);
+    gpu_leased_.Add({{"gpu", index}}).Set(0);
+  }
+  gpus_.Set(static_cast<double>(inventory.gpus_size()));
+}
+
+void PrometheusDaemonMetrics::SetQueuedExperiments(int64_t count) {
+  queued_experiments_.Set(static_cast<double>(count));
+}
+
+void PrometheusDaemonMetrics::SetGpuLeases(const std::map<int, std::string>& leases) {
+  absl::MutexLock lock(&mutex_);
+  for (int gpu : gpu_indices_) {
+    const auto lease = leases.find(gpu);
+    const bool leased = lease != leases.end() && !lease->second.empty();
+    gpu_leased_.Add({{"gpu", absl::StrCat(gpu)}}).Set(leased ? 1 : 0);
+  }
+}
+
+void PrometheusDaemonMetrics::SetStoreSizeBytes(int64_t bytes) {
+  store_size_bytes_.Set(static_cast<double>(bytes));
+}
+
+void PrometheusDaemonMetrics::SetTelemetryAvailable(bool available) {
+  nvml_available_.Set(available ? 1 : 0);
+}
+
+void PrometheusDaemonMetrics::SetGpuTelemetry(const GpuTelemetry& telemetry) {
+  const Labels gpu = {{"gpu", absl::StrCat(telemetry.gpu)}};
+  SetOrRemove(gpu_utilization_, gpu, telemetry.utilization_ratio);
+  SetOrRemove(gpu_memory_controller_utilization_, gpu,
+              telemetry.memory_controller_utilization_ratio);
+  SetOrRemove(gpu_memory_used_, gpu, telemetry.memory_used_bytes);
+  SetOrRemove(gpu_memory_total_, gpu, telemetry.memory_total_bytes);
+  SetOrRemove(gpu_sm_clock_, gpu, telemetry.sm_clock_hertz);
+  SetOrRemove(gpu_temperature_, gpu, telemetry.temperature_celsius);
+  SetOrRemove(gpu_power_, gpu, telemetry.power_watts);
+  for (const ThrottleReason& reason : kThrottleReasons) {
+    std::optional<double> active;
+    if (telemetry.clocks_event_reasons.has_value()) {
+      active = (*telemetry.clocks_event_reasons & reason.bit) != 0 ? 1.0 : 0.0;
+    }
+    SetOrRemove(gpu_throttle_reason_, {{"gpu", gpu.at("gpu")}, {"reason", reason.label}}, active);
+  }
+}
+
+}  // namespace gpuprof::daemon

@@ -1,0 +1,107 @@
+// DaemonMetrics exported in the Prometheus text format with prometheus-cpp, on its own HTTP
+// port (loopback by default: metrics say what runs on the machine). Names follow Prometheus'
+// rules: gpuprof_ prefix, base units (_seconds, _bytes, _hertz, _watts), _total counters and
+// 0..1 ratios. Labels are bounded sets (workload, state, GPU index, RPC method, ...); never an
+// experiment id or a user name. docs/metrics.md describes every metric.
+#ifndef GPUPROF_DAEMON_METRICS_PROMETHEUS_DAEMON_METRICS_H_
+#define GPUPROF_DAEMON_METRICS_PROMETHEUS_DAEMON_METRICS_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "daemon/metrics/daemon_metrics.h"
+#include "prometheus/counter.h"
+#include "prometheus/exposer.h"
+#include "prometheus/family.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
+
+namespace gpuprof::daemon {
+
+class PrometheusDaemonMetrics final : public DaemonMetrics {
+ public:
+  // `version` goes into gpuprof_build_info.
+  explicit PrometheusDaemonMetrics(absl::string_view version);
+  ~PrometheusDaemonMetrics() override;
+  PrometheusDaemonMetrics(const PrometheusDaemonMetrics&) = delete;
+  PrometheusDaemonMetrics& operator=(const PrometheusDaemonMetrics&) = delete;
+
+  // Serves GET /metrics on `address` ("127.0.0.1:9464"; port 0 picks a free one). Fails when
+  // the address cannot be bound. Call at most once.
+  absl::Status Serve(const std::string& address);
+  // The port Serve bound, or 0 before Serve.
+  int port() const;
+
+  // What a scrape returns right now, in the Prometheus text format.
+  std::string ExpositionText() const;
+
+  // gpuprof_up: 1 while the daemon serves, 0 once it is shutting down.
+  void SetUp(bool up);
+
+  // ManagerObserver.
+  void ExperimentEnded(const v1::Experiment& experiment) override;
+  void WorkerFailed(bool timed_out) override;
+
+  // DaemonMetrics.
+  void RpcFinished(absl::string_view method, grpc::StatusCode code) override;
+  void SetGpuInventory(const v1::ListGpusResponse& inventory) override;
+  void SetQueuedExperiments(int64_t count) override;
+  void SetGpuLeases(const std::map<int, std::string>& leases) override;
+  void SetStoreSizeBytes(int64_t bytes) override;
+  void SetTelemetryAvailable(bool available) override;
+  void SetGpuTelemetry(const GpuTelemetry& telemetry) override;
+
+ private:
+  void RecordResult(const v1::Experiment& experiment);
+
+  // Declared first: the families below live in it.
+  const std::shared_ptr<prometheus::Registry> registry_;
+
+  // The daemon.
+  prometheus::Gauge& up_;
+  prometheus::Family<prometheus::Gauge>& build_info_;
+  prometheus::Family<prometheus::Counter>& experiments_;
+  prometheus::Gauge& queued_experiments_;
+  prometheus::Family<prometheus::Histogram>& queue_seconds_;
+  prometheus::Family<prometheus::Histogram>& run_seconds_;
+  prometheus::Gauge& gpus_;
+  prometheus::Family<prometheus::Gauge>& gpu_info_;
+  prometheus::Family<prometheus::Gauge>& gpu_leased_;
+  prometheus::Family<prometheus::Counter>& worker_failures_;
+  prometheus::Family<prometheus::Counter>& grpc_requests_;
+  prometheus::Gauge& store_size_bytes_;
+
+  // Results: the latest value of each kind, per bounded label set.
+  prometheus::Family<prometheus::Gauge>& result_bandwidth_;
+  prometheus::Family<prometheus::Gauge>& result_copy_bandwidth_ratio_;
+  prometheus::Family<prometheus::Gauge>& result_collective_bus_bandwidth_;
+  prometheus::Family<prometheus::Gauge>& result_attention_flops_;
+  prometheus::Gauge& result_radix_hit_ratio_;
+  prometheus::Family<prometheus::Gauge>& result_radix_operations_;
+
+  // GPU telemetry (NVML).
+  prometheus::Gauge& nvml_available_;
+  prometheus::Family<prometheus::Gauge>& gpu_utilization_;
+  prometheus::Family<prometheus::Gauge>& gpu_memory_controller_utilization_;
+  prometheus::Family<prometheus::Gauge>& gpu_memory_used_;
+  prometheus::Family<prometheus::Gauge>& gpu_memory_total_;
+  prometheus::Family<prometheus::Gauge>& gpu_sm_clock_;
+  prometheus::Family<prometheus::Gauge>& gpu_temperature_;
+  prometheus::Family<prometheus::Gauge>& gpu_power_;
+  prometheus::Family<prometheus::Gauge>& gpu_throttle_reason_;
+
+  mutable absl::Mutex mutex_;
+  std::vector<int> gpu_indices_ ABSL_GUARDED_BY(mutex_);
+  std::unique_ptr<prometheus::Exposer> exposer_ ABSL_GUARDED_BY(mutex_);
+};
+
+}  // namespace gpuprof::daemon
+
+#endif  // GPUPROF_DAEMON_METRICS_PROMETHEUS_DAEMON_METRICS_H_

@@ -1,0 +1,336 @@
+#include "daemon/metrics/prometheus_daemon_metrics.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <iterator>
+#include <map>
+#include <set>
+#include <string>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "daemon/metrics/metric_names.h"
+#include "gpuprof/v1/experiment.pb.h"
+
+namespace gpuprof::daemon {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// Series (name plus labels, as written) -> value, from the text exposition format.
+std::map<std::string, double> ParseSamples(const std::string& exposition) {
+  std::map<std::string, double> samples;
+  for (absl::string_view line : absl::StrSplit(exposition, '\n', absl::SkipEmpty())) {
+    if (absl::StartsWith(line, "#")) continue;
+    const size_t space = line.rfind(' ');
+    samples[std::string(line.substr(0, space))] =
+        std::strtod(std::string(line.substr(space + 1)).c_str(), nullptr);
+  }
+  return samples;
+}
+
+// The value of `series`, failing the test (and dumping what there was) when it is missing.
+double ValueOf(const std::map<std::string, double>& samples, const std::string& series) {
+  const auto it = samples.find(series);
+  if (it != samples.end()) return it->second;
+  std::string present;
+  for (const auto& [name, value] : samples) absl::StrAppend(&present, "\n  ", name);
+  ADD_FAILURE() << "no series " << series << "; present:" << present;
+  return -1;
+}
+
+google::protobuf::Timestamp At(double seconds) {
+  google::protobuf::Timestamp timestamp;
+  timestamp.set_seconds(static_cast<int64_t>(seconds));
+  timestamp.set_nanos(static_cast<int32_t>((seconds - timestamp.seconds()) * 1e9));
+  return timestamp;
+}
+
+v1::Experiment EndedExperiment(v1::Workload workload, v1::ExperimentState state) {
+  v1::Experiment experiment;
+  experiment.set_id("01J9SECRETEXPERIMENTID");
+  experiment.set_user("alice");
+  experiment.set_workload(workload);
+  experiment.set_state(state);
+  *experiment.mutable_created() = At(100);
+  *experiment.mutable_started() = At(102.5);
+  *experiment.mutable_finished() = At(103);
+  return experiment;
+}
+
+TEST(PrometheusDaemonMetricsTest, StartsWithEveryBoundedSeriesAtZero) {
+  PrometheusDaemonMetrics metrics("1.2.3");
+  const auto samples = ParseSamples(metrics.ExpositionText());
+  EXPECT_EQ(ValueOf(samples, "gpuprof_up"), 1);
+  EXPECT_EQ(ValueOf(samples, R"(gpuprof_build_info{version="1.2.3"})"), 1);
+  EXPECT_EQ(ValueOf(samples, R"(gpuprof_experiments_total{state="failed",workload="attention"})"),
+            0);
+  EXPECT_EQ(ValueOf(samples, R"(gpuprof_experiments_total{state="interrupted",workload="radix"})"),
+            0);
+  EXPECT_EQ(ValueOf(samples, R"(gpuprof_worker_failures_total{reason="crash"})"), 0);
+  EXPECT_EQ(ValueOf(samples, R"(gpuprof_worker_failures_total{reason="timeout"})"), 0);
+  EXPECT_EQ(ValueOf(samples, R"(gpuprof_experiment_run_seconds_count{workload="collective"})"), 0);
+  EXPECT_EQ(ValueOf(samples, "gpuprof_queued_experiments"), 0);
+  EXPECT_EQ(ValueOf(samples, "gpuprof_nvml_available"), 0);
+  metrics.SetUp(false);
+  EXPECT_EQ(ValueOf(ParseSamples(metrics.ExpositionText()), "gpuprof_up"), 0);
+}
+
+TEST(PrometheusDaemonMetricsTest, NamesFollowPrometheusRules) {
+  PrometheusDaemonMetrics metrics("1.2.3");
+  // Families without series are not written: give every family one.
+  v1::ListGpusResponse inventory;
+  inventory.add_gpus()->set_index(0);
+  metrics.SetGpuInventory(inventory);
+  metrics.RpcFinished("Submit", grpc::StatusCode::OK);
+  GpuTelemetry telemetry;
+  telemetry.utilization_ratio = telemetry.memory_controller_utilization_ratio = 0.5;
+  telemetry.memory_used_bytes = telemetry.memory_total_bytes = 1e9;
+  telemetry.sm_clock_hertz = 1.98e9;
+  telemetry.temperature_celsius = telemetry.power_watts = 60;
+  telemetry.clocks_event_reasons = 0;
+  metrics.SetGpuTelemetry(telemetry);
+  v1::Experiment attention = EndedExperiment(v1::WORKLOAD_ATTENTION, v1::FINISHED);
+  attention.mutable_request()->mutable_attention();
+  attention.add_gpu_ids(0);
+  attention.mutable_result()->mutable_measurement()->set_tflops(1);
+  attention.mutable_result()->mutable_measurement()->set_bandwidth_gbps(1);
+  attention.mutable_result()->mutable_measurement()->set_pct_of_measured_copy_bandwidth(1);
+  metrics.ExperimentEnded(attention);
+  v1::Experiment collective = EndedExperiment(v1::WORKLOAD_COLLECTIVE, v1::FINISHED);
+  collective.mutable_request()->mutable_collective();
+  collective.mutable_result()->mutable_collective()->set_busbw_gbps(1);
+  metrics.ExperimentEnded(collective);
+  v1::Experiment radix = EndedExperiment(v1::WORKLOAD_RADIX, v1::FINISHED);
+  radix.mutable_result()->mutable_radix()->add_operations()->set_operation("insert");
+  metrics.ExperimentEnded(radix);
+
+  std::set<std::string> families;
+  for (absl::string_view line : absl::StrSplit(metrics.ExpositionText(), '\n')) {
+    if (!absl::StartsWith(line, "# TYPE ")) continue;
+    const std::vector<std::string> fields = absl::StrSplit(line, ' ');
+    ASSERT_EQ(fields.size(), 4u) << line;
+    const std::string& name = fields[2];
+    const std::string& type = fields[3];
+    families.insert(name);
+    EXPECT_TRUE(absl::StartsWith(name, "gpuprof_")) << name;
+    EXPECT_EQ(type == "counter", absl::EndsWith(name, "_total")) << name << " is a " << type;
+  }
+  // Exactly the documented names, so that dashboards can be checked against the list.
+  EXPECT_EQ(families,
+            std::set<std::string>(std::begin(metric_names::kAll), std::end(metric_names::kAll)));
+}
+
+TEST(PrometheusDaemonMetricsTest, CountsEndedExperimentsAndTimesThem) {
+  PrometheusDaemonMetrics metrics("1.2.3");
+  v1::Experiment radix = EndedExperiment(v1::WORKLOAD_RADIX, v1::FINISHED);
+  v1::RadixResult& result = *radix.mutable_result()->mutable_radix();
+  result.set_hit_rate(0.75);
+  v1::OperationStats& match = *result.add_operations();
+  match.set_operation("match_prefix");
+  match.set_ops_per_second(1e6);
+  metrics.ExperimentEnded(radix);
+  metrics.ExperimentEnded(EndedExperiment(v1::WORKLOAD_RADIX, v1::FAILED));
+  // Cancelled while queued: counted, but it has neither a queue time nor a run time.
+  v1::Experiment cancelled = EndedExperiment(v1::WORKLOAD_INDEX, v1::CANCELLED);
+  cancelled.clear_started();
+  metrics.ExperimentEnded(cancelled);
+
+  const std::string text = metrics.ExpositionText();
+  const auto samples = ParseSamples(text);
+  EXPECT_EQ(ValueOf(samples, R"(gpuprof_experiments_total{state="finished",workload="radix"})"), 1);
+  EXPECT_EQ(ValueOf(samples, R"(gpuprof_experiments_total{state="failed",workload="radix"})"), 1);
+  EXPECT_EQ(ValueOf(samples, R"(gpuprof_experiments_total{state="cancelled",workload="index"})"),
+            1);
+  EXPECT_EQ(ValueOf(samples, R"(gpuprof_experiment_queue_seconds_count{workload="radix"})"), 2);
+  EXPECT_DOUBLE_EQ(ValueOf(samples, R"(gpuprof_experiment_queue_seconds_sum{workload="radix"})"),
+                   5);
+  EXPECT_EQ(ValueOf(samples, R"(gpuprof_experiment_queue_seconds_bucket{workload="radix",le="1"})"),
+            0);
+  EXPECT_EQ(ValueOf(samples, R"(gpuprof_experiment_queue_seconds_bucket{workload="radix",le="5"})"),
+            2);
+  EXPECT_DOUBLE_EQ(ValueOf(samples, R"(gpuprof_experiment_run_seconds_sum{workload="radix"})"), 1);
+  EXPECT_EQ(ValueOf(samples, R"(gpuprof_experiment_queue_seconds_count{workload="index"})"), 0);
+  EXPECT_EQ(ValueOf(samples, "gpuprof_result_radix_hit_ratio"), 0.75);
+  EXPECT_EQ(
+      ValueOf(samples, R"(gpuprof_result_radix_operations_per_second{operation="match_prefix"})"),
+      1e6);
+  // Unbounded values never become labels.
+  EXPECT_THAT(text, Not(HasSubstr("SECRET")));
+  EXPECT_THAT(text, Not(HasSubstr("alice")));
+}
+
+TEST(PrometheusDaemonMetricsTest, RecordsGpuResultsInBaseUnitsByBoundedLabels) {
+  PrometheusDaemonMetrics metrics("1.2.3");
+  v1::Experiment index = EndedExperiment(v1::WORKLOAD_INDEX, v1::FINISHED);
+  index.mutable_request()->mutable_index();
+  index.add_gpu_ids(3);
+  index.mutable_result()->mutable_measurement()->set_bandwidth_gbps(1500);
+  index.mutable_result()->mutable_measurement()->set_pct_of_measured_copy_bandwidth(75);
+  metrics.ExperimentEnded(index);
+
+  v1::Experiment attention = EndedExperiment(v1::WORKLOAD_ATTENTION, v1::FINISHED);
+  attention.mutable_request()->mutable_attention()->set_phase(v1::ATTENTION_PHASE_PREFILL);
+  attention.add_gpu_ids(1);
+  attention.mutable_result()->mutable_measurement()->set_tflops(250);
+  metrics.ExperimentEnded(attention);
+
+  v1::Experiment all_reduce = EndedExperiment(v1::WORKLOAD_COLLECTIVE, v1::FINISHED);
+  all_reduce.mutable_request()->mutable_collective()->set_op(v1::COLLECTIVE_OP_ALL_REDUCE);
+  for (int gpu : {0, 1, 2, 3}) all_reduce.add_gpu_ids(gpu);
+  all_reduce.mutable_result()->mutable_collective()->set_ranks(4);
+  all_reduce.mutable_result()->mutable_collective()->set_busbw_gbps(300);
+  metrics.ExperimentEnded(all_reduce);
+
+  // A failed run's numbers are not results.
+  v1::Experiment failed = EndedExperiment(v1::WORKLOAD_STORE, v1::FAILED);
+  failed.add_gpu_ids(0);
+  failed.mutable_result()->mutable_measurement()->set_bandwidth_gbps(1);
+  metrics.ExperimentEnded(failed);
+
+  const std::string text = metrics.ExpositionText();
+  const auto samples = ParseSamples(text);
+  EXPECT_EQ(
+      ValueOf(samples, R"(gpuprof_result_bandwidth_bytes_per_second{gpu="3",workload="index"})"),
+      1.5e12);
+  EXPECT_EQ(ValueOf(samples, R"(gpuprof_result_copy_bandwidth_ratio{gpu="3",workload="index"})"),
+            0.75);
+  EXPECT_EQ(
+      ValueOf(samples, R"(gpuprof_result_attention_flops_per_second{gpu="1",phase="prefill"})"),
+      2.5e14);
+  EXPECT_EQ(ValueOf(samples, R"(gpuprof_result_collective_bus_bandwidth_bytes_per_second{)"
+                             R"(collective="all_reduce",tp_degree="4"})"),
+            3e11);
+  EXPECT_THAT(text, Not(HasSubstr(R"(workload="store",gpu)")));
+  EXPECT_THAT(text, Not(HasSubstr(R"(gpu="0",workload="store")")));
+}
+
+TEST(PrometheusDaemonMetricsTest, CountsWorkerFailuresAndRpcs) {
+  PrometheusDaemonMetrics metrics("1.2.3");
+  metrics.WorkerFailed(/*timed_out=*/false);
+  metrics.WorkerFailed(/*timed_out=*/false);
+  metrics.WorkerFailed(/*timed_out=*/true);
+  metrics.RpcFinished("Submit", grpc::StatusCode::OK);
+  metrics.RpcFinished("Submit", grpc::StatusCode::OK);
+  metrics.RpcFinished("GetExperiment", grpc::StatusCode::NOT_FOUND);
+  metrics.RpcFinished("Cancel", static_cast<grpc::StatusCode>(1234));
+
+  const auto samples = ParseSamples(metrics.ExpositionText());
+  EXPECT_EQ(ValueOf(samples, R"(gpuprof_worker_failures_total{reason="crash"})"), 2);
+  EXPECT_EQ(ValueOf(samples, R"(gpuprof_worker_failures_total{reason="timeout"})"), 1);
+  EXPECT_EQ(ValueOf(samples, R"(gpuprof_grpc_requests_total{code="OK",method="Submit"})"), 2);
+  EXPECT_EQ(
+      ValueOf(samples, R"(gpuprof_grpc_requests_total{code="NOT_FOUND",method="GetExperiment"})"),
+      1);
+  EXPECT_EQ(ValueOf(samples, R"(gpuprof_grpc_requests_total{code="INVALID_CODE",method="Cancel"})"),
+            1);
+}
+
+TEST(PrometheusDaemonMetricsTest, ExportsInventoryLeasesAndDecodedTelemetry) {
+  PrometheusDaemonMetrics metrics("1.2.3");
+  v1::ListGpusResponse inventory;
+  for (int index : {0, 1}) {
+    v1::GpuInfo& gpu = *inventory.add_gpus();
+    gpu.set_index(index);
+    gpu.set_name("NVIDIA H100 80GB HBM3");
+    gpu.set_uuid(absl::StrCat("GPU-", index));
+  }
+  metrics.SetGpuInventory(inventory);
+  metrics.SetGpuLeases({{1, "01J9SECRETEXPERIMENTID"}});
+  metrics.SetQueuedExperiments(4);
+  metrics.SetStoreSizeBytes(1 << 20);
+  metrics.SetTelemetryAvailable(true);
+  GpuTelemetry telemetry;
+  telemetry.gpu = 0;
+  telemetry.utilization_ratio = 0.5;
+  telemetry.temperature_celsius = 61;
+  telemetry.power_watts = 350.5;
+  telemetry.clocks_event_reasons = 0x4 | 0x40;  // software power cap, hardware thermal
+  metrics.SetGpuTelemetry(telemetry);
+
+  std::string text = metrics.ExpositionText();
+  auto samples = ParseSamples(text);
+  EXPECT_EQ(ValueOf(samples, "gpuprof_gpus"), 2);
+  EXPECT_EQ(
+      ValueOf(samples, R"(gpuprof_gpu_info{gpu="1",name="NVIDIA H100 80GB HBM3",uuid="GPU-1"})"),
+      1);
+  EXPECT_EQ(ValueOf(samples, R"(gpuprof_gpu_leased{gpu="0"})"), 0);
+  EXPECT_EQ(ValueOf(samples, R"(gpuprof_gpu_leased{gpu="1"})"), 1);
+  EXPECT_EQ(ValueOf(samples, "gpuprof_queued_experiments"), 4);
+  EXPECT_EQ(ValueOf(samples, "gpuprof_store_size_bytes"), 1 << 20);
+  EXPECT_EQ(ValueOf(samples, "gpuprof_nvml_available"), 1);
+  EXPECT_EQ(ValueOf(samples, R"(gpuprof_gpu_utilization_ratio{gpu="0"})"), 0.5);
+  EXPECT_EQ(ValueOf(samples, R"(gpuprof_gpu_temperature_celsius{gpu="0"})"), 61);
+  EXPECT_EQ(ValueOf(samples, R"(gpuprof_gpu_power_watts{gpu="0"})"), 350.5);
+  EXPECT_EQ(
+      ValueOf(samples, R"(gpuprof_gpu_throttle_reason_active{gpu="0",reason="sw_power_cap"})"), 1);
+  EXPECT_EQ(ValueOf(samples,
+                    R"(gpuprof_gpu_throttle_reason_active{gpu="0",reason="hw_thermal_slowdown"})"),
+            1);
+  EXPECT_EQ(ValueOf(samples, R"(gpuprof_gpu_throttle_reason_active{gpu="0",reason="gpu_idle"})"),
+            0);
+  EXPECT_EQ(samples.count(R"(gpuprof_gpu_memory_used_bytes{gpu="0"})"), 0u);
+  EXPECT_THAT(text, Not(HasSubstr("SECRET")));
+
+  // A reading that stops being available disappears instead of going stale.
+  telemetry.temperature_celsius.reset();
+  telemetry.clocks_event_reasons.reset();
+  metrics.SetGpuTelemetry(telemetry);
+  metrics.SetGpuLeases({});
+  samples = ParseSamples(metrics.ExpositionText());
+  EXPECT_EQ(samples.count(R"(gpuprof_gpu_temperature_celsius{gpu="0"})"), 0u);
+  EXPECT_EQ(samples.count(R"(gpuprof_gpu_throttle_reason_active{gpu="0",reason="gpu_idle"})"), 0u);
+  EXPECT_EQ(ValueOf(samples, R"(gpuprof_gpu_utilization_ratio{gpu="0"})"), 0.5);
+  EXPECT_EQ(ValueOf(samples, R"(gpuprof_gpu_leased{gpu="1"})"), 0);
+}
+
+// GET /metrics over a plain socket, as Prometheus does.
+std::string HttpGetMetrics(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+    close(fd);
+    return "";
+  }
+  const std::string request = "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n";
+  if (write(fd, request.data(), request.size()) != static_cast<ssize_t>(request.size())) {
+    close(fd);
+    return "";
+  }
+  std::string response;
+  char buffer[4096];
+  for (ssize_t n; (n = read(fd, buffer, sizeof(buffer))) > 0;) response.append(buffer, n);
+  close(fd);
+  return response;
+}
+
+TEST(PrometheusDaemonMetricsTest, ServesTheScrapeOnLoopback) {
+  PrometheusDaemonMetrics metrics("1.2.3");
+  EXPECT_EQ(metrics.port(), 0);
+  ASSERT_TRUE(metrics.Serve("127.0.0.1:0").ok());
+  ASSERT_GT(metrics.port(), 0);
+  const std::string response = HttpGetMetrics(metrics.port());
+  EXPECT_THAT(response, HasSubstr(" 200 "));
+  EXPECT_THAT(response, HasSubstr("\ngpuprof_up 1\n"));
+  EXPECT_EQ(metrics.Serve("127.0.0.1:0").code(), absl::StatusCode::kFailedPrecondition);
+
+  // A port in use is a clear error, not a crash.
+  PrometheusDaemonMetrics second("1.2.3");
+  const absl::Status taken = second.Serve(absl::StrCat("127.0.0.1:", metrics.port()));
+  EXPECT_EQ(taken.code(), absl::StatusCode::kUnavailable) << taken;
+}
+
+}  // namespace
+}  // namespace gpuprof::daemon
