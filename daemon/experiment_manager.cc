@@ -126,6 +126,9 @@ absl::Status ExperimentManager::Recover() {
   }
   if (!interrupted.empty()) {
     RETURN_IF_ERROR(store_->UpdateMany(interrupted));
+    if (observer_ != nullptr) {
+      for (const auto& [experiment, event] : interrupted) observer_->ExperimentEnded(experiment);
+    }
     LogLine(absl::StrCat(interrupted.size(), " experiment(s) were running when gpuprofd "
                          "stopped; marked INTERRUPTED"));
   }
