@@ -13,7 +13,9 @@
 #include "client/field_text.h"
 #include "client/render.h"
 #include "client/request_builder.h"
+#include "client/story_command.h"
 #include "client/table.h"
+#include "client/trace_command.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/support/sync_stream.h"
 
@@ -381,6 +383,41 @@ int RunHealth(Session& session, const ParsedArgs&) {
   return response.status() == HealthCheckResponse::SERVING ? kExitOk : kExitNotFinished;
 }
 
+// ---- trace, story (client/trace_command.h, client/story_command.h) ----
+
+std::vector<FlagSpec> TraceFlags() {
+  return {{.name = "output",
+           .value_syntax = "PATH",
+           .help = "where to write the Chrome trace JSON, -o for short (default: ID.trace.json)"},
+          TargetFlag(),
+          HelpFlag()};
+}
+
+int RunTrace(Session& session, const ParsedArgs& args) {
+  ExperimentActivity activity;
+  const grpc::Status status =
+      FetchExperimentActivity(session.profiler(), args.positionals[0], activity);
+  if (!status.ok()) return session.ReportRpcError(status);
+  const std::string path = args.Get("output").value_or(args.positionals[0] + ".trace.json");
+  if (const absl::Status written = WriteChromeTraceFile(activity, path); !written.ok()) {
+    session.err() << "error: " << written.message() << "\n";
+    return kExitOtherError;
+  }
+  session.out() << DescribeWrittenTrace(activity, path);
+  return kExitOk;
+}
+
+std::vector<FlagSpec> StoryFlags() { return {TargetFlag(), HelpFlag()}; }
+
+int RunStory(Session& session, const ParsedArgs& args) {
+  ExperimentActivity activity;
+  const grpc::Status status =
+      FetchExperimentActivity(session.profiler(), args.positionals[0], activity);
+  if (!status.ok()) return session.ReportRpcError(status);
+  session.out() << RenderExperimentStory(activity);
+  return kExitOk;
+}
+
 const std::vector<Command>& Commands() {
   static const auto* const commands = new std::vector<Command>{
       {"gpus",
@@ -426,6 +463,27 @@ const std::vector<Command>& Commands() {
        {"ID"},
        GetFlags,
        RunGet},
+      {"trace",
+       "trace ID [-o trace.json]",
+       "write an experiment's GPU timeline as a Chrome trace (Perfetto)",
+       "Writes the experiment's CUPTI activity records (kernels, copies, memsets, CPU waits,\n"
+       "phases) as Chrome trace JSON: one process per GPU, one thread per stream, the phases\n"
+       "as their own track. Open it in https://ui.perfetto.dev or chrome://tracing. Waits for\n"
+       "a running experiment to end.",
+       {"ID"},
+       TraceFlags,
+       RunTrace},
+      {"story",
+       "story ID",
+       "what happened on the GPU, phase by phase, with hardware metrics",
+       "Prints the execution story: the phases with start offsets and durations, each kernel\n"
+       "(repeats collapsed: x N, median, total) with its launch configuration, hardware\n"
+       "metrics and warp stalls when collected (--trace metrics / full), and whether it is\n"
+       "memory-, compute- or latency-bound against the GPU's roofline. Waits for a running\n"
+       "experiment to end.",
+       {"ID"},
+       StoryFlags,
+       RunStory},
       {"cancel",
        "cancel ID [--reason TEXT]",
        "cancel a queued or running experiment",
@@ -725,6 +783,7 @@ int RunGpuprof(const std::vector<std::string>& args, const ClientEnvironment& en
   // "-h" is the one single-dash flag people type out of habit.
   for (std::string& word : rest) {
     if (word == "-h") word = "--help";
+    if (word == "-o" && name == "trace") word = "--output";
   }
   if (name == "help") return RunHelp(env, rest);
   if (name == "submit") return RunSubmit(env, globals, rest);

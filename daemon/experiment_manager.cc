@@ -511,16 +511,13 @@ void ExperimentManager::ControlLoop() {
 }
 
 void ExperimentManager::Shutdown() {
-  std::vector<std::unique_ptr<WorkerProcess>> retired;
   {
     absl::MutexLock lock(&mutex_);
     if (stopping_) return;
     stopping_ = true;
-    wake_.SignalAll();
-  }
-  if (control_thread_.joinable()) control_thread_.join();
-  {
-    absl::MutexLock lock(&mutex_);
+    // Decide the running experiments' fate first: the workers die with the control thread
+    // that forked them (PR_SET_PDEATHSIG follows the thread), and their exits must not be
+    // mistaken for crashes.
     std::vector<std::string> running;
     for (const auto& [id, active] : active_) {
       if (active.experiment.state() == v1::RUNNING) running.push_back(id);
@@ -533,6 +530,12 @@ void ExperimentManager::Shutdown() {
       for (auto& [subscription, sink] : active.sinks) sink->OnEnd();
       active.sinks.clear();
     }
+    wake_.SignalAll();
+  }
+  if (control_thread_.joinable()) control_thread_.join();
+  std::vector<std::unique_ptr<WorkerProcess>> retired;
+  {
+    absl::MutexLock lock(&mutex_);
     std::vector<int64_t> slot_ids;
     for (const auto& [id, slot] : slots_) slot_ids.push_back(id);
     for (int64_t id : slot_ids) RetireSlotLocked(id);

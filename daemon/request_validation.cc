@@ -28,6 +28,11 @@ constexpr size_t kMaxLabelValueBytes = 256;
 constexpr size_t kMaxDescriptionBytes = 4096;
 constexpr size_t kMaxUserBytes = 64;
 constexpr int kMaxPriority = 100;
+// Limits of the index/store kernels (kernels/copy_kernel_config.h): threads per block when
+// unset, threads an SM holds, and the largest row a kernel is specialised for.
+constexpr int kDefaultKernelThreads = 128;
+constexpr int kMaxThreadsPerSm = 2048;
+constexpr int64_t kMaxKernelRowBytes = int64_t{1} << 18;
 
 absl::Status OutOfRange(absl::string_view field, int64_t value, int64_t low, int64_t high) {
   return absl::InvalidArgumentError(
@@ -143,8 +148,26 @@ absl::Status ValidateIndex(const v1::IndexSpec& spec, int64_t gpu_memory) {
   RETURN_IF_ERROR(CheckBytesFit("index (embedding table)",
                                 {spec.vocab_size(), spec.hidden_dim(), element}, gpu_memory,
                                 "the GPU's memory"));
-  return CheckBytesFit("index (gathered rows)", {spec.num_tokens(), spec.hidden_dim(), element},
-                       gpu_memory, "the GPU's memory");
+  RETURN_IF_ERROR(CheckBytesFit("index (gathered rows)",
+                                {spec.num_tokens(), spec.hidden_dim(), element}, gpu_memory,
+                                "the GPU's memory"));
+  // The kernel gives each of num_splits warps an equal slice of a row.
+  const int64_t row_bytes = spec.hidden_dim() * element;
+  if (spec.num_splits() > 0 && row_bytes % spec.num_splits() != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "index.num_splits: got %d; must divide the row of %d bytes (hidden_dim %d x %d-byte "
+        "%s)",
+        spec.num_splits(), row_bytes, spec.hidden_dim(), element, DataTypeName(spec.dtype())));
+  }
+  // __launch_bounds__(threads, max_occupancy) must fit an SM's 2048 threads.
+  const int threads = spec.threads() == 0 ? kDefaultKernelThreads : spec.threads();
+  if (spec.max_occupancy() * threads > kMaxThreadsPerSm) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "index.max_occupancy: got %d; must be at most %d for %d threads per block (%d threads "
+        "per SM)",
+        spec.max_occupancy(), kMaxThreadsPerSm / threads, threads, kMaxThreadsPerSm));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ValidateStore(const v1::StoreSpec& spec, int64_t gpu_memory) {
@@ -163,10 +186,18 @@ absl::Status ValidateStore(const v1::StoreSpec& spec, int64_t gpu_memory) {
         spec.page_size()));
   }
   // K and V caches plus the K and V inputs.
-  return CheckBytesFit(
+  RETURN_IF_ERROR(CheckBytesFit(
       "store (K and V caches)",
       {2, spec.cache_slots(), spec.num_kv_heads(), spec.head_dim(), ElementBytes(spec.dtype())},
-      gpu_memory, "the GPU's memory");
+      gpu_memory, "the GPU's memory"));
+  const int64_t row_bytes = spec.num_kv_heads() * spec.head_dim() * ElementBytes(spec.dtype());
+  if (row_bytes > kMaxKernelRowBytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "store.num_kv_heads: got %d; num_kv_heads x head_dim x element bytes is %d bytes per "
+        "token and must be at most %d",
+        spec.num_kv_heads(), row_bytes, kMaxKernelRowBytes));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ValidateAttention(const v1::AttentionSpec& spec, int64_t gpu_memory) {

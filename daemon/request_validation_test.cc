@@ -108,6 +108,38 @@ TEST(RequestValidation, OverflowingSizesAreRefused) {
   EXPECT_THAT(status.message(), HasSubstr("more than the GPU's memory"));
 }
 
+TEST(RequestValidation, IndexKernelShapeLimits) {
+  v1::ExperimentRequest request = Index(64);
+  request.mutable_index()->set_hidden_dim(100);
+  request.mutable_index()->set_num_splits(16);
+  EXPECT_EQ(Check(request, TwoNvlinkGpus()).message(),
+            "index.num_splits: got 16; must divide the row of 200 bytes (hidden_dim 100 x "
+            "2-byte bf16)");
+  request.mutable_index()->set_num_splits(8);
+  EXPECT_TRUE(Check(request, TwoNvlinkGpus()).ok());
+  request.mutable_index()->set_threads(1024);
+  request.mutable_index()->set_max_occupancy(4);
+  EXPECT_EQ(Check(request, TwoNvlinkGpus()).message(),
+            "index.max_occupancy: got 4; must be at most 2 for 1024 threads per block (2048 "
+            "threads per SM)");
+}
+
+TEST(RequestValidation, StoreKernelShapeLimits) {
+  v1::ListGpusResponse inventory = TwoNvlinkGpus();
+  inventory.add_supported_workloads("store");
+  v1::ExperimentRequest request;
+  auto* store = request.mutable_store();
+  store->set_num_tokens(33);
+  store->set_page_size(16);
+  store->set_cache_slots(48);
+  EXPECT_TRUE(Check(request, inventory).ok());
+  store->set_num_kv_heads(256);
+  store->set_head_dim(1024);  // 512 KiB of bf16 per token
+  EXPECT_THAT(Check(request, inventory).message(),
+              HasSubstr("store.num_kv_heads: got 256; num_kv_heads x head_dim x element bytes "
+                        "is 524288 bytes per token and must be at most 262144"));
+}
+
 TEST(RequestValidation, GpuWorkloadWithoutGpusIsFailedPrecondition) {
   const absl::Status status = Check(Index(64), NoGpus());
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);

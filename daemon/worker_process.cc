@@ -63,7 +63,8 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Start(const Worker
   const pid_t pid = fork();
   if (pid < 0) return absl::InternalError(absl::StrCat("fork: ", strerror(errno)));
   if (pid == 0) {
-    // A worker must not outlive the daemon that supervises it.
+    // A worker must not outlive the daemon that supervises it. The signal comes when the
+    // forking *thread* exits, so callers fork from a thread that lives as long as the daemon.
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(125);
     setpgid(0, 0);

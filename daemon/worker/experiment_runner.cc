@@ -9,9 +9,13 @@
 #include <optional>
 #include <thread>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "common/cuda_status.h"
 #include "daemon/radix_spec.h"
 #include "daemon/request_validation.h"
+#include "daemon/worker/index_runner.h"
+#include "daemon/worker/store_runner.h"
 #include "radix/radix_workload.h"
 
 #ifndef GPUPROF_VERSION
@@ -101,15 +105,45 @@ v1::RunFinished RunRadix(const v1::RunExperiment& run, const EventEmitter& emit)
   return Succeeded();
 }
 
+using GpuWorkload = absl::StatusOr<api::ExperimentResult> (*)(const v1::RunExperiment&,
+                                                               const PhaseProgress&);
+
+// Runs a GPU workload and reports its result. A failure that carries a CUDA error ends the
+// worker: after a sticky error (illegal address, launch failure) the context is unusable, and
+// after any other the device's state is unknown, so a fresh process is the safe next owner.
+v1::RunFinished RunGpuWorkload(const v1::RunExperiment& run, const EventEmitter& emit,
+                               GpuWorkload workload) {
+  const std::string name = daemon::WorkloadName(run.request());
+  absl::StatusOr<api::ExperimentResult> result = workload(
+      run, [&](api::Phase phase, int64_t done, int64_t total, const std::string& message) {
+        EmitProgress(emit, phase, done, total, message);
+      });
+  if (!result.ok()) {
+    const bool cuda_error = CudaErrorFromStatus(result.status()).has_value() ||
+                            CuResultFromStatus(result.status()).has_value();
+    return Failed(absl::StrCat(name, ": ", result.status().ToString()),
+                  cuda_error || IsStickyCudaError(result.status()));
+  }
+  api::ExperimentEvent event;
+  *event.mutable_result() = *std::move(result);
+  *event.mutable_result()->mutable_provenance() = MakeProvenance(run);
+  emit(event);
+  return Succeeded();
+}
+
 }  // namespace
 
-std::vector<std::string> SupportedWorkloads() { return {"radix"}; }
+std::vector<std::string> SupportedWorkloads() { return {"index", "store", "radix"}; }
 
 v1::RunFinished RunExperiment(const v1::RunExperiment& run, const EventEmitter& emit) {
   if (auto fault = InjectFault(run, emit); fault.has_value()) return *fault;
   switch (run.request().workload_case()) {
     case api::ExperimentRequest::kRadix:
       return RunRadix(run, emit);
+    case api::ExperimentRequest::kIndex:
+      return RunGpuWorkload(run, emit, &RunIndexWorkload);
+    case api::ExperimentRequest::kStore:
+      return RunGpuWorkload(run, emit, &RunStoreWorkload);
     default:
       return Failed(absl::StrCat("workload ", daemon::WorkloadName(run.request()),
                                  " is not available in this build of the worker"),

@@ -9,6 +9,7 @@
 #include "daemon/worker/gpu_probe.h"
 #include "daemon/worker/message_pipe.h"
 #include "gpuprof/worker/v1/worker.pb.h"
+#include "kernels/jit_cache.h"
 
 #ifndef GPUPROF_VERSION
 #define GPUPROF_VERSION "0.1.0"
@@ -50,6 +51,15 @@ int Serve() {
       *report.mutable_probe() = ProbeHost(options);
       for (const auto& workload : SupportedWorkloads()) {
         report.mutable_probe()->add_supported_workloads(workload);
+      }
+      // The JIT cache this worker's experiments use, for `gpuprof gpus`.
+      const kernels::JitCache jit_cache(kernels::DefaultJitCacheDirectory());
+      auto* host = report.mutable_probe()->mutable_host();
+      host->set_jit_cache_dir(jit_cache.directory());
+      if (absl::StatusOr<kernels::JitCacheContents> contents = jit_cache.Contents();
+          contents.ok()) {
+        host->set_jit_cache_entries(contents->entries);
+        host->set_jit_cache_bytes(contents->bytes);
       }
       send(report);
       continue;

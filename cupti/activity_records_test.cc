@@ -1,0 +1,273 @@
+#include "cupti/activity_records.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <set>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace gpuprof::cupti {
+namespace {
+
+namespace api = ::gpuprof::v1;
+using ::testing::ElementsAre;
+
+// CUPTI records are plain structs; the tests fill them as CUPTI would.
+CUpti_ActivityKernel10 KernelRecord(const char* name, uint64_t start, uint64_t end) {
+  CUpti_ActivityKernel10 kernel;
+  std::memset(&kernel, 0, sizeof(kernel));
+  kernel.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+  kernel.name = name;
+  kernel.start = start;
+  kernel.end = end;
+  kernel.deviceId = 1;
+  kernel.contextId = 7;
+  kernel.streamId = 13;
+  kernel.correlationId = 99;
+  kernel.gridX = 1024;
+  kernel.gridY = 2;
+  kernel.gridZ = 1;
+  kernel.blockX = 128;
+  kernel.blockY = 1;
+  kernel.blockZ = 1;
+  kernel.registersPerThread = 40;
+  kernel.staticSharedMemory = 4096;
+  kernel.dynamicSharedMemory = 16384;
+  return kernel;
+}
+
+const CUpti_Activity& AsActivity(const auto& record) {
+  return reinterpret_cast<const CUpti_Activity&>(record);
+}
+
+TEST(DemangleKernelNameTest, DemanglesCppNames) {
+  EXPECT_EQ(DemangleKernelName("_Z9vectorAddPKfS0_Pfi"),
+            "vectorAdd(float const*, float const*, float*, int)");
+  EXPECT_EQ(DemangleKernelName("_ZN7gpuprof6kernel4CopyILi16EEEvPKvPvm"),
+            "void gpuprof::kernel::Copy<16>(void const*, void*, unsigned long)");
+}
+
+TEST(DemangleKernelNameTest, KeepsUnmangledAndBrokenNames) {
+  EXPECT_EQ(DemangleKernelName("copy_kernel"), "copy_kernel");
+  EXPECT_EQ(DemangleKernelName("_Znot-a-name"), "_Znot-a-name");
+  EXPECT_EQ(DemangleKernelName(""), "");
+}
+
+TEST(ActivityRecordConverterTest, ConvertsKernelRecord) {
+  ActivityRecordConverter converter({5, 6});
+  const CUpti_ActivityKernel10 kernel = KernelRecord("_Z4copyPKfPf", 1000, 5000);
+  const auto record = converter.Convert(AsActivity(kernel));
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->kind(), api::ActivityRecord::KIND_KERNEL);
+  EXPECT_EQ(record->name(), "copy(float const*, float*)");
+  EXPECT_EQ(record->start_ns(), 1000);
+  EXPECT_EQ(record->end_ns(), 5000);
+  EXPECT_EQ(record->gpu_id(), 6);  // device 1 -> GPU 6
+  EXPECT_EQ(record->stream_id(), 13u);
+  EXPECT_EQ(record->correlation_id(), 99u);
+  EXPECT_THAT(record->grid(), ElementsAre(1024u, 2u, 1u));
+  EXPECT_THAT(record->block(), ElementsAre(128u, 1u, 1u));
+  EXPECT_EQ(record->registers_per_thread(), 40);
+  EXPECT_EQ(record->static_shared_memory(), 4096);
+  EXPECT_EQ(record->dynamic_shared_memory(), 16384);
+  EXPECT_EQ(record->phase(), api::PHASE_UNSPECIFIED);
+}
+
+TEST(ActivityRecordConverterTest, UnmappedDeviceKeepsItsOrdinal) {
+  ActivityRecordConverter converter({});
+  const CUpti_ActivityKernel10 kernel = KernelRecord("k", 1, 2);
+  EXPECT_EQ(converter.Convert(AsActivity(kernel))->gpu_id(), 1);
+}
+
+TEST(ActivityRecordConverterTest, ConvertsMemcpyAndMemset) {
+  ActivityRecordConverter converter({3});
+  CUpti_ActivityMemcpy6 copy;
+  std::memset(&copy, 0, sizeof(copy));
+  copy.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
+  copy.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_HTOD;
+  copy.bytes = 1 << 20;
+  copy.start = 10;
+  copy.end = 30;
+  copy.streamId = 2;
+  copy.correlationId = 5;
+  const auto copied = converter.Convert(AsActivity(copy));
+  ASSERT_TRUE(copied.has_value());
+  EXPECT_EQ(copied->kind(), api::ActivityRecord::KIND_MEMCPY);
+  EXPECT_EQ(copied->name(), "memcpy htod");
+  EXPECT_EQ(copied->copy_kind(), "htod");
+  EXPECT_EQ(copied->bytes(), 1 << 20);
+  EXPECT_EQ(copied->gpu_id(), 3);
+
+  CUpti_ActivityMemset4 memset;
+  std::memset(&memset, 0, sizeof(memset));
+  memset.kind = CUPTI_ACTIVITY_KIND_MEMSET;
+  memset.bytes = 4096;
+  memset.start = 40;
+  memset.end = 45;
+  const auto set = converter.Convert(AsActivity(memset));
+  ASSERT_TRUE(set.has_value());
+  EXPECT_EQ(set->kind(), api::ActivityRecord::KIND_MEMSET);
+  EXPECT_EQ(set->bytes(), 4096);
+  EXPECT_EQ(set->end_ns() - set->start_ns(), 5);
+}
+
+TEST(ActivityRecordConverterTest, SynchronizationTakesTheDeviceOfItsContext) {
+  ActivityRecordConverter converter({4, 9});
+  const CUpti_ActivityKernel10 kernel = KernelRecord("k", 1, 2);  // context 7 on device 1
+  ASSERT_TRUE(converter.Convert(AsActivity(kernel)).has_value());
+
+  CUpti_ActivitySynchronization2 sync;
+  std::memset(&sync, 0, sizeof(sync));
+  sync.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
+  sync.type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE;
+  sync.contextId = 7;
+  sync.streamId = 13;
+  sync.start = 100;
+  sync.end = 900;
+  const auto record = converter.Convert(AsActivity(sync));
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->kind(), api::ActivityRecord::KIND_SYNCHRONIZATION);
+  EXPECT_EQ(record->name(), "cudaStreamSynchronize");
+  EXPECT_EQ(record->gpu_id(), 9);
+  EXPECT_EQ(record->stream_id(), 13u);
+
+  sync.type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE;
+  sync.streamId = CUPTI_SYNCHRONIZATION_INVALID_VALUE;
+  sync.contextId = 8;  // never seen: device 0
+  const auto context_sync = converter.Convert(AsActivity(sync));
+  EXPECT_EQ(context_sync->name(), "cudaDeviceSynchronize");
+  EXPECT_EQ(context_sync->stream_id(), 0u);
+  EXPECT_EQ(context_sync->gpu_id(), 4);
+}
+
+TEST(ActivityRecordConverterTest, OverheadOfTheProcessIsTheHosts) {
+  ActivityRecordConverter converter({2});
+  CUpti_ActivityOverhead3 overhead;
+  std::memset(&overhead, 0, sizeof(overhead));
+  overhead.kind = CUPTI_ACTIVITY_KIND_OVERHEAD;
+  overhead.overheadKind = CUPTI_ACTIVITY_OVERHEAD_CUPTI_BUFFER_FLUSH;
+  overhead.objectKind = CUPTI_ACTIVITY_OBJECT_THREAD;
+  overhead.start = 5;
+  overhead.end = 8;
+  auto record = converter.Convert(AsActivity(overhead));
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->kind(), api::ActivityRecord::KIND_OVERHEAD);
+  EXPECT_EQ(record->name(), "CUPTI buffer flush");
+  EXPECT_EQ(record->gpu_id(), -1);
+
+  overhead.objectKind = CUPTI_ACTIVITY_OBJECT_DEVICE;
+  overhead.objectId.dcs.deviceId = 0;
+  overhead.overheadKind = CUPTI_ACTIVITY_OVERHEAD_DRIVER_COMPILER;
+  record = converter.Convert(AsActivity(overhead));
+  EXPECT_EQ(record->name(), "driver JIT compilation");
+  EXPECT_EQ(record->gpu_id(), 2);
+}
+
+TEST(ActivityRecordConverterTest, SkipsKindsItDoesNotKeep) {
+  ActivityRecordConverter converter({});
+  CUpti_ActivityAPI api_record;
+  std::memset(&api_record, 0, sizeof(api_record));
+  api_record.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
+  EXPECT_FALSE(converter.Convert(AsActivity(api_record)).has_value());
+}
+
+TEST(PhaseTimelineTest, PlacesTimestampsInPhases) {
+  PhaseTimeline timeline;
+  EXPECT_EQ(timeline.PhaseAt(5), api::PHASE_UNSPECIFIED);
+  timeline.Begin(api::PHASE_JIT, 100);
+  timeline.Begin(api::PHASE_WARMUP, 200);
+  timeline.Begin(api::PHASE_TIMED, 300);
+  EXPECT_EQ(timeline.PhaseAt(99), api::PHASE_UNSPECIFIED);
+  EXPECT_EQ(timeline.PhaseAt(100), api::PHASE_JIT);
+  EXPECT_EQ(timeline.PhaseAt(199), api::PHASE_JIT);
+  EXPECT_EQ(timeline.PhaseAt(200), api::PHASE_WARMUP);
+  EXPECT_EQ(timeline.PhaseAt(300), api::PHASE_TIMED);
+  EXPECT_EQ(timeline.PhaseAt(1'000'000), api::PHASE_TIMED);  // still open
+  timeline.End(400);
+  EXPECT_EQ(timeline.PhaseAt(399), api::PHASE_TIMED);
+  EXPECT_EQ(timeline.PhaseAt(400), api::PHASE_UNSPECIFIED);
+  timeline.Begin(api::PHASE_VERIFICATION, 500);
+  EXPECT_EQ(timeline.PhaseAt(450), api::PHASE_UNSPECIFIED);  // the gap
+  EXPECT_EQ(timeline.PhaseAt(600), api::PHASE_VERIFICATION);
+}
+
+TEST(PhaseTimelineTest, MarkersForEndedPhasesOnce) {
+  PhaseTimeline timeline;
+  timeline.Begin(api::PHASE_WARMUP, 10);
+  EXPECT_TRUE(timeline.TakeEndedPhaseMarkers(0).empty());  // warm-up still open
+  timeline.Begin(api::PHASE_TIMED, 20);
+  timeline.End(35);
+  const auto markers = timeline.TakeEndedPhaseMarkers(3);
+  ASSERT_EQ(markers.size(), 2u);
+  EXPECT_EQ(markers[0].kind(), api::ActivityRecord::KIND_PHASE);
+  EXPECT_EQ(markers[0].name(), "warmup");
+  EXPECT_EQ(markers[0].phase(), api::PHASE_WARMUP);
+  EXPECT_EQ(markers[0].start_ns(), 10);
+  EXPECT_EQ(markers[0].end_ns(), 20);
+  EXPECT_EQ(markers[1].name(), "timed");
+  EXPECT_EQ(markers[1].end_ns(), 35);
+  EXPECT_EQ(markers[1].gpu_id(), 3);
+  EXPECT_TRUE(timeline.TakeEndedPhaseMarkers(3).empty());
+}
+
+TEST(PhaseTimelineTest, BackwardsTimestampsDoNotOverlap) {
+  PhaseTimeline timeline;
+  timeline.Begin(api::PHASE_WARMUP, 100);
+  timeline.Begin(api::PHASE_TIMED, 50);  // clock read out of order
+  const auto markers = timeline.TakeEndedPhaseMarkers(0);
+  ASSERT_EQ(markers.size(), 1u);
+  EXPECT_EQ(markers[0].start_ns(), 100);
+  EXPECT_EQ(markers[0].end_ns(), 100);
+  EXPECT_EQ(timeline.PhaseAt(100), api::PHASE_TIMED);
+}
+
+TEST(ActivityBufferPoolTest, CapsBuffersLentOut) {
+  ActivityBufferPool pool(4096, 2);
+  uint8_t* first = pool.Acquire();
+  uint8_t* second = pool.Acquire();
+  ASSERT_NE(first, nullptr);
+  ASSERT_NE(second, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(first) % ActivityBufferPool::kAlignment, 0u);
+  EXPECT_EQ(pool.lent_out(), 2u);
+  EXPECT_EQ(pool.Acquire(), nullptr);
+  EXPECT_EQ(pool.refused_requests(), 1u);
+  pool.Release(first);
+  EXPECT_EQ(pool.lent_out(), 1u);
+  uint8_t* reused = pool.Acquire();
+  EXPECT_EQ(reused, first);  // freed buffers are reused, not reallocated
+  pool.Release(reused);
+  pool.Release(second);
+  EXPECT_EQ(pool.lent_out(), 0u);
+}
+
+TEST(ActivityBufferPoolTest, SizesAreAlignedAndForeignBuffersFreed) {
+  ActivityBufferPool pool(5000, 1);
+  EXPECT_EQ(pool.buffer_bytes() % ActivityBufferPool::kAlignment, 0u);
+  EXPECT_GE(pool.buffer_bytes(), 5000u);
+  // A buffer this pool never lent (one CUPTI returns from an earlier tracer) is freed, and the
+  // count of buffers lent out is untouched.
+  ASSERT_NE(pool.Acquire(), nullptr);
+  auto* foreign = static_cast<uint8_t*>(std::aligned_alloc(ActivityBufferPool::kAlignment, 4096));
+  pool.Release(foreign);
+  EXPECT_EQ(pool.lent_out(), 1u);
+}
+
+TEST(ActivityRecordConverterTest, ConvertsManyRecordsWithDistinctNames) {
+  ActivityRecordConverter converter({0});
+  std::set<std::string> names;
+  for (const char* mangled : {"_Z1av", "_Z1bv", "_Z1cv"}) {
+    const CUpti_ActivityKernel10 kernel = KernelRecord(mangled, 1, 2);
+    names.insert(converter.Convert(AsActivity(kernel))->name());
+  }
+  EXPECT_EQ(names, (std::set<std::string>{"a()", "b()", "c()"}));
+}
+
+TEST(PhaseNameTest, LowerCaseWithoutPrefix) {
+  EXPECT_EQ(PhaseName(api::PHASE_WARMUP), "warmup");
+  EXPECT_EQ(PhaseName(api::PHASE_VERIFICATION), "verification");
+  EXPECT_EQ(PhaseName(api::PHASE_UNSPECIFIED), "unspecified");
+}
+
+}  // namespace
+}  // namespace gpuprof::cupti

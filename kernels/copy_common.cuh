@@ -1,0 +1,137 @@
+// Device helpers shared by the copy kernels (index, store): vector types, read-once loads,
+// warp-cooperative row copies and programmatic dependent launch. Compiled by NVRTC only.
+#ifndef GPUPROF_KERNELS_COPY_COMMON_CUH_
+#define GPUPROF_KERNELS_COPY_COMMON_CUH_
+
+namespace gpuprof::kernels::device {
+
+inline constexpr int kWarpSize = 32;
+// Vector loads a lane keeps in flight before its first store: enough independent requests to
+// cover DRAM latency without spilling registers.
+inline constexpr int kMaxLoadsInFlight = 8;
+
+template <int kBytes>
+struct VectorOf;
+template <>
+struct VectorOf<16> {
+  struct alignas(16) type {
+    unsigned int x, y, z, w;
+  };
+};
+template <>
+struct VectorOf<8> {
+  struct alignas(8) type {
+    unsigned int x, y;
+  };
+};
+template <>
+struct VectorOf<4> {
+  using type = unsigned int;
+};
+template <>
+struct VectorOf<2> {
+  using type = unsigned short;
+};
+template <>
+struct VectorOf<1> {
+  using type = unsigned char;
+};
+
+// Read-only, read-once data: the non-coherent path, and no L1 allocation.
+template <int kBytes>
+__device__ __forceinline__ typename VectorOf<kBytes>::type LoadOnce(const void* address) {
+  typename VectorOf<kBytes>::type value;
+  if constexpr (kBytes == 16) {
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(value.x), "=r"(value.y), "=r"(value.z), "=r"(value.w)
+                 : "l"(address));
+  } else if constexpr (kBytes == 8) {
+    asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];"
+                 : "=r"(value.x), "=r"(value.y)
+                 : "l"(address));
+  } else {
+    value = *static_cast<const typename VectorOf<kBytes>::type*>(address);
+  }
+  return value;
+}
+
+template <int kBytes>
+__device__ __forceinline__ void Store(void* address, const typename VectorOf<kBytes>::type& value) {
+  *static_cast<typename VectorOf<kBytes>::type*>(address) = value;
+}
+
+template <int kBytes>
+__device__ __forceinline__ typename VectorOf<kBytes>::type ZeroVector() {
+  typename VectorOf<kBytes>::type value{};
+  return value;
+}
+
+// One warp copies kRows slices of kSliceBytes each (K and V of one token when kRows is 2),
+// lane-strided so that each vector access of the warp is contiguous. All loads of a round are
+// issued before its stores.
+template <int kSliceBytes, int kVecBytes, int kRows>
+__device__ __forceinline__ void WarpCopySlices(const char* const (&sources)[kRows],
+                                               char* const (&destinations)[kRows], int lane) {
+  static_assert(kSliceBytes % kVecBytes == 0, "a slice must be whole vectors");
+  using Vector = typename VectorOf<kVecBytes>::type;
+  constexpr int kVectors = kSliceBytes / kVecBytes;
+  constexpr int kVectorsPerLane = (kVectors + kWarpSize - 1) / kWarpSize;
+  constexpr int kRoundLimit = kMaxLoadsInFlight / kRows > 0 ? kMaxLoadsInFlight / kRows : 1;
+  constexpr int kPerRound = kVectorsPerLane < kRoundLimit ? kVectorsPerLane : kRoundLimit;
+  for (int round = 0; round < kVectorsPerLane; round += kPerRound) {
+    Vector buffer[kRows][kPerRound];
+#pragma unroll
+    for (int u = 0; u < kPerRound; ++u) {
+      const int vector = (round + u) * kWarpSize + lane;
+      if (vector < kVectors) {
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) {
+          buffer[r][u] = LoadOnce<kVecBytes>(sources[r] + vector * kVecBytes);
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kPerRound; ++u) {
+      const int vector = (round + u) * kWarpSize + lane;
+      if (vector < kVectors) {
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) {
+          Store<kVecBytes>(destinations[r] + vector * kVecBytes, buffer[r][u]);
+        }
+      }
+    }
+  }
+}
+
+template <int kSliceBytes, int kVecBytes>
+__device__ __forceinline__ void WarpZeroSlice(char* destination, int lane) {
+  constexpr int kVectors = kSliceBytes / kVecBytes;
+  for (int vector = lane; vector < kVectors; vector += kWarpSize) {
+    Store<kVecBytes>(destination + vector * kVecBytes, ZeroVector<kVecBytes>());
+  }
+}
+
+// Programmatic dependent launch (sm_90+): wait for the grid this one depends on before
+// touching memory it may write, and let the next grid start its prologue early. No-ops on
+// older GPUs and when the kernel was built without PDL.
+template <bool kUsePdl>
+__device__ __forceinline__ void WaitForPrerequisiteGrid() {
+  if constexpr (kUsePdl) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+  }
+}
+
+template <bool kUsePdl>
+__device__ __forceinline__ void AllowDependentGridLaunch() {
+  if constexpr (kUsePdl) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
+  }
+}
+
+}  // namespace gpuprof::kernels::device
+
+#endif  // GPUPROF_KERNELS_COPY_COMMON_CUH_

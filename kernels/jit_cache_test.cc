@@ -1,0 +1,172 @@
+#include "kernels/jit_cache.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "kernels/copy_kernel_config.h"
+#include "kernels/copy_kernel_launch.h"
+
+namespace gpuprof::kernels {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+constexpr GpuArchitecture kHopper{9, 0};
+
+std::string FreshDirectory(const std::string& name) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string directory = std::string(tmp != nullptr ? tmp : "/tmp") + "/" + name;
+  std::filesystem::remove_all(directory);
+  return directory;
+}
+
+JitRequest IndexJitRequest(CopyKernelConfig config) {
+  auto request = CopyKernelJitRequest(config);
+  EXPECT_TRUE(request.ok()) << request.status();
+  return *request;
+}
+
+TEST(JitCacheDirectoryTest, FollowsOverrideRootXdgAndHome) {
+  EXPECT_EQ(JitCacheDirectoryFor("/srv/jit", "/x", "/home/a", true), "/srv/jit");
+  EXPECT_EQ(JitCacheDirectoryFor(nullptr, "/x", "/home/a", true), "/var/cache/gpuprof/jit");
+  EXPECT_EQ(JitCacheDirectoryFor("", "/x", "/home/a", false), "/x/gpuprof/jit");
+  EXPECT_EQ(JitCacheDirectoryFor(nullptr, "", "/home/a", false), "/home/a/.cache/gpuprof/jit");
+  EXPECT_EQ(JitCacheDirectoryFor(nullptr, nullptr, nullptr, false), "/tmp/gpuprof-jit");
+}
+
+TEST(JitCacheKeyTest, NamesKernelArgumentsArchitectureCudaAndSources) {
+  EXPECT_EQ(JitCacheKey("index_gather", "row8192_s1_v16_t128_o1_pdl0", kHopper, "13.0", 0xabc),
+            "index_gather__row8192_s1_v16_t128_o1_pdl0__sm90__cuda13.0__0000000000000abc");
+  EXPECT_NE(JitCacheKey("k", "a", {8, 0}, "13.0", 1), JitCacheKey("k", "a", kHopper, "13.0", 1));
+  EXPECT_NE(JitCacheKey("k", "a", kHopper, "12.8", 1), JitCacheKey("k", "a", kHopper, "13.0", 1));
+}
+
+TEST(KernelSourcesTest, EmbedsEveryKernelFile) {
+  std::vector<std::string> paths;
+  for (const KernelSource& source : KernelSources()) {
+    paths.emplace_back(source.path);
+    EXPECT_FALSE(source.text.empty()) << source.path;
+  }
+  EXPECT_THAT(paths,
+              ::testing::IsSupersetOf({"kernels/kernel_params.h", "kernels/copy_common.cuh",
+                                       "kernels/index_kernel.cuh", "kernels/store_kernel.cuh",
+                                       "kernels/stream_blocker.cuh"}));
+  EXPECT_NE(KernelSourcesFingerprint(), 0u);
+}
+
+// NVRTC needs no GPU: every variant must compile for the architectures the daemon runs on.
+TEST(CompileWithNvrtcTest, EveryVariantCompilesForAmpereAndHopper) {
+  std::vector<CopyKernelConfig> configs;
+  for (CopyKernelKind kind : {CopyKernelKind::kIndex, CopyKernelKind::kStore}) {
+    for (bool variant : {false, true}) {
+      configs.push_back({.kind = kind,
+                         .row_bytes = 8192,
+                         .num_splits = 1,
+                         .vec_bytes = 16,
+                         .threads = 128,
+                         .max_occupancy = 1,
+                         .use_pdl = variant,
+                         .variant = variant});
+    }
+    // Narrow vectors and split rows.
+    configs.push_back({.kind = kind,
+                       .row_bytes = 8190,
+                       .num_splits = 1,
+                       .vec_bytes = 2,
+                       .threads = 256,
+                       .max_occupancy = 2,
+                       .use_pdl = false,
+                       .variant = false});
+    configs.push_back({.kind = kind,
+                       .row_bytes = 2048,
+                       .num_splits = 4,
+                       .vec_bytes = 8,
+                       .threads = 64,
+                       .max_occupancy = 1,
+                       .use_pdl = false,
+                       .variant = true});
+  }
+  for (const CopyKernelConfig& config : configs) {
+    for (GpuArchitecture arch : {GpuArchitecture{8, 0}, kHopper}) {
+      const JitRequest request = IndexJitRequest(config);
+      auto binary = CompileWithNvrtc(request, arch);
+      ASSERT_TRUE(binary.ok()) << request.name_expression << ": " << binary.status();
+      EXPECT_FALSE(binary->cubin.empty());
+      EXPECT_THAT(binary->lowered_name, StartsWith("_Z"));
+      EXPECT_GT(binary->compile_ms, 0);
+    }
+  }
+  auto blocker = CompileWithNvrtc(StreamBlockerJitRequest(), kHopper);
+  ASSERT_TRUE(blocker.ok()) << blocker.status();
+}
+
+TEST(CompileWithNvrtcTest, UnknownSourceIsAnError) {
+  JitRequest request = StreamBlockerJitRequest();
+  request.source_path = "kernels/missing.cuh";
+  EXPECT_THAT(CompileWithNvrtc(request, kHopper).status().message(),
+              HasSubstr("no embedded kernel source named kernels/missing.cuh"));
+}
+
+TEST(CompileWithNvrtcTest, CompileErrorCarriesTheLog) {
+  JitRequest request = StreamBlockerJitRequest();
+  request.name_expression = "gpuprof::kernels::jit::StreamBlockerKernel<64>";
+  const absl::Status status = CompileWithNvrtc(request, kHopper).status();
+  EXPECT_FALSE(status.ok());
+  EXPECT_THAT(status.message(), HasSubstr("one warp waits"));
+}
+
+TEST(JitCacheTest, MissCompilesAndStoresThenHitLoads) {
+  const JitCache cache(FreshDirectory("jit_miss_hit"));
+  EXPECT_EQ(cache.Contents()->entries, 0);
+  const JitRequest request = StreamBlockerJitRequest();
+  auto first = cache.GetOrCompile(request, kHopper);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_FALSE(first->cache_hit);
+  EXPECT_TRUE(first->cache_write_error.empty()) << first->cache_write_error;
+  EXPECT_TRUE(std::filesystem::exists(first->cache_path));
+
+  auto second = cache.GetOrCompile(request, kHopper);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_TRUE(second->cache_hit);
+  EXPECT_EQ(second->compile_ms, 0);
+  EXPECT_EQ(second->cache_key, first->cache_key);
+  EXPECT_EQ(second->lowered_name, first->lowered_name);
+  EXPECT_EQ(second->cubin, first->cubin);
+
+  // Another architecture is another entry.
+  auto ampere = cache.GetOrCompile(request, {8, 0});
+  ASSERT_TRUE(ampere.ok()) << ampere.status();
+  EXPECT_FALSE(ampere->cache_hit);
+  const auto contents = cache.Contents();
+  ASSERT_TRUE(contents.ok()) << contents.status();
+  EXPECT_EQ(contents->entries, 2);
+  EXPECT_GT(contents->bytes, static_cast<int64_t>(first->cubin.size()));
+}
+
+TEST(JitCacheTest, DamagedEntryIsCompiledAgain) {
+  const JitCache cache(FreshDirectory("jit_damaged"));
+  const JitRequest request = StreamBlockerJitRequest();
+  auto first = cache.GetOrCompile(request, kHopper);
+  ASSERT_TRUE(first.ok()) << first.status();
+  std::ofstream(first->cache_path, std::ios::trunc) << "not a cache file";
+  auto again = cache.GetOrCompile(request, kHopper);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_FALSE(again->cache_hit);
+  EXPECT_TRUE(cache.GetOrCompile(request, kHopper)->cache_hit);
+}
+
+TEST(JitCacheTest, UnwritableDirectoryStillCompiles) {
+  const std::string file = FreshDirectory("jit_not_a_directory");
+  std::ofstream(file) << "a file where the directory should be";
+  const JitCache cache(file + "/jit");
+  auto binary = cache.GetOrCompile(StreamBlockerJitRequest(), kHopper);
+  ASSERT_TRUE(binary.ok()) << binary.status();
+  EXPECT_FALSE(binary->cache_write_error.empty());
+}
+
+}  // namespace
+}  // namespace gpuprof::kernels
