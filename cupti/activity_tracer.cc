@@ -232,10 +232,13 @@ api::ActivityBatch ActivityTracer::TakeBatch() {
   }
   size_t dropped_globally = 0;
   CUPTI_LOG_IF_ERROR(cuptiActivityGetNumDroppedRecords(nullptr, 0, &dropped_globally));
+  const int64_t now = CuptiNow();
   absl::MutexLock lock(&state_->mutex);
   for (const State::CompletedBuffer& buffer : buffers) state_->pool.Release(buffer.data);
   for (api::ActivityRecord& record : *batch.mutable_records()) {
-    record.set_phase(state_->phases.PhaseAt(record.start_ns()));
+    // Kernels replayed by the profiler come without timestamps (0): they belong to the phase
+    // running as they are delivered.
+    record.set_phase(state_->phases.PhaseAt(record.start_ns() > 0 ? record.start_ns() : now));
   }
   for (api::ActivityRecord& marker :
        state_->phases.TakeEndedPhaseMarkers(state_->phase_marker_gpu_id)) {

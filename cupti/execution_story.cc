@@ -72,6 +72,8 @@ struct RecordGroup {
   api::ActivityRecord::Kind kind;
   std::string name;
   const api::ActivityRecord* first = nullptr;
+  int64_t count = 0;
+  // Of the records with timestamps (kernels replayed by the profiler have none).
   std::vector<int64_t> durations_ns;
   int64_t total_ns = 0;
   int64_t total_bytes = 0;
@@ -192,8 +194,14 @@ std::string ShortKernelName(absl::string_view name) {
   int depth = 0;
   size_t end = text.size();
   size_t name_start = 0;
+  constexpr absl::string_view kAnonymous = "(anonymous namespace)";
   for (size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
+    // A namespace, not the parameter list.
+    if (c == '(' && text.substr(i, kAnonymous.size()) == kAnonymous) {
+      i += kAnonymous.size() - 1;
+      continue;
+    }
     if (c == '<') ++depth;
     if (c == '>') --depth;
     if (depth == 0 && c == '(' && i > 0) {
@@ -334,11 +342,12 @@ std::string RenderExecutionStory(absl::string_view experiment_id,
       return g.kind == record->kind() && g.name == record->name();
     });
     if (group == node->groups.end()) {
-      node->groups.push_back({record->kind(), record->name(), record, {}, 0, 0, {}});
+      node->groups.push_back({record->kind(), record->name(), record, 0, {}, 0, 0, {}});
       group = std::prev(node->groups.end());
     }
+    ++group->count;
     const int64_t duration = std::max<int64_t>(record->end_ns() - record->start_ns(), 0);
-    group->durations_ns.push_back(duration);
+    if (record->start_ns() > 0) group->durations_ns.push_back(duration);
     group->total_ns += duration;
     group->total_bytes += record->bytes();
     if (group->metrics.empty() && !record->metrics().empty()) group->metrics = MetricsOf(*record);
@@ -438,8 +447,9 @@ std::string RenderExecutionStory(absl::string_view experiment_id,
     for (size_t g = 0; g < shown.size(); ++g) {
       const RecordGroup& group = *shown[g];
       const bool last_group = g + 1 == shown.size() && hidden == 0;
-      const size_t count = group.durations_ns.size();
+      const int64_t count = group.count;
       const double median_ns = Median(group.durations_ns);
+      const bool timed = !group.durations_ns.empty();
       std::string line;
       switch (group.kind) {
         case api::ActivityRecord::KIND_KERNEL:
@@ -451,13 +461,18 @@ std::string RenderExecutionStory(absl::string_view experiment_id,
         default:
           line = group.name;
       }
-      if (count > 1) {
+      if (!timed) {
+        absl::StrAppend(&line, count > 1 ? absl::StrCat(" x ", count) : "",
+                        "  (no timestamps: replayed by the profiler)");
+      } else if (count > 1) {
         absl::StrAppend(&line, " x ", count, ", median ", FormatNs(median_ns), ", total ",
                         FormatNs(group.total_ns));
       } else {
         absl::StrAppend(&line, "  ", FormatNs(group.total_ns));
       }
-      absl::StrAppend(&line, "  @ ", FormatOffset(group.first->start_ns() - origin_ns));
+      if (group.first->start_ns() > 0) {
+        absl::StrAppend(&line, "  @ ", FormatOffset(group.first->start_ns() - origin_ns));
+      }
       if (group.total_bytes > 0) {
         absl::StrAppend(&line, ", ", FormatBytes(group.total_bytes));
         if (group.total_ns > 0) {

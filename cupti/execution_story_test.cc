@@ -1,5 +1,8 @@
 #include "cupti/execution_story.h"
 
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -120,6 +123,10 @@ TEST(ShortKernelNameTest, DropsReturnTypeNamespacesAndParameters) {
   EXPECT_EQ(ShortKernelName("copy(float const*, float*)"), "copy");
   EXPECT_EQ(ShortKernelName("plain_c_kernel"), "plain_c_kernel");
   EXPECT_EQ(ShortKernelName("void ns::f<ns::T<1>, 2>(int)"), "f<ns::T<1>, 2>");
+  // As CUPTI names a kernel in an anonymous namespace (recorded on an H100).
+  EXPECT_EQ(ShortKernelName("gpuprof::cupti::testing::(anonymous namespace)::CopyKernel(int4 "
+                            "const*, int4*, unsigned long)"),
+            "CopyKernel");
 }
 
 TEST(ClassifyKernelTest, FromThroughputMetrics) {
@@ -251,6 +258,48 @@ TEST(RenderExecutionStoryTest, RecordsWithoutMarkersStillGrouped) {
   EXPECT_THAT(story, HasSubstr("k1 x 2, median 5.00 us, total 10.0 us"));
   EXPECT_THAT(story, HasSubstr("── outside any phase  +0.019 ms"));
   EXPECT_THAT(story, HasSubstr("latency-bound: at 0.10 us"));
+}
+
+template <typename Message>
+Message ReadTestData(const std::string& name) {
+  const char* runfiles = std::getenv("TEST_SRCDIR");
+  const std::string path =
+      (runfiles != nullptr ? std::string(runfiles) + "/gpuprof/" : "") + "cupti/testdata/" + name;
+  std::ifstream file(path);
+  std::stringstream text;
+  text << file.rdbuf();
+  Message message;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text.str(), &message)) << path;
+  return message;
+}
+
+// Records a TracingSession at LEVEL_FULL streamed on an H100 (tracing_session_gpu_test, 2026-11-21):
+// a 256 MiB copy kernel, 5 warm-up and 100 timed launches, a profiling replay and a PC-sampled
+// launch.
+TEST(RenderExecutionStoryTest, RecordedH100CopyAtFullLevel) {
+  const auto batch = ReadTestData<api::ActivityBatch>("h100_copy_full_records.txtpb");
+  auto result = ReadTestData<api::ExperimentResult>("h100_copy_full_result.txtpb");
+  ASSERT_GT(batch.records_size(), 100);
+  // The GPU's spec as the daemon's probe fills it for an H100 SXM (HBM3, 5120-bit at 2619 MHz).
+  result.mutable_provenance()->mutable_gpus(0)->set_spec_peak_bandwidth_gbps(3352);
+  const std::vector<api::ActivityRecord> records(batch.records().begin(), batch.records().end());
+  const std::string story = RenderExecutionStory("h100-copy", records, result);
+  SCOPED_TRACE(story);
+  EXPECT_THAT(story, StartsWith("EXECUTION STORY of h100-copy on GPU 0 (NVIDIA H100 80GB HBM3)"));
+  EXPECT_THAT(story, HasSubstr("── allocation  +0.000 ms"));
+  EXPECT_THAT(story, HasSubstr("memset  82.1 us  @ +0.120 ms, 256.0 MiB at 3269.1 GB/s"));
+  EXPECT_THAT(story, HasSubstr("CopyKernel x 5, median 189.8 us"));
+  EXPECT_THAT(story, HasSubstr("CopyKernel x 100, median 193.4 us, total 19.3 ms"));
+  EXPECT_THAT(story, HasSubstr("<- HOTSPOT (94% of kernel time)"));
+  EXPECT_THAT(story, HasSubstr("── profiling (kernel replay: each kernel ran 8 times (8 passes) "
+                               "to read 5 metrics on GH100"));
+  EXPECT_THAT(story, HasSubstr("hardware (profiling replay): DRAM 85%, SM 5%, occupancy 96%, "
+                               "L2 hit 52%, tensor pipe 0%"));
+  EXPECT_THAT(story, HasSubstr("warp stalls: long_scoreboard 99%, wait 1%"));
+  EXPECT_THAT(story, HasSubstr("memory-bound: DRAM 85% of peak, SM 5%"));
+  EXPECT_THAT(story, HasSubstr("── verification  +1389.599 ms"));
+  EXPECT_THAT(story, HasSubstr("Kernel time: 20.5 ms; hotspot CopyKernel (100%)"));
+  EXPECT_THAT(story, Not(HasSubstr("Dropped")));
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <map>
 
 #include "absl/cleanup/cleanup.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/cuda_status.h"
@@ -22,6 +23,13 @@ constexpr absl::string_view kStallPrefix = "smsp__pcsamp_warps_issue_stalled_";
 constexpr absl::string_view kNotIssuedSuffix = "_not_issued";
 // GetData is called until CUPTI has nothing left; this bounds a misbehaving loop.
 constexpr int kMaxReads = 10000;
+
+struct SampleTotals {
+  uint64_t total = 0;
+  uint64_t dropped = 0;
+  uint64_t outside_user_kernels = 0;
+  bool hardware_buffer_full = false;
+};
 
 // A CUpti_PCSamplingData with room for `pcs` PCs of `reasons` stall reasons each.
 class SamplingBuffer {
@@ -41,13 +49,20 @@ class SamplingBuffer {
 
   CUpti_PCSamplingData* get() { return &data_; }
 
-  // Adds the buffer's samples to `counts` (function -> reason index -> samples) and frees the
-  // names CUPTI allocated.
-  void Drain(std::map<std::string, std::map<uint32_t, uint64_t>>& counts) {
+  // Adds the buffer's samples to `counts` (function -> reason index -> samples) and to
+  // `totals`, and collects the names CUPTI allocated in `names_to_free` (a set: the same name
+  // may appear in both buffers, and must be freed once).
+  void Drain(std::map<std::string, std::map<uint32_t, uint64_t>>& counts, SampleTotals& totals,
+             absl::flat_hash_set<char*>& names_to_free) {
+    totals.total += data_.totalSamples;
+    totals.dropped += data_.droppedSamples;
+    totals.outside_user_kernels += data_.nonUsrKernelsTotalSamples;
+    totals.hardware_buffer_full |= data_.hardwareBufferFull != 0;
+    data_.totalSamples = data_.droppedSamples = data_.nonUsrKernelsTotalSamples = 0;
     for (size_t i = 0; i < data_.totalNumPcs && i < pc_data_.size(); ++i) {
       CUpti_PCSamplingPCData& pc = pc_data_[i];
       const std::string function = pc.functionName != nullptr ? pc.functionName : "<unknown>";
-      std::free(pc.functionName);  // CUPTI's allocation, the reader's to free
+      if (pc.functionName != nullptr) names_to_free.insert(pc.functionName);
       pc.functionName = nullptr;
       for (size_t r = 0; r < pc.stallReasonCount; ++r) {
         counts[function][pc.stallReason[r].pcSamplingStallReasonIndex] +=
@@ -110,6 +125,24 @@ absl::StatusOr<std::vector<StallBreakdown>> CollectStallBreakdown(
     const PcSamplingOptions& options, const std::function<absl::Status()>& launch) {
   ASSIGN_OR_RETURN(CUcontext context, CurrentCudaContext());
 
+  // Sampling is enabled first: CUPTI answers the stall-reason queries only then.
+  CUpti_PCSamplingEnableParams enable = {};
+  enable.size = CUpti_PCSamplingEnableParamsSize;
+  enable.ctx = context;
+  CUPTI_RETURN_IF_ERROR(cuptiPCSamplingEnable(&enable));
+  bool enabled = true;
+  auto disable_sampling = [&]() -> absl::Status {
+    if (!enabled) return absl::OkStatus();
+    enabled = false;
+    CUpti_PCSamplingDisableParams disable = {};
+    disable.size = CUpti_PCSamplingDisableParamsSize;
+    disable.ctx = context;
+    return CuptiStatus(cuptiPCSamplingDisable(&disable), "cuptiPCSamplingDisable");
+  };
+  absl::Cleanup disable_on_error = [&] {
+    if (const absl::Status status = disable_sampling(); !status.ok()) LogStatusToStderr(status);
+  };
+
   // The reasons this GPU reports, by index.
   size_t reason_count = 0;
   CUpti_PCSamplingGetNumStallReasonsParams count_params = {};
@@ -131,23 +164,6 @@ absl::StatusOr<std::vector<StallBreakdown>> CollectStallBreakdown(
   CUPTI_RETURN_IF_ERROR(cuptiPCSamplingGetStallReasons(&reasons_params));
   absl::flat_hash_map<uint32_t, std::string> reason_by_index;
   for (size_t i = 0; i < reason_count; ++i) reason_by_index[reason_indices[i]] = reason_names[i];
-
-  CUpti_PCSamplingEnableParams enable = {};
-  enable.size = CUpti_PCSamplingEnableParamsSize;
-  enable.ctx = context;
-  CUPTI_RETURN_IF_ERROR(cuptiPCSamplingEnable(&enable));
-  bool enabled = true;
-  auto disable_sampling = [&]() -> absl::Status {
-    if (!enabled) return absl::OkStatus();
-    enabled = false;
-    CUpti_PCSamplingDisableParams disable = {};
-    disable.size = CUpti_PCSamplingDisableParamsSize;
-    disable.ctx = context;
-    return CuptiStatus(cuptiPCSamplingDisable(&disable), "cuptiPCSamplingDisable");
-  };
-  absl::Cleanup disable_on_error = [&] {
-    if (const absl::Status status = disable_sampling(); !status.ok()) LogStatusToStderr(status);
-  };
 
   // What CUPTI fills at disable time, and what GetData fills on each read.
   SamplingBuffer final_buffer(options.pcs_per_read, reason_count);
@@ -186,6 +202,12 @@ absl::StatusOr<std::vector<StallBreakdown>> CollectStallBreakdown(
   RETURN_IF_ERROR(stopped);
 
   std::map<std::string, std::map<uint32_t, uint64_t>> counts;
+  SampleTotals totals;
+  absl::flat_hash_set<char*> names_to_free;
+  // CUPTI allocated the names; the reader frees them, once each.
+  absl::Cleanup free_names = [&] {
+    for (char* name : names_to_free) std::free(name);
+  };
   for (int read = 0; read < kMaxReads; ++read) {
     CUpti_PCSamplingGetDataParams get = {};
     get.size = CUpti_PCSamplingGetDataParamsSize;
@@ -194,11 +216,11 @@ absl::StatusOr<std::vector<StallBreakdown>> CollectStallBreakdown(
     CUPTI_RETURN_IF_ERROR(cuptiPCSamplingGetData(&get));
     const bool more = read_buffer.get()->remainingNumPcs > 0;
     const bool got = read_buffer.get()->totalNumPcs > 0;
-    read_buffer.Drain(counts);
+    read_buffer.Drain(counts, totals, names_to_free);
     if (!more && !got) break;
   }
   RETURN_IF_ERROR(disable_sampling());
-  final_buffer.Drain(counts);
+  final_buffer.Drain(counts, totals, names_to_free);
 
   std::vector<StallBreakdown> breakdowns;
   for (const auto& [function, by_index] : counts) {
@@ -213,6 +235,12 @@ absl::StatusOr<std::vector<StallBreakdown>> CollectStallBreakdown(
   }
   std::sort(breakdowns.begin(), breakdowns.end(),
             [](const StallBreakdown& a, const StallBreakdown& b) { return a.samples > b.samples; });
+  if (breakdowns.empty()) {
+    return absl::NotFoundError(absl::StrCat(
+        "PC sampling attributed no samples to a kernel (", totals.total, " samples in all, ",
+        totals.dropped, " dropped, ", totals.outside_user_kernels, " outside user kernels",
+        totals.hardware_buffer_full ? ", hardware buffer full" : "", ")"));
+  }
   return breakdowns;
 }
 

@@ -34,7 +34,8 @@ struct PcSamplingOptions {
 };
 
 // Samples every kernel that `launch` runs on the current device (it must enqueue and wait for
-// them) and returns one breakdown per kernel, most-sampled first.
+// them) and returns one breakdown per kernel, most-sampled first. NOT_FOUND, with the sample
+// counts, when no sample could be attributed to a kernel.
 absl::StatusOr<std::vector<StallBreakdown>> CollectStallBreakdown(
     const PcSamplingOptions& options, const std::function<absl::Status()>& launch);
 

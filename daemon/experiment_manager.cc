@@ -34,6 +34,27 @@ v1::ExperimentEvent StateEvent(v1::ExperimentState state, const std::string& rea
 
 void LogLine(const std::string& line) { std::fprintf(stderr, "gpuprofd: %s\n", line.c_str()); }
 
+// What an event changes in the experiment it belongs to.
+void ApplyEvent(const v1::ExperimentEvent& event, v1::Experiment& experiment) {
+  experiment.set_last_seq(event.seq());
+  if (event.has_state()) {
+    const auto& change = event.state();
+    experiment.set_state(change.state());
+    if (!change.reason().empty()) experiment.set_reason(change.reason());
+    if (!change.worker_stderr_tail().empty()) {
+      experiment.set_worker_stderr_tail(change.worker_stderr_tail());
+    }
+    if (change.state() == v1::RUNNING) {
+      experiment.mutable_gpu_ids()->CopyFrom(change.gpu_ids());
+      *experiment.mutable_started() = event.time();
+      experiment.set_queue_position(0);
+    }
+    if (IsTerminal(change.state())) *experiment.mutable_finished() = event.time();
+  } else if (event.has_result()) {
+    *experiment.mutable_result() = event.result();
+  }
+}
+
 }  // namespace
 
 ExperimentManager::ExperimentManager(ManagerOptions options,
@@ -279,24 +300,8 @@ void ExperimentManager::AppendEventLocked(Active& active, v1::ExperimentEvent ev
   v1::Experiment& experiment = active.experiment;
   event.set_experiment_id(experiment.id());
   event.set_seq(experiment.last_seq() + 1);
-  *event.mutable_time() = Now();
-  experiment.set_last_seq(event.seq());
-  if (event.has_state()) {
-    const auto& change = event.state();
-    experiment.set_state(change.state());
-    if (!change.reason().empty()) experiment.set_reason(change.reason());
-    if (!change.worker_stderr_tail().empty()) {
-      experiment.set_worker_stderr_tail(change.worker_stderr_tail());
-    }
-    if (change.state() == v1::RUNNING) {
-      experiment.mutable_gpu_ids()->CopyFrom(change.gpu_ids());
-      *experiment.mutable_started() = event.time();
-      experiment.set_queue_position(0);
-    }
-    if (IsTerminal(change.state())) *experiment.mutable_finished() = event.time();
-  } else if (event.has_result()) {
-    *experiment.mutable_result() = event.result();
-  }
+  if (!event.has_time()) *event.mutable_time() = Now();
+  ApplyEvent(event, experiment);
   const absl::Status stored = store_->Update(experiment, event);
   if (!stored.ok()) {
     LogLine(absl::StrCat("could not persist event ", event.seq(), " of ", experiment.id(), ": ",
@@ -312,9 +317,15 @@ void ExperimentManager::EndLocked(const std::string& id, v1::ExperimentState sta
   v1::ExperimentEvent event = StateEvent(state, reason);
   event.mutable_state()->set_worker_stderr_tail(stderr_tail);
   event.mutable_state()->mutable_gpu_ids()->CopyFrom(it->second.experiment.gpu_ids());
+  *event.mutable_time() = Now();
+  // Metrics first: whoever sees the final event must also find it counted.
+  if (observer_ != nullptr) {
+    v1::Experiment ended = it->second.experiment;
+    ApplyEvent(event, ended);
+    observer_->ExperimentEnded(ended);
+  }
   AppendEventLocked(it->second, std::move(event));
   for (auto& [subscription, sink] : it->second.sinks) sink->OnEnd();
-  if (observer_ != nullptr) observer_->ExperimentEnded(it->second.experiment);
   active_.erase(it);
 }
 
@@ -447,6 +458,7 @@ void ExperimentManager::OnWorkerExit(int64_t slot_id, const WorkerExit& exit) {
     scheduler_->Release(id);
     const auto active = active_.find(id);
     if (active != active_.end()) {
+      if (observer_ != nullptr) observer_->WorkerFailed(/*timed_out=*/active->second.ending);
       if (active->second.ending) {
         EndLocked(id, v1::TIMED_OUT,
                   absl::StrCat("ran longer than its timeout of ",
@@ -454,13 +466,11 @@ void ExperimentManager::OnWorkerExit(int64_t slot_id, const WorkerExit& exit) {
                                    active->second.experiment.request().timeout()))),
                                "; the worker was killed"),
                   exit.stderr_tail);
-        if (observer_ != nullptr) observer_->WorkerFailed(/*timed_out=*/true);
       } else {
         EndLocked(id, v1::FAILED,
                   absl::StrCat("the worker process ", exit.description,
                                " while running the experiment"),
                   exit.stderr_tail);
-        if (observer_ != nullptr) observer_->WorkerFailed(/*timed_out=*/false);
       }
     }
   }

@@ -16,6 +16,7 @@
 #include "daemon/request_validation.h"
 #include "daemon/worker/index_runner.h"
 #include "daemon/worker/store_runner.h"
+#include "daemon/worker/tracing_session.h"
 #include "radix/radix_workload.h"
 
 #ifndef GPUPROF_VERSION
@@ -106,7 +107,8 @@ v1::RunFinished RunRadix(const v1::RunExperiment& run, const EventEmitter& emit)
 }
 
 using GpuWorkload = absl::StatusOr<api::ExperimentResult> (*)(const v1::RunExperiment&,
-                                                               const PhaseProgress&);
+                                                               const PhaseProgress&,
+                                                               TracingSession*);
 
 // Runs a GPU workload and reports its result. A failure that carries a CUDA error ends the
 // worker: after a sticky error (illegal address, launch failure) the context is unusable, and
@@ -114,16 +116,28 @@ using GpuWorkload = absl::StatusOr<api::ExperimentResult> (*)(const v1::RunExper
 v1::RunFinished RunGpuWorkload(const v1::RunExperiment& run, const EventEmitter& emit,
                                GpuWorkload workload) {
   const std::string name = daemon::WorkloadName(run.request());
+  // Tracing starts before the workload creates its context, so every phase is on record.
+  std::vector<int32_t> gpu_ids;
+  for (const auto& gpu : run.gpus()) gpu_ids.push_back(gpu.index());
+  TracingSession tracing(run.request().tracing(), gpu_ids, emit);
   absl::StatusOr<api::ExperimentResult> result = workload(
-      run, [&](api::Phase phase, int64_t done, int64_t total, const std::string& message) {
+      run,
+      [&](api::Phase phase, int64_t done, int64_t total, const std::string& message) {
+        tracing.OnPhase(phase);
         EmitProgress(emit, phase, done, total, message);
-      });
+      },
+      &tracing);
   if (!result.ok()) {
+    // The records still stream: they show what happened up to the failure.
+    api::ExperimentResult partial;
+    tracing.Finish(partial);
     const bool cuda_error = CudaErrorFromStatus(result.status()).has_value() ||
                             CuResultFromStatus(result.status()).has_value();
     return Failed(absl::StrCat(name, ": ", result.status().ToString()),
                   cuda_error || IsStickyCudaError(result.status()));
   }
+  // Activity batches go out before the result, which counts what was dropped or not collected.
+  tracing.Finish(*result);
   api::ExperimentEvent event;
   *event.mutable_result() = *std::move(result);
   *event.mutable_result()->mutable_provenance() = MakeProvenance(run);

@@ -42,7 +42,8 @@ void AddKernelConfig(const kernels::CopyKernelConfig& config, int64_t num_tokens
 }  // namespace
 
 absl::StatusOr<api::ExperimentResult> RunIndexWorkload(const v1::RunExperiment& run,
-                                                       const PhaseProgress& progress) {
+                                                       const PhaseProgress& progress,
+                                                       TracingSession* tracing) {
   if (run.gpus_size() < 1) return absl::FailedPreconditionError("index: no GPU was leased");
   const api::IndexSpec& spec = run.request().index();
   const api::GpuInfo& gpu = run.gpus(0);
@@ -141,6 +142,12 @@ absl::StatusOr<api::ExperimentResult> RunIndexWorkload(const v1::RunExperiment& 
   ASSIGN_OR_RETURN(MeasurementOutcome outcome,
                    MeasureGpuWorkload(setup, launch, &blocker.kernel, stream.get(), progress));
   *result.mutable_measurement() = outcome.measurement;
+  if (tracing != nullptr) {
+    RETURN_IF_ERROR(tracing->ProfileKernels([&]() -> absl::Status {
+      RETURN_IF_ERROR(launch(stream.get()));
+      return CudaStatus(cudaStreamSynchronize(stream.get()), "cudaStreamSynchronize");
+    }));
+  }
   for (const std::string& note : outcome.not_collected) result.add_not_collected(note);
   AddKernelConfig(config, tokens, gather.kernel, result);
 

@@ -79,7 +79,8 @@ absl::Status VerifyCache(const DeviceBuffer& cache_device, int64_t cache_slots, 
 }  // namespace
 
 absl::StatusOr<api::ExperimentResult> RunStoreWorkload(const v1::RunExperiment& run,
-                                                       const PhaseProgress& progress) {
+                                                       const PhaseProgress& progress,
+                                                       TracingSession* tracing) {
   if (run.gpus_size() < 1) return absl::FailedPreconditionError("store: no GPU was leased");
   const api::StoreSpec& spec = run.request().store();
   const api::GpuInfo& gpu = run.gpus(0);
@@ -173,6 +174,12 @@ absl::StatusOr<api::ExperimentResult> RunStoreWorkload(const v1::RunExperiment& 
   ASSIGN_OR_RETURN(MeasurementOutcome outcome,
                    MeasureGpuWorkload(setup, launch, &blocker.kernel, stream.get(), progress));
   *result.mutable_measurement() = outcome.measurement;
+  if (tracing != nullptr) {
+    RETURN_IF_ERROR(tracing->ProfileKernels([&]() -> absl::Status {
+      RETURN_IF_ERROR(launch(stream.get()));
+      return CudaStatus(cudaStreamSynchronize(stream.get()), "cudaStreamSynchronize");
+    }));
+  }
   for (const std::string& note : outcome.not_collected) result.add_not_collected(note);
   for (const auto& [name, value] : kernels::DescribeCopyKernelConfig(config, tokens)) {
     (*result.mutable_kernel_config())[name] = value;

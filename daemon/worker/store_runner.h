@@ -6,14 +6,18 @@
 
 #include "absl/status/statusor.h"
 #include "daemon/worker/gpu_measurement.h"
+#include "daemon/worker/tracing_session.h"
 #include "gpuprof/v1/experiment.pb.h"
 #include "gpuprof/worker/v1/worker.pb.h"
 
 namespace gpuprof::worker {
 
 // Runs run.request().store() on the first leased GPU (CUDA device 0); see RunIndexWorkload.
+// With `tracing`, the kernel is also run once under its hardware-metric collection (tracing
+// levels METRICS and FULL), outside the timed samples.
 absl::StatusOr<gpuprof::v1::ExperimentResult> RunStoreWorkload(const v1::RunExperiment& run,
-                                                               const PhaseProgress& progress);
+                                                               const PhaseProgress& progress,
+                                                               TracingSession* tracing = nullptr);
 
 }  // namespace gpuprof::worker
 

@@ -1,5 +1,7 @@
 #include "daemon/worker/tracing_session.h"
 
+#include <cuda_runtime_api.h>
+
 #include <algorithm>
 #include <utility>
 
@@ -18,6 +20,12 @@ namespace api = ::gpuprof::v1;
 
 using MetricList = std::vector<std::pair<std::string, double>>;
 
+// Auto ranges come back named by their index ("0", "1", ...), not by kernel.
+bool IsIndexName(const std::string& name) {
+  return !name.empty() && std::all_of(name.begin(), name.end(),
+                                      [](char c) { return c >= '0' && c <= '9'; });
+}
+
 bool SameKernel(const api::ActivityRecord& record, const std::string& cupti_name) {
   return record.name() == cupti_name || record.name() == cupti::DemangleKernelName(cupti_name);
 }
@@ -31,10 +39,17 @@ bool IsProfilingKernel(const api::ActivityRecord& record) {
 
 void AttachKernelMetrics(const std::vector<std::pair<std::string, MetricList>>& launch_metrics,
                          const std::vector<std::pair<std::string, MetricList>>& stall_metrics,
+                         const std::vector<uint32_t>& metrics_run,
                          std::vector<api::ActivityRecord>& records) {
-  std::vector<api::ActivityRecord*> kernels;
+  std::vector<api::ActivityRecord*> all_kernels;
+  std::vector<api::ActivityRecord*> kernels;  // of the range profiler's run
   for (api::ActivityRecord& record : records) {
-    if (IsProfilingKernel(record)) kernels.push_back(&record);
+    if (!IsProfilingKernel(record)) continue;
+    all_kernels.push_back(&record);
+    if (metrics_run.empty() || std::find(metrics_run.begin(), metrics_run.end(),
+                                         record.correlation_id()) != metrics_run.end()) {
+      kernels.push_back(&record);
+    }
   }
   std::stable_sort(kernels.begin(), kernels.end(), [](const auto* a, const auto* b) {
     return a->correlation_id() < b->correlation_id();
@@ -57,8 +72,10 @@ void AttachKernelMetrics(const std::vector<std::pair<std::string, MetricList>>& 
   };
   bool by_order = launches.size() == launch_metrics.size();
   for (size_t i = 0; by_order && i < launches.size(); ++i) {
-    // Auto-range names are the kernels' names; a mismatch means the order cannot be trusted.
-    if (!launch_metrics[i].first.empty() && !SameKernel(*launches[i], launch_metrics[i].first)) {
+    // A range named after a kernel other than the launch's means the order cannot be trusted.
+    const std::string& range_name = launch_metrics[i].first;
+    if (!range_name.empty() && !IsIndexName(range_name) &&
+        !SameKernel(*launches[i], range_name)) {
       by_order = false;
     }
   }
@@ -76,7 +93,7 @@ void AttachKernelMetrics(const std::vector<std::pair<std::string, MetricList>>& 
     }
   }
   for (const auto& [function, stalls] : stall_metrics) {
-    for (api::ActivityRecord* kernel : kernels) {
+    for (api::ActivityRecord* kernel : all_kernels) {
       if (!SameKernel(*kernel, function)) continue;
       for (const auto& [name, value] : stalls) (*kernel->mutable_metrics())[name] = value;
     }
@@ -164,15 +181,35 @@ absl::Status TracingSession::ProfileKernels(const std::function<absl::Status()>&
   if (level_ != api::TracingOptions::LEVEL_METRICS && level_ != api::TracingOptions::LEVEL_FULL) {
     return absl::OkStatus();
   }
+  // Everything recorded so far is converted before the profiler starts: kernel names are
+  // CUPTI's strings, and profiler set-up and tear-down must not be able to pull them away.
+  if (tracer_.has_value()) {
+    if (const absl::Status synced = CudaStatus(cudaDeviceSynchronize(), "cudaDeviceSynchronize()");
+        !synced.ok()) {
+      return synced;
+    }
+    EmitPending(/*forced=*/true);
+  }
   OnPhase(api::PHASE_PROFILING);
   std::vector<std::string> metric_names(options_.extra_metrics().begin(),
                                         options_.extra_metrics().end());
   absl::Status launch_status = absl::OkStatus();
+  std::vector<uint32_t>* launched_under = &metrics_run_;
   // The profilers report the workload's own failure through `launch`; keep it apart from
   // theirs.
   auto tracked_launch = [&]() -> absl::Status {
     absl::Status status = launch();
     if (!status.ok()) launch_status = status;
+    // The replayed kernels' records, taken while the profiler still runs (see above).
+    if (status.ok() && tracer_.has_value()) {
+      const size_t before = held_back_.size();
+      EmitPending(/*forced=*/true);
+      for (size_t i = before; launched_under != nullptr && i < held_back_.size(); ++i) {
+        if (IsProfilingKernel(held_back_[i])) {
+          launched_under->push_back(held_back_[i].correlation_id());
+        }
+      }
+    }
     return status;
   };
   absl::StatusOr<cupti::KernelMetricsReport> metrics = cupti::CollectKernelMetrics(
@@ -200,6 +237,7 @@ absl::Status TracingSession::ProfileKernels(const std::function<absl::Status()>&
   }
 
   if (level_ == api::TracingOptions::LEVEL_FULL) {
+    launched_under = nullptr;  // PC sampling's launches carry stalls, not counters
     absl::StatusOr<std::vector<cupti::StallBreakdown>> stalls =
         cupti::CollectStallBreakdown({}, tracked_launch);
     if (!launch_status.ok()) return launch_status;
@@ -230,7 +268,7 @@ void TracingSession::Finish(api::ExperimentResult& result) {
     if (const absl::Status stopped = tracer_->Stop(); !stopped.ok()) LogStatusToStderr(stopped);
     // Stop flushed every buffer; take the rest, then give CUPTI's activity state back.
     EmitPending(/*forced=*/true);
-    AttachKernelMetrics(launch_metrics_, stall_metrics_, held_back_);
+    AttachKernelMetrics(launch_metrics_, stall_metrics_, metrics_run_, held_back_);
     for (api::ActivityRecord& record : held_back_) {
       if (record.kind() == api::ActivityRecord::KIND_PHASE && !replay_description_.empty()) {
         record.set_name(absl::StrCat("profiling (", replay_description_, ")"));

@@ -87,17 +87,21 @@ class TracingSession {
   std::vector<std::pair<std::string, std::vector<std::pair<std::string, double>>>> launch_metrics_;
   std::vector<std::pair<std::string, std::vector<std::pair<std::string, double>>>> stall_metrics_;
   std::string replay_description_;
+  // Correlation ids of the kernels launched under the range profiler.
+  std::vector<uint32_t> metrics_run_;
 };
 
-// The metrics of profiled launches attached to the profiling-phase kernel records: in launch
-// order (records sorted by correlation id) when the counts match, else by kernel name. Stall
-// percentages go to every record of the kernel they were sampled in. Pure; exposed for tests.
+// The metrics of profiled launches attached to the profiling-phase kernel records of the
+// range profiler's run (those with a correlation id in `metrics_run`, or all of them when it
+// is empty): in launch order (sorted by correlation id) when the counts match, else by kernel
+// name. Stall percentages go to every profiling record of the kernel they were sampled in.
+// Pure; exposed for tests.
 void AttachKernelMetrics(
     const std::vector<std::pair<std::string, std::vector<std::pair<std::string, double>>>>&
         launch_metrics,
     const std::vector<std::pair<std::string, std::vector<std::pair<std::string, double>>>>&
         stall_metrics,
-    std::vector<::gpuprof::v1::ActivityRecord>& records);
+    const std::vector<uint32_t>& metrics_run, std::vector<::gpuprof::v1::ActivityRecord>& records);
 
 }  // namespace gpuprof::worker
 

@@ -36,8 +36,12 @@ TEST(TracingSessionGpuTest, FullLevelAroundACopyWorkload) {
   const int blocks = properties.multiProcessorCount * 8;
 
   std::vector<api::ExperimentEvent> events;
+  // GPUPROF_TRACE_LEVEL=metrics runs without PC sampling.
   api::TracingOptions options;
-  options.set_level(api::TracingOptions::LEVEL_FULL);
+  const char* level = std::getenv("GPUPROF_TRACE_LEVEL");
+  options.set_level(level != nullptr && std::string(level) == "metrics"
+                        ? api::TracingOptions::LEVEL_METRICS
+                        : api::TracingOptions::LEVEL_FULL);
   TracingSession session(options, {0}, [&](const api::ExperimentEvent& event) {
     events.push_back(event);
   }, {.max_records_per_event = 50});
@@ -107,9 +111,10 @@ TEST(TracingSessionGpuTest, FullLevelAroundACopyWorkload) {
     for (const api::ActivityRecord& record : records) *all.add_records() = record;
     std::string text;
     google::protobuf::TextFormat::PrintToString(all, &text);
-    std::ofstream(absl::StrCat(dir, "/tracing_session_records.txtpb")) << text;
+    const std::string suffix = api::TracingOptions::Level_Name(options.level());
+    std::ofstream(absl::StrCat(dir, "/records_", suffix, ".txtpb")) << text;
     google::protobuf::TextFormat::PrintToString(result, &text);
-    std::ofstream(absl::StrCat(dir, "/tracing_session_result.txtpb")) << text;
+    std::ofstream(absl::StrCat(dir, "/result_", suffix, ".txtpb")) << text;
   }
   cudaFree(source);
   cudaFree(destination);

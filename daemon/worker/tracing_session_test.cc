@@ -31,8 +31,7 @@ TEST(AttachKernelMetricsTest, InLaunchOrderWhenCountsMatch) {
                                               Kernel("copy(float const*, float*)", 11),
                                               Kernel("copy(float const*, float*)", 5,
                                                      api::PHASE_TIMED)};
-  AttachKernelMetrics({{"_Z4copyPKfPf", {{"dram", 90}}}, {"_Z4copyPKfPf", {{"dram", 40}}}}, {},
-                      records);
+  AttachKernelMetrics({{"0", {{"dram", 90}}}, {"1", {{"dram", 40}}}}, {}, {}, records);
   EXPECT_THAT(records[1].metrics(), UnorderedElementsAre(Pair("dram", 90)));  // correlation 11
   EXPECT_THAT(records[0].metrics(), UnorderedElementsAre(Pair("dram", 40)));
   EXPECT_THAT(records[2].metrics(), IsEmpty()) << "timed launches are not the profiled ones";
@@ -41,7 +40,7 @@ TEST(AttachKernelMetricsTest, InLaunchOrderWhenCountsMatch) {
 TEST(AttachKernelMetricsTest, ReplayedRecordsOfOneLaunchShareItsMetrics) {
   std::vector<api::ActivityRecord> records = {Kernel("k()", 7), Kernel("k()", 7),
                                               Kernel("j()", 8)};
-  AttachKernelMetrics({{"_Z1kv", {{"sm", 10}}}, {"_Z1jv", {{"sm", 70}}}}, {}, records);
+  AttachKernelMetrics({{"_Z1kv", {{"sm", 10}}}, {"_Z1jv", {{"sm", 70}}}}, {}, {}, records);
   EXPECT_THAT(records[0].metrics(), UnorderedElementsAre(Pair("sm", 10)));
   EXPECT_THAT(records[1].metrics(), UnorderedElementsAre(Pair("sm", 10)));
   EXPECT_THAT(records[2].metrics(), UnorderedElementsAre(Pair("sm", 70)));
@@ -51,10 +50,20 @@ TEST(AttachKernelMetricsTest, ByNameWhenCountsDifferAndStallsByFunction) {
   std::vector<api::ActivityRecord> records = {Kernel("k()", 1), Kernel("j()", 2),
                                               Kernel("j()", 3)};
   const std::string stall = cupti::StallMetricName("long_scoreboard");
-  AttachKernelMetrics({{"_Z1jv", {{"sm", 70}}}}, {{"_Z1kv", {{stall, 80}}}}, records);
+  AttachKernelMetrics({{"_Z1jv", {{"sm", 70}}}}, {{"_Z1kv", {{stall, 80}}}}, {}, records);
   EXPECT_THAT(records[0].metrics(), UnorderedElementsAre(Pair(stall, 80)));
   EXPECT_THAT(records[1].metrics(), UnorderedElementsAre(Pair("sm", 70)));
   EXPECT_THAT(records[2].metrics(), UnorderedElementsAre(Pair("sm", 70)));
+}
+
+TEST(AttachKernelMetricsTest, CountersOnlyOnTheProfilerRunStallsOnEvery) {
+  // Range profiler run (correlation 20), then the PC sampling run (21), as at LEVEL_FULL;
+  // auto ranges are named by index.
+  std::vector<api::ActivityRecord> records = {Kernel("k()", 20), Kernel("k()", 21)};
+  const std::string stall = cupti::StallMetricName("long_scoreboard");
+  AttachKernelMetrics({{"0", {{"dram", 85}}}}, {{"_Z1kv", {{stall, 98}}}}, {20}, records);
+  EXPECT_THAT(records[0].metrics(), UnorderedElementsAre(Pair("dram", 85), Pair(stall, 98)));
+  EXPECT_THAT(records[1].metrics(), UnorderedElementsAre(Pair(stall, 98)));
 }
 
 TEST(TracingSessionTest, OffCollectsNothingAndEmitsNothing) {

@@ -23,6 +23,8 @@ for target in "${main_targets[@]}" $gpu_targets; do
   if [ -d "$path.runfiles/gpuprof" ]; then cp -rL "$path.runfiles/gpuprof/." "$out/runfiles/" 2>/dev/null || true; fi
 done
 chmod -R u+w "$out"
+# Debug info is not needed there and the bundle must stay small enough to travel.
+strip --strip-debug "$out"/bin/* 2>/dev/null || true
 # Runfiles repeat the binaries and their libraries; only the data files are needed.
 find "$out/runfiles" -type f -exec sh -c 'head -c4 "$1" | grep -q ELF && rm -f "$1"' _ {} \;
 find "$out/runfiles" -type l -delete
