@@ -123,6 +123,11 @@ absl::Status ExperimentManager::Probe() {
                                 absl::FormatDuration(options_.probe_timeout)));
   }
   inventory_.mutable_host()->set_gpuprof_version(options_.version);
+  {
+    absl::MutexLock lock(&mutex_);
+    jit_cache_entries_ = inventory_.host().jit_cache_entries();
+    jit_cache_bytes_ = inventory_.host().jit_cache_bytes();
+  }
   LogLine(absl::StrCat("inventory: ", inventory_.gpus_size(), " GPU(s)",
                        inventory_.probe_error().empty() ? ""
                                                         : " (" + inventory_.probe_error() + ")",
@@ -273,6 +278,8 @@ absl::StatusOr<ExperimentPage> ExperimentManager::List(const ExperimentFilter& f
 v1::ListGpusResponse ExperimentManager::ListGpus() {
   v1::ListGpusResponse response = inventory_;
   absl::MutexLock lock(&mutex_);
+  response.mutable_host()->set_jit_cache_entries(jit_cache_entries_);
+  response.mutable_host()->set_jit_cache_bytes(jit_cache_bytes_);
   for (const auto& [gpu, id] : scheduler_->GpuLeases()) {
     if (gpu < 0 || gpu >= response.gpus_size()) continue;
     response.mutable_gpus(gpu)->set_leased_to_experiment(id);
@@ -436,6 +443,10 @@ void ExperimentManager::OnWorkerReport(int64_t slot_id, const worker_v1::WorkerR
   }
   if (!report.has_finished()) return;
   const auto& finished = report.finished();
+  if (finished.jit_cache_entries() > 0) {
+    jit_cache_entries_ = finished.jit_cache_entries();
+    jit_cache_bytes_ = finished.jit_cache_bytes();
+  }
   slot->second.experiment_id.clear();
   slot->second.idle_since = absl::Now();
   scheduler_->Release(id);

@@ -142,6 +142,9 @@ class ExperimentManager {
   int64_t next_slot_ ABSL_GUARDED_BY(mutex_) = 1;
   int64_t next_subscription_ ABSL_GUARDED_BY(mutex_) = 1;
   int64_t next_submit_order_ ABSL_GUARDED_BY(mutex_) = 0;
+  // The JIT cache as the last worker to finish saw it (the probe's view is stale after runs).
+  int64_t jit_cache_entries_ ABSL_GUARDED_BY(mutex_) = 0;
+  int64_t jit_cache_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
   std::thread control_thread_;
 };
 

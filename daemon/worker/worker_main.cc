@@ -19,6 +19,19 @@ namespace gpuprof::worker {
 namespace {
 
 constexpr int kCommandFd = 3;
+
+struct JitCacheSize {
+  int64_t entries = 0;
+  int64_t bytes = 0;
+};
+
+// Entries and bytes in the JIT cache this worker uses (zero when it cannot be listed).
+JitCacheSize MeasureJitCache() {
+  const kernels::JitCache jit_cache(kernels::DefaultJitCacheDirectory());
+  const absl::StatusOr<kernels::JitCacheContents> contents = jit_cache.Contents();
+  if (!contents.ok()) return {};
+  return {contents->entries, contents->bytes};
+}
 constexpr int kReportFd = 4;
 
 int Serve() {
@@ -53,14 +66,11 @@ int Serve() {
         report.mutable_probe()->add_supported_workloads(workload);
       }
       // The JIT cache this worker's experiments use, for `gpuprof gpus`.
-      const kernels::JitCache jit_cache(kernels::DefaultJitCacheDirectory());
       auto* host = report.mutable_probe()->mutable_host();
-      host->set_jit_cache_dir(jit_cache.directory());
-      if (absl::StatusOr<kernels::JitCacheContents> contents = jit_cache.Contents();
-          contents.ok()) {
-        host->set_jit_cache_entries(contents->entries);
-        host->set_jit_cache_bytes(contents->bytes);
-      }
+      host->set_jit_cache_dir(kernels::DefaultJitCacheDirectory());
+      const JitCacheSize size = MeasureJitCache();
+      host->set_jit_cache_entries(size.entries);
+      host->set_jit_cache_bytes(size.bytes);
       send(report);
       continue;
     }
