@@ -1,14 +1,13 @@
 #include "cupti/pc_sampling.h"
 
+#include <cupti_activity.h>
 #include <cupti_pcsampling.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <map>
 
 #include "absl/cleanup/cleanup.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/cuda_status.h"
@@ -31,6 +30,12 @@ struct SampleTotals {
   bool hardware_buffer_full = false;
 };
 
+// True when CUPTI took samples but could place none of them in a module it knows.
+bool AllOutsideKnownModules(const SampleTotals& totals) {
+  return totals.outside_user_kernels > 0 &&
+         totals.outside_user_kernels + totals.dropped >= totals.total;
+}
+
 // A CUpti_PCSamplingData with room for `pcs` PCs of `reasons` stall reasons each.
 class SamplingBuffer {
  public:
@@ -50,10 +55,10 @@ class SamplingBuffer {
   CUpti_PCSamplingData* get() { return &data_; }
 
   // Adds the buffer's samples to `counts` (function -> reason index -> samples) and to
-  // `totals`, and collects the names CUPTI allocated in `names_to_free` (a set: the same name
-  // may appear in both buffers, and must be freed once).
-  void Drain(std::map<std::string, std::map<uint32_t, uint64_t>>& counts, SampleTotals& totals,
-             absl::flat_hash_set<char*>& names_to_free) {
+  // `totals`. The function names are copied, not freed: CUPTI 13 hands out the same string
+  // for a function again in later sampling sessions, so freeing it was a double free on the
+  // second session in a process (a reused worker).
+  void Drain(std::map<std::string, std::map<uint32_t, uint64_t>>& counts, SampleTotals& totals) {
     totals.total += data_.totalSamples;
     totals.dropped += data_.droppedSamples;
     totals.outside_user_kernels += data_.nonUsrKernelsTotalSamples;
@@ -62,7 +67,6 @@ class SamplingBuffer {
     for (size_t i = 0; i < data_.totalNumPcs && i < pc_data_.size(); ++i) {
       CUpti_PCSamplingPCData& pc = pc_data_[i];
       const std::string function = pc.functionName != nullptr ? pc.functionName : "<unknown>";
-      if (pc.functionName != nullptr) names_to_free.insert(pc.functionName);
       pc.functionName = nullptr;
       for (size_t r = 0; r < pc.stallReasonCount; ++r) {
         counts[function][pc.stallReason[r].pcSamplingStallReasonIndex] +=
@@ -90,6 +94,20 @@ absl::Status SetAttributes(CUcontext context,
 }
 
 }  // namespace
+
+std::string UnattributedSamplesMessage(uint64_t total, uint64_t dropped,
+                                       uint64_t outside_user_kernels, bool hardware_buffer_full) {
+  std::string message =
+      absl::StrCat("PC sampling attributed no samples to a kernel (", total, " samples in all, ",
+                   dropped, " dropped, ", outside_user_kernels, " outside user kernels",
+                   hardware_buffer_full ? ", hardware buffer full" : "", ")");
+  if (AllOutsideKnownModules(
+          {.total = total, .dropped = dropped, .outside_user_kernels = outside_user_kernels})) {
+    absl::StrAppend(&message,
+                    ": CUPTI knew none of the sampled kernels' modules, even after re-attaching");
+  }
+  return message;
+}
 
 std::string ShortStallReasonName(absl::string_view cupti_name) {
   absl::string_view name = cupti_name;
@@ -121,10 +139,18 @@ StallBreakdown SummarizeStalls(std::string function_name,
   return breakdown;
 }
 
-absl::StatusOr<std::vector<StallBreakdown>> CollectStallBreakdown(
-    const PcSamplingOptions& options, const std::function<absl::Status()>& launch) {
-  ASSIGN_OR_RETURN(CUcontext context, CurrentCudaContext());
+namespace {
 
+struct SamplingSession {
+  std::map<std::string, std::map<uint32_t, uint64_t>> counts;  // function -> reason -> samples
+  absl::flat_hash_map<uint32_t, std::string> reason_by_index;
+  SampleTotals totals;
+};
+
+// Enables sampling on `context`, runs `launch` between start and stop, reads every sample and
+// disables sampling again.
+absl::StatusOr<SamplingSession> SampleOnce(CUcontext context, const PcSamplingOptions& options,
+                                           const std::function<absl::Status()>& launch) {
   // Sampling is enabled first: CUPTI answers the stall-reason queries only then.
   CUpti_PCSamplingEnableParams enable = {};
   enable.size = CUpti_PCSamplingEnableParamsSize;
@@ -162,8 +188,10 @@ absl::StatusOr<std::vector<StallBreakdown>> CollectStallBreakdown(
   reasons_params.stallReasonIndex = reason_indices.data();
   reasons_params.stallReasons = reason_names.data();
   CUPTI_RETURN_IF_ERROR(cuptiPCSamplingGetStallReasons(&reasons_params));
-  absl::flat_hash_map<uint32_t, std::string> reason_by_index;
-  for (size_t i = 0; i < reason_count; ++i) reason_by_index[reason_indices[i]] = reason_names[i];
+  SamplingSession session;
+  for (size_t i = 0; i < reason_count; ++i) {
+    session.reason_by_index[reason_indices[i]] = reason_names[i];
+  }
 
   // What CUPTI fills at disable time, and what GetData fills on each read.
   SamplingBuffer final_buffer(options.pcs_per_read, reason_count);
@@ -201,13 +229,6 @@ absl::StatusOr<std::vector<StallBreakdown>> CollectStallBreakdown(
   RETURN_IF_ERROR(synced);
   RETURN_IF_ERROR(stopped);
 
-  std::map<std::string, std::map<uint32_t, uint64_t>> counts;
-  SampleTotals totals;
-  absl::flat_hash_set<char*> names_to_free;
-  // CUPTI allocated the names; the reader frees them, once each.
-  absl::Cleanup free_names = [&] {
-    for (char* name : names_to_free) std::free(name);
-  };
   for (int read = 0; read < kMaxReads; ++read) {
     CUpti_PCSamplingGetDataParams get = {};
     get.size = CUpti_PCSamplingGetDataParamsSize;
@@ -216,19 +237,40 @@ absl::StatusOr<std::vector<StallBreakdown>> CollectStallBreakdown(
     CUPTI_RETURN_IF_ERROR(cuptiPCSamplingGetData(&get));
     const bool more = read_buffer.get()->remainingNumPcs > 0;
     const bool got = read_buffer.get()->totalNumPcs > 0;
-    read_buffer.Drain(counts, totals, names_to_free);
+    read_buffer.Drain(session.counts, session.totals);
     if (!more && !got) break;
   }
   RETURN_IF_ERROR(disable_sampling());
-  final_buffer.Drain(counts, totals, names_to_free);
+  final_buffer.Drain(session.counts, session.totals);
+  return session;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<StallBreakdown>> CollectStallBreakdown(
+    const PcSamplingOptions& options, const std::function<absl::Status()>& launch) {
+  ASSIGN_OR_RETURN(CUcontext context, CurrentCudaContext());
+  ASSIGN_OR_RETURN(SamplingSession session, SampleOnce(context, options, launch));
+  if (session.counts.empty() && AllOutsideKnownModules(session.totals)) {
+    // CUPTI forgets the modules it has seen load when its last client detaches (the range
+    // profiler's deinitialisation, an unsubscribe) while no activity tracing is on, and does
+    // not learn them again; a freshly attached CUPTI does learn the loaded ones. So detach it
+    // fully and sample once more. While an ActivityTracer runs (the worker's FULL level) CUPTI
+    // kept its module table in every run seen, so a live tracer is not cut off here; should
+    // this path ever run under one, its collection ends (its Stop reports the error).
+    CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
+    CUPTI_RETURN_IF_ERROR(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
+    CUPTI_RETURN_IF_ERROR(cuptiFinalize());
+    ASSIGN_OR_RETURN(session, SampleOnce(context, options, launch));
+  }
 
   std::vector<StallBreakdown> breakdowns;
-  for (const auto& [function, by_index] : counts) {
+  for (const auto& [function, by_index] : session.counts) {
     absl::flat_hash_map<std::string, uint64_t> by_name;
     for (const auto& [index, samples] : by_index) {
-      const auto name = reason_by_index.find(index);
-      by_name[name != reason_by_index.end() ? name->second : absl::StrCat("reason_", index)] +=
-          samples;
+      const auto name = session.reason_by_index.find(index);
+      by_name[name != session.reason_by_index.end() ? name->second
+                                                    : absl::StrCat("reason_", index)] += samples;
     }
     StallBreakdown breakdown = SummarizeStalls(function, by_name);
     if (breakdown.samples > 0) breakdowns.push_back(std::move(breakdown));
@@ -236,10 +278,9 @@ absl::StatusOr<std::vector<StallBreakdown>> CollectStallBreakdown(
   std::sort(breakdowns.begin(), breakdowns.end(),
             [](const StallBreakdown& a, const StallBreakdown& b) { return a.samples > b.samples; });
   if (breakdowns.empty()) {
-    return absl::NotFoundError(absl::StrCat(
-        "PC sampling attributed no samples to a kernel (", totals.total, " samples in all, ",
-        totals.dropped, " dropped, ", totals.outside_user_kernels, " outside user kernels",
-        totals.hardware_buffer_full ? ", hardware buffer full" : "", ")"));
+    const SampleTotals& totals = session.totals;
+    return absl::NotFoundError(UnattributedSamplesMessage(
+        totals.total, totals.dropped, totals.outside_user_kernels, totals.hardware_buffer_full));
   }
   return breakdowns;
 }

@@ -34,8 +34,10 @@ struct PcSamplingOptions {
 };
 
 // Samples every kernel that `launch` runs on the current device (it must enqueue and wait for
-// them) and returns one breakdown per kernel, most-sampled first. NOT_FOUND, with the sample
-// counts, when no sample could be attributed to a kernel.
+// them) and returns one breakdown per kernel, most-sampled first. Kernels whose modules were
+// loaded long before are fine. If CUPTI has lost track of the loaded modules (see the .cc), it
+// is detached and `launch` runs a second time. NOT_FOUND, with the sample counts (see
+// UnattributedSamplesMessage), when no sample could be attributed to a kernel.
 absl::StatusOr<std::vector<StallBreakdown>> CollectStallBreakdown(
     const PcSamplingOptions& options, const std::function<absl::Status()>& launch);
 
@@ -48,6 +50,11 @@ std::string ShortStallReasonName(absl::string_view cupti_name);
 // not issue ("..._not_issued"). Only the first kind adds up to the kernel's samples; the
 // "not issued" ones are left out.
 bool IsNotIssuedVariant(absl::string_view cupti_name);
+
+// Why no sample was attributed, from CUPTI's counts: all of them in code CUPTI does not know
+// (it says "outside user kernels"), dropped, or none taken.
+std::string UnattributedSamplesMessage(uint64_t total, uint64_t dropped,
+                                       uint64_t outside_user_kernels, bool hardware_buffer_full);
 
 // Percentages of `samples_by_reason` (CUPTI reason names), largest first, zero counts dropped.
 StallBreakdown SummarizeStalls(std::string function_name,

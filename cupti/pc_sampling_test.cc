@@ -6,9 +6,12 @@
 namespace gpuprof::cupti {
 namespace {
 
-using ::testing::Pair;
-using ::testing::ElementsAre;
+using ::testing::AllOf;
 using ::testing::DoubleEq;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using ::testing::Pair;
 
 TEST(ShortStallReasonNameTest, StripsTheCounterPrefix) {
   EXPECT_EQ(ShortStallReasonName("smsp__pcsamp_warps_issue_stalled_long_scoreboard"),
@@ -39,6 +42,20 @@ TEST(SummarizeStallsTest, NoSamples) {
   const StallBreakdown breakdown = SummarizeStalls("k", {});
   EXPECT_EQ(breakdown.samples, 0u);
   EXPECT_TRUE(breakdown.percent_by_reason.empty());
+}
+
+TEST(UnattributedSamplesMessageTest, SaysCuptiKnewNoModuleOnlyWhenEverySampleIsOutside) {
+  const std::string outside = UnattributedSamplesMessage(24232, 0, 24232, false);
+  EXPECT_THAT(outside, HasSubstr("(24232 samples in all, 0 dropped, 24232 outside user kernels)"));
+  EXPECT_THAT(outside, HasSubstr("knew none of the sampled kernels' modules"));
+  EXPECT_THAT(UnattributedSamplesMessage(100, 40, 60, false),
+              HasSubstr("knew none of the sampled kernels' modules"));
+  // Nothing sampled, or everything dropped, is not a module CUPTI missed.
+  EXPECT_THAT(UnattributedSamplesMessage(0, 0, 0, false),
+              Not(HasSubstr("knew none of the sampled kernels' modules")));
+  EXPECT_THAT(UnattributedSamplesMessage(50, 50, 0, true),
+              AllOf(HasSubstr("hardware buffer full"),
+                    Not(HasSubstr("knew none of the sampled kernels' modules"))));
 }
 
 }  // namespace
