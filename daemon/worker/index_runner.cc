@@ -9,6 +9,7 @@
 #include "common/cuda_raii.h"
 #include "common/cuda_status.h"
 #include "common/status_macros.h"
+#include "daemon/worker/copy_workload_kernels.h"
 #include "kernels/copy_kernel_config.h"
 #include "kernels/copy_kernel_launch.h"
 #include "kernels/copy_reference.h"
@@ -71,23 +72,10 @@ absl::StatusOr<api::ExperimentResult> RunIndexWorkload(const v1::RunExperiment& 
                                                     .use_pdl = spec.use_pdl(),
                                                     .variant = masked,
                                                     .sm_count = device.sm_count}));
-  const kernels::JitCache cache(kernels::DefaultJitCacheDirectory());
-  ASSIGN_OR_RETURN(const kernels::JitRequest request, kernels::CopyKernelJitRequest(config));
-  ASSIGN_OR_RETURN(
-      WorkloadKernel gather,
-      CompileWorkloadKernel(cache, request, device.arch,
-                            absl::StrCat(request.kernel_name, "<", request.template_key, ">")));
-  ASSIGN_OR_RETURN(WorkloadKernel blocker,
-                   CompileWorkloadKernel(cache, kernels::StreamBlockerJitRequest(), device.arch,
-                                         "stream_blocker"));
-  *result.mutable_jit() = gather.info;
-  if (!gather.cache_write_error.empty()) {
-    result.add_not_collected(absl::StrCat("JIT cache entry: ", gather.cache_write_error));
-  }
-  progress(api::PHASE_JIT, 2, 2,
-           gather.info.cache_hit()
-               ? absl::StrCat("cache hit: ", gather.info.cache_key())
-               : absl::StrFormat("compiled in %.1f ms", gather.info.compile_ms()));
+  ASSIGN_OR_RETURN(CopyWorkloadKernels jit,
+                   CompileCopyWorkloadKernels(config, device.arch, progress, result));
+  const WorkloadKernel& gather = jit.copy;
+  const WorkloadKernel& blocker = jit.blocker;
 
   // Allocation: refuse what does not fit before taking any of it.
   progress(api::PHASE_ALLOCATION, 0, 1, "allocating and filling the table");

@@ -12,6 +12,7 @@
 #include "common/cuda_raii.h"
 #include "common/cuda_status.h"
 #include "common/status_macros.h"
+#include "daemon/worker/copy_workload_kernels.h"
 #include "kernels/copy_kernel_config.h"
 #include "kernels/copy_kernel_launch.h"
 #include "kernels/copy_reference.h"
@@ -103,23 +104,10 @@ absl::StatusOr<api::ExperimentResult> RunStoreWorkload(const v1::RunExperiment& 
                                                     .use_pdl = spec.use_pdl(),
                                                     .variant = fused,
                                                     .sm_count = device.sm_count}));
-  const kernels::JitCache cache(kernels::DefaultJitCacheDirectory());
-  ASSIGN_OR_RETURN(const kernels::JitRequest request, kernels::CopyKernelJitRequest(config));
-  ASSIGN_OR_RETURN(
-      WorkloadKernel scatter,
-      CompileWorkloadKernel(cache, request, device.arch,
-                            absl::StrCat(request.kernel_name, "<", request.template_key, ">")));
-  ASSIGN_OR_RETURN(WorkloadKernel blocker,
-                   CompileWorkloadKernel(cache, kernels::StreamBlockerJitRequest(), device.arch,
-                                         "stream_blocker"));
-  *result.mutable_jit() = scatter.info;
-  if (!scatter.cache_write_error.empty()) {
-    result.add_not_collected(absl::StrCat("JIT cache entry: ", scatter.cache_write_error));
-  }
-  progress(api::PHASE_JIT, 2, 2,
-           scatter.info.cache_hit()
-               ? absl::StrCat("cache hit: ", scatter.info.cache_key())
-               : absl::StrFormat("compiled in %.1f ms", scatter.info.compile_ms()));
+  ASSIGN_OR_RETURN(CopyWorkloadKernels jit,
+                   CompileCopyWorkloadKernels(config, device.arch, progress, result));
+  const WorkloadKernel& scatter = jit.copy;
+  const WorkloadKernel& blocker = jit.blocker;
 
   progress(api::PHASE_ALLOCATION, 0, 1, "allocating the K and V caches");
   const bool cold = run.request().measurement().l2_mode() == api::MeasurementOptions::L2_MODE_COLD;
