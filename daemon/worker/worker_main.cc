@@ -82,6 +82,10 @@ int Serve() {
       });
       v1::WorkerReport report;
       *report.mutable_finished() = finished;
+      // Runs add compiled kernels to the cache; keep the daemon's listing current.
+      const JitCacheSize size = MeasureJitCache();
+      report.mutable_finished()->set_jit_cache_entries(size.entries);
+      report.mutable_finished()->set_jit_cache_bytes(size.bytes);
       send(report);
       // A process whose CUDA context may be broken must not take another experiment.
       if (finished.must_not_reuse()) return 0;

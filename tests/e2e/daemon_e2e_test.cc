@@ -4,6 +4,8 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
@@ -385,6 +387,21 @@ TEST_F(DaemonE2eTest, BadRequestsGetClearErrors) {
   const CommandResult listed = daemon_->Cli({"list", "--json"});
   EXPECT_EQ(listed.exit_code, 0);
   EXPECT_THAT(listed.out, Not(HasSubstr("exp-")));
+}
+
+TEST(DaemonE2eJitCacheTest, GpusListingFollowsTheJitCacheAfterRuns) {
+  // Workers report the cache after every run, so the listing is not frozen at start-up.
+  const std::string cache_dir = MakeTempDir("jit-cache");
+  ASSERT_EQ(setenv("GPUPROF_JIT_CACHE_DIR", cache_dir.c_str(), 1), 0);
+  DaemonProcess daemon(MakeTempDir("gpuprofd"));
+  ASSERT_TRUE(daemon.Start().ok()) << daemon.Log();
+  unsetenv("GPUPROF_JIT_CACHE_DIR");
+  const CommandResult before = daemon.Cli({"gpus"});
+  EXPECT_THAT(before.out, HasSubstr(absl::StrCat("jit cache:  ", cache_dir, " (0 entries")));
+  std::ofstream(cache_dir + "/index_gather__test.cubin") << "compiled kernel bytes";
+  ASSERT_EQ(daemon.Cli(With(kSmallRadix, {"--follow"})).exit_code, 0);
+  const CommandResult after = daemon.Cli({"gpus"});
+  EXPECT_THAT(after.out, HasSubstr(absl::StrCat("jit cache:  ", cache_dir, " (1 entries, 21 B)")));
 }
 
 TEST_F(DaemonE2eTest, GracefulShutdownInterruptsRunningAndKeepsQueued) {
