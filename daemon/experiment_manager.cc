@@ -70,7 +70,8 @@ absl::StatusOr<std::unique_ptr<ExperimentManager>> ExperimentManager::Create(
   {
     absl::MutexLock lock(&manager->mutex_);
     manager->scheduler_ = std::make_unique<Scheduler>(GpuTopology(manager->inventory_),
-                                                      std::max(1, manager->options_.cpu_slots));
+                                                      std::max(1, manager->options_.cpu_slots),
+                                                      manager->options_.gpu_reservation_after);
   }
   RETURN_IF_ERROR(manager->Recover());
   manager->control_thread_ = std::thread([m = manager.get()] { m->ControlLoop(); });
@@ -494,7 +495,7 @@ void ExperimentManager::OnWorkerExit(int64_t slot_id, const WorkerExit& exit) {
 void ExperimentManager::ControlLoop() {
   absl::MutexLock lock(&mutex_);
   while (!stopping_) {
-    for (const Dispatch& dispatch : scheduler_->DispatchReady()) StartLocked(dispatch);
+    for (const Dispatch& dispatch : scheduler_->DispatchReady(absl::Now())) StartLocked(dispatch);
 
     const absl::Time now = absl::Now();
     absl::Time next_wake = now + absl::Seconds(1);

@@ -30,6 +30,9 @@ struct ManagerOptions {
   ValidationLimits limits;
   // CPU workloads (radix) that may run at once; they share the host's cores.
   int cpu_slots = 1;
+  // A GPU experiment that has waited this long for busy GPUs gets the next ones that free up:
+  // smaller experiments behind it stop being started on GPUs until it runs.
+  absl::Duration gpu_reservation_after = absl::Minutes(2);
   // An idle worker kept for reuse on the same GPUs is stopped after this long.
   absl::Duration worker_idle_timeout = absl::Seconds(60);
   absl::Duration probe_timeout = absl::Seconds(180);

@@ -41,6 +41,9 @@ ABSL_FLAG(int, cpu_slots, 1, "CPU workloads (radix) that may run at the same tim
 ABSL_FLAG(absl::Duration, default_timeout, absl::Minutes(30),
           "Run-time limit for experiments that set none.");
 ABSL_FLAG(absl::Duration, max_timeout, absl::Hours(24), "Largest timeout a request may set.");
+ABSL_FLAG(absl::Duration, gpu_reservation_after, absl::Minutes(2),
+          "A GPU experiment waiting this long for busy GPUs reserves the next ones that free "
+          "up, so a large request is not starved by a stream of small ones.");
 ABSL_FLAG(absl::Duration, worker_idle_timeout, absl::Seconds(60),
           "How long an idle worker is kept for reuse on the same GPUs.");
 ABSL_FLAG(bool, measure_copy_bandwidth, true,
@@ -86,6 +89,7 @@ int Run() {
   options.limits.allow_test_faults = absl::GetFlag(FLAGS_enable_test_faults);
   options.cpu_slots = absl::GetFlag(FLAGS_cpu_slots);
   options.worker_idle_timeout = absl::GetFlag(FLAGS_worker_idle_timeout);
+  options.gpu_reservation_after = absl::GetFlag(FLAGS_gpu_reservation_after);
   options.measure_copy_bandwidth = absl::GetFlag(FLAGS_measure_copy_bandwidth);
   options.version = GPUPROF_VERSION;
   // Declared before the manager, which reports to it until its very end.

@@ -5,8 +5,8 @@
 
 namespace gpuprof::daemon {
 
-Scheduler::Scheduler(GpuTopology topology, int cpu_slots)
-    : topology_(std::move(topology)), cpu_slots_(cpu_slots) {
+Scheduler::Scheduler(GpuTopology topology, int cpu_slots, absl::Duration reserve_after)
+    : topology_(std::move(topology)), cpu_slots_(cpu_slots), reserve_after_(reserve_after) {
   for (int gpu = 0; gpu < topology_.gpu_count(); ++gpu) free_gpus_.insert(gpu);
 }
 
@@ -15,7 +15,10 @@ void Scheduler::Enqueue(PendingExperiment experiment) {
   queue_[id] = std::move(experiment);
 }
 
-bool Scheduler::Remove(const std::string& id) { return queue_.erase(id) > 0; }
+bool Scheduler::Remove(const std::string& id) {
+  blocked_since_.erase(id);
+  return queue_.erase(id) > 0;
+}
 
 std::vector<const PendingExperiment*> Scheduler::PolicyOrder() const {
   // Simulates fair turns: a user's k-th queued experiment (at one priority) comes after every
@@ -48,25 +51,34 @@ std::vector<const PendingExperiment*> Scheduler::PolicyOrder() const {
   return order;
 }
 
-std::vector<Dispatch> Scheduler::DispatchReady() {
+std::vector<Dispatch> Scheduler::DispatchReady(absl::Time now) {
   std::vector<Dispatch> dispatched;
   // Each start changes the fair-share order, so recompute it after every dispatch.
   bool started = true;
   while (started && !queue_.empty()) {
     started = false;
+    // Set once an experiment ahead in the order has waited too long for its GPUs: the GPUs
+    // that free up are kept for it.
+    bool reserving = false;
     for (const PendingExperiment* candidate : PolicyOrder()) {
       std::vector<int> gpus;
       if (candidate->gpu_count == 0) {
         if (cpu_in_use_ >= cpu_slots_) continue;
         ++cpu_in_use_;
       } else {
+        if (reserving) continue;
         auto chosen =
             ChooseGpus(candidate->selection, candidate->gpu_count, topology_, free_gpus_);
-        if (!chosen.has_value()) continue;
+        if (!chosen.has_value()) {
+          const absl::Time since = blocked_since_.try_emplace(candidate->id, now).first->second;
+          if (now - since >= reserve_after_) reserving = true;
+          continue;
+        }
         gpus = *std::move(chosen);
         for (int gpu : gpus) free_gpus_.erase(gpu);
       }
       const PendingExperiment experiment = *candidate;
+      blocked_since_.erase(experiment.id);
       queue_.erase(experiment.id);
       running_[experiment.id] = Running{experiment.user, gpus, experiment.gpu_count == 0};
       ++running_per_user_[experiment.user];

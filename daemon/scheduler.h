@@ -5,7 +5,9 @@
 //      experiments goes first, ties to the user served least recently, so one user's hundred
 //      queued experiments do not hold back another user's single one;
 //   3. first come, first served within a user;
-//   4. an experiment whose GPUs are busy does not block later ones that fit elsewhere.
+//   4. an experiment whose GPUs are busy does not block later ones that fit elsewhere, until
+//      it has waited `reserve_after`: then no GPU experiment behind it starts until it has
+//      its GPUs, so a large request is not starved by a stream of small ones.
 // GPU leases are exclusive; CPU workloads share a fixed number of CPU slots.
 #ifndef GPUPROF_DAEMON_SCHEDULER_H_
 #define GPUPROF_DAEMON_SCHEDULER_H_
@@ -16,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "daemon/gpu_placement.h"
 #include "gpuprof/v1/experiment.pb.h"
 
@@ -37,13 +40,14 @@ struct Dispatch {
 
 class Scheduler {
  public:
-  Scheduler(GpuTopology topology, int cpu_slots);
+  Scheduler(GpuTopology topology, int cpu_slots,
+            absl::Duration reserve_after = absl::Minutes(2));
 
   void Enqueue(PendingExperiment experiment);
   // Removes a queued experiment (cancelled); false if it is not queued.
   bool Remove(const std::string& id);
   // Leases resources to every experiment that can start now, in policy order.
-  std::vector<Dispatch> DispatchReady();
+  std::vector<Dispatch> DispatchReady(absl::Time now);
   // Frees what a dispatched experiment held.
   void Release(const std::string& id);
 
@@ -66,6 +70,9 @@ class Scheduler {
 
   GpuTopology topology_;
   int cpu_slots_;
+  absl::Duration reserve_after_;
+  // When each queued GPU experiment first found its GPUs busy.
+  std::map<std::string, absl::Time> blocked_since_;
   int cpu_in_use_ = 0;
   std::set<int> free_gpus_;
   std::map<std::string, PendingExperiment> queue_;  // by id

@@ -9,6 +9,8 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 
+const absl::Time kNow = absl::FromUnixSeconds(1'800'000'000);
+
 // Four GPUs, NVLink pairs (0,1) and (2,3), one NUMA node.
 GpuTopology FourGpus() {
   v1::ListGpusResponse inventory;
@@ -45,13 +47,13 @@ std::vector<std::string> Ids(const std::vector<Dispatch>& dispatched) {
 TEST(Scheduler, OneUsersBacklogDoesNotHoldBackAnother) {
   Scheduler scheduler(FourGpus(), /*cpu_slots=*/1);
   for (int i = 0; i < 100; ++i) scheduler.Enqueue(Cpu("a" + std::to_string(i), "alice", i));
-  EXPECT_THAT(Ids(scheduler.DispatchReady()), ElementsAre("a0"));
+  EXPECT_THAT(Ids(scheduler.DispatchReady(kNow)), ElementsAre("a0"));
   scheduler.Enqueue(Cpu("b0", "bob", 100));
   EXPECT_EQ(scheduler.QueuePosition("b0"), 1);
   scheduler.Release("a0");
-  EXPECT_THAT(Ids(scheduler.DispatchReady()), ElementsAre("b0"));
+  EXPECT_THAT(Ids(scheduler.DispatchReady(kNow)), ElementsAre("b0"));
   scheduler.Release("b0");
-  EXPECT_THAT(Ids(scheduler.DispatchReady()), ElementsAre("a1"));
+  EXPECT_THAT(Ids(scheduler.DispatchReady(kNow)), ElementsAre("a1"));
 }
 
 TEST(Scheduler, UsersTakeTurns) {
@@ -61,7 +63,7 @@ TEST(Scheduler, UsersTakeTurns) {
   for (int i = 0; i < 3; ++i) scheduler.Enqueue(Cpu("b" + std::to_string(i), "bob", order++));
   std::vector<std::string> ran;
   for (int i = 0; i < 6; ++i) {
-    auto dispatched = scheduler.DispatchReady();
+    auto dispatched = scheduler.DispatchReady(kNow);
     ASSERT_EQ(dispatched.size(), 1u);
     ran.push_back(dispatched[0].id);
     scheduler.Release(dispatched[0].id);
@@ -73,7 +75,7 @@ TEST(Scheduler, PriorityBeatsFairShare) {
   Scheduler scheduler(FourGpus(), 1);
   scheduler.Enqueue(Cpu("low", "bob", 0, /*priority=*/0));
   scheduler.Enqueue(Cpu("high", "alice", 1, /*priority=*/5));
-  EXPECT_THAT(Ids(scheduler.DispatchReady()), ElementsAre("high"));
+  EXPECT_THAT(Ids(scheduler.DispatchReady(kNow)), ElementsAre("high"));
   EXPECT_EQ(scheduler.QueuePosition("low"), 1);
 }
 
@@ -82,16 +84,16 @@ TEST(Scheduler, GpuLeasesAreExclusiveAndTopologyAware) {
   scheduler.Enqueue(Gpus("pair1", "alice", 0, 2));
   scheduler.Enqueue(Gpus("pair2", "bob", 1, 2));
   scheduler.Enqueue(Gpus("single", "carol", 2, 1));
-  const auto dispatched = scheduler.DispatchReady();
+  const auto dispatched = scheduler.DispatchReady(kNow);
   ASSERT_EQ(dispatched.size(), 2u);
   EXPECT_EQ(dispatched[0].id, "pair1");
   EXPECT_THAT(dispatched[0].gpus, ElementsAre(0, 1));
   EXPECT_EQ(dispatched[1].id, "pair2");
   EXPECT_THAT(dispatched[1].gpus, ElementsAre(2, 3));
   EXPECT_EQ(scheduler.GpuLeases().size(), 4u);
-  EXPECT_THAT(scheduler.DispatchReady(), IsEmpty());
+  EXPECT_THAT(scheduler.DispatchReady(kNow), IsEmpty());
   scheduler.Release("pair2");
-  const auto next = scheduler.DispatchReady();
+  const auto next = scheduler.DispatchReady(kNow);
   ASSERT_EQ(next.size(), 1u);
   EXPECT_EQ(next[0].id, "single");
   EXPECT_THAT(next[0].gpus, ElementsAre(2));
@@ -100,12 +102,34 @@ TEST(Scheduler, GpuLeasesAreExclusiveAndTopologyAware) {
 TEST(Scheduler, BusyGpusDoNotBlockExperimentsThatFitElsewhere) {
   Scheduler scheduler(FourGpus(), 1);
   scheduler.Enqueue(Gpus("three", "alice", 0, 3));
-  EXPECT_THAT(Ids(scheduler.DispatchReady()), ElementsAre("three"));
+  EXPECT_THAT(Ids(scheduler.DispatchReady(kNow)), ElementsAre("three"));
   scheduler.Enqueue(Gpus("two", "bob", 1, 2));
   scheduler.Enqueue(Gpus("one", "carol", 2, 1));
   scheduler.Enqueue(Cpu("cpu", "dave", 3));
-  EXPECT_THAT(Ids(scheduler.DispatchReady()), ElementsAre("one", "cpu"));
+  EXPECT_THAT(Ids(scheduler.DispatchReady(kNow)), ElementsAre("one", "cpu"));
   EXPECT_EQ(scheduler.QueuePosition("two"), 1);
+}
+
+TEST(Scheduler, LongWaitingLargeRequestReservesTheGpusThatFreeUp) {
+  Scheduler scheduler(FourGpus(), 1, /*reserve_after=*/absl::Minutes(2));
+  scheduler.Enqueue(Gpus("three", "alice", 0, 3));
+  EXPECT_THAT(Ids(scheduler.DispatchReady(kNow)), ElementsAre("three"));
+  scheduler.Enqueue(Gpus("four", "bob", 1, 4));
+  scheduler.Enqueue(Gpus("small1", "carol", 2, 1));
+  // Before the limit, small work fills the free GPU.
+  EXPECT_THAT(Ids(scheduler.DispatchReady(kNow)), ElementsAre("small1"));
+  scheduler.Release("small1");
+  scheduler.Enqueue(Gpus("small2", "carol", 3, 1));
+  scheduler.Enqueue(Cpu("cpu", "dave", 4));
+  // Past the limit, the freed GPU is kept for the waiting four-GPU request; CPU work still runs.
+  EXPECT_THAT(Ids(scheduler.DispatchReady(kNow + absl::Minutes(3))), ElementsAre("cpu"));
+  scheduler.Release("three");
+  const auto dispatched = scheduler.DispatchReady(kNow + absl::Minutes(4));
+  ASSERT_EQ(dispatched.size(), 1u);
+  EXPECT_EQ(dispatched[0].id, "four");
+  EXPECT_THAT(dispatched[0].gpus, ElementsAre(0, 1, 2, 3));
+  scheduler.Release("four");
+  EXPECT_THAT(Ids(scheduler.DispatchReady(kNow + absl::Minutes(5))), ElementsAre("small2"));
 }
 
 TEST(Scheduler, RemoveDropsQueuedOnly) {
@@ -114,7 +138,7 @@ TEST(Scheduler, RemoveDropsQueuedOnly) {
   scheduler.Enqueue(Cpu("b", "alice", 1));
   EXPECT_TRUE(scheduler.Remove("b"));
   EXPECT_FALSE(scheduler.Remove("b"));
-  EXPECT_THAT(Ids(scheduler.DispatchReady()), ElementsAre("a"));
+  EXPECT_THAT(Ids(scheduler.DispatchReady(kNow)), ElementsAre("a"));
   EXPECT_FALSE(scheduler.Remove("a"));
   EXPECT_EQ(scheduler.queued_count(), 0u);
 }
