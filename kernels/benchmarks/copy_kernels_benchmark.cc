@@ -3,16 +3,20 @@
 // PyTorch peers run beside it in torch_peers.py; run_copy_benchmarks.sh runs both and prints
 // one table.
 //
-//   copy_kernels_benchmark --out=ours.jsonl [--quick]
+//   copy_kernels_benchmark --out=ours.jsonl [--quick] [--tokens=16384,65536]
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "daemon/worker/gpu_probe.h"
 #include "daemon/worker/index_runner.h"
 #include "daemon/worker/store_runner.h"
@@ -110,7 +114,19 @@ int Main(int argc, char** argv) {
   std::string out_path = "copy_kernels_benchmark.jsonl";
   bool quick = false;
   bool tune = false;
+  std::vector<int64_t> tokens_only;
   for (int i = 1; i < argc; ++i) {
+    // Only these token counts in the sweep (e.g. the >= 16k targets without the small sizes).
+    if (std::strncmp(argv[i], "--tokens=", 9) == 0) {
+      for (absl::string_view item : absl::StrSplit(argv[i] + 9, ',')) {
+        int64_t tokens = 0;
+        if (!absl::SimpleAtoi(item, &tokens) || tokens < 1) {
+          std::fprintf(stderr, "--tokens: bad count in %s\n", argv[i]);
+          return 1;
+        }
+        tokens_only.push_back(tokens);
+      }
+    }
     if (std::strncmp(argv[i], "--out=", 6) == 0) out_path = argv[i] + 6;
     if (std::strcmp(argv[i], "--quick") == 0) quick = true;
     // Only the launch-shape sweep of the index target sizes, hot and cold L2.
@@ -167,8 +183,9 @@ int Main(int argc, char** argv) {
   }
 
   const std::vector<int64_t> tokens_sweep =
-      quick ? std::vector<int64_t>{64, 16384}
-            : std::vector<int64_t>{1, 64, 512, 4096, 16384, 65536};
+      !tokens_only.empty() ? tokens_only
+      : quick              ? std::vector<int64_t>{64, 16384}
+                           : std::vector<int64_t>{1, 64, 512, 4096, 16384, 65536};
   struct IndexShape {
     int64_t hidden;
     api::DataType dtype;
