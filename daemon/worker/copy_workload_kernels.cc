@@ -5,6 +5,7 @@
 #include "common/status_macros.h"
 #include "kernels/copy_kernel_launch.h"
 #include "kernels/jit_cache.h"
+#include "kernels/jit_module.h"
 
 namespace gpuprof::worker {
 
@@ -29,6 +30,21 @@ absl::StatusOr<CopyWorkloadKernels> CompileCopyWorkloadKernels(
            info.cache_hit() ? absl::StrCat("cache hit: ", info.cache_key())
                             : absl::StrFormat("compiled in %.1f ms", info.compile_ms()));
   return compiled;
+}
+
+void AddCopyKernelConfig(const kernels::CopyKernelConfig& config, int64_t num_tokens,
+                         const kernels::JitKernel& kernel, gpuprof::v1::ExperimentResult& result) {
+  auto& kernel_config = *result.mutable_kernel_config();
+  for (const auto& [name, value] : kernels::DescribeCopyKernelConfig(config, num_tokens)) {
+    kernel_config[name] = value;
+  }
+  const absl::StatusOr<kernels::KernelAttributes> attributes = kernel.Attributes();
+  if (!attributes.ok()) {
+    result.add_not_collected(absl::StrCat("kernel attributes: ", attributes.status().message()));
+    return;
+  }
+  kernel_config["registers_per_thread"] = absl::StrCat(attributes->registers_per_thread);
+  kernel_config["local_bytes_per_thread"] = absl::StrCat(attributes->local_bytes_per_thread);
 }
 
 }  // namespace gpuprof::worker

@@ -3,6 +3,8 @@
 #ifndef GPUPROF_DAEMON_WORKER_COPY_WORKLOAD_KERNELS_H_
 #define GPUPROF_DAEMON_WORKER_COPY_WORKLOAD_KERNELS_H_
 
+#include <cstdint>
+
 #include "absl/status/statusor.h"
 #include "daemon/worker/gpu_measurement.h"
 #include "gpuprof/v1/experiment.pb.h"
@@ -20,6 +22,11 @@ struct CopyWorkloadKernels {
 absl::StatusOr<CopyWorkloadKernels> CompileCopyWorkloadKernels(
     const kernels::CopyKernelConfig& config, kernels::GpuArchitecture arch,
     const PhaseProgress& progress, gpuprof::v1::ExperimentResult& result);
+
+// Adds the launch configuration and the compiled kernel's registers and local memory to
+// result.kernel_config (a not_collected line when the attributes cannot be read).
+void AddCopyKernelConfig(const kernels::CopyKernelConfig& config, int64_t num_tokens,
+                         const kernels::JitKernel& kernel, gpuprof::v1::ExperimentResult& result);
 
 }  // namespace gpuprof::worker
 

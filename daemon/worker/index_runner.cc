@@ -24,22 +24,6 @@ namespace api = ::gpuprof::v1;
 // Written over the output before the checked launch: rows the kernel skips keep it.
 constexpr int kPoisonByte = 0xa5;
 
-void AddKernelConfig(const kernels::CopyKernelConfig& config, int64_t num_tokens,
-                     const kernels::JitKernel& kernel, api::ExperimentResult& result) {
-  for (const auto& [name, value] : kernels::DescribeCopyKernelConfig(config, num_tokens)) {
-    (*result.mutable_kernel_config())[name] = value;
-  }
-  absl::StatusOr<kernels::KernelAttributes> attributes = kernel.Attributes();
-  if (attributes.ok()) {
-    (*result.mutable_kernel_config())["registers_per_thread"] =
-        absl::StrCat(attributes->registers_per_thread);
-    (*result.mutable_kernel_config())["local_bytes_per_thread"] =
-        absl::StrCat(attributes->local_bytes_per_thread);
-  } else {
-    result.add_not_collected(absl::StrCat("kernel attributes: ", attributes.status().message()));
-  }
-}
-
 }  // namespace
 
 absl::StatusOr<api::ExperimentResult> RunIndexWorkload(const v1::RunExperiment& run,
@@ -137,7 +121,7 @@ absl::StatusOr<api::ExperimentResult> RunIndexWorkload(const v1::RunExperiment& 
     }));
   }
   for (const std::string& note : outcome.not_collected) result.add_not_collected(note);
-  AddKernelConfig(config, tokens, gather.kernel, result);
+  AddCopyKernelConfig(config, tokens, gather.kernel, result);
 
   // Verification: poison the output, run once, compare with the CPU gather bit for bit.
   progress(api::PHASE_VERIFICATION, 0, 1, "checking against the CPU gather");

@@ -169,18 +169,11 @@ absl::StatusOr<api::ExperimentResult> RunStoreWorkload(const v1::RunExperiment& 
     }));
   }
   for (const std::string& note : outcome.not_collected) result.add_not_collected(note);
-  for (const auto& [name, value] : kernels::DescribeCopyKernelConfig(config, tokens)) {
-    (*result.mutable_kernel_config())[name] = value;
-  }
+  AddCopyKernelConfig(config, tokens, scatter.kernel, result);
   (*result.mutable_kernel_config())["launches_per_store"] = absl::StrCat(launches);
   (*result.mutable_kernel_config())["page_size"] = absl::StrCat(spec.page_size());
   (*result.mutable_kernel_config())["slot_pattern"] =
       absl::AsciiStrToLower(api::SlotPattern_Name(spec.slot_pattern()).substr(13));
-  if (absl::StatusOr<kernels::KernelAttributes> attributes = scatter.kernel.Attributes();
-      attributes.ok()) {
-    (*result.mutable_kernel_config())["registers_per_thread"] =
-        absl::StrCat(attributes->registers_per_thread);
-  }
 
   // Verification: refill the caches, scatter once, compare every slot of both caches.
   progress(api::PHASE_VERIFICATION, 0, 1, "checking both caches against the CPU scatter");
