@@ -16,6 +16,7 @@
 #include "client/story_command.h"
 #include "client/table.h"
 #include "client/trace_command.h"
+#include "common/version.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/support/sync_stream.h"
 
@@ -523,7 +524,7 @@ std::string MainHelp() {
       HelpFlag(),
   };
   return absl::StrCat(
-      "gpuprof ", kClientVersion,
+      "gpuprof ", GpuprofVersion(),
       ": run GPU profiling experiments on a gpuprofd daemon and read their results\n\n"
       "usage: gpuprof [--target ADDR] [--user NAME] <command> [args] [flags]\n\n"
       "commands:\n",
@@ -748,7 +749,7 @@ int RunGpuprof(const std::vector<std::string>& args, const ClientEnvironment& en
       return kExitOk;
     }
     if (word == "--version") {
-      *env.out << "gpuprof " << kClientVersion << "\n";
+      *env.out << "gpuprof " << GpuprofVersion() << "\n";
       return kExitOk;
     }
     struct ValueOption {

@@ -15,8 +15,6 @@
 #include "grpcpp/support/status.h"
 
 namespace gpuprof::client {
-
-inline constexpr char kClientVersion[] = "0.1.0";
 inline constexpr char kDefaultTarget[] = "127.0.0.1:7070";
 // Results with traces and many operations can be large; gRPC's default limit is 4 MiB.
 inline constexpr int kMaxReceiveMessageBytes = 64 << 20;

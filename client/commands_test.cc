@@ -1,5 +1,8 @@
 #include "client/commands.h"
 
+#include "absl/strings/str_cat.h"
+#include "common/version.h"
+
 #include <sstream>
 
 #include <gmock/gmock.h>
@@ -149,12 +152,12 @@ class CommandsTest : public ::testing::Test {
 
 TEST_F(CommandsTest, HelpVersionAndUsageErrors) {
   EXPECT_EQ(Run({"help"}), kExitOk);
-  EXPECT_THAT(out_.str(), StartsWith("gpuprof 0.1.0: "));
+  EXPECT_THAT(out_.str(), StartsWith(absl::StrCat("gpuprof ", GpuprofVersion(), ": ")));
   EXPECT_THAT(out_.str(), HasSubstr("exit codes:"));
   EXPECT_EQ(Run({"--help"}), kExitOk);
   EXPECT_THAT(out_.str(), HasSubstr("commands:\n  gpus"));
   EXPECT_EQ(Run({"--version"}), kExitOk);
-  EXPECT_EQ(out_.str(), "gpuprof 0.1.0\n");
+  EXPECT_EQ(out_.str(), absl::StrCat("gpuprof ", GpuprofVersion(), "\n"));
   EXPECT_EQ(Run({}), kExitUsage);
   EXPECT_THAT(err_.str(), HasSubstr("usage: gpuprof"));
   EXPECT_EQ(Run({"frobnicate"}), kExitUsage);

@@ -17,24 +17,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "google/protobuf/descriptor.h"
+#include "common/enum_names.h"
 #include "google/protobuf/message.h"
 
 namespace gpuprof::client {
-
-// An enum value's name without the prefix all of the enum's values share, in lower case with
-// '-' for '_': DATA_TYPE_FP8_E4M3 -> "fp8-e4m3", TIMED_OUT -> "timed-out".
-std::string EnumShortName(const google::protobuf::EnumValueDescriptor* value);
-
-// EnumShortName of the value numbered `number`, or the number itself if it has no name.
-std::string EnumShortName(const google::protobuf::EnumDescriptor* type, int number);
-
-// The short names a user may type, in declaration order, without the zero (UNSPECIFIED) value.
-std::vector<std::string> EnumChoices(const google::protobuf::EnumDescriptor* type);
-
-// Accepts a short name or the full name, any case, '-' or '_'. The zero value is not a choice
-// (leaving the flag out means it). Error: "\"bf61\" is not one of fp32, fp16, ...".
-absl::StatusOr<const google::protobuf::EnumValueDescriptor*> ParseEnumValue(
-    const google::protobuf::EnumDescriptor* type, absl::string_view text);
 
 enum class SizeUnits { kCount, kBytes };
 

@@ -81,7 +81,7 @@ void AddMeasurement(const v1::GpuMeasurement& measurement, KeyValueLines& lines)
   }
   if (measurement.bytes_moved() > 0) {
     lines.Add("bytes moved",
-              absl::StrCat(FormatBytes(measurement.bytes_moved()),
+              absl::StrCat(FormatDecimalBytes(measurement.bytes_moved()),
                            " per launch (bytes moved = bytes read + bytes written)"));
   }
   if (measurement.bandwidth_gbps() > 0) {
@@ -157,7 +157,7 @@ void AddRadix(const v1::RadixResult& radix, KeyValueLines& lines) {
                                   radix.evicted_tokens(), " tokens), tree ", radix.tree_nodes(),
                                   " nodes / ", radix.tree_tokens(), " tokens"));
   lines.Add("token compare", absl::StrCat(FormatNumber(radix.compare_gbps()), " GB/s (",
-                                          FormatBytes(radix.compare_bytes()), " compared)"));
+                                          FormatDecimalBytes(radix.compare_bytes()), " compared)"));
   if (radix.wall_seconds() > 0) {
     lines.Add("wall time", FormatElapsed(absl::Seconds(radix.wall_seconds())));
   }
@@ -225,18 +225,6 @@ std::string WorkloadName(v1::Workload workload) {
   return EnumShortName(v1::Workload_descriptor(), workload);
 }
 
-bool IsTerminalState(v1::ExperimentState state) {
-  switch (state) {
-    case v1::FINISHED:
-    case v1::FAILED:
-    case v1::CANCELLED:
-    case v1::TIMED_OUT:
-    case v1::INTERRUPTED:
-      return true;
-    default:
-      return false;
-  }
-}
 
 std::string FormatGpuIds(const google::protobuf::RepeatedField<int32_t>& gpu_ids) {
   return gpu_ids.empty() ? "-" : absl::StrJoin(gpu_ids, ",");
@@ -255,17 +243,6 @@ std::string FormatElapsed(absl::Duration duration) {
   return absl::StrFormat("%dh%02dm", seconds / 3600, (seconds / 60) % 60);
 }
 
-std::string FormatBytes(int64_t bytes) {
-  constexpr const char* kUnits[] = {"KB", "MB", "GB", "TB", "PB"};
-  if (bytes < 1000) return absl::StrCat(bytes, " B");
-  double value = static_cast<double>(bytes);
-  int unit = -1;
-  while (value >= 1000 && unit < 4) {
-    value /= 1000;
-    ++unit;
-  }
-  return absl::StrFormat("%.1f %s", value, kUnits[unit]);
-}
 
 std::string FormatNumber(double value) {
   const double magnitude = std::fabs(value);
@@ -361,7 +338,7 @@ std::string RenderGpus(const v1::ListGpusResponse& response) {
                              : absl::StrJoin(response.supported_workloads(), ", "));
   if (!host.jit_cache_dir().empty()) {
     lines.Add("jit cache", absl::StrCat(host.jit_cache_dir(), " (", host.jit_cache_entries(),
-                                        " entries, ", FormatBytes(host.jit_cache_bytes()), ")"));
+                                        " entries, ", FormatDecimalBytes(host.jit_cache_bytes()), ")"));
   }
   absl::StrAppend(&out, "\n", lines.Render(""));
   return out;

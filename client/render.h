@@ -8,6 +8,8 @@
 #include <string>
 
 #include "absl/time/time.h"
+#include "common/byte_format.h"
+#include "common/experiment_states.h"
 #include "google/protobuf/duration.pb.h"
 #include "google/protobuf/message.h"
 #include "google/protobuf/repeated_field.h"
@@ -23,15 +25,11 @@ namespace gpuprof::client {
 std::string StateName(v1::ExperimentState state);
 // "index", "radix", ...
 std::string WorkloadName(v1::Workload workload);
-// Whether the experiment has ended (finished, failed, cancelled, timed out, interrupted).
-bool IsTerminalState(v1::ExperimentState state);
 
 // "0,1", or "-" when empty.
 std::string FormatGpuIds(const google::protobuf::RepeatedField<int32_t>& gpu_ids);
 // "850ms", "12.3s", "4m05s", "2h03m".
 std::string FormatElapsed(absl::Duration duration);
-// Decimal units, like GB/s: "512 B", "268.4 MB", "1.2 GB".
-std::string FormatBytes(int64_t bytes);
 // A value with a precision that suits its size: "3.14", "42.5", "2512".
 std::string FormatNumber(double value);
 // "2024-05-01 12:00:03" in `time_zone`.

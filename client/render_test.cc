@@ -31,9 +31,9 @@ TEST(FormatTest, Elapsed) {
 }
 
 TEST(FormatTest, BytesAndNumbers) {
-  EXPECT_EQ(FormatBytes(512), "512 B");
-  EXPECT_EQ(FormatBytes(268435456), "268.4 MB");
-  EXPECT_EQ(FormatBytes(1200000000), "1.2 GB");
+  EXPECT_EQ(FormatDecimalBytes(512), "512 B");
+  EXPECT_EQ(FormatDecimalBytes(268435456), "268.4 MB");
+  EXPECT_EQ(FormatDecimalBytes(1200000000), "1.2 GB");
   EXPECT_EQ(FormatNumber(3.14159), "3.14");
   EXPECT_EQ(FormatNumber(42.46), "42.5");
   EXPECT_EQ(FormatNumber(2512.3), "2512");

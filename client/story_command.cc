@@ -2,7 +2,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "cupti/execution_story.h"
+#include "report/execution_story.h"
 
 namespace gpuprof::client {
 
@@ -18,7 +18,7 @@ std::string RenderExperimentStory(const ExperimentActivity& activity) {
     absl::StrAppend(&text, "note: no result was stored, so the GPU's peaks and the kernel's byte "
                            "count are unknown\n");
   }
-  absl::StrAppend(&text, cupti::RenderExecutionStory(activity.experiment_id, activity.records,
+  absl::StrAppend(&text, report::RenderExecutionStory(activity.experiment_id, activity.records,
                                                      activity.result));
   return text;
 }

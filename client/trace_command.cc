@@ -4,7 +4,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
-#include "cupti/trace_export.h"
+#include "report/trace_export.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/support/sync_stream.h"
 
@@ -53,7 +53,7 @@ grpc::Status FetchExperimentActivity(v1::Profiler::StubInterface& profiler,
 absl::Status WriteChromeTraceFile(const ExperimentActivity& activity, const std::string& path) {
   std::ofstream file(path, std::ios::binary | std::ios::trunc);
   if (!file) return absl::UnavailableError(absl::StrCat("cannot open ", path, " for writing"));
-  file << cupti::ExportChromeTrace(activity.experiment_id, activity.records, activity.result);
+  file << report::ExportChromeTrace(activity.experiment_id, activity.records, activity.result);
   file.close();
   if (!file) return absl::DataLossError(absl::StrCat("writing ", path, " failed"));
   return absl::OkStatus();

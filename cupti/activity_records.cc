@@ -223,7 +223,7 @@ std::vector<api::ActivityRecord> PhaseTimeline::TakeEndedPhaseMarkers(int32_t gp
     const Interval& interval = ended_[markers_taken_];
     api::ActivityRecord& marker = markers.emplace_back();
     marker.set_kind(api::ActivityRecord::KIND_PHASE);
-    marker.set_name(PhaseName(interval.phase));
+    marker.set_name(EnumShortName(interval.phase));
     marker.set_phase(interval.phase);
     marker.set_start_ns(interval.begin_ns);
     marker.set_end_ns(interval.end_ns);

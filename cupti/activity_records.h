@@ -15,7 +15,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
-#include "cupti/activity_names.h"
+#include "common/enum_names.h"
 #include "gpuprof/v1/experiment.pb.h"
 
 namespace gpuprof::cupti {

@@ -263,11 +263,6 @@ TEST(ActivityRecordConverterTest, ConvertsManyRecordsWithDistinctNames) {
   EXPECT_EQ(names, (std::set<std::string>{"a()", "b()", "c()"}));
 }
 
-TEST(PhaseNameTest, LowerCaseWithoutPrefix) {
-  EXPECT_EQ(PhaseName(api::PHASE_WARMUP), "warmup");
-  EXPECT_EQ(PhaseName(api::PHASE_VERIFICATION), "verification");
-  EXPECT_EQ(PhaseName(api::PHASE_UNSPECIFIED), "unspecified");
-}
 
 }  // namespace
 }  // namespace gpuprof::cupti

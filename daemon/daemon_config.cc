@@ -37,7 +37,9 @@ std::string DefaultWorkerBinary() {
   const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
   if (error) return "gpuprof_worker";
   const std::filesystem::path dir = self.parent_path();
-  for (const auto& candidate : {dir / "gpuprof_worker", dir / "worker" / "gpuprof_worker"}) {
+  // Installed side by side; or a Bazel tree (bazel-bin/daemon/gpuprofd, bazel-bin/worker/...).
+  for (const auto& candidate :
+       {dir / "gpuprof_worker", dir.parent_path() / "worker" / "gpuprof_worker"}) {
     if (std::filesystem::exists(candidate, error)) return candidate.string();
   }
   return (dir / "gpuprof_worker").string();

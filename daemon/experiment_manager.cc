@@ -7,19 +7,17 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
+#include "common/experiment_states.h"
 #include "common/status_macros.h"
 #include "google/protobuf/util/time_util.h"
+#include "workloads/spec_table.h"
 
 namespace gpuprof::daemon {
 namespace {
 
 using ::google::protobuf::util::TimeUtil;
-namespace worker_v1 = ::gpuprof::worker::v1;
+namespace worker_protocol = ::gpuprof::worker_protocol;
 
-bool IsTerminal(v1::ExperimentState state) {
-  return state != v1::QUEUED && state != v1::RUNNING &&
-         state != v1::EXPERIMENT_STATE_UNSPECIFIED;
-}
 
 google::protobuf::Timestamp Now() {
   return TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(absl::Now()));
@@ -49,7 +47,7 @@ void ApplyEvent(const v1::ExperimentEvent& event, v1::Experiment& experiment) {
       *experiment.mutable_started() = event.time();
       experiment.set_queue_position(0);
     }
-    if (IsTerminal(change.state())) *experiment.mutable_finished() = event.time();
+    if (IsTerminalState(change.state())) *experiment.mutable_finished() = event.time();
   } else if (event.has_result()) {
     *experiment.mutable_result() = event.result();
   }
@@ -92,7 +90,7 @@ absl::Status ExperimentManager::Probe() {
   WorkerLaunch launch{options_.worker_binary, {}, {"CUDA_DEVICE_ORDER=PCI_BUS_ID"}};
   auto process = WorkerProcess::Start(
       launch,
-      [state](const worker_v1::WorkerReport& report) {
+      [state](const worker_protocol::WorkerReport& report) {
         if (!report.has_probe()) return;
         absl::MutexLock lock(&state->mutex);
         state->inventory = report.probe();
@@ -104,11 +102,11 @@ absl::Status ExperimentManager::Probe() {
         if (!state->done.HasBeenNotified()) state->done.Notify();
       });
   if (!process.ok()) return process.status();
-  worker_v1::WorkerCommand command;
+  worker_protocol::WorkerCommand command;
   command.mutable_probe()->set_measure_copy_bandwidth(options_.measure_copy_bandwidth);
   (void)(*process)->Send(command);
   const bool answered = state->done.WaitForNotificationWithTimeout(options_.probe_timeout);
-  worker_v1::WorkerCommand shutdown;
+  worker_protocol::WorkerCommand shutdown;
   shutdown.mutable_shutdown();
   (void)(*process)->Send(shutdown);
   absl::MutexLock lock(&state->mutex);
@@ -175,7 +173,7 @@ absl::Status ExperimentManager::Recover() {
     scheduler_->Enqueue(PendingExperiment{
         active.experiment.id(), active.experiment.user(), active.experiment.request().priority(),
         next_submit_order_++, active.experiment.request().gpus(),
-        RequiredGpuCount(active.experiment.request())});
+        workloads::RequiredGpuCount(active.experiment.request())});
   }
   if (!queued.empty()) LogLine(absl::StrCat(queued.size(), " queued experiment(s) recovered"));
   return absl::OkStatus();
@@ -186,7 +184,7 @@ absl::StatusOr<v1::Experiment> ExperimentManager::Submit(v1::ExperimentRequest r
   RETURN_IF_ERROR(ValidateExperimentRequest(request, inventory_, options_.limits));
   v1::Experiment experiment;
   experiment.set_state(v1::QUEUED);
-  experiment.set_workload(WorkloadOf(request));
+  experiment.set_workload(workloads::WorkloadOf(request));
   experiment.set_user(request.user());
   *experiment.mutable_created() = Now();
   experiment.set_last_seq(1);
@@ -196,7 +194,7 @@ absl::StatusOr<v1::Experiment> ExperimentManager::Submit(v1::ExperimentRequest r
   if (stopping_) return absl::UnavailableError("gpuprofd is shutting down");
   PendingExperiment pending{"", experiment.user(), experiment.request().priority(),
                             next_submit_order_++, experiment.request().gpus(),
-                            RequiredGpuCount(experiment.request())};
+                            workloads::RequiredGpuCount(experiment.request())};
   v1::ExperimentEvent first = StateEvent(v1::QUEUED);
   first.set_seq(1);
   *first.mutable_time() = experiment.created();
@@ -372,7 +370,7 @@ absl::StatusOr<int64_t> ExperimentManager::AcquireWorkerLocked(const std::vector
       auto process,
       WorkerProcess::Start(
           launch,
-          [this, slot_id](const worker_v1::WorkerReport& report) {
+          [this, slot_id](const worker_protocol::WorkerReport& report) {
             OnWorkerReport(slot_id, report);
           },
           [this, slot_id](const WorkerExit& exit) { OnWorkerExit(slot_id, exit); }));
@@ -417,7 +415,7 @@ void ExperimentManager::StartLocked(const Dispatch& dispatch) {
   for (int gpu : dispatch.gpus) running.mutable_state()->add_gpu_ids(gpu);
   AppendEventLocked(active, std::move(running));
 
-  worker_v1::WorkerCommand command;
+  worker_protocol::WorkerCommand command;
   auto& run = *command.mutable_run();
   run.set_experiment_id(dispatch.id);
   *run.mutable_request() = active.experiment.request();
@@ -428,7 +426,7 @@ void ExperimentManager::StartLocked(const Dispatch& dispatch) {
   (void)slot.process->Send(command);
 }
 
-void ExperimentManager::OnWorkerReport(int64_t slot_id, const worker_v1::WorkerReport& report) {
+void ExperimentManager::OnWorkerReport(int64_t slot_id, const worker_protocol::WorkerReport& report) {
   absl::MutexLock lock(&mutex_);
   const auto slot = slots_.find(slot_id);
   if (slot == slots_.end() || slot->second.experiment_id.empty()) return;

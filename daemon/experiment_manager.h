@@ -118,7 +118,7 @@ class ExperimentManager {
   absl::StatusOr<int64_t> AcquireWorkerLocked(const std::vector<int>& gpus, bool& reused)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void RetireSlotLocked(int64_t slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  void OnWorkerReport(int64_t slot, const worker::v1::WorkerReport& report)
+  void OnWorkerReport(int64_t slot, const worker_protocol::WorkerReport& report)
       ABSL_LOCKS_EXCLUDED(mutex_);
   void OnWorkerExit(int64_t slot, const WorkerExit& exit) ABSL_LOCKS_EXCLUDED(mutex_);
 

@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
+#include "common/version.h"
 #include "daemon/daemon_config.h"
 #include "daemon/experiment_manager.h"
 #include "daemon/experiment_store.h"
@@ -24,9 +25,6 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 
-#ifndef GPUPROF_VERSION
-#define GPUPROF_VERSION "0.1.0"
-#endif
 
 ABSL_FLAG(std::string, state_dir, "",
           "Directory for the database and the unix socket (default: /var/lib/gpuprof for root, "
@@ -91,11 +89,11 @@ int Run() {
   options.worker_idle_timeout = absl::GetFlag(FLAGS_worker_idle_timeout);
   options.gpu_reservation_after = absl::GetFlag(FLAGS_gpu_reservation_after);
   options.measure_copy_bandwidth = absl::GetFlag(FLAGS_measure_copy_bandwidth);
-  options.version = GPUPROF_VERSION;
+  options.version = std::string(GpuprofVersion());
   // Declared before the manager, which reports to it until its very end.
   std::unique_ptr<MetricsExporter> metrics;
   if (!absl::GetFlag(FLAGS_metrics_listen).empty()) {
-    metrics = std::make_unique<MetricsExporter>(GPUPROF_VERSION);
+    metrics = std::make_unique<MetricsExporter>(std::string(GpuprofVersion()));
   }
   auto manager = ExperimentManager::Create(options, *std::move(store),
                                            metrics ? metrics->manager_observer() : nullptr);
@@ -135,7 +133,8 @@ int Run() {
                  absl::StrJoin(addresses, ", ").c_str());
     return 1;
   }
-  std::fprintf(stderr, "gpuprofd %s listening on %s; database %s\n", GPUPROF_VERSION,
+  std::fprintf(stderr, "gpuprofd %s listening on %s; database %s\n",
+               std::string(GpuprofVersion()).c_str(),
                absl::StrJoin(addresses, ", ").c_str(), db_path.c_str());
 
   // Signals were blocked in every thread (see main); this one waits for them.

@@ -1,5 +1,6 @@
 // Checks an ExperimentRequest before anything is queued: a pure function of the request, the
-// host's GPU inventory and the daemon's limits. Errors name the field, the value and what is
+// host's GPU inventory and the daemon's limits. The workload's own fields are checked by its
+// spec (workloads/spec_table.h); this file checks what every request shares. Errors name the field, the value and what is
 // allowed, e.g. "index.num_tokens: got -5; must be in [1, 16777216]".
 #ifndef GPUPROF_DAEMON_REQUEST_VALIDATION_H_
 #define GPUPROF_DAEMON_REQUEST_VALIDATION_H_
@@ -9,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "common/fault_label.h"
 #include "gpuprof/v1/experiment.pb.h"
 #include "gpuprof/v1/gpus.pb.h"
 
@@ -21,8 +23,6 @@ struct ValidationLimits {
   bool allow_test_faults = false;
 };
 
-// The label that asks a worker to misbehave, for fault tests: crash, hang, exit, cuda-error.
-inline constexpr char kFaultLabel[] = "gpuprof.fault";
 
 // Fills unset (zero) fields with their documented defaults. Pure: no validation.
 void ApplyRequestDefaults(const ValidationLimits& limits, const v1::ListGpusResponse& inventory,
@@ -34,12 +34,6 @@ absl::Status ValidateExperimentRequest(const v1::ExperimentRequest& request,
                                        const v1::ListGpusResponse& inventory,
                                        const ValidationLimits& limits);
 
-// "index", "store", ... as users type them; "" when no workload is set.
-std::string WorkloadName(const v1::ExperimentRequest& request);
-v1::Workload WorkloadOf(const v1::ExperimentRequest& request);
-bool IsGpuWorkload(const v1::ExperimentRequest& request);
-// The number of GPUs the request needs once defaults are applied.
-int RequiredGpuCount(const v1::ExperimentRequest& request);
 
 }  // namespace gpuprof::daemon
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "google/protobuf/util/time_util.h"
+#include "workloads/spec_table.h"
 
 namespace gpuprof::daemon {
 namespace {
@@ -244,7 +245,7 @@ TEST(RequestValidation, CollectiveSpansItsGpus) {
   request.mutable_gpus()->set_gpu_count(2);
   ApplyRequestDefaults({}, TwoNvlinkGpus(), request);
   EXPECT_EQ(request.tp_degree(), 2);
-  EXPECT_EQ(RequiredGpuCount(request), 2);
+  EXPECT_EQ(workloads::RequiredGpuCount(request), 2);
 }
 
 }  // namespace

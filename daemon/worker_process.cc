@@ -105,7 +105,7 @@ WorkerProcess::~WorkerProcess() {
   if (report_thread_.joinable()) report_thread_.join();
 }
 
-absl::Status WorkerProcess::Send(const worker::v1::WorkerCommand& command) {
+absl::Status WorkerProcess::Send(const worker_protocol::WorkerCommand& command) {
   return commands_.Write(command);
 }
 
@@ -139,9 +139,9 @@ void WorkerProcess::ReadOutput() {
 
 void WorkerProcess::ReadReports(ReportCallback on_report, ExitCallback on_exit) {
   {
-    worker::MessageReader reader(report_fd_);
+    MessageReader reader(report_fd_);
     while (true) {
-      worker::v1::WorkerReport report;
+      worker_protocol::WorkerReport report;
       if (!reader.Read(&report).ok()) break;
       on_report(report);
     }

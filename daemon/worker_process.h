@@ -16,8 +16,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "daemon/worker/message_pipe.h"
-#include "gpuprof/worker/v1/worker.pb.h"
+#include "common/message_pipe.h"
+#include "gpuprof/worker_protocol/worker_protocol.pb.h"
 
 namespace gpuprof::daemon {
 
@@ -36,7 +36,7 @@ struct WorkerExit {
 
 class WorkerProcess {
  public:
-  using ReportCallback = std::function<void(const worker::v1::WorkerReport&)>;
+  using ReportCallback = std::function<void(const worker_protocol::WorkerReport&)>;
   using ExitCallback = std::function<void(const WorkerExit&)>;
 
   // Starts the process. Callbacks run on the worker's reader thread, reports in order, and
@@ -50,7 +50,7 @@ class WorkerProcess {
   WorkerProcess(const WorkerProcess&) = delete;
   WorkerProcess& operator=(const WorkerProcess&) = delete;
 
-  absl::Status Send(const worker::v1::WorkerCommand& command);
+  absl::Status Send(const worker_protocol::WorkerCommand& command);
   // SIGKILL to the worker's process group (it may have children, e.g. a compiler).
   void Kill();
   pid_t pid() const { return pid_; }
@@ -62,7 +62,7 @@ class WorkerProcess {
   void ReadOutput();
 
   const pid_t pid_;
-  worker::MessageWriter commands_;
+  MessageWriter commands_;
   int report_fd_;
   int output_fd_;
   mutable absl::Mutex mutex_;

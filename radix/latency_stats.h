@@ -12,7 +12,7 @@ namespace gpuprof::radix {
 struct LatencyStats {
   int64_t samples = 0;
   int64_t min_ns = 0;
-  int64_t median_ns = 0;
+  double median_ns = 0.0;  // the mean of the middle two for an even count
   double mean_ns = 0.0;
   int64_t p90_ns = 0;
   int64_t p99_ns = 0;
@@ -22,15 +22,10 @@ struct LatencyStats {
   int64_t total_ns = 0;
 };
 
-// Summarizes `samples_ns`. Percentiles use the nearest-rank method: the p-th
-// percentile is the smallest sample with at least p% of samples at or below
-// it (so the median of an even count is the lower middle sample). Takes the
-// samples by value and sorts that copy; move a vector in to avoid the copy.
+// Summarizes `samples_ns` with gpuprof's statistics (common/statistics.h): percentiles by
+// the nearest-rank method, the median as the mean of the middle two samples for an even count.
+// Takes the samples by value; move a vector in to avoid the copy.
 LatencyStats Summarize(std::vector<int64_t> samples_ns);
-
-// The nearest-rank percentile of an ascending, non-empty vector, for `percent`
-// in (0, 100].
-int64_t NearestRankPercentile(const std::vector<int64_t>& sorted_samples, double percent);
 
 }  // namespace gpuprof::radix
 

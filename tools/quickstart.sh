@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/setup.sh
-bazel build //daemon:gpuprofd //daemon/worker:gpuprof_worker //client:gpuprof
+bazel build //daemon:gpuprofd //worker:gpuprof_worker //client:gpuprof
 
 state_dir=${GPUPROF_STATE_DIR:-$HOME/.local/state/gpuprof}
 target="unix:$state_dir/gpuprofd.sock"

@@ -20,12 +20,15 @@
 
 #include "absl/status/status.h"
 #include "absl/time/clock.h"
+#include "common/statistics.h"
 #include "cupti/activity_tracer.h"
 #include "cupti/kernel_metrics.h"
 #include "cupti/metric_names.h"
 #include "cupti/testing/copy_kernel.h"
 
 namespace {
+
+using ::gpuprof::Median;
 
 using ::gpuprof::cupti::ActivityTracer;
 
@@ -62,11 +65,6 @@ double TimeBurst(const Copy& copy, cudaEvent_t start, cudaEvent_t stop) {
   return 1e3 * ms / kLaunchesPerRound;
 }
 
-double Median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t middle = values.size() / 2;
-  return values.size() % 2 ? values[middle] : (values[middle - 1] + values[middle]) / 2;
-}
 
 }  // namespace
 

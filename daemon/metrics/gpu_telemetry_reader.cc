@@ -6,11 +6,11 @@
 
 namespace gpuprof::daemon {
 
-namespace nvml = worker::nvml;
+namespace nvml = gpu::nvml;
 
 absl::StatusOr<std::unique_ptr<GpuTelemetryReader>> GpuTelemetryReader::Create(
     const std::vector<v1::GpuInfo>& gpus, const std::string& nvml_path) {
-  absl::StatusOr<worker::NvmlLibrary> library = worker::NvmlLibrary::Load(nvml_path);
+  absl::StatusOr<gpu::NvmlLibrary> library = gpu::NvmlLibrary::Load(nvml_path);
   if (!library.ok()) return library.status();
   std::vector<std::pair<int, nvml::Device>> devices;
   std::vector<std::string> unknown;
@@ -33,7 +33,7 @@ absl::StatusOr<std::unique_ptr<GpuTelemetryReader>> GpuTelemetryReader::Create(
       new GpuTelemetryReader(*std::move(library), std::move(devices)));
 }
 
-GpuTelemetryReader::GpuTelemetryReader(worker::NvmlLibrary nvml,
+GpuTelemetryReader::GpuTelemetryReader(gpu::NvmlLibrary nvml,
                                        std::vector<std::pair<int, nvml::Device>> devices)
     : nvml_(std::move(nvml)), devices_(std::move(devices)) {}
 

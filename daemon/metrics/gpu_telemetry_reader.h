@@ -11,7 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "daemon/metrics/daemon_metrics.h"
-#include "daemon/worker/nvml_loader.h"
+#include "gpu/nvml_loader.h"
 #include "gpuprof/v1/gpus.pb.h"
 
 namespace gpuprof::daemon {
@@ -31,12 +31,12 @@ class GpuTelemetryReader {
   std::vector<int> gpu_indices() const;
 
  private:
-  GpuTelemetryReader(worker::NvmlLibrary nvml,
-                     std::vector<std::pair<int, worker::nvml::Device>> devices);
+  GpuTelemetryReader(gpu::NvmlLibrary nvml,
+                     std::vector<std::pair<int, gpu::nvml::Device>> devices);
 
-  worker::NvmlLibrary nvml_;
+  gpu::NvmlLibrary nvml_;
   // GPU index -> NVML handle; handles stay valid until nvmlShutdown.
-  std::vector<std::pair<int, worker::nvml::Device>> devices_;
+  std::vector<std::pair<int, gpu::nvml::Device>> devices_;
 };
 
 }  // namespace gpuprof::daemon

@@ -15,7 +15,7 @@ namespace {
 std::string FakeNvmlPath() {
   const char* runfiles = std::getenv("TEST_SRCDIR");
   const std::string root = runfiles != nullptr ? std::string(runfiles) + "/gpuprof/" : "";
-  return root + "daemon/worker/libnvml_loader_test_fake_nvml.so";
+  return root + "gpu/libnvml_loader_test_fake_nvml.so";
 }
 
 v1::GpuInfo Gpu(int index, const std::string& pci_bus_id) {

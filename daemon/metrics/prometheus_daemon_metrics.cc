@@ -11,6 +11,7 @@
 #include "daemon/metrics/metric_names.h"
 #include "gpuprof/v1/workloads.pb.h"
 #include "prometheus/text_serializer.h"
+#include "workloads/spec_table.h"
 
 namespace gpuprof::daemon {
 namespace {
@@ -51,9 +52,6 @@ constexpr ThrottleReason kThrottleReasons[] = {
 
 constexpr v1::ExperimentState kFinalStates[] = {v1::FINISHED, v1::FAILED, v1::CANCELLED,
                                                 v1::TIMED_OUT, v1::INTERRUPTED};
-constexpr v1::Workload kWorkloads[] = {v1::WORKLOAD_INDEX, v1::WORKLOAD_STORE,
-                                       v1::WORKLOAD_ATTENTION, v1::WORKLOAD_COLLECTIVE,
-                                       v1::WORKLOAD_RADIX};
 
 // "WORKLOAD_RADIX" -> "radix": the enum names without their prefix, in lower case.
 std::string EnumLabel(const std::string& enum_name, absl::string_view prefix) {
@@ -261,8 +259,8 @@ PrometheusDaemonMetrics::PrometheusDaemonMetrics(absl::string_view version)
   build_info_.Add({{"version", std::string(version)}}).Set(1);
   // Every bounded combination starts at zero, so that rate() and increase() see the first
   // event instead of a series that appears with it.
-  for (v1::Workload workload : kWorkloads) {
-    const std::string workload_label = WorkloadLabel(workload);
+  for (const workloads::WorkloadSpec* spec : workloads::WorkloadSpecs()) {
+    const std::string workload_label = WorkloadLabel(spec->workload);
     for (v1::ExperimentState state : kFinalStates) {
       experiments_.Add({{"workload", workload_label}, {"state", StateLabel(state)}});
     }

@@ -115,7 +115,7 @@ absl::Status DaemonProcess::Start() {
       RunfilePath("daemon/gpuprofd"),
       "--state_dir=" + state_dir_,
       "--listen=" + target(),
-      "--worker_binary=" + RunfilePath("daemon/worker/gpuprof_worker"),
+      "--worker_binary=" + RunfilePath("worker/gpuprof_worker"),
       "--measure_copy_bandwidth=false",
   };
   // Tests run several daemons at once: no fixed metrics port unless a test asks for one.

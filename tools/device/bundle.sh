@@ -11,7 +11,7 @@ out=.carry
 rm -rf "$out/bin" "$out/lib" "$out/runfiles"
 mkdir -p "$out/bin" "$out/lib" "$out/runfiles"
 
-main_targets=(//daemon:gpuprofd //daemon/worker:gpuprof_worker //client:gpuprof)
+main_targets=(//daemon:gpuprofd //worker:gpuprof_worker //client:gpuprof)
 gpu_targets=$(bazel query 'attr(tags, "\bgpu\b", kind(".*_(test|binary)", //...))' 2>/dev/null || true)
 bazel build "${main_targets[@]}" $gpu_targets
 

@@ -1,0 +1,191 @@
+#include "report/trace_export.h"
+
+#include <map>
+#include <set>
+#include <string>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/text_format.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace gpuprof::report {
+namespace {
+
+namespace api = ::gpuprof::v1;
+using ::google::protobuf::Struct;
+using ::google::protobuf::Value;
+using ::testing::HasSubstr;
+
+api::ActivityRecord Record(const std::string& text) {
+  api::ActivityRecord record;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &record)) << text;
+  return record;
+}
+
+// Parses with protobuf's JSON parser (a real, strict one) into a google.protobuf.Struct.
+Struct ParseJson(const std::string& json) {
+  Struct parsed;
+  const auto status = google::protobuf::util::JsonStringToMessage(json, &parsed);
+  EXPECT_TRUE(status.ok()) << status.ToString() << "\n" << json;
+  return parsed;
+}
+
+const Value& Field(const Struct& object, const std::string& key) {
+  static const Value* const kMissing = new Value();
+  const auto it = object.fields().find(key);
+  EXPECT_NE(it, object.fields().end()) << "no field " << key;
+  return it == object.fields().end() ? *kMissing : it->second;
+}
+
+// The recorded shape of a small index experiment: phases, a memset, kernels on two streams,
+// a wait and a CUPTI overhead.
+std::vector<api::ActivityRecord> SampleRecords() {
+  return {
+      Record("kind: KIND_PHASE name: 'allocation' phase: PHASE_ALLOCATION "
+             "start_ns: 1000000 end_ns: 1500000"),
+      Record("kind: KIND_PHASE name: 'timed' phase: PHASE_TIMED start_ns: 1500000 end_ns: 3000000"),
+      Record("kind: KIND_MEMSET name: 'memset' start_ns: 1100000 end_ns: 1110000 gpu_id: 3 "
+             "stream_id: 7 bytes: 1048576 phase: PHASE_ALLOCATION"),
+      Record("kind: KIND_KERNEL name: 'void index<2, 1>(Params)' start_ns: 1600000 "
+             "end_ns: 1641000 gpu_id: 3 stream_id: 7 correlation_id: 42 phase: PHASE_TIMED "
+             "grid: [1024, 1, 1] block: [128, 1, 1] registers_per_thread: 32 "
+             "static_shared_memory: 0 dynamic_shared_memory: 2048 "
+             "metrics { key: 'dram__throughput.avg.pct_of_peak_sustained_elapsed' value: 91.5 }"),
+      Record("kind: KIND_KERNEL name: 'other \"quoted\" \\\\ kernel\\n' start_ns: 1700000 "
+             "end_ns: 1705000 gpu_id: 3 stream_id: 9 phase: PHASE_TIMED"),
+      Record("kind: KIND_SYNCHRONIZATION name: 'cudaStreamSynchronize' start_ns: 1650000 "
+             "end_ns: 1700000 gpu_id: 3 stream_id: 7 phase: PHASE_TIMED"),
+      Record("kind: KIND_OVERHEAD name: 'CUPTI buffer flush' start_ns: 2000000 end_ns: 2001000 "
+             "gpu_id: -1"),
+  };
+}
+
+api::ExperimentResult SampleResult() {
+  api::ExperimentResult result;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(
+      "provenance { gpus { index: 3 name: 'NVIDIA H100 80GB HBM3' } gpuprof_version: '0.1.0' } "
+      "dropped_activity_records: 4 not_collected: 'hardware metrics: not collected: no permission'",
+      &result));
+  return result;
+}
+
+TEST(JsonStringTest, EscapesQuotesBackslashesAndControlCharacters) {
+  EXPECT_EQ(JsonString("plain"), "\"plain\"");
+  EXPECT_EQ(JsonString("a\"b\\c"), "\"a\\\"b\\\\c\"");
+  EXPECT_EQ(JsonString("line\nnext\ttab"), "\"line\\nnext\\ttab\"");
+  EXPECT_EQ(JsonString(std::string("\x01\x1f", 2)), "\"\\u0001\\u001f\"");
+  EXPECT_EQ(JsonString("µs"), "\"µs\"");  // UTF-8 passes through
+  // Round trip through a real parser.
+  const std::string nasty = "void f<'\"'>(char const*)\\\n\x02";
+  const Struct parsed = ParseJson("{\"k\":" + JsonString(nasty) + "}");
+  EXPECT_EQ(Field(parsed, "k").string_value(), nasty);
+}
+
+TEST(ExportChromeTraceTest, IsValidJsonWithTraceEvents) {
+  const Struct trace = ParseJson(ExportChromeTrace("exp-1", SampleRecords(), SampleResult()));
+  EXPECT_EQ(Field(trace, "displayTimeUnit").string_value(), "ns");
+  const Struct& other = Field(trace, "otherData").struct_value();
+  EXPECT_EQ(Field(other, "experiment_id").string_value(), "exp-1");
+  EXPECT_EQ(Field(other, "dropped_activity_records").number_value(), 4);
+  EXPECT_EQ(Field(other, "time_origin_ns").number_value(), 1000000);
+  ASSERT_EQ(Field(other, "not_collected").list_value().values_size(), 1);
+  EXPECT_GT(Field(trace, "traceEvents").list_value().values_size(), 7);
+}
+
+TEST(ExportChromeTraceTest, OneProcessPerGpuOneThreadPerStreamPhasesApart) {
+  const Struct trace = ParseJson(ExportChromeTrace("exp-1", SampleRecords(), SampleResult()));
+  std::map<int, std::string> process_names;
+  std::map<std::pair<int, int>, std::string> thread_names;
+  std::map<std::string, const Struct*> complete_by_name;
+  for (const Value& value : Field(trace, "traceEvents").list_value().values()) {
+    const Struct& event = value.struct_value();
+    const std::string ph = Field(event, "ph").string_value();
+    const int pid = static_cast<int>(Field(event, "pid").number_value());
+    const int tid = static_cast<int>(Field(event, "tid").number_value());
+    if (ph == "M") {
+      const std::string name = Field(event, "name").string_value();
+      const Struct& args = Field(event, "args").struct_value();
+      if (name == "process_name") process_names[pid] = Field(args, "name").string_value();
+      if (name == "thread_name") thread_names[{pid, tid}] = Field(args, "name").string_value();
+      if (name == "process_sort_index") {
+        EXPECT_TRUE(args.fields().count("sort_index"));
+      }
+    } else {
+      EXPECT_EQ(ph, "X");
+      complete_by_name[Field(event, "name").string_value()] = &event;
+    }
+  }
+  // Phases, one GPU, the host.
+  ASSERT_EQ(process_names.size(), 3u);
+  std::set<std::string> labels;
+  for (const auto& [pid, label] : process_names) labels.insert(label);
+  EXPECT_TRUE(labels.count("GPU 3: NVIDIA H100 80GB HBM3"));
+  EXPECT_TRUE(labels.count("phases of exp-1"));
+  EXPECT_TRUE(labels.count("host"));
+
+  const Struct& kernel = *complete_by_name.at("void index<2, 1>(Params)");
+  const Struct& phase = *complete_by_name.at("timed");
+  const Struct& memset = *complete_by_name.at("memset");
+  const Struct& wait = *complete_by_name.at("cudaStreamSynchronize");
+  EXPECT_NE(Field(kernel, "pid").number_value(), Field(phase, "pid").number_value());
+  EXPECT_NE(Field(kernel, "pid").number_value(), Field(wait, "pid").number_value());
+  EXPECT_EQ(Field(kernel, "pid").number_value(), Field(memset, "pid").number_value());
+  const int gpu_pid = static_cast<int>(Field(kernel, "pid").number_value());
+  EXPECT_EQ(thread_names.at({gpu_pid, 7}), "stream 7");
+  EXPECT_EQ(thread_names.at({gpu_pid, 9}), "stream 9");
+  EXPECT_EQ(Field(kernel, "tid").number_value(), 7);
+  EXPECT_EQ(Field(*complete_by_name.at("other \"quoted\" \\ kernel\n"), "tid").number_value(), 9);
+}
+
+TEST(ExportChromeTraceTest, TimesInMicrosecondsFromTheFirstRecord) {
+  const Struct trace = ParseJson(ExportChromeTrace("exp-1", SampleRecords(), SampleResult()));
+  for (const Value& value : Field(trace, "traceEvents").list_value().values()) {
+    const Struct& event = value.struct_value();
+    if (Field(event, "ph").string_value() != "X") continue;
+    const std::string name = Field(event, "name").string_value();
+    if (name == "void index<2, 1>(Params)") {
+      EXPECT_DOUBLE_EQ(Field(event, "ts").number_value(), 600.0);  // (1.6 ms - 1.0 ms) in us
+      EXPECT_DOUBLE_EQ(Field(event, "dur").number_value(), 41.0);
+      const Struct& args = Field(event, "args").struct_value();
+      EXPECT_EQ(Field(args, "phase").string_value(), "timed");
+      EXPECT_EQ(Field(args, "registers_per_thread").number_value(), 32);
+      EXPECT_EQ(Field(args, "dynamic_shared_memory_bytes").number_value(), 2048);
+      EXPECT_EQ(Field(args, "correlation_id").number_value(), 42);
+      ASSERT_EQ(Field(args, "grid").list_value().values_size(), 3);
+      EXPECT_EQ(Field(args, "grid").list_value().values(0).number_value(), 1024);
+      EXPECT_EQ(Field(args, "block").list_value().values(0).number_value(), 128);
+      EXPECT_DOUBLE_EQ(
+          Field(args, "dram__throughput.avg.pct_of_peak_sustained_elapsed").number_value(), 91.5);
+    }
+    if (name == "memset") {
+      const Struct& args = Field(event, "args").struct_value();
+      EXPECT_EQ(Field(args, "bytes").number_value(), 1048576);
+      EXPECT_NEAR(Field(args, "bandwidth_gbps").number_value(), 104.8576, 1e-3);
+    }
+    if (name == "allocation") {
+      EXPECT_DOUBLE_EQ(Field(event, "ts").number_value(), 0.0);
+    }
+  }
+}
+
+TEST(ExportChromeTraceTest, EmptyAndNonFiniteInputsStayValid) {
+  const Struct empty = ParseJson(ExportChromeTrace("none", {}, api::ExperimentResult()));
+  EXPECT_EQ(Field(empty, "traceEvents").list_value().values_size(), 0);
+
+  api::ActivityRecord odd = Record("kind: KIND_KERNEL name: 'k' start_ns: 10 end_ns: 5");
+  (*odd.mutable_metrics())["bad"] = std::numeric_limits<double>::quiet_NaN();
+  const std::string json = ExportChromeTrace("odd", {odd}, api::ExperimentResult());
+  EXPECT_THAT(json, HasSubstr("\"bad\":null"));
+  const Struct trace = ParseJson(json);
+  for (const Value& value : Field(trace, "traceEvents").list_value().values()) {
+    if (Field(value.struct_value(), "ph").string_value() == "X") {
+      EXPECT_EQ(Field(value.struct_value(), "dur").number_value(), 0);  // end before start
+    }
+  }
+}
+
+}  // namespace
+}  // namespace gpuprof::report

@@ -1,0 +1,141 @@
+#include "worker/experiment_dispatch.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "common/cuda_status.h"
+#include "common/fault_label.h"
+#include "common/version.h"
+#include "cupti/tracing_session.h"
+#include "workloads/runner_table.h"
+#include "workloads/spec_table.h"
+
+namespace gpuprof::worker {
+namespace {
+
+namespace v1 = ::gpuprof::v1;
+
+worker_protocol::RunFinished Succeeded() {
+  worker_protocol::RunFinished finished;
+  finished.set_ok(true);
+  return finished;
+}
+
+worker_protocol::RunFinished Failed(const std::string& error, bool must_not_reuse) {
+  worker_protocol::RunFinished finished;
+  finished.set_ok(false);
+  finished.set_error(error);
+  finished.set_must_not_reuse(must_not_reuse);
+  return finished;
+}
+
+v1::Provenance MakeProvenance(const worker_protocol::ExperimentAssignment& assignment) {
+  v1::Provenance provenance;
+  provenance.set_hostname(assignment.host().hostname());
+  for (const auto& gpu : assignment.gpus()) *provenance.add_gpus() = gpu;
+  provenance.set_driver_version(assignment.host().driver_version());
+  provenance.set_cuda_runtime_version(assignment.host().cuda_runtime_version());
+  provenance.set_nccl_version(assignment.host().nccl_version());
+  provenance.set_cupti_version(assignment.host().cupti_version());
+  provenance.set_gpuprof_version(std::string(GpuprofVersion()));
+  *provenance.mutable_request() = assignment.request();
+  provenance.set_worker_pid(getpid());
+  provenance.set_worker_reused(assignment.worker_reused());
+  return provenance;
+}
+
+void EmitProgress(const EventEmitter& emit, v1::Phase phase, int64_t done, int64_t total,
+                  const std::string& message) {
+  v1::ExperimentEvent event;
+  auto* progress = event.mutable_progress();
+  progress->set_phase(phase);
+  progress->set_done(done);
+  progress->set_total(total);
+  progress->set_message(message);
+  emit(event);
+}
+
+// Misbehaves as a test asked, when the daemon runs with --enable_test_faults. Returns a
+// RunFinished for faults that end the run normally; does not return for the others.
+std::optional<worker_protocol::RunFinished> InjectFault(
+    const worker_protocol::ExperimentAssignment& assignment, const EventEmitter& emit) {
+  const char* enabled = std::getenv("GPUPROF_ENABLE_TEST_FAULTS");
+  if (enabled == nullptr || std::string(enabled) != "1") return std::nullopt;
+  const auto fault = assignment.request().labels().find(kFaultLabel);
+  if (fault == assignment.request().labels().end()) return std::nullopt;
+  EmitProgress(emit, v1::PHASE_SETUP, 0, 1, "injecting fault: " + fault->second);
+  std::fprintf(stderr, "gpuprof_worker: injected fault '%s' in %s\n", fault->second.c_str(),
+               assignment.experiment_id().c_str());
+  std::fflush(stderr);
+  if (fault->second == "crash") std::raise(SIGSEGV);
+  if (fault->second == "exit") std::_Exit(3);
+  if (fault->second == "hang") {
+    while (true) std::this_thread::sleep_for(std::chrono::hours(1));
+  }
+  return Failed("injected CUDA error: an illegal memory access was encountered "
+                "(cudaErrorIllegalAddress)",
+                /*must_not_reuse=*/true);
+}
+
+}  // namespace
+
+worker_protocol::RunFinished RunExperiment(const worker_protocol::ExperimentAssignment& assignment,
+                                           const EventEmitter& emit) {
+  if (auto fault = InjectFault(assignment, emit); fault.has_value()) return *fault;
+  const std::string name = workloads::WorkloadName(assignment.request());
+  const workloads::WorkloadRunner* runner =
+      workloads::FindWorkloadRunner(assignment.request().workload_case());
+  if (runner == nullptr) {
+    return Failed(absl::StrCat("workload ", name, " is not available in this build of the worker"),
+                  false);
+  }
+  // Tracing starts before the workload creates its context, so every phase is on record.
+  std::optional<cupti::TracingSession> tracing;
+  if (workloads::IsGpuWorkload(assignment.request())) {
+    std::vector<int32_t> gpu_ids;
+    for (const auto& gpu : assignment.gpus()) gpu_ids.push_back(gpu.index());
+    tracing.emplace(assignment.request().tracing(), gpu_ids, emit);
+  }
+  const workloads::RunContext context{
+      .assignment = assignment,
+      .progress =
+          [&](v1::Phase phase, int64_t done, int64_t total, const std::string& message) {
+            if (tracing.has_value()) tracing->OnPhase(phase);
+            EmitProgress(emit, phase, done, total, message);
+          },
+      .tracing = tracing.has_value() ? &*tracing : nullptr};
+  absl::StatusOr<v1::ExperimentResult> result = runner->run(context);
+  if (!result.ok()) {
+    // The records still stream: they show what happened up to the failure.
+    if (tracing.has_value()) {
+      v1::ExperimentResult partial;
+      tracing->Finish(partial);
+    }
+    // A failure that carries a CUDA error ends the worker: after a sticky error (illegal
+    // address, launch failure) the context is unusable, and after any other the device's
+    // state is unknown, so a fresh process is the safe next owner.
+    const bool cuda_error = CudaErrorFromStatus(result.status()).has_value() ||
+                            CuResultFromStatus(result.status()).has_value() ||
+                            IsStickyCudaError(result.status());
+    return Failed(absl::StrCat(name, ": ", result.status().ToString()), cuda_error);
+  }
+  // Activity batches go out before the result, which counts what was dropped or not collected.
+  if (tracing.has_value()) tracing->Finish(*result);
+  v1::ExperimentEvent event;
+  *event.mutable_result() = *std::move(result);
+  *event.mutable_result()->mutable_provenance() = MakeProvenance(assignment);
+  emit(event);
+  return Succeeded();
+}
+
+}  // namespace gpuprof::worker

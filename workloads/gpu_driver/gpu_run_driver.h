@@ -1,0 +1,78 @@
+// The one run of a GPU workload that every GPU workload shares: device, JIT, memory checks
+// before anything is allocated, allocation and fill, the timing loop (measure/), hardware
+// metrics under CUPTI, and verification of the output. A workload supplies its plan; the
+// driver reports the phases and assembles the result.
+#ifndef GPUPROF_WORKLOADS_GPU_DRIVER_GPU_RUN_DRIVER_H_
+#define GPUPROF_WORKLOADS_GPU_DRIVER_GPU_RUN_DRIVER_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "gpu/device_facts.h"
+#include "gpuprof/v1/experiment.pb.h"
+#include "gpuprof/v1/gpus.pb.h"
+#include "workloads/run_context.h"
+
+namespace gpuprof::workloads {
+
+// What a plan needs in memory, and how to say it when it does not fit.
+struct MemoryNeeds {
+  int64_t device_bytes = 0;
+  // "table 2.00 GiB, output 1.00 GiB"
+  std::string device_breakdown;
+  int64_t host_bytes = 0;
+  // "the table and the reference gather"
+  std::string host_purpose;
+};
+
+// The work of one timed unit, against which the figures are computed.
+struct WorkPerLaunch {
+  // Bytes read + bytes written.
+  int64_t bytes = 0;
+  double flops = 0;
+};
+
+// Progress messages of the phases the plan owns.
+struct PlanMessages {
+  std::string jit;           // "specialising the gather kernel"
+  std::string allocation;    // "allocating and filling the table"
+  std::string verification;  // "checking against the CPU gather"
+};
+
+// One GPU workload's part of a run. Called in this order, on the leased GPU (device 0).
+class GpuWorkloadPlan {
+ public:
+  virtual ~GpuWorkloadPlan() = default;
+
+  virtual PlanMessages messages() const = 0;
+  // Chooses and compiles kernels; records result.jit and the launch configuration.
+  virtual absl::Status Compile(const gpu::DeviceFacts& device,
+                               gpuprof::v1::ExperimentResult& result) = 0;
+  virtual MemoryNeeds memory_needs() const = 0;
+  // Allocates and fills the inputs; returns the message that ends the allocation phase.
+  virtual absl::StatusOr<std::string> Allocate(cudaStream_t stream) = 0;
+  virtual WorkPerLaunch work_per_launch() const = 0;
+  // Enqueues one timed unit of work; must not synchronise the host.
+  virtual absl::Status Launch(cudaStream_t stream) const = 0;
+  // After timing: what the result says about the compiled kernels (registers, ...).
+  virtual void DescribeKernels(gpuprof::v1::ExperimentResult& result) const = 0;
+  // Runs the workload once more and checks its output against a reference.
+  virtual absl::Status Verify(cudaStream_t stream, gpuprof::v1::Verification& verification) = 0;
+};
+
+// Runs `plan` on the first leased GPU with the request's measurement options. Fills
+// measurement, verification, jit, kernel_config and not_collected; the dispatcher adds
+// provenance.
+absl::StatusOr<gpuprof::v1::ExperimentResult> RunGpuWorkloadPlan(GpuWorkloadPlan& plan,
+                                                                 const RunContext& context);
+
+// The byte sizes of a plan's memory, as its messages print them: "table 2.00 GiB".
+std::string DescribeBytes(const std::string& what, int64_t bytes);
+
+}  // namespace gpuprof::workloads
+
+#endif  // GPUPROF_WORKLOADS_GPU_DRIVER_GPU_RUN_DRIVER_H_

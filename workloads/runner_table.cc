@@ -1,0 +1,38 @@
+#include "workloads/runner_table.h"
+
+#include "workloads/index/index_runner.h"
+#include "workloads/radix/radix_runner.h"
+#include "workloads/store/store_runner.h"
+
+namespace gpuprof::workloads {
+namespace {
+
+namespace v1 = ::gpuprof::v1;
+
+// One line per workload the worker runs.
+constexpr WorkloadRunner kRunners[] = {
+    {v1::ExperimentRequest::kIndex, &RunIndexWorkload},
+    {v1::ExperimentRequest::kStore, &RunStoreWorkload},
+    {v1::ExperimentRequest::kRadix, &RunRadixWorkload},
+};
+
+}  // namespace
+
+const WorkloadRunner* FindWorkloadRunner(v1::ExperimentRequest::WorkloadCase request_case) {
+  for (const WorkloadRunner& runner : kRunners) {
+    if (runner.request_case == request_case) return &runner;
+  }
+  return nullptr;
+}
+
+std::vector<std::string> RunnableWorkloadNames() {
+  std::vector<std::string> names;
+  for (const WorkloadRunner& runner : kRunners) {
+    names.push_back(v1::ExperimentRequest::descriptor()
+                        ->FindFieldByNumber(static_cast<int>(runner.request_case))
+                        ->name());
+  }
+  return names;
+}
+
+}  // namespace gpuprof::workloads
