@@ -53,6 +53,14 @@ void ApplyEvent(const v1::ExperimentEvent& event, v1::Experiment& experiment) {
   }
 }
 
+// What every worker runs with: CUDA ordinals in nvidia-smi's order, and NVLink multicast off
+// for NCCL, PyTorch and NVSHMEM (multicast objects can take a shared host's GPUs out of
+// service; no workload needs them).
+std::vector<std::string> WorkerEnvironment() {
+  return {"CUDA_DEVICE_ORDER=PCI_BUS_ID", "NCCL_NVLS_ENABLE=0",
+          "TORCH_SYMM_MEM_DISABLE_MULTICAST=1", "NVSHMEM_DISABLE_NVLS=1"};
+}
+
 }  // namespace
 
 ExperimentManager::ExperimentManager(ManagerOptions options,
@@ -87,7 +95,7 @@ absl::Status ExperimentManager::Probe() {
     absl::Notification done;
   };
   auto state = std::make_shared<ProbeState>();
-  WorkerLaunch launch{options_.worker_binary, {}, {"CUDA_DEVICE_ORDER=PCI_BUS_ID"}};
+  WorkerLaunch launch{options_.worker_binary, {}, WorkerEnvironment()};
   auto process = WorkerProcess::Start(
       launch,
       [state](const worker_protocol::WorkerReport& report) {
@@ -359,7 +367,7 @@ absl::StatusOr<int64_t> ExperimentManager::AcquireWorkerLocked(const std::vector
 
   WorkerLaunch launch;
   launch.binary = options_.worker_binary;
-  launch.env.push_back("CUDA_DEVICE_ORDER=PCI_BUS_ID");
+  launch.env = WorkerEnvironment();
   std::vector<std::string> uuids;
   for (int gpu : gpus) uuids.push_back(inventory_.gpus(gpu).uuid());
   // An empty list hides every GPU from CPU workloads.

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -52,9 +53,18 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Start(const Worker
   std::vector<char*> argv;
   for (auto& arg : argv_storage) argv.push_back(arg.data());
   argv.push_back(nullptr);
-  std::vector<std::string> env_storage;
-  for (char** entry = environ; *entry != nullptr; ++entry) env_storage.emplace_back(*entry);
-  env_storage.insert(env_storage.end(), launch.env.begin(), launch.env.end());
+  // The launch's variables replace the daemon's own of the same name (getenv takes the first).
+  std::vector<std::string> env_storage(launch.env.begin(), launch.env.end());
+  auto overridden = [&launch](const char* entry) {
+    const char* equals = std::strchr(entry, '=');
+    const size_t name_length = equals == nullptr ? std::strlen(entry) : equals - entry + 1;
+    return std::any_of(launch.env.begin(), launch.env.end(), [&](const std::string& variable) {
+      return variable.compare(0, name_length, entry, name_length) == 0;
+    });
+  };
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    if (!overridden(*entry)) env_storage.emplace_back(*entry);
+  }
   std::vector<char*> envp;
   for (auto& entry : env_storage) envp.push_back(entry.data());
   envp.push_back(nullptr);

@@ -9,7 +9,7 @@ out=${OUT:-/tmp/gpuprof-gpu-suite}
 mkdir -p "$out"
 export LD_LIBRARY_PATH=$bundle/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export TEST_SRCDIR=$bundle/runfiles TEST_WORKSPACE=. TEST_TMPDIR=$(mktemp -d)
-export NCCL_NVLS_ENABLE=0
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 status=0
 
 {
