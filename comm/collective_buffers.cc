@@ -63,8 +63,10 @@ void WaitIdleForTeardown(ncclComm_t comm, absl::string_view step) {
   }
 }
 
+// Like NcclCommunicator::FinishCall: the call may go on in the background even after
+// ncclSuccess, and the next call on the communicator must wait for it.
 void LogTeardownResult(ncclComm_t comm, ncclResult_t result, absl::string_view step) {
-  if (result == ncclInProgress) {
+  if (result == ncclSuccess || result == ncclInProgress) {
     WaitIdleForTeardown(comm, step);
   } else {
     LogIfNcclError(result, std::string_view(step.data(), step.size()));
@@ -149,6 +151,13 @@ absl::StatusOr<CollectiveBuffers> CollectiveBuffers::Allocate(NcclCommunicator& 
                                                              &allocation->window,
                                                              NCCL_WIN_COLL_SYMMETRIC),
                                       "ncclCommWindowRegister"));
+      // NCCL returns no window, without an error, when this system cannot map peers'
+      // buffers symmetrically (no CUDA VMM or P2P between the ranks).
+      if (allocation->window == nullptr) {
+        return absl::UnimplementedError(absl::StrCat(
+            comm.Describe(), ": buffer_mode: NCCL ", NcclVersionString(loaded_version),
+            " registered no symmetric window here (needs CUDA VMM and P2P between all ranks)"));
+      }
 #endif
     }
   }

@@ -6,12 +6,13 @@
 #include <functional>
 #include <optional>
 #include <system_error>
-#include <thread>
 #include <string_view>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "common/cuda_status.h"
 #include "common/nccl_status.h"
 #include "common/status_macros.h"
@@ -141,7 +142,8 @@ absl::StatusOr<NcclCommunicator> NcclCommunicator::Create(const CommunicatorOpti
   config.blocking = 0;  // every call returns at once; we poll against deadlines instead
   if (!communicator.options_.name.empty()) config.commName = communicator.options_.name.c_str();
 
-  const absl::Time deadline = absl::Now() + options.init_timeout;
+  const absl::Time start = absl::Now();
+  const absl::Time deadline = start + options.init_timeout;
   ncclComm_t comm = nullptr;
   const ncclResult_t result =
       ncclCommInitRankConfig(&comm, options.nranks, options.unique_id, options.rank, &config);
@@ -154,7 +156,7 @@ absl::StatusOr<NcclCommunicator> NcclCommunicator::Create(const CommunicatorOpti
     return absl::InternalError(
         absl::StrCat(communicator.Describe(), ": init returned no communicator"));
   }
-  RETURN_IF_ERROR(communicator.WaitUntilIdle(deadline, "init"));
+  RETURN_IF_ERROR(communicator.WaitUntilIdleSince(start, deadline, "init"));
   return communicator;
 }
 
@@ -199,23 +201,31 @@ absl::Status NcclCommunicator::AbortAfter(absl::Status cause) {
 }
 
 absl::Status NcclCommunicator::FinishCall(ncclResult_t result, absl::string_view step) {
-  if (result == ncclSuccess) return absl::OkStatus();
-  if (result == ncclInProgress) return WaitUntilIdle(absl::Now() + options_.call_timeout, step);
   // A bad argument leaves the communicator intact; anything else may have broken it.
   if (result == ncclInvalidArgument || result == ncclInvalidUsage) {
     return absl::Status(NcclResultToStatusCode(result),
                         absl::StrCat(Describe(), ": ", NcclErrorText(result, step)));
   }
-  return AbortAfter(
-      absl::InternalError(absl::StrCat(Describe(), ": ", NcclErrorText(result, step))));
+  if (result != ncclSuccess && result != ncclInProgress) {
+    return AbortAfter(
+        absl::InternalError(absl::StrCat(Describe(), ": ", NcclErrorText(result, step))));
+  }
+  // Even a call that returned ncclSuccess may have left work in the background (window
+  // registration does), and NCCL refuses the next call until it is done: check once, and poll
+  // only when it is still in progress.
+  return WaitUntilIdle(absl::Now() + options_.call_timeout, step);
 }
 
 absl::Status NcclCommunicator::WaitUntilIdle(absl::Time deadline, absl::string_view step) {
+  return WaitUntilIdleSince(absl::Now(), deadline, step);
+}
+
+absl::Status NcclCommunicator::WaitUntilIdleSince(absl::Time start, absl::Time deadline,
+                                                  absl::string_view step) {
   if (!usable()) {
     return absl::FailedPreconditionError(
         absl::StrCat(Describe(), ": ", step, ": communicator is closed or aborted"));
   }
-  const absl::Time start = absl::Now();
   PollBackoff backoff;
   while (true) {
     ncclResult_t async = ncclInProgress;
@@ -234,7 +244,9 @@ absl::Status NcclCommunicator::WaitUntilIdle(absl::Time deadline, absl::string_v
     if (now >= deadline) {
       return AbortAfter(absl::DeadlineExceededError(
           absl::StrCat(Describe(), ": ", step, " did not finish within ",
-                       absl::FormatDuration(now - start), " (a peer may have stopped or never joined)")));
+                       absl::FormatDuration(deadline - start), " (gave up after ",
+                       absl::FormatDuration(now - start),
+                       "; a peer may have stopped or never joined)")));
     }
     backoff.Wait();
   }

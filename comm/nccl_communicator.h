@@ -82,9 +82,10 @@ class NcclCommunicator {
   // abort.
   absl::Status AsyncError() const;
 
-  // Turns the result of an NCCL call on this communicator into a status. ncclInProgress (the
-  // call goes on in the background) is polled until done or call_timeout; a timeout or an error
-  // aborts the communicator. `step` names the call in messages.
+  // Turns the result of an NCCL call on this communicator into a status, and waits (polling,
+  // up to call_timeout) while NCCL still finishes the call in the background, as it may after
+  // ncclInProgress or even ncclSuccess on a non-blocking communicator. A timeout or an error
+  // other than a bad argument aborts the communicator. `step` names the call in messages.
   absl::Status FinishCall(ncclResult_t result, absl::string_view step);
 
   // Polls ncclCommGetAsyncError until NCCL is idle (not ncclInProgress), an error, or
@@ -109,6 +110,7 @@ class NcclCommunicator {
 
  private:
   absl::Status AbortAfter(absl::Status cause);
+  absl::Status WaitUntilIdleSince(absl::Time start, absl::Time deadline, absl::string_view step);
 
   std::shared_ptr<Handle> handle_;
   CommunicatorOptions options_;
