@@ -190,7 +190,7 @@ CollectiveBuffers& CollectiveBuffers::operator=(CollectiveBuffers&& other) noexc
 
 void CollectiveBuffers::Release(Allocation& allocation) {
   // A communicator that is gone took its registrations with it.
-  ncclComm_t comm = comm_ ? comm_->comm : nullptr;
+  ncclComm_t comm = comm_ ? comm_->comm() : nullptr;
 #ifdef GPUPROF_NCCL_HAS_WINDOWS
   if (allocation.window != nullptr && comm != nullptr) {
     LogTeardownResult(comm, ncclCommWindowDeregister(comm, allocation.window),
@@ -220,6 +220,27 @@ void CollectiveBuffers::Reset() {
   comm_.reset();
 }
 
+absl::Status CheckSymmetricWindowUse(const CollectiveRequest& request,
+                                     const CollectiveLayout& layout) {
+  const bool splits_into_chunks =
+      request.op == CollectiveOp::kAllGather || request.op == CollectiveOp::kReduceScatter;
+  if (!splits_into_chunks) return absl::OkStatus();
+  if (request.placement == BufferPlacement::kInPlace) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "placement: in-place ", CollectiveOpName(request.op),
+        " puts each rank's chunk at a different offset, and symmetric windows need the same "
+        "offset on every rank; run it out of place"));
+  }
+  const size_t chunk_bytes = layout.chunk_elements * DtypeSizeBytes(request.dtype);
+  if (chunk_bytes % 16 != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "total_elements: symmetric ", CollectiveOpName(request.op), " needs per-rank chunks of a "
+        "multiple of 16 bytes (NCCL 2.28.3's symmetric kernels returned wrong data otherwise); "
+        "this chunk is ", chunk_bytes, " bytes"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<CollectivePointers> CollectiveBuffers::PointersFor(
     const CollectiveLayout& layout, const CollectiveRequest& request) const {
   const size_t element_bytes = DtypeSizeBytes(request.dtype);
@@ -230,6 +251,7 @@ absl::StatusOr<CollectivePointers> CollectiveBuffers::PointersFor(
                                               needed, " bytes per buffer; buffers hold ",
                                               bytes_per_buffer_));
   }
+  if (mode_ == BufferMode::kSymmetric) RETURN_IF_ERROR(CheckSymmetricWindowUse(request, layout));
   if (request.placement == BufferPlacement::kOutOfPlace) {
     return CollectivePointers{send_.data, recv_.data};
   }

@@ -39,6 +39,15 @@ absl::StatusOr<BufferMode> ParseBufferMode(absl::string_view name);
 // have the mode; UNIMPLEMENTED naming the versions otherwise.
 absl::Status CheckBufferModeSupported(BufferMode mode, int loaded_nccl_version);
 
+// What SYMMETRIC mode can run. NCCL's symmetric kernels need every rank's buffers at the same
+// offset of the same window (NCCL 2.27 release notes), which in-place all_gather and
+// reduce_scatter break (this rank's chunk sits at rank x chunk): INVALID_ARGUMENT. And on
+// 2 x H200, NCCL 2.28.3 returned wrong all_gather and reduce_scatter data when the per-rank
+// chunk was not a multiple of 16 bytes (2049 elements; docs/gpu-runs/comm-nccl.md):
+// FAILED_PRECONDITION for such chunks. Both name the field to change.
+absl::Status CheckSymmetricWindowUse(const CollectiveRequest& request,
+                                     const CollectiveLayout& layout);
+
 // The pointers one collective uses, resolved from buffers, layout and placement.
 struct CollectivePointers {
   const void* send = nullptr;
@@ -65,7 +74,7 @@ class CollectiveBuffers {
 
   // Where `request` reads and writes: out of place, the send and receive buffers; in place,
   // offsets into the receive buffer as nccl-tests lays them out. OUT_OF_RANGE when the layout
-  // does not fit.
+  // does not fit; in SYMMETRIC mode, CheckSymmetricWindowUse's refusals.
   absl::StatusOr<CollectivePointers> PointersFor(const CollectiveLayout& layout,
                                                  const CollectiveRequest& request) const;
 

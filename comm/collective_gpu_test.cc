@@ -25,8 +25,9 @@ namespace gpuprof::comm {
 namespace {
 
 constexpr int kRanks = 2;
-// Sizes in elements: the smallest split, an odd-ish middle size, and one past 1 Mi elements.
-constexpr size_t kElementCounts[] = {2, 4098, 1048578};
+// Sizes in elements: the smallest split, chunks that are not a multiple of 16 bytes (4098,
+// 1048578) and ones that are (4096, 1 Mi).
+constexpr size_t kElementCounts[] = {2, 4096, 4098, 1048576, 1048578};
 constexpr absl::Duration kCollectiveTimeout = absl::Seconds(20);
 
 // Should a CUDA call wedge behind a kernel that never ends, the binary still ends (and says
@@ -87,8 +88,9 @@ absl::Status RunAndCheck(NcclCommunicator& comm, const CollectiveBuffers& buffer
 }
 
 // One communicator per rank; every request in `mode`. Wrong results are collected (so both
-// ranks stay in step); a failed NCCL call ends the rank at once.
-void RunEveryRequest(BufferMode mode) {
+// ranks stay in step); a failed NCCL call ends the rank at once. In SYMMETRIC mode the
+// requests CheckSymmetricWindowUse refuses must be refused, before any NCCL call.
+void RunEveryRequest(BufferMode mode, CollectivePath path = CollectivePath::kBlocking) {
   auto id = CreateUniqueId();
   ASSERT_TRUE(id.ok()) << id.status();
   // The id travels as bytes, as the daemon will relay it.
@@ -96,6 +98,7 @@ void RunEveryRequest(BufferMode mode) {
   const std::vector<CollectiveRequest> requests = AllRequests();
   std::vector<std::vector<std::string>> wrong(kRanks);
   std::vector<int> checked(kRanks, 0);
+  std::vector<int> refused(kRanks, 0);
 
   auto rank_body = [&](int rank) -> absl::Status {
     ASSIGN_OR_RETURN(const ncclUniqueId rank_id, ParseUniqueId(id_bytes));
@@ -105,7 +108,8 @@ void RunEveryRequest(BufferMode mode) {
                                                .rank = rank,
                                                .device = rank,
                                                .init_timeout = absl::Seconds(60),
-                                               .name = "collective_gpu_test"}));
+                                               .name = "collective_gpu_test",
+                                               .collective_path = path}));
     ASSIGN_OR_RETURN(CudaStream stream, CudaStream::Create());
     size_t max_bytes = 0;
     for (const CollectiveRequest& request : requests) {
@@ -116,10 +120,23 @@ void RunEveryRequest(BufferMode mode) {
       ASSIGN_OR_RETURN(CollectiveBuffers buffers,
                        CollectiveBuffers::Allocate(comm, mode, max_bytes));
       for (const CollectiveRequest& request : requests) {
+        absl::Status refusal;
+        if (mode == BufferMode::kSymmetric) {
+          ASSIGN_OR_RETURN(const CollectiveLayout layout, LayoutFor(request, kRanks, rank));
+          refusal = CheckSymmetricWindowUse(request, layout);
+        }
         absl::Status status = RunAndCheck(comm, buffers, stream.get(), request);
         if (!comm.usable()) return status;  // NCCL failed: the peer will time out too
         ++checked[rank];
-        if (!status.ok()) wrong[rank].push_back(std::string(status.message()));
+        if (!refusal.ok()) {
+          ++refused[rank];
+          if (status.code() != refusal.code()) {
+            wrong[rank].push_back(absl::StrCat("expected refusal ", refusal.ToString(), ", got ",
+                                               status.ToString()));
+          }
+        } else if (!status.ok()) {
+          wrong[rank].push_back(std::string(status.message()));
+        }
       }
     }
     return comm.Close(absl::Now() + absl::Seconds(20));
@@ -132,9 +149,11 @@ void RunEveryRequest(BufferMode mode) {
     EXPECT_TRUE(statuses[rank].ok()) << "rank " << rank << ": " << statuses[rank];
     EXPECT_TRUE(wrong[rank].empty()) << "rank " << rank << ", " << wrong[rank].size()
                                      << " wrong:\n" << absl::StrJoin(wrong[rank], "\n");
-    std::printf("mode %s rank %d: %d collectives checked, %zu wrong\n",
-                std::string(BufferModeName(mode)).c_str(), rank, checked[rank],
-                wrong[rank].size());
+    std::printf("mode %s (%s collectives) rank %d: %d requests, %d refused as designed, %zu "
+                "wrong\n",
+                std::string(BufferModeName(mode)).c_str(),
+                path == CollectivePath::kBlocking ? "blocking" : "non-blocking", rank,
+                checked[rank], refused[rank], wrong[rank].size());
   }
   EXPECT_EQ(checked[0], static_cast<int>(requests.size()));
 }
@@ -153,6 +172,9 @@ class CollectiveGpuTest : public ::testing::Test {
 TEST_F(CollectiveGpuTest, DeviceBuffers) { RunEveryRequest(BufferMode::kDevice); }
 TEST_F(CollectiveGpuTest, RegisteredBuffers) { RunEveryRequest(BufferMode::kRegistered); }
 TEST_F(CollectiveGpuTest, SymmetricWindows) { RunEveryRequest(BufferMode::kSymmetric); }
+TEST_F(CollectiveGpuTest, DeviceBuffersOnTheNonBlockingPath) {
+  RunEveryRequest(BufferMode::kDevice, CollectivePath::kNonBlocking);
+}
 
 TEST_F(CollectiveGpuTest, TooSmallBuffersAreRefusedBeforeNccl) {
   auto id = CreateUniqueId();

@@ -69,8 +69,18 @@ TEST(CommunicatorFaultTest, InitEndsWhenAPeerNeverJoins) {
   EXPECT_LE(took, kDeadline + kGrace);
 }
 
-TEST(CommunicatorFaultTest, WaitAbortsWhenAPeerStopsMidCollective) {
+class PeerStopsTest : public ::testing::TestWithParam<CollectivePath> {};
+
+INSTANTIATE_TEST_SUITE_P(BothPaths, PeerStopsTest,
+                         ::testing::Values(CollectivePath::kBlocking, CollectivePath::kNonBlocking),
+                         [](const auto& info) {
+                           return info.param == CollectivePath::kBlocking ? "Blocking"
+                                                                          : "NonBlocking";
+                         });
+
+TEST_P(PeerStopsTest, WaitAbortsWhenAPeerStopsMidCollective) {
   if (!HaveGpus(2)) GTEST_SKIP() << "needs 2 GPUs";
+  const CollectivePath path = GetParam();
   auto id = CreateUniqueId();
   auto second_id = CreateUniqueId();
   ASSERT_TRUE(id.ok() && second_id.ok());
@@ -90,7 +100,8 @@ TEST(CommunicatorFaultTest, WaitAbortsWhenAPeerStopsMidCollective) {
                                                  .nranks = 2,
                                                  .rank = rank,
                                                  .device = rank,
-                                                 .abort_timeout = kAbortTimeout}));
+                                                 .abort_timeout = kAbortTimeout,
+                                                 .collective_path = path}));
       ASSIGN_OR_RETURN(CudaStream stream, CudaStream::Create());
       ASSIGN_OR_RETURN(CollectiveBuffers buffers,
                        CollectiveBuffers::Allocate(comm, BufferMode::kDevice,

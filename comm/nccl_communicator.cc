@@ -147,7 +147,7 @@ absl::StatusOr<NcclCommunicator> NcclCommunicator::Create(const CommunicatorOpti
   ncclComm_t comm = nullptr;
   const ncclResult_t result =
       ncclCommInitRankConfig(&comm, options.nranks, options.unique_id, options.rank, &config);
-  communicator.handle_->comm = comm;
+  communicator.handle_->control = comm;
   if (result != ncclSuccess && result != ncclInProgress) {
     return communicator.AbortAfter(absl::InternalError(absl::StrCat(
         communicator.Describe(), ": init failed: ", NcclErrorText(result, "ncclCommInitRankConfig"))));
@@ -157,7 +157,39 @@ absl::StatusOr<NcclCommunicator> NcclCommunicator::Create(const CommunicatorOpti
         absl::StrCat(communicator.Describe(), ": init returned no communicator"));
   }
   RETURN_IF_ERROR(communicator.WaitUntilIdleSince(start, deadline, "init"));
+  if (options.collective_path == CollectivePath::kBlocking) {
+    RETURN_IF_ERROR(communicator.SplitBlockingCommunicator(deadline));
+  }
   return communicator;
+}
+
+absl::Status NcclCommunicator::SplitBlockingCommunicator(absl::Time deadline) {
+  ncclComm_t parent = handle_->control;
+  const int rank = rank_;
+  // Written by the helper thread; shared so that a split that never returns writes into
+  // memory that is still alive.
+  auto child = std::make_shared<ncclComm_t>(nullptr);
+  const absl::Time start = absl::Now();
+  const absl::Duration timeout = std::max(deadline - start, absl::Seconds(1));
+  const std::optional<ncclResult_t> result = RunWithTimeout(device_, timeout, [parent, rank, child] {
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 1;
+    return ncclCommSplit(parent, /*color=*/0, /*key=*/rank, child.get(), &config);
+  });
+  if (!result.has_value()) {
+    // The split still runs on the parent: aborting it under the split's feet is not safe, so
+    // both handles are left to the process's exit.
+    handle_->control = nullptr;
+    return absl::DeadlineExceededError(
+        absl::StrCat(Describe(), ": splitting the blocking communicator did not finish within ",
+                     absl::FormatDuration(timeout), "; the process must exit"));
+  }
+  if (*result != ncclSuccess) {
+    return AbortAfter(absl::InternalError(absl::StrCat(
+        Describe(), ": ", NcclErrorText(*result, "ncclCommSplit (blocking collectives)"))));
+  }
+  handle_->collectives = *child;
+  return absl::OkStatus();
 }
 
 NcclCommunicator& NcclCommunicator::operator=(NcclCommunicator&& other) noexcept {
@@ -176,7 +208,7 @@ NcclCommunicator::~NcclCommunicator() {
   if (usable()) LogStatusToStderr(Close(absl::Now() + kDestructorTeardownTimeout));
 }
 
-ncclComm_t NcclCommunicator::get() const { return handle_ ? handle_->comm : nullptr; }
+ncclComm_t NcclCommunicator::get() const { return handle_ ? handle_->comm() : nullptr; }
 
 std::string NcclCommunicator::Describe() const {
   return absl::StrCat("rank ", rank_, " of ", nranks_, " (device ", device_, ")");
@@ -254,35 +286,66 @@ absl::Status NcclCommunicator::WaitUntilIdleSince(absl::Time start, absl::Time d
 
 absl::Status NcclCommunicator::Abort() {
   if (!usable()) return absl::OkStatus();
-  ncclComm_t comm = std::exchange(handle_->comm, nullptr);
-  const std::optional<ncclResult_t> result =
-      RunWithTimeout(device_, options_.abort_timeout, [comm] { return ncclCommAbort(comm); });
-  if (!result.has_value()) {
-    return absl::DeadlineExceededError(
-        absl::StrCat(Describe(), ": ncclCommAbort did not return within ",
-                     absl::FormatDuration(options_.abort_timeout),
-                     "; the process must exit to free the GPU"));
+  // One deadline for both communicators, so that the bound holds whatever happens.
+  const absl::Time deadline = absl::Now() + options_.abort_timeout;
+  absl::Status status;
+  for (ncclComm_t* slot : {&handle_->collectives, &handle_->control}) {
+    if (*slot == nullptr) continue;
+    ncclComm_t comm = std::exchange(*slot, nullptr);
+    const std::optional<ncclResult_t> result =
+        RunWithTimeout(device_, std::max(deadline - absl::Now(), absl::ZeroDuration()),
+                       [comm] { return ncclCommAbort(comm); });
+    if (!result.has_value()) {
+      status.Update(absl::DeadlineExceededError(
+          absl::StrCat(Describe(), ": ncclCommAbort did not return within ",
+                       absl::FormatDuration(options_.abort_timeout),
+                       "; the process must exit to free the GPU")));
+    } else {
+      status.Update(NcclStatus(*result, "ncclCommAbort"));
+    }
   }
-  return NcclStatus(*result, "ncclCommAbort");
+  return status;
 }
 
 absl::Status NcclCommunicator::Close(absl::Time deadline) {
   if (!usable()) return absl::OkStatus();
-  const ncclResult_t finalize = ncclCommFinalize(get());
+  if (handle_->collectives != nullptr) {
+    // Blocking calls: each runs on a helper thread against the deadline.
+    ncclComm_t comm = handle_->collectives;
+    const std::optional<ncclResult_t> finalized =
+        RunWithTimeout(device_, std::max(deadline - absl::Now(), absl::ZeroDuration()),
+                       [comm] { return ncclCommFinalize(comm); });
+    if (!finalized.has_value()) {
+      // Finalize still runs on it: nothing can be aborted safely any more.
+      handle_->collectives = handle_->control = nullptr;
+      return absl::DeadlineExceededError(
+          absl::StrCat(Describe(), ": ncclCommFinalize did not finish by the deadline; the "
+                                   "process must exit to free the GPU"));
+    }
+    if (*finalized != ncclSuccess) {
+      return AbortAfter(absl::InternalError(
+          absl::StrCat(Describe(), ": ", NcclErrorText(*finalized, "ncclCommFinalize"))));
+    }
+    handle_->collectives = nullptr;
+    RETURN_IF_ERROR(Destroy(comm, deadline));
+  }
+  const ncclResult_t finalize = ncclCommFinalize(handle_->control);
   if (finalize != ncclSuccess && finalize != ncclInProgress) {
     return AbortAfter(absl::InternalError(
         absl::StrCat(Describe(), ": ", NcclErrorText(finalize, "ncclCommFinalize"))));
   }
   RETURN_IF_ERROR(WaitUntilIdle(deadline, "finalize"));
-  ncclComm_t comm = std::exchange(handle_->comm, nullptr);
-  const absl::Duration destroy_timeout =
-      std::max(deadline - absl::Now(), options_.abort_timeout);
+  return Destroy(std::exchange(handle_->control, nullptr), deadline);
+}
+
+absl::Status NcclCommunicator::Destroy(ncclComm_t comm, absl::Time deadline) {
+  const absl::Duration timeout = std::max(deadline - absl::Now(), options_.abort_timeout);
   const std::optional<ncclResult_t> destroyed =
-      RunWithTimeout(device_, destroy_timeout, [comm] { return ncclCommDestroy(comm); });
+      RunWithTimeout(device_, timeout, [comm] { return ncclCommDestroy(comm); });
   if (!destroyed.has_value()) {
     return absl::DeadlineExceededError(
         absl::StrCat(Describe(), ": ncclCommDestroy did not return within ",
-                     absl::FormatDuration(destroy_timeout), "; the process must exit"));
+                     absl::FormatDuration(timeout), "; the process must exit"));
   }
   return NcclStatus(*destroyed, "ncclCommDestroy");
 }

@@ -34,6 +34,7 @@ TEST(UniqueIdTest, RejectsAnyOtherLength) {
 TEST(CommunicatorOptionsTest, ValidationNamesTheField) {
   CommunicatorOptions options{.nranks = 2, .rank = 1, .device = 0};
   EXPECT_TRUE(ValidateCommunicatorOptions(options).ok());
+  EXPECT_EQ(options.collective_path, CollectivePath::kBlocking);
   options.rank = 2;
   EXPECT_THAT(ValidateCommunicatorOptions(options).message(), HasSubstr("rank: 2 is outside [0, 2)"));
   options.rank = 0;
@@ -71,6 +72,27 @@ TEST(BufferModeTest, NamesAndVersions) {
   EXPECT_THAT(old.message(), HasSubstr("symmetric needs NCCL >= 2.27.0; the loaded library is 2.26.3"));
   EXPECT_EQ(CheckBufferModeSupported(BufferMode::kRegistered, 21806).code(),
             absl::StatusCode::kUnimplemented);
+}
+
+TEST(SymmetricWindowTest, RefusesWhatNccl228MisHandles) {
+  CollectiveRequest all_gather{.op = CollectiveOp::kAllGather,
+                               .dtype = CollectiveDtype::kFloat32,
+                               .total_elements = 4098};
+  // 2049-element chunks: 8196 bytes, not a multiple of 16.
+  absl::Status status = CheckSymmetricWindowUse(all_gather, *LayoutFor(all_gather, 2, 0));
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(status.message()), HasSubstr("this chunk is 8196 bytes"));
+  all_gather.total_elements = 4096;
+  EXPECT_TRUE(CheckSymmetricWindowUse(all_gather, *LayoutFor(all_gather, 2, 0)).ok());
+  all_gather.placement = BufferPlacement::kInPlace;
+  EXPECT_EQ(CheckSymmetricWindowUse(all_gather, *LayoutFor(all_gather, 2, 1)).code(),
+            absl::StatusCode::kInvalidArgument);
+  // all_reduce keeps one offset on every rank, in place or not, and any count.
+  CollectiveRequest all_reduce{.op = CollectiveOp::kAllReduce,
+                               .dtype = CollectiveDtype::kFloat16,
+                               .total_elements = 4099,
+                               .placement = BufferPlacement::kInPlace};
+  EXPECT_TRUE(CheckSymmetricWindowUse(all_reduce, *LayoutFor(all_reduce, 2, 1)).ok());
 }
 
 TEST(NcclDataTypeTest, EveryDtypeMapsWithNccl228) {

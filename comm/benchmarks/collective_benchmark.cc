@@ -4,8 +4,11 @@
 // times, one thread per GPU:
 //   nccl     a plain loop of the NCCL call on a blocking communicator from ncclCommInitAll and
 //            cudaMalloc'ed buffers: what nccl-tests does;
-//   <mode>   EnqueueCollective through our non-blocking NcclCommunicator, for each buffer mode
-//            (device, registered, symmetric).
+//   <mode>   EnqueueCollective through our NcclCommunicator (collectives on its blocking
+//            communicator), for each buffer mode (device, registered, symmetric);
+//   device-nb the same with CollectivePath::kNonBlocking: every launch through NCCL's
+//            background thread (shows what non-blocking costs).
+// SYMMETRIC skips (prints "-") the sizes CheckSymmetricWindowUse refuses.
 // Time per op = CUDA-event time of `iters` back-to-back ops divided by iters, the maximum over
 // ranks; ranks meet at a barrier before each timed loop. algbw/busbw follow nccl-tests (see
 // comm/bus_bandwidth.h). Small-message latency is the time per op at sizes <= 64 KiB.
@@ -16,7 +19,9 @@
 
 #include <algorithm>
 #include <barrier>
+#include <cmath>
 #include <cstdio>
+#include <limits>
 #include <cstdlib>
 #include <map>
 #include <string>
@@ -44,6 +49,8 @@ ABSL_FLAG(double, step_factor, 2.0, "size multiplier (nccl-tests -f)");
 ABSL_FLAG(std::string, ops, "all_reduce,all_gather,reduce_scatter,broadcast,all_to_all",
           "comma-separated collectives");
 ABSL_FLAG(std::string, modes, "device,registered,symmetric", "comma-separated buffer modes");
+ABSL_FLAG(bool, nonblocking_variant, true,
+          "also time device buffers with collectives on the non-blocking communicator");
 ABSL_FLAG(std::string, dtype, "fp32", "element type");
 ABSL_FLAG(bool, in_place, false, "run in place (not for all_to_all)");
 ABSL_FLAG(int, ranks, 0, "GPUs to use (0: all)");
@@ -104,9 +111,10 @@ ncclResult_t EnqueueDirect(CollectiveOp op, ncclDataType_t type, const Collectiv
 using RankTimes = std::vector<double>;
 
 struct Variant {
-  std::string name;  // "nccl" or a buffer mode
+  std::string name;  // "nccl", a buffer mode, or "device-nb"
   bool direct = false;
   BufferMode mode = BufferMode::kDevice;
+  CollectivePath path = CollectivePath::kBlocking;
 };
 
 struct Shared {
@@ -118,6 +126,7 @@ struct Shared {
   std::map<CollectiveOp, std::vector<size_t>> counts;
   std::vector<ncclComm_t> direct_comms;
   ncclUniqueId our_id{};
+  ncclUniqueId nonblocking_id{};  // for the device-nb variant's communicator
   std::barrier<>* barrier = nullptr;
   // times[op index][count index][variant index][rank]
   std::vector<std::vector<std::vector<RankTimes>>> times;
@@ -132,6 +141,23 @@ void RankMain(Shared& shared, int rank) {
                                            .name = "collective_benchmark"});
   ExitOnError(comm_or.status(), rank);
   NcclCommunicator comm = std::move(*comm_or);
+  NcclCommunicator nonblocking_comm;
+  const bool want_nonblocking =
+      std::any_of(shared.variants.begin(), shared.variants.end(),
+                  [](const Variant& v) { return !v.direct && v.path == CollectivePath::kNonBlocking; });
+  if (want_nonblocking) {
+    auto created = NcclCommunicator::Create({.unique_id = shared.nonblocking_id,
+                                             .nranks = nranks,
+                                             .rank = rank,
+                                             .device = rank,
+                                             .name = "collective_benchmark_nb",
+                                             .collective_path = CollectivePath::kNonBlocking});
+    ExitOnError(created.status(), rank);
+    nonblocking_comm = std::move(*created);
+  }
+  auto comm_for = [&](const Variant& variant) -> NcclCommunicator& {
+    return variant.path == CollectivePath::kNonBlocking ? nonblocking_comm : comm;
+  };
   auto our_stream = CudaStream::Create();
   auto direct_stream = CudaStream::Create();
   auto start = CudaEvent::Create();
@@ -166,7 +192,8 @@ void RankMain(Shared& shared, int rank) {
       }
       continue;
     }
-    auto allocated = CollectiveBuffers::Allocate(comm, shared.variants[v].mode, buffer_bytes);
+    auto allocated =
+        CollectiveBuffers::Allocate(comm_for(shared.variants[v]), shared.variants[v].mode, buffer_bytes);
     ExitOnError(allocated.status(), rank);
     buffers[v] = std::move(*allocated);
     CUDA_LOG_IF_ERROR(cudaMemset(buffers[v].send(), 0, buffers[v].bytes_per_buffer()));
@@ -212,19 +239,26 @@ void RankMain(Shared& shared, int rank) {
           ExitOnError(stop->Record(stream), rank);
           ExitOnError(CudaStatus(cudaStreamSynchronize(stream), "cudaStreamSynchronize"), rank);
         } else {
+          NcclCommunicator& variant_comm = comm_for(variant);
           auto pointers = buffers[v].PointersFor(*layout, request);
+          if (!pointers.ok() && variant.mode == BufferMode::kSymmetric &&
+              !CheckSymmetricWindowUse(request, *layout).ok()) {
+            // Refused the same way on every rank, so no rank waits at the barrier.
+            shared.times[o][c][v][rank] = std::numeric_limits<double>::quiet_NaN();
+            continue;
+          }
           ExitOnError(pointers.status(), rank);
           for (int i = 0; i < warmup; ++i) {
-            ExitOnError(EnqueueCollective(comm, request, *pointers, stream), rank);
+            ExitOnError(EnqueueCollective(variant_comm, request, *pointers, stream), rank);
           }
-          ExitOnError(WaitWithDeadline(comm, stream, absl::Now() + kWaitTimeout), rank);
+          ExitOnError(WaitWithDeadline(variant_comm, stream, absl::Now() + kWaitTimeout), rank);
           shared.barrier->arrive_and_wait();
           ExitOnError(start->Record(stream), rank);
           for (int i = 0; i < iters; ++i) {
-            ExitOnError(EnqueueCollective(comm, request, *pointers, stream), rank);
+            ExitOnError(EnqueueCollective(variant_comm, request, *pointers, stream), rank);
           }
           ExitOnError(stop->Record(stream), rank);
-          ExitOnError(WaitWithDeadline(comm, stream, absl::Now() + kWaitTimeout), rank);
+          ExitOnError(WaitWithDeadline(variant_comm, stream, absl::Now() + kWaitTimeout), rank);
         }
         auto milliseconds = ElapsedMilliseconds(*start, *stop);
         ExitOnError(milliseconds.status(), rank);
@@ -235,10 +269,14 @@ void RankMain(Shared& shared, int rank) {
   shared.barrier->arrive_and_wait();
   for (CollectiveBuffers& buffer : buffers) buffer.Reset();
   ExitOnError(comm.Close(absl::Now() + absl::Seconds(30)), rank);
+  if (want_nonblocking) ExitOnError(nonblocking_comm.Close(absl::Now() + absl::Seconds(30)), rank);
 }
 
+// NaN (a skipped size) stays NaN.
 double MaxOverRanks(const RankTimes& times) {
-  return *std::max_element(times.begin(), times.end());
+  double result = times.front();
+  for (double t : times) result = std::isnan(t) ? t : std::max(result, t);
+  return result;
 }
 
 void PrintResults(const Shared& shared) {
@@ -275,6 +313,10 @@ void PrintResults(const Shared& shared) {
       double direct_busbw = 0;
       for (size_t v = 0; v < shared.variants.size(); ++v) {
         const double seconds = MaxOverRanks(shared.times[o][c][v]);
+        if (std::isnan(seconds)) {
+          std::printf(" | %-10s %9s %7s %7s %6s", "", "-", "-", "-", "-");
+          continue;
+        }
         const Bandwidth bandwidth = ComputeBandwidth(op, bytes, seconds, shared.nranks);
         std::printf(" | %-10s %9.2f %7.2f %7.2f", "", seconds * 1e6, bandwidth.algbw_gb_per_s,
                     bandwidth.busbw_gb_per_s);
@@ -348,6 +390,10 @@ int Main() {
     }
     shared.variants.push_back({.name = std::string(name), .mode = *mode});
   }
+  if (absl::GetFlag(FLAGS_nonblocking_variant)) {
+    shared.variants.push_back(
+        {.name = "device-nb", .mode = BufferMode::kDevice, .path = CollectivePath::kNonBlocking});
+  }
   const SizeSweep sweep{.min_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_min_bytes)),
                         .max_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_max_bytes)),
                         .step_factor = absl::GetFlag(FLAGS_step_factor)};
@@ -378,6 +424,9 @@ int Main() {
   auto id = CreateUniqueId();
   ExitOnError(id.status(), -1);
   shared.our_id = *id;
+  auto nonblocking_id = CreateUniqueId();
+  ExitOnError(nonblocking_id.status(), -1);
+  shared.nonblocking_id = *nonblocking_id;
   std::barrier<> barrier(shared.nranks);
   shared.barrier = &barrier;
   shared.times.resize(shared.ops.size());
