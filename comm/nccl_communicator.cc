@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "common/cuda_raii.h"
 #include "common/cuda_status.h"
 #include "common/nccl_status.h"
 #include "common/status_macros.h"
@@ -158,38 +159,78 @@ absl::StatusOr<NcclCommunicator> NcclCommunicator::Create(const CommunicatorOpti
   }
   RETURN_IF_ERROR(communicator.WaitUntilIdleSince(start, deadline, "init"));
   if (options.collective_path == CollectivePath::kBlocking) {
-    RETURN_IF_ERROR(communicator.SplitBlockingCommunicator(deadline));
+    RETURN_IF_ERROR(communicator.InitBlockingCommunicator(deadline));
   }
   return communicator;
 }
 
-absl::Status NcclCommunicator::SplitBlockingCommunicator(absl::Time deadline) {
-  ncclComm_t parent = handle_->control;
-  const int rank = rank_;
-  // Written by the helper thread; shared so that a split that never returns writes into
+absl::Status NcclCommunicator::InitBlockingCommunicator(absl::Time deadline) {
+  ASSIGN_OR_RETURN(const ncclUniqueId id, ShareUniqueIdFromRankZero(deadline));
+  // Written by the helper thread; shared so that an init that never returns writes into
   // memory that is still alive.
   auto child = std::make_shared<ncclComm_t>(nullptr);
-  const absl::Time start = absl::Now();
-  const absl::Duration timeout = std::max(deadline - start, absl::Seconds(1));
-  const std::optional<ncclResult_t> result = RunWithTimeout(device_, timeout, [parent, rank, child] {
-    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    config.blocking = 1;
-    return ncclCommSplit(parent, /*color=*/0, /*key=*/rank, child.get(), &config);
-  });
+  const int nranks = nranks_;
+  const int rank = rank_;
+  const absl::Duration timeout = std::max(deadline - absl::Now(), absl::Seconds(1));
+  const std::optional<ncclResult_t> result =
+      RunWithTimeout(device_, timeout, [child, id, nranks, rank] {
+        ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+        config.blocking = 1;
+        return ncclCommInitRankConfig(child.get(), nranks, id, rank, &config);
+      });
   if (!result.has_value()) {
-    // The split still runs on the parent: aborting it under the split's feet is not safe, so
-    // both handles are left to the process's exit.
-    handle_->control = nullptr;
-    return absl::DeadlineExceededError(
-        absl::StrCat(Describe(), ": splitting the blocking communicator did not finish within ",
-                     absl::FormatDuration(timeout), "; the process must exit"));
+    // Every rank was alive a moment ago (the id broadcast finished), so this is rare; the
+    // blocking init cannot be cancelled, so its thread is left to the process's exit.
+    return AbortAfter(absl::DeadlineExceededError(
+        absl::StrCat(Describe(), ": init of the blocking communicator did not finish within ",
+                     absl::FormatDuration(timeout), "; the process must exit")));
   }
   if (*result != ncclSuccess) {
+    // A blocking init that fails cleans up after itself; only the first communicator is left.
     return AbortAfter(absl::InternalError(absl::StrCat(
-        Describe(), ": ", NcclErrorText(*result, "ncclCommSplit (blocking collectives)"))));
+        Describe(), ": ", NcclErrorText(*result, "ncclCommInitRankConfig (blocking)"))));
   }
   handle_->collectives = *child;
   return absl::OkStatus();
+}
+
+absl::StatusOr<ncclUniqueId> NcclCommunicator::ShareUniqueIdFromRankZero(absl::Time deadline) {
+  ncclUniqueId id{};
+  if (rank_ == 0) NCCL_RETURN_IF_ERROR(ncclGetUniqueId(&id));
+  ASSIGN_OR_RETURN(DeviceBuffer buffer, DeviceBuffer::Allocate(sizeof(id)));
+  ASSIGN_OR_RETURN(CudaStream stream, CudaStream::Create());
+  CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(buffer.data(), &id, sizeof(id), cudaMemcpyHostToDevice, stream.get()));
+  RETURN_IF_ERROR(FinishCall(ncclBroadcast(buffer.data(), buffer.data(), sizeof(id), ncclUint8,
+                                           /*root=*/0, get(), stream.get()),
+                             "ncclBroadcast of the blocking communicator's id"));
+  RETURN_IF_ERROR(WaitForStream(stream.get(), deadline, "broadcast of the blocking communicator's id"));
+  CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(&id, buffer.data(), sizeof(id), cudaMemcpyDeviceToHost, stream.get()));
+  RETURN_IF_ERROR(stream.Synchronize());
+  return id;
+}
+
+absl::Status NcclCommunicator::WaitForStream(cudaStream_t stream, absl::Time deadline,
+                                             absl::string_view step) {
+  const absl::Time start = absl::Now();
+  PollBackoff backoff;
+  while (true) {
+    const cudaError_t query = cudaStreamQuery(stream);
+    if (query != cudaSuccess && query != cudaErrorNotReady) {
+      return AbortAfter(absl::InternalError(absl::StrCat(
+          Describe(), ": ", step, ": ", CudaStatus(query, "cudaStreamQuery").message())));
+    }
+    if (absl::Status async = AsyncError(); !async.ok()) return AbortAfter(async);
+    if (query == cudaSuccess) return absl::OkStatus();
+    const absl::Time now = absl::Now();
+    if (now >= deadline) {
+      return AbortAfter(absl::DeadlineExceededError(
+          absl::StrCat(Describe(), ": ", step, " did not finish within ",
+                       absl::FormatDuration(now - start), " (a peer may have stopped)")));
+    }
+    backoff.Wait();
+  }
 }
 
 NcclCommunicator& NcclCommunicator::operator=(NcclCommunicator&& other) noexcept {
