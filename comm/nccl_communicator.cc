@@ -5,8 +5,8 @@
 #include <cstring>
 #include <functional>
 #include <optional>
-#include <system_error>
 #include <string_view>
+#include <system_error>
 #include <thread>
 #include <utility>
 
@@ -91,8 +91,8 @@ absl::StatusOr<ncclUniqueId> ParseUniqueId(absl::string_view bytes) {
   ncclUniqueId id;
   static_assert(sizeof(id.internal) == kUniqueIdBytes);
   if (bytes.size() != kUniqueIdBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("unique_id: ", bytes.size(),
-                                                   " bytes; an ncclUniqueId is ", kUniqueIdBytes));
+    return absl::InvalidArgumentError(
+        absl::StrCat("unique_id: ", bytes.size(), " bytes; an ncclUniqueId is ", kUniqueIdBytes));
   }
   std::memcpy(id.internal, bytes.data(), kUniqueIdBytes);
   return id;
@@ -121,8 +121,8 @@ absl::Status ValidateCommunicatorOptions(const CommunicatorOptions& options) {
       {"abort_timeout", options.abort_timeout}};
   for (const auto& [field, timeout] : timeouts) {
     if (timeout <= absl::ZeroDuration() || timeout == absl::InfiniteDuration()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          field, ": ", absl::FormatDuration(timeout), " must be positive and finite"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": ", absl::FormatDuration(timeout), " must be positive and finite"));
     }
   }
   return absl::OkStatus();
@@ -150,8 +150,9 @@ absl::StatusOr<NcclCommunicator> NcclCommunicator::Create(const CommunicatorOpti
       ncclCommInitRankConfig(&comm, options.nranks, options.unique_id, options.rank, &config);
   communicator.handle_->control = comm;
   if (result != ncclSuccess && result != ncclInProgress) {
-    return communicator.AbortAfter(absl::InternalError(absl::StrCat(
-        communicator.Describe(), ": init failed: ", NcclErrorText(result, "ncclCommInitRankConfig"))));
+    return communicator.AbortAfter(absl::InternalError(
+        absl::StrCat(communicator.Describe(),
+                     ": init failed: ", NcclErrorText(result, "ncclCommInitRankConfig"))));
   }
   if (comm == nullptr) {
     return absl::InternalError(
@@ -204,7 +205,8 @@ absl::StatusOr<ncclUniqueId> NcclCommunicator::ShareUniqueIdFromRankZero(absl::T
   RETURN_IF_ERROR(FinishCall(ncclBroadcast(buffer.data(), buffer.data(), sizeof(id), ncclUint8,
                                            /*root=*/0, get(), stream.get()),
                              "ncclBroadcast of the blocking communicator's id"));
-  RETURN_IF_ERROR(WaitForStream(stream.get(), deadline, "broadcast of the blocking communicator's id"));
+  RETURN_IF_ERROR(
+      WaitForStream(stream.get(), deadline, "broadcast of the blocking communicator's id"));
   CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(&id, buffer.data(), sizeof(id), cudaMemcpyDeviceToHost, stream.get()));
   RETURN_IF_ERROR(stream.Synchronize());
@@ -310,16 +312,15 @@ absl::Status NcclCommunicator::WaitUntilIdleSince(absl::Time start, absl::Time d
     if (async == ncclSuccess) return absl::OkStatus();
     const absl::Time now = absl::Now();
     if (async != ncclInProgress) {
-      return AbortAfter(absl::InternalError(
-          absl::StrCat(Describe(), ": ", step, " failed after ", absl::FormatDuration(now - start),
-                       ": ", NcclErrorText(async, step))));
+      return AbortAfter(absl::InternalError(absl::StrCat(Describe(), ": ", step, " failed after ",
+                                                         absl::FormatDuration(now - start), ": ",
+                                                         NcclErrorText(async, step))));
     }
     if (now >= deadline) {
-      return AbortAfter(absl::DeadlineExceededError(
-          absl::StrCat(Describe(), ": ", step, " did not finish within ",
-                       absl::FormatDuration(deadline - start), " (gave up after ",
-                       absl::FormatDuration(now - start),
-                       "; a peer may have stopped or never joined)")));
+      return AbortAfter(absl::DeadlineExceededError(absl::StrCat(
+          Describe(), ": ", step, " did not finish within ", absl::FormatDuration(deadline - start),
+          " (gave up after ", absl::FormatDuration(now - start),
+          "; a peer may have stopped or never joined)")));
     }
     backoff.Wait();
   }
@@ -360,8 +361,9 @@ absl::Status NcclCommunicator::Close(absl::Time deadline) {
       // Finalize still runs on it: nothing can be aborted safely any more.
       handle_->collectives = handle_->control = nullptr;
       return absl::DeadlineExceededError(
-          absl::StrCat(Describe(), ": ncclCommFinalize did not finish by the deadline; the "
-                                   "process must exit to free the GPU"));
+          absl::StrCat(Describe(),
+                       ": ncclCommFinalize did not finish by the deadline; the "
+                       "process must exit to free the GPU"));
     }
     if (*finalized != ncclSuccess) {
       return AbortAfter(absl::InternalError(

@@ -23,8 +23,8 @@
 #include <barrier>
 #include <cmath>
 #include <cstdio>
-#include <limits>
 #include <cstdlib>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -32,6 +32,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "comm/bus_bandwidth.h"
@@ -83,8 +84,8 @@ int IterationsFor(size_t bytes) {
 
 // NCCL called directly, no status machinery: the peer our layer is held against.
 ncclResult_t EnqueueDirect(CollectiveOp op, ncclDataType_t type, const CollectiveLayout& layout,
-                           const void* send, void* recv, size_t element_bytes, int root,
-                           int nranks, ncclComm_t comm, cudaStream_t stream) {
+                           const void* send, void* recv, size_t element_bytes, int root, int nranks,
+                           ncclComm_t comm, cudaStream_t stream) {
   switch (op) {
     case CollectiveOp::kAllReduce:
       return ncclAllReduce(send, recv, layout.nccl_count, type, ncclSum, comm, stream);
@@ -113,7 +114,7 @@ ncclResult_t EnqueueDirect(CollectiveOp op, ncclDataType_t type, const Collectiv
 using RankTimes = std::vector<double>;
 
 struct Variant {
-  std::string name;  // "nccl", a buffer mode, "<mode>/raw" or "device-nb"
+  std::string name;     // "nccl", a buffer mode, "<mode>/raw" or "device-nb"
   bool direct = false;  // the nccl-tests-style peer on its own communicator and buffers
   BufferMode mode = BufferMode::kDevice;
   CollectivePath path = CollectivePath::kBlocking;
@@ -145,9 +146,9 @@ void RankMain(Shared& shared, int rank) {
   ExitOnError(comm_or.status(), rank);
   NcclCommunicator comm = std::move(*comm_or);
   NcclCommunicator nonblocking_comm;
-  const bool want_nonblocking =
-      std::any_of(shared.variants.begin(), shared.variants.end(),
-                  [](const Variant& v) { return !v.direct && v.path == CollectivePath::kNonBlocking; });
+  const bool want_nonblocking = std::any_of(
+      shared.variants.begin(), shared.variants.end(),
+      [](const Variant& v) { return !v.direct && v.path == CollectivePath::kNonBlocking; });
   if (want_nonblocking) {
     auto created = NcclCommunicator::Create({.unique_id = shared.nonblocking_id,
                                              .nranks = nranks,
@@ -176,9 +177,9 @@ void RankMain(Shared& shared, int rank) {
   size_t buffer_bytes = 0;
   for (CollectiveOp op : shared.ops) {
     const size_t count = shared.counts.at(op).back();
-    auto layout = LayoutFor({.op = op, .dtype = shared.dtype, .total_elements = count,
-                             .placement = shared.placement},
-                            nranks, rank);
+    auto layout = LayoutFor(
+        {.op = op, .dtype = shared.dtype, .total_elements = count, .placement = shared.placement},
+        nranks, rank);
     ExitOnError(layout.status(), rank);
     buffer_bytes = std::max(buffer_bytes, layout->BufferElements() * element_bytes);
   }
@@ -196,8 +197,8 @@ void RankMain(Shared& shared, int rank) {
       continue;
     }
     if (shared.variants[v].raw_twin_of >= 0) continue;  // uses its twin's buffers
-    auto allocated =
-        CollectiveBuffers::Allocate(comm_for(shared.variants[v]), shared.variants[v].mode, buffer_bytes);
+    auto allocated = CollectiveBuffers::Allocate(comm_for(shared.variants[v]),
+                                                 shared.variants[v].mode, buffer_bytes);
     ExitOnError(allocated.status(), rank);
     buffers[v] = std::move(*allocated);
     CUDA_LOG_IF_ERROR(cudaMemset(buffers[v].send(), 0, buffers[v].bytes_per_buffer()));
@@ -244,7 +245,8 @@ void RankMain(Shared& shared, int rank) {
           ExitOnError(CudaStatus(cudaStreamSynchronize(stream), "cudaStreamSynchronize"), rank);
         } else {
           NcclCommunicator& variant_comm = comm_for(variant);
-          const int buffers_index = variant.raw_twin_of >= 0 ? variant.raw_twin_of : static_cast<int>(v);
+          const int buffers_index =
+              variant.raw_twin_of >= 0 ? variant.raw_twin_of : static_cast<int>(v);
           auto pointers = buffers[buffers_index].PointersFor(*layout, request);
           if (!pointers.ok() && variant.mode == BufferMode::kSymmetric &&
               !CheckSymmetricWindowUse(request, *layout).ok()) {
@@ -300,7 +302,9 @@ void PrintComparison(const Shared& shared, size_t o, size_t ours, size_t referen
     const double our_seconds = MaxOverRanks(shared.times[o][c][ours]);
     const double reference_seconds = MaxOverRanks(shared.times[o][c][reference]);
     if (std::isnan(our_seconds) || std::isnan(reference_seconds)) continue;
-    auto layout = LayoutFor({.op = op, .dtype = shared.dtype, .total_elements = counts[c],
+    auto layout = LayoutFor({.op = op,
+                             .dtype = shared.dtype,
+                             .total_elements = counts[c],
                              .placement = shared.placement},
                             shared.nranks, 0);
     const size_t bytes = AlgorithmBytes(*layout, shared.dtype);
@@ -317,22 +321,26 @@ void PrintComparison(const Shared& shared, size_t o, size_t ours, size_t referen
       ++large;
     }
   }
-  std::printf("summary %-15s %-10s vs %-14s latency delta mean %+6.2f us max %+6.2f us | busbw "
-              "ratio mean %6.1f%% min %6.1f%%\n",
-              std::string(CollectiveOpName(op)).c_str(), shared.variants[ours].name.c_str(),
-              shared.variants[reference].name.c_str(), small ? delta_sum / small : 0.0,
-              small ? delta_max : 0.0, large ? 100 * ratio_sum / large : 0.0,
-              large ? 100 * ratio_min : 0.0);
+  const std::string latency = small ? absl::StrFormat("latency delta mean %+6.2f us max %+6.2f us",
+                                                      delta_sum / small, delta_max)
+                                    : std::string("latency delta n/a (no size ran)");
+  const std::string busbw = large ? absl::StrFormat("busbw ratio mean %6.1f%% min %6.1f%%",
+                                                    100 * ratio_sum / large, 100 * ratio_min)
+                                  : std::string("busbw ratio n/a (no size ran)");
+  std::printf("summary %-15s %-10s vs %-14s %s | %s\n", std::string(CollectiveOpName(op)).c_str(),
+              shared.variants[ours].name.c_str(), shared.variants[reference].name.c_str(),
+              latency.c_str(), busbw.c_str());
 }
 
 void PrintResults(const Shared& shared) {
   for (size_t o = 0; o < shared.ops.size(); ++o) {
     const CollectiveOp op = shared.ops[o];
-    std::printf("\n# %s %s %s, %d ranks. time: us per op (CUDA events, max over ranks); "
-                "algbw, busbw: GB/s\n",
-                std::string(CollectiveOpName(op)).c_str(),
-                std::string(CollectiveDtypeName(shared.dtype)).c_str(),
-                std::string(BufferPlacementName(shared.placement)).c_str(), shared.nranks);
+    std::printf(
+        "\n# %s %s %s, %d ranks. time: us per op (CUDA events, max over ranks); "
+        "algbw, busbw: GB/s\n",
+        std::string(CollectiveOpName(op)).c_str(),
+        std::string(CollectiveDtypeName(shared.dtype)).c_str(),
+        std::string(BufferPlacementName(shared.placement)).c_str(), shared.nranks);
     std::printf("%12s %12s", "size(B)", "count");
     for (const Variant& variant : shared.variants) {
       std::printf(" | %-13s %8s %7s %7s", variant.name.c_str(), "time", "algbw", "busbw");
@@ -340,7 +348,9 @@ void PrintResults(const Shared& shared) {
     std::printf("\n");
     const std::vector<size_t>& counts = shared.counts.at(op);
     for (size_t c = 0; c < counts.size(); ++c) {
-      auto layout = LayoutFor({.op = op, .dtype = shared.dtype, .total_elements = counts[c],
+      auto layout = LayoutFor({.op = op,
+                               .dtype = shared.dtype,
+                               .total_elements = counts[c],
                                .placement = shared.placement},
                               shared.nranks, 0);
       const size_t bytes = AlgorithmBytes(*layout, shared.dtype);
@@ -358,8 +368,9 @@ void PrintResults(const Shared& shared) {
       std::printf("\n");
     }
   }
-  std::printf("\n# summary. latency delta = time per op minus the reference's at sizes <= 64 KiB "
-              "(mean, max); busbw ratio = busbw / the reference's at sizes >= 64 MiB (mean, min)\n");
+  std::printf(
+      "\n# summary. latency delta = time per op minus the reference's at sizes <= 64 KiB "
+      "(mean, max); busbw ratio = busbw / the reference's at sizes >= 64 MiB (mean, min)\n");
   for (size_t o = 0; o < shared.ops.size(); ++o) {
     for (size_t v = 0; v < shared.variants.size(); ++v) {
       const Variant& variant = shared.variants[v];
@@ -425,7 +436,8 @@ int Main() {
               NcclVersionString(*loaded).c_str(), CompiledNcclVersion().c_str(), shared.nranks);
   for (int device = 0; device < shared.nranks; ++device) {
     cudaDeviceProp properties{};
-    ExitOnError(CudaStatus(cudaGetDeviceProperties(&properties, device), "cudaGetDeviceProperties"), -1);
+    ExitOnError(CudaStatus(cudaGetDeviceProperties(&properties, device), "cudaGetDeviceProperties"),
+                -1);
     std::printf("# rank %d: device %d %s, pci %04x:%02x:%02x\n", device, device, properties.name,
                 properties.pciDomainID, properties.pciBusID, properties.pciDeviceID);
   }
@@ -449,8 +461,9 @@ int Main() {
   shared.barrier = &barrier;
   shared.times.resize(shared.ops.size());
   for (size_t o = 0; o < shared.ops.size(); ++o) {
-    shared.times[o].assign(shared.counts[shared.ops[o]].size(),
-                           std::vector<RankTimes>(shared.variants.size(), RankTimes(shared.nranks)));
+    shared.times[o].assign(
+        shared.counts[shared.ops[o]].size(),
+        std::vector<RankTimes>(shared.variants.size(), RankTimes(shared.nranks)));
   }
   const absl::Time began = absl::Now();
   const auto statuses = RunOnRankThreads(shared.nranks, [&](int rank) {
