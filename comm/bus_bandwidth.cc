@@ -56,8 +56,8 @@ absl::Status ValidateSizeSweep(const SizeSweep& sweep, int nranks) {
   if (nranks < 1) return absl::InvalidArgumentError(absl::StrCat("nranks: ", nranks, " < 1"));
   if (sweep.min_bytes == 0) return absl::InvalidArgumentError("min_bytes: must be > 0");
   if (sweep.max_bytes < sweep.min_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat("max_bytes: ", sweep.max_bytes,
-                                                   " is below min_bytes ", sweep.min_bytes));
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_bytes: ", sweep.max_bytes, " is below min_bytes ", sweep.min_bytes));
   }
   if (!std::isfinite(sweep.step_factor) || !(sweep.step_factor > 1.0)) {
     return absl::InvalidArgumentError(

@@ -21,19 +21,16 @@ TEST(BusBandwidthTest, FactorsAreNcclTests) {
 
 TEST(BusBandwidthTest, AlgorithmBytesIsTheTotalArray) {
   // all_gather of 1 MiB total on 4 ranks: each rank sends 256 KiB; S is the 1 MiB output.
-  CollectiveRequest all_gather{.op = CollectiveOp::kAllGather,
-                               .dtype = CollectiveDtype::kFloat32,
-                               .total_elements = 262144};
+  CollectiveRequest all_gather{
+      .op = CollectiveOp::kAllGather, .dtype = CollectiveDtype::kFloat32, .total_elements = 262144};
   EXPECT_EQ(AlgorithmBytes(*LayoutFor(all_gather, 4, 0), all_gather.dtype), 1u << 20);
   // all_reduce: the per-rank send buffer.
-  CollectiveRequest all_reduce{.op = CollectiveOp::kAllReduce,
-                               .dtype = CollectiveDtype::kBfloat16,
-                               .total_elements = 1000};
+  CollectiveRequest all_reduce{
+      .op = CollectiveOp::kAllReduce, .dtype = CollectiveDtype::kBfloat16, .total_elements = 1000};
   EXPECT_EQ(AlgorithmBytes(*LayoutFor(all_reduce, 8, 0), all_reduce.dtype), 2000u);
   // reduce_scatter: the per-rank input, n times the output.
-  CollectiveRequest reduce_scatter{.op = CollectiveOp::kReduceScatter,
-                                   .dtype = CollectiveDtype::kInt8,
-                                   .total_elements = 800};
+  CollectiveRequest reduce_scatter{
+      .op = CollectiveOp::kReduceScatter, .dtype = CollectiveDtype::kInt8, .total_elements = 800};
   const CollectiveLayout layout = *LayoutFor(reduce_scatter, 8, 0);
   EXPECT_EQ(AlgorithmBytes(layout, reduce_scatter.dtype), 800u);
   EXPECT_EQ(layout.recv_elements * 8, 800u);

@@ -23,14 +23,17 @@ absl::Status EnqueueAllToAll(NcclCommunicator& comm, const CollectivePointers& p
   NCCL_RETURN_IF_ERROR(ncclGroupStart());
   ncclResult_t first_error = ncclSuccess;
   for (int peer = 0; peer < comm.nranks() && first_error == ncclSuccess; ++peer) {
-    first_error = ncclSend(send + peer * chunk_bytes, chunk_elements, type, peer, comm.get(), stream);
+    first_error =
+        ncclSend(send + peer * chunk_bytes, chunk_elements, type, peer, comm.get(), stream);
     if (first_error == ncclSuccess) {
-      first_error = ncclRecv(recv + peer * chunk_bytes, chunk_elements, type, peer, comm.get(), stream);
+      first_error =
+          ncclRecv(recv + peer * chunk_bytes, chunk_elements, type, peer, comm.get(), stream);
     }
   }
   // The group must be closed even after an error, or this thread's next NCCL call joins it.
   const ncclResult_t group_end = ncclGroupEnd();
-  if (first_error != ncclSuccess) return comm.FinishCall(first_error, "all_to_all ncclSend/ncclRecv");
+  if (first_error != ncclSuccess)
+    return comm.FinishCall(first_error, "all_to_all ncclSend/ncclRecv");
   return comm.FinishCall(group_end, "all_to_all ncclGroupEnd");
 }
 
@@ -66,9 +69,8 @@ absl::StatusOr<ncclDataType_t> NcclDataTypeFor(CollectiveDtype dtype) {
     default:
       break;
   }
-  return absl::UnimplementedError(absl::StrCat("dtype: ", CollectiveDtypeName(dtype),
-                                               " is not available in NCCL ",
-                                               CompiledNcclVersion()));
+  return absl::UnimplementedError(absl::StrCat(
+      "dtype: ", CollectiveDtypeName(dtype), " is not available in NCCL ", CompiledNcclVersion()));
 }
 
 absl::Status EnqueueCollective(NcclCommunicator& comm, const CollectiveRequest& request,
@@ -131,10 +133,10 @@ absl::Status WaitWithDeadline(NcclCommunicator& comm, cudaStream_t stream, absl:
     if (query == cudaSuccess) return absl::OkStatus();
     const absl::Time now = absl::Now();
     if (now >= deadline) {
-      return AbortBecause(comm, absl::StatusCode::kDeadlineExceeded,
-                          absl::StrCat(comm.Describe(), ": collective did not complete within ",
-                                       absl::FormatDuration(now - start),
-                                       " (a peer may have stopped)"));
+      return AbortBecause(
+          comm, absl::StatusCode::kDeadlineExceeded,
+          absl::StrCat(comm.Describe(), ": collective did not complete within ",
+                       absl::FormatDuration(now - start), " (a peer may have stopped)"));
     }
     // Spin briefly for small messages, then back off so a long wait does not hold a core.
     if (++polls < 1024) {

@@ -3,8 +3,8 @@
 #include <cuda_runtime_api.h>
 
 #include <array>
-#include <thread>
 #include <string_view>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -52,7 +52,8 @@ void WaitIdleForTeardown(ncclComm_t comm, absl::string_view step) {
   while (true) {
     ncclResult_t async = ncclSuccess;
     if (ncclCommGetAsyncError(comm, &async) != ncclSuccess || async != ncclInProgress) {
-      if (async != ncclSuccess && async != ncclInProgress) LogIfNcclError(async, std::string_view(step.data(), step.size()));
+      if (async != ncclSuccess && async != ncclInProgress)
+        LogIfNcclError(async, std::string_view(step.data(), step.size()));
       return;
     }
     if (absl::Now() >= deadline) {
@@ -93,16 +94,16 @@ absl::StatusOr<BufferMode> ParseBufferMode(absl::string_view name) {
   for (BufferMode mode : kAllModes) {
     if (BufferModeName(mode) == name) return mode;
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "buffer_mode: unknown '", name, "' (one of device, registered, symmetric)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("buffer_mode: unknown '", name, "' (one of device, registered, symmetric)"));
 }
 
 absl::Status CheckBufferModeSupported(BufferMode mode, int loaded_nccl_version) {
   const int needed = MinVersion(mode);
   if (NCCL_VERSION_CODE < needed) {
-    return absl::UnimplementedError(absl::StrCat(
-        "buffer_mode: ", BufferModeName(mode), " needs NCCL >= ", NcclVersionString(needed),
-        "; built against NCCL ", CompiledNcclVersion()));
+    return absl::UnimplementedError(absl::StrCat("buffer_mode: ", BufferModeName(mode),
+                                                 " needs NCCL >= ", NcclVersionString(needed),
+                                                 "; built against NCCL ", CompiledNcclVersion()));
   }
   if (loaded_nccl_version < needed) {
     return absl::UnimplementedError(absl::StrCat(
@@ -136,8 +137,8 @@ absl::StatusOr<CollectiveBuffers> CollectiveBuffers::Allocate(NcclCommunicator& 
     return buffers;
   }
 #ifdef GPUPROF_NCCL_HAS_MEM_ALLOC
-  const size_t rounded = (bytes_per_buffer + kNcclAllocGranule - 1) / kNcclAllocGranule *
-                         kNcclAllocGranule;
+  const size_t rounded =
+      (bytes_per_buffer + kNcclAllocGranule - 1) / kNcclAllocGranule * kNcclAllocGranule;
   buffers.bytes_per_buffer_ = rounded;
   for (Allocation* allocation : {&buffers.send_, &buffers.recv_}) {
     NCCL_RETURN_IF_ERROR(ncclMemAlloc(&allocation->data, rounded));
@@ -147,10 +148,10 @@ absl::StatusOr<CollectiveBuffers> CollectiveBuffers::Allocate(NcclCommunicator& 
           "ncclCommRegister"));
     } else {
 #ifdef GPUPROF_NCCL_HAS_WINDOWS
-      RETURN_IF_ERROR(comm.FinishCall(ncclCommWindowRegister(comm.get(), allocation->data, rounded,
-                                                             &allocation->window,
-                                                             NCCL_WIN_COLL_SYMMETRIC),
-                                      "ncclCommWindowRegister"));
+      RETURN_IF_ERROR(
+          comm.FinishCall(ncclCommWindowRegister(comm.get(), allocation->data, rounded,
+                                                 &allocation->window, NCCL_WIN_COLL_SYMMETRIC),
+                          "ncclCommWindowRegister"));
       // NCCL returns no window, without an error, when this system cannot map peers'
       // buffers symmetrically (no CUDA VMM or P2P between the ranks).
       if (allocation->window == nullptr) {
@@ -234,9 +235,11 @@ absl::Status CheckSymmetricWindowUse(const CollectiveRequest& request,
   const size_t chunk_bytes = layout.chunk_elements * DtypeSizeBytes(request.dtype);
   if (chunk_bytes % 16 != 0) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "total_elements: symmetric ", CollectiveOpName(request.op), " needs per-rank chunks of a "
+        "total_elements: symmetric ", CollectiveOpName(request.op),
+        " needs per-rank chunks of a "
         "multiple of 16 bytes (NCCL 2.28.3's symmetric kernels returned wrong data otherwise); "
-        "this chunk is ", chunk_bytes, " bytes"));
+        "this chunk is ",
+        chunk_bytes, " bytes"));
   }
   return absl::OkStatus();
 }
@@ -246,10 +249,9 @@ absl::StatusOr<CollectivePointers> CollectiveBuffers::PointersFor(
   const size_t element_bytes = DtypeSizeBytes(request.dtype);
   const size_t needed = layout.BufferElements() * element_bytes;
   if (needed > bytes_per_buffer_) {
-    return absl::OutOfRangeError(absl::StrCat("total_elements: ", CollectiveOpName(request.op),
-                                              " of ", layout.total_elements, " elements needs ",
-                                              needed, " bytes per buffer; buffers hold ",
-                                              bytes_per_buffer_));
+    return absl::OutOfRangeError(absl::StrCat(
+        "total_elements: ", CollectiveOpName(request.op), " of ", layout.total_elements,
+        " elements needs ", needed, " bytes per buffer; buffers hold ", bytes_per_buffer_));
   }
   if (mode_ == BufferMode::kSymmetric) RETURN_IF_ERROR(CheckSymmetricWindowUse(request, layout));
   if (request.placement == BufferPlacement::kOutOfPlace) {

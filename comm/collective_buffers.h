@@ -20,10 +20,10 @@
 #include <cstddef>
 #include <memory>
 #include <span>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "comm/collective_types.h"
 #include "comm/nccl_communicator.h"
 
@@ -84,7 +84,7 @@ class CollectiveBuffers {
  private:
   struct Allocation {
     void* data = nullptr;
-    void* registration = nullptr;  // ncclCommRegister handle
+    void* registration = nullptr;   // ncclCommRegister handle
     ncclWindow_t window = nullptr;  // ncclCommWindowRegister handle
   };
   void Release(Allocation& allocation);

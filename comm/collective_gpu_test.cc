@@ -4,8 +4,8 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -76,13 +76,13 @@ absl::Status RunAndCheck(NcclCommunicator& comm, const CollectiveBuffers& buffer
   CUDA_RETURN_IF_ERROR(cudaMemsetAsync(buffers.send(), 0xff, buffers.bytes_per_buffer(), stream));
   CUDA_RETURN_IF_ERROR(cudaMemsetAsync(buffers.recv(), 0xff, buffers.bytes_per_buffer(), stream));
   const std::vector<uint8_t> input = EncodeInput(request, layout, comm.rank());
-  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(const_cast<void*>(pointers.send), input.data(),
-                                       input.size(), cudaMemcpyHostToDevice, stream));
+  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(const_cast<void*>(pointers.send), input.data(), input.size(),
+                                       cudaMemcpyHostToDevice, stream));
   RETURN_IF_ERROR(EnqueueCollective(comm, request, pointers, stream));
   RETURN_IF_ERROR(WaitWithDeadline(comm, stream, absl::Now() + kCollectiveTimeout));
   std::vector<uint8_t> output(layout.recv_elements * element_bytes);
-  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(output.data(), pointers.recv, output.size(),
-                                       cudaMemcpyDeviceToHost, stream));
+  CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(output.data(), pointers.recv, output.size(), cudaMemcpyDeviceToHost, stream));
   CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
   return CheckOutput(request, layout, comm.nranks(), comm.rank(), output);
 }
@@ -131,8 +131,8 @@ void RunEveryRequest(BufferMode mode, CollectivePath path = CollectivePath::kBlo
         if (!refusal.ok()) {
           ++refused[rank];
           if (status.code() != refusal.code()) {
-            wrong[rank].push_back(absl::StrCat("expected refusal ", refusal.ToString(), ", got ",
-                                               status.ToString()));
+            wrong[rank].push_back(
+                absl::StrCat("expected refusal ", refusal.ToString(), ", got ", status.ToString()));
           }
         } else if (!status.ok()) {
           wrong[rank].push_back(std::string(status.message()));
@@ -147,13 +147,14 @@ void RunEveryRequest(BufferMode mode, CollectivePath path = CollectivePath::kBlo
       GTEST_SKIP() << statuses[rank];
     }
     EXPECT_TRUE(statuses[rank].ok()) << "rank " << rank << ": " << statuses[rank];
-    EXPECT_TRUE(wrong[rank].empty()) << "rank " << rank << ", " << wrong[rank].size()
-                                     << " wrong:\n" << absl::StrJoin(wrong[rank], "\n");
-    std::printf("mode %s (%s collectives) rank %d: %d requests, %d refused as designed, %zu "
-                "wrong\n",
-                std::string(BufferModeName(mode)).c_str(),
-                path == CollectivePath::kBlocking ? "blocking" : "non-blocking", rank,
-                checked[rank], refused[rank], wrong[rank].size());
+    EXPECT_TRUE(wrong[rank].empty()) << "rank " << rank << ", " << wrong[rank].size() << " wrong:\n"
+                                     << absl::StrJoin(wrong[rank], "\n");
+    std::printf(
+        "mode %s (%s collectives) rank %d: %d requests, %d refused as designed, %zu "
+        "wrong\n",
+        std::string(BufferModeName(mode)).c_str(),
+        path == CollectivePath::kBlocking ? "blocking" : "non-blocking", rank, checked[rank],
+        refused[rank], wrong[rank].size());
   }
   EXPECT_EQ(checked[0], static_cast<int>(requests.size()));
 }
@@ -181,8 +182,8 @@ TEST_F(CollectiveGpuTest, TooSmallBuffersAreRefusedBeforeNccl) {
   ASSERT_TRUE(id.ok());
   const auto statuses = RunOnRankThreads(kRanks, [&](int rank) -> absl::Status {
     ASSIGN_OR_RETURN(NcclCommunicator comm,
-                     NcclCommunicator::Create({.unique_id = *id, .nranks = kRanks, .rank = rank,
-                                               .device = rank}));
+                     NcclCommunicator::Create(
+                         {.unique_id = *id, .nranks = kRanks, .rank = rank, .device = rank}));
     ASSIGN_OR_RETURN(CollectiveBuffers buffers,
                      CollectiveBuffers::Allocate(comm, BufferMode::kDevice, 1024));
     ASSIGN_OR_RETURN(CudaStream stream, CudaStream::Create());

@@ -64,7 +64,8 @@ int ExpectedValue(const CollectiveRequest& request, const CollectiveLayout& layo
     }
     case CollectiveOp::kReduceScatter: {
       int sum = 0;
-      for (int r = 0; r < nranks; ++r) sum += ReductionInput(r, rank * layout.chunk_elements + index);
+      for (int r = 0; r < nranks; ++r)
+        sum += ReductionInput(r, rank * layout.chunk_elements + index);
       return sum;
     }
     case CollectiveOp::kAllGather:
@@ -110,10 +111,10 @@ absl::Status CheckOutput(const CollectiveRequest& request, const CollectiveLayou
     }
   }
   if (wrong == 0) return absl::OkStatus();
-  return absl::InternalError(absl::StrCat(
-      CollectiveOpName(request.op), " ", CollectiveDtypeName(request.dtype), " ",
-      BufferPlacementName(request.placement), " of ", layout.total_elements, " elements: ",
-      wrong, " of ", layout.recv_elements, " wrong; ", first));
+  return absl::InternalError(
+      absl::StrCat(CollectiveOpName(request.op), " ", CollectiveDtypeName(request.dtype), " ",
+                   BufferPlacementName(request.placement), " of ", layout.total_elements,
+                   " elements: ", wrong, " of ", layout.recv_elements, " wrong; ", first));
 }
 
 }  // namespace gpuprof::comm

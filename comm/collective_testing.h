@@ -15,7 +15,8 @@ namespace gpuprof::comm {
 
 // Runs `body(rank)` on `nranks` threads at once (a rank's thread sets its own device) and
 // returns each rank's status, in rank order.
-std::vector<absl::Status> RunOnRankThreads(int nranks, const std::function<absl::Status(int)>& body);
+std::vector<absl::Status> RunOnRankThreads(int nranks,
+                                           const std::function<absl::Status(int)>& body);
 
 // OK when every status is; else the first failure, prefixed with its rank.
 absl::Status FirstFailure(const std::vector<absl::Status>& statuses);

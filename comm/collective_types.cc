@@ -19,9 +19,9 @@ namespace {
 constexpr std::array kAllOps = {CollectiveOp::kAllReduce, CollectiveOp::kAllGather,
                                 CollectiveOp::kReduceScatter, CollectiveOp::kBroadcast,
                                 CollectiveOp::kAllToAll};
-constexpr std::array kAllDtypes = {CollectiveDtype::kFloat32,    CollectiveDtype::kFloat16,
-                                   CollectiveDtype::kBfloat16,   CollectiveDtype::kInt8,
-                                   CollectiveDtype::kInt32,      CollectiveDtype::kFloat8E4M3,
+constexpr std::array kAllDtypes = {CollectiveDtype::kFloat32,   CollectiveDtype::kFloat16,
+                                   CollectiveDtype::kBfloat16,  CollectiveDtype::kInt8,
+                                   CollectiveDtype::kInt32,     CollectiveDtype::kFloat8E4M3,
                                    CollectiveDtype::kFloat8E5M2};
 
 // ncclFloat8e4m3 / ncclFloat8e5m2 first shipped in NCCL 2.24.
@@ -96,8 +96,8 @@ absl::StatusOr<CollectiveOp> ParseCollectiveOp(absl::string_view name) {
     if (CollectiveOpName(op) == name) return op;
     names.push_back(CollectiveOpName(op));
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("op: unknown collective '", name, "' (one of ", absl::StrJoin(names, ", "), ")"));
+  return absl::InvalidArgumentError(absl::StrCat("op: unknown collective '", name, "' (one of ",
+                                                 absl::StrJoin(names, ", "), ")"));
 }
 
 absl::string_view CollectiveDtypeName(CollectiveDtype dtype) {
@@ -170,8 +170,7 @@ std::string NcclVersionString(int code) {
 std::string CompiledNcclVersion() { return NcclVersionString(NCCL_VERSION_CODE); }
 
 absl::Status CheckDtypeCompiledIn(CollectiveDtype dtype) {
-  const bool fp8 =
-      dtype == CollectiveDtype::kFloat8E4M3 || dtype == CollectiveDtype::kFloat8E5M2;
+  const bool fp8 = dtype == CollectiveDtype::kFloat8E4M3 || dtype == CollectiveDtype::kFloat8E5M2;
   if (fp8 && !kNcclHasFp8) {
     return absl::UnimplementedError(absl::StrCat("dtype: ", CollectiveDtypeName(dtype),
                                                  " needs NCCL >= 2.24; built against NCCL ",
@@ -190,24 +189,24 @@ absl::Status ValidateCollectiveRequest(const CollectiveRequest& request, int nra
     return absl::InvalidArgumentError("total_elements: must be > 0");
   }
   if (OpSplitsAcrossRanks(request.op) && request.total_elements % nranks != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "total_elements: ", request.total_elements, " does not divide by ", nranks, " ranks (",
-        CollectiveOpName(request.op), " gives each rank an equal chunk)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("total_elements: ", request.total_elements, " does not divide by ", nranks,
+                     " ranks (", CollectiveOpName(request.op), " gives each rank an equal chunk)"));
   }
   if (request.op == CollectiveOp::kBroadcast && (request.root < 0 || request.root >= nranks)) {
     return absl::InvalidArgumentError(
         absl::StrCat("root: ", request.root, " is outside [0, ", nranks, ")"));
   }
   if (request.placement == BufferPlacement::kInPlace && !OpSupportsInPlace(request.op)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "placement: ", CollectiveOpName(request.op), " runs out-of-place only (grouped "
-        "send/recv within one buffer would overwrite chunks before they are sent)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("placement: ", CollectiveOpName(request.op),
+                     " runs out-of-place only (grouped "
+                     "send/recv within one buffer would overwrite chunks before they are sent)"));
   }
   return CheckDtypeCompiledIn(request.dtype);
 }
 
-absl::StatusOr<CollectiveLayout> LayoutFor(const CollectiveRequest& request, int nranks,
-                                           int rank) {
+absl::StatusOr<CollectiveLayout> LayoutFor(const CollectiveRequest& request, int nranks, int rank) {
   if (absl::Status status = ValidateCollectiveRequest(request, nranks, rank); !status.ok()) {
     return status;
   }
@@ -280,8 +279,8 @@ void EncodeSmallInteger(CollectiveDtype dtype, int value, void* out) {
     }
     case CollectiveDtype::kBfloat16: {
       // bf16 is the top half of a float; exact for the integers allowed here.
-      const uint16_t bits = static_cast<uint16_t>(
-          std::bit_cast<uint32_t>(static_cast<float>(value)) >> 16);
+      const uint16_t bits =
+          static_cast<uint16_t>(std::bit_cast<uint32_t>(static_cast<float>(value)) >> 16);
       std::memcpy(out, &bits, 2);
       return;
     }

@@ -8,16 +8,24 @@
 #include <cstdint>
 #include <span>
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace gpuprof::comm {
 
 enum class CollectiveOp { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kAllToAll };
 
-enum class CollectiveDtype { kFloat32, kFloat16, kBfloat16, kInt8, kInt32, kFloat8E4M3, kFloat8E5M2 };
+enum class CollectiveDtype {
+  kFloat32,
+  kFloat16,
+  kBfloat16,
+  kInt8,
+  kInt32,
+  kFloat8E4M3,
+  kFloat8E5M2
+};
 
 enum class BufferPlacement { kOutOfPlace, kInPlace };
 
@@ -75,7 +83,9 @@ struct CollectiveLayout {
   size_t in_place_send_offset = 0;
   size_t in_place_recv_offset = 0;
   // Elements each of the send and receive buffers must hold (in place: the one buffer).
-  size_t BufferElements() const { return send_elements > recv_elements ? send_elements : recv_elements; }
+  size_t BufferElements() const {
+    return send_elements > recv_elements ? send_elements : recv_elements;
+  }
 };
 
 struct CollectiveRequest {

@@ -111,9 +111,8 @@ TEST(CollectiveLayoutTest, ValidationNamesTheField) {
   EXPECT_THAT(ValidateCollectiveRequest(request, 2, 0).message(), HasSubstr("total_elements"));
   CollectiveRequest broadcast{.op = CollectiveOp::kBroadcast, .total_elements = 8, .root = 3};
   EXPECT_THAT(ValidateCollectiveRequest(broadcast, 2, 0).message(), HasSubstr("root: 3"));
-  CollectiveRequest all_to_all{.op = CollectiveOp::kAllToAll,
-                               .total_elements = 8,
-                               .placement = BufferPlacement::kInPlace};
+  CollectiveRequest all_to_all{
+      .op = CollectiveOp::kAllToAll, .total_elements = 8, .placement = BufferPlacement::kInPlace};
   absl::Status status = ValidateCollectiveRequest(all_to_all, 2, 0);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(status.message(), HasSubstr("placement: all_to_all runs out-of-place only"));
@@ -219,9 +218,8 @@ TEST(CollectiveTestingTest, ExpectedValuesMatchASimulation) {
 }
 
 TEST(CollectiveTestingTest, CheckOutputReportsTheFirstWrongElement) {
-  CollectiveRequest request{.op = CollectiveOp::kAllReduce,
-                            .dtype = CollectiveDtype::kBfloat16,
-                            .total_elements = 6};
+  CollectiveRequest request{
+      .op = CollectiveOp::kAllReduce, .dtype = CollectiveDtype::kBfloat16, .total_elements = 6};
   const CollectiveLayout layout = *LayoutFor(request, 2, 0);
   std::vector<uint8_t> recv(12);
   for (size_t i = 0; i < 6; ++i) {
@@ -234,9 +232,8 @@ TEST(CollectiveTestingTest, CheckOutputReportsTheFirstWrongElement) {
 }
 
 TEST(CollectiveTestingTest, RunOnRankThreadsKeepsRankOrder) {
-  auto statuses = RunOnRankThreads(3, [](int rank) {
-    return rank == 1 ? absl::InternalError("boom") : absl::OkStatus();
-  });
+  auto statuses = RunOnRankThreads(
+      3, [](int rank) { return rank == 1 ? absl::InternalError("boom") : absl::OkStatus(); });
   ASSERT_EQ(statuses.size(), 3u);
   EXPECT_TRUE(statuses[0].ok());
   EXPECT_THAT(FirstFailure(statuses).message(), HasSubstr("rank 1: boom"));

@@ -4,8 +4,8 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -103,9 +103,9 @@ TEST_P(PeerStopsTest, WaitAbortsWhenAPeerStopsMidCollective) {
                                                  .abort_timeout = kAbortTimeout,
                                                  .collective_path = path}));
       ASSIGN_OR_RETURN(CudaStream stream, CudaStream::Create());
-      ASSIGN_OR_RETURN(CollectiveBuffers buffers,
-                       CollectiveBuffers::Allocate(comm, BufferMode::kDevice,
-                                                   request.total_elements * 4));
+      ASSIGN_OR_RETURN(
+          CollectiveBuffers buffers,
+          CollectiveBuffers::Allocate(comm, BufferMode::kDevice, request.total_elements * 4));
       // One collective together, so the connections are up before the peer stops.
       RETURN_IF_ERROR(EnqueueCollective(comm, request, buffers, stream.get()));
       RETURN_IF_ERROR(WaitWithDeadline(comm, stream.get(), absl::Now() + absl::Seconds(30)));

@@ -5,14 +5,15 @@
 #include <cstring>
 #include <functional>
 #include <optional>
-#include <system_error>
 #include <string_view>
+#include <system_error>
 #include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "common/cuda_raii.h"
 #include "common/cuda_status.h"
 #include "common/nccl_status.h"
 #include "common/status_macros.h"
@@ -90,8 +91,8 @@ absl::StatusOr<ncclUniqueId> ParseUniqueId(absl::string_view bytes) {
   ncclUniqueId id;
   static_assert(sizeof(id.internal) == kUniqueIdBytes);
   if (bytes.size() != kUniqueIdBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("unique_id: ", bytes.size(),
-                                                   " bytes; an ncclUniqueId is ", kUniqueIdBytes));
+    return absl::InvalidArgumentError(
+        absl::StrCat("unique_id: ", bytes.size(), " bytes; an ncclUniqueId is ", kUniqueIdBytes));
   }
   std::memcpy(id.internal, bytes.data(), kUniqueIdBytes);
   return id;
@@ -120,8 +121,8 @@ absl::Status ValidateCommunicatorOptions(const CommunicatorOptions& options) {
       {"abort_timeout", options.abort_timeout}};
   for (const auto& [field, timeout] : timeouts) {
     if (timeout <= absl::ZeroDuration() || timeout == absl::InfiniteDuration()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          field, ": ", absl::FormatDuration(timeout), " must be positive and finite"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": ", absl::FormatDuration(timeout), " must be positive and finite"));
     }
   }
   return absl::OkStatus();
@@ -149,8 +150,9 @@ absl::StatusOr<NcclCommunicator> NcclCommunicator::Create(const CommunicatorOpti
       ncclCommInitRankConfig(&comm, options.nranks, options.unique_id, options.rank, &config);
   communicator.handle_->control = comm;
   if (result != ncclSuccess && result != ncclInProgress) {
-    return communicator.AbortAfter(absl::InternalError(absl::StrCat(
-        communicator.Describe(), ": init failed: ", NcclErrorText(result, "ncclCommInitRankConfig"))));
+    return communicator.AbortAfter(absl::InternalError(
+        absl::StrCat(communicator.Describe(),
+                     ": init failed: ", NcclErrorText(result, "ncclCommInitRankConfig"))));
   }
   if (comm == nullptr) {
     return absl::InternalError(
@@ -158,38 +160,79 @@ absl::StatusOr<NcclCommunicator> NcclCommunicator::Create(const CommunicatorOpti
   }
   RETURN_IF_ERROR(communicator.WaitUntilIdleSince(start, deadline, "init"));
   if (options.collective_path == CollectivePath::kBlocking) {
-    RETURN_IF_ERROR(communicator.SplitBlockingCommunicator(deadline));
+    RETURN_IF_ERROR(communicator.InitBlockingCommunicator(deadline));
   }
   return communicator;
 }
 
-absl::Status NcclCommunicator::SplitBlockingCommunicator(absl::Time deadline) {
-  ncclComm_t parent = handle_->control;
-  const int rank = rank_;
-  // Written by the helper thread; shared so that a split that never returns writes into
+absl::Status NcclCommunicator::InitBlockingCommunicator(absl::Time deadline) {
+  ASSIGN_OR_RETURN(const ncclUniqueId id, ShareUniqueIdFromRankZero(deadline));
+  // Written by the helper thread; shared so that an init that never returns writes into
   // memory that is still alive.
   auto child = std::make_shared<ncclComm_t>(nullptr);
-  const absl::Time start = absl::Now();
-  const absl::Duration timeout = std::max(deadline - start, absl::Seconds(1));
-  const std::optional<ncclResult_t> result = RunWithTimeout(device_, timeout, [parent, rank, child] {
-    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    config.blocking = 1;
-    return ncclCommSplit(parent, /*color=*/0, /*key=*/rank, child.get(), &config);
-  });
+  const int nranks = nranks_;
+  const int rank = rank_;
+  const absl::Duration timeout = std::max(deadline - absl::Now(), absl::Seconds(1));
+  const std::optional<ncclResult_t> result =
+      RunWithTimeout(device_, timeout, [child, id, nranks, rank] {
+        ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+        config.blocking = 1;
+        return ncclCommInitRankConfig(child.get(), nranks, id, rank, &config);
+      });
   if (!result.has_value()) {
-    // The split still runs on the parent: aborting it under the split's feet is not safe, so
-    // both handles are left to the process's exit.
-    handle_->control = nullptr;
-    return absl::DeadlineExceededError(
-        absl::StrCat(Describe(), ": splitting the blocking communicator did not finish within ",
-                     absl::FormatDuration(timeout), "; the process must exit"));
+    // Every rank was alive a moment ago (the id broadcast finished), so this is rare; the
+    // blocking init cannot be cancelled, so its thread is left to the process's exit.
+    return AbortAfter(absl::DeadlineExceededError(
+        absl::StrCat(Describe(), ": init of the blocking communicator did not finish within ",
+                     absl::FormatDuration(timeout), "; the process must exit")));
   }
   if (*result != ncclSuccess) {
+    // A blocking init that fails cleans up after itself; only the first communicator is left.
     return AbortAfter(absl::InternalError(absl::StrCat(
-        Describe(), ": ", NcclErrorText(*result, "ncclCommSplit (blocking collectives)"))));
+        Describe(), ": ", NcclErrorText(*result, "ncclCommInitRankConfig (blocking)"))));
   }
   handle_->collectives = *child;
   return absl::OkStatus();
+}
+
+absl::StatusOr<ncclUniqueId> NcclCommunicator::ShareUniqueIdFromRankZero(absl::Time deadline) {
+  ncclUniqueId id{};
+  if (rank_ == 0) NCCL_RETURN_IF_ERROR(ncclGetUniqueId(&id));
+  ASSIGN_OR_RETURN(DeviceBuffer buffer, DeviceBuffer::Allocate(sizeof(id)));
+  ASSIGN_OR_RETURN(CudaStream stream, CudaStream::Create());
+  CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(buffer.data(), &id, sizeof(id), cudaMemcpyHostToDevice, stream.get()));
+  RETURN_IF_ERROR(FinishCall(ncclBroadcast(buffer.data(), buffer.data(), sizeof(id), ncclUint8,
+                                           /*root=*/0, get(), stream.get()),
+                             "ncclBroadcast of the blocking communicator's id"));
+  RETURN_IF_ERROR(
+      WaitForStream(stream.get(), deadline, "broadcast of the blocking communicator's id"));
+  CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(&id, buffer.data(), sizeof(id), cudaMemcpyDeviceToHost, stream.get()));
+  RETURN_IF_ERROR(stream.Synchronize());
+  return id;
+}
+
+absl::Status NcclCommunicator::WaitForStream(cudaStream_t stream, absl::Time deadline,
+                                             absl::string_view step) {
+  const absl::Time start = absl::Now();
+  PollBackoff backoff;
+  while (true) {
+    const cudaError_t query = cudaStreamQuery(stream);
+    if (query != cudaSuccess && query != cudaErrorNotReady) {
+      return AbortAfter(absl::InternalError(absl::StrCat(
+          Describe(), ": ", step, ": ", CudaStatus(query, "cudaStreamQuery").message())));
+    }
+    if (absl::Status async = AsyncError(); !async.ok()) return AbortAfter(async);
+    if (query == cudaSuccess) return absl::OkStatus();
+    const absl::Time now = absl::Now();
+    if (now >= deadline) {
+      return AbortAfter(absl::DeadlineExceededError(
+          absl::StrCat(Describe(), ": ", step, " did not finish within ",
+                       absl::FormatDuration(now - start), " (a peer may have stopped)")));
+    }
+    backoff.Wait();
+  }
 }
 
 NcclCommunicator& NcclCommunicator::operator=(NcclCommunicator&& other) noexcept {
@@ -269,16 +312,15 @@ absl::Status NcclCommunicator::WaitUntilIdleSince(absl::Time start, absl::Time d
     if (async == ncclSuccess) return absl::OkStatus();
     const absl::Time now = absl::Now();
     if (async != ncclInProgress) {
-      return AbortAfter(absl::InternalError(
-          absl::StrCat(Describe(), ": ", step, " failed after ", absl::FormatDuration(now - start),
-                       ": ", NcclErrorText(async, step))));
+      return AbortAfter(absl::InternalError(absl::StrCat(Describe(), ": ", step, " failed after ",
+                                                         absl::FormatDuration(now - start), ": ",
+                                                         NcclErrorText(async, step))));
     }
     if (now >= deadline) {
-      return AbortAfter(absl::DeadlineExceededError(
-          absl::StrCat(Describe(), ": ", step, " did not finish within ",
-                       absl::FormatDuration(deadline - start), " (gave up after ",
-                       absl::FormatDuration(now - start),
-                       "; a peer may have stopped or never joined)")));
+      return AbortAfter(absl::DeadlineExceededError(absl::StrCat(
+          Describe(), ": ", step, " did not finish within ", absl::FormatDuration(deadline - start),
+          " (gave up after ", absl::FormatDuration(now - start),
+          "; a peer may have stopped or never joined)")));
     }
     backoff.Wait();
   }
@@ -319,8 +361,9 @@ absl::Status NcclCommunicator::Close(absl::Time deadline) {
       // Finalize still runs on it: nothing can be aborted safely any more.
       handle_->collectives = handle_->control = nullptr;
       return absl::DeadlineExceededError(
-          absl::StrCat(Describe(), ": ncclCommFinalize did not finish by the deadline; the "
-                                   "process must exit to free the GPU"));
+          absl::StrCat(Describe(),
+                       ": ncclCommFinalize did not finish by the deadline; the "
+                       "process must exit to free the GPU"));
     }
     if (*finalized != ncclSuccess) {
       return AbortAfter(absl::InternalError(

@@ -9,27 +9,30 @@
 // separate processes for that reason).
 //
 // Collectives: NCCL 2.28 hands every operation on a non-blocking communicator to a new host
-// thread (ncclGroupEnd returns ncclInProgress), which costs about 47 us per collective on
-// 2 x H200 (docs/gpu-runs/comm-nccl.md). So by default (CollectivePath::kBlocking) Create also
-// splits off a blocking communicator over the same ranks (ncclCommSplit, bounded by the init
-// deadline) that collectives and buffer registration use, launched on the calling thread as
-// nccl-tests does. A stuck collective is still caught by WaitWithDeadline (collective.h), which
-// aborts. CollectivePath::kNonBlocking keeps everything on the non-blocking communicator: no
-// NCCL call can block the caller, at that launch cost.
+// thread (ncclGroupEnd returns ncclInProgress), which cost about 45 us per collective on
+// 2 x H200 (docs/gpu-runs/comm-nccl.md), and one split from it behaved the same there. So
+// by default (CollectivePath::kBlocking) Create then makes a second, blocking communicator over
+// the same ranks for collectives and buffer registration, launched on the calling thread as
+// nccl-tests does: rank 0 broadcasts its id over the first communicator (bounded by the
+// deadline, so callers still relay one id) and the blocking init runs on a helper thread
+// against the same init deadline. A stuck collective is still caught by WaitWithDeadline
+// (collective.h), which aborts both. CollectivePath::kNonBlocking keeps everything on the
+// non-blocking communicator: no NCCL call can block the caller, at that launch cost.
 //
 // Rank 0 calls CreateUniqueId and hands SerializeUniqueId's 128 bytes to the other ranks (the
 // daemon relays them over its pipes); each rank parses them and calls Create.
 #ifndef GPUPROF_COMM_NCCL_COMMUNICATOR_H_
 #define GPUPROF_COMM_NCCL_COMMUNICATOR_H_
 
+#include <cuda_runtime_api.h>
 #include <nccl.h>
 
 #include <memory>
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
 namespace gpuprof::comm {
@@ -47,7 +50,7 @@ absl::StatusOr<ncclUniqueId> ParseUniqueId(absl::string_view bytes);
 absl::StatusOr<int> LoadedNcclVersion();
 
 enum class CollectivePath {
-  kBlocking,     // collectives on a blocking communicator split off after init (fast launch)
+  kBlocking,     // collectives on a second, blocking communicator made after init (fast launch)
   kNonBlocking,  // collectives on the non-blocking communicator (no call ever blocks)
 };
 
@@ -73,7 +76,7 @@ absl::Status ValidateCommunicatorOptions(const CommunicatorOptions& options);
 class NcclCommunicator {
  public:
   // Creates the communicator and waits until every rank has joined or `init_timeout` passes
-  // (which also bounds the split of the blocking communicator).
+  // (which also bounds the blocking communicator's init).
   // DEADLINE_EXCEEDED ("rank 0 of 2 (device 0): init did not finish within 5s; aborted") when
   // a peer never joins; INTERNAL with NCCL's error when init fails. Makes `device` current on
   // the calling thread.
@@ -87,7 +90,7 @@ class NcclCommunicator {
   // Close() with the default teardown timeout; failures are logged, never thrown.
   ~NcclCommunicator();
 
-  // The handle collectives and registrations use (the blocking one when split), or nullptr
+  // The handle collectives and registrations use (the blocking one by default), or nullptr
   // once closed or aborted.
   ncclComm_t get() const;
   int rank() const { return rank_; }
@@ -128,7 +131,9 @@ class NcclCommunicator {
 
  private:
   absl::Status AbortAfter(absl::Status cause);
-  absl::Status SplitBlockingCommunicator(absl::Time deadline);
+  absl::Status InitBlockingCommunicator(absl::Time deadline);
+  absl::StatusOr<ncclUniqueId> ShareUniqueIdFromRankZero(absl::Time deadline);
+  absl::Status WaitForStream(cudaStream_t stream, absl::Time deadline, absl::string_view step);
   absl::Status Destroy(ncclComm_t comm, absl::Time deadline);
   absl::Status WaitUntilIdleSince(absl::Time start, absl::Time deadline, absl::string_view step);
 
@@ -142,7 +147,7 @@ class NcclCommunicator {
 // The raw handles; null once destroyed or aborted.
 struct NcclCommunicator::Handle {
   ncclComm_t control = nullptr;      // non-blocking: init, teardown, and kNonBlocking collectives
-  ncclComm_t collectives = nullptr;  // blocking, split from `control` (kBlocking only)
+  ncclComm_t collectives = nullptr;  // blocking, made after `control` (kBlocking only)
   ncclComm_t comm() const { return collectives != nullptr ? collectives : control; }
 };
 

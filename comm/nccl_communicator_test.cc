@@ -36,7 +36,8 @@ TEST(CommunicatorOptionsTest, ValidationNamesTheField) {
   EXPECT_TRUE(ValidateCommunicatorOptions(options).ok());
   EXPECT_EQ(options.collective_path, CollectivePath::kBlocking);
   options.rank = 2;
-  EXPECT_THAT(ValidateCommunicatorOptions(options).message(), HasSubstr("rank: 2 is outside [0, 2)"));
+  EXPECT_THAT(ValidateCommunicatorOptions(options).message(),
+              HasSubstr("rank: 2 is outside [0, 2)"));
   options.rank = 0;
   options.nranks = 0;
   EXPECT_THAT(ValidateCommunicatorOptions(options).message(), HasSubstr("nranks: 0 < 1"));
@@ -69,15 +70,15 @@ TEST(BufferModeTest, NamesAndVersions) {
   EXPECT_TRUE(CheckBufferModeSupported(BufferMode::kSymmetric, 22803).ok());
   absl::Status old = CheckBufferModeSupported(BufferMode::kSymmetric, 22603);
   EXPECT_EQ(old.code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(old.message(), HasSubstr("symmetric needs NCCL >= 2.27.0; the loaded library is 2.26.3"));
+  EXPECT_THAT(old.message(),
+              HasSubstr("symmetric needs NCCL >= 2.27.0; the loaded library is 2.26.3"));
   EXPECT_EQ(CheckBufferModeSupported(BufferMode::kRegistered, 21806).code(),
             absl::StatusCode::kUnimplemented);
 }
 
 TEST(SymmetricWindowTest, RefusesWhatNccl228MisHandles) {
-  CollectiveRequest all_gather{.op = CollectiveOp::kAllGather,
-                               .dtype = CollectiveDtype::kFloat32,
-                               .total_elements = 4098};
+  CollectiveRequest all_gather{
+      .op = CollectiveOp::kAllGather, .dtype = CollectiveDtype::kFloat32, .total_elements = 4098};
   // 2049-element chunks: 8196 bytes, not a multiple of 16.
   absl::Status status = CheckSymmetricWindowUse(all_gather, *LayoutFor(all_gather, 2, 0));
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);

@@ -6,6 +6,8 @@
 //            cudaMalloc'ed buffers: what nccl-tests does;
 //   <mode>   EnqueueCollective through our NcclCommunicator (collectives on its blocking
 //            communicator), for each buffer mode (device, registered, symmetric);
+//   <mode>/raw the NCCL call itself in a plain loop, on the same communicator and buffers as
+//            <mode>: what our layer adds, separated from what the buffer mode changes in NCCL;
 //   device-nb the same with CollectivePath::kNonBlocking: every launch through NCCL's
 //            background thread (shows what non-blocking costs).
 // SYMMETRIC skips (prints "-") the sizes CheckSymmetricWindowUse refuses.
@@ -21,8 +23,8 @@
 #include <barrier>
 #include <cmath>
 #include <cstdio>
-#include <limits>
 #include <cstdlib>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -30,6 +32,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "comm/bus_bandwidth.h"
@@ -81,8 +84,8 @@ int IterationsFor(size_t bytes) {
 
 // NCCL called directly, no status machinery: the peer our layer is held against.
 ncclResult_t EnqueueDirect(CollectiveOp op, ncclDataType_t type, const CollectiveLayout& layout,
-                           const void* send, void* recv, size_t element_bytes, int root,
-                           int nranks, ncclComm_t comm, cudaStream_t stream) {
+                           const void* send, void* recv, size_t element_bytes, int root, int nranks,
+                           ncclComm_t comm, cudaStream_t stream) {
   switch (op) {
     case CollectiveOp::kAllReduce:
       return ncclAllReduce(send, recv, layout.nccl_count, type, ncclSum, comm, stream);
@@ -111,10 +114,11 @@ ncclResult_t EnqueueDirect(CollectiveOp op, ncclDataType_t type, const Collectiv
 using RankTimes = std::vector<double>;
 
 struct Variant {
-  std::string name;  // "nccl", a buffer mode, or "device-nb"
-  bool direct = false;
+  std::string name;     // "nccl", a buffer mode, "<mode>/raw" or "device-nb"
+  bool direct = false;  // the nccl-tests-style peer on its own communicator and buffers
   BufferMode mode = BufferMode::kDevice;
   CollectivePath path = CollectivePath::kBlocking;
+  int raw_twin_of = -1;  // >= 0: plain NCCL loop on that variant's communicator and buffers
 };
 
 struct Shared {
@@ -142,9 +146,9 @@ void RankMain(Shared& shared, int rank) {
   ExitOnError(comm_or.status(), rank);
   NcclCommunicator comm = std::move(*comm_or);
   NcclCommunicator nonblocking_comm;
-  const bool want_nonblocking =
-      std::any_of(shared.variants.begin(), shared.variants.end(),
-                  [](const Variant& v) { return !v.direct && v.path == CollectivePath::kNonBlocking; });
+  const bool want_nonblocking = std::any_of(
+      shared.variants.begin(), shared.variants.end(),
+      [](const Variant& v) { return !v.direct && v.path == CollectivePath::kNonBlocking; });
   if (want_nonblocking) {
     auto created = NcclCommunicator::Create({.unique_id = shared.nonblocking_id,
                                              .nranks = nranks,
@@ -173,9 +177,9 @@ void RankMain(Shared& shared, int rank) {
   size_t buffer_bytes = 0;
   for (CollectiveOp op : shared.ops) {
     const size_t count = shared.counts.at(op).back();
-    auto layout = LayoutFor({.op = op, .dtype = shared.dtype, .total_elements = count,
-                             .placement = shared.placement},
-                            nranks, rank);
+    auto layout = LayoutFor(
+        {.op = op, .dtype = shared.dtype, .total_elements = count, .placement = shared.placement},
+        nranks, rank);
     ExitOnError(layout.status(), rank);
     buffer_bytes = std::max(buffer_bytes, layout->BufferElements() * element_bytes);
   }
@@ -192,8 +196,9 @@ void RankMain(Shared& shared, int rank) {
       }
       continue;
     }
-    auto allocated =
-        CollectiveBuffers::Allocate(comm_for(shared.variants[v]), shared.variants[v].mode, buffer_bytes);
+    if (shared.variants[v].raw_twin_of >= 0) continue;  // uses its twin's buffers
+    auto allocated = CollectiveBuffers::Allocate(comm_for(shared.variants[v]),
+                                                 shared.variants[v].mode, buffer_bytes);
     ExitOnError(allocated.status(), rank);
     buffers[v] = std::move(*allocated);
     CUDA_LOG_IF_ERROR(cudaMemset(buffers[v].send(), 0, buffers[v].bytes_per_buffer()));
@@ -240,7 +245,9 @@ void RankMain(Shared& shared, int rank) {
           ExitOnError(CudaStatus(cudaStreamSynchronize(stream), "cudaStreamSynchronize"), rank);
         } else {
           NcclCommunicator& variant_comm = comm_for(variant);
-          auto pointers = buffers[v].PointersFor(*layout, request);
+          const int buffers_index =
+              variant.raw_twin_of >= 0 ? variant.raw_twin_of : static_cast<int>(v);
+          auto pointers = buffers[buffers_index].PointersFor(*layout, request);
           if (!pointers.ok() && variant.mode == BufferMode::kSymmetric &&
               !CheckSymmetricWindowUse(request, *layout).ok()) {
             // Refused the same way on every rank, so no rank waits at the barrier.
@@ -248,15 +255,20 @@ void RankMain(Shared& shared, int rank) {
             continue;
           }
           ExitOnError(pointers.status(), rank);
-          for (int i = 0; i < warmup; ++i) {
-            ExitOnError(EnqueueCollective(variant_comm, request, *pointers, stream), rank);
-          }
+          auto run = [&]() -> absl::Status {
+            if (variant.raw_twin_of < 0) {
+              return EnqueueCollective(variant_comm, request, *pointers, stream);
+            }
+            const ncclResult_t result =
+                EnqueueDirect(op, *type, *layout, pointers->send, pointers->recv, element_bytes,
+                              request.root, nranks, variant_comm.get(), stream);
+            return result == ncclSuccess ? absl::OkStatus() : NcclStatus(result, "raw loop");
+          };
+          for (int i = 0; i < warmup; ++i) ExitOnError(run(), rank);
           ExitOnError(WaitWithDeadline(variant_comm, stream, absl::Now() + kWaitTimeout), rank);
           shared.barrier->arrive_and_wait();
           ExitOnError(start->Record(stream), rank);
-          for (int i = 0; i < iters; ++i) {
-            ExitOnError(EnqueueCollective(variant_comm, request, *pointers, stream), rank);
-          }
+          for (int i = 0; i < iters; ++i) ExitOnError(run(), rank);
           ExitOnError(stop->Record(stream), rank);
           ExitOnError(WaitWithDeadline(variant_comm, stream, absl::Now() + kWaitTimeout), rank);
         }
@@ -279,81 +291,95 @@ double MaxOverRanks(const RankTimes& times) {
   return result;
 }
 
+// Our variant `ours` against `reference` for one op: time difference per op at sizes up to
+// 64 KiB, busbw ratio at 64 MiB and above. Sizes either side skipped are left out.
+void PrintComparison(const Shared& shared, size_t o, size_t ours, size_t reference) {
+  const CollectiveOp op = shared.ops[o];
+  const std::vector<size_t>& counts = shared.counts.at(op);
+  double delta_sum = 0, delta_max = -1e30, ratio_sum = 0, ratio_min = 1e30;
+  int small = 0, large = 0;
+  for (size_t c = 0; c < counts.size(); ++c) {
+    const double our_seconds = MaxOverRanks(shared.times[o][c][ours]);
+    const double reference_seconds = MaxOverRanks(shared.times[o][c][reference]);
+    if (std::isnan(our_seconds) || std::isnan(reference_seconds)) continue;
+    auto layout = LayoutFor({.op = op,
+                             .dtype = shared.dtype,
+                             .total_elements = counts[c],
+                             .placement = shared.placement},
+                            shared.nranks, 0);
+    const size_t bytes = AlgorithmBytes(*layout, shared.dtype);
+    if (bytes <= kSmallMessageBytes) {
+      const double delta_us = (our_seconds - reference_seconds) * 1e6;
+      delta_sum += delta_us;
+      delta_max = std::max(delta_max, delta_us);
+      ++small;
+    }
+    if (bytes >= kLargeMessageBytes) {
+      const double ratio = reference_seconds / our_seconds;  // = busbw ratio
+      ratio_sum += ratio;
+      ratio_min = std::min(ratio_min, ratio);
+      ++large;
+    }
+  }
+  const std::string latency = small ? absl::StrFormat("latency delta mean %+6.2f us max %+6.2f us",
+                                                      delta_sum / small, delta_max)
+                                    : std::string("latency delta n/a (no size ran)");
+  const std::string busbw = large ? absl::StrFormat("busbw ratio mean %6.1f%% min %6.1f%%",
+                                                    100 * ratio_sum / large, 100 * ratio_min)
+                                  : std::string("busbw ratio n/a (no size ran)");
+  std::printf("summary %-15s %-10s vs %-14s %s | %s\n", std::string(CollectiveOpName(op)).c_str(),
+              shared.variants[ours].name.c_str(), shared.variants[reference].name.c_str(),
+              latency.c_str(), busbw.c_str());
+}
+
 void PrintResults(const Shared& shared) {
-  struct Summary {
-    double small_delta_sum_us = 0;
-    double small_delta_max_us = -1e30;
-    int small_count = 0;
-    double large_ratio_min = 1e30;
-    double large_ratio_sum = 0;
-    int large_count = 0;
-  };
-  std::map<std::pair<int, int>, Summary> summaries;  // (op, variant)
   for (size_t o = 0; o < shared.ops.size(); ++o) {
     const CollectiveOp op = shared.ops[o];
-    std::printf("\n# %s %s %s, %d ranks. time: us per op (CUDA events, max over ranks); "
-                "algbw, busbw: GB/s; %%: busbw / nccl's\n",
-                std::string(CollectiveOpName(op)).c_str(),
-                std::string(CollectiveDtypeName(shared.dtype)).c_str(),
-                std::string(BufferPlacementName(shared.placement)).c_str(), shared.nranks);
+    std::printf(
+        "\n# %s %s %s, %d ranks. time: us per op (CUDA events, max over ranks); "
+        "algbw, busbw: GB/s\n",
+        std::string(CollectiveOpName(op)).c_str(),
+        std::string(CollectiveDtypeName(shared.dtype)).c_str(),
+        std::string(BufferPlacementName(shared.placement)).c_str(), shared.nranks);
     std::printf("%12s %12s", "size(B)", "count");
     for (const Variant& variant : shared.variants) {
-      std::printf(" | %-10s %9s %7s %7s", variant.name.c_str(), "time", "algbw", "busbw");
-      if (!variant.direct) std::printf(" %6s", "%");
+      std::printf(" | %-13s %8s %7s %7s", variant.name.c_str(), "time", "algbw", "busbw");
     }
     std::printf("\n");
     const std::vector<size_t>& counts = shared.counts.at(op);
     for (size_t c = 0; c < counts.size(); ++c) {
-      auto layout = LayoutFor({.op = op, .dtype = shared.dtype, .total_elements = counts[c],
+      auto layout = LayoutFor({.op = op,
+                               .dtype = shared.dtype,
+                               .total_elements = counts[c],
                                .placement = shared.placement},
                               shared.nranks, 0);
       const size_t bytes = AlgorithmBytes(*layout, shared.dtype);
       std::printf("%12zu %12zu", bytes, counts[c]);
-      double direct_seconds = 0;
-      double direct_busbw = 0;
       for (size_t v = 0; v < shared.variants.size(); ++v) {
         const double seconds = MaxOverRanks(shared.times[o][c][v]);
         if (std::isnan(seconds)) {
-          std::printf(" | %-10s %9s %7s %7s %6s", "", "-", "-", "-", "-");
+          std::printf(" | %-13s %8s %7s %7s", "", "-", "-", "-");
           continue;
         }
         const Bandwidth bandwidth = ComputeBandwidth(op, bytes, seconds, shared.nranks);
-        std::printf(" | %-10s %9.2f %7.2f %7.2f", "", seconds * 1e6, bandwidth.algbw_gb_per_s,
+        std::printf(" | %-13s %8.2f %7.2f %7.2f", "", seconds * 1e6, bandwidth.algbw_gb_per_s,
                     bandwidth.busbw_gb_per_s);
-        if (shared.variants[v].direct) {
-          direct_seconds = seconds;
-          direct_busbw = bandwidth.busbw_gb_per_s;
-          continue;
-        }
-        const double ratio = direct_busbw > 0 ? bandwidth.busbw_gb_per_s / direct_busbw : 0;
-        std::printf(" %6.1f", ratio * 100);
-        Summary& summary = summaries[{static_cast<int>(o), static_cast<int>(v)}];
-        if (bytes <= kSmallMessageBytes) {
-          const double delta_us = (seconds - direct_seconds) * 1e6;
-          summary.small_delta_sum_us += delta_us;
-          summary.small_delta_max_us = std::max(summary.small_delta_max_us, delta_us);
-          ++summary.small_count;
-        }
-        if (bytes >= kLargeMessageBytes) {
-          summary.large_ratio_min = std::min(summary.large_ratio_min, ratio);
-          summary.large_ratio_sum += ratio;
-          ++summary.large_count;
-        }
       }
       std::printf("\n");
     }
   }
-  std::printf("\n# summary: vs nccl direct. latency delta = our time - nccl time per op at sizes "
-              "<= 64 KiB (mean, max); busbw ratio at sizes >= 64 MiB (mean, min)\n");
-  for (const auto& [key, summary] : summaries) {
-    std::printf("summary %-15s %-10s latency delta mean %+6.2f us max %+6.2f us | busbw ratio "
-                "mean %6.1f%% min %6.1f%%\n",
-                std::string(CollectiveOpName(shared.ops[key.first])).c_str(),
-                shared.variants[key.second].name.c_str(),
-                summary.small_count ? summary.small_delta_sum_us / summary.small_count : 0.0,
-                summary.small_count ? summary.small_delta_max_us : 0.0,
-                summary.large_count ? 100 * summary.large_ratio_sum / summary.large_count : 0.0,
-                summary.large_count ? 100 * summary.large_ratio_min : 0.0);
+  std::printf(
+      "\n# summary. latency delta = time per op minus the reference's at sizes <= 64 KiB "
+      "(mean, max); busbw ratio = busbw / the reference's at sizes >= 64 MiB (mean, min)\n");
+  for (size_t o = 0; o < shared.ops.size(); ++o) {
+    for (size_t v = 0; v < shared.variants.size(); ++v) {
+      const Variant& variant = shared.variants[v];
+      if (variant.direct || variant.raw_twin_of >= 0) continue;
+      PrintComparison(shared, o, v, 0);  // the nccl-tests-style peer
+      for (size_t r = 0; r < shared.variants.size(); ++r) {
+        if (shared.variants[r].raw_twin_of == static_cast<int>(v)) PrintComparison(shared, o, v, r);
+      }
+    }
   }
 }
 
@@ -389,6 +415,9 @@ int Main() {
       continue;
     }
     shared.variants.push_back({.name = std::string(name), .mode = *mode});
+    const int twin = static_cast<int>(shared.variants.size()) - 1;
+    shared.variants.push_back(
+        {.name = absl::StrCat(name, "/raw"), .mode = *mode, .raw_twin_of = twin});
   }
   if (absl::GetFlag(FLAGS_nonblocking_variant)) {
     shared.variants.push_back(
@@ -407,7 +436,8 @@ int Main() {
               NcclVersionString(*loaded).c_str(), CompiledNcclVersion().c_str(), shared.nranks);
   for (int device = 0; device < shared.nranks; ++device) {
     cudaDeviceProp properties{};
-    ExitOnError(CudaStatus(cudaGetDeviceProperties(&properties, device), "cudaGetDeviceProperties"), -1);
+    ExitOnError(CudaStatus(cudaGetDeviceProperties(&properties, device), "cudaGetDeviceProperties"),
+                -1);
     std::printf("# rank %d: device %d %s, pci %04x:%02x:%02x\n", device, device, properties.name,
                 properties.pciDomainID, properties.pciBusID, properties.pciDeviceID);
   }
@@ -431,8 +461,9 @@ int Main() {
   shared.barrier = &barrier;
   shared.times.resize(shared.ops.size());
   for (size_t o = 0; o < shared.ops.size(); ++o) {
-    shared.times[o].assign(shared.counts[shared.ops[o]].size(),
-                           std::vector<RankTimes>(shared.variants.size(), RankTimes(shared.nranks)));
+    shared.times[o].assign(
+        shared.counts[shared.ops[o]].size(),
+        std::vector<RankTimes>(shared.variants.size(), RankTimes(shared.nranks)));
   }
   const absl::Time began = absl::Now();
   const auto statuses = RunOnRankThreads(shared.nranks, [&](int rank) {
