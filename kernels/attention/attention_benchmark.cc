@@ -167,21 +167,25 @@ absl::Status Run(bool quick, const std::string& table_path) {
     ASSIGN_OR_RETURN(DeviceAttentionProblem d,
                      MakeDeviceAttentionProblem(
                          shape, SequenceLengths{.q_lens = {c.len}, .kv_lens = {c.len}}, 7));
-    PrefillLaunchInfo info;
-    ASSIGN_OR_RETURN(Timing t, bench.Time(
-                                   [&]() -> absl::Status {
-                                     ASSIGN_OR_RETURN(info,
-                                                      LaunchPrefill(d.problem, bench.stream()));
-                                     return absl::OkStatus();
-                                   },
-                                   2, samples));
-    rows.push_back(Row{.kind = "prefill",
-                       .shape = absl::StrFormat("b1 q=kv=%d %s", c.len,
-                                                c.causal ? "causal" : "full"),
-                       .config = info.ToString(),
-                       .timing = t,
-                       .flops = AttentionFlops(shape, d.problem.lengths),
-                       .bytes = AttentionBytes(shape, d.problem.lengths)});
+    for (PrefillVariant variant :
+         {PrefillVariant::kQInRegisters, PrefillVariant::kTwoRowTiles}) {
+      PrefillLaunchInfo info;
+      ASSIGN_OR_RETURN(Timing t,
+                       bench.Time(
+                           [&]() -> absl::Status {
+                             ASSIGN_OR_RETURN(info,
+                                              LaunchPrefill(d.problem, bench.stream(), variant));
+                             return absl::OkStatus();
+                           },
+                           2, samples));
+      rows.push_back(Row{.kind = "prefill",
+                         .shape = absl::StrFormat("b1 q=kv=%d %s", c.len,
+                                                  c.causal ? "causal" : "full"),
+                         .config = info.ToString(),
+                         .timing = t,
+                         .flops = AttentionFlops(shape, d.problem.lengths),
+                         .bytes = AttentionBytes(shape, d.problem.lengths)});
+    }
     std::printf("  done %s %s\n", rows.back().kind.c_str(), rows.back().shape.c_str());
     std::fflush(stdout);
   }

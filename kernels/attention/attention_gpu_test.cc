@@ -100,9 +100,14 @@ TEST_P(PrefillGpuTest, MatchesReference) {
                               shape, SequenceLengths{.q_lens = c.q_lens, .kv_lens = c.kv_lens},
                               /*seed=*/c.q_lens.size() * 131 + c.head_dim));
   ASSERT_OK(LaunchReferenceAttention(d.ReferenceProblem(), stream_.get()));
-  ASSERT_OK_AND_ASSIGN(info, LaunchPrefill(d.problem, stream_.get()));
-  ASSERT_OK(stream_.Synchronize());
-  ExpectMatchesReference(d, c.name + " (" + info.ToString() + ")");
+  for (PrefillVariant variant : {PrefillVariant::kQInRegisters, PrefillVariant::kTwoRowTiles}) {
+    ASSERT_OK(PoisonBuffer(d.out, stream_.get()));
+    ASSERT_OK(PoisonBuffer(d.out_lse, stream_.get()));
+    ASSERT_OK_AND_ASSIGN(info, LaunchPrefill(d.problem, stream_.get(), variant));
+    ASSERT_OK(stream_.Synchronize());
+    EXPECT_EQ(info.variant, variant);
+    ExpectMatchesReference(d, c.name + " (" + info.ToString() + ")");
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(

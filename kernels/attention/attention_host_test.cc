@@ -121,9 +121,16 @@ TEST(DecodePlanTest, FillsTheGpuAtSmallBatchAndStaysUnsplitAtLargeBatch) {
   ASSERT_TRUE(small.ok()) << small.status();
   EXPECT_EQ(small->rows_per_block, 4);
   EXPECT_EQ(small->row_chunks, 1);
-  EXPECT_EQ(small->num_splits, 50);  // ceil(396 / 8)
-  EXPECT_EQ(small->blocks, 400);
+  EXPECT_EQ(small->num_splits, 49);  // floor(396 / 8): one wave
+  EXPECT_EQ(small->blocks, 392);
 
+  input.batch = 32;
+  input.max_kv_len = 4096;
+  EXPECT_EQ(PlanDecode(input)->num_splits, 1);  // 256 blocks: 2 splits would not fit 396 slots
+  input.blocks_per_sm = 4;
+  EXPECT_EQ(PlanDecode(input)->num_splits, 2);  // 512 <= 528
+
+  input.blocks_per_sm = 3;
   input.batch = 128;
   input.max_kv_len = 4096;
   auto large = PlanDecode(input);
@@ -137,7 +144,9 @@ TEST(DecodePlanTest, FillsTheGpuAtSmallBatchAndStaysUnsplitAtLargeBatch) {
   input.requested_splits = 7;
   EXPECT_EQ(PlanDecode(input)->num_splits, 7);
   input.requested_splits = 1000;
-  EXPECT_EQ(PlanDecode(input)->num_splits, 600);  // no more splits than keys
+  EXPECT_EQ(PlanDecode(input)->num_splits, kMaxDecodeSplits);
+  input.max_kv_len = 5;
+  EXPECT_EQ(PlanDecode(input)->num_splits, 5);  // no more splits than keys
 }
 
 TEST(DecodePlanTest, GroupsRowsPerBlock) {

@@ -37,9 +37,10 @@ struct DecodePlan {
 
 // Rows per block: group_size * max_q_len rounded up to a power of two, capped at
 // kMaxDecodeRowsPerBlock; with q_len 1 and groups up to 8 one block holds the whole group, so
-// each KV head is read once. Splits: enough blocks to fill every SM's resident slots once
-// (batch x kv_heads x row_chunks x splits >= sm_count x blocks_per_sm), but no split shorter than
-// kMinKvRowsPerSplit rows and at most kMaxDecodeSplits.
+// each KV head is read once. Splits: the most that still fit in one wave of resident blocks
+// (batch x kv_heads x row_chunks x splits <= sm_count x blocks_per_sm; 1 when the batch alone
+// fills it), but no split shorter than kMinKvRowsPerSplit rows and at most kMaxDecodeSplits.
+// A requested count is clamped to 1..min(max_kv_len, kMaxDecodeSplits).
 absl::StatusOr<DecodePlan> PlanDecode(const DecodePlanInput& input);
 
 }  // namespace gpuprof::attention

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the attention GPU tests, the benchmark with its PyTorch peers, and compute-sanitizer over
+# Runs (each step under a time limit) the attention GPU tests, the benchmark with its PyTorch peers, and compute-sanitizer over
 # the tests, on this machine's GPU 0, from a bundle of prebuilt binaries (no Bazel needed):
 #   BUNDLE/bin/attention_gpu_test, BUNDLE/bin/attention_benchmark, BUNDLE/lib/*.so (abseil),
 #   BUNDLE/torch_attention_peers.py
@@ -17,20 +17,20 @@ want() { [[ " $steps " == *" $1 "* || " $steps " == *" all "* ]]; }
 nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw \
   --format=csv | tee "$out/gpu.txt"
 if want tests; then
-  "$bundle/bin/attention_gpu_test" >"$out/gpu_test.log" 2>&1 || status=1
+  timeout 120 "$bundle/bin/attention_gpu_test" >"$out/gpu_test.log" 2>&1 || status=1
   grep -E "^\[check\]|^\[  FAILED|^\[  PASSED|tests? ran" "$out/gpu_test.log"
   grep -B2 -A6 "Failure" "$out/gpu_test.log" | head -60
 fi
 if want bench; then
-  "$bundle/bin/attention_benchmark" --table="$out/ours.md" >"$out/bench.log" 2>&1 || status=1
+  timeout 180 "$bundle/bin/attention_benchmark" --table="$out/ours.md" >"$out/bench.log" 2>&1 || status=1
   tail -3 "$out/bench.log"
-  PYTHONUNBUFFERED=1 python3 "$bundle/torch_attention_peers.py" --table "$out/torch.md" \
+  PYTHONUNBUFFERED=1 timeout 180 python3 "$bundle/torch_attention_peers.py" --table "$out/torch.md" \
     >"$out/torch.log" 2>&1 || status=1
   tail -2 "$out/torch.log"
 fi
 if want sanitize; then
   # The long shapes are left out: the reference kernel is slow under memcheck.
-  compute-sanitizer --tool memcheck --error-exitcode 3 "$bundle/bin/attention_gpu_test" \
+  timeout 150 compute-sanitizer --tool memcheck --error-exitcode 3 "$bundle/bin/attention_gpu_test" \
     --gtest_filter='-*long*:*page64*' >"$out/sanitizer.log" 2>&1 || status=1
   grep -E "ERROR SUMMARY|PASSED|FAILED" "$out/sanitizer.log" | tail -4
 fi
