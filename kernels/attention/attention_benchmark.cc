@@ -75,8 +75,7 @@ class Bench {
     samples = std::min(samples, kMaxSamples);
     for (int i = 0; i < warmup; ++i) RETURN_IF_ERROR(launch());
     for (int i = 0; i < samples; ++i) {
-      CUDA_RETURN_IF_ERROR(
-          cudaMemsetAsync(flush_.data(), i & 0xff, flush_.bytes(), stream_.get()));
+      CUDA_RETURN_IF_ERROR(cudaMemsetAsync(flush_.data(), i & 0xff, flush_.bytes(), stream_.get()));
       RETURN_IF_ERROR(events_[2 * i].Record(stream_.get()));
       RETURN_IF_ERROR(launch());
       RETURN_IF_ERROR(events_[2 * i + 1].Record(stream_.get()));
@@ -138,9 +137,9 @@ absl::Status Run(bool quick, const std::string& table_path) {
     CUDA_RETURN_IF_ERROR(cudaMemset(src.data(), 1, bytes));
     ASSIGN_OR_RETURN(Timing t, bench.Time(
                                    [&]() -> absl::Status {
-                                     CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
-                                         dst.data(), src.data(), bytes,
-                                         cudaMemcpyDeviceToDevice, bench.stream()));
+                                     CUDA_RETURN_IF_ERROR(
+                                         cudaMemcpyAsync(dst.data(), src.data(), bytes,
+                                                         cudaMemcpyDeviceToDevice, bench.stream()));
                                      return absl::OkStatus();
                                    },
                                    3, 20));
@@ -148,9 +147,10 @@ absl::Status Run(bool quick, const std::string& table_path) {
   }
   std::printf("device: %s, %d SMs, CC %d.%d, driver %d, runtime %d\n", props.name,
               props.multiProcessorCount, props.major, props.minor, driver, runtime);
-  std::printf("ceilings: bf16 dense peak %.1f TFLOP/s (spec), copy %.0f GB/s (measured, "
-              "cudaMemcpy D2D 1 GiB, read+write)\n",
-              peak_tflops, copy_gbs);
+  std::printf(
+      "ceilings: bf16 dense peak %.1f TFLOP/s (spec), copy %.0f GB/s (measured, "
+      "cudaMemcpy D2D 1 GiB, read+write)\n",
+      peak_tflops, copy_gbs);
   std::fflush(stdout);
 
   std::vector<Row> rows;
@@ -159,32 +159,30 @@ absl::Status Run(bool quick, const std::string& table_path) {
     int len;
     bool causal;
   };
-  std::vector<PrefillCase> prefill_cases = {{4096, true}, {8192, true}, {16384, true},
-                                            {4096, false}};
+  std::vector<PrefillCase> prefill_cases = {
+      {4096, true}, {8192, true}, {16384, true}, {4096, false}};
   if (quick) prefill_cases = {{4096, true}};
   for (const PrefillCase& c : prefill_cases) {
     const AttentionShape shape = ServingShape(c.causal);
     ASSIGN_OR_RETURN(DeviceAttentionProblem d,
                      MakeDeviceAttentionProblem(
                          shape, SequenceLengths{.q_lens = {c.len}, .kv_lens = {c.len}}, 7));
-    for (PrefillVariant variant :
-         {PrefillVariant::kQInRegisters, PrefillVariant::kTwoRowTiles}) {
+    for (PrefillVariant variant : {PrefillVariant::kQInRegisters, PrefillVariant::kTwoRowTiles}) {
       PrefillLaunchInfo info;
-      ASSIGN_OR_RETURN(Timing t,
-                       bench.Time(
-                           [&]() -> absl::Status {
-                             ASSIGN_OR_RETURN(info,
-                                              LaunchPrefill(d.problem, bench.stream(), variant));
-                             return absl::OkStatus();
-                           },
-                           2, samples));
-      rows.push_back(Row{.kind = "prefill",
-                         .shape = absl::StrFormat("b1 q=kv=%d %s", c.len,
-                                                  c.causal ? "causal" : "full"),
-                         .config = info.ToString(),
-                         .timing = t,
-                         .flops = AttentionFlops(shape, d.problem.lengths),
-                         .bytes = AttentionBytes(shape, d.problem.lengths)});
+      ASSIGN_OR_RETURN(Timing t, bench.Time(
+                                     [&]() -> absl::Status {
+                                       ASSIGN_OR_RETURN(
+                                           info, LaunchPrefill(d.problem, bench.stream(), variant));
+                                       return absl::OkStatus();
+                                     },
+                                     2, samples));
+      rows.push_back(
+          Row{.kind = "prefill",
+              .shape = absl::StrFormat("b1 q=kv=%d %s", c.len, c.causal ? "causal" : "full"),
+              .config = info.ToString(),
+              .timing = t,
+              .flops = AttentionFlops(shape, d.problem.lengths),
+              .bytes = AttentionBytes(shape, d.problem.lengths)});
     }
     std::printf("  done %s %s\n", rows.back().kind.c_str(), rows.back().shape.c_str());
     std::fflush(stdout);
@@ -203,8 +201,7 @@ absl::Status Run(bool quick, const std::string& table_path) {
     SequenceLengths lengths{.q_lens = std::vector<int32_t>(c.batch, 1),
                             .kv_lens = std::vector<int32_t>(c.batch, c.kv)};
     ASSIGN_OR_RETURN(DeviceAttentionProblem d, MakeDeviceAttentionProblem(shape, lengths, 11));
-    const size_t workspace_bytes = DecodeWorkspaceBytes(shape, d.problem.lengths,
-                                                        kMaxDecodeSplits);
+    const size_t workspace_bytes = DecodeWorkspaceBytes(shape, d.problem.lengths, kMaxDecodeSplits);
     ASSIGN_OR_RETURN(DeviceBuffer workspace,
                      DeviceBuffer::Allocate(std::max<size_t>(workspace_bytes, 16)));
     for (int requested : {1, 0}) {
@@ -212,12 +209,12 @@ absl::Status Run(bool quick, const std::string& table_path) {
       ASSIGN_OR_RETURN(Timing t, bench.Time(
                                      [&]() -> absl::Status {
                                        ASSIGN_OR_RETURN(
-                                           info, LaunchDecode(d.problem,
-                                                              {.num_splits = requested,
-                                                               .workspace = workspace.data(),
-                                                               .workspace_bytes =
-                                                                   workspace.bytes()},
-                                                              bench.stream()));
+                                           info,
+                                           LaunchDecode(d.problem,
+                                                        {.num_splits = requested,
+                                                         .workspace = workspace.data(),
+                                                         .workspace_bytes = workspace.bytes()},
+                                                        bench.stream()));
                                        return absl::OkStatus();
                                      },
                                      3, quick ? 20 : 50));
@@ -237,8 +234,9 @@ absl::Status Run(bool quick, const std::string& table_path) {
       "\n%s, %d SMs; bf16 dense peak %.1f TFLOP/s (spec); copy %.0f GB/s (measured)\n"
       "GQA 32/8, head_dim 128, bf16, page 16; median of %d (decode 50) L2-flushed launches\n\n",
       props.name, props.multiProcessorCount, peak_tflops, copy_gbs, samples);
-  table += "| kernel | shape | splits | median us | min us | p90 us | TFLOP/s | % bf16 peak | "
-           "GB/s | % copy | config |\n|---|---|---|---|---|---|---|---|---|---|---|\n";
+  table +=
+      "| kernel | shape | splits | median us | min us | p90 us | TFLOP/s | % bf16 peak | "
+      "GB/s | % copy | config |\n|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const Row& r : rows) {
     const double seconds = r.timing.median_ms * 1e-3;
     const double tflops = r.flops / seconds / 1e12;

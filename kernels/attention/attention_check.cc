@@ -32,8 +32,8 @@ AttentionErrorReport CompareAttentionOutputs(std::span<const float> actual,
   report.tolerance = tolerance;
   if (actual.size() != expected.size()) {
     report.elements = static_cast<int64_t>(std::min(actual.size(), expected.size()));
-    report.mismatches = static_cast<int64_t>(std::max(actual.size(), expected.size())) -
-                        report.elements;
+    report.mismatches =
+        static_cast<int64_t>(std::max(actual.size(), expected.size())) - report.elements;
     report.passed = false;
     return report;
   }

@@ -27,9 +27,9 @@ struct AttentionErrorReport {
   // Largest |a - e| / max(|e|, atol): relative where values are not tiny.
   double max_rel_error = 0;
   double rel_l2_error = 0;
-  int64_t worst_index = -1;    // element with the largest |a - e| - (atol + rtol |e|)
-  int64_t mismatches = 0;      // elements over atol + rtol |e|
-  int64_t non_finite = 0;      // NaN or Inf in `actual` (never passes)
+  int64_t worst_index = -1;  // element with the largest |a - e| - (atol + rtol |e|)
+  int64_t mismatches = 0;    // elements over atol + rtol |e|
+  int64_t non_finite = 0;    // NaN or Inf in `actual` (never passes)
   AttentionTolerance tolerance;
   bool passed = false;
 

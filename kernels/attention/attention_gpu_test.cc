@@ -77,8 +77,8 @@ class AttentionGpuTest : public ::testing::TestWithParam<AttentionCase> {
     ASSERT_OK_AND_ASSIGN(ref_lse, DownloadAsFloat(d.ref_lse.data(), rows, shape.dtype, true));
     const AttentionErrorReport o_report =
         CompareAttentionOutputs(out, ref, DefaultTolerance(shape.dtype));
-    const AttentionErrorReport lse_report = CompareAttentionOutputs(
-        lse, ref_lse, {.atol = 2e-3, .rtol = 1e-3, .max_rel_l2 = 1e-3});
+    const AttentionErrorReport lse_report =
+        CompareAttentionOutputs(lse, ref_lse, {.atol = 2e-3, .rtol = 1e-3, .max_rel_l2 = 1e-3});
     EXPECT_TRUE(o_report.passed) << what << " O " << o_report.ToString();
     EXPECT_TRUE(lse_report.passed) << what << " LSE " << lse_report.ToString();
     std::printf("[check] %s O %s | LSE max abs %.3g\n", what.c_str(), o_report.ToString().c_str(),
@@ -110,6 +110,8 @@ TEST_P(PrefillGpuTest, MatchesReference) {
   }
 }
 
+// One case per line reads better than one field per line.
+// clang-format off
 INSTANTIATE_TEST_SUITE_P(
     Shapes, PrefillGpuTest,
     ::testing::Values(
@@ -130,6 +132,7 @@ INSTANTIATE_TEST_SUITE_P(
         AttentionCase{"d128_gqa8_causal_bf16_page16_long", 32, 4, 128, 16, AttentionDtype::kBf16,
                       true, {1024}, {1024}}),
     [](const ::testing::TestParamInfo<AttentionCase>& info) { return info.param.name; });
+// clang-format on
 
 // ---------------------------------------------------------------------------------------------
 // Decode
@@ -143,8 +146,7 @@ TEST_P(DecodeGpuTest, MatchesReference) {
                               shape, SequenceLengths{.q_lens = c.q_lens, .kv_lens = c.kv_lens},
                               /*seed=*/c.kv_lens.size() * 17 + c.head_dim));
   ASSERT_OK(LaunchReferenceAttention(d.ReferenceProblem(), stream_.get()));
-  const size_t workspace_bytes =
-      DecodeWorkspaceBytes(shape, d.problem.lengths, kMaxDecodeSplits);
+  const size_t workspace_bytes = DecodeWorkspaceBytes(shape, d.problem.lengths, kMaxDecodeSplits);
   ASSERT_OK_AND_ASSIGN(workspace, DeviceBuffer::Allocate(std::max<size_t>(workspace_bytes, 16)));
   for (int splits : c.splits) {
     ASSERT_OK(PoisonBuffer(d.out, stream_.get()));
@@ -158,11 +160,12 @@ TEST_P(DecodeGpuTest, MatchesReference) {
     if (splits > 0) {
       EXPECT_EQ(info.plan.num_splits, std::min(splits, d.problem.lengths.max_kv_len()));
     }
-    ExpectMatchesReference(d, absl::StrCat(c.name, " requested splits ", splits, " (",
-                                           info.ToString(), ")"));
+    ExpectMatchesReference(
+        d, absl::StrCat(c.name, " requested splits ", splits, " (", info.ToString(), ")"));
   }
 }
 
+// clang-format off
 INSTANTIATE_TEST_SUITE_P(
     Shapes, DecodeGpuTest,
     ::testing::Values(
@@ -181,6 +184,7 @@ INSTANTIATE_TEST_SUITE_P(
         AttentionCase{"d128_gqa8_bf16_page1_spec_noncausal", 16, 2, 128, 1,
                       AttentionDtype::kBf16, false, {2, 2}, {700, 64}, {1, 4}}),
     [](const ::testing::TestParamInfo<AttentionCase>& info) { return info.param.name; });
+// clang-format on
 
 // ---------------------------------------------------------------------------------------------
 // Errors reach the caller as statuses, before any GPU work.
@@ -192,12 +196,10 @@ TEST_F(AttentionGpuTest, RejectsBadShapesWithFieldNames) {
                              .page_size = 16,
                              .dtype = AttentionDtype::kBf16,
                              .causal = true};
-  ASSERT_OK_AND_ASSIGN(d, MakeDeviceAttentionProblem(
-                              AttentionShape{.num_qo_heads = 8,
-                                             .num_kv_heads = 8,
-                                             .head_dim = 128,
-                                             .page_size = 16},
-                              SequenceLengths{.q_lens = {1}, .kv_lens = {16}}, 1));
+  ASSERT_OK_AND_ASSIGN(
+      d, MakeDeviceAttentionProblem(
+             AttentionShape{.num_qo_heads = 8, .num_kv_heads = 8, .head_dim = 128, .page_size = 16},
+             SequenceLengths{.q_lens = {1}, .kv_lens = {16}}, 1));
   AttentionProblem bad = d.problem;
   bad.shape = shape;
   const auto prefill = LaunchPrefill(bad, stream_.get());

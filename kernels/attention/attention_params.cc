@@ -70,8 +70,8 @@ absl::Status ValidateAttentionShape(const AttentionShape& shape,
   }
   if (shape.page_size <= 0 || (shape.page_size & (shape.page_size - 1)) != 0 ||
       shape.page_size > 1024) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "page_size (", shape.page_size, ") must be a power of two between 1 and 1024"));
+    return absl::InvalidArgumentError(absl::StrCat("page_size (", shape.page_size,
+                                                   ") must be a power of two between 1 and 1024"));
   }
   if (!(shape.softmax_scale >= 0.0f) || std::isinf(shape.softmax_scale)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -84,12 +84,12 @@ absl::Status ValidateSequenceLengths(const AttentionShape& shape, const Sequence
   const size_t batch = lengths.q_lens.size();
   if (batch == 0) return absl::InvalidArgumentError("q_lens is empty: the batch has no sequence");
   if (lengths.kv_lens.size() != batch) {
-    return absl::InvalidArgumentError(absl::StrCat("kv_lens has ", lengths.kv_lens.size(),
-                                                   " entries, q_lens has ", batch));
+    return absl::InvalidArgumentError(
+        absl::StrCat("kv_lens has ", lengths.kv_lens.size(), " entries, q_lens has ", batch));
   }
   if (lengths.num_pages.size() != batch) {
-    return absl::InvalidArgumentError(absl::StrCat("num_pages has ", lengths.num_pages.size(),
-                                                   " entries, q_lens has ", batch));
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_pages has ", lengths.num_pages.size(), " entries, q_lens has ", batch));
   }
   for (size_t b = 0; b < batch; ++b) {
     const int32_t q = lengths.q_lens[b];
@@ -110,9 +110,9 @@ absl::Status ValidateSequenceLengths(const AttentionShape& shape, const Sequence
                        "): a causal query needs its own key in the cache"));
     }
     if (static_cast<int64_t>(lengths.num_pages[b]) * shape.page_size < kv) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "num_pages[", b, "] (", lengths.num_pages[b], ") x page_size (", shape.page_size,
-          ") does not hold kv_lens[", b, "] (", kv, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("num_pages[", b, "] (", lengths.num_pages[b], ") x page_size (",
+                       shape.page_size, ") does not hold kv_lens[", b, "] (", kv, ")"));
     }
   }
   return absl::OkStatus();

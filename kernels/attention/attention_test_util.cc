@@ -33,11 +33,11 @@ std::vector<uint16_t> RandomElements(int64_t count, float range, AttentionDtype 
 
 template <typename T>
 absl::StatusOr<DeviceBuffer> Upload(const std::vector<T>& host) {
-  ASSIGN_OR_RETURN(DeviceBuffer buffer, DeviceBuffer::Allocate(std::max<size_t>(
-                                            host.size() * sizeof(T), sizeof(T))));
+  ASSIGN_OR_RETURN(DeviceBuffer buffer,
+                   DeviceBuffer::Allocate(std::max<size_t>(host.size() * sizeof(T), sizeof(T))));
   if (!host.empty()) {
-    CUDA_RETURN_IF_ERROR(cudaMemcpy(buffer.data(), host.data(), host.size() * sizeof(T),
-                                    cudaMemcpyHostToDevice));
+    CUDA_RETURN_IF_ERROR(
+        cudaMemcpy(buffer.data(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
   }
   return buffer;
 }
@@ -52,13 +52,13 @@ absl::StatusOr<DeviceBuffer> AllocateInput(int64_t count, float range, Attention
   ASSIGN_OR_RETURN(DeviceBuffer buffer, DeviceBuffer::Allocate(count * element));
   const std::vector<uint16_t> block =
       RandomElements(std::min(count, kRandomBlock), range, dtype, random);
-  CUDA_RETURN_IF_ERROR(cudaMemcpy(buffer.data(), block.data(), block.size() * element,
-                                  cudaMemcpyHostToDevice));
+  CUDA_RETURN_IF_ERROR(
+      cudaMemcpy(buffer.data(), block.data(), block.size() * element, cudaMemcpyHostToDevice));
   auto* bytes = buffer.data_as<char>();
   for (int64_t filled = static_cast<int64_t>(block.size()); filled < count;) {
     const int64_t n = std::min(filled, count - filled);
-    CUDA_RETURN_IF_ERROR(cudaMemcpy(bytes + filled * element, bytes, n * element,
-                                    cudaMemcpyDeviceToDevice));
+    CUDA_RETURN_IF_ERROR(
+        cudaMemcpy(bytes + filled * element, bytes, n * element, cudaMemcpyDeviceToDevice));
     filled += n;
   }
   return buffer;

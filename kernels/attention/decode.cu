@@ -327,8 +327,7 @@ absl::StatusOr<DecodeLaunchInfo> LaunchDecodeTyped(DecodeKernelParams params,
   int device = 0;
   int sm_count = 0;
   CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
-  CUDA_RETURN_IF_ERROR(
-      cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device));
+  CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device));
   const AttentionShape& shape = problem.shape;
   ASSIGN_OR_RETURN(info.plan, PlanDecode({.batch = problem.lengths.batch(),
                                           .num_kv_heads = shape.num_kv_heads,
@@ -344,12 +343,13 @@ absl::StatusOr<DecodeLaunchInfo> LaunchDecodeTyped(DecodeKernelParams params,
   }
   if (info.plan.num_splits > 1) {
     const size_t per_split = DecodeWorkspaceBytes(shape, problem.lengths, 2) / 2;
-    const int64_t fits = per_split == 0 ? 0 : static_cast<int64_t>(options.workspace_bytes / per_split);
+    const int64_t fits =
+        per_split == 0 ? 0 : static_cast<int64_t>(options.workspace_bytes / per_split);
     if (options.num_splits > 1 && fits < info.plan.num_splits) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "workspace_bytes (", options.workspace_bytes, ") holds ", fits, " splits; num_splits ",
-          info.plan.num_splits, " needs ",
-          DecodeWorkspaceBytes(shape, problem.lengths, info.plan.num_splits)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("workspace_bytes (", options.workspace_bytes, ") holds ", fits,
+                       " splits; num_splits ", info.plan.num_splits, " needs ",
+                       DecodeWorkspaceBytes(shape, problem.lengths, info.plan.num_splits)));
     }
     info.plan.num_splits = static_cast<int>(std::clamp<int64_t>(fits, 1, info.plan.num_splits));
   }
@@ -386,15 +386,14 @@ absl::StatusOr<DecodeLaunchInfo> LaunchDecodeForHeadDim(const DecodeKernelParams
                                                         const AttentionProblem& problem,
                                                         const DecodeOptions& options,
                                                         cudaStream_t stream) {
-  ASSIGN_OR_RETURN(const DecodePlan plan,
-                   PlanDecode({.batch = problem.lengths.batch(),
-                               .num_kv_heads = problem.shape.num_kv_heads,
-                               .group_size = problem.shape.group_size(),
-                               .max_q_len = problem.lengths.max_q_len(),
-                               .max_kv_len = problem.lengths.max_kv_len(),
-                               .sm_count = 1,
-                               .blocks_per_sm = 1,
-                               .requested_splits = 1}));
+  ASSIGN_OR_RETURN(const DecodePlan plan, PlanDecode({.batch = problem.lengths.batch(),
+                                                      .num_kv_heads = problem.shape.num_kv_heads,
+                                                      .group_size = problem.shape.group_size(),
+                                                      .max_q_len = problem.lengths.max_q_len(),
+                                                      .max_kv_len = problem.lengths.max_kv_len(),
+                                                      .sm_count = 1,
+                                                      .blocks_per_sm = 1,
+                                                      .requested_splits = 1}));
   switch (plan.rows_per_block) {
     case 1:
       return LaunchDecodeTyped<T, kHeadDim, 1>(params, problem, options, stream);
@@ -423,8 +422,8 @@ absl::StatusOr<DecodeLaunchInfo> LaunchDecodeForType(const DecodeKernelParams& p
     case 256:
       return LaunchDecodeForHeadDim<T, 256>(params, problem, options, stream);
     default:
-      return absl::InvalidArgumentError(absl::StrCat(
-          "head_dim (", problem.shape.head_dim, ") has no decode kernel (64, 128, 256)"));
+      return absl::InvalidArgumentError(absl::StrCat("head_dim (", problem.shape.head_dim,
+                                                     ") has no decode kernel (64, 128, 256)"));
   }
 }
 
@@ -443,10 +442,11 @@ size_t DecodeWorkspaceBytes(const AttentionShape& shape, const SequenceLengths& 
 }
 
 std::string DecodeLaunchInfo::ToString() const {
-  return absl::StrFormat("splits=%d rows_per_block=%d row_chunks=%d blocks=%d threads=%d "
-                         "resident_blocks_per_sm=%d merge=%s",
-                         plan.num_splits, plan.rows_per_block, plan.row_chunks, plan.blocks,
-                         threads, blocks_per_sm, merged ? "yes" : "no");
+  return absl::StrFormat(
+      "splits=%d rows_per_block=%d row_chunks=%d blocks=%d threads=%d "
+      "resident_blocks_per_sm=%d merge=%s",
+      plan.num_splits, plan.rows_per_block, plan.row_chunks, plan.blocks, threads, blocks_per_sm,
+      merged ? "yes" : "no");
 }
 
 absl::StatusOr<DecodeLaunchInfo> LaunchDecode(const AttentionProblem& problem,
@@ -456,9 +456,8 @@ absl::StatusOr<DecodeLaunchInfo> LaunchDecode(const AttentionProblem& problem,
   for (int b = 0; b < problem.lengths.batch(); ++b) {
     const int q = problem.lengths.q_lens[b];
     if (q < 1 || q > kMaxDecodeQLen) {
-      return absl::InvalidArgumentError(absl::StrCat("q_lens[", b, "] (", q,
-                                                     ") must be in 1..", kMaxDecodeQLen,
-                                                     " for decode; use prefill"));
+      return absl::InvalidArgumentError(absl::StrCat("q_lens[", b, "] (", q, ") must be in 1..",
+                                                     kMaxDecodeQLen, " for decode; use prefill"));
     }
   }
   if (options.num_splits > 1 && options.workspace == nullptr) {

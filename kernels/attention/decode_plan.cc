@@ -39,8 +39,8 @@ absl::StatusOr<DecodePlan> PlanDecode(const DecodePlanInput& input) {
     // As many splits as fit in one wave of resident blocks: a second, partial wave would leave
     // most SMs idle at the end (seen on H100 at batch 32: 3 splits, 1.45 waves, no faster than
     // unsplit).
-    const int64_t slots = static_cast<int64_t>(std::max(1, input.sm_count)) *
-                          std::max(1, input.blocks_per_sm);
+    const int64_t slots =
+        static_cast<int64_t>(std::max(1, input.sm_count)) * std::max(1, input.blocks_per_sm);
     const int64_t wanted = slots / base_blocks;
     plan.num_splits = static_cast<int>(
         std::clamp<int64_t>(wanted, 1, std::min(longest_useful, kMaxDecodeSplits)));

@@ -24,7 +24,7 @@ struct DecodePlanInput {
   int max_q_len = 0;
   int max_kv_len = 0;
   int sm_count = 0;
-  int blocks_per_sm = 0;  // resident decode blocks per SM (occupancy)
+  int blocks_per_sm = 0;     // resident decode blocks per SM (occupancy)
   int requested_splits = 0;  // 0: choose; otherwise used as given (clamped to the KV length)
 };
 

@@ -16,8 +16,7 @@ absl::StatusOr<PagedLayout> BuildPagedLayout(SequenceLengths& lengths, int page_
   }
   if (lengths.kv_lens.size() != lengths.q_lens.size()) {
     return absl::InvalidArgumentError(absl::StrCat("kv_lens has ", lengths.kv_lens.size(),
-                                                   " entries, q_lens has ",
-                                                   lengths.q_lens.size()));
+                                                   " entries, q_lens has ", lengths.q_lens.size()));
   }
   PagedLayout layout;
   const int batch = lengths.batch();

@@ -95,7 +95,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
 
   extern __shared__ uint4 shared_raw[];
   T* q_smem = reinterpret_cast<T*>(shared_raw);
-  T* k_smem = q_smem + kBlockM * kHeadDim;                    // [stages][kBlockN][kHeadDim]
+  T* k_smem = q_smem + kBlockM * kHeadDim;                   // [stages][kBlockN][kHeadDim]
   T* v_smem = k_smem + kPrefillStages * kBlockN * kHeadDim;  // [stages][kBlockN][kHeadDim]
 
   const int qo_head = blockIdx.x;
@@ -115,9 +115,9 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   const int kv_head = qo_head / p.group_size;
 
   // Q tile -> shared memory (zeros past q_len), in the same cp.async group as KV tile 0.
-  const T* q_base = static_cast<const T*>(p.q) +
-                    (static_cast<int64_t>(q_start + q_tile_start) * p.num_qo_heads + qo_head) *
-                        kHeadDim;
+  const T* q_base =
+      static_cast<const T*>(p.q) +
+      (static_cast<int64_t>(q_start + q_tile_start) * p.num_qo_heads + qo_head) * kHeadDim;
 #pragma unroll
   for (int i = threadIdx.x; i < kBlockM * kChunks; i += kThreads) {
     const int row = i / kChunks, chunk = i % kChunks;
@@ -335,8 +335,8 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
 }
 
 template <typename T, int kHeadDim, int kWarps, int kRowTiles, int kBlockN>
-absl::StatusOr<PrefillLaunchInfo> LaunchPrefillTyped(const PrefillKernelParams& params,
-                                                     bool causal, int batch, int max_q_len,
+absl::StatusOr<PrefillLaunchInfo> LaunchPrefillTyped(const PrefillKernelParams& params, bool causal,
+                                                     int batch, int max_q_len,
                                                      cudaStream_t stream) {
   constexpr int kShared = PrefillSharedBytes<kHeadDim, kWarps, kRowTiles, kBlockN>();
   constexpr int kBlockM = kWarps * 16 * kRowTiles;
@@ -347,14 +347,14 @@ absl::StatusOr<PrefillLaunchInfo> LaunchPrefillTyped(const PrefillKernelParams& 
   const dim3 grid(params.num_qo_heads, (max_q_len + kBlockM - 1) / kBlockM, batch);
   kernel<<<grid, kWarps * 32, kShared, stream>>>(params);
   CUDA_RETURN_IF_ERROR(cudaGetLastError());
-  return PrefillLaunchInfo{.block_m = kBlockM,
-                           .block_n = kBlockN,
-                           .warps = kWarps,
-                           .stages = kPrefillStages,
-                           .shared_bytes = kShared,
-                           .blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z,
-                           .variant = kRowTiles == 1 ? PrefillVariant::kQInRegisters
-                                                     : PrefillVariant::kTwoRowTiles};
+  return PrefillLaunchInfo{
+      .block_m = kBlockM,
+      .block_n = kBlockN,
+      .warps = kWarps,
+      .stages = kPrefillStages,
+      .shared_bytes = kShared,
+      .blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z,
+      .variant = kRowTiles == 1 ? PrefillVariant::kQInRegisters : PrefillVariant::kTwoRowTiles};
 }
 
 template <typename T, int kHeadDim>
@@ -369,8 +369,8 @@ absl::StatusOr<PrefillLaunchInfo> LaunchPrefillForHeadDim(const AttentionProblem
     case PrefillVariant::kQInRegisters:
       return LaunchPrefillTyped<T, kHeadDim, 8, 1, 64>(params, causal, batch, max_q, stream);
     case PrefillVariant::kTwoRowTiles:
-      return LaunchPrefillTyped<T, kHeadDim, 4, 2, kTwoRowTilesBlockN<kHeadDim>>(params, causal, batch,
-                                                                       max_q, stream);
+      return LaunchPrefillTyped<T, kHeadDim, 4, 2, kTwoRowTilesBlockN<kHeadDim>>(
+          params, causal, batch, max_q, stream);
     default:
       return absl::InvalidArgumentError("unknown prefill variant");
   }
@@ -387,8 +387,8 @@ absl::StatusOr<PrefillLaunchInfo> LaunchPrefillForType(const AttentionProblem& p
     case 128:
       return LaunchPrefillForHeadDim<T, 128>(problem, params, variant, stream);
     default:
-      return absl::InvalidArgumentError(absl::StrCat(
-          "head_dim (", problem.shape.head_dim, ") has no prefill kernel (64, 128)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("head_dim (", problem.shape.head_dim, ") has no prefill kernel (64, 128)"));
   }
 }
 
@@ -413,8 +413,8 @@ std::string_view PrefillVariantName(PrefillVariant variant) {
 
 std::string PrefillLaunchInfo::ToString() const {
   return absl::StrFormat("%s block_m=%d block_n=%d warps=%d stages=%d smem=%dB blocks=%d",
-                         PrefillVariantName(variant), block_m, block_n, warps, stages,
-                         shared_bytes, blocks);
+                         PrefillVariantName(variant), block_m, block_n, warps, stages, shared_bytes,
+                         blocks);
 }
 
 absl::StatusOr<PrefillLaunchInfo> LaunchPrefill(const AttentionProblem& problem,

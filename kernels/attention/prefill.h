@@ -31,10 +31,10 @@ std::string_view PrefillVariantName(PrefillVariant variant);
 
 // What a launch used, for results to record.
 struct PrefillLaunchInfo {
-  int block_m = 0;   // query rows per block (16 per warp)
-  int block_n = 0;   // KV rows per shared-memory tile
+  int block_m = 0;  // query rows per block (16 per warp)
+  int block_n = 0;  // KV rows per shared-memory tile
   int warps = 0;
-  int stages = 0;    // K/V tiles in flight (cp.async double buffering)
+  int stages = 0;  // K/V tiles in flight (cp.async double buffering)
   int shared_bytes = 0;
   int64_t blocks = 0;
   PrefillVariant variant = PrefillVariant::kAuto;
@@ -43,9 +43,9 @@ struct PrefillLaunchInfo {
 };
 
 // Validates `problem` (buffers.o has the element type of the inputs) and launches on `stream`.
-absl::StatusOr<PrefillLaunchInfo> LaunchPrefill(
-    const AttentionProblem& problem, cudaStream_t stream,
-    PrefillVariant variant = PrefillVariant::kAuto);
+absl::StatusOr<PrefillLaunchInfo> LaunchPrefill(const AttentionProblem& problem,
+                                                cudaStream_t stream,
+                                                PrefillVariant variant = PrefillVariant::kAuto);
 
 }  // namespace gpuprof::attention
 

@@ -76,8 +76,8 @@ __global__ void __launch_bounds__(kReferenceThreads)
   const int kv_end = p.causal ? kv_len - q_len + qi + 1 : kv_len;
   const int kv_head = head / p.group_size;
   const int32_t* pages = p.page_indices + p.page_indptr[seq];
-  const T* q = static_cast<const T*>(p.q) + (static_cast<int64_t>(token) * p.num_qo_heads + head) *
-                                               kHeadDim;
+  const T* q =
+      static_cast<const T*>(p.q) + (static_cast<int64_t>(token) * p.num_qo_heads + head) * kHeadDim;
   for (int d = threadIdx.x; d < kHeadDim; d += kReferenceThreads) {
     q_row[d] = device::ToFloat(q[d]);
   }
@@ -126,8 +126,8 @@ __global__ void __launch_bounds__(kReferenceThreads)
 }
 
 template <typename T>
-absl::Status LaunchReferenceForType(const ReferenceKernelParams& params, int head_dim,
-                                    dim3 grid, cudaStream_t stream) {
+absl::Status LaunchReferenceForType(const ReferenceKernelParams& params, int head_dim, dim3 grid,
+                                    cudaStream_t stream) {
   switch (head_dim) {
     case 64:
       ReferenceKernel<T, 64><<<grid, kReferenceThreads, 0, stream>>>(params);
