@@ -1,0 +1,287 @@
+// Prefill and decode attention at serving shapes (GQA 32/8, head_dim 128, bf16, page size 16),
+// side by side in one run with the two ceilings of this GPU: its dense bf16 tensor peak (spec
+// sheet, by name) and a device-to-device copy bandwidth measured here (bytes read + written).
+//
+// Timing: CUDA events around each launch, the L2 flushed (a memset of twice its size) before
+// every timed launch, warm-up launches excluded; the median is printed (min and p90 too).
+// Bytes = Q + K + V (each KV row once per KV head) + O; FLOPs = 4 * heads * pairs * head_dim
+// with causal q == kv counted as half (attention_params.h).
+//
+//   attention_benchmark [--quick] [--table=PATH]
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_format.h"
+#include "common/cuda_raii.h"
+#include "common/cuda_status.h"
+#include "common/status_macros.h"
+#include "kernels/attention/attention_params.h"
+#include "kernels/attention/attention_test_util.h"
+#include "kernels/attention/decode.h"
+#include "kernels/attention/prefill.h"
+
+namespace gpuprof::attention {
+namespace {
+
+struct Timing {
+  double median_ms = 0;
+  double min_ms = 0;
+  double p90_ms = 0;
+  int samples = 0;
+};
+
+// Dense bf16 tensor-core peak from the spec sheet, TFLOP/s; 0 when the GPU is not in the table.
+double Bf16DensePeakTflops(const std::string& name) {
+  auto has = [&](const char* s) { return name.find(s) != std::string::npos; };
+  if (has("H100") && has("PCIe")) return 756.0;
+  if (has("H100") && has("NVL")) return 835.0;
+  if (has("H100") || has("H200") || has("GH200")) return 989.4;
+  if (has("A100")) return 312.0;
+  if (has("L40S")) return 362.0;
+  return 0.0;
+}
+
+class Bench {
+ public:
+  static absl::StatusOr<Bench> Create() {
+    Bench bench;
+    ASSIGN_OR_RETURN(bench.stream_, CudaStream::Create());
+    int device = 0;
+    CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+    int l2 = 0;
+    CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
+    ASSIGN_OR_RETURN(bench.flush_, DeviceBuffer::Allocate(std::max(2 * l2, 1 << 20)));
+    for (int i = 0; i < 2 * kMaxSamples; ++i) {
+      ASSIGN_OR_RETURN(CudaEvent e, CudaEvent::Create());
+      bench.events_.push_back(std::move(e));
+    }
+    return bench;
+  }
+
+  cudaStream_t stream() const { return stream_.get(); }
+
+  // Runs `launch` `warmup` times, then `samples` times each after an L2 flush, timed by events.
+  absl::StatusOr<Timing> Time(const std::function<absl::Status()>& launch, int warmup,
+                              int samples) {
+    samples = std::min(samples, kMaxSamples);
+    for (int i = 0; i < warmup; ++i) RETURN_IF_ERROR(launch());
+    for (int i = 0; i < samples; ++i) {
+      CUDA_RETURN_IF_ERROR(cudaMemsetAsync(flush_.data(), i & 0xff, flush_.bytes(), stream_.get()));
+      RETURN_IF_ERROR(events_[2 * i].Record(stream_.get()));
+      RETURN_IF_ERROR(launch());
+      RETURN_IF_ERROR(events_[2 * i + 1].Record(stream_.get()));
+    }
+    RETURN_IF_ERROR(stream_.Synchronize());
+    std::vector<double> ms;
+    for (int i = 0; i < samples; ++i) {
+      ASSIGN_OR_RETURN(float t, ElapsedMilliseconds(events_[2 * i], events_[2 * i + 1]));
+      ms.push_back(t);
+    }
+    std::sort(ms.begin(), ms.end());
+    return Timing{.median_ms = ms[ms.size() / 2],
+                  .min_ms = ms.front(),
+                  .p90_ms = ms[std::min(ms.size() - 1, ms.size() * 9 / 10)],
+                  .samples = samples};
+  }
+
+ private:
+  static constexpr int kMaxSamples = 100;
+  CudaStream stream_;
+  DeviceBuffer flush_;
+  std::vector<CudaEvent> events_;
+};
+
+AttentionShape ServingShape(bool causal) {
+  return AttentionShape{.num_qo_heads = 32,
+                        .num_kv_heads = 8,
+                        .head_dim = 128,
+                        .page_size = 16,
+                        .dtype = AttentionDtype::kBf16,
+                        .causal = causal};
+}
+
+struct Row {
+  std::string kind, shape, config;
+  Timing timing;
+  double flops = 0, bytes = 0;
+  int splits = 0;
+};
+
+absl::Status Run(bool quick, const std::string& table_path) {
+  int device = 0;
+  CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+  cudaDeviceProp props;
+  CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&props, device));
+  int driver = 0, runtime = 0;
+  CUDA_RETURN_IF_ERROR(cudaDriverGetVersion(&driver));
+  CUDA_RETURN_IF_ERROR(cudaRuntimeGetVersion(&runtime));
+  const double peak_tflops = Bf16DensePeakTflops(props.name);
+  ASSIGN_OR_RETURN(Bench bench, Bench::Create());
+  const int samples = quick ? 10 : 30;
+
+  // Copy ceiling: 1 GiB device-to-device, bytes read + written.
+  double copy_gbs = 0;
+  {
+    const size_t bytes = size_t{1} << 30;
+    ASSIGN_OR_RETURN(DeviceBuffer src, DeviceBuffer::Allocate(bytes));
+    ASSIGN_OR_RETURN(DeviceBuffer dst, DeviceBuffer::Allocate(bytes));
+    CUDA_RETURN_IF_ERROR(cudaMemset(src.data(), 1, bytes));
+    ASSIGN_OR_RETURN(Timing t, bench.Time(
+                                   [&]() -> absl::Status {
+                                     CUDA_RETURN_IF_ERROR(
+                                         cudaMemcpyAsync(dst.data(), src.data(), bytes,
+                                                         cudaMemcpyDeviceToDevice, bench.stream()));
+                                     return absl::OkStatus();
+                                   },
+                                   3, 20));
+    copy_gbs = 2.0 * bytes / (t.median_ms * 1e-3) / 1e9;
+  }
+  std::printf("device: %s, %d SMs, CC %d.%d, driver %d, runtime %d\n", props.name,
+              props.multiProcessorCount, props.major, props.minor, driver, runtime);
+  std::printf(
+      "ceilings: bf16 dense peak %.1f TFLOP/s (spec), copy %.0f GB/s (measured, "
+      "cudaMemcpy D2D 1 GiB, read+write)\n",
+      peak_tflops, copy_gbs);
+  std::fflush(stdout);
+
+  std::vector<Row> rows;
+  // Prefill: batch 1, causal (and 4k non-causal), GQA 32/8, d128, bf16.
+  struct PrefillCase {
+    int len;
+    bool causal;
+  };
+  std::vector<PrefillCase> prefill_cases = {
+      {4096, true}, {8192, true}, {16384, true}, {4096, false}};
+  if (quick) prefill_cases = {{4096, true}};
+  for (const PrefillCase& c : prefill_cases) {
+    const AttentionShape shape = ServingShape(c.causal);
+    ASSIGN_OR_RETURN(DeviceAttentionProblem d,
+                     MakeDeviceAttentionProblem(
+                         shape, SequenceLengths{.q_lens = {c.len}, .kv_lens = {c.len}}, 7));
+    for (PrefillVariant variant : {PrefillVariant::kQInRegisters, PrefillVariant::kTwoRowTiles}) {
+      PrefillLaunchInfo info;
+      ASSIGN_OR_RETURN(Timing t, bench.Time(
+                                     [&]() -> absl::Status {
+                                       ASSIGN_OR_RETURN(
+                                           info, LaunchPrefill(d.problem, bench.stream(), variant));
+                                       return absl::OkStatus();
+                                     },
+                                     2, samples));
+      rows.push_back(
+          Row{.kind = "prefill",
+              .shape = absl::StrFormat("b1 q=kv=%d %s", c.len, c.causal ? "causal" : "full"),
+              .config = info.ToString(),
+              .timing = t,
+              .flops = AttentionFlops(shape, d.problem.lengths),
+              .bytes = AttentionBytes(shape, d.problem.lengths)});
+    }
+    std::printf("  done %s %s\n", rows.back().kind.c_str(), rows.back().shape.c_str());
+    std::fflush(stdout);
+  }
+
+  // Decode: q_len 1, unsplit vs the heuristic's splits.
+  struct DecodeCase {
+    int batch, kv;
+  };
+  std::vector<DecodeCase> decode_cases = {{32, 4096}, {64, 4096}, {128, 4096}, {1, 8192},
+                                          {4, 8192},  {8, 8192},  {1, 16384},  {4, 16384},
+                                          {8, 16384}, {1, 32768}, {4, 32768},  {8, 32768}};
+  if (quick) decode_cases = {{32, 4096}, {1, 32768}};
+  for (const DecodeCase& c : decode_cases) {
+    const AttentionShape shape = ServingShape(false);
+    SequenceLengths lengths{.q_lens = std::vector<int32_t>(c.batch, 1),
+                            .kv_lens = std::vector<int32_t>(c.batch, c.kv)};
+    ASSIGN_OR_RETURN(DeviceAttentionProblem d, MakeDeviceAttentionProblem(shape, lengths, 11));
+    const size_t workspace_bytes = DecodeWorkspaceBytes(shape, d.problem.lengths, kMaxDecodeSplits);
+    ASSIGN_OR_RETURN(DeviceBuffer workspace,
+                     DeviceBuffer::Allocate(std::max<size_t>(workspace_bytes, 16)));
+    for (int requested : {1, 0}) {
+      DecodeLaunchInfo info;
+      ASSIGN_OR_RETURN(Timing t, bench.Time(
+                                     [&]() -> absl::Status {
+                                       ASSIGN_OR_RETURN(
+                                           info,
+                                           LaunchDecode(d.problem,
+                                                        {.num_splits = requested,
+                                                         .workspace = workspace.data(),
+                                                         .workspace_bytes = workspace.bytes()},
+                                                        bench.stream()));
+                                       return absl::OkStatus();
+                                     },
+                                     3, quick ? 20 : 50));
+      rows.push_back(Row{.kind = requested == 1 ? "decode unsplit" : "decode split",
+                         .shape = absl::StrFormat("b%d kv=%d", c.batch, c.kv),
+                         .config = info.ToString(),
+                         .timing = t,
+                         .flops = AttentionFlops(shape, d.problem.lengths),
+                         .bytes = AttentionBytes(shape, d.problem.lengths),
+                         .splits = info.plan.num_splits});
+    }
+    std::printf("  done decode %s\n", rows.back().shape.c_str());
+    std::fflush(stdout);
+  }
+
+  std::string table = absl::StrFormat(
+      "\n%s, %d SMs; bf16 dense peak %.1f TFLOP/s (spec); copy %.0f GB/s (measured)\n"
+      "GQA 32/8, head_dim 128, bf16, page 16; median of %d (decode 50) L2-flushed launches\n\n",
+      props.name, props.multiProcessorCount, peak_tflops, copy_gbs, samples);
+  table +=
+      "| kernel | shape | splits | median us | min us | p90 us | TFLOP/s | % bf16 peak | "
+      "GB/s | % copy | config |\n|---|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const Row& r : rows) {
+    const double seconds = r.timing.median_ms * 1e-3;
+    const double tflops = r.flops / seconds / 1e12;
+    const double gbs = r.bytes / seconds / 1e9;
+    table += absl::StrFormat(
+        "| %s | %s | %s | %.1f | %.1f | %.1f | %.1f | %.1f%% | %.0f | %.1f%% | %s |\n", r.kind,
+        r.shape, r.splits > 0 ? absl::StrFormat("%d", r.splits) : "-", r.timing.median_ms * 1e3,
+        r.timing.min_ms * 1e3, r.timing.p90_ms * 1e3, tflops,
+        peak_tflops > 0 ? 100.0 * tflops / peak_tflops : 0.0, gbs, 100.0 * gbs / copy_gbs,
+        r.config);
+  }
+  // Split-K gain at small batch.
+  table += "\nsplit vs unsplit (decode, same shape): ";
+  for (size_t i = 0; i + 1 < rows.size(); ++i) {
+    if (rows[i].kind == "decode unsplit" && rows[i + 1].kind == "decode split") {
+      table += absl::StrFormat("%s %.2fx; ", rows[i].shape,
+                               rows[i].timing.median_ms / rows[i + 1].timing.median_ms);
+    }
+  }
+  table += "\n";
+  std::fputs(table.c_str(), stdout);
+  if (!table_path.empty()) std::ofstream(table_path) << table;
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace gpuprof::attention
+
+int main(int argc, char** argv) {
+  bool quick = false;
+  std::string table_path;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--quick") == 0) {
+      quick = true;
+    } else if (std::strncmp(argv[i], "--table=", 8) == 0) {
+      table_path = argv[i] + 8;
+    } else {
+      std::fprintf(stderr, "usage: %s [--quick] [--table=PATH]\n", argv[0]);
+      return 2;
+    }
+  }
+  const absl::Status status = gpuprof::attention::Run(quick, table_path);
+  if (!status.ok()) {
+    gpuprof::LogStatusToStderr(status);
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,220 @@
+// Prefill and decode against the fp32 reference on a GPU, over head sizes, GQA groups, causal
+// masks, ragged lengths (q_len < kv_len too), page sizes, dtypes and decode split counts.
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/cuda_raii.h"
+#include "gtest/gtest.h"
+#include "kernels/attention/attention_check.h"
+#include "kernels/attention/attention_params.h"
+#include "kernels/attention/attention_test_util.h"
+#include "kernels/attention/decode.h"
+#include "kernels/attention/prefill.h"
+#include "kernels/attention/reference.h"
+
+namespace gpuprof::attention {
+namespace {
+
+#define ASSERT_OK(expr)                   \
+  do {                                    \
+    const absl::Status status_ = (expr);  \
+    ASSERT_TRUE(status_.ok()) << status_; \
+  } while (false)
+
+#define ASSERT_OK_AND_ASSIGN(lhs, expr)            \
+  auto lhs##_or = (expr);                          \
+  ASSERT_TRUE(lhs##_or.ok()) << lhs##_or.status(); \
+  auto lhs = std::move(*lhs##_or)
+
+struct AttentionCase {
+  std::string name;
+  int num_qo_heads;
+  int num_kv_heads;
+  int head_dim;
+  int page_size;
+  AttentionDtype dtype;
+  bool causal;
+  std::vector<int32_t> q_lens;
+  std::vector<int32_t> kv_lens;
+  std::vector<int> splits = {1};  // decode only; 0 = heuristic
+};
+
+void PrintTo(const AttentionCase& c, std::ostream* os) { *os << c.name; }
+
+AttentionShape ShapeOf(const AttentionCase& c) {
+  return AttentionShape{.num_qo_heads = c.num_qo_heads,
+                        .num_kv_heads = c.num_kv_heads,
+                        .head_dim = c.head_dim,
+                        .page_size = c.page_size,
+                        .dtype = c.dtype,
+                        .causal = c.causal};
+}
+
+class AttentionGpuTest : public ::testing::TestWithParam<AttentionCase> {
+ protected:
+  void SetUp() override {
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+      GTEST_SKIP() << "no GPU";
+    }
+    auto stream = CudaStream::Create();
+    ASSERT_TRUE(stream.ok()) << stream.status();
+    stream_ = std::move(*stream);
+  }
+
+  // Compares the kernel's O and LSE (in `d.problem.buffers`) with the reference's.
+  void ExpectMatchesReference(const DeviceAttentionProblem& d, const std::string& what) {
+    const AttentionShape& shape = d.problem.shape;
+    const int64_t rows = d.problem.lengths.total_q() * shape.num_qo_heads;
+    const int64_t elements = rows * shape.head_dim;
+    ASSERT_OK_AND_ASSIGN(out, DownloadAsFloat(d.out.data(), elements, shape.dtype, false));
+    ASSERT_OK_AND_ASSIGN(ref, DownloadAsFloat(d.ref_out.data(), elements, shape.dtype, true));
+    ASSERT_OK_AND_ASSIGN(lse, DownloadAsFloat(d.out_lse.data(), rows, shape.dtype, true));
+    ASSERT_OK_AND_ASSIGN(ref_lse, DownloadAsFloat(d.ref_lse.data(), rows, shape.dtype, true));
+    const AttentionErrorReport o_report =
+        CompareAttentionOutputs(out, ref, DefaultTolerance(shape.dtype));
+    const AttentionErrorReport lse_report =
+        CompareAttentionOutputs(lse, ref_lse, {.atol = 2e-3, .rtol = 1e-3, .max_rel_l2 = 1e-3});
+    EXPECT_TRUE(o_report.passed) << what << " O " << o_report.ToString();
+    EXPECT_TRUE(lse_report.passed) << what << " LSE " << lse_report.ToString();
+    std::printf("[check] %s O %s | LSE max abs %.3g\n", what.c_str(), o_report.ToString().c_str(),
+                lse_report.max_abs_error);
+  }
+
+  CudaStream stream_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Prefill
+
+class PrefillGpuTest : public AttentionGpuTest {};
+
+TEST_P(PrefillGpuTest, MatchesReference) {
+  const AttentionCase& c = GetParam();
+  const AttentionShape shape = ShapeOf(c);
+  ASSERT_OK_AND_ASSIGN(d, MakeDeviceAttentionProblem(
+                              shape, SequenceLengths{.q_lens = c.q_lens, .kv_lens = c.kv_lens},
+                              /*seed=*/c.q_lens.size() * 131 + c.head_dim));
+  ASSERT_OK(LaunchReferenceAttention(d.ReferenceProblem(), stream_.get()));
+  for (PrefillVariant variant : {PrefillVariant::kQInRegisters, PrefillVariant::kTwoRowTiles}) {
+    ASSERT_OK(PoisonBuffer(d.out, stream_.get()));
+    ASSERT_OK(PoisonBuffer(d.out_lse, stream_.get()));
+    ASSERT_OK_AND_ASSIGN(info, LaunchPrefill(d.problem, stream_.get(), variant));
+    ASSERT_OK(stream_.Synchronize());
+    EXPECT_EQ(info.variant, variant);
+    ExpectMatchesReference(d, c.name + " (" + info.ToString() + ")");
+  }
+}
+
+// One case per line reads better than one field per line.
+// clang-format off
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, PrefillGpuTest,
+    ::testing::Values(
+        AttentionCase{"d128_gqa4_causal_bf16_page16_ragged", 8, 2, 128, 16,
+                      AttentionDtype::kBf16, true, {1, 100, 257, 512}, {1, 100, 257, 512}},
+        AttentionCase{"d64_gqa1_noncausal_fp16_page1_qshort", 4, 4, 64, 1, AttentionDtype::kFp16,
+                      false, {64, 130}, {64, 300}},
+        AttentionCase{"d128_gqa8_causal_fp16_page64_chunked", 8, 1, 128, 64,
+                      AttentionDtype::kFp16, true, {37, 128, 200}, {500, 128, 1000}},
+        AttentionCase{"d64_gqa8_causal_bf16_page1_chunked", 16, 2, 64, 1, AttentionDtype::kBf16,
+                      true, {300}, {777}},
+        AttentionCase{"d128_gqa1_noncausal_bf16_page64", 4, 4, 128, 64, AttentionDtype::kBf16,
+                      false, {129, 1}, {129, 2000}},
+        AttentionCase{"d64_gqa4_causal_fp16_page16_empty_seq", 8, 2, 64, 16,
+                      AttentionDtype::kFp16, true, {0, 50, 190}, {10, 60, 190}},
+        AttentionCase{"d128_gqa4_noncausal_fp16_page16_qlong", 8, 2, 128, 16,
+                      AttentionDtype::kFp16, false, {300}, {70}},
+        AttentionCase{"d128_gqa8_causal_bf16_page16_long", 32, 4, 128, 16, AttentionDtype::kBf16,
+                      true, {1024}, {1024}}),
+    [](const ::testing::TestParamInfo<AttentionCase>& info) { return info.param.name; });
+// clang-format on
+
+// ---------------------------------------------------------------------------------------------
+// Decode
+
+class DecodeGpuTest : public AttentionGpuTest {};
+
+TEST_P(DecodeGpuTest, MatchesReference) {
+  const AttentionCase& c = GetParam();
+  const AttentionShape shape = ShapeOf(c);
+  ASSERT_OK_AND_ASSIGN(d, MakeDeviceAttentionProblem(
+                              shape, SequenceLengths{.q_lens = c.q_lens, .kv_lens = c.kv_lens},
+                              /*seed=*/c.kv_lens.size() * 17 + c.head_dim));
+  ASSERT_OK(LaunchReferenceAttention(d.ReferenceProblem(), stream_.get()));
+  const size_t workspace_bytes = DecodeWorkspaceBytes(shape, d.problem.lengths, kMaxDecodeSplits);
+  ASSERT_OK_AND_ASSIGN(workspace, DeviceBuffer::Allocate(std::max<size_t>(workspace_bytes, 16)));
+  for (int splits : c.splits) {
+    ASSERT_OK(PoisonBuffer(d.out, stream_.get()));
+    ASSERT_OK(PoisonBuffer(d.out_lse, stream_.get()));
+    ASSERT_OK_AND_ASSIGN(info, LaunchDecode(d.problem,
+                                            {.num_splits = splits,
+                                             .workspace = workspace.data(),
+                                             .workspace_bytes = workspace.bytes()},
+                                            stream_.get()));
+    ASSERT_OK(stream_.Synchronize());
+    if (splits > 0) {
+      EXPECT_EQ(info.plan.num_splits, std::min(splits, d.problem.lengths.max_kv_len()));
+    }
+    ExpectMatchesReference(
+        d, absl::StrCat(c.name, " requested splits ", splits, " (", info.ToString(), ")"));
+  }
+}
+
+// clang-format off
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, DecodeGpuTest,
+    ::testing::Values(
+        AttentionCase{"d128_gqa4_bf16_page16_ragged", 32, 8, 128, 16, AttentionDtype::kBf16,
+                      true, {1, 1, 1, 1, 1}, {1, 17, 1000, 4096, 333}, {1, 0, 7}},
+        AttentionCase{"d64_gqa1_fp16_page1", 4, 4, 64, 1, AttentionDtype::kFp16, true,
+                      {1, 1, 1}, {5, 64, 2500}, {1, 0, 16}},
+        AttentionCase{"d128_gqa8_fp16_page64", 8, 1, 128, 64, AttentionDtype::kFp16, false,
+                      {1, 1}, {8000, 100}, {1, 0}},
+        AttentionCase{"d256_gqa2_bf16_page32", 4, 2, 256, 32, AttentionDtype::kBf16, true,
+                      {1, 1}, {300, 1500}, {1, 0, 5}},
+        AttentionCase{"d128_gqa4_bf16_page16_spec_causal", 16, 4, 128, 16,
+                      AttentionDtype::kBf16, true, {4, 8, 1}, {100, 900, 50}, {1, 3}},
+        AttentionCase{"d64_gqa1_fp16_page64_spec_causal", 4, 4, 64, 64, AttentionDtype::kFp16,
+                      true, {8, 2}, {8, 3000}, {1, 0}},
+        AttentionCase{"d128_gqa8_bf16_page1_spec_noncausal", 16, 2, 128, 1,
+                      AttentionDtype::kBf16, false, {2, 2}, {700, 64}, {1, 4}}),
+    [](const ::testing::TestParamInfo<AttentionCase>& info) { return info.param.name; });
+// clang-format on
+
+// ---------------------------------------------------------------------------------------------
+// Errors reach the caller as statuses, before any GPU work.
+
+TEST_F(AttentionGpuTest, RejectsBadShapesWithFieldNames) {
+  const AttentionShape shape{.num_qo_heads = 12,
+                             .num_kv_heads = 8,
+                             .head_dim = 128,
+                             .page_size = 16,
+                             .dtype = AttentionDtype::kBf16,
+                             .causal = true};
+  ASSERT_OK_AND_ASSIGN(
+      d, MakeDeviceAttentionProblem(
+             AttentionShape{.num_qo_heads = 8, .num_kv_heads = 8, .head_dim = 128, .page_size = 16},
+             SequenceLengths{.q_lens = {1}, .kv_lens = {16}}, 1));
+  AttentionProblem bad = d.problem;
+  bad.shape = shape;
+  const auto prefill = LaunchPrefill(bad, stream_.get());
+  EXPECT_FALSE(prefill.ok());
+  EXPECT_NE(prefill.status().message().find("num_kv_heads"), std::string::npos);
+  AttentionProblem long_q = d.problem;
+  long_q.lengths.q_lens = {9};
+  long_q.lengths.kv_lens = {16};
+  const auto decode = LaunchDecode(long_q, {}, stream_.get());
+  EXPECT_FALSE(decode.ok());
+  EXPECT_NE(decode.status().message().find("q_lens[0]"), std::string::npos);
+  AttentionProblem d96 = d.problem;
+  d96.shape.head_dim = 96;
+  EXPECT_FALSE(LaunchPrefill(d96, stream_.get()).ok());
+}
+
+}  // namespace
+}  // namespace gpuprof::attention

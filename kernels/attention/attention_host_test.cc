@@ -1,0 +1,202 @@
+// The host side of the attention kernels, no GPU: validation, FLOP and byte accounting, the
+// paged layout, the decode split heuristic and the error comparison.
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/attention/attention_check.h"
+#include "kernels/attention/attention_params.h"
+#include "kernels/attention/decode_plan.h"
+#include "kernels/attention/paged_layout.h"
+
+namespace gpuprof::attention {
+namespace {
+
+AttentionShape Shape(int qo, int kv, int dim, bool causal, int page = 16) {
+  return AttentionShape{.num_qo_heads = qo,
+                        .num_kv_heads = kv,
+                        .head_dim = dim,
+                        .page_size = page,
+                        .dtype = AttentionDtype::kBf16,
+                        .causal = causal};
+}
+
+SequenceLengths Lengths(std::vector<int32_t> q, std::vector<int32_t> kv, int page = 16) {
+  SequenceLengths lengths{.q_lens = std::move(q), .kv_lens = std::move(kv)};
+  for (int32_t n : lengths.kv_lens) lengths.num_pages.push_back((n + page - 1) / page);
+  return lengths;
+}
+
+void ExpectInvalid(const absl::Status& status, const std::string& field) {
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_NE(status.message().find(field), std::string::npos) << status;
+}
+
+TEST(AttentionParamsTest, AcceptsGroupedHeadsAndPowerOfTwoPages) {
+  for (int page : {1, 16, 32, 64}) {
+    EXPECT_TRUE(ValidateAttentionShape(Shape(32, 8, 128, true, page), {64, 128}).ok());
+  }
+  EXPECT_TRUE(ValidateAttentionShape(Shape(7, 1, 64, false), {64, 128}).ok());
+}
+
+TEST(AttentionParamsTest, RejectsBadShapesNamingTheField) {
+  ExpectInvalid(ValidateAttentionShape(Shape(12, 8, 128, true), {64, 128}), "num_kv_heads (8)");
+  ExpectInvalid(ValidateAttentionShape(Shape(0, 8, 128, true), {64, 128}), "num_qo_heads");
+  ExpectInvalid(ValidateAttentionShape(Shape(8, 8, 96, true), {64, 128}), "head_dim (96)");
+  ExpectInvalid(ValidateAttentionShape(Shape(8, 8, 128, true, 24), {64, 128}), "page_size (24)");
+  AttentionShape scaled = Shape(8, 8, 128, true);
+  scaled.softmax_scale = -1.0f;
+  ExpectInvalid(ValidateAttentionShape(scaled, {128}), "softmax_scale");
+}
+
+TEST(AttentionParamsTest, RejectsBadLengthsNamingTheSequence) {
+  const AttentionShape causal = Shape(8, 8, 128, true);
+  EXPECT_TRUE(ValidateSequenceLengths(causal, Lengths({4, 0}, {10, 3})).ok());
+  ExpectInvalid(ValidateSequenceLengths(causal, Lengths({11}, {10})), "q_lens[0] (11)");
+  EXPECT_TRUE(ValidateSequenceLengths(Shape(8, 8, 128, false), Lengths({11}, {10})).ok());
+  ExpectInvalid(ValidateSequenceLengths(causal, Lengths({1, 1}, {10, 0})), "kv_lens[1]");
+  SequenceLengths short_pages = Lengths({1}, {33});
+  short_pages.num_pages = {2};
+  ExpectInvalid(ValidateSequenceLengths(causal, short_pages), "num_pages[0] (2)");
+  SequenceLengths mismatched = Lengths({1, 1}, {3});
+  ExpectInvalid(ValidateSequenceLengths(causal, mismatched), "kv_lens has 1");
+  ExpectInvalid(ValidateSequenceLengths(causal, SequenceLengths{}), "q_lens is empty");
+}
+
+TEST(AttentionParamsTest, ProblemNeedsDevicePointers) {
+  AttentionProblem problem{.shape = Shape(8, 8, 128, true), .lengths = Lengths({1}, {16})};
+  ExpectInvalid(ValidateAttentionProblem(problem, {128}), "buffers.q");
+}
+
+TEST(AttentionParamsTest, CountsFlopsPerConvention) {
+  // Non-causal: every pair. 4 * heads * q * kv * d.
+  EXPECT_DOUBLE_EQ(AttentionFlops(Shape(32, 8, 128, false), Lengths({4096}, {4096})),
+                   4.0 * 32 * 4096.0 * 4096 * 128);
+  // Causal, q == kv: exactly half.
+  EXPECT_DOUBLE_EQ(AttentionFlops(Shape(32, 8, 128, true), Lengths({4096}, {4096})),
+                   2.0 * 32 * 4096.0 * 4096 * 128);
+  // Causal chunk of 2 queries over 5 keys: query 0 sees 4 keys, query 1 sees 5.
+  EXPECT_DOUBLE_EQ(AttentionPairs(Shape(1, 1, 64, true), Lengths({2}, {5})), 9.0);
+  // Decode: q_len 1 sees everything, causal or not.
+  EXPECT_DOUBLE_EQ(AttentionPairs(Shape(1, 1, 64, true), Lengths({1, 1}, {100, 7})), 107.0);
+  // Sums over ragged sequences.
+  EXPECT_DOUBLE_EQ(AttentionPairs(Shape(1, 1, 64, false), Lengths({2, 3}, {5, 7})), 31.0);
+}
+
+TEST(AttentionParamsTest, CountsBytesOncePerKvHead) {
+  // Decode batch 2, 32/8 heads, d128, bf16: Q + O = 2 * 2 * 32 * 128 * 2 bytes; K + V =
+  // 2 * (1000 + 3000) * 8 * 128 * 2 bytes.
+  const double expected = 2.0 * 2 * 32 * 128 * 2 + 2.0 * 4000 * 8 * 128 * 2;
+  EXPECT_DOUBLE_EQ(AttentionBytes(Shape(32, 8, 128, false), Lengths({1, 1}, {1000, 3000})),
+                   expected);
+}
+
+TEST(PagedLayoutTest, BuildsAPermutationOfPagesPerSequence) {
+  SequenceLengths lengths{.q_lens = {1, 5, 0}, .kv_lens = {1, 40, 16}};
+  auto layout = BuildPagedLayout(lengths, 16, /*seed=*/42);
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  EXPECT_EQ(lengths.num_pages, (std::vector<int32_t>{1, 3, 1}));
+  EXPECT_EQ(layout->q_indptr, (std::vector<int32_t>{0, 1, 6, 6}));
+  EXPECT_EQ(layout->page_indptr, (std::vector<int32_t>{0, 1, 4, 5}));
+  EXPECT_EQ(layout->num_pages, 5);
+  std::vector<int32_t> sorted = layout->page_indices;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(sorted, (std::vector<int32_t>{0, 1, 2, 3, 4}));
+  // Row 17 of sequence 1 sits in its second page, slot 1.
+  EXPECT_EQ(PagedRowIndex(*layout, 16, 1, 17), layout->page_indices[2] * 16 + 1);
+  EXPECT_FALSE(BuildPagedLayout(lengths, 12, 1).ok());
+}
+
+TEST(DecodePlanTest, FillsTheGpuAtSmallBatchAndStaysUnsplitAtLargeBatch) {
+  DecodePlanInput input{.batch = 1,
+                        .num_kv_heads = 8,
+                        .group_size = 4,
+                        .max_q_len = 1,
+                        .max_kv_len = 32768,
+                        .sm_count = 132,
+                        .blocks_per_sm = 3};
+  auto small = PlanDecode(input);
+  ASSERT_TRUE(small.ok()) << small.status();
+  EXPECT_EQ(small->rows_per_block, 4);
+  EXPECT_EQ(small->row_chunks, 1);
+  EXPECT_EQ(small->num_splits, 49);  // floor(396 / 8): one wave
+  EXPECT_EQ(small->blocks, 392);
+
+  input.batch = 32;
+  input.max_kv_len = 4096;
+  EXPECT_EQ(PlanDecode(input)->num_splits, 1);  // 256 blocks: 2 splits would not fit 396 slots
+  input.blocks_per_sm = 4;
+  EXPECT_EQ(PlanDecode(input)->num_splits, 2);  // 512 <= 528
+
+  input.blocks_per_sm = 3;
+  input.batch = 128;
+  input.max_kv_len = 4096;
+  auto large = PlanDecode(input);
+  ASSERT_TRUE(large.ok());
+  EXPECT_EQ(large->num_splits, 1);  // 1024 blocks already fill 396 slots
+
+  input.batch = 4;
+  input.max_kv_len = 600;  // at most 600 / 256 = 2 splits of useful length
+  EXPECT_EQ(PlanDecode(input)->num_splits, 2);
+
+  input.requested_splits = 7;
+  EXPECT_EQ(PlanDecode(input)->num_splits, 7);
+  input.requested_splits = 1000;
+  EXPECT_EQ(PlanDecode(input)->num_splits, kMaxDecodeSplits);
+  input.max_kv_len = 5;
+  EXPECT_EQ(PlanDecode(input)->num_splits, 5);  // no more splits than keys
+}
+
+TEST(DecodePlanTest, GroupsRowsPerBlock) {
+  DecodePlanInput input{.batch = 2,
+                        .num_kv_heads = 2,
+                        .group_size = 8,
+                        .max_q_len = 4,
+                        .max_kv_len = 100,
+                        .sm_count = 10,
+                        .blocks_per_sm = 1};
+  auto plan = PlanDecode(input);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->rows_per_block, 8);
+  EXPECT_EQ(plan->row_chunks, 4);  // 32 rows
+  input.group_size = 3;
+  input.max_q_len = 1;
+  EXPECT_EQ(PlanDecode(input)->rows_per_block, 4);
+  input.max_q_len = 9;
+  EXPECT_FALSE(PlanDecode(input).ok());
+  input.max_q_len = 1;
+  input.num_kv_heads = 0;
+  EXPECT_FALSE(PlanDecode(input).ok());
+}
+
+TEST(AttentionCheckTest, PassesWithinToleranceAndReportsErrors) {
+  const std::vector<float> expected = {1.0f, -2.0f, 0.5f, 0.0f};
+  const AttentionTolerance tolerance{.atol = 1e-2, .rtol = 1e-2, .max_rel_l2 = 1e-2};
+  const auto same = CompareAttentionOutputs(expected, expected, tolerance);
+  EXPECT_TRUE(same.passed);
+  EXPECT_EQ(same.max_abs_error, 0.0);
+
+  const std::vector<float> off = {1.0f, -2.1f, 0.5f, 0.0f};
+  const auto report = CompareAttentionOutputs(off, expected, tolerance);
+  EXPECT_FALSE(report.passed);
+  EXPECT_EQ(report.mismatches, 1);
+  EXPECT_EQ(report.worst_index, 1);
+  EXPECT_NEAR(report.max_abs_error, 0.1, 1e-6);
+  EXPECT_NEAR(report.max_rel_error, 0.05, 1e-6);
+  EXPECT_NE(report.ToString().find("FAIL"), std::string::npos);
+}
+
+TEST(AttentionCheckTest, NanNeverPasses) {
+  const std::vector<float> expected = {1.0f, 2.0f};
+  const std::vector<float> actual = {1.0f, NAN};
+  const auto report = CompareAttentionOutputs(actual, expected, {.atol = 1, .rtol = 1});
+  EXPECT_FALSE(report.passed);
+  EXPECT_EQ(report.non_finite, 1);
+  EXPECT_EQ(report.worst_index, 1);
+  EXPECT_FALSE(CompareAttentionOutputs(std::vector<float>{1.0f}, expected, {}).passed);
+}
+
+}  // namespace
+}  // namespace gpuprof::attention

@@ -1,0 +1,148 @@
+#include "kernels/attention/attention_test_util.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "common/cuda_status.h"
+#include "common/status_macros.h"
+
+namespace gpuprof::attention {
+namespace {
+
+std::vector<uint16_t> RandomElements(int64_t count, float range, AttentionDtype dtype,
+                                     std::mt19937_64& random) {
+  std::uniform_real_distribution<float> uniform(-range, range);
+  std::vector<uint16_t> out(count);
+  for (int64_t i = 0; i < count; ++i) {
+    const float x = uniform(random);
+    if (dtype == AttentionDtype::kBf16) {
+      out[i] = static_cast<__nv_bfloat16_raw>(__float2bfloat16(x)).x;
+    } else {
+      out[i] = static_cast<__half_raw>(__float2half(x)).x;
+    }
+  }
+  return out;
+}
+
+template <typename T>
+absl::StatusOr<DeviceBuffer> Upload(const std::vector<T>& host) {
+  ASSIGN_OR_RETURN(DeviceBuffer buffer,
+                   DeviceBuffer::Allocate(std::max<size_t>(host.size() * sizeof(T), sizeof(T))));
+  if (!host.empty()) {
+    CUDA_RETURN_IF_ERROR(
+        cudaMemcpy(buffer.data(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
+  }
+  return buffer;
+}
+
+// Random values; past kRandomBlock elements the first block is repeated by device copies, so
+// that benchmark-sized caches (GBs) fill in well under a second and are still not constant.
+absl::StatusOr<DeviceBuffer> AllocateInput(int64_t count, float range, AttentionDtype dtype,
+                                           std::mt19937_64& random) {
+  constexpr int64_t kRandomBlock = int64_t{1} << 22;
+  count = std::max<int64_t>(count, 1);
+  const int64_t element = DtypeBytes(dtype);
+  ASSIGN_OR_RETURN(DeviceBuffer buffer, DeviceBuffer::Allocate(count * element));
+  const std::vector<uint16_t> block =
+      RandomElements(std::min(count, kRandomBlock), range, dtype, random);
+  CUDA_RETURN_IF_ERROR(
+      cudaMemcpy(buffer.data(), block.data(), block.size() * element, cudaMemcpyHostToDevice));
+  auto* bytes = buffer.data_as<char>();
+  for (int64_t filled = static_cast<int64_t>(block.size()); filled < count;) {
+    const int64_t n = std::min(filled, count - filled);
+    CUDA_RETURN_IF_ERROR(
+        cudaMemcpy(bytes + filled * element, bytes, n * element, cudaMemcpyDeviceToDevice));
+    filled += n;
+  }
+  return buffer;
+}
+
+}  // namespace
+
+AttentionProblem DeviceAttentionProblem::ReferenceProblem() const {
+  AttentionProblem reference = problem;
+  reference.buffers.o = ref_out.data();
+  reference.buffers.lse = ref_lse.data_as<float>();
+  return reference;
+}
+
+absl::Status PoisonBuffer(const DeviceBuffer& buffer, cudaStream_t stream) {
+  CUDA_RETURN_IF_ERROR(cudaMemsetAsync(buffer.data(), 0xFF, buffer.bytes(), stream));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<DeviceAttentionProblem> MakeDeviceAttentionProblem(const AttentionShape& shape,
+                                                                  SequenceLengths lengths,
+                                                                  uint64_t seed, float q_range) {
+  DeviceAttentionProblem d;
+  ASSIGN_OR_RETURN(d.layout, BuildPagedLayout(lengths, shape.page_size, seed));
+  std::mt19937_64 random(seed * 7919 + 1);
+  const int64_t total_q = lengths.total_q();
+  const int64_t q_elements = std::max<int64_t>(total_q, 1) * shape.num_qo_heads * shape.head_dim;
+  const int64_t kv_elements =
+      d.layout.num_pages * shape.page_size * shape.num_kv_heads * shape.head_dim;
+  ASSIGN_OR_RETURN(d.q, AllocateInput(q_elements, q_range, shape.dtype, random));
+  ASSIGN_OR_RETURN(d.k_cache, AllocateInput(kv_elements, 1.0f, shape.dtype, random));
+  ASSIGN_OR_RETURN(d.v_cache, AllocateInput(kv_elements, 1.0f, shape.dtype, random));
+  ASSIGN_OR_RETURN(d.q_indptr, Upload(d.layout.q_indptr));
+  ASSIGN_OR_RETURN(d.kv_lens, Upload(lengths.kv_lens));
+  ASSIGN_OR_RETURN(d.page_indptr, Upload(d.layout.page_indptr));
+  ASSIGN_OR_RETURN(d.page_indices, Upload(d.layout.page_indices));
+  const int64_t rows = std::max<int64_t>(total_q, 1) * shape.num_qo_heads;
+  ASSIGN_OR_RETURN(d.out, DeviceBuffer::Allocate(q_elements * DtypeBytes(shape.dtype)));
+  ASSIGN_OR_RETURN(d.out_lse, DeviceBuffer::Allocate(rows * sizeof(float)));
+  ASSIGN_OR_RETURN(d.ref_out, DeviceBuffer::Allocate(q_elements * sizeof(float)));
+  ASSIGN_OR_RETURN(d.ref_lse, DeviceBuffer::Allocate(rows * sizeof(float)));
+  for (const DeviceBuffer* b : {&d.out, &d.out_lse, &d.ref_out, &d.ref_lse}) {
+    CUDA_RETURN_IF_ERROR(cudaMemset(b->data(), 0xFF, b->bytes()));
+  }
+  d.problem.shape = shape;
+  d.problem.lengths = std::move(lengths);
+  d.problem.buffers = AttentionBuffers{
+      .q = d.q.data(),
+      .k_cache = d.k_cache.data(),
+      .v_cache = d.v_cache.data(),
+      .num_pages = d.layout.num_pages,
+      .q_indptr = d.q_indptr.data_as<int32_t>(),
+      .kv_lens = d.kv_lens.data_as<int32_t>(),
+      .page_indptr = d.page_indptr.data_as<int32_t>(),
+      .page_indices = d.page_indices.data_as<int32_t>(),
+      .o = d.out.data(),
+      .lse = d.out_lse.data_as<float>(),
+  };
+  return d;
+}
+
+absl::StatusOr<std::vector<float>> DownloadAsFloat(const void* device, int64_t count,
+                                                   AttentionDtype dtype, bool is_fp32) {
+  std::vector<float> out(count);
+  if (count == 0) return out;
+  if (is_fp32) {
+    CUDA_RETURN_IF_ERROR(
+        cudaMemcpy(out.data(), device, count * sizeof(float), cudaMemcpyDeviceToHost));
+    return out;
+  }
+  std::vector<uint16_t> bits(count);
+  CUDA_RETURN_IF_ERROR(cudaMemcpy(bits.data(), device, count * 2, cudaMemcpyDeviceToHost));
+  for (int64_t i = 0; i < count; ++i) {
+    if (dtype == AttentionDtype::kBf16) {
+      __nv_bfloat16_raw raw;
+      raw.x = bits[i];
+      out[i] = __bfloat162float(__nv_bfloat16(raw));
+    } else {
+      __half_raw raw;
+      raw.x = bits[i];
+      out[i] = __half2float(__half(raw));
+    }
+  }
+  return out;
+}
+
+}  // namespace gpuprof::attention

@@ -1,0 +1,48 @@
+// Test and benchmark helpers: random inputs in a paged layout on the device, owned by RAII
+// buffers, and copies back to fp32 on the host. Host code (links cudart).
+#ifndef GPUPROF_KERNELS_ATTENTION_ATTENTION_TEST_UTIL_H_
+#define GPUPROF_KERNELS_ATTENTION_ATTENTION_TEST_UTIL_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/cuda_raii.h"
+#include "kernels/attention/attention_params.h"
+#include "kernels/attention/paged_layout.h"
+
+namespace gpuprof::attention {
+
+// One attention problem with its device memory: Q, the K/V caches, the index arrays, an output
+// in the input type and an fp32 output for the reference, and both LSEs.
+struct DeviceAttentionProblem {
+  AttentionProblem problem;  // buffers point at the members below; o/lse at `out`/`out_lse`
+  PagedLayout layout;
+  DeviceBuffer q, k_cache, v_cache, q_indptr, kv_lens, page_indptr, page_indices;
+  DeviceBuffer out, out_lse, ref_out, ref_lse;
+
+  // The problem with o/lse pointing at the fp32 reference outputs.
+  AttentionProblem ReferenceProblem() const;
+};
+
+// Inputs uniform in [-q_range, q_range] (Q) and [-1, 1] (K, V), drawn with `seed` (beyond 4M
+// elements a tensor repeats its first 4M); pages shuffled with the same seed
+// (layout.page_indices is a permutation). Outputs are poisoned with NaN (0xFF bytes) so that
+// an unwritten element fails the comparison.
+absl::StatusOr<DeviceAttentionProblem> MakeDeviceAttentionProblem(const AttentionShape& shape,
+                                                                  SequenceLengths lengths,
+                                                                  uint64_t seed,
+                                                                  float q_range = 2.0f);
+
+// Fills `buffer` with 0xFF bytes (NaN in bf16, fp16 and fp32).
+absl::Status PoisonBuffer(const DeviceBuffer& buffer, cudaStream_t stream);
+
+// Copies `count` elements of `dtype` (or fp32 when `is_fp32`) back as floats.
+absl::StatusOr<std::vector<float>> DownloadAsFloat(const void* device, int64_t count,
+                                                   AttentionDtype dtype, bool is_fp32);
+
+}  // namespace gpuprof::attention
+
+#endif  // GPUPROF_KERNELS_ATTENTION_ATTENTION_TEST_UTIL_H_

@@ -1,0 +1,53 @@
+// Paged decode attention (flash-decoding): one query token per sequence, or up to
+// kMaxDecodeQLen draft tokens for speculative decoding, against a paged KV cache. One block
+// reads one KV head once for every query head of its group, over one split of the KV length;
+// when the batch is too small to fill the GPU the KV length is split across blocks and a
+// second kernel merges the splits by their log-sum-exp.
+#ifndef GPUPROF_KERNELS_ATTENTION_DECODE_H_
+#define GPUPROF_KERNELS_ATTENTION_DECODE_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kernels/attention/attention_params.h"
+#include "kernels/attention/decode_plan.h"
+
+namespace gpuprof::attention {
+
+// head_dim values the decode kernel is instantiated for.
+const std::vector<int>& DecodeHeadDims();
+
+struct DecodeOptions {
+  // 0: the heuristic of PlanDecode (fill every SM's resident blocks); 1: unsplit; n: n splits.
+  int num_splits = 0;
+  // fp32 partial outputs and LSEs of the splits; DecodeWorkspaceBytes says how much a given
+  // split count needs. With a chosen split count the heuristic takes no more splits than fit.
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
+};
+
+// Workspace for `num_splits` splits (0 when num_splits <= 1).
+size_t DecodeWorkspaceBytes(const AttentionShape& shape, const SequenceLengths& lengths,
+                            int num_splits);
+
+struct DecodeLaunchInfo {
+  DecodePlan plan;
+  int threads = 0;        // per block
+  int blocks_per_sm = 0;  // occupancy the heuristic used
+  bool merged = false;    // a merge kernel ran after the split kernel
+
+  std::string ToString() const;
+};
+
+// Validates `problem` (q_len <= kMaxDecodeQLen for every sequence) and launches the decode
+// kernel, plus the merge kernel when more than one split is used.
+absl::StatusOr<DecodeLaunchInfo> LaunchDecode(const AttentionProblem& problem,
+                                              const DecodeOptions& options, cudaStream_t stream);
+
+}  // namespace gpuprof::attention
+
+#endif  // GPUPROF_KERNELS_ATTENTION_DECODE_H_

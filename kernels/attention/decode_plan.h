@@ -1,0 +1,48 @@
+// How the decode kernel divides its work: query rows per block and the number of KV splits
+// (flash-decoding). Pure host arithmetic, so CPU tests cover it.
+#ifndef GPUPROF_KERNELS_ATTENTION_DECODE_PLAN_H_
+#define GPUPROF_KERNELS_ATTENTION_DECODE_PLAN_H_
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+
+namespace gpuprof::attention {
+
+// Longest q_len the decode kernel takes (speculative decoding drafts).
+inline constexpr int kMaxDecodeQLen = 8;
+// Query rows (group members x draft tokens) one decode block keeps in registers.
+inline constexpr int kMaxDecodeRowsPerBlock = 8;
+// A split shorter than this spends more on its merge than it gains in parallelism.
+inline constexpr int kMinKvRowsPerSplit = 256;
+inline constexpr int kMaxDecodeSplits = 64;
+
+struct DecodePlanInput {
+  int batch = 0;
+  int num_kv_heads = 0;
+  int group_size = 0;  // query heads per KV head
+  int max_q_len = 0;
+  int max_kv_len = 0;
+  int sm_count = 0;
+  int blocks_per_sm = 0;     // resident decode blocks per SM (occupancy)
+  int requested_splits = 0;  // 0: choose; otherwise used as given (clamped to the KV length)
+};
+
+struct DecodePlan {
+  int rows_per_block = 0;  // a power of two <= kMaxDecodeRowsPerBlock
+  int row_chunks = 0;      // blocks along the query rows of one (sequence, KV head)
+  int num_splits = 0;      // blocks along the KV length
+  int64_t blocks = 0;      // the whole grid
+};
+
+// Rows per block: group_size * max_q_len rounded up to a power of two, capped at
+// kMaxDecodeRowsPerBlock; with q_len 1 and groups up to 8 one block holds the whole group, so
+// each KV head is read once. Splits: the most that still fit in one wave of resident blocks
+// (batch x kv_heads x row_chunks x splits <= sm_count x blocks_per_sm; 1 when the batch alone
+// fills it), but no split shorter than kMinKvRowsPerSplit rows and at most kMaxDecodeSplits.
+// A requested count is clamped to 1..min(max_kv_len, kMaxDecodeSplits).
+absl::StatusOr<DecodePlan> PlanDecode(const DecodePlanInput& input);
+
+}  // namespace gpuprof::attention
+
+#endif  // GPUPROF_KERNELS_ATTENTION_DECODE_PLAN_H_

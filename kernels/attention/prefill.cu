@@ -1,0 +1,455 @@
+// FlashAttention-2-style prefill over a paged KV cache, on mma.sync m16n8k16 (sm_80+).
+//
+// One block per (query head, tile of kBlockM query rows, sequence). Each warp owns 16 or 32
+// query rows (the two variants below); S = Q K^T and O += P V are accumulated in fp32
+// registers, and the softmax is the online one (running max and sum per row), so neither S nor
+// P ever reaches global memory. K and V tiles of kBlockN rows are
+// gathered through the page table with cp.async into shared memory, two stages deep, so the
+// next tile is in flight while the current one is multiplied. Shared-memory rows are swizzled
+// (16-byte chunk index XOR row % 8) so that ldmatrix reads are free of bank conflicts.
+#include <cuda_runtime.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/cuda_status.h"
+#include "kernels/attention/attention_device.cuh"
+#include "kernels/attention/attention_params.h"
+#include "kernels/attention/prefill.h"
+
+namespace gpuprof::attention {
+namespace {
+
+using device::CpAsync16;
+using device::CpAsyncCommit;
+using device::CpAsyncWait;
+using device::FastExp2;
+using device::LdMatrixX4;
+using device::LdMatrixX4Trans;
+using device::MmaM16N8K16;
+using device::PackTwo;
+using device::PagedRow;
+using device::SharedAddress;
+
+// KV rows per tile of the two-row-tiles variant: at head_dim 128 a 64-key S tile for 32 rows
+// does not fit in registers beside O (ptxas spills), so 32 keys.
+template <int kHeadDim>
+inline constexpr int kTwoRowTilesBlockN = kHeadDim == 128 ? 32 : 64;
+// Two row tiles per warp: on H100 (2026-11-23) 2% faster at 8k causal, 2.5% at 16k causal,
+// 12% at 4k non-causal, 1% slower at 4k causal (docs/gpu-runs/attention-kernels.md). Head_dim
+// 64 was checked for correctness only, not timed.
+inline constexpr PrefillVariant kDefaultPrefillVariant = PrefillVariant::kTwoRowTiles;
+inline constexpr int kPrefillStages = 2;
+
+struct PrefillKernelParams {
+  const void* q;
+  const void* k_cache;
+  const void* v_cache;
+  void* o;
+  float* lse;
+  const int32_t* q_indptr;
+  const int32_t* kv_lens;
+  const int32_t* page_indptr;
+  const int32_t* page_indices;
+  int num_qo_heads;
+  int group_size;
+  int log2_page_size;
+  int64_t q_row_stride;   // elements between consecutive tokens of Q and O
+  int64_t kv_row_stride;  // elements between consecutive KV slots
+  float scale_log2;       // softmax scale * log2(e): the softmax runs in base 2
+};
+
+template <int kHeadDim>
+__device__ __forceinline__ int Swizzle(int row, int chunk) {
+  return row * kHeadDim + ((chunk ^ (row & 7)) << 3);
+}
+
+// A kernel variant: warps x row tiles of 16 query rows per warp, and KV rows per tile.
+// kRowTiles 1 keeps the warp's Q fragments in registers for the whole KV loop; kRowTiles 2
+// re-reads them from shared memory every tile but uses every K and V fragment it loads for two
+// MMAs, halving the shared-memory reads per FLOP (FlashAttention-2's balance on sm_80).
+template <int kHeadDim, int kWarps, int kRowTiles, int kBlockN>
+constexpr int PrefillSharedBytes() {
+  return (kWarps * 16 * kRowTiles + 2 * kPrefillStages * kBlockN) * kHeadDim * 2;
+}
+
+template <typename T, int kHeadDim, int kWarps, int kRowTiles, int kBlockN, bool kCausal>
+__global__ void __launch_bounds__(kWarps * 32, 1)
+    PrefillKernel(const __grid_constant__ PrefillKernelParams p) {
+  static_assert(device::kIsAttentionType<T>, "T must be bf16 or fp16");
+  static_assert(kHeadDim == 64 || kHeadDim == 128, "head_dim 64 or 128");
+  static_assert(kWarps == 4 || kWarps == 8, "4 or 8 warps");
+  static_assert(kRowTiles == 1 || kRowTiles == 2, "16 or 32 query rows per warp");
+  static_assert(kBlockN == 32 || kBlockN == 64, "32 or 64 KV rows per tile");
+  constexpr bool kQInRegisters = kRowTiles == 1;
+  constexpr int kBlockM = kWarps * 16 * kRowTiles;
+  constexpr int kThreads = kWarps * 32;
+  constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks per row
+  static_assert((kBlockN * kChunks) % kThreads == 0 && (kBlockM * kChunks) % kThreads == 0);
+
+  extern __shared__ uint4 shared_raw[];
+  T* q_smem = reinterpret_cast<T*>(shared_raw);
+  T* k_smem = q_smem + kBlockM * kHeadDim;                   // [stages][kBlockN][kHeadDim]
+  T* v_smem = k_smem + kPrefillStages * kBlockN * kHeadDim;  // [stages][kBlockN][kHeadDim]
+
+  const int qo_head = blockIdx.x;
+  // Heavy tiles first: with a causal mask the last query tiles see the most keys.
+  const int tile = kCausal ? gridDim.y - 1 - blockIdx.y : blockIdx.y;
+  const int seq = blockIdx.z;
+  const int q_start = p.q_indptr[seq];
+  const int q_len = p.q_indptr[seq + 1] - q_start;
+  const int q_tile_start = tile * kBlockM;
+  if (q_tile_start >= q_len) return;
+  const int kv_len = p.kv_lens[seq];
+  const int shift = kv_len - q_len;  // position of query 0 in the sequence (bottom-right mask)
+  int kv_end = kv_len;
+  if constexpr (kCausal) kv_end = min(kv_len, q_tile_start + kBlockM + shift);
+  const int num_kv_tiles = (kv_end + kBlockN - 1) / kBlockN;
+  const int32_t* pages = p.page_indices + p.page_indptr[seq];
+  const int kv_head = qo_head / p.group_size;
+
+  // Q tile -> shared memory (zeros past q_len), in the same cp.async group as KV tile 0.
+  const T* q_base =
+      static_cast<const T*>(p.q) +
+      (static_cast<int64_t>(q_start + q_tile_start) * p.num_qo_heads + qo_head) * kHeadDim;
+#pragma unroll
+  for (int i = threadIdx.x; i < kBlockM * kChunks; i += kThreads) {
+    const int row = i / kChunks, chunk = i % kChunks;
+    const bool valid = q_tile_start + row < q_len;
+    const T* src = q_base + (valid ? row * p.q_row_stride + chunk * 8 : 0);
+    CpAsync16(SharedAddress(q_smem + Swizzle<kHeadDim>(row, chunk)), src, valid);
+  }
+
+  const T* k_base = static_cast<const T*>(p.k_cache) + kv_head * kHeadDim;
+  const T* v_base = static_cast<const T*>(p.v_cache) + kv_head * kHeadDim;
+  auto load_kv_tile = [&](int kv_tile, int stage) {
+    T* ks = k_smem + stage * kBlockN * kHeadDim;
+    T* vs = v_smem + stage * kBlockN * kHeadDim;
+#pragma unroll
+    for (int i = threadIdx.x; i < kBlockN * kChunks; i += kThreads) {
+      const int row = i / kChunks, chunk = i % kChunks;
+      const int j = kv_tile * kBlockN + row;
+      const bool valid = j < kv_end;
+      int64_t offset = 0;
+      if (valid) offset = PagedRow(pages, j, p.log2_page_size) * p.kv_row_stride + chunk * 8;
+      const int dst = Swizzle<kHeadDim>(row, chunk);
+      CpAsync16(SharedAddress(ks + dst), k_base + offset, valid);
+      CpAsync16(SharedAddress(vs + dst), v_base + offset, valid);
+    }
+  };
+  load_kv_tile(0, 0);
+  CpAsyncCommit();
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int group = lane >> 2, quad_lane = lane & 3;
+  const int warp_row0 = warp * 16 * kRowTiles;
+  // Sequence position of row `group` of the warp's first 16-row tile.
+  const int qpos0 = q_tile_start + warp_row0 + group + shift;
+  const int warp_first_pos = q_tile_start + warp_row0 + shift;
+
+  uint32_t q_frag[kQInRegisters ? kHeadDim / 16 : 1][4];
+  float o_acc[kRowTiles][kHeadDim / 8][4];
+  float row_max[kRowTiles][2], row_sum[kRowTiles][2];
+#pragma unroll
+  for (int mt = 0; mt < kRowTiles; ++mt) {
+#pragma unroll
+    for (int d = 0; d < kHeadDim / 8; ++d) {
+      o_acc[mt][d][0] = o_acc[mt][d][1] = o_acc[mt][d][2] = o_acc[mt][d][3] = 0.0f;
+    }
+    row_max[mt][0] = row_max[mt][1] = -INFINITY;
+    row_sum[mt][0] = row_sum[mt][1] = 0.0f;
+  }
+
+  for (int t = 0; t < num_kv_tiles; ++t) {
+    CpAsyncWait<0>();
+    __syncthreads();  // tile t is in; every warp is done with tile t - 1's stage
+    if (t + 1 < num_kv_tiles) load_kv_tile(t + 1, (t + 1) % kPrefillStages);
+    CpAsyncCommit();
+
+    if constexpr (kQInRegisters) {
+      if (t == 0) {
+#pragma unroll
+        for (int ks = 0; ks < kHeadDim / 16; ++ks) {
+          const int row = warp_row0 + (lane & 15);
+          const int chunk = ks * 2 + (lane >> 4);
+          LdMatrixX4(q_frag[ks], SharedAddress(q_smem + Swizzle<kHeadDim>(row, chunk)));
+        }
+      }
+    }
+    const T* ks_tile = k_smem + (t % kPrefillStages) * kBlockN * kHeadDim;
+    const T* vs_tile = v_smem + (t % kPrefillStages) * kBlockN * kHeadDim;
+
+    // S = Q K^T for the warp's rows x kBlockN keys, two k16 steps per K ldmatrix.
+    float s[kRowTiles][kBlockN / 8][4];
+#pragma unroll
+    for (int mt = 0; mt < kRowTiles; ++mt) {
+#pragma unroll
+      for (int nt = 0; nt < kBlockN / 8; ++nt) {
+        s[mt][nt][0] = s[mt][nt][1] = s[mt][nt][2] = s[mt][nt][3] = 0.0f;
+      }
+    }
+#pragma unroll
+    for (int kk = 0; kk < kHeadDim / 32; ++kk) {
+      uint32_t a[kRowTiles][2][4];
+      if constexpr (kQInRegisters) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          a[0][0][i] = q_frag[2 * kk][i];
+          a[0][1][i] = q_frag[2 * kk + 1][i];
+        }
+      } else {
+#pragma unroll
+        for (int mt = 0; mt < kRowTiles; ++mt) {
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int row = warp_row0 + mt * 16 + (lane & 15);
+            const int chunk = (2 * kk + h) * 2 + (lane >> 4);
+            LdMatrixX4(a[mt][h], SharedAddress(q_smem + Swizzle<kHeadDim>(row, chunk)));
+          }
+        }
+      }
+#pragma unroll
+      for (int nt = 0; nt < kBlockN / 8; ++nt) {
+        uint32_t b[4];
+        const int row = nt * 8 + (lane & 7);
+        const int chunk = kk * 4 + (lane >> 3);
+        LdMatrixX4(b, SharedAddress(ks_tile + Swizzle<kHeadDim>(row, chunk)));
+#pragma unroll
+        for (int mt = 0; mt < kRowTiles; ++mt) {
+          MmaM16N8K16<T>(s[mt][nt], a[mt][0], b[0], b[1]);
+          MmaM16N8K16<T>(s[mt][nt], a[mt][1], b[2], b[3]);
+        }
+      }
+    }
+
+    // Scale into base 2 and mask keys past the sequence or (causal) past the query.
+    const int kv0 = t * kBlockN;
+    bool need_mask = kv0 + kBlockN > kv_len;
+    if constexpr (kCausal) need_mask = need_mask || kv0 + kBlockN - 1 > warp_first_pos;
+#pragma unroll
+    for (int mt = 0; mt < kRowTiles; ++mt) {
+#pragma unroll
+      for (int nt = 0; nt < kBlockN / 8; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          float x = s[mt][nt][e] * p.scale_log2;
+          if (need_mask) {
+            const int col = kv0 + nt * 8 + quad_lane * 2 + (e & 1);
+            const int qpos = qpos0 + mt * 16 + (e >= 2 ? 8 : 0);
+            if (col >= kv_len || (kCausal && col > qpos)) x = -INFINITY;
+          }
+          s[mt][nt][e] = x;
+        }
+      }
+    }
+
+    // Online softmax: rescale what was accumulated by exp2(old max - new max).
+#pragma unroll
+    for (int mt = 0; mt < kRowTiles; ++mt) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float tile_max = -INFINITY;
+#pragma unroll
+        for (int nt = 0; nt < kBlockN / 8; ++nt) {
+          tile_max = fmaxf(tile_max, fmaxf(s[mt][nt][2 * r], s[mt][nt][2 * r + 1]));
+        }
+        tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+        tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+        const float new_max = fmaxf(row_max[mt][r], tile_max);
+        // A row with every key masked so far keeps max -inf; subtract 0 then to avoid NaN.
+        const float base = new_max == -INFINITY ? 0.0f : new_max;
+        const float correction = FastExp2(row_max[mt][r] - base);
+        row_max[mt][r] = new_max;
+        row_sum[mt][r] *= correction;
+#pragma unroll
+        for (int d = 0; d < kHeadDim / 8; ++d) {
+          o_acc[mt][d][2 * r] *= correction;
+          o_acc[mt][d][2 * r + 1] *= correction;
+        }
+#pragma unroll
+        for (int nt = 0; nt < kBlockN / 8; ++nt) {
+          const float p0 = FastExp2(s[mt][nt][2 * r] - base);
+          const float p1 = FastExp2(s[mt][nt][2 * r + 1] - base);
+          s[mt][nt][2 * r] = p0;
+          s[mt][nt][2 * r + 1] = p1;
+          row_sum[mt][r] += p0 + p1;
+        }
+      }
+    }
+
+    // O += P V: the S accumulators of two adjacent 8-key tiles are the A fragment of a k16 step.
+#pragma unroll
+    for (int kt = 0; kt < kBlockN / 16; ++kt) {
+      uint32_t a[kRowTiles][4];
+#pragma unroll
+      for (int mt = 0; mt < kRowTiles; ++mt) {
+        a[mt][0] = PackTwo<T>(s[mt][2 * kt][0], s[mt][2 * kt][1]);
+        a[mt][1] = PackTwo<T>(s[mt][2 * kt][2], s[mt][2 * kt][3]);
+        a[mt][2] = PackTwo<T>(s[mt][2 * kt + 1][0], s[mt][2 * kt + 1][1]);
+        a[mt][3] = PackTwo<T>(s[mt][2 * kt + 1][2], s[mt][2 * kt + 1][3]);
+      }
+#pragma unroll
+      for (int dt = 0; dt < kHeadDim / 16; ++dt) {
+        uint32_t b[4];
+        const int row = kt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+        const int chunk = dt * 2 + (lane >> 4);
+        LdMatrixX4Trans(b, SharedAddress(vs_tile + Swizzle<kHeadDim>(row, chunk)));
+#pragma unroll
+        for (int mt = 0; mt < kRowTiles; ++mt) {
+          MmaM16N8K16<T>(o_acc[mt][2 * dt], a[mt], b[0], b[1]);
+          MmaM16N8K16<T>(o_acc[mt][2 * dt + 1], a[mt], b[2], b[3]);
+        }
+      }
+    }
+  }
+
+  // Normalise and write O (and the LSE, natural log) for the rows that exist.
+#pragma unroll
+  for (int mt = 0; mt < kRowTiles; ++mt) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float sum = row_sum[mt][r];
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      const int row = q_tile_start + warp_row0 + mt * 16 + group + 8 * r;
+      if (row >= q_len) continue;
+      const float inv = 1.0f / sum;
+      const int64_t token_head = static_cast<int64_t>(q_start + row) * p.num_qo_heads + qo_head;
+      T* out = static_cast<T*>(p.o) + token_head * kHeadDim + quad_lane * 2;
+#pragma unroll
+      for (int d = 0; d < kHeadDim / 8; ++d) {
+        *reinterpret_cast<uint32_t*>(out + d * 8) =
+            PackTwo<T>(o_acc[mt][d][2 * r] * inv, o_acc[mt][d][2 * r + 1] * inv);
+      }
+      if (p.lse != nullptr && quad_lane == 0) {
+        p.lse[token_head] = (row_max[mt][r] + log2f(sum)) * device::kLn2;
+      }
+    }
+  }
+}
+
+template <typename T, int kHeadDim, int kWarps, int kRowTiles, int kBlockN>
+absl::StatusOr<PrefillLaunchInfo> LaunchPrefillTyped(const PrefillKernelParams& params, bool causal,
+                                                     int batch, int max_q_len,
+                                                     cudaStream_t stream) {
+  constexpr int kShared = PrefillSharedBytes<kHeadDim, kWarps, kRowTiles, kBlockN>();
+  constexpr int kBlockM = kWarps * 16 * kRowTiles;
+  auto* kernel = causal ? PrefillKernel<T, kHeadDim, kWarps, kRowTiles, kBlockN, true>
+                        : PrefillKernel<T, kHeadDim, kWarps, kRowTiles, kBlockN, false>;
+  CUDA_RETURN_IF_ERROR(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared));
+  const dim3 grid(params.num_qo_heads, (max_q_len + kBlockM - 1) / kBlockM, batch);
+  kernel<<<grid, kWarps * 32, kShared, stream>>>(params);
+  CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  return PrefillLaunchInfo{
+      .block_m = kBlockM,
+      .block_n = kBlockN,
+      .warps = kWarps,
+      .stages = kPrefillStages,
+      .shared_bytes = kShared,
+      .blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z,
+      .variant = kRowTiles == 1 ? PrefillVariant::kQInRegisters : PrefillVariant::kTwoRowTiles};
+}
+
+template <typename T, int kHeadDim>
+absl::StatusOr<PrefillLaunchInfo> LaunchPrefillForHeadDim(const AttentionProblem& problem,
+                                                          const PrefillKernelParams& params,
+                                                          PrefillVariant variant,
+                                                          cudaStream_t stream) {
+  const bool causal = problem.shape.causal;
+  const int batch = problem.lengths.batch();
+  const int max_q = problem.lengths.max_q_len();
+  switch (variant) {
+    case PrefillVariant::kQInRegisters:
+      return LaunchPrefillTyped<T, kHeadDim, 8, 1, 64>(params, causal, batch, max_q, stream);
+    case PrefillVariant::kTwoRowTiles:
+      return LaunchPrefillTyped<T, kHeadDim, 4, 2, kTwoRowTilesBlockN<kHeadDim>>(
+          params, causal, batch, max_q, stream);
+    default:
+      return absl::InvalidArgumentError("unknown prefill variant");
+  }
+}
+
+template <typename T>
+absl::StatusOr<PrefillLaunchInfo> LaunchPrefillForType(const AttentionProblem& problem,
+                                                       const PrefillKernelParams& params,
+                                                       PrefillVariant variant,
+                                                       cudaStream_t stream) {
+  switch (problem.shape.head_dim) {
+    case 64:
+      return LaunchPrefillForHeadDim<T, 64>(problem, params, variant, stream);
+    case 128:
+      return LaunchPrefillForHeadDim<T, 128>(problem, params, variant, stream);
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("head_dim (", problem.shape.head_dim, ") has no prefill kernel (64, 128)"));
+  }
+}
+
+}  // namespace
+
+const std::vector<int>& PrefillHeadDims() {
+  static const std::vector<int> kDims = {64, 128};
+  return kDims;
+}
+
+std::string_view PrefillVariantName(PrefillVariant variant) {
+  switch (variant) {
+    case PrefillVariant::kAuto:
+      return "auto";
+    case PrefillVariant::kQInRegisters:
+      return "q_in_registers";
+    case PrefillVariant::kTwoRowTiles:
+      return "two_row_tiles";
+  }
+  return "unknown";
+}
+
+std::string PrefillLaunchInfo::ToString() const {
+  return absl::StrFormat("%s block_m=%d block_n=%d warps=%d stages=%d smem=%dB blocks=%d",
+                         PrefillVariantName(variant), block_m, block_n, warps, stages, shared_bytes,
+                         blocks);
+}
+
+absl::StatusOr<PrefillLaunchInfo> LaunchPrefill(const AttentionProblem& problem,
+                                                cudaStream_t stream, PrefillVariant variant) {
+  RETURN_IF_ERROR(ValidateAttentionProblem(problem, PrefillHeadDims()));
+  const AttentionShape& shape = problem.shape;
+  if (problem.lengths.max_q_len() == 0) {
+    return PrefillLaunchInfo{};  // nothing to compute
+  }
+  if (variant == PrefillVariant::kAuto) variant = kDefaultPrefillVariant;
+  const AttentionBuffers& b = problem.buffers;
+  const PrefillKernelParams params{
+      .q = b.q,
+      .k_cache = b.k_cache,
+      .v_cache = b.v_cache,
+      .o = b.o,
+      .lse = b.lse,
+      .q_indptr = b.q_indptr,
+      .kv_lens = b.kv_lens,
+      .page_indptr = b.page_indptr,
+      .page_indices = b.page_indices,
+      .num_qo_heads = shape.num_qo_heads,
+      .group_size = shape.group_size(),
+      .log2_page_size = std::countr_zero(static_cast<unsigned>(shape.page_size)),
+      .q_row_stride = static_cast<int64_t>(shape.num_qo_heads) * shape.head_dim,
+      .kv_row_stride = static_cast<int64_t>(shape.num_kv_heads) * shape.head_dim,
+      .scale_log2 = shape.EffectiveScale() * device::kLog2e,
+  };
+  switch (shape.dtype) {
+    case AttentionDtype::kBf16:
+      return LaunchPrefillForType<__nv_bfloat16>(problem, params, variant, stream);
+    case AttentionDtype::kFp16:
+      return LaunchPrefillForType<__half>(problem, params, variant, stream);
+  }
+  return absl::InvalidArgumentError("dtype has no prefill kernel");
+}
+
+}  // namespace gpuprof::attention

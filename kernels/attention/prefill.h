@@ -1,0 +1,52 @@
+// Prefill attention on tensor cores (FlashAttention-2 style) over the paged KV cache: a ragged
+// batch, causal or not, grouped-query heads, bf16 or fp16, head_dim 64 or 128. Writes O and,
+// when buffers.lse is set, the log-sum-exp of every (row, head).
+#ifndef GPUPROF_KERNELS_ATTENTION_PREFILL_H_
+#define GPUPROF_KERNELS_ATTENTION_PREFILL_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kernels/attention/attention_params.h"
+
+namespace gpuprof::attention {
+
+// head_dim values the prefill kernel is instantiated for.
+const std::vector<int>& PrefillHeadDims();
+
+// Two ways of splitting the work among warps (see prefill.cu). kAuto picks kTwoRowTiles, the
+// faster one on H100 at 8k-16k (docs/gpu-runs/attention-kernels.md).
+enum class PrefillVariant {
+  kAuto,
+  kQInRegisters,  // 8 warps x 16 query rows, Q fragments in registers, 64-key tiles
+  kTwoRowTiles,   // 4 warps x 32 query rows, Q re-read from shared memory, 32-key tiles
+                  // at head_dim 128 (64 at 64)
+};
+std::string_view PrefillVariantName(PrefillVariant variant);
+
+// What a launch used, for results to record.
+struct PrefillLaunchInfo {
+  int block_m = 0;  // query rows per block (16 per warp)
+  int block_n = 0;  // KV rows per shared-memory tile
+  int warps = 0;
+  int stages = 0;  // K/V tiles in flight (cp.async double buffering)
+  int shared_bytes = 0;
+  int64_t blocks = 0;
+  PrefillVariant variant = PrefillVariant::kAuto;
+
+  std::string ToString() const;
+};
+
+// Validates `problem` (buffers.o has the element type of the inputs) and launches on `stream`.
+absl::StatusOr<PrefillLaunchInfo> LaunchPrefill(const AttentionProblem& problem,
+                                                cudaStream_t stream,
+                                                PrefillVariant variant = PrefillVariant::kAuto);
+
+}  // namespace gpuprof::attention
+
+#endif  // GPUPROF_KERNELS_ATTENTION_PREFILL_H_

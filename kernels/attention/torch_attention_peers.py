@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""PyTorch's scaled_dot_product_attention backends on the shapes of attention_benchmark.
+
+Same conventions as the C++ benchmark: GQA 32/8, head_dim 128, bf16; prefill batch 1 causal
+4k/8k/16k (and 4k non-causal), decode q_len 1 at batch 32/64/128 x KV 4k and batch 1/4/8 x KV
+8k/16k/32k. K/V are contiguous [batch, kv_heads, len, dim] (PyTorch has no paged cache). Timing:
+CUDA events around each call, L2 flushed (memset of 2x its size) before each, warm-up excluded,
+median. FLOPs = 4 * heads * pairs * dim (causal q == kv counts half); bytes = Q + K + V (once per
+KV head) + O. A backend that refuses enable_gqa is retried with K/V expanded to all query heads
+outside the timed region (the bytes stay the GQA minimum, so its GB/s is comparable); the table
+says so.
+
+  python3 torch_attention_peers.py [--quick] [--table PATH]
+"""
+import argparse
+import statistics
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+HEADS, KV_HEADS, DIM = 32, 8, 128
+BACKENDS = [("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION),
+            ("efficient", SDPBackend.EFFICIENT_ATTENTION)]
+
+
+def time_ms(fn, flush, samples, warmup=3):
+    for _ in range(warmup):
+        fn()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(samples)]
+    stops = [torch.cuda.Event(enable_timing=True) for _ in range(samples)]
+    for i in range(samples):
+        flush.zero_()
+        starts[i].record()
+        fn()
+        stops[i].record()
+    torch.cuda.synchronize()
+    times = sorted(s.elapsed_time(e) for s, e in zip(starts, stops))
+    return statistics.median(times)
+
+
+def run_case(backend, q, k, v, causal, flush, samples):
+    def call(kk, vv, gqa):
+        with sdpa_kernel(backend):
+            return F.scaled_dot_product_attention(q, kk, vv, is_causal=causal, enable_gqa=gqa)
+    try:
+        call(k, v, True)
+        torch.cuda.synchronize()
+        return time_ms(lambda: call(k, v, True), flush, samples), "gqa"
+    except RuntimeError:
+        pass
+    group = q.shape[1] // k.shape[1]
+    ke = k.repeat_interleave(group, dim=1)
+    ve = v.repeat_interleave(group, dim=1)
+    try:
+        call(ke, ve, False)
+        torch.cuda.synchronize()
+        return time_ms(lambda: call(ke, ve, False), flush, samples), "expanded"
+    except RuntimeError as e:
+        return None, str(e).splitlines()[0][:60]
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--table", default="")
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    dev = torch.device("cuda")
+    props = torch.cuda.get_device_properties(dev)
+    flush = torch.empty(2 * 64 * 2**20, dtype=torch.uint8, device=dev)
+    # Copy ceiling, as the C++ benchmark measures it: 1 GiB device-to-device, read + write.
+    src = torch.empty(2**30, dtype=torch.uint8, device=dev)
+    dst = torch.empty_like(src)
+    copy_ms = time_ms(lambda: dst.copy_(src), flush, 20)
+    copy_gbs = 2 * 2**30 / (copy_ms * 1e-3) / 1e9
+    del src, dst
+    samples = 10 if args.quick else 30
+    lines = [f"\ntorch {torch.__version__}, {props.name}, copy {copy_gbs:.0f} GB/s (measured)\n",
+             "| backend | kernel | shape | median us | TFLOP/s | GB/s | % copy | note |",
+             "|---|---|---|---|---|---|---|---|"]
+
+    prefill = [(4096, True), (8192, True), (16384, True), (4096, False)]
+    decode = [(32, 4096), (64, 4096), (128, 4096), (1, 8192), (4, 8192), (8, 8192),
+              (1, 16384), (4, 16384), (8, 16384), (1, 32768), (4, 32768), (8, 32768)]
+    if args.quick:
+        prefill, decode = [(4096, True)], [(32, 4096), (1, 32768)]
+    cases = [("prefill", 1, n, n, c) for n, c in prefill] + \
+            [("decode", b, 1, kv, False) for b, kv in decode]
+    for kind, batch, q_len, kv_len, causal in cases:
+        q = torch.empty(batch, HEADS, q_len, DIM, dtype=torch.bfloat16, device=dev).uniform_(-2, 2)
+        k = torch.empty(batch, KV_HEADS, kv_len, DIM, dtype=torch.bfloat16,
+                        device=dev).uniform_(-1, 1)
+        v = torch.empty_like(k).uniform_(-1, 1)
+        pairs = batch * q_len * kv_len / (2 if causal and q_len == kv_len else 1)
+        flops = 4 * HEADS * DIM * pairs
+        bytes_ = 2 * (2 * batch * HEADS * q_len * DIM + 2 * batch * KV_HEADS * kv_len * DIM)
+        shape = (f"b{batch} q=kv={kv_len} {'causal' if causal else 'full'}" if kind == "prefill"
+                 else f"b{batch} kv={kv_len}")
+        for name, backend in BACKENDS:
+            ms, note = run_case(backend, q, k, v, causal, flush,
+                                samples if kind == "prefill" else 2 * samples)
+            if ms is None:
+                lines.append(f"| {name} | {kind} | {shape} | - | - | - | - | {note} |")
+                continue
+            s = ms * 1e-3
+            lines.append(f"| {name} | {kind} | {shape} | {ms * 1e3:.1f} | {flops / s / 1e12:.1f} | "
+                         f"{bytes_ / s / 1e9:.0f} | {100 * bytes_ / s / 1e9 / copy_gbs:.1f}% | "
+                         f"{note} |")
+        print(f"  done {kind} {shape}", flush=True)
+        del q, k, v
+        torch.cuda.empty_cache()
+    table = "\n".join(lines) + "\n"
+    print(table)
+    if args.table:
+        with open(args.table, "w") as f:
+            f.write(table)
+
+
+if __name__ == "__main__":
+    main()
