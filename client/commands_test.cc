@@ -225,7 +225,7 @@ TEST_F(CommandsTest, TargetAndUserPrecedence) {
 TEST_F(CommandsTest, SubmitBadFlagsExitTwoWithoutConnecting) {
   EXPECT_EQ(Run({"submit", "index", "--dtype", "bf61"}), kExitUsage);
   EXPECT_EQ(err_.str(),
-            "error: --dtype: \"bf61\" is not one of fp32, fp16, bf16, fp8-e4m3, int8, int32\n"
+            "error: --dtype: \"bf61\" is not one of fp32, fp16, bf16, fp8-e4m3, int8, int32, fp8-e5m2\n"
             "(see gpuprof submit index --help)\n");
   EXPECT_EQ(Run({"submit", "gemm"}), kExitUsage);
   EXPECT_THAT(err_.str(), HasSubstr("unknown workload \"gemm\""));

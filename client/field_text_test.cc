@@ -31,7 +31,7 @@ TEST(EnumShortNameTest, StripsTheCommonPrefix) {
 
 TEST(EnumChoicesTest, ListsNonZeroValuesInOrder) {
   EXPECT_THAT(EnumChoices(v1::DataType_descriptor()),
-              ElementsAre("fp32", "fp16", "bf16", "fp8-e4m3", "int8", "int32"));
+              ElementsAre("fp32", "fp16", "bf16", "fp8-e4m3", "int8", "int32", "fp8-e5m2"));
   EXPECT_THAT(EnumChoices(v1::MeasurementOptions::L2Mode_descriptor()), ElementsAre("hot", "cold"));
 }
 
@@ -53,7 +53,7 @@ TEST(ParseEnumValueTest, RejectsUnknownAndUnspecified) {
   auto parsed = ParseEnumValue(v1::DataType_descriptor(), "bf61");
   ASSERT_FALSE(parsed.ok());
   EXPECT_EQ(parsed.status().message(),
-            "\"bf61\" is not one of fp32, fp16, bf16, fp8-e4m3, int8, int32");
+            "\"bf61\" is not one of fp32, fp16, bf16, fp8-e4m3, int8, int32, fp8-e5m2");
   EXPECT_FALSE(ParseEnumValue(v1::DataType_descriptor(), "unspecified").ok());
 }
 
@@ -186,7 +186,7 @@ TEST(FieldValueSyntaxTest, DescribesEachKind) {
   v1::CollectiveSpec collective;
   EXPECT_EQ(FieldValueSyntax(Field(spec, "num_tokens")), "INT");
   EXPECT_EQ(FieldValueSyntax(Field(collective, "bytes_per_rank")), "BYTES");
-  EXPECT_EQ(FieldValueSyntax(Field(spec, "dtype")), "fp32|fp16|bf16|fp8-e4m3|int8|int32");
+  EXPECT_EQ(FieldValueSyntax(Field(spec, "dtype")), "fp32|fp16|bf16|fp8-e4m3|int8|int32|fp8-e5m2");
   EXPECT_EQ(FieldValueSyntax(Field(spec, "vocab_range")), "START:END");
   EXPECT_EQ(FieldValueSyntax(Field(request, "timeout")), "DURATION");
   EXPECT_EQ(FieldValueSyntax(Field(request, "labels")), "KEY=VALUE");

@@ -193,7 +193,7 @@ TEST(ExperimentRequestBuilderTest, ErrorsNameTheFlagAsTyped) {
   const Case cases[] = {
       {"index",
        {"--dtype", "bf61"},
-       "--dtype: \"bf61\" is not one of fp32, fp16, bf16, fp8-e4m3, int8, int32"},
+       "--dtype: \"bf61\" is not one of fp32, fp16, bf16, fp8-e4m3, int8, int32, fp8-e5m2"},
       {"index", {"--tokens", "lots"}, "--tokens: \"lots\" is not an integer"},
       {"index", {"--num_tokens", "1.5"}, "--num_tokens: \"1.5\" is not an integer"},
       {"index", {"--use-pdl=maybe"}, "--use-pdl: \"maybe\" is not a boolean (true or false)"},
@@ -235,7 +235,7 @@ TEST(ExperimentRequestBuilderTest, FlagHelpCarriesTypesAndChoices) {
   EXPECT_EQ(num_tokens.help, "int64");
   EXPECT_THAT(num_tokens.aliases, ElementsAre("tokens"));
   const std::string help = FormatFlagHelp(builder->workload_flags());
-  EXPECT_THAT(help, HasSubstr("--dtype fp32|fp16|bf16|fp8-e4m3|int8|int32\n"));
+  EXPECT_THAT(help, HasSubstr("--dtype fp32|fp16|bf16|fp8-e4m3|int8|int32|fp8-e5m2\n"));
   EXPECT_THAT(help, HasSubstr("--num-tokens INT         int64 (alias --tokens)\n"));
   EXPECT_THAT(help, HasSubstr("--use-pdl[=BOOL]"));
   EXPECT_THAT(help, HasSubstr("--vocab-range START:END"));

@@ -13,6 +13,7 @@ int64_t DataTypeBytes(v1::DataType dtype) {
     case v1::DATA_TYPE_BF16:
       return 2;
     case v1::DATA_TYPE_FP8_E4M3:
+    case v1::DATA_TYPE_FP8_E5M2:
     case v1::DATA_TYPE_INT8:
       return 1;
     case v1::DATA_TYPE_UNSPECIFIED:

@@ -259,10 +259,9 @@ absl::StatusOr<v1::Experiment> ExperimentManager::Cancel(const std::string& id,
   Active& active = it->second;
   if (active.experiment.state() == v1::QUEUED) {
     scheduler_->Remove(id);
-  } else if (active.slot >= 0) {
-    // The lease stays until the worker is gone (OnWorkerExit releases it).
-    const auto slot = slots_.find(active.slot);
-    if (slot != slots_.end()) slot->second.process->Kill();
+  } else {
+    // The lease stays until the workers are gone (OnWorkerExit releases it).
+    KillWorkersLocked(active);
   }
   EndLocked(id, v1::CANCELLED, why, "");
   return store_->Get(id);
@@ -343,28 +342,7 @@ void ExperimentManager::EndLocked(const std::string& id, v1::ExperimentState sta
   active_.erase(it);
 }
 
-absl::StatusOr<int64_t> ExperimentManager::AcquireWorkerLocked(const std::vector<int>& gpus,
-                                                                bool& reused) {
-  reused = false;
-  // An idle worker that already holds a context on exactly these GPUs skips CUDA start-up.
-  for (auto& [id, slot] : slots_) {
-    if (slot.experiment_id.empty() && slot.gpus == gpus) {
-      reused = true;
-      return id;
-    }
-  }
-  // Idle workers on any of these GPUs would share them: stop them.
-  const std::set<int> wanted(gpus.begin(), gpus.end());
-  std::vector<int64_t> overlapping;
-  for (const auto& [id, slot] : slots_) {
-    if (!slot.experiment_id.empty()) continue;
-    if (std::any_of(slot.gpus.begin(), slot.gpus.end(),
-                    [&](int gpu) { return wanted.contains(gpu); })) {
-      overlapping.push_back(id);
-    }
-  }
-  for (int64_t id : overlapping) RetireSlotLocked(id);
-
+absl::StatusOr<int64_t> ExperimentManager::StartWorkerLocked(const std::vector<int>& gpus) {
   WorkerLaunch launch;
   launch.binary = options_.worker_binary;
   launch.env = WorkerEnvironment();
@@ -388,6 +366,51 @@ absl::StatusOr<int64_t> ExperimentManager::AcquireWorkerLocked(const std::vector
   return slot_id;
 }
 
+absl::StatusOr<std::vector<int64_t>> ExperimentManager::AcquireWorkersLocked(
+    const std::vector<int>& gpus, bool one_per_rank, bool& reused) {
+  reused = false;
+  const int ranks = one_per_rank ? static_cast<int>(gpus.size()) : 1;
+  // Idle workers that already hold contexts (and, for ranks, a communicator) on exactly this
+  // arrangement skip the start-up.
+  std::vector<int64_t> warm(ranks, -1);
+  for (const auto& [id, slot] : slots_) {
+    if (!slot.experiment_id.empty()) continue;
+    if (one_per_rank ? slot.group_gpus == gpus : slot.group_gpus.empty() && slot.gpus == gpus) {
+      warm[slot.rank] = id;
+    }
+  }
+  if (std::none_of(warm.begin(), warm.end(), [](int64_t id) { return id < 0; })) {
+    reused = true;
+    return warm;
+  }
+  // Idle workers on any of these GPUs would share them: stop them.
+  const std::set<int> wanted(gpus.begin(), gpus.end());
+  std::vector<int64_t> overlapping;
+  for (const auto& [id, slot] : slots_) {
+    if (!slot.experiment_id.empty()) continue;
+    if (std::any_of(slot.gpus.begin(), slot.gpus.end(),
+                    [&](int gpu) { return wanted.contains(gpu); })) {
+      overlapping.push_back(id);
+    }
+  }
+  for (int64_t id : overlapping) RetireSlotLocked(id);
+
+  std::vector<int64_t> started;
+  for (int rank = 0; rank < ranks; ++rank) {
+    const std::vector<int> visible = one_per_rank ? std::vector<int>{gpus[rank]} : gpus;
+    absl::StatusOr<int64_t> slot_id = StartWorkerLocked(visible);
+    if (!slot_id.ok()) {
+      for (int64_t id : started) RetireSlotLocked(id);
+      return slot_id.status();
+    }
+    WorkerSlot& slot = slots_[*slot_id];
+    slot.rank = rank;
+    if (one_per_rank) slot.group_gpus = gpus;
+    started.push_back(*slot_id);
+  }
+  return started;
+}
+
 void ExperimentManager::RetireSlotLocked(int64_t slot_id) {
   const auto it = slots_.find(slot_id);
   if (it == slots_.end()) return;
@@ -404,18 +427,24 @@ void ExperimentManager::StartLocked(const Dispatch& dispatch) {
     return;
   }
   Active& active = it->second;
+  const workloads::WorkloadSpec* spec =
+      workloads::FindWorkloadSpec(active.experiment.request().workload_case());
+  const bool one_per_rank = spec != nullptr && spec->runs_one_process_per_rank;
   bool reused = false;
-  const auto slot_id = AcquireWorkerLocked(dispatch.gpus, reused);
-  if (!slot_id.ok()) {
+  const auto slot_ids = AcquireWorkersLocked(dispatch.gpus, one_per_rank, reused);
+  if (!slot_ids.ok()) {
     scheduler_->Release(dispatch.id);
     EndLocked(dispatch.id, v1::FAILED,
-              absl::StrCat("could not start a worker: ", slot_id.status().message()), "");
+              absl::StrCat("could not start a worker: ", slot_ids.status().message()), "");
     return;
   }
-  WorkerSlot& slot = slots_[*slot_id];
-  slot.experiment_id = dispatch.id;
-  ++slot.experiments_run;
-  active.slot = *slot_id;
+  active.slots = *slot_ids;
+  active.ranks_finished = 0;
+  for (int64_t slot_id : active.slots) {
+    WorkerSlot& slot = slots_[slot_id];
+    slot.experiment_id = dispatch.id;
+    ++slot.experiments_run;
+  }
   const auto& timeout = active.experiment.request().timeout();
   active.deadline = absl::Now() + absl::Nanoseconds(TimeUtil::DurationToNanoseconds(timeout));
 
@@ -423,29 +452,92 @@ void ExperimentManager::StartLocked(const Dispatch& dispatch) {
   for (int gpu : dispatch.gpus) running.mutable_state()->add_gpu_ids(gpu);
   AppendEventLocked(active, std::move(running));
 
-  worker_protocol::WorkerCommand command;
-  auto& run = *command.mutable_run();
-  run.set_experiment_id(dispatch.id);
-  *run.mutable_request() = active.experiment.request();
-  for (int gpu : dispatch.gpus) *run.add_gpus() = inventory_.gpus(gpu);
-  *run.mutable_host() = inventory_.host();
-  run.set_worker_reused(reused);
-  // A failed send means the worker died; its exit callback fails the experiment.
-  (void)slot.process->Send(command);
+  if (active.slots.size() > 1 && !reused) {
+    // A new group: rank 0's worker makes the NCCL rendezvous; its report carries on below.
+    worker_protocol::WorkerCommand command;
+    command.mutable_rendezvous()->set_world_size(static_cast<int>(active.slots.size()));
+    (void)slots_[active.slots[0]].process->Send(command);
+    return;
+  }
+  AssignRanksLocked(active, "", reused);
 }
 
-void ExperimentManager::OnWorkerReport(int64_t slot_id, const worker_protocol::WorkerReport& report) {
+void ExperimentManager::AssignRanksLocked(Active& active, const std::string& nccl_unique_id,
+                                          bool reused) {
+  const int world_size = static_cast<int>(active.slots.size());
+  std::vector<int> gpus(active.experiment.gpu_ids().begin(), active.experiment.gpu_ids().end());
+  for (int rank = 0; rank < world_size; ++rank) {
+    worker_protocol::WorkerCommand command;
+    auto& run = *command.mutable_run();
+    run.set_experiment_id(active.experiment.id());
+    *run.mutable_request() = active.experiment.request();
+    // One rank sees its own GPU; a single worker sees them all, in rank order.
+    if (world_size > 1) {
+      *run.add_gpus() = inventory_.gpus(gpus[rank]);
+    } else {
+      for (int gpu : gpus) *run.add_gpus() = inventory_.gpus(gpu);
+    }
+    *run.mutable_host() = inventory_.host();
+    run.set_worker_reused(reused);
+    run.set_rank(rank);
+    run.set_world_size(world_size);
+    if (world_size > 1) {
+      run.set_nccl_unique_id(nccl_unique_id);
+      run.set_reuse_communicator(reused);
+    }
+    // A failed send means the worker died; its exit callback fails the experiment.
+    (void)slots_[active.slots[rank]].process->Send(command);
+  }
+}
+
+void ExperimentManager::KillWorkersLocked(const Active& active) {
+  for (int64_t slot_id : active.slots) {
+    const auto slot = slots_.find(slot_id);
+    if (slot != slots_.end() && slot->second.experiment_id == active.experiment.id()) {
+      slot->second.process->Kill();
+    }
+  }
+}
+
+void ExperimentManager::ReleaseIfNoWorkerLocked(const std::string& id) {
+  for (const auto& [slot_id, slot] : slots_) {
+    if (slot.experiment_id == id) return;
+  }
+  scheduler_->Release(id);
+  wake_.Signal();
+}
+
+void ExperimentManager::OnWorkerReport(int64_t slot_id,
+                                       const worker_protocol::WorkerReport& report) {
   absl::MutexLock lock(&mutex_);
   const auto slot = slots_.find(slot_id);
   if (slot == slots_.end() || slot->second.experiment_id.empty()) return;
   const std::string id = slot->second.experiment_id;
-  const auto active = active_.find(id);
+  const int rank = slot->second.rank;
+  const auto found = active_.find(id);
   // Cancelled (or timing out): what the dying worker still says no longer counts.
-  if (active == active_.end() || active->second.ending) return;
+  if (found == active_.end() || found->second.ending) return;
+  Active& active = found->second;
+  if (report.has_rendezvous()) {
+    if (!report.rendezvous().error().empty()) {
+      KillWorkersLocked(active);
+      EndLocked(id, v1::FAILED,
+                absl::StrCat("rank 0 could not create the NCCL rendezvous: ",
+                             report.rendezvous().error()),
+                slot->second.process->StderrTail());
+      return;
+    }
+    AssignRanksLocked(active, report.rendezvous().nccl_unique_id(), /*reused=*/false);
+    return;
+  }
   if (report.has_event()) {
     v1::ExperimentEvent event = report.event();
     if (event.has_state()) return;  // states are the daemon's to decide
-    AppendEventLocked(active->second, std::move(event));
+    // Every rank measures; rank 0's result speaks for the group (the ranks agree on it over
+    // NCCL), the others' would repeat it.
+    if (event.has_result() && rank != 0) return;
+    event.set_rank(rank);
+    AppendEventLocked(active, std::move(event));
     return;
   }
   if (!report.has_finished()) return;
@@ -456,14 +548,21 @@ void ExperimentManager::OnWorkerReport(int64_t slot_id, const worker_protocol::W
   }
   slot->second.experiment_id.clear();
   slot->second.idle_since = absl::Now();
-  scheduler_->Release(id);
+  const bool group = active.slots.size() > 1;
   if (finished.ok()) {
-    EndLocked(id, v1::FINISHED, "", "");
+    if (++active.ranks_finished == static_cast<int>(active.slots.size())) {
+      EndLocked(id, v1::FINISHED, "", "");
+    }
   } else {
-    EndLocked(id, v1::FAILED, finished.error(), slot->second.process->StderrTail());
+    // One rank failing ends the group: the others may be waiting on it inside NCCL.
+    KillWorkersLocked(active);
+    EndLocked(id, v1::FAILED,
+              group ? absl::StrCat("rank ", rank, ": ", finished.error()) : finished.error(),
+              slot->second.process->StderrTail());
   }
-  // A worker that saw an error may hold a broken CUDA context: never reuse it.
+  // A worker that saw an error may hold a broken CUDA context or communicator: never reuse it.
   if (!finished.ok() || finished.must_not_reuse()) RetireSlotLocked(slot_id);
+  ReleaseIfNoWorkerLocked(id);
   wake_.Signal();
 }
 
@@ -472,29 +571,34 @@ void ExperimentManager::OnWorkerExit(int64_t slot_id, const WorkerExit& exit) {
   const auto slot = slots_.find(slot_id);
   if (slot == slots_.end()) return;  // retired on purpose
   const std::string id = slot->second.experiment_id;
+  const int rank = slot->second.rank;
+  // The process is gone; its object is destroyed on the control thread.
+  retired_.push_back(std::move(slot->second.process));
+  slots_.erase(slot);
   if (!id.empty()) {
-    scheduler_->Release(id);
     const auto active = active_.find(id);
     if (active != active_.end()) {
+      const bool group = active->second.slots.size() > 1;
+      const std::string who = group ? absl::StrCat("rank ", rank, "'s worker process")
+                                    : std::string("the worker process");
       if (observer_ != nullptr) observer_->WorkerFailed(/*timed_out=*/active->second.ending);
+      KillWorkersLocked(active->second);
       if (active->second.ending) {
         EndLocked(id, v1::TIMED_OUT,
                   absl::StrCat("ran longer than its timeout of ",
                                absl::FormatDuration(absl::Nanoseconds(TimeUtil::DurationToNanoseconds(
                                    active->second.experiment.request().timeout()))),
-                               "; the worker was killed"),
+                               "; ", group ? "every rank's worker was" : "the worker was",
+                               " killed"),
                   exit.stderr_tail);
       } else {
         EndLocked(id, v1::FAILED,
-                  absl::StrCat("the worker process ", exit.description,
-                               " while running the experiment"),
+                  absl::StrCat(who, " ", exit.description, " while running the experiment"),
                   exit.stderr_tail);
       }
     }
+    ReleaseIfNoWorkerLocked(id);
   }
-  // The process is gone; its object is destroyed on the control thread.
-  retired_.push_back(std::move(slot->second.process));
-  slots_.erase(slot);
   wake_.Signal();
 }
 
@@ -506,11 +610,10 @@ void ExperimentManager::ControlLoop() {
     const absl::Time now = absl::Now();
     absl::Time next_wake = now + absl::Seconds(1);
     for (auto& [id, active] : active_) {
-      if (active.slot < 0 || active.ending) continue;
+      if (active.slots.empty() || active.ending) continue;
       if (active.deadline <= now) {
         active.ending = true;
-        const auto slot = slots_.find(active.slot);
-        if (slot != slots_.end()) slot->second.process->Kill();
+        KillWorkersLocked(active);
       } else {
         next_wake = std::min(next_wake, active.deadline);
       }

@@ -94,15 +94,22 @@ class ExperimentManager {
   struct Active {
     v1::Experiment experiment;
     std::map<int64_t, std::shared_ptr<EventSink>> sinks;
-    int64_t slot = -1;  // the worker running it
+    // The workers running it, by rank: one, or one per GPU for a workload that runs one
+    // process per rank.
+    std::vector<int64_t> slots;
+    int ranks_finished = 0;
     absl::Time deadline = absl::InfiniteFuture();
-    // Set when the worker is being killed (timeout): the final state waits for its exit so
+    // Set when the workers are being killed (timeout): the final state waits for an exit so
     // the reason can carry the worker's last output.
     bool ending = false;
   };
   struct WorkerSlot {
     std::unique_ptr<WorkerProcess> process;
+    // What the worker sees (CUDA_VISIBLE_DEVICES): all of an experiment's GPUs, or one rank's.
     std::vector<int> gpus;
+    // For a rank of a group: the group's GPUs in rank order, and this worker's rank in it.
+    std::vector<int> group_gpus;
+    int rank = 0;
     std::string experiment_id;  // empty while idle
     int experiments_run = 0;
     absl::Time idle_since;
@@ -115,8 +122,20 @@ class ExperimentManager {
   void ControlLoop() ABSL_LOCKS_EXCLUDED(mutex_);
 
   void StartLocked(const Dispatch& dispatch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  absl::StatusOr<int64_t> AcquireWorkerLocked(const std::vector<int>& gpus, bool& reused)
+  // One worker for `gpus`, or with `one_per_rank` one worker per GPU (rank r on gpus[r]);
+  // reused when idle workers hold exactly that arrangement already.
+  absl::StatusOr<std::vector<int64_t>> AcquireWorkersLocked(const std::vector<int>& gpus,
+                                                            bool one_per_rank, bool& reused)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  absl::StatusOr<int64_t> StartWorkerLocked(const std::vector<int>& gpus)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Sends every rank its assignment (with the group's NCCL id when it has one).
+  void AssignRanksLocked(Active& active, const std::string& nccl_unique_id, bool reused)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Kills every worker still running `active`; their exits free the lease.
+  void KillWorkersLocked(const Active& active) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Frees the experiment's GPUs once no worker process of it is left.
+  void ReleaseIfNoWorkerLocked(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void RetireSlotLocked(int64_t slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void OnWorkerReport(int64_t slot, const worker_protocol::WorkerReport& report)
       ABSL_LOCKS_EXCLUDED(mutex_);

@@ -175,6 +175,27 @@ absl::Status ValidateGpuSelectionShape(const v1::ExperimentRequest& request) {
         "tp_degree: got %d; must be at most the number of GPUs selected (%d)",
         request.tp_degree(), gpu_set));
   }
+  const workloads::WorkloadSpec* spec = workloads::FindWorkloadSpec(request.workload_case());
+  if (spec->runs_one_process_per_rank) {
+    if (request.tp_degree() != gpu_set) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "tp_degree: got %d with %d GPUs selected; %s runs one rank per GPU, so they must be "
+          "equal",
+          request.tp_degree(), gpu_set, WorkloadName(request)));
+    }
+  } else if (request.tp_degree() > 1) {
+    std::vector<std::string> parallel;
+    for (const auto* known : workloads::WorkloadSpecs()) {
+      if (known->runs_one_process_per_rank) {
+        parallel.push_back(v1::ExperimentRequest::descriptor()
+                               ->FindFieldByNumber(static_cast<int>(known->request_case))
+                               ->name());
+      }
+    }
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "tp_degree: got %d; %s runs on one rank in this build (tensor parallelism: %s)",
+        request.tp_degree(), WorkloadName(request), absl::StrJoin(parallel, ", ")));
+  }
   return absl::OkStatus();
 }
 
@@ -207,19 +228,14 @@ absl::Status ValidateGpuSelectionOnHost(const v1::ExperimentRequest& request,
 
 }  // namespace
 
-
-
-
-
 void ApplyRequestDefaults(const ValidationLimits& limits, const v1::ListGpusResponse& inventory,
                           v1::ExperimentRequest& request) {
   if (const workloads::WorkloadSpec* spec = workloads::FindWorkloadSpec(request.workload_case());
       spec != nullptr) {
     spec->apply_defaults(inventory, request);
   }
-  if (IsGpuWorkload(request) && request.tp_degree() == 0) {
-    request.set_tp_degree(std::max(1, request.gpus().gpu_ids_size()));
-  }
+  // Workloads that run one process per rank chose their degree above; the others run as one.
+  if (IsGpuWorkload(request) && request.tp_degree() == 0) request.set_tp_degree(1);
   // Measurement and tracing options mean nothing to CPU workloads; keep their requests clean.
   if (IsGpuWorkload(request)) {
     auto& measurement = *request.mutable_measurement();

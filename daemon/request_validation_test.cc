@@ -248,5 +248,29 @@ TEST(RequestValidation, CollectiveSpansItsGpus) {
   EXPECT_EQ(workloads::RequiredGpuCount(request), 2);
 }
 
+TEST(RequestValidation, OneProcessWorkloadsTakeOneRank) {
+  v1::ExperimentRequest request = Index(64);
+  request.mutable_gpus()->add_gpu_ids(0);
+  request.mutable_gpus()->add_gpu_ids(1);
+  ApplyRequestDefaults({}, TwoNvlinkGpus(), request);
+  EXPECT_EQ(request.tp_degree(), 1);
+  EXPECT_TRUE(Check(request, TwoNvlinkGpus()).ok());
+  request.set_tp_degree(2);
+  EXPECT_EQ(Check(request, TwoNvlinkGpus()).message(),
+            "tp_degree: got 2; index runs on one rank in this build (tensor parallelism: "
+            "collective)");
+}
+
+TEST(RequestValidation, RankPerGpuWorkloadsNeedTpEqualToTheGpuSet) {
+  v1::ExperimentRequest request;
+  request.mutable_collective();
+  request.mutable_gpus()->set_gpu_count(2);
+  request.set_tp_degree(1);
+  ApplyRequestDefaults({}, TwoNvlinkGpus(), request);
+  EXPECT_EQ(Check(request, TwoNvlinkGpus()).message(),
+            "tp_degree: got 1 with 2 GPUs selected; collective runs one rank per GPU, so they "
+            "must be equal");
+}
+
 }  // namespace
 }  // namespace gpuprof::daemon

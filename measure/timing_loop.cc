@@ -100,7 +100,13 @@ absl::Status RunSample(const StreamTimer& timer) {
 
 // Queues one sample on every stream behind the blocker, releases them together and returns
 // the slowest stream's time per unit of work.
-absl::StatusOr<double> TimeOneSample(std::vector<StreamTimer>& timers, StreamBlocker& blocker,
+absl::Status WaitForStream(const MeasurementSetup& setup, cudaStream_t stream) {
+  if (setup.wait_for_stream) return setup.wait_for_stream(stream);
+  return CudaStatus(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+}
+
+absl::StatusOr<double> TimeOneSample(const MeasurementSetup& setup,
+                                     std::vector<StreamTimer>& timers, StreamBlocker& blocker,
                                      int64_t sample_index, int units_per_sample) {
   absl::Status queued = absl::OkStatus();
   for (StreamTimer& timer : timers) {
@@ -118,7 +124,8 @@ absl::StatusOr<double> TimeOneSample(std::vector<StreamTimer>& timers, StreamBlo
   RETURN_IF_ERROR(queued);
   double slowest_ms = 0;
   for (StreamTimer& timer : timers) {
-    CUDA_RETURN_IF_ERROR(cudaEventSynchronize(timer.stop.get()));
+    CUDA_RETURN_IF_ERROR(cudaSetDevice(timer.timed->device));
+    RETURN_IF_ERROR(WaitForStream(setup, timer.timed->stream));
     ASSIGN_OR_RETURN(const float milliseconds, ElapsedMilliseconds(timer.start, timer.stop));
     slowest_ms = std::max<double>(slowest_ms, milliseconds);
   }
@@ -193,7 +200,8 @@ absl::StatusOr<MeasurementOutcome> MeasureStreams(const MeasurementSetup& setup,
     }
   }
   for (const StreamTimer& timer : timers) {
-    CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(timer.timed->stream));
+    CUDA_RETURN_IF_ERROR(cudaSetDevice(timer.timed->device));
+    RETURN_IF_ERROR(WaitForStream(setup, timer.timed->stream));
   }
   progress(api::PHASE_WARMUP, warmup, warmup, "warmed up");
 
@@ -211,8 +219,8 @@ absl::StatusOr<MeasurementOutcome> MeasureStreams(const MeasurementSetup& setup,
   std::string stop_reason;
   while (stop_reason.empty()) {
     ASSIGN_OR_RETURN(const double sample,
-                     TimeOneSample(timers, blocker, static_cast<int64_t>(samples_us.size()),
-                                   units_per_sample));
+                     TimeOneSample(setup, timers, blocker,
+                                   static_cast<int64_t>(samples_us.size()), units_per_sample));
     samples_us.push_back(sample);
     running.Add(sample);
     const auto now = Clock::now();

@@ -50,6 +50,10 @@ struct MeasurementSetup {
   double spec_peak_tflops = 0;
   // The GPU as the daemon described it: spec peaks, measured copy bandwidth, L2, UUID.
   gpuprof::v1::GpuInfo gpu;
+  // Waits until everything queued on a stream has run. Unset: cudaStreamSynchronize. Work
+  // that may wait on other processes (NCCL ranks) sets one that gives up at a deadline
+  // instead of waiting forever.
+  std::function<absl::Status(cudaStream_t stream)> wait_for_stream;
 };
 
 struct MeasurementOutcome {

@@ -124,10 +124,12 @@ worker_protocol::RunFinished RunExperiment(const worker_protocol::ExperimentAssi
     // A failure that carries a CUDA error ends the worker: after a sticky error (illegal
     // address, launch failure) the context is unusable, and after any other the device's
     // state is unknown, so a fresh process is the safe next owner.
+    // A rank's communicator may be aborted or out of step with its peers after any failure.
     const bool cuda_error = CudaErrorFromStatus(result.status()).has_value() ||
                             CuResultFromStatus(result.status()).has_value() ||
                             IsStickyCudaError(result.status());
-    return Failed(absl::StrCat(name, ": ", result.status().ToString()), cuda_error);
+    return Failed(absl::StrCat(name, ": ", result.status().ToString()),
+                  cuda_error || assignment.world_size() > 1);
   }
   // Activity batches go out before the result, which counts what was dropped or not collected.
   if (tracing.has_value()) tracing->Finish(*result);

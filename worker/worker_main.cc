@@ -5,6 +5,7 @@
 
 #include <cstdio>
 
+#include "comm/nccl_communicator.h"
 #include "common/message_pipe.h"
 #include "common/version.h"
 #include "gpu/gpu_probe.h"
@@ -54,6 +55,18 @@ int Serve() {
       return 2;
     }
     if (command.has_shutdown()) return 0;
+    if (command.has_rendezvous()) {
+      // Rank 0 of a new group: the id's bootstrap root lives in this process.
+      worker_protocol::WorkerReport report;
+      absl::StatusOr<ncclUniqueId> id = comm::CreateUniqueId();
+      if (id.ok()) {
+        report.mutable_rendezvous()->set_nccl_unique_id(comm::SerializeUniqueId(*id));
+      } else {
+        report.mutable_rendezvous()->set_error(id.status().ToString());
+      }
+      send(report);
+      continue;
+    }
     if (command.has_probe()) {
       gpu::ProbeOptions options;
       options.gpuprof_version = std::string(GpuprofVersion());

@@ -1,5 +1,7 @@
 #include "workloads/runner_table.h"
 
+#include "workloads/attention/attention_runner.h"
+#include "workloads/collective/collective_runner.h"
 #include "workloads/index/index_runner.h"
 #include "workloads/radix/radix_runner.h"
 #include "workloads/store/store_runner.h"
@@ -14,6 +16,8 @@ constexpr WorkloadRunner kRunners[] = {
     {v1::ExperimentRequest::kIndex, &RunIndexWorkload},
     {v1::ExperimentRequest::kStore, &RunStoreWorkload},
     {v1::ExperimentRequest::kRadix, &RunRadixWorkload},
+    {v1::ExperimentRequest::kCollective, &RunCollectiveWorkload},
+    {v1::ExperimentRequest::kAttention, &RunAttentionWorkload},
 };
 
 }  // namespace

@@ -25,7 +25,7 @@
 #include "common/cuda_status.h"
 #include "common/status_macros.h"
 #include "kernels/attention/attention_params.h"
-#include "kernels/attention/attention_test_util.h"
+#include "kernels/attention/device_attention_problem.h"
 #include "kernels/attention/decode.h"
 #include "kernels/attention/prefill.h"
 

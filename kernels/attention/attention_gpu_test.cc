@@ -11,7 +11,7 @@
 #include "gtest/gtest.h"
 #include "kernels/attention/attention_check.h"
 #include "kernels/attention/attention_params.h"
-#include "kernels/attention/attention_test_util.h"
+#include "kernels/attention/device_attention_problem.h"
 #include "kernels/attention/decode.h"
 #include "kernels/attention/prefill.h"
 #include "kernels/attention/reference.h"

@@ -32,7 +32,8 @@ absl::Status ValidateAttentionSpec(const v1::AttentionSpec& spec, int64_t gpu_me
   RETURN_IF_ERROR(CheckRange("attention.batch_size", spec.batch_size(), 1, 4096));
   RETURN_IF_ERROR(CheckRange("attention.kv_len", spec.kv_len(), 1, int64_t{1} << 20));
   if (spec.phase() == v1::ATTENTION_PHASE_DECODE) {
-    RETURN_IF_ERROR(CheckRange("attention.q_len", spec.q_len(), 1, 16));
+    // One token, or a few draft tokens for speculative decoding.
+    RETURN_IF_ERROR(CheckRange("attention.q_len", spec.q_len(), 1, 8));
   } else {
     RETURN_IF_ERROR(CheckRange("attention.q_len", spec.q_len(), 1, spec.kv_len()));
   }
@@ -43,11 +44,18 @@ absl::Status ValidateAttentionSpec(const v1::AttentionSpec& spec, int64_t gpu_me
         "attention.num_kv_heads: got %d; must divide num_qo_heads (%d)", spec.num_kv_heads(),
         spec.num_qo_heads()));
   }
-  if (spec.head_dim() != 64 && spec.head_dim() != 128 && spec.head_dim() != 256) {
+  // The head sizes the kernels are instantiated for (kernels/attention/prefill.h, decode.h).
+  if (spec.phase() == v1::ATTENTION_PHASE_DECODE) {
+    if (spec.head_dim() != 64 && spec.head_dim() != 128 && spec.head_dim() != 256) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "attention.head_dim: got %d; decode takes 64, 128 or 256", spec.head_dim()));
+    }
+  } else if (spec.head_dim() != 64 && spec.head_dim() != 128) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "attention.head_dim: got %d; must be one of 64, 128, 256", spec.head_dim()));
+        "attention.head_dim: got %d; prefill takes 64 or 128", spec.head_dim()));
   }
   RETURN_IF_ERROR(CheckRange("attention.page_size", spec.page_size(), 1, 1024));
+  RETURN_IF_ERROR(CheckPowerOfTwo("attention.page_size", spec.page_size()));
   RETURN_IF_ERROR(CheckDataType("attention.dtype", spec.dtype(),
                                 {v1::DATA_TYPE_FP16, v1::DATA_TYPE_BF16}));
   return CheckBytesFit("attention (paged K and V caches)",

@@ -1,6 +1,7 @@
 #include "workloads/collective/collective_spec.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 #include "absl/strings/str_format.h"
@@ -13,12 +14,24 @@ namespace {
 
 namespace v1 = ::gpuprof::v1;
 
+// The most sizes one sweep may have (nccl-tests' -b 8 -e 64G -f 1.01 would be a mistake).
+constexpr int64_t kMaxSweepSizes = 4096;
+constexpr int64_t kMaxCollectiveBytes = int64_t{1} << 36;
+
 void ApplyCollectiveDefaults(const v1::ListGpusResponse& inventory, v1::ExperimentRequest& request) {
   auto& spec = *request.mutable_collective();
   SetIfZero(spec.op(), [&] { spec.set_op(v1::COLLECTIVE_OP_ALL_REDUCE); });
-  SetIfZero(spec.bytes_per_rank(), [&] { spec.set_bytes_per_rank(int64_t{64} << 20); });
   SetIfZero(spec.dtype(), [&] { spec.set_dtype(v1::DATA_TYPE_BF16); });
   SetIfZero(spec.buffer_mode(), [&] { spec.set_buffer_mode(v1::BUFFER_MODE_DEVICE); });
+  // One size unless a sweep is asked for; a sweep's missing end is its other end.
+  if (spec.min_bytes() == 0 && spec.max_bytes() == 0) {
+    SetIfZero(spec.bytes_per_rank(), [&] { spec.set_bytes_per_rank(int64_t{64} << 20); });
+    spec.set_min_bytes(spec.bytes_per_rank());
+    spec.set_max_bytes(spec.bytes_per_rank());
+  }
+  SetIfZero(spec.min_bytes(), [&] { spec.set_min_bytes(spec.max_bytes()); });
+  SetIfZero(spec.max_bytes(), [&] { spec.set_max_bytes(spec.min_bytes()); });
+  SetIfZero(spec.step_factor(), [&] { spec.set_step_factor(2.0); });
   // A collective spans every GPU it leases.
   if (request.tp_degree() == 0 && request.gpus().gpu_ids_size() > 0) {
     request.set_tp_degree(request.gpus().gpu_ids_size());
@@ -27,31 +40,63 @@ void ApplyCollectiveDefaults(const v1::ListGpusResponse& inventory, v1::Experime
   } else if (request.tp_degree() == 0) {
     request.set_tp_degree(std::max(1, std::min(2, inventory.gpus_size())));
   }
+  // Every rank must run the same number of collectives, so samples stop at a fixed count:
+  // the noise target and time budget, which each rank would judge on its own, do not apply.
+  auto& measurement = *request.mutable_measurement();
+  SetIfZero(measurement.min_iterations(), [&] { measurement.set_min_iterations(20); });
+  measurement.set_max_iterations(measurement.min_iterations());
+  SetIfZero(measurement.warmup_iterations(), [&] { measurement.set_warmup_iterations(5); });
+  SetIfZero(measurement.graph_launches_per_sample(),
+            [&] { measurement.set_graph_launches_per_sample(20); });
 }
 
-absl::Status ValidateCollectiveSpec(const v1::CollectiveSpec& spec, int64_t gpu_memory) {
+absl::Status ValidateCollectiveSpec(const v1::CollectiveSpec& spec, int tp_degree,
+                                    int64_t gpu_memory) {
   if (spec.op() == v1::COLLECTIVE_OP_UNSPECIFIED) {
     return absl::InvalidArgumentError(
         "collective.op: unspecified; must be one of all-reduce, all-gather, reduce-scatter, "
         "broadcast, all-to-all");
   }
-  RETURN_IF_ERROR(
-      CheckRange("collective.bytes_per_rank", spec.bytes_per_rank(), 1, int64_t{1} << 36));
   RETURN_IF_ERROR(CheckDataType("collective.dtype", spec.dtype(),
                                 {v1::DATA_TYPE_FP32, v1::DATA_TYPE_FP16, v1::DATA_TYPE_BF16,
-                                 v1::DATA_TYPE_INT8, v1::DATA_TYPE_INT32}));
-  const int64_t element = DataTypeBytes(spec.dtype());
-  if (spec.bytes_per_rank() % element != 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "collective.bytes_per_rank: got %d; must be a multiple of the element size (%d bytes)",
-        spec.bytes_per_rank(), element));
+                                 v1::DATA_TYPE_INT8, v1::DATA_TYPE_INT32, v1::DATA_TYPE_FP8_E4M3,
+                                 v1::DATA_TYPE_FP8_E5M2}));
+  RETURN_IF_ERROR(CheckRange("collective.min_bytes", spec.min_bytes(), 1, kMaxCollectiveBytes));
+  RETURN_IF_ERROR(CheckRange("collective.max_bytes", spec.max_bytes(), spec.min_bytes(),
+                             kMaxCollectiveBytes));
+  if (spec.min_bytes() < spec.max_bytes()) {
+    if (!(spec.step_factor() > 1.0) || !std::isfinite(spec.step_factor())) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "collective.step_factor: got %g; must be greater than 1", spec.step_factor()));
+    }
+    const double sizes =
+        std::floor(std::log(static_cast<double>(spec.max_bytes()) / spec.min_bytes()) /
+                   std::log(spec.step_factor())) + 1;
+    if (sizes > kMaxSweepSizes) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "collective.step_factor: got %g, which makes %.0f sizes from %d to %d bytes; at most "
+          "%d allowed",
+          spec.step_factor(), sizes, spec.min_bytes(), spec.max_bytes(), kMaxSweepSizes));
+    }
   }
-  return CheckBytesFit("collective (send and receive buffers)", {2, spec.bytes_per_rank()},
+  if (spec.in_place() && spec.op() == v1::COLLECTIVE_OP_ALL_TO_ALL) {
+    return absl::InvalidArgumentError(
+        "collective.in_place: all-to-all runs out of place only (its chunks would be "
+        "overwritten before they are sent)");
+  }
+  if (spec.op() == v1::COLLECTIVE_OP_BROADCAST) {
+    RETURN_IF_ERROR(CheckRange("collective.root", spec.root(), 0, std::max(0, tp_degree - 1)));
+  } else if (spec.root() != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("collective.root: got %d; only broadcast has a root", spec.root()));
+  }
+  return CheckBytesFit("collective (send and receive buffers)", {2, spec.max_bytes()},
                        gpu_memory, "the GPU's memory");
 }
 
 absl::Status ValidateCollective(const v1::ExperimentRequest& request, const HostLimits& limits) {
-  return ValidateCollectiveSpec(request.collective(), limits.smallest_gpu_memory_bytes);
+  return ValidateCollectiveSpec(request.collective(), request.tp_degree(),
+                                limits.smallest_gpu_memory_bytes);
 }
 
 }  // namespace
@@ -60,6 +105,7 @@ const WorkloadSpec kCollectiveSpec = {
     .request_case = v1::ExperimentRequest::kCollective,
     .workload = v1::WORKLOAD_COLLECTIVE,
     .uses_gpu = true,
+    .runs_one_process_per_rank = true,
     .apply_defaults = &ApplyCollectiveDefaults,
     .validate = &ValidateCollective,
 };

@@ -37,8 +37,9 @@ absl::StatusOr<v1::ExperimentResult> RunGpuWorkloadPlan(GpuWorkloadPlan& plan,
   RETURN_IF_ERROR(plan.Compile(device, result));
   const v1::JitInfo& jit = result.jit();
   context.progress(v1::PHASE_JIT, 1, 1,
-                   jit.cache_hit() ? absl::StrCat("cache hit: ", jit.cache_key())
-                                   : absl::StrFormat("compiled in %.1f ms", jit.compile_ms()));
+                   jit.cache_hit()          ? absl::StrCat("cache hit: ", jit.cache_key())
+                   : jit.compile_ms() > 0   ? absl::StrFormat("compiled in %.1f ms", jit.compile_ms())
+                                            : jit.cache_key());
 
   // Allocation: refuse what does not fit before taking any of it.
   context.progress(v1::PHASE_ALLOCATION, 0, 1, messages.allocation);

@@ -1,4 +1,4 @@
-#include "kernels/attention/attention_test_util.h"
+#include "kernels/attention/device_attention_problem.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>

@@ -1,7 +1,7 @@
-// Test and benchmark helpers: random inputs in a paged layout on the device, owned by RAII
-// buffers, and copies back to fp32 on the host. Host code (links cudart).
-#ifndef GPUPROF_KERNELS_ATTENTION_ATTENTION_TEST_UTIL_H_
-#define GPUPROF_KERNELS_ATTENTION_ATTENTION_TEST_UTIL_H_
+// Random inputs in a paged layout on the device, owned by RAII buffers, and copies back to
+// fp32 on the host: what the attention runner, the GPU tests and the benchmark run on.
+#ifndef GPUPROF_KERNELS_ATTENTION_DEVICE_ATTENTION_PROBLEM_H_
+#define GPUPROF_KERNELS_ATTENTION_DEVICE_ATTENTION_PROBLEM_H_
 
 #include <cuda_runtime_api.h>
 
@@ -45,4 +45,4 @@ absl::StatusOr<std::vector<float>> DownloadAsFloat(const void* device, int64_t c
 
 }  // namespace gpuprof::attention
 
-#endif  // GPUPROF_KERNELS_ATTENTION_ATTENTION_TEST_UTIL_H_
+#endif  // GPUPROF_KERNELS_ATTENTION_DEVICE_ATTENTION_PROBLEM_H_

@@ -1,0 +1,190 @@
+#include "workloads/attention/attention_runner.h"
+
+#include <cuda_runtime_api.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/cuda_raii.h"
+#include "common/cuda_status.h"
+#include "common/enum_names.h"
+#include "common/status_macros.h"
+#include "kernels/attention/attention_check.h"
+#include "kernels/attention/attention_params.h"
+#include "kernels/attention/decode.h"
+#include "kernels/attention/device_attention_problem.h"
+#include "kernels/attention/prefill.h"
+#include "kernels/attention/reference.h"
+#include "workloads/gpu_driver/gpu_run_driver.h"
+
+namespace gpuprof::workloads {
+namespace {
+
+namespace v1 = ::gpuprof::v1;
+
+class AttentionPlan final : public GpuWorkloadPlan {
+ public:
+  explicit AttentionPlan(const v1::AttentionSpec& spec)
+      : spec_(spec),
+        decode_(spec.phase() == v1::ATTENTION_PHASE_DECODE),
+        reference_backend_(spec.backend() == v1::ATTENTION_BACKEND_REFERENCE) {}
+
+  PlanMessages messages() const override {
+    return {.jit = absl::StrCat(decode_ ? "decode" : "prefill", " kernels (built ahead of time)"),
+            .allocation = "allocating the paged KV cache and filling it",
+            .verification = "checking against the fp32 reference on the GPU"};
+  }
+
+  absl::Status Compile(const gpu::DeviceFacts& device, v1::ExperimentResult& result) override {
+    shape_.num_qo_heads = static_cast<int>(spec_.num_qo_heads());
+    shape_.num_kv_heads = static_cast<int>(spec_.num_kv_heads());
+    shape_.head_dim = static_cast<int>(spec_.head_dim());
+    shape_.page_size = static_cast<int>(spec_.page_size());
+    shape_.causal = spec_.causal();
+    switch (spec_.dtype()) {
+      case v1::DATA_TYPE_BF16:
+        shape_.dtype = attention::AttentionDtype::kBf16;
+        break;
+      case v1::DATA_TYPE_FP16:
+        shape_.dtype = attention::AttentionDtype::kFp16;
+        break;
+      default:
+        return absl::InvalidArgumentError(absl::StrCat(
+            "attention.dtype: got ", EnumShortName(spec_.dtype()), "; must be one of bf16, fp16"));
+    }
+    for (int64_t i = 0; i < spec_.batch_size(); ++i) {
+      lengths_.q_lens.push_back(static_cast<int32_t>(spec_.q_len()));
+      lengths_.kv_lens.push_back(static_cast<int32_t>(spec_.kv_len()));
+    }
+    const std::vector<int>& head_dims =
+        decode_ ? attention::DecodeHeadDims() : attention::PrefillHeadDims();
+    RETURN_IF_ERROR(attention::ValidateAttentionShape(shape_, head_dims));
+    RETURN_IF_ERROR(attention::ValidateSequenceLengths(shape_, lengths_));
+    v1::JitInfo& jit = *result.mutable_jit();
+    jit.set_kernel(reference_backend_ ? "attention_reference (fp32, exact)"
+                   : decode_          ? "attention_decode + split merge"
+                                      : "attention_prefill (mma.sync, cp.async)");
+    jit.set_cache_key("ahead of time (nvcc, sm_80 and sm_90)");
+    return absl::OkStatus();
+  }
+
+  MemoryNeeds memory_needs() const override {
+    const int64_t element = attention::DtypeBytes(shape_.dtype);
+    const int64_t q_elements = lengths_.total_q() * shape_.num_qo_heads * shape_.head_dim;
+    int64_t pages = 0;
+    for (int32_t kv_len : lengths_.kv_lens) pages += (kv_len + shape_.page_size - 1) / shape_.page_size;
+    const int64_t cache_bytes =
+        2 * pages * shape_.page_size * shape_.num_kv_heads * shape_.head_dim * element;
+    // Q and O in the input type, O and the LSEs in fp32 for the reference, split workspace.
+    const int64_t io_bytes = q_elements * (2 * element + 4) + 8 * lengths_.total_q() * shape_.num_qo_heads;
+    const int64_t workspace = decode_ ? static_cast<int64_t>(attention::DecodeWorkspaceBytes(
+                                            shape_, lengths_, attention::kMaxDecodeSplits))
+                                      : 0;
+    return {.device_bytes = cache_bytes + io_bytes + workspace,
+            .device_breakdown = absl::StrCat(DescribeBytes("K and V caches", cache_bytes), ", ",
+                                             DescribeBytes("Q and outputs", io_bytes), ", ",
+                                             DescribeBytes("split workspace", workspace)),
+            .host_bytes = 2 * q_elements * 4,
+            .host_purpose = "both outputs in fp32 for the comparison"};
+  }
+
+  absl::StatusOr<std::string> Allocate(cudaStream_t) override {
+    ASSIGN_OR_RETURN(problem_, attention::MakeDeviceAttentionProblem(shape_, lengths_, spec_.seed()));
+    if (decode_) {
+      workspace_bytes_ = attention::DecodeWorkspaceBytes(shape_, problem_->problem.lengths,
+                                                         attention::kMaxDecodeSplits);
+      ASSIGN_OR_RETURN(workspace_, DeviceBuffer::Allocate(std::max<size_t>(workspace_bytes_, 16)));
+    }
+    return absl::StrCat(problem_->layout.num_pages, " pages of ", shape_.page_size, " tokens, ",
+                        lengths_.batch(), " sequence(s)");
+  }
+
+  WorkPerLaunch work_per_launch() const override {
+    const auto& lengths = problem_->problem.lengths;
+    return {.bytes = static_cast<int64_t>(attention::AttentionBytes(shape_, lengths)),
+            .flops = attention::AttentionFlops(shape_, lengths)};
+  }
+
+  absl::Status Launch(cudaStream_t stream) const override {
+    if (reference_backend_) {
+      return attention::LaunchReferenceAttention(problem_->ReferenceProblem(), stream);
+    }
+    if (decode_) {
+      ASSIGN_OR_RETURN(const attention::DecodeLaunchInfo info,
+                       attention::LaunchDecode(problem_->problem,
+                                               {.num_splits = 0,
+                                                .workspace = workspace_.data(),
+                                                .workspace_bytes = workspace_bytes_},
+                                               stream));
+      launch_description_ = info.ToString();
+      return absl::OkStatus();
+    }
+    ASSIGN_OR_RETURN(const attention::PrefillLaunchInfo info,
+                     attention::LaunchPrefill(problem_->problem, stream));
+    launch_description_ = info.ToString();
+    return absl::OkStatus();
+  }
+
+  void DescribeKernels(v1::ExperimentResult& result) const override {
+    auto& config = *result.mutable_kernel_config();
+    config["phase"] = decode_ ? "decode" : "prefill";
+    config["backend"] = EnumShortName(spec_.backend());
+    config["launch"] = reference_backend_ ? "one block per (query row, head)" : launch_description_;
+    config["group_size"] = absl::StrCat(shape_.group_size());
+    config["pages"] = absl::StrCat(problem_->layout.num_pages);
+  }
+
+  absl::Status Verify(cudaStream_t stream, v1::Verification& verification) override {
+    const int64_t elements = problem_->problem.lengths.total_q() * shape_.num_qo_heads * shape_.head_dim;
+    RETURN_IF_ERROR(attention::PoisonBuffer(problem_->out, stream));
+    RETURN_IF_ERROR(attention::PoisonBuffer(problem_->ref_out, stream));
+    RETURN_IF_ERROR(attention::LaunchReferenceAttention(problem_->ReferenceProblem(), stream));
+    RETURN_IF_ERROR(Launch(stream));
+    CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+    ASSIGN_OR_RETURN(const std::vector<float> expected,
+                     attention::DownloadAsFloat(problem_->ref_out.data(), elements, shape_.dtype,
+                                                /*is_fp32=*/true));
+    // The reference backend times the reference itself; its output is then fp32 too.
+    ASSIGN_OR_RETURN(const std::vector<float> actual,
+                     attention::DownloadAsFloat(reference_backend_ ? problem_->ref_out.data()
+                                                                   : problem_->out.data(),
+                                                elements, shape_.dtype, reference_backend_));
+    const attention::AttentionErrorReport report = attention::CompareAttentionOutputs(
+        actual, expected, attention::DefaultTolerance(shape_.dtype));
+    verification.set_checked(true);
+    verification.set_passed(report.passed);
+    verification.set_method(absl::StrFormat(
+        "every output element against an exact fp32 attention kernel on the same inputs; "
+        "tolerance |a - e| <= %g + %g |e| and relative L2 error <= %g",
+        report.tolerance.atol, report.tolerance.rtol, report.tolerance.max_rel_l2));
+    verification.set_mismatches(report.mismatches + report.non_finite);
+    verification.set_max_abs_error(report.max_abs_error);
+    verification.set_message(report.ToString());
+    return absl::OkStatus();
+  }
+
+ private:
+  const v1::AttentionSpec& spec_;
+  const bool decode_;
+  const bool reference_backend_;
+  attention::AttentionShape shape_;
+  attention::SequenceLengths lengths_;
+  std::optional<attention::DeviceAttentionProblem> problem_;
+  DeviceBuffer workspace_;
+  size_t workspace_bytes_ = 0;
+  mutable std::string launch_description_;
+};
+
+}  // namespace
+
+absl::StatusOr<v1::ExperimentResult> RunAttentionWorkload(const RunContext& context) {
+  // Activated before the plan exists, so that its buffers are freed while the device is current.
+  ASSIGN_OR_RETURN(ScopedCudaDevice device, ScopedCudaDevice::Activate(0));
+  AttentionPlan plan(context.assignment.request().attention());
+  return RunGpuWorkloadPlan(plan, context);
+}
+
+}  // namespace gpuprof::workloads

@@ -1,0 +1,316 @@
+#include "workloads/collective/collective_runner.h"
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/time.h"
+#include "comm/bus_bandwidth.h"
+#include "comm/collective.h"
+#include "comm/collective_buffers.h"
+#include "comm/collective_testing.h"
+#include "comm/collective_types.h"
+#include "comm/nccl_communicator.h"
+#include "common/cuda_raii.h"
+#include "common/cuda_status.h"
+#include "common/status_macros.h"
+#include "google/protobuf/util/time_util.h"
+#include "measure/timing_loop.h"
+
+namespace gpuprof::workloads {
+namespace {
+
+namespace v1 = ::gpuprof::v1;
+using ::google::protobuf::util::TimeUtil;
+
+// The communicator a rank worker keeps between the experiments of its group. Never destroyed:
+// at exit the process goes, and NCCL's state with it, without waiting on peers that may
+// already be gone.
+struct KeptCommunicator {
+  int world_size = 0;
+  int rank = -1;
+  std::unique_ptr<comm::NcclCommunicator> communicator;
+};
+
+KeptCommunicator& Kept() {
+  static auto* kept = new KeptCommunicator();
+  return *kept;
+}
+
+absl::StatusOr<comm::CollectiveOp> OpOf(v1::CollectiveOp op) {
+  switch (op) {
+    case v1::COLLECTIVE_OP_ALL_REDUCE:
+      return comm::CollectiveOp::kAllReduce;
+    case v1::COLLECTIVE_OP_ALL_GATHER:
+      return comm::CollectiveOp::kAllGather;
+    case v1::COLLECTIVE_OP_REDUCE_SCATTER:
+      return comm::CollectiveOp::kReduceScatter;
+    case v1::COLLECTIVE_OP_BROADCAST:
+      return comm::CollectiveOp::kBroadcast;
+    case v1::COLLECTIVE_OP_ALL_TO_ALL:
+      return comm::CollectiveOp::kAllToAll;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("collective.op: got ", v1::CollectiveOp_Name(op)));
+  }
+}
+
+absl::StatusOr<comm::CollectiveDtype> DtypeOf(v1::DataType dtype) {
+  switch (dtype) {
+    case v1::DATA_TYPE_FP32:
+      return comm::CollectiveDtype::kFloat32;
+    case v1::DATA_TYPE_FP16:
+      return comm::CollectiveDtype::kFloat16;
+    case v1::DATA_TYPE_BF16:
+      return comm::CollectiveDtype::kBfloat16;
+    case v1::DATA_TYPE_INT8:
+      return comm::CollectiveDtype::kInt8;
+    case v1::DATA_TYPE_INT32:
+      return comm::CollectiveDtype::kInt32;
+    case v1::DATA_TYPE_FP8_E4M3:
+      return comm::CollectiveDtype::kFloat8E4M3;
+    case v1::DATA_TYPE_FP8_E5M2:
+      return comm::CollectiveDtype::kFloat8E5M2;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("collective.dtype: got ", v1::DataType_Name(dtype)));
+  }
+}
+
+absl::StatusOr<comm::BufferMode> BufferModeOf(v1::BufferMode mode) {
+  switch (mode) {
+    case v1::BUFFER_MODE_DEVICE:
+      return comm::BufferMode::kDevice;
+    case v1::BUFFER_MODE_REGISTERED:
+      return comm::BufferMode::kRegistered;
+    case v1::BUFFER_MODE_SYMMETRIC:
+      return comm::BufferMode::kSymmetric;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("collective.buffer_mode: got ", v1::BufferMode_Name(mode)));
+  }
+}
+
+// The group's communicator: the kept one when the daemon says every rank is the same process
+// as last time, else a new one from the relayed id (replacing what was kept).
+absl::StatusOr<comm::NcclCommunicator*> GroupCommunicator(
+    const worker_protocol::ExperimentAssignment& assignment, absl::Time deadline) {
+  KeptCommunicator& kept = Kept();
+  const int world_size = std::max(1, assignment.world_size());
+  if (assignment.reuse_communicator() && kept.communicator != nullptr &&
+      kept.communicator->usable() && kept.world_size == world_size &&
+      kept.rank == assignment.rank()) {
+    return kept.communicator.get();
+  }
+  kept.communicator.reset();
+  ncclUniqueId id{};
+  if (world_size == 1) {
+    ASSIGN_OR_RETURN(id, comm::CreateUniqueId());
+  } else {
+    ASSIGN_OR_RETURN(id, comm::ParseUniqueId(assignment.nccl_unique_id()));
+  }
+  ASSIGN_OR_RETURN(
+      comm::NcclCommunicator created,
+      comm::NcclCommunicator::Create(
+          {.unique_id = id,
+           .nranks = world_size,
+           .rank = assignment.rank(),
+           .device = 0,
+           .init_timeout = std::max(absl::Seconds(1), deadline - absl::Now()),
+           .name = absl::StrCat("gpuprof-", assignment.experiment_id())}));
+  kept.world_size = world_size;
+  kept.rank = assignment.rank();
+  kept.communicator = std::make_unique<comm::NcclCommunicator>(std::move(created));
+  return kept.communicator.get();
+}
+
+// Every rank's (median us, correct) for one size, gathered over NCCL so that all ranks, and
+// the result rank 0 reports, agree on the slowest rank's time.
+absl::StatusOr<std::vector<double>> GatherAcrossRanks(comm::NcclCommunicator& communicator,
+                                                      const std::vector<double>& mine,
+                                                      DeviceBuffer& scratch, cudaStream_t stream,
+                                                      absl::Time deadline) {
+  const size_t count = mine.size();
+  double* send = scratch.data_as<double>();
+  double* receive = send + count;
+  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(send, mine.data(), count * sizeof(double),
+                                       cudaMemcpyHostToDevice, stream));
+  RETURN_IF_ERROR(communicator.FinishCall(
+      ncclAllGather(send, receive, count, ncclFloat64, communicator.get(), stream),
+      "gathering the ranks' timings"));
+  RETURN_IF_ERROR(comm::WaitWithDeadline(communicator, stream, deadline));
+  std::vector<double> all(count * communicator.nranks());
+  CUDA_RETURN_IF_ERROR(
+      cudaMemcpy(all.data(), receive, all.size() * sizeof(double), cudaMemcpyDeviceToHost));
+  return all;
+}
+
+// Runs the collective once on this rank's exact input and compares the output.
+absl::StatusOr<bool> CheckOnce(comm::NcclCommunicator& communicator,
+                               const comm::CollectiveBuffers& buffers,
+                               const comm::CollectiveRequest& request,
+                               const comm::CollectiveLayout& layout,
+                               const comm::CollectivePointers& pointers, cudaStream_t stream,
+                               absl::Time deadline, std::string& mismatch) {
+  const size_t element_bytes = comm::DtypeSizeBytes(request.dtype);
+  CUDA_RETURN_IF_ERROR(cudaMemsetAsync(buffers.send(), 0xff, buffers.bytes_per_buffer(), stream));
+  CUDA_RETURN_IF_ERROR(cudaMemsetAsync(buffers.recv(), 0xff, buffers.bytes_per_buffer(), stream));
+  const std::vector<uint8_t> input = comm::EncodeInput(request, layout, communicator.rank());
+  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(const_cast<void*>(pointers.send), input.data(),
+                                       input.size(), cudaMemcpyHostToDevice, stream));
+  RETURN_IF_ERROR(comm::EnqueueCollective(communicator, request, pointers, stream));
+  RETURN_IF_ERROR(comm::WaitWithDeadline(communicator, stream, deadline));
+  std::vector<uint8_t> output(layout.recv_elements * element_bytes);
+  CUDA_RETURN_IF_ERROR(
+      cudaMemcpy(output.data(), pointers.recv, output.size(), cudaMemcpyDeviceToHost));
+  const absl::Status checked = comm::CheckOutput(request, layout, communicator.nranks(),
+                                                 communicator.rank(), output);
+  if (!checked.ok()) mismatch = std::string(checked.message());
+  return checked.ok();
+}
+
+}  // namespace
+
+absl::StatusOr<v1::ExperimentResult> RunCollectiveWorkload(const RunContext& context) {
+  const auto& assignment = context.assignment;
+  const v1::CollectiveSpec& spec = assignment.request().collective();
+  if (assignment.gpus_size() < 1) {
+    return absl::FailedPreconditionError("collective: no GPU was leased");
+  }
+  const absl::Time deadline =
+      absl::Now() + absl::Nanoseconds(TimeUtil::DurationToNanoseconds(assignment.request().timeout()));
+  ASSIGN_OR_RETURN(ScopedCudaDevice device, ScopedCudaDevice::Activate(0));
+  ASSIGN_OR_RETURN(const comm::CollectiveOp op, OpOf(spec.op()));
+  ASSIGN_OR_RETURN(const comm::CollectiveDtype dtype, DtypeOf(spec.dtype()));
+  ASSIGN_OR_RETURN(const comm::BufferMode mode, BufferModeOf(spec.buffer_mode()));
+  RETURN_IF_ERROR(comm::CheckDtypeCompiledIn(dtype));
+  const int world_size = std::max(1, assignment.world_size());
+  const int rank = assignment.rank();
+
+  context.progress(v1::PHASE_SETUP, 0, 1,
+                   absl::StrCat("joining ", world_size, " rank(s) as rank ", rank));
+  ASSIGN_OR_RETURN(comm::NcclCommunicator * communicator, GroupCommunicator(assignment, deadline));
+  ASSIGN_OR_RETURN(const int loaded_version, comm::LoadedNcclVersion());
+  RETURN_IF_ERROR(comm::CheckBufferModeSupported(mode, loaded_version));
+  context.progress(v1::PHASE_SETUP, 1, 1, communicator->Describe());
+
+  const comm::SizeSweep sweep{.min_bytes = static_cast<size_t>(spec.min_bytes()),
+                              .max_bytes = static_cast<size_t>(spec.max_bytes()),
+                              .step_factor = spec.step_factor()};
+  RETURN_IF_ERROR(comm::ValidateSizeSweep(sweep, world_size));
+  ASSIGN_OR_RETURN(const std::vector<size_t> counts,
+                   comm::SweepElementCounts(sweep, op, dtype, world_size));
+  const comm::BufferPlacement placement =
+      spec.in_place() ? comm::BufferPlacement::kInPlace : comm::BufferPlacement::kOutOfPlace;
+  auto request_for = [&](size_t count) {
+    return comm::CollectiveRequest{
+        .op = op, .dtype = dtype, .total_elements = count, .placement = placement,
+        .root = spec.root()};
+  };
+
+  context.progress(v1::PHASE_ALLOCATION, 0, 1, "allocating the send and receive buffers");
+  ASSIGN_OR_RETURN(const comm::CollectiveLayout largest,
+                   comm::LayoutFor(request_for(counts.back()), world_size, rank));
+  const size_t buffer_bytes = largest.BufferElements() * comm::DtypeSizeBytes(dtype);
+  ASSIGN_OR_RETURN(comm::CollectiveBuffers buffers,
+                   comm::CollectiveBuffers::Allocate(*communicator, mode, buffer_bytes));
+  ASSIGN_OR_RETURN(CudaStream stream, CudaStream::Create());
+  ASSIGN_OR_RETURN(DeviceBuffer scratch, DeviceBuffer::Allocate(4 * sizeof(double) * world_size));
+  context.progress(v1::PHASE_ALLOCATION, 1, 1,
+                   absl::StrFormat("2 x %d bytes, %s", buffer_bytes, comm::BufferModeName(mode)));
+
+  v1::ExperimentResult result;
+  v1::CollectiveResult& collective = *result.mutable_collective();
+  collective.set_ranks(world_size);
+  collective.set_nccl_version(comm::NcclVersionString(loaded_version));
+  collective.set_correct(true);
+  const v1::GpuInfo& gpu = assignment.gpus(0);
+  for (size_t index = 0; index < counts.size(); ++index) {
+    const comm::CollectiveRequest request = request_for(counts[index]);
+    ASSIGN_OR_RETURN(const comm::CollectiveLayout layout,
+                     comm::LayoutFor(request, world_size, rank));
+    ASSIGN_OR_RETURN(const comm::CollectivePointers pointers,
+                     buffers.PointersFor(layout, request));
+    const size_t bytes = comm::AlgorithmBytes(layout, dtype);
+    const std::string size_label = absl::StrFormat("%d bytes", bytes);
+
+    context.progress(v1::PHASE_VERIFICATION, index, counts.size(),
+                     absl::StrCat("checking ", size_label));
+    std::string mismatch;
+    ASSIGN_OR_RETURN(const bool correct, CheckOnce(*communicator, buffers, request, layout,
+                                                   pointers, stream.get(), deadline, mismatch));
+    if (!correct) result.add_not_collected(absl::StrCat("rank ", rank, " at ", size_label, ": ", mismatch));
+
+    measure::MeasurementSetup setup{
+        .options = assignment.request().measurement(),
+        .gpu = gpu,
+        .wait_for_stream = [communicator, deadline](cudaStream_t on) {
+          return comm::WaitWithDeadline(*communicator, on, deadline);
+        }};
+    const measure::TimedStream timed{
+        .stream = stream.get(),
+        .device = 0,
+        .launch = [&](cudaStream_t on) {
+          return comm::EnqueueCollective(*communicator, request, pointers, on);
+        }};
+    ASSIGN_OR_RETURN(measure::MeasurementOutcome outcome,
+                     measure::MeasureStreams(setup, {&timed, 1}, context.progress));
+    const v1::TimingStats& mine = outcome.measurement.kernel_time();
+    ASSIGN_OR_RETURN(const std::vector<double> all,
+                     GatherAcrossRanks(*communicator, {mine.median_us(), correct ? 1.0 : 0.0},
+                                       scratch, stream.get(), deadline));
+
+    v1::CollectivePoint& point = *collective.add_points();
+    point.set_bytes(static_cast<int64_t>(bytes));
+    point.set_elements(static_cast<int64_t>(counts[index]));
+    point.set_correct(true);
+    int slowest = 0;
+    for (int r = 0; r < world_size; ++r) {
+      point.add_rank_median_us(all[2 * r]);
+      if (all[2 * r] > all[2 * slowest]) slowest = r;
+      if (all[2 * r + 1] == 0.0) point.set_correct(false);
+    }
+    // The slowest rank's median sets the pace; this rank's samples give the spread.
+    *point.mutable_time() = mine;
+    point.mutable_time()->set_median_us(all[2 * slowest]);
+    const comm::Bandwidth bandwidth =
+        comm::ComputeBandwidth(op, bytes, all[2 * slowest] * 1e-6, world_size);
+    point.set_algbw_gbps(bandwidth.algbw_gb_per_s);
+    point.set_busbw_gbps(bandwidth.busbw_gb_per_s);
+    if (!point.correct()) collective.set_correct(false);
+    if (index == 0) {
+      *result.mutable_measurement() = outcome.measurement;
+      for (const std::string& note : outcome.not_collected) result.add_not_collected(note);
+    }
+  }
+  const v1::CollectivePoint& first = collective.points(0);
+  const v1::CollectivePoint& last = collective.points(collective.points_size() - 1);
+  collective.set_small_message_latency_us(first.time().median_us());
+  collective.set_algbw_gbps(last.algbw_gbps());
+  collective.set_busbw_gbps(last.busbw_gbps());
+  // The headline measurement is the largest size's, slowest rank.
+  result.mutable_measurement()->mutable_kernel_time()->set_median_us(last.time().median_us());
+  result.mutable_measurement()->set_bytes_moved(last.bytes());
+  v1::Verification& verification = *result.mutable_verification();
+  verification.set_checked(true);
+  verification.set_passed(collective.correct());
+  verification.set_method(
+      "every size: each rank's exact small-integer input, the collective once, its output "
+      "compared element by element on every rank");
+  verification.set_message(absl::StrFormat("%d size(s) on %d rank(s): %s", counts.size(),
+                                           world_size,
+                                           collective.correct() ? "all exact" : "MISMATCHES"));
+  (*result.mutable_kernel_config())["buffer_mode"] = std::string(comm::BufferModeName(mode));
+  (*result.mutable_kernel_config())["placement"] =
+      std::string(comm::BufferPlacementName(placement));
+  (*result.mutable_kernel_config())["nccl"] = comm::NcclVersionString(loaded_version);
+  return result;
+}
+
+}  // namespace gpuprof::workloads
