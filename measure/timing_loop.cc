@@ -101,14 +101,19 @@ absl::Status RunSample(const StreamTimer& timer) {
 // Queues one sample on every stream behind the blocker, releases them together and returns
 // the slowest stream's time per unit of work.
 absl::StatusOr<double> TimeOneSample(std::vector<StreamTimer>& timers, StreamBlocker& blocker,
-                                     int64_t sample_index, int units_per_sample) {
+                                     ScaffoldingMarker* scaffolding_marker, int64_t sample_index,
+                                     int units_per_sample) {
   absl::Status queued = absl::OkStatus();
   for (StreamTimer& timer : timers) {
     if (!queued.ok()) break;
     const cudaStream_t stream = timer.timed->stream;
     queued = CudaStatus(cudaSetDevice(timer.timed->device), "cudaSetDevice");
-    if (queued.ok() && timer.flush.has_value()) queued = timer.flush->Flush(stream, sample_index);
-    if (queued.ok()) queued = blocker.Block(stream);
+    if (queued.ok()) {
+      // Only the flush and the blocker: the workload's launches must stay untagged.
+      const ScopedScaffolding scaffolding(scaffolding_marker);
+      if (timer.flush.has_value()) queued = timer.flush->Flush(stream, sample_index);
+      if (queued.ok()) queued = blocker.Block(stream);
+    }
     // Everything of the sample is queued before the blocker lets the GPU start on it.
     if (queued.ok()) queued = timer.start.Record(stream);
     if (queued.ok()) queued = RunSample(timer);
@@ -211,8 +216,8 @@ absl::StatusOr<MeasurementOutcome> MeasureStreams(const MeasurementSetup& setup,
   std::string stop_reason;
   while (stop_reason.empty()) {
     ASSIGN_OR_RETURN(const double sample,
-                     TimeOneSample(timers, blocker, static_cast<int64_t>(samples_us.size()),
-                                   units_per_sample));
+                     TimeOneSample(timers, blocker, setup.scaffolding_marker,
+                                   static_cast<int64_t>(samples_us.size()), units_per_sample));
     samples_us.push_back(sample);
     running.Add(sample);
     const auto now = Clock::now();
