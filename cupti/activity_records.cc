@@ -193,6 +193,33 @@ std::optional<api::ActivityRecord> ActivityRecordConverter::Convert(
   }
 }
 
+ScaffoldingCorrelations::ScaffoldingCorrelations(size_t max_pending)
+    : max_pending_(std::max<size_t>(max_pending, 1)) {}
+
+bool ScaffoldingCorrelations::Learn(const CUpti_Activity& activity) {
+  if (activity.kind != CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) return false;
+  const auto& external = reinterpret_cast<const CUpti_ActivityExternalCorrelation&>(activity);
+  if (external.externalKind != kScaffoldingCorrelationKind ||
+      external.externalId != kScaffoldingExternalId || external.correlationId == 0) {
+    return false;
+  }
+  pending_.insert(external.correlationId);
+  while (pending_.size() > max_pending_) pending_.erase(pending_.begin());
+  return true;
+}
+
+void ScaffoldingCorrelations::Flag(api::ActivityRecord& record) {
+  switch (record.kind()) {
+    case api::ActivityRecord::KIND_KERNEL:
+    case api::ActivityRecord::KIND_MEMCPY:
+    case api::ActivityRecord::KIND_MEMSET:
+      break;
+    default:
+      return;  // waits and overheads share correlation ids with launches; they are not GPU work
+  }
+  if (pending_.erase(record.correlation_id()) > 0) record.set_scaffolding(true);
+}
+
 void PhaseTimeline::Begin(api::Phase phase, int64_t timestamp_ns) {
   End(timestamp_ns);
   if (!ended_.empty()) timestamp_ns = std::max(timestamp_ns, ended_.back().end_ns);

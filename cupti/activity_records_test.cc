@@ -263,6 +263,99 @@ TEST(ActivityRecordConverterTest, ConvertsManyRecordsWithDistinctNames) {
   EXPECT_EQ(names, (std::set<std::string>{"a()", "b()", "c()"}));
 }
 
+CUpti_ActivityExternalCorrelation ExternalCorrelation(CUpti_ExternalCorrelationKind kind,
+                                                      uint64_t external_id,
+                                                      uint32_t correlation_id) {
+  CUpti_ActivityExternalCorrelation record;
+  std::memset(&record, 0, sizeof(record));
+  record.kind = CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION;
+  record.externalKind = kind;
+  record.externalId = external_id;
+  record.correlationId = correlation_id;
+  return record;
+}
+
+CUpti_ActivityExternalCorrelation ScaffoldingTag(uint32_t correlation_id) {
+  return ExternalCorrelation(kScaffoldingCorrelationKind, kScaffoldingExternalId, correlation_id);
+}
+
+TEST(ScaffoldingCorrelationsTest, FlagsTheKernelAndMemsetOfTaggedLaunches) {
+  ActivityRecordConverter converter({0, 1});
+  ScaffoldingCorrelations scaffolding;
+  EXPECT_TRUE(scaffolding.Learn(AsActivity(ScaffoldingTag(99))));
+  EXPECT_TRUE(scaffolding.Learn(AsActivity(ScaffoldingTag(100))));
+  // The converter keeps no external correlation record of its own.
+  EXPECT_FALSE(converter.Convert(AsActivity(ScaffoldingTag(99))).has_value());
+
+  // The blocker (correlation 99) and the workload's kernel (101), as CUPTI delivers them.
+  CUpti_ActivityKernel10 blocker = KernelRecord("_Z19StreamBlockerKernelILi32EEv6Params", 1, 2);
+  CUpti_ActivityKernel10 workload = KernelRecord("_Z19StreamBlockerKernelILi32EEv6Params", 3, 4);
+  workload.correlationId = 101;
+  CUpti_ActivityMemset4 flush;
+  std::memset(&flush, 0, sizeof(flush));
+  flush.kind = CUPTI_ACTIVITY_KIND_MEMSET;
+  flush.bytes = 100 << 20;
+  flush.correlationId = 100;
+  api::ActivityRecord blocker_record = *converter.Convert(AsActivity(blocker));
+  api::ActivityRecord workload_record = *converter.Convert(AsActivity(workload));
+  api::ActivityRecord flush_record = *converter.Convert(AsActivity(flush));
+  scaffolding.Flag(blocker_record);
+  scaffolding.Flag(workload_record);
+  scaffolding.Flag(flush_record);
+  EXPECT_TRUE(blocker_record.scaffolding());
+  EXPECT_TRUE(flush_record.scaffolding());
+  // The same name without the tag is the workload's: the flag comes from the launch only.
+  EXPECT_FALSE(workload_record.scaffolding());
+  EXPECT_EQ(scaffolding.pending(), 0u);
+}
+
+TEST(ScaffoldingCorrelationsTest, IgnoresOtherTagsAndRecords) {
+  ScaffoldingCorrelations scaffolding;
+  // Another tool's correlation (libkineto's CUSTOM0), another id, or no correlation at all.
+  EXPECT_FALSE(scaffolding.Learn(AsActivity(
+      ExternalCorrelation(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, kScaffoldingExternalId, 5))));
+  EXPECT_FALSE(scaffolding.Learn(
+      AsActivity(ExternalCorrelation(kScaffoldingCorrelationKind, kScaffoldingExternalId + 1, 6))));
+  EXPECT_FALSE(scaffolding.Learn(AsActivity(ScaffoldingTag(0))));
+  EXPECT_FALSE(scaffolding.Learn(AsActivity(KernelRecord("k", 1, 2))));
+  EXPECT_EQ(scaffolding.pending(), 0u);
+
+  // A wait that shares the tagged launch's correlation id is not scaffolding GPU work, and
+  // does not use the tag up.
+  ASSERT_TRUE(scaffolding.Learn(AsActivity(ScaffoldingTag(7))));
+  api::ActivityRecord wait;
+  wait.set_kind(api::ActivityRecord::KIND_SYNCHRONIZATION);
+  wait.set_correlation_id(7);
+  scaffolding.Flag(wait);
+  EXPECT_FALSE(wait.scaffolding());
+  api::ActivityRecord kernel;
+  kernel.set_kind(api::ActivityRecord::KIND_KERNEL);
+  kernel.set_correlation_id(7);
+  scaffolding.Flag(kernel);
+  EXPECT_TRUE(kernel.scaffolding());
+  // Used up: a second record with the id (a replay of a workload kernel) is not flagged.
+  api::ActivityRecord again = kernel;
+  again.clear_scaffolding();
+  scaffolding.Flag(again);
+  EXPECT_FALSE(again.scaffolding());
+}
+
+TEST(ScaffoldingCorrelationsTest, ForgetsTheOldestPastTheCap) {
+  ScaffoldingCorrelations scaffolding(/*max_pending=*/2);
+  for (uint32_t id : {10u, 11u, 12u}) {
+    ASSERT_TRUE(scaffolding.Learn(AsActivity(ScaffoldingTag(id))));
+  }
+  EXPECT_EQ(scaffolding.pending(), 2u);
+  api::ActivityRecord oldest;
+  oldest.set_kind(api::ActivityRecord::KIND_KERNEL);
+  oldest.set_correlation_id(10);
+  scaffolding.Flag(oldest);
+  EXPECT_FALSE(oldest.scaffolding());
+  api::ActivityRecord newest = oldest;
+  newest.set_correlation_id(12);
+  scaffolding.Flag(newest);
+  EXPECT_TRUE(newest.scaffolding());
+}
 
 }  // namespace
 }  // namespace gpuprof::cupti

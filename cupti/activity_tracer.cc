@@ -24,6 +24,20 @@ constexpr CUpti_ActivityKind kTracedKinds[] = {
     CUPTI_ACTIVITY_KIND_OVERHEAD,
 };
 
+// The runtime calls the measurement core makes its scaffolding launches with. CUPTI writes an
+// external correlation record only before an API record, so these calls (and no others) get
+// API records; the converter drops them once their tags are learnt.
+constexpr CUpti_CallbackId kScaffoldingLaunchApis[] = {
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060,
+    CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000,
+    CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_ptsz_v7000,
+};
+
 absl::string_view KindName(CUpti_ActivityKind kind) {
   switch (kind) {
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
@@ -90,9 +104,11 @@ struct ActivityTracer::State {
   // Only TakeBatch converts; one caller at a time.
   absl::Mutex convert_mutex ABSL_ACQUIRED_BEFORE(mutex);
   ActivityRecordConverter converter ABSL_GUARDED_BY(convert_mutex);
+  ScaffoldingCorrelations scaffolding ABSL_GUARDED_BY(convert_mutex);
 
   const int32_t phase_marker_gpu_id;
   std::vector<CUpti_ActivityKind> enabled_kinds;
+  std::vector<CUpti_CallbackId> enabled_runtime_apis;
   std::vector<std::string> notes;
   bool stopped = false;
 };
@@ -160,7 +176,53 @@ absl::StatusOr<ActivityTracer> ActivityTracer::Start(ActivityTracerOptions optio
           absl::StrCat(KindName(kind), " activity records: not collected: ", enabled.message()));
     }
   }
+  tracer.EnableScaffoldingTags();
   return tracer;
+}
+
+void ActivityTracer::EnableScaffoldingTags() {
+  State& state = *state_;
+  const absl::Status correlation =
+      CuptiStatus(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION),
+                  "cuptiActivityEnable(EXTERNAL_CORRELATION)");
+  if (!correlation.ok()) {
+    state.notes.push_back(absl::StrCat(
+        "scaffolding flags (stream blocker, L2 flush): not collected: ", correlation.message()));
+    return;
+  }
+  state.enabled_kinds.push_back(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION);
+  for (CUpti_CallbackId api : kScaffoldingLaunchApis) {
+    const absl::Status enabled =
+        CuptiStatus(cuptiActivityEnableRuntimeApi(api, 1), "cuptiActivityEnableRuntimeApi");
+    if (enabled.ok()) {
+      state.enabled_runtime_apis.push_back(api);
+      continue;
+    }
+    // A CUPTI without per-call control: every runtime call gets an API record instead.
+    for (CUpti_CallbackId done : state.enabled_runtime_apis) {
+      CUPTI_LOG_IF_ERROR(cuptiActivityEnableRuntimeApi(done, 0));
+    }
+    state.enabled_runtime_apis.clear();
+    const absl::Status runtime = CuptiStatus(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME),
+                                             "cuptiActivityEnable(RUNTIME)");
+    if (runtime.ok()) {
+      state.enabled_kinds.push_back(CUPTI_ACTIVITY_KIND_RUNTIME);
+    } else {
+      state.notes.push_back(absl::StrCat(
+          "scaffolding flags (stream blocker, L2 flush): not collected: ", runtime.message()));
+    }
+    return;
+  }
+}
+
+void ActivityTracer::BeginScaffolding() {
+  CUPTI_LOG_IF_ERROR(
+      cuptiActivityPushExternalCorrelationId(kScaffoldingCorrelationKind, kScaffoldingExternalId));
+}
+
+void ActivityTracer::EndScaffolding() {
+  uint64_t popped = 0;
+  CUPTI_LOG_IF_ERROR(cuptiActivityPopExternalCorrelationId(kScaffoldingCorrelationKind, &popped));
 }
 
 ActivityTracer::ActivityTracer(std::unique_ptr<State> state) : state_(std::move(state)) {}
@@ -225,10 +287,15 @@ api::ActivityBatch ActivityTracer::TakeBatch() {
         ++unreadable_records;
         break;
       }
+      if (state_->scaffolding.Learn(*activity)) continue;
       if (auto record = state_->converter.Convert(*activity); record.has_value()) {
         *batch.add_records() = *std::move(record);
       }
     }
+  }
+  // After every tag of the batch is learnt: buffers need not come back in launch order.
+  for (api::ActivityRecord& record : *batch.mutable_records()) {
+    state_->scaffolding.Flag(record);
   }
   size_t dropped_globally = 0;
   CUPTI_LOG_IF_ERROR(cuptiActivityGetNumDroppedRecords(nullptr, 0, &dropped_globally));
@@ -264,6 +331,10 @@ absl::Status ActivityTracer::Stop() {
   absl::Status status = absl::OkStatus();
   for (CUpti_ActivityKind kind : state_->enabled_kinds) {
     status.Update(CuptiStatus(cuptiActivityDisable(kind), "cuptiActivityDisable"));
+  }
+  for (CUpti_CallbackId api : state_->enabled_runtime_apis) {
+    status.Update(
+        CuptiStatus(cuptiActivityEnableRuntimeApi(api, 0), "cuptiActivityEnableRuntimeApi"));
   }
   status.Update(Flush(/*forced=*/true));
   return status;

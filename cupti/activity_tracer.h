@@ -1,5 +1,6 @@
 // CUPTI activity tracing for one process: kernels, memcpy, memset, synchronisation and CUPTI's
-// own overhead, converted to gpuprof::v1::ActivityRecord and placed in the workload's phases.
+// own overhead, converted to gpuprof::v1::ActivityRecord and placed in the workload's phases;
+// the launches made between BeginScaffolding and EndScaffolding come out flagged.
 //
 //   ASSIGN_OR_RETURN(ActivityTracer tracer, ActivityTracer::Start({.gpu_id_by_device = {3}}));
 //   tracer.SetPhase(v1::PHASE_WARMUP);
@@ -57,6 +58,12 @@ class ActivityTracer {
   // clock, the clock of the GPU records.
   void SetPhase(gpuprof::v1::Phase phase);
 
+  // Between these two, what the calling thread launches is tagged as the measurement core's
+  // scaffolding (an external correlation), and its kernel and memset records come out of
+  // TakeBatch with `scaffolding` set. Not nested.
+  void BeginScaffolding();
+  void EndScaffolding();
+
   // Asks CUPTI to hand over its buffers: with `forced`, also those holding records of work
   // still running. Holds no lock of the tracer while CUPTI delivers them (CUPTI calls back into
   // the tracer from inside cuptiActivityFlushAll).
@@ -81,6 +88,9 @@ class ActivityTracer {
   friend struct ActivityTracerTrampolines;
   struct State;
   explicit ActivityTracer(std::unique_ptr<State> state);
+  // External correlation records, and API records for the launch calls they precede; what
+  // CUPTI refuses becomes a note, never a failure.
+  void EnableScaffoldingTags();
 
   std::unique_ptr<State> state_;
 };

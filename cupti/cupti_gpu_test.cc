@@ -56,6 +56,34 @@ class CuptiGpuTest : public ::testing::Test {
   void* destination_ = nullptr;
 };
 
+// The launches between BeginScaffolding and EndScaffolding, and only those, come out flagged.
+TEST_F(CuptiGpuTest, ActivityTracerFlagsScaffoldingLaunches) {
+  absl::StatusOr<ActivityTracer> tracer = ActivityTracer::Start({});
+  ASSERT_TRUE(tracer.ok()) << tracer.status();
+  for (const std::string& note : tracer->notes()) std::printf("note: %s\n", note.c_str());
+  tracer->SetPhase(api::PHASE_TIMED);
+  tracer->BeginScaffolding();
+  ASSERT_EQ(cudaMemsetAsync(destination_, 1, 4096, nullptr), cudaSuccess);
+  ASSERT_EQ(testing::LaunchCopyKernel(source_, destination_, kCopyBytes, kBlocks, nullptr),
+            cudaSuccess);
+  tracer->EndScaffolding();
+  ASSERT_TRUE(LaunchCopies(2).ok());
+  ASSERT_TRUE(tracer->Stop().ok());
+  const api::ActivityBatch batch = tracer->TakeBatch();
+  int flagged_kernels = 0, flagged_memsets = 0, workload_kernels = 0;
+  for (const api::ActivityRecord& record : batch.records()) {
+    if (record.kind() == api::ActivityRecord::KIND_KERNEL) {
+      (record.scaffolding() ? flagged_kernels : workload_kernels)++;
+    }
+    if (record.kind() == api::ActivityRecord::KIND_MEMSET && record.scaffolding()) {
+      ++flagged_memsets;
+    }
+  }
+  EXPECT_EQ(flagged_kernels, 1);
+  EXPECT_EQ(flagged_memsets, 1);
+  EXPECT_EQ(workload_kernels, 2);
+}
+
 TEST_F(CuptiGpuTest, ActivityTracerRecordsKernelsCopiesAndPhases) {
   absl::StatusOr<ActivityTracer> tracer = ActivityTracer::Start({.gpu_id_by_device = {5}});
   ASSERT_TRUE(tracer.ok()) << tracer.status();

@@ -128,6 +128,18 @@ TracingSession::~TracingSession() {
   }
 }
 
+void TracingSession::TracerScaffoldingMarker::Begin() {
+  if (open_ || !session_.tracer_.has_value() || session_.finished_) return;
+  session_.tracer_->BeginScaffolding();
+  open_ = true;
+}
+
+void TracingSession::TracerScaffoldingMarker::End() {
+  if (!open_) return;
+  open_ = false;
+  if (session_.tracer_.has_value()) session_.tracer_->EndScaffolding();
+}
+
 void TracingSession::OnPhase(api::Phase phase) {
   if (!tracer_.has_value() || finished_) return;
   if (phase != phase_) {
@@ -263,6 +275,8 @@ absl::Status TracingSession::ProfileKernels(const std::function<absl::Status()>&
 
 void TracingSession::Finish(api::ExperimentResult& result) {
   if (finished_) return;
+  // A runner that failed inside a scaffolding launch: leave no tag pushed on this thread.
+  scaffolding_marker_.End();
   finished_ = true;
   if (tracer_.has_value()) {
     if (const absl::Status stopped = tracer_->Stop(); !stopped.ok()) LogStatusToStderr(stopped);

@@ -4,7 +4,8 @@
 //
 //   TracingSession tracing(run.request().tracing(), GpuIdsByDevice(run), emit);
 //   tracing.OnPhase(v1::PHASE_WARMUP);           // on every progress report
-//   ... timed samples ...
+//   setup.scaffolding_marker = tracing.scaffolding_marker();
+//   ... timed samples (blocker and L2 flush records come out flagged as scaffolding) ...
 //   tracing.ProfileKernels([&] { return LaunchOnceAndSync(); });   // METRICS / FULL only
 //   tracing.Finish(result);                       // last batches; fills dropped / not_collected
 //
@@ -23,6 +24,7 @@
 #include "absl/time/time.h"
 #include "cupti/activity_tracer.h"
 #include "gpuprof/v1/experiment.pb.h"
+#include "measure/launch_annotations.h"
 
 namespace gpuprof::cupti {
 
@@ -66,7 +68,23 @@ class TracingSession {
 
   ::gpuprof::v1::TracingOptions::Level level() const { return level_; }
 
+  // For measure::MeasurementSetup: tags the measurement core's own launches so that their
+  // records carry `scaffolding`. Does nothing while tracing is off or finished.
+  ::gpuprof::measure::ScaffoldingMarker* scaffolding_marker() { return &scaffolding_marker_; }
+
  private:
+  // Pushes and pops the tracer's scaffolding tag; an End without its Begin pops nothing.
+  class TracerScaffoldingMarker : public ::gpuprof::measure::ScaffoldingMarker {
+   public:
+    explicit TracerScaffoldingMarker(TracingSession& session) : session_(session) {}
+    void Begin() override;
+    void End() override;
+
+   private:
+    TracingSession& session_;
+    bool open_ = false;
+  };
+
   // Takes what the tracer has, holds back profiling-phase kernels, emits the rest.
   void EmitPending(bool forced);
   void EmitRecords(std::vector<::gpuprof::v1::ActivityRecord> records, int64_t dropped);
@@ -89,6 +107,7 @@ class TracingSession {
   std::string replay_description_;
   // Correlation ids of the kernels launched under the range profiler.
   std::vector<uint32_t> metrics_run_;
+  TracerScaffoldingMarker scaffolding_marker_{*this};
 };
 
 // The metrics of profiled launches attached to the profiling-phase kernel records of the

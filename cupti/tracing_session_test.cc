@@ -87,5 +87,20 @@ TEST(TracingSessionTest, OffCollectsNothingAndEmitsNothing) {
   EXPECT_THAT(result.not_collected(), IsEmpty());
 }
 
+TEST(TracingSessionTest, ScaffoldingMarkerIsHarmlessWithoutTracing) {
+  api::TracingOptions options;
+  options.set_level(api::TracingOptions::LEVEL_OFF);
+  TracingSession session(options, {0}, [](const api::ExperimentEvent&) {});
+  measure::ScaffoldingMarker* marker = session.scaffolding_marker();
+  ASSERT_NE(marker, nullptr);
+  marker->End();  // an End without Begin pops nothing
+  { const measure::ScopedScaffolding scaffolding(marker); }
+  api::ExperimentResult result;
+  session.Finish(result);
+  marker->Begin();  // after Finish: nothing to tag
+  marker->End();
+  EXPECT_THAT(result.not_collected(), IsEmpty());
+}
+
 }  // namespace
 }  // namespace gpuprof::cupti

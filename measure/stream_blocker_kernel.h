@@ -13,9 +13,6 @@ namespace gpuprof::measure {
 cudaError_t LaunchStreamBlockerKernel(const int32_t* release, int64_t timeout_ns,
                                       cudaStream_t stream);
 
-// The kernel's name as CUPTI reports it, so that traces can mark it as scaffolding.
-inline constexpr char kStreamBlockerKernelName[] = "StreamBlockerKernel";
-
 }  // namespace gpuprof::measure
 
 #endif  // GPUPROF_MEASURE_STREAM_BLOCKER_KERNEL_H_

@@ -108,13 +108,18 @@ absl::Status WaitForStream(const MeasurementSetup& setup, cudaStream_t stream) {
 absl::StatusOr<double> TimeOneSample(const MeasurementSetup& setup,
                                      std::vector<StreamTimer>& timers, StreamBlocker& blocker,
                                      int64_t sample_index, int units_per_sample) {
+  ScaffoldingMarker* scaffolding_marker = setup.scaffolding_marker;
   absl::Status queued = absl::OkStatus();
   for (StreamTimer& timer : timers) {
     if (!queued.ok()) break;
     const cudaStream_t stream = timer.timed->stream;
     queued = CudaStatus(cudaSetDevice(timer.timed->device), "cudaSetDevice");
-    if (queued.ok() && timer.flush.has_value()) queued = timer.flush->Flush(stream, sample_index);
-    if (queued.ok()) queued = blocker.Block(stream);
+    if (queued.ok()) {
+      // Only the flush and the blocker: the workload's launches must stay untagged.
+      const ScopedScaffolding scaffolding(scaffolding_marker);
+      if (timer.flush.has_value()) queued = timer.flush->Flush(stream, sample_index);
+      if (queued.ok()) queued = blocker.Block(stream);
+    }
     // Everything of the sample is queued before the blocker lets the GPU start on it.
     if (queued.ok()) queued = timer.start.Record(stream);
     if (queued.ok()) queued = RunSample(timer);

@@ -21,6 +21,7 @@
 #include "absl/types/span.h"
 #include "gpuprof/v1/experiment.pb.h"
 #include "gpuprof/v1/gpus.pb.h"
+#include "measure/launch_annotations.h"
 
 namespace gpuprof::measure {
 
@@ -50,6 +51,9 @@ struct MeasurementSetup {
   double spec_peak_tflops = 0;
   // The GPU as the daemon described it: spec peaks, measured copy bandwidth, L2, UUID.
   gpuprof::v1::GpuInfo gpu;
+  // Told around every launch of the core's own (blocker, L2 flush) so that a tracer can flag
+  // their records; optional.
+  ScaffoldingMarker* scaffolding_marker = nullptr;
   // Waits until everything queued on a stream has run. Unset: cudaStreamSynchronize. Work
   // that may wait on other processes (NCCL ranks) sets one that gives up at a deadline
   // instead of waiting forever.

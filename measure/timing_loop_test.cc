@@ -190,5 +190,38 @@ TEST_F(GpuMeasurementGpuTest, TwoStreamsAreTimedTogether) {
             1.2 * one->measurement.kernel_time().median_us());
 }
 
+// Counts the scaffolding brackets the core opens and checks they never nest.
+class CountingMarker : public ScaffoldingMarker {
+ public:
+  void Begin() override {
+    EXPECT_FALSE(open_);
+    open_ = true;
+    ++begins;
+  }
+  void End() override {
+    EXPECT_TRUE(open_);
+    open_ = false;
+    ++ends;
+  }
+  int begins = 0;
+  int ends = 0;
+
+ private:
+  bool open_ = false;
+};
+
+TEST_F(GpuMeasurementGpuTest, MarksTheBlockerAndFlushOfEverySampleAndStream) {
+  CountingMarker marker;
+  setup_.scaffolding_marker = &marker;
+  setup_.options.set_l2_mode(api::MeasurementOptions::L2_MODE_COLD);
+  const TimedStream streams[] = {Memset(0), Memset(1)};
+  auto outcome =
+      MeasureStreams(setup_, streams, [](api::Phase, int64_t, int64_t, const std::string&) {});
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  // One bracket per stream and sample; warm-up launches are the workload's only.
+  EXPECT_EQ(marker.begins, 2 * outcome->measurement.kernel_time().samples());
+  EXPECT_EQ(marker.ends, marker.begins);
+}
+
 }  // namespace
 }  // namespace gpuprof::measure

@@ -86,7 +86,7 @@ std::vector<api::ActivityRecord> IndexExperimentRecords() {
                    t0 + 51'000'000, " end_ns: ", t0 + 61'000'000));
   for (int sample = 0; sample < 4; ++sample) {
     const int64_t base = t0 + 51'100'000 + sample * 2'000'000;
-    add(Kernel(kBlocker, base, 500'000, api::PHASE_TIMED));
+    add(Kernel(kBlocker, base, 500'000, api::PHASE_TIMED, "scaffolding: true"));
     for (int i = 0; i < 50; ++i) {
       add(Kernel(kIndexKernel, base + 500'000 + i * 42'000, 40'000 + (i % 3) * 1'000,
                  api::PHASE_TIMED));
@@ -270,6 +270,126 @@ TEST(RenderExecutionStoryTest, RecordsWithoutMarkersStillGrouped) {
   EXPECT_THAT(story, HasSubstr("latency-bound: at 0.10 us"));
 }
 
+TEST(RenderExecutionStoryTest, ScaffoldingIsTheFlaggedRecordsWhateverTheirName) {
+  std::vector<api::ActivityRecord> records;
+  for (api::ActivityRecord record : IndexExperimentRecords()) {
+    // As an older worker recorded them: no flag, so the blocker-named kernel is the workload's.
+    record.clear_scaffolding();
+    records.push_back(record);
+  }
+  const std::string story = RenderExecutionStory("exp-11", records, IndexResult());
+  SCOPED_TRACE(story);
+  EXPECT_THAT(story, Not(HasSubstr("measurement scaffolding")));
+  EXPECT_THAT(story, HasSubstr("Per sample (timed): 2 workload kernels"));
+
+  // A flagged record of any name is scaffolding.
+  std::vector<api::ActivityRecord> flagged = {
+      Record(Kernel("SomeHelperKernel", 1000, 500, api::PHASE_TIMED, "scaffolding: true")),
+      Record(Kernel(kIndexKernel, 2000, 41'000, api::PHASE_TIMED)),
+      Record("kind: KIND_MEMSET name: 'memset' bytes: 104857600 start_ns: 500 end_ns: 900 "
+             "phase: PHASE_TIMED scaffolding: true"),
+  };
+  const std::string flagged_story = RenderExecutionStory("exp-12", flagged, IndexResult());
+  SCOPED_TRACE(flagged_story);
+  EXPECT_THAT(flagged_story, HasSubstr("SomeHelperKernel  500 ns"));
+  EXPECT_THAT(flagged_story, HasSubstr("measurement scaffolding: holds the stream"));
+  EXPECT_THAT(flagged_story, HasSubstr("(measurement scaffolding: the cold-L2 flush)"));
+  EXPECT_THAT(flagged_story, HasSubstr("Kernel time: 41.0 us; hotspot IndexKernel"));
+  EXPECT_THAT(flagged_story, Not(HasSubstr("Per sample")));
+}
+
+// Split-K attention decode: per sample the main kernel and its merge kernel.
+TEST(RenderExecutionStoryTest, TwoKernelsPerSampleEachWithItsShare) {
+  constexpr char kDecode[] =
+      "void gpuprof::kernels::attention::DecodeSplitKKernel<128, 4>(gpuprof::kernels::"
+      "DecodeParams)";
+  constexpr char kMerge[] =
+      "void gpuprof::kernels::attention::MergeStatesKernel<128>(gpuprof::kernels::MergeParams)";
+  std::vector<api::ActivityRecord> records = {
+      Record("kind: KIND_PHASE phase: PHASE_TIMED name: 'timed' start_ns: 1000000 "
+             "end_ns: 9000000")};
+  for (int sample = 0; sample < 10; ++sample) {
+    const int64_t base = 1'100'000 + sample * 200'000;
+    records.push_back(
+        Record(Kernel(kBlocker, base, 20'000, api::PHASE_TIMED, "scaffolding: true")));
+    records.push_back(Record(Kernel(kDecode, base + 20'000, 45'000, api::PHASE_TIMED)));
+    records.push_back(Record(Kernel(kMerge, base + 65'000, 5'000, api::PHASE_TIMED)));
+  }
+  api::ExperimentResult result;
+  *result.mutable_provenance()->add_gpus() = H100();
+  api::GpuMeasurement& measurement = *result.mutable_measurement();
+  measurement.mutable_kernel_time()->set_samples(10);
+  measurement.mutable_kernel_time()->set_median_us(50);
+  measurement.set_bytes_moved(150'000'000);  // 3000 GB/s in 50 us
+  measurement.set_bandwidth_gbps(3000);
+  measurement.set_pct_of_spec_peak_bandwidth(100.0 * 3000 / 3352);
+  measurement.set_flops(2e9);
+  measurement.set_tflops(40);
+  measurement.set_pct_of_spec_peak_flops(4);
+  const std::string story = RenderExecutionStory("split-k", records, result);
+  SCOPED_TRACE(story);
+  EXPECT_THAT(story, StartsWith("EXECUTION STORY of split-k on GPU 0 (NVIDIA H100 80GB HBM3)\n"));
+  EXPECT_THAT(story, HasSubstr("DecodeSplitKKernel<128, 4> x 10, median 45.0 us, total 450.0 us"));
+  EXPECT_THAT(story, HasSubstr("MergeStatesKernel<128> x 10, median 5.00 us, total 50.0 us"));
+  EXPECT_THAT(story, HasSubstr("Per sample (timed, 10 samples): 2 workload kernels\n"
+                               "  DecodeSplitKKernel<128, 4> x 1 per sample, median 45.0 us, 90% "
+                               "of the sample's kernel time\n"
+                               "  MergeStatesKernel<128> x 1 per sample, median 5.00 us, 10% of "
+                               "the sample's kernel time\n"));
+  EXPECT_THAT(story, HasSubstr("  result per sample: median 50.0 us; 3000 GB/s (bytes read + "
+                               "written) = 89% of spec peak; 40.0 TFLOP/s = 4% of spec peak\n"));
+  EXPECT_THAT(story, HasSubstr("  the sample as a whole: memory-bound:"));
+  // The sample's bytes are not laid on either kernel alone: only the sample is classified.
+  EXPECT_THAT(story, HasSubstr("the sample as a whole: memory-bound: 13.3 FLOP/byte is left of "
+                               "the ridge (295); 3000 GB/s = 89% of spec peak bandwidth"));
+  EXPECT_EQ(story.find("GB/s = 89%"), story.rfind("GB/s = 89%"));
+  EXPECT_THAT(story, HasSubstr("Kernel time: 500.0 us; hotspot DecodeSplitKKernel<128, 4> (90%)"));
+}
+
+// NCCL ranks driven from one process: one record stream per GPU.
+TEST(RenderExecutionStoryTest, RecordsFromTwoGpus) {
+  constexpr char kAllReduce[] = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage)";
+  std::vector<api::ActivityRecord> records = {
+      Record("kind: KIND_PHASE phase: PHASE_TIMED name: 'timed' gpu_id: 0 start_ns: 1000000 "
+             "end_ns: 9000000")};
+  for (int sample = 0; sample < 5; ++sample) {
+    const int64_t base = 1'100'000 + sample * 200'000;
+    for (int gpu = 0; gpu < 2; ++gpu) {
+      const std::string on_gpu = absl::StrCat("gpu_id: ", gpu, " stream_id: ", 7 + gpu);
+      records.push_back(Record(Kernel(kBlocker, base, 10'000, api::PHASE_TIMED,
+                                      absl::StrCat(on_gpu, " scaffolding: true"))));
+      records.push_back(Record(Kernel(kAllReduce, base + 10'000, gpu == 0 ? 80'000 : 100'000,
+                                      api::PHASE_TIMED, on_gpu)));
+    }
+  }
+  api::ExperimentResult result;
+  *result.mutable_provenance()->add_gpus() = H100();
+  api::GpuInfo second = H100();
+  second.set_index(1);
+  *result.mutable_provenance()->add_gpus() = second;
+  const std::string story = RenderExecutionStory("nccl-2", records, result);
+  SCOPED_TRACE(story);
+  EXPECT_THAT(story, StartsWith("EXECUTION STORY of nccl-2 on GPU 0 (NVIDIA H100 80GB HBM3), "
+                                "GPU 1 (NVIDIA H100 80GB HBM3)\n"));
+  // One node per GPU in the phase, each with its own kernels.
+  const size_t gpu0 = story.find("├── GPU 0 (NVIDIA H100 80GB HBM3)  (GPU busy 450.0 us)");
+  const size_t gpu1 = story.find("└── GPU 1 (NVIDIA H100 80GB HBM3)  (GPU busy 550.0 us)");
+  ASSERT_NE(gpu0, std::string::npos);
+  ASSERT_NE(gpu1, std::string::npos);
+  const size_t fast = story.find("ncclDevKernel_AllReduce_Sum_f32_RING_LL x 5, median 80.0 us");
+  const size_t slow = story.find("ncclDevKernel_AllReduce_Sum_f32_RING_LL x 5, median 100.0 us");
+  ASSERT_NE(fast, std::string::npos);
+  ASSERT_NE(slow, std::string::npos);
+  EXPECT_LT(gpu0, fast);
+  EXPECT_LT(fast, gpu1);
+  EXPECT_LT(gpu1, slow);
+  EXPECT_THAT(story, HasSubstr("Per GPU (workload kernel time in the timed phase):\n"
+                               "  GPU 0 (NVIDIA H100 80GB HBM3): 400.0 us over 5 launches\n"
+                               "  GPU 1 (NVIDIA H100 80GB HBM3): 500.0 us over 5 launches  <- "
+                               "slowest (25% over the fastest)\n"));
+  EXPECT_THAT(story, HasSubstr("  GPU 1: ncclDevKernel_AllReduce_Sum_f32_RING_LL x 1 per sample"));
+}
+
 template <typename Message>
 Message ReadTestData(const std::string& name) {
   const char* runfiles = std::getenv("TEST_SRCDIR");
@@ -283,9 +403,9 @@ Message ReadTestData(const std::string& name) {
   return message;
 }
 
-// Records a TracingSession at LEVEL_FULL streamed on an H100 (tracing_session_gpu_test, 2026-11-21):
-// a 256 MiB copy kernel, 5 warm-up and 100 timed launches, a profiling replay and a PC-sampled
-// launch.
+// Records a TracingSession at LEVEL_FULL streamed on an H100 (tracing_session_gpu_test,
+// 2026-11-21): a 256 MiB copy kernel, 5 warm-up and 100 timed launches, a profiling replay and a
+// PC-sampled launch.
 TEST(RenderExecutionStoryTest, RecordedH100CopyAtFullLevel) {
   const auto batch = ReadTestData<api::ActivityBatch>("h100_copy_full_records.txtpb");
   auto result = ReadTestData<api::ExperimentResult>("h100_copy_full_result.txtpb");

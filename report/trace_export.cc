@@ -88,6 +88,7 @@ std::string Args(const api::ActivityRecord& record) {
   if (record.correlation_id() != 0) {
     args.Add("correlation_id", static_cast<int64_t>(record.correlation_id()));
   }
+  if (record.scaffolding()) args.AddRaw("scaffolding", "true");
   switch (record.kind()) {
     case api::ActivityRecord::KIND_KERNEL:
       args.AddRaw("grid", JsonArray(record.grid()));
@@ -214,8 +215,12 @@ std::string ExportChromeTrace(absl::string_view experiment_id,
     }
     const int64_t start_ns = std::max<int64_t>(record->start_ns() - origin_ns, 0);
     const int64_t duration_ns = std::max<int64_t>(record->end_ns() - record->start_ns(), 0);
+    // Scaffolding stays on its stream (it is what held the stream) but can be filtered out.
+    const std::string category =
+        record->scaffolding() ? absl::StrCat(Category(record->kind()), ",scaffolding")
+                              : std::string(Category(record->kind()));
     events.push_back(absl::StrCat(
-        "{\"name\":", JsonString(record->name()), ",\"cat\":", JsonString(Category(record->kind())),
+        "{\"name\":", JsonString(record->name()), ",\"cat\":", JsonString(category),
         ",\"ph\":\"X\",\"ts\":", Microseconds(start_ns), ",\"dur\":", Microseconds(duration_ns),
         ",\"pid\":", pid, ",\"tid\":", tid, ",\"args\":", Args(*record), "}"));
   }

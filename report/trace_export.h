@@ -5,7 +5,8 @@
 // one thread per CUDA stream holding its kernels, copies and memsets; a "host" process with the
 // CPU's waits (synchronisation) and CUPTI's overhead. Events are complete ("ph":"X") with ts and
 // dur in microseconds from the first record; args carry launch configuration, bytes and
-// hardware metrics.
+// hardware metrics. Records the measurement core launched (stream blocker, L2 flush) stay on
+// their stream's track, with "scaffolding": true in args and "scaffolding" in their category.
 #ifndef GPUPROF_REPORT_TRACE_EXPORT_H_
 #define GPUPROF_REPORT_TRACE_EXPORT_H_
 

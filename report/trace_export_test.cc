@@ -171,6 +171,39 @@ TEST(ExportChromeTraceTest, TimesInMicrosecondsFromTheFirstRecord) {
   }
 }
 
+TEST(ExportChromeTraceTest, ScaffoldingIsMarkedOnItsStream) {
+  const std::vector<api::ActivityRecord> records = {
+      Record("kind: KIND_KERNEL name: 'StreamBlockerKernel<32>' start_ns: 1000 end_ns: 2000 "
+             "gpu_id: 0 stream_id: 7 scaffolding: true"),
+      Record("kind: KIND_MEMSET name: 'memset' bytes: 1024 start_ns: 500 end_ns: 900 gpu_id: 0 "
+             "stream_id: 7 scaffolding: true"),
+      // Named like the blocker, not flagged: the workload's.
+      Record("kind: KIND_KERNEL name: 'StreamBlockerKernel<32>' start_ns: 2000 end_ns: 3000 "
+             "gpu_id: 0 stream_id: 7 correlation_id: 9"),
+  };
+  const Struct trace = ParseJson(ExportChromeTrace("exp-2", records, api::ExperimentResult()));
+  int scaffolding = 0;
+  int workload = 0;
+  for (const Value& value : Field(trace, "traceEvents").list_value().values()) {
+    const Struct& event = value.struct_value();
+    if (Field(event, "ph").string_value() != "X") continue;
+    EXPECT_EQ(Field(event, "tid").number_value(), 7) << "on its stream's track";
+    const Struct& args = Field(event, "args").struct_value();
+    const std::string category = Field(event, "cat").string_value();
+    if (args.fields().contains("scaffolding")) {
+      ++scaffolding;
+      EXPECT_TRUE(Field(args, "scaffolding").bool_value());
+      EXPECT_THAT(category, HasSubstr(",scaffolding"));
+    } else {
+      ++workload;
+      EXPECT_EQ(category, "kernel");
+      EXPECT_EQ(Field(args, "correlation_id").number_value(), 9);
+    }
+  }
+  EXPECT_EQ(scaffolding, 2);
+  EXPECT_EQ(workload, 1);
+}
+
 TEST(ExportChromeTraceTest, EmptyAndNonFiniteInputsStayValid) {
   const Struct empty = ParseJson(ExportChromeTrace("none", {}, api::ExperimentResult()));
   EXPECT_EQ(Field(empty, "traceEvents").list_value().values_size(), 0);

@@ -250,6 +250,8 @@ absl::StatusOr<v1::ExperimentResult> RunCollectiveWorkload(const RunContext& con
     measure::MeasurementSetup setup{
         .options = assignment.request().measurement(),
         .gpu = gpu,
+        .scaffolding_marker =
+            context.tracing != nullptr ? context.tracing->scaffolding_marker() : nullptr,
         .wait_for_stream = [communicator, deadline](cudaStream_t on) {
           return comm::WaitWithDeadline(*communicator, on, deadline);
         }};

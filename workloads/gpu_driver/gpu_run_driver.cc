@@ -59,11 +59,14 @@ absl::StatusOr<v1::ExperimentResult> RunGpuWorkloadPlan(GpuWorkloadPlan& plan,
   context.progress(v1::PHASE_ALLOCATION, 1, 1, allocated);
 
   const WorkPerLaunch work = plan.work_per_launch();
-  const measure::MeasurementSetup setup{.options = options,
-                                        .bytes_per_launch = work.bytes,
-                                        .flops_per_launch = work.flops,
-                                        .spec_peak_tflops = gpu.spec_peak_bf16_tflops(),
-                                        .gpu = gpu};
+  const measure::MeasurementSetup setup{
+      .options = options,
+      .bytes_per_launch = work.bytes,
+      .flops_per_launch = work.flops,
+      .spec_peak_tflops = gpu.spec_peak_bf16_tflops(),
+      .gpu = gpu,
+      .scaffolding_marker =
+          context.tracing != nullptr ? context.tracing->scaffolding_marker() : nullptr};
   const measure::TimedStream timed{
       .stream = stream.get(),
       .device = 0,
