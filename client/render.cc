@@ -380,6 +380,10 @@ std::string RenderResult(const v1::ExperimentResult& result, absl::string_view i
                                          FormatNumber(collective.algbw_gbps()), " GB/s, busbw ",
                                          FormatNumber(collective.busbw_gbps()), " GB/s, ",
                                          collective.correct() ? "data correct" : "DATA INCORRECT"));
+    if (collective.small_message_latency_us() > 0) {
+      lines.Add("latency", absl::StrCat(FormatNumber(collective.small_message_latency_us()),
+                                        " us at the smallest size"));
+    }
   }
   for (int i = 0; i < result.not_collected_size(); ++i) {
     if (i == 0) {
@@ -393,6 +397,21 @@ std::string RenderResult(const v1::ExperimentResult& result, absl::string_view i
                                       " activity records (CUPTI buffers were full)"));
   }
   std::string out = lines.Render(indent);
+  // A collective's sweep: the whole curve, one size a row, as nccl-tests prints it.
+  if (result.has_collective() && result.collective().points_size() > 1) {
+    TextTable sweep({"size", "time us", "algbw GB/s", "busbw GB/s", "slowest rank", "data"});
+    for (size_t column = 0; column < 4; ++column) sweep.SetAlign(column, TextTable::Align::kRight);
+    for (const v1::CollectivePoint& point : result.collective().points()) {
+      int slowest = 0;
+      for (int rank = 0; rank < point.rank_median_us_size(); ++rank) {
+        if (point.rank_median_us(rank) > point.rank_median_us(slowest)) slowest = rank;
+      }
+      sweep.AddRow({FormatDecimalBytes(point.bytes()), FormatNumber(point.time().median_us()),
+                    FormatNumber(point.algbw_gbps()), FormatNumber(point.busbw_gbps()),
+                    absl::StrCat(slowest), point.correct() ? "exact" : "WRONG"});
+    }
+    absl::StrAppend(&out, sweep.Render(indent));
+  }
   if (result.has_radix() && !result.radix().operations().empty()) {
     absl::StrAppend(&out, indent, "operations:\n",
                     RenderOperations(result.radix().operations(), absl::StrCat(indent, "  ")));

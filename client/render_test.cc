@@ -282,6 +282,23 @@ TEST(RenderResultTest, Collective) {
             "collective:  8 ranks, algbw 123.4 GB/s, busbw 216.0 GB/s, data correct\n");
 }
 
+TEST(RenderResultTest, CollectiveSweepIsATable) {
+  const auto result = ParseText<v1::ExperimentResult>(R"pb(
+    collective {
+      ranks: 2 algbw_gbps: 330 busbw_gbps: 330 correct: true small_message_latency_us: 10.25
+      points { bytes: 8 time { median_us: 10.25 } algbw_gbps: 0.0008 busbw_gbps: 0.0008
+               rank_median_us: [ 10.25, 10.1 ] correct: true }
+      points { bytes: 1073741824 time { median_us: 3255 } algbw_gbps: 329.9 busbw_gbps: 329.9
+               rank_median_us: [ 3250, 3255 ] correct: false }
+    })pb");
+  EXPECT_EQ(RenderResult(result),
+            "collective:  2 ranks, algbw 330.0 GB/s, busbw 330.0 GB/s, data correct\n"
+            "latency:     10.2 us at the smallest size\n"
+            "  size  time us  algbw GB/s  busbw GB/s  slowest rank  data\n"
+            "   8 B     10.2        0.00        0.00  0             exact\n"
+            "1.1 GB     3255       329.9       329.9  1             WRONG\n");
+}
+
 TEST(HeadlineFigureTest, PicksTheFigureThatMatters) {
   v1::Experiment experiment;
   EXPECT_EQ(HeadlineFigure(experiment), "");

@@ -10,7 +10,9 @@
 #include "absl/strings/string_view.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "common/status_macros.h"
 #include "daemon/gpu_placement.h"
 #include "google/protobuf/util/time_util.h"
@@ -93,10 +95,17 @@ absl::Status ValidateLabels(const v1::ExperimentRequest& request, const Validati
             "gpuprofd with --enable_test_faults)",
             key));
       }
+      // "crash" on every rank, or "crash@1" on rank 1 only (the others carry on into NCCL).
       static const std::set<std::string> kFaults = {"crash", "hang", "exit", "cuda-error"};
-      if (!kFaults.contains(value)) {
+      const std::vector<std::string> parts = absl::StrSplit(value, absl::MaxSplits('@', 1));
+      int rank = 0;
+      if (!kFaults.contains(parts[0]) ||
+          (parts.size() == 2 && (!absl::SimpleAtoi(parts[1], &rank) || rank < 0 ||
+                                 rank >= std::max(1, request.tp_degree())))) {
         return absl::InvalidArgumentError(absl::StrFormat(
-            "labels[%s]: got \"%s\"; must be one of crash, hang, exit, cuda-error", key, value));
+            "labels[%s]: got \"%s\"; must be one of crash, hang, exit, cuda-error, optionally "
+            "followed by @RANK (a rank below tp_degree)",
+            key, value));
       }
     }
   }

@@ -213,6 +213,12 @@ TEST(RequestValidation, LabelsDescriptionUserAndFaults) {
   (*request.mutable_labels())[kFaultLabel] = "explode";
   EXPECT_THAT(Check(request, NoGpus(), test_limits).message(),
               HasSubstr("must be one of crash, hang, exit, cuda-error"));
+  // A fault on one rank must name a rank the experiment has (radix has one: rank 0).
+  (*request.mutable_labels())[kFaultLabel] = "hang@0";
+  EXPECT_TRUE(Check(request, NoGpus(), test_limits).ok());
+  (*request.mutable_labels())[kFaultLabel] = "hang@1";
+  EXPECT_THAT(Check(request, NoGpus(), test_limits).message(),
+              HasSubstr("optionally followed by @RANK (a rank below tp_degree)"));
 }
 
 TEST(RequestValidation, TimeoutAndMeasurementBounds) {

@@ -12,7 +12,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/cuda_status.h"
 #include "common/fault_label.h"
 #include "common/version.h"
@@ -71,15 +73,22 @@ std::optional<worker_protocol::RunFinished> InjectFault(
     const worker_protocol::ExperimentAssignment& assignment, const EventEmitter& emit) {
   const char* enabled = std::getenv("GPUPROF_ENABLE_TEST_FAULTS");
   if (enabled == nullptr || std::string(enabled) != "1") return std::nullopt;
-  const auto fault = assignment.request().labels().find(kFaultLabel);
-  if (fault == assignment.request().labels().end()) return std::nullopt;
-  EmitProgress(emit, v1::PHASE_SETUP, 0, 1, "injecting fault: " + fault->second);
-  std::fprintf(stderr, "gpuprof_worker: injected fault '%s' in %s\n", fault->second.c_str(),
-               assignment.experiment_id().c_str());
+  const auto label = assignment.request().labels().find(kFaultLabel);
+  if (label == assignment.request().labels().end()) return std::nullopt;
+  // "hang@1": only rank 1 misbehaves; the other ranks go on and find their peer missing.
+  const std::vector<std::string> parts = absl::StrSplit(label->second, absl::MaxSplits('@', 1));
+  const std::string& fault = parts[0];
+  int rank = 0;
+  if (parts.size() == 2 && (!absl::SimpleAtoi(parts[1], &rank) || rank != assignment.rank())) {
+    return std::nullopt;
+  }
+  EmitProgress(emit, v1::PHASE_SETUP, 0, 1, "injecting fault: " + label->second);
+  std::fprintf(stderr, "gpuprof_worker: injected fault '%s' in %s (rank %d)\n",
+               label->second.c_str(), assignment.experiment_id().c_str(), assignment.rank());
   std::fflush(stderr);
-  if (fault->second == "crash") std::raise(SIGSEGV);
-  if (fault->second == "exit") std::_Exit(3);
-  if (fault->second == "hang") {
+  if (fault == "crash") std::raise(SIGSEGV);
+  if (fault == "exit") std::_Exit(3);
+  if (fault == "hang") {
     while (true) std::this_thread::sleep_for(std::chrono::hours(1));
   }
   return Failed("injected CUDA error: an illegal memory access was encountered "

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs on a GPU machine from a bundle made by tools/device/bundle.sh: every gpu-tagged test,
 # then the daemon end to end (probe, `gpuprof gpus`), then the benchmarks if asked
-# (RUN_BENCHMARKS=1). Writes logs to ${OUT:-/tmp/gpuprof-gpu-suite}.
+# (RUN_BENCHMARKS=1). Writes logs to ${OUT:-/tmp/gpuprof-gpu-suite}. GPU_SUITE_COMMANDS: gpuprof
+# command lines (one per line) run against the daemon; GPUPROF_DAEMON_FLAGS: extra gpuprofd
+# flags (e.g. --enable_test_faults for the fault commands).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 bundle=$PWD/.carry
@@ -30,7 +32,7 @@ done
 # The daemon end to end on this machine: it probes the GPUs through a worker.
 state=$(mktemp -d)
 "$bundle/bin/gpuprofd" --state_dir="$state" --listen="unix:$state/sock" \
-  --worker_binary="$bundle/bin/gpuprof_worker" >"$out/gpuprofd.log" 2>&1 &
+  --worker_binary="$bundle/bin/gpuprof_worker" ${GPUPROF_DAEMON_FLAGS:-} >"$out/gpuprofd.log" 2>&1 &
 daemon=$!
 for _ in $(seq 1 600); do
   "$bundle/bin/gpuprof" --target="unix:$state/sock" health >/dev/null 2>&1 && break

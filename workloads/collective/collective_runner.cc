@@ -183,8 +183,12 @@ absl::StatusOr<v1::ExperimentResult> RunCollectiveWorkload(const RunContext& con
   if (assignment.gpus_size() < 1) {
     return absl::FailedPreconditionError("collective: no GPU was leased");
   }
-  const absl::Time deadline =
-      absl::Now() + absl::Nanoseconds(TimeUtil::DurationToNanoseconds(assignment.request().timeout()));
+  // The ranks give up (and abort their communicator) a little before the daemon's deadline,
+  // so that a missing peer ends the experiment with this rank's own account of it; the
+  // daemon's kill at the deadline is for a rank whose abort hangs too.
+  const absl::Duration timeout =
+      absl::Nanoseconds(TimeUtil::DurationToNanoseconds(assignment.request().timeout()));
+  const absl::Time deadline = absl::Now() + timeout - std::min(absl::Seconds(2), timeout / 10);
   ASSIGN_OR_RETURN(ScopedCudaDevice device, ScopedCudaDevice::Activate(0));
   ASSIGN_OR_RETURN(const comm::CollectiveOp op, OpOf(spec.op()));
   ASSIGN_OR_RETURN(const comm::CollectiveDtype dtype, DtypeOf(spec.dtype()));
