@@ -252,6 +252,10 @@ TEST(RequestValidation, CollectiveSpansItsGpus) {
   ApplyRequestDefaults({}, TwoNvlinkGpus(), request);
   EXPECT_EQ(request.tp_degree(), 2);
   EXPECT_EQ(workloads::RequiredGpuCount(request), 2);
+  // Every rank runs the same number of collectives: a fixed sample count, no early stop.
+  EXPECT_EQ(request.measurement().min_iterations(), request.measurement().max_iterations());
+  EXPECT_EQ(TimeUtil::DurationToSeconds(request.measurement().time_budget()), 600);
+  EXPECT_EQ(request.collective().min_bytes(), request.collective().max_bytes());
 }
 
 TEST(RequestValidation, OneProcessWorkloadsTakeOneRank) {

@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "common/data_types.h"
 #include "common/status_macros.h"
+#include "google/protobuf/util/time_util.h"
 #include "workloads/spec_checks.h"
 
 namespace gpuprof::workloads {
@@ -45,6 +46,7 @@ void ApplyCollectiveDefaults(const v1::ListGpusResponse& inventory, v1::Experime
   auto& measurement = *request.mutable_measurement();
   SetIfZero(measurement.min_iterations(), [&] { measurement.set_min_iterations(20); });
   measurement.set_max_iterations(measurement.min_iterations());
+  *measurement.mutable_time_budget() = google::protobuf::util::TimeUtil::SecondsToDuration(600);
   SetIfZero(measurement.warmup_iterations(), [&] { measurement.set_warmup_iterations(5); });
   SetIfZero(measurement.graph_launches_per_sample(),
             [&] { measurement.set_graph_launches_per_sample(20); });
