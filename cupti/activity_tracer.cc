@@ -191,6 +191,14 @@ void ActivityTracer::EnableScaffoldingTags() {
     return;
   }
   state.enabled_kinds.push_back(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION);
+  // CUPTI writes an external-correlation record only in front of an API record. Driver API
+  // records come for every launch, whether cudart is linked statically or not (runtime API
+  // records alone gave no tags on an H200 with the static cudart the worker links); they are
+  // read for their tags and dropped.
+  if (CuptiStatus(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DRIVER), "cuptiActivityEnable(DRIVER)")
+          .ok()) {
+    state.enabled_kinds.push_back(CUPTI_ACTIVITY_KIND_DRIVER);
+  }
   for (CUpti_CallbackId api : kScaffoldingLaunchApis) {
     const absl::Status enabled =
         CuptiStatus(cuptiActivityEnableRuntimeApi(api, 1), "cuptiActivityEnableRuntimeApi");

@@ -55,9 +55,12 @@ class AttentionPlan final : public GpuWorkloadPlan {
         return absl::InvalidArgumentError(absl::StrCat(
             "attention.dtype: got ", EnumShortName(spec_.dtype()), "; must be one of bf16, fp16"));
     }
+    const int32_t pages = static_cast<int32_t>((spec_.kv_len() + spec_.page_size() - 1) /
+                                               spec_.page_size());
     for (int64_t i = 0; i < spec_.batch_size(); ++i) {
       lengths_.q_lens.push_back(static_cast<int32_t>(spec_.q_len()));
       lengths_.kv_lens.push_back(static_cast<int32_t>(spec_.kv_len()));
+      lengths_.num_pages.push_back(pages);
     }
     const std::vector<int>& head_dims =
         decode_ ? attention::DecodeHeadDims() : attention::PrefillHeadDims();
