@@ -196,16 +196,11 @@ std::optional<api::ActivityRecord> ActivityRecordConverter::Convert(
 ScaffoldingCorrelations::ScaffoldingCorrelations(size_t max_pending)
     : max_pending_(std::max<size_t>(max_pending, 1)) {}
 
-bool ScaffoldingCorrelations::Learn(const CUpti_Activity& activity) {
-  if (activity.kind != CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) return false;
-  const auto& external = reinterpret_cast<const CUpti_ActivityExternalCorrelation&>(activity);
-  if (external.externalKind != kScaffoldingCorrelationKind ||
-      external.externalId != kScaffoldingExternalId || external.correlationId == 0) {
-    return false;
-  }
-  pending_.insert(external.correlationId);
+void ScaffoldingCorrelations::Tag(uint32_t correlation_id) {
+  if (correlation_id == 0) return;
+  pending_.insert(correlation_id);
+  ++learnt_;
   while (pending_.size() > max_pending_) pending_.erase(pending_.begin());
-  return true;
 }
 
 void ScaffoldingCorrelations::Flag(api::ActivityRecord& record) {

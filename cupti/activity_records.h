@@ -48,39 +48,33 @@ class ActivityRecordConverter {
   absl::flat_hash_map<uint32_t, uint32_t> device_by_context_;
 };
 
-// The external correlation the tracing session pushes around the measurement core's own
-// launches (stream blocker, L2 flush). CUSTOM2 and a fixed id: libkineto takes CUSTOM0 and
-// CUSTOM1, and one tag is all the tracer needs to know.
-inline constexpr CUpti_ExternalCorrelationKind kScaffoldingCorrelationKind =
-    CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2;
-inline constexpr uint64_t kScaffoldingExternalId = 0x5CAF;
-
-// The correlation ids of scaffolding launches, learnt from CUPTI's external correlation
-// records, so that the kernel and memset records of those launches can be flagged. CUPTI writes
-// the external correlation record when the launch is made, before its GPU record can exist;
-// the tracer learns every tag of a batch before it flags the batch's records. Bounded: one id
-// is forgotten once its record is flagged (a scaffolding launch is never part of a graph, so
-// it makes one record), and past `max_pending` unmatched ids the oldest go (their records were
-// dropped by CUPTI).
+// The correlation ids of scaffolding launches (the measurement core's stream blocker and L2
+// flush), as the tracer's runtime API callback saw them, so that the kernel and memset records
+// of those launches can be flagged. A launch is tagged when it is made, before its GPU record
+// can exist. Bounded: one id is forgotten once its record is flagged (a scaffolding launch is
+// never part of a graph, so it makes one record), and past `max_pending` unmatched ids the
+// oldest go (their records were dropped by CUPTI, or the call launched nothing).
 class ScaffoldingCorrelations {
  public:
   static constexpr size_t kDefaultMaxPending = 1 << 16;
 
   explicit ScaffoldingCorrelations(size_t max_pending = kDefaultMaxPending);
 
-  // True when `activity` is an external correlation record carrying the scaffolding tag (its
-  // correlation id is then remembered); false for every other record.
-  bool Learn(const CUpti_Activity& activity);
+  // Remembers the correlation id of a scaffolding launch (0, no launch, is ignored).
+  void Tag(uint32_t correlation_id);
 
   // Sets `scaffolding` on a kernel, copy or memset record whose launch was tagged.
   void Flag(gpuprof::v1::ActivityRecord& record);
 
   size_t pending() const { return pending_.size(); }
+  // Tags learnt so far (flagged or still pending), for diagnostics.
+  int64_t learnt() const { return learnt_; }
 
  private:
   size_t max_pending_;
   // Ordered, so that the oldest (smallest) ids are the ones dropped past the cap.
   std::set<uint32_t> pending_;
+  int64_t learnt_ = 0;
 };
 
 // The workload's phases as intervals on CUPTI's clock, so that every GPU record can be placed

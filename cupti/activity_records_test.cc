@@ -263,29 +263,11 @@ TEST(ActivityRecordConverterTest, ConvertsManyRecordsWithDistinctNames) {
   EXPECT_EQ(names, (std::set<std::string>{"a()", "b()", "c()"}));
 }
 
-CUpti_ActivityExternalCorrelation ExternalCorrelation(CUpti_ExternalCorrelationKind kind,
-                                                      uint64_t external_id,
-                                                      uint32_t correlation_id) {
-  CUpti_ActivityExternalCorrelation record;
-  std::memset(&record, 0, sizeof(record));
-  record.kind = CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION;
-  record.externalKind = kind;
-  record.externalId = external_id;
-  record.correlationId = correlation_id;
-  return record;
-}
-
-CUpti_ActivityExternalCorrelation ScaffoldingTag(uint32_t correlation_id) {
-  return ExternalCorrelation(kScaffoldingCorrelationKind, kScaffoldingExternalId, correlation_id);
-}
-
 TEST(ScaffoldingCorrelationsTest, FlagsTheKernelAndMemsetOfTaggedLaunches) {
   ActivityRecordConverter converter({0, 1});
   ScaffoldingCorrelations scaffolding;
-  EXPECT_TRUE(scaffolding.Learn(AsActivity(ScaffoldingTag(99))));
-  EXPECT_TRUE(scaffolding.Learn(AsActivity(ScaffoldingTag(100))));
-  // The converter keeps no external correlation record of its own.
-  EXPECT_FALSE(converter.Convert(AsActivity(ScaffoldingTag(99))).has_value());
+  scaffolding.Tag(99);
+  scaffolding.Tag(100);
 
   // The blocker (correlation 99) and the workload's kernel (101), as CUPTI delivers them.
   CUpti_ActivityKernel10 blocker = KernelRecord("_Z19StreamBlockerKernelILi32EEv6Params", 1, 2);
@@ -309,20 +291,14 @@ TEST(ScaffoldingCorrelationsTest, FlagsTheKernelAndMemsetOfTaggedLaunches) {
   EXPECT_EQ(scaffolding.pending(), 0u);
 }
 
-TEST(ScaffoldingCorrelationsTest, IgnoresOtherTagsAndRecords) {
+TEST(ScaffoldingCorrelationsTest, IgnoresNoCorrelationAndOtherRecords) {
   ScaffoldingCorrelations scaffolding;
-  // Another tool's correlation (libkineto's CUSTOM0), another id, or no correlation at all.
-  EXPECT_FALSE(scaffolding.Learn(AsActivity(
-      ExternalCorrelation(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, kScaffoldingExternalId, 5))));
-  EXPECT_FALSE(scaffolding.Learn(
-      AsActivity(ExternalCorrelation(kScaffoldingCorrelationKind, kScaffoldingExternalId + 1, 6))));
-  EXPECT_FALSE(scaffolding.Learn(AsActivity(ScaffoldingTag(0))));
-  EXPECT_FALSE(scaffolding.Learn(AsActivity(KernelRecord("k", 1, 2))));
+  scaffolding.Tag(0);
   EXPECT_EQ(scaffolding.pending(), 0u);
 
   // A wait that shares the tagged launch's correlation id is not scaffolding GPU work, and
   // does not use the tag up.
-  ASSERT_TRUE(scaffolding.Learn(AsActivity(ScaffoldingTag(7))));
+  scaffolding.Tag(7);
   api::ActivityRecord wait;
   wait.set_kind(api::ActivityRecord::KIND_SYNCHRONIZATION);
   wait.set_correlation_id(7);
@@ -343,7 +319,7 @@ TEST(ScaffoldingCorrelationsTest, IgnoresOtherTagsAndRecords) {
 TEST(ScaffoldingCorrelationsTest, ForgetsTheOldestPastTheCap) {
   ScaffoldingCorrelations scaffolding(/*max_pending=*/2);
   for (uint32_t id : {10u, 11u, 12u}) {
-    ASSERT_TRUE(scaffolding.Learn(AsActivity(ScaffoldingTag(id))));
+    scaffolding.Tag(id);
   }
   EXPECT_EQ(scaffolding.pending(), 2u);
   api::ActivityRecord oldest;

@@ -24,19 +24,6 @@ constexpr CUpti_ActivityKind kTracedKinds[] = {
     CUPTI_ACTIVITY_KIND_OVERHEAD,
 };
 
-// The runtime calls the measurement core makes its scaffolding launches with. CUPTI writes an
-// external correlation record only before an API record, so these calls (and no others) get
-// API records; the converter drops them once their tags are learnt.
-constexpr CUpti_CallbackId kScaffoldingLaunchApis[] = {
-    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
-    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
-    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060,
-    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060,
-    CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000,
-    CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000,
-    CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020,
-    CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_ptsz_v7000,
-};
 
 absl::string_view KindName(CUpti_ActivityKind kind) {
   switch (kind) {
@@ -62,6 +49,24 @@ int64_t CuptiNow() {
 }
 
 }  // namespace
+
+// Correlation ids of scaffolding launches, handed from the API callback (any launching thread)
+// to TakeBatch.
+class ActivityTracerTags {
+ public:
+  void Add(uint32_t correlation_id) {
+    absl::MutexLock lock(&mutex_);
+    ids_.push_back(correlation_id);
+  }
+  std::vector<uint32_t> Take() {
+    absl::MutexLock lock(&mutex_);
+    return std::exchange(ids_, {});
+  }
+
+ private:
+  absl::Mutex mutex_;
+  std::vector<uint32_t> ids_ ABSL_GUARDED_BY(mutex_);
+};
 
 struct ActivityTracer::State {
   explicit State(ActivityTracerOptions options)
@@ -108,7 +113,11 @@ struct ActivityTracer::State {
 
   const int32_t phase_marker_gpu_id;
   std::vector<CUpti_ActivityKind> enabled_kinds;
-  std::vector<CUpti_CallbackId> enabled_runtime_apis;
+  // The API-callback subscriber that sees which launches are scaffolding; null without one.
+  CUpti_SubscriberHandle subscriber = nullptr;
+  // Correlation ids the callback saw while a scaffolding region was open, not yet handed to
+  // `scaffolding` (the callback runs inside CUDA calls on the launching thread).
+  ActivityTracerTags tags;
   std::vector<std::string> notes;
   bool stopped = false;
 };
@@ -180,57 +189,53 @@ absl::StatusOr<ActivityTracer> ActivityTracer::Start(ActivityTracerOptions optio
   return tracer;
 }
 
+namespace {
+
+// Open scaffolding regions of this thread (the measurement core launches from one thread).
+thread_local int scaffolding_depth = 0;
+
+// Every runtime API call: inside a scaffolding region, its correlation id is the one the GPU
+// record of its launch will carry.
+void CUPTIAPI OnRuntimeApiCall(void* userdata, CUpti_CallbackDomain domain, CUpti_CallbackId,
+                               const void* data) {
+  if (scaffolding_depth == 0 || domain != CUPTI_CB_DOMAIN_RUNTIME_API) return;
+  const auto* call = static_cast<const CUpti_CallbackData*>(data);
+  if (call->callbackSite != CUPTI_API_ENTER) return;
+  auto* tags = static_cast<ActivityTracerTags*>(userdata);
+  tags->Add(call->correlationId);
+}
+
+}  // namespace
+
 void ActivityTracer::EnableScaffoldingTags() {
   State& state = *state_;
-  const absl::Status correlation =
-      CuptiStatus(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION),
-                  "cuptiActivityEnable(EXTERNAL_CORRELATION)");
-  if (!correlation.ok()) {
+  // External correlation records came only in front of driver API records (a different
+  // correlation id than the launch's GPU record carries, with the static cudart the worker
+  // links), so the launch's own id is taken from CUPTI's runtime API callback instead.
+  absl::Status subscribed = CuptiStatus(
+      cuptiSubscribe(&state.subscriber, reinterpret_cast<CUpti_CallbackFunc>(&OnRuntimeApiCall),
+                     &state.tags),
+      "cuptiSubscribe");
+  if (subscribed.ok()) {
+    subscribed = CuptiStatus(cuptiEnableDomain(1, state.subscriber, CUPTI_CB_DOMAIN_RUNTIME_API),
+                             "cuptiEnableDomain(RUNTIME_API)");
+    if (!subscribed.ok()) {
+      CUPTI_LOG_IF_ERROR(cuptiUnsubscribe(state.subscriber));
+      state.subscriber = nullptr;
+    }
+  } else {
+    state.subscriber = nullptr;
+  }
+  if (!subscribed.ok()) {
     state.notes.push_back(absl::StrCat(
-        "scaffolding flags (stream blocker, L2 flush): not collected: ", correlation.message()));
-    return;
-  }
-  state.enabled_kinds.push_back(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION);
-  // CUPTI writes an external-correlation record only in front of an API record. Driver API
-  // records come for every launch, whether cudart is linked statically or not (runtime API
-  // records alone gave no tags on an H200 with the static cudart the worker links); they are
-  // read for their tags and dropped.
-  if (CuptiStatus(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DRIVER), "cuptiActivityEnable(DRIVER)")
-          .ok()) {
-    state.enabled_kinds.push_back(CUPTI_ACTIVITY_KIND_DRIVER);
-  }
-  for (CUpti_CallbackId api : kScaffoldingLaunchApis) {
-    const absl::Status enabled =
-        CuptiStatus(cuptiActivityEnableRuntimeApi(api, 1), "cuptiActivityEnableRuntimeApi");
-    if (enabled.ok()) {
-      state.enabled_runtime_apis.push_back(api);
-      continue;
-    }
-    // A CUPTI without per-call control: every runtime call gets an API record instead.
-    for (CUpti_CallbackId done : state.enabled_runtime_apis) {
-      CUPTI_LOG_IF_ERROR(cuptiActivityEnableRuntimeApi(done, 0));
-    }
-    state.enabled_runtime_apis.clear();
-    const absl::Status runtime = CuptiStatus(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME),
-                                             "cuptiActivityEnable(RUNTIME)");
-    if (runtime.ok()) {
-      state.enabled_kinds.push_back(CUPTI_ACTIVITY_KIND_RUNTIME);
-    } else {
-      state.notes.push_back(absl::StrCat(
-          "scaffolding flags (stream blocker, L2 flush): not collected: ", runtime.message()));
-    }
-    return;
+        "scaffolding flags (stream blocker, L2 flush): not collected: ", subscribed.message()));
   }
 }
 
-void ActivityTracer::BeginScaffolding() {
-  CUPTI_LOG_IF_ERROR(
-      cuptiActivityPushExternalCorrelationId(kScaffoldingCorrelationKind, kScaffoldingExternalId));
-}
+void ActivityTracer::BeginScaffolding() { ++scaffolding_depth; }
 
 void ActivityTracer::EndScaffolding() {
-  uint64_t popped = 0;
-  CUPTI_LOG_IF_ERROR(cuptiActivityPopExternalCorrelationId(kScaffoldingCorrelationKind, &popped));
+  if (scaffolding_depth > 0) --scaffolding_depth;
 }
 
 ActivityTracer::ActivityTracer(std::unique_ptr<State> state) : state_(std::move(state)) {}
@@ -295,13 +300,13 @@ api::ActivityBatch ActivityTracer::TakeBatch() {
         ++unreadable_records;
         break;
       }
-      if (state_->scaffolding.Learn(*activity)) continue;
       if (auto record = state_->converter.Convert(*activity); record.has_value()) {
         *batch.add_records() = *std::move(record);
       }
     }
   }
-  // After every tag of the batch is learnt: buffers need not come back in launch order.
+  // Every launch was tagged before its GPU record could exist.
+  for (uint32_t correlation_id : state_->tags.Take()) state_->scaffolding.Tag(correlation_id);
   for (api::ActivityRecord& record : *batch.mutable_records()) {
     state_->scaffolding.Flag(record);
   }
@@ -340,15 +345,25 @@ absl::Status ActivityTracer::Stop() {
   for (CUpti_ActivityKind kind : state_->enabled_kinds) {
     status.Update(CuptiStatus(cuptiActivityDisable(kind), "cuptiActivityDisable"));
   }
-  for (CUpti_CallbackId api : state_->enabled_runtime_apis) {
-    status.Update(
-        CuptiStatus(cuptiActivityEnableRuntimeApi(api, 0), "cuptiActivityEnableRuntimeApi"));
+  if (state_->subscriber != nullptr) {
+    status.Update(CuptiStatus(cuptiUnsubscribe(state_->subscriber), "cuptiUnsubscribe"));
+    state_->subscriber = nullptr;
   }
   status.Update(Flush(/*forced=*/true));
   return status;
 }
 
 std::vector<std::string> ActivityTracer::notes() const { return state_->notes; }
+
+int64_t ActivityTracer::scaffolding_tags_learnt() const {
+  absl::MutexLock lock(&state_->convert_mutex);
+  return state_->scaffolding.learnt();
+}
+
+size_t ActivityTracer::scaffolding_tags_pending() const {
+  absl::MutexLock lock(&state_->convert_mutex);
+  return state_->scaffolding.pending();
+}
 
 size_t ActivityTracer::refused_buffer_requests() const {
   absl::MutexLock lock(&state_->mutex);

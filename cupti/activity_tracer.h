@@ -83,6 +83,9 @@ class ActivityTracer {
 
   // Buffer requests refused because max_buffers were lent out (CUPTI dropped records then).
   size_t refused_buffer_requests() const;
+  // Scaffolding tags CUPTI delivered so far, and those not matched to a GPU record yet.
+  int64_t scaffolding_tags_learnt() const;
+  size_t scaffolding_tags_pending() const;
 
  private:
   friend struct ActivityTracerTrampolines;

@@ -79,6 +79,9 @@ TEST_F(CuptiGpuTest, ActivityTracerFlagsScaffoldingLaunches) {
       ++flagged_memsets;
     }
   }
+  std::printf("scaffolding tags: %lld learnt, %zu unmatched\n",
+              static_cast<long long>(tracer->scaffolding_tags_learnt()),
+              tracer->scaffolding_tags_pending());
   EXPECT_EQ(flagged_kernels, 1);
   EXPECT_EQ(flagged_memsets, 1);
   EXPECT_EQ(workload_kernels, 2);
