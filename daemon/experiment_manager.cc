@@ -429,7 +429,8 @@ void ExperimentManager::StartLocked(const Dispatch& dispatch) {
   Active& active = it->second;
   const workloads::WorkloadSpec* spec =
       workloads::FindWorkloadSpec(active.experiment.request().workload_case());
-  const bool one_per_rank = spec != nullptr && spec->runs_one_process_per_rank;
+  const bool one_per_rank = spec != nullptr && spec->supports_tensor_parallelism &&
+                            active.experiment.request().tp_degree() > 1;
   bool reused = false;
   const auto slot_ids = AcquireWorkersLocked(dispatch.gpus, one_per_rank, reused);
   if (!slot_ids.ok()) {

@@ -185,8 +185,8 @@ absl::Status ValidateGpuSelectionShape(const v1::ExperimentRequest& request) {
         request.tp_degree(), gpu_set));
   }
   const workloads::WorkloadSpec* spec = workloads::FindWorkloadSpec(request.workload_case());
-  if (spec->runs_one_process_per_rank) {
-    if (request.tp_degree() != gpu_set) {
+  if (spec->supports_tensor_parallelism) {
+    if (request.tp_degree() > 1 && request.tp_degree() != gpu_set) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "tp_degree: got %d with %d GPUs selected; %s runs one rank per GPU, so they must be "
           "equal",
@@ -195,7 +195,7 @@ absl::Status ValidateGpuSelectionShape(const v1::ExperimentRequest& request) {
   } else if (request.tp_degree() > 1) {
     std::vector<std::string> parallel;
     for (const auto* known : workloads::WorkloadSpecs()) {
-      if (known->runs_one_process_per_rank) {
+      if (known->supports_tensor_parallelism) {
         parallel.push_back(v1::ExperimentRequest::descriptor()
                                ->FindFieldByNumber(static_cast<int>(known->request_case))
                                ->name());

@@ -17,6 +17,7 @@ v1::ListGpusResponse NoGpus() {
   inventory.set_probe_error("no CUDA driver");
   inventory.add_supported_workloads("radix");
   inventory.add_supported_workloads("index");
+  inventory.add_supported_workloads("store");
   return inventory;
 }
 
@@ -259,7 +260,8 @@ TEST(RequestValidation, CollectiveSpansItsGpus) {
 }
 
 TEST(RequestValidation, OneProcessWorkloadsTakeOneRank) {
-  v1::ExperimentRequest request = Index(64);
+  v1::ExperimentRequest request;
+  request.mutable_store();
   request.mutable_gpus()->add_gpu_ids(0);
   request.mutable_gpus()->add_gpu_ids(1);
   ApplyRequestDefaults({}, TwoNvlinkGpus(), request);
@@ -267,8 +269,21 @@ TEST(RequestValidation, OneProcessWorkloadsTakeOneRank) {
   EXPECT_TRUE(Check(request, TwoNvlinkGpus()).ok());
   request.set_tp_degree(2);
   EXPECT_EQ(Check(request, TwoNvlinkGpus()).message(),
-            "tp_degree: got 2; index runs on one rank in this build (tensor parallelism: "
-            "collective)");
+            "tp_degree: got 2; store runs on one rank in this build (tensor parallelism: "
+            "index, collective)");
+}
+
+TEST(RequestValidation, IndexTakesOneRankPerGpu) {
+  v1::ExperimentRequest request = Index(64);
+  request.mutable_gpus()->add_gpu_ids(0);
+  request.mutable_gpus()->add_gpu_ids(1);
+  request.set_tp_degree(2);
+  EXPECT_TRUE(Check(request, TwoNvlinkGpus()).ok());
+  // The ranks shard the vocabulary themselves.
+  request.mutable_index()->mutable_vocab_range()->set_end(100);
+  EXPECT_EQ(Check(request, TwoNvlinkGpus()).message(),
+            "index.vocab_range: set by the ranks when tp_degree > 1 (each rank takes its shard); "
+            "leave it unset");
 }
 
 TEST(RequestValidation, RankPerGpuWorkloadsNeedTpEqualToTheGpuSet) {

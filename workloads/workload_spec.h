@@ -28,9 +28,9 @@ struct WorkloadSpec {
   gpuprof::v1::Workload workload;
   // Runs on leased GPUs (and takes measurement and tracing options) or on the CPU.
   bool uses_gpu = false;
-  // With tp_degree N > 1, runs as N worker processes, one rank per GPU, joined by NCCL.
-  // Workloads without it run in one process and take tp_degree 1.
-  bool runs_one_process_per_rank = false;
+  // Takes tp_degree N > 1: runs as N worker processes, one rank per GPU, joined by NCCL
+  // (tp_degree must then equal the GPU count). Workloads without it take tp_degree 1.
+  bool supports_tensor_parallelism = false;
   // Fills unset (zero) fields of the workload's spec, and the request fields it decides (a
   // collective's tp_degree). Pure: no validation.
   void (*apply_defaults)(const gpuprof::v1::ListGpusResponse& inventory,

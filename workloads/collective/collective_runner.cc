@@ -22,26 +22,13 @@
 #include "common/status_macros.h"
 #include "google/protobuf/util/time_util.h"
 #include "measure/timing_loop.h"
+#include "workloads/gpu_driver/rank_group.h"
 
 namespace gpuprof::workloads {
 namespace {
 
 namespace v1 = ::gpuprof::v1;
 using ::google::protobuf::util::TimeUtil;
-
-// The communicator a rank worker keeps between the experiments of its group. Never destroyed:
-// at exit the process goes, and NCCL's state with it, without waiting on peers that may
-// already be gone.
-struct KeptCommunicator {
-  int world_size = 0;
-  int rank = -1;
-  std::unique_ptr<comm::NcclCommunicator> communicator;
-};
-
-KeptCommunicator& Kept() {
-  static auto* kept = new KeptCommunicator();
-  return *kept;
-}
 
 absl::StatusOr<comm::CollectiveOp> OpOf(v1::CollectiveOp op) {
   switch (op) {
@@ -97,39 +84,6 @@ absl::StatusOr<comm::BufferMode> BufferModeOf(v1::BufferMode mode) {
   }
 }
 
-// The group's communicator: the kept one when the daemon says every rank is the same process
-// as last time, else a new one from the relayed id (replacing what was kept).
-absl::StatusOr<comm::NcclCommunicator*> GroupCommunicator(
-    const worker_protocol::ExperimentAssignment& assignment, absl::Time deadline) {
-  KeptCommunicator& kept = Kept();
-  const int world_size = std::max(1, assignment.world_size());
-  if (assignment.reuse_communicator() && kept.communicator != nullptr &&
-      kept.communicator->usable() && kept.world_size == world_size &&
-      kept.rank == assignment.rank()) {
-    return kept.communicator.get();
-  }
-  kept.communicator.reset();
-  ncclUniqueId id{};
-  if (world_size == 1) {
-    ASSIGN_OR_RETURN(id, comm::CreateUniqueId());
-  } else {
-    ASSIGN_OR_RETURN(id, comm::ParseUniqueId(assignment.nccl_unique_id()));
-  }
-  ASSIGN_OR_RETURN(
-      comm::NcclCommunicator created,
-      comm::NcclCommunicator::Create(
-          {.unique_id = id,
-           .nranks = world_size,
-           .rank = assignment.rank(),
-           .device = 0,
-           .init_timeout = std::max(absl::Seconds(1), deadline - absl::Now()),
-           .name = absl::StrCat("gpuprof-", assignment.experiment_id())}));
-  kept.world_size = world_size;
-  kept.rank = assignment.rank();
-  kept.communicator = std::make_unique<comm::NcclCommunicator>(std::move(created));
-  return kept.communicator.get();
-}
-
 // Every rank's (median us, correct) for one size, gathered over NCCL so that all ranks, and
 // the result rank 0 reports, agree on the slowest rank's time.
 absl::StatusOr<std::vector<double>> GatherAcrossRanks(comm::NcclCommunicator& communicator,
@@ -183,12 +137,7 @@ absl::StatusOr<v1::ExperimentResult> RunCollectiveWorkload(const RunContext& con
   if (assignment.gpus_size() < 1) {
     return absl::FailedPreconditionError("collective: no GPU was leased");
   }
-  // The ranks give up (and abort their communicator) a little before the daemon's deadline,
-  // so that a missing peer ends the experiment with this rank's own account of it; the
-  // daemon's kill at the deadline is for a rank whose abort hangs too.
-  const absl::Duration timeout =
-      absl::Nanoseconds(TimeUtil::DurationToNanoseconds(assignment.request().timeout()));
-  const absl::Time deadline = absl::Now() + timeout - std::min(absl::Seconds(2), timeout / 10);
+  const absl::Time deadline = RankDeadline(assignment);
   ASSIGN_OR_RETURN(ScopedCudaDevice device, ScopedCudaDevice::Activate(0));
   ASSIGN_OR_RETURN(const comm::CollectiveOp op, OpOf(spec.op()));
   ASSIGN_OR_RETURN(const comm::CollectiveDtype dtype, DtypeOf(spec.dtype()));
@@ -199,7 +148,7 @@ absl::StatusOr<v1::ExperimentResult> RunCollectiveWorkload(const RunContext& con
 
   context.progress(v1::PHASE_SETUP, 0, 1,
                    absl::StrCat("joining ", world_size, " rank(s) as rank ", rank));
-  ASSIGN_OR_RETURN(comm::NcclCommunicator * communicator, GroupCommunicator(assignment, deadline));
+  ASSIGN_OR_RETURN(comm::NcclCommunicator * communicator, RankGroupCommunicator(assignment, deadline));
   ASSIGN_OR_RETURN(const int loaded_version, comm::LoadedNcclVersion());
   RETURN_IF_ERROR(comm::CheckBufferModeSupported(mode, loaded_version));
   context.progress(v1::PHASE_SETUP, 1, 1, communicator->Describe());

@@ -97,6 +97,17 @@ absl::Status ValidateCollectiveSpec(const v1::CollectiveSpec& spec, int tp_degre
 }
 
 absl::Status ValidateCollective(const v1::ExperimentRequest& request, const HostLimits& limits) {
+  // Every GPU of the lease is a rank.
+  const auto& gpus = request.gpus();
+  const int gpu_set = gpus.gpu_ids_size() > 0 ? gpus.gpu_ids_size()
+                      : gpus.gpu_count() > 0  ? gpus.gpu_count()
+                                              : request.tp_degree();
+  if (request.tp_degree() != gpu_set) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "tp_degree: got %d with %d GPUs selected; collective runs one rank per GPU, so they "
+        "must be equal",
+        request.tp_degree(), gpu_set));
+  }
   return ValidateCollectiveSpec(request.collective(), request.tp_degree(),
                                 limits.smallest_gpu_memory_bytes);
 }
@@ -107,7 +118,7 @@ const WorkloadSpec kCollectiveSpec = {
     .request_case = v1::ExperimentRequest::kCollective,
     .workload = v1::WORKLOAD_COLLECTIVE,
     .uses_gpu = true,
-    .runs_one_process_per_rank = true,
+    .supports_tensor_parallelism = true,
     .apply_defaults = &ApplyCollectiveDefaults,
     .validate = &ValidateCollective,
 };

@@ -66,7 +66,8 @@ absl::StatusOr<v1::ExperimentResult> RunGpuWorkloadPlan(GpuWorkloadPlan& plan,
       .spec_peak_tflops = gpu.spec_peak_bf16_tflops(),
       .gpu = gpu,
       .scaffolding_marker =
-          context.tracing != nullptr ? context.tracing->scaffolding_marker() : nullptr};
+          context.tracing != nullptr ? context.tracing->scaffolding_marker() : nullptr,
+      .wait_for_stream = plan.stream_waiter()};
   const measure::TimedStream timed{
       .stream = stream.get(),
       .device = 0,
@@ -74,10 +75,15 @@ absl::StatusOr<v1::ExperimentResult> RunGpuWorkloadPlan(GpuWorkloadPlan& plan,
   ASSIGN_OR_RETURN(measure::MeasurementOutcome outcome,
                    measure::MeasureStreams(setup, {&timed, 1}, context.progress));
   *result.mutable_measurement() = outcome.measurement;
-  if (context.tracing != nullptr) {
+  RETURN_IF_ERROR(plan.MeasureParts(setup, stream.get(), context.progress, result));
+  if (context.tracing != nullptr && !plan.kernels_can_be_replayed() &&
+      context.tracing->level() >= v1::TracingOptions::LEVEL_METRICS) {
+    result.add_not_collected(
+        "hardware metrics: the kernels wait on other ranks, which would not replay with them");
+  } else if (context.tracing != nullptr) {
     RETURN_IF_ERROR(context.tracing->ProfileKernels([&]() -> absl::Status {
       RETURN_IF_ERROR(plan.Launch(stream.get()));
-      return stream.Synchronize();
+      return setup.wait_for_stream ? setup.wait_for_stream(stream.get()) : stream.Synchronize();
     }));
   }
   for (const std::string& note : outcome.not_collected) result.add_not_collected(note);

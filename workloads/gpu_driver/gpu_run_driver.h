@@ -8,6 +8,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -15,6 +16,7 @@
 #include "gpu/device_facts.h"
 #include "gpuprof/v1/experiment.pb.h"
 #include "gpuprof/v1/gpus.pb.h"
+#include "measure/timing_loop.h"
 #include "workloads/run_context.h"
 
 namespace gpuprof::workloads {
@@ -62,6 +64,21 @@ class GpuWorkloadPlan {
   virtual void DescribeKernels(gpuprof::v1::ExperimentResult& result) const = 0;
   // Runs the workload once more and checks its output against a reference.
   virtual absl::Status Verify(cudaStream_t stream, gpuprof::v1::Verification& verification) = 0;
+
+  // ---- Optional. ----
+
+  // How the timing loop waits for the stream; unset: cudaStreamSynchronize. A plan whose
+  // launches wait on other ranks gives one that aborts at its deadline.
+  virtual std::function<absl::Status(cudaStream_t)> stream_waiter() const { return {}; }
+  // Whether CUPTI may replay the launch's kernels for hardware metrics (not when they wait on
+  // other processes, which would not replay with them).
+  virtual bool kernels_can_be_replayed() const { return true; }
+  // After the main timing: parts of the launch timed on their own, into the result.
+  virtual absl::Status MeasureParts(const measure::MeasurementSetup& setup, cudaStream_t stream,
+                                    const measure::PhaseProgress& progress,
+                                    gpuprof::v1::ExperimentResult& result) {
+    return absl::OkStatus();
+  }
 };
 
 // Runs `plan` on the first leased GPU with the request's measurement options. Fills

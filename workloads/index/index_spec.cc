@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "common/data_types.h"
 #include "common/status_macros.h"
+#include "google/protobuf/util/time_util.h"
 #include "workloads/spec_checks.h"
 
 namespace gpuprof::workloads {
@@ -27,6 +28,14 @@ void ApplyIndexDefaults(const v1::ListGpusResponse& inventory, v1::ExperimentReq
   SetIfZero(spec.vocab_size(), [&] { spec.set_vocab_size(128256); });
   SetIfZero(spec.hidden_dim(), [&] { spec.set_hidden_dim(4096); });
   SetIfZero(spec.dtype(), [&] { spec.set_dtype(v1::DATA_TYPE_BF16); });
+  if (request.tp_degree() > 1) {
+    // Every rank must run the same number of all-reduces: a fixed sample count, no stop on
+    // noise or time that each rank would judge on its own.
+    auto& measurement = *request.mutable_measurement();
+    SetIfZero(measurement.min_iterations(), [&] { measurement.set_min_iterations(50); });
+    measurement.set_max_iterations(measurement.min_iterations());
+    *measurement.mutable_time_budget() = google::protobuf::util::TimeUtil::SecondsToDuration(600);
+  }
 }
 
 absl::Status ValidateIndexSpec(const v1::IndexSpec& spec, int64_t gpu_memory) {
@@ -78,6 +87,11 @@ absl::Status ValidateIndexSpec(const v1::IndexSpec& spec, int64_t gpu_memory) {
 }
 
 absl::Status ValidateIndex(const v1::ExperimentRequest& request, const HostLimits& limits) {
+  if (request.tp_degree() > 1 && request.index().has_vocab_range()) {
+    return absl::InvalidArgumentError(
+        "index.vocab_range: set by the ranks when tp_degree > 1 (each rank takes its shard); "
+        "leave it unset");
+  }
   return ValidateIndexSpec(request.index(), limits.smallest_gpu_memory_bytes);
 }
 
@@ -87,6 +101,7 @@ const WorkloadSpec kIndexSpec = {
     .request_case = v1::ExperimentRequest::kIndex,
     .workload = v1::WORKLOAD_INDEX,
     .uses_gpu = true,
+    .supports_tensor_parallelism = true,
     .apply_defaults = &ApplyIndexDefaults,
     .validate = &ValidateIndex,
 };
