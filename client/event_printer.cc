@@ -46,6 +46,10 @@ void EventPrinter::Print(const v1::ExperimentEvent& event) {
       PrintState(event.state(), time);
       break;
     case v1::ExperimentEvent::kProgress:
+      // An experiment on several ranks: say whose progress each line is, once a rank other
+      // than 0 has spoken.
+      if (event.rank() > 0) several_ranks_ = true;
+      progress_rank_ = event.rank();
       PrintProgress(event.progress(), time);
       break;
     case v1::ExperimentEvent::kActivity:
@@ -115,7 +119,9 @@ void EventPrinter::PrintProgress(const v1::Progress& progress, absl::Time time) 
   if (!new_phase && !phase_done && !interval_passed) return;
   last_progress_phase_ = progress.phase();
   last_progress_time_ = time;
-  std::string line = absl::StrCat("  [", FormatElapsed(Elapsed(time)), "] ", ProgressSummary());
+  std::string line = absl::StrCat("  [", FormatElapsed(Elapsed(time)), "] ",
+                                  several_ranks_ ? absl::StrCat("rank ", progress_rank_, " ") : "",
+                                  ProgressSummary());
   if (kernel_records_ > 0) absl::StrAppend(&line, " | ", kernel_records_, " kernel records");
   WriteLines(absl::StrCat(line, "\n"));
 }

@@ -63,6 +63,8 @@ class EventPrinter {
   std::optional<absl::Time> first_event_time_;
   std::optional<absl::Time> running_since_;
   std::optional<v1::Progress> progress_;
+  int progress_rank_ = 0;
+  bool several_ranks_ = false;
   int64_t kernel_records_ = 0;
   int64_t dropped_records_ = 0;
   bool live_line_showing_ = false;

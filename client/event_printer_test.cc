@@ -67,6 +67,21 @@ TEST(EventPrinterTest, LogLinesThrottleProgressWithinAPhase) {
   EXPECT_EQ(printer.experiment_id(), "exp-000001");
 }
 
+TEST(EventPrinterTest, ProgressOfSeveralRanksSaysWhoseItIs) {
+  std::ostringstream out;
+  EventPrinter printer(out, {});
+  printer.Print(Event(1, 0, "state { state: RUNNING gpu_ids: [0, 1] }"));
+  printer.Print(Event(2, 100, "progress { phase: PHASE_SETUP message: 'joining' }"));
+  printer.Print(Event(3, 200, "rank: 1 progress { phase: PHASE_WARMUP }"));
+  printer.Print(Event(4, 300, "progress { phase: PHASE_TIMED }"));
+  printer.Finish();
+  EXPECT_EQ(out.str(),
+            "exp-000001 running on GPUs 0,1\n"
+            "  [100ms] setup: joining\n"
+            "  [200ms] rank 1 warmup\n"
+            "  [300ms] rank 0 timed\n");
+}
+
 TEST(EventPrinterTest, LiveLineIsRewrittenInPlace) {
   std::ostringstream out;
   EventPrinter printer(out, {.live_line = true});
