@@ -96,12 +96,8 @@ absl::Status ValidateLabels(const v1::ExperimentRequest& request, const Validati
             key));
       }
       // "crash" on every rank, or "crash@1" on rank 1 only (the others carry on into NCCL).
-      static const std::set<std::string> kFaults = {"crash", "hang", "exit", "cuda-error"};
-      const std::vector<std::string> parts = absl::StrSplit(value, absl::MaxSplits('@', 1));
-      int rank = 0;
-      if (!kFaults.contains(parts[0]) ||
-          (parts.size() == 2 && (!absl::SimpleAtoi(parts[1], &rank) || rank < 0 ||
-                                 rank >= std::max(1, request.tp_degree())))) {
+      const std::optional<FaultLabel> fault = ParseFaultLabel(value);
+      if (!fault.has_value() || fault->rank.value_or(0) >= std::max(1, request.tp_degree())) {
         return absl::InvalidArgumentError(absl::StrFormat(
             "labels[%s]: got \"%s\"; must be one of crash, hang, exit, cuda-error, optionally "
             "followed by @RANK (a rank below tp_degree)",

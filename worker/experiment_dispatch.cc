@@ -76,12 +76,9 @@ std::optional<worker_protocol::RunFinished> InjectFault(
   const auto label = assignment.request().labels().find(kFaultLabel);
   if (label == assignment.request().labels().end()) return std::nullopt;
   // "hang@1": only rank 1 misbehaves; the other ranks go on and find their peer missing.
-  const std::vector<std::string> parts = absl::StrSplit(label->second, absl::MaxSplits('@', 1));
-  const std::string& fault = parts[0];
-  int rank = 0;
-  if (parts.size() == 2 && (!absl::SimpleAtoi(parts[1], &rank) || rank != assignment.rank())) {
-    return std::nullopt;
-  }
+  const std::optional<FaultLabel> parsed = ParseFaultLabel(label->second);
+  if (!parsed.has_value() || !parsed->AppliesTo(assignment.rank())) return std::nullopt;
+  const std::string& fault = parsed->fault;
   EmitProgress(emit, v1::PHASE_SETUP, 0, 1, "injecting fault: " + label->second);
   std::fprintf(stderr, "gpuprof_worker: injected fault '%s' in %s (rank %d)\n",
                label->second.c_str(), assignment.experiment_id().c_str(), assignment.rank());

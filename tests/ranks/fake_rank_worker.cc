@@ -64,10 +64,8 @@ v1::ListGpusResponse FakeInventory() {
 std::string FaultFor(const wp::ExperimentAssignment& run) {
   const auto label = run.request().labels().find(kFaultLabel);
   if (label == run.request().labels().end()) return "";
-  const std::vector<std::string> parts = absl::StrSplit(label->second, absl::MaxSplits('@', 1));
-  int rank = 0;
-  if (parts.size() == 2 && (!absl::SimpleAtoi(parts[1], &rank) || rank != run.rank())) return "";
-  return parts[0];
+  const std::optional<FaultLabel> fault = ParseFaultLabel(label->second);
+  return fault.has_value() && fault->AppliesTo(run.rank()) ? fault->fault : "";
 }
 
 int Serve() {
