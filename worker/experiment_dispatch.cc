@@ -12,9 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "common/cuda_status.h"
 #include "common/fault_label.h"
 #include "common/version.h"

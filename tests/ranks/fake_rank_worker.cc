@@ -17,7 +17,6 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "common/fault_label.h"
 #include "common/message_pipe.h"
 #include "gpuprof/worker_protocol/worker_protocol.pb.h"
