@@ -270,7 +270,7 @@ TEST(RequestValidation, OneProcessWorkloadsTakeOneRank) {
   request.set_tp_degree(2);
   EXPECT_EQ(Check(request, TwoNvlinkGpus()).message(),
             "tp_degree: got 2; store runs on one rank in this build (tensor parallelism: "
-            "index, collective)");
+            "index, attention, collective)");
 }
 
 TEST(RequestValidation, IndexTakesOneRankPerGpu) {
@@ -284,6 +284,23 @@ TEST(RequestValidation, IndexTakesOneRankPerGpu) {
   EXPECT_EQ(Check(request, TwoNvlinkGpus()).message(),
             "index.vocab_range: set by the ranks when tp_degree > 1 (each rank takes its shard); "
             "leave it unset");
+}
+
+TEST(RequestValidation, AttentionSplitsItsHeadsAcrossRanks) {
+  v1::ListGpusResponse inventory = TwoNvlinkGpus();
+  inventory.add_supported_workloads("attention");
+  v1::ExperimentRequest request;
+  request.mutable_attention()->set_num_qo_heads(6);
+  request.mutable_attention()->set_num_kv_heads(3);
+  request.mutable_gpus()->add_gpu_ids(0);
+  request.mutable_gpus()->add_gpu_ids(1);
+  request.set_tp_degree(2);
+  EXPECT_EQ(Check(request, inventory).message(),
+            "attention.num_kv_heads: got 3; must divide by tp_degree (2): each rank takes a "
+            "share of the KV heads");
+  request.mutable_attention()->set_num_kv_heads(2);
+  request.mutable_attention()->set_num_qo_heads(8);
+  EXPECT_TRUE(Check(request, inventory).ok());
 }
 
 TEST(RequestValidation, RankPerGpuWorkloadsNeedTpEqualToTheGpuSet) {

@@ -1,6 +1,9 @@
 #include "workloads/attention/attention_runner.h"
 
 #include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <algorithm>
 
 #include <optional>
 #include <string>
@@ -8,6 +11,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "comm/collective.h"
+#include "comm/nccl_communicator.h"
 #include "common/cuda_raii.h"
 #include "common/cuda_status.h"
 #include "common/enum_names.h"
@@ -19,16 +25,24 @@
 #include "kernels/attention/prefill.h"
 #include "kernels/attention/reference.h"
 #include "workloads/gpu_driver/gpu_run_driver.h"
+#include "workloads/gpu_driver/rank_group.h"
 
 namespace gpuprof::workloads {
 namespace {
 
 namespace v1 = ::gpuprof::v1;
 
+// With tp_degree N > 1 (one worker per rank), the heads are split as a tensor-parallel serving
+// engine splits them: rank r computes query heads and KV heads [r H/N, (r+1) H/N) of every
+// sequence, with no communication inside attention; the ranks agree over NCCL on the slowest
+// rank's time, which is the layer's.
 class AttentionPlan final : public GpuWorkloadPlan {
  public:
-  explicit AttentionPlan(const v1::AttentionSpec& spec)
+  AttentionPlan(const v1::AttentionSpec& spec,
+                const worker_protocol::ExperimentAssignment& assignment)
       : spec_(spec),
+        assignment_(assignment),
+        ranks_(std::max(1, assignment.world_size())),
         decode_(spec.phase() == v1::ATTENTION_PHASE_DECODE),
         reference_backend_(spec.backend() == v1::ATTENTION_BACKEND_REFERENCE) {}
 
@@ -39,8 +53,12 @@ class AttentionPlan final : public GpuWorkloadPlan {
   }
 
   absl::Status Compile(const gpu::DeviceFacts& device, v1::ExperimentResult& result) override {
-    shape_.num_qo_heads = static_cast<int>(spec_.num_qo_heads());
-    shape_.num_kv_heads = static_cast<int>(spec_.num_kv_heads());
+    shape_.num_qo_heads = static_cast<int>(spec_.num_qo_heads()) / ranks_;
+    shape_.num_kv_heads = static_cast<int>(spec_.num_kv_heads()) / ranks_;
+    if (ranks_ > 1) {
+      ASSIGN_OR_RETURN(communicator_,
+                       RankGroupCommunicator(assignment_, RankDeadline(assignment_)));
+    }
     shape_.head_dim = static_cast<int>(spec_.head_dim());
     shape_.page_size = static_cast<int>(spec_.page_size());
     shape_.causal = spec_.causal();
@@ -131,6 +149,43 @@ class AttentionPlan final : public GpuWorkloadPlan {
     return absl::OkStatus();
   }
 
+  // The ranks' medians, gathered over NCCL: the result takes the slowest rank's.
+  absl::Status MeasureParts(const measure::MeasurementSetup& setup, cudaStream_t stream,
+                            const measure::PhaseProgress& progress,
+                            v1::ExperimentResult& result) override {
+    if (ranks_ == 1) return absl::OkStatus();
+    const absl::Time deadline = RankDeadline(assignment_);
+    ASSIGN_OR_RETURN(DeviceBuffer medians, DeviceBuffer::Allocate(sizeof(double) * (1 + ranks_)));
+    const double mine = result.measurement().kernel_time().median_us();
+    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(medians.data(), &mine, sizeof(double),
+                                         cudaMemcpyHostToDevice, stream));
+    double* all_device = medians.data_as<double>() + 1;
+    RETURN_IF_ERROR(communicator_->FinishCall(
+        ncclAllGather(medians.data(), all_device, 1, ncclFloat64, communicator_->get(), stream),
+        "gathering the ranks' medians"));
+    RETURN_IF_ERROR(comm::WaitWithDeadline(*communicator_, stream, deadline));
+    std::vector<double> all(ranks_);
+    CUDA_RETURN_IF_ERROR(
+        cudaMemcpy(all.data(), all_device, sizeof(double) * ranks_, cudaMemcpyDeviceToHost));
+    const auto slowest = std::max_element(all.begin(), all.end());
+    auto& config = *result.mutable_kernel_config();
+    config["tp_ranks"] = absl::StrCat(ranks_);
+    config["tp_heads_per_rank"] =
+        absl::StrCat(shape_.num_qo_heads, " query / ", shape_.num_kv_heads, " KV");
+    config["tp_rank_median_us"] = absl::StrJoin(all, ", ", [](std::string* out, double value) {
+      absl::StrAppend(out, absl::StrFormat("%.2f", value));
+    });
+    config["tp_slowest_rank"] = absl::StrCat(slowest - all.begin());
+    // The layer takes as long as its slowest rank; this rank's FLOPs and bytes over that time.
+    measure::FillBandwidth(setup.bytes_per_launch, *slowest, setup.gpu.spec_peak_bandwidth_gbps(),
+                           setup.gpu.measured_copy_bandwidth_gbps(),
+                           *result.mutable_measurement());
+    measure::FillFlops(setup.flops_per_launch, *slowest, setup.spec_peak_tflops,
+                       *result.mutable_measurement());
+    result.mutable_measurement()->mutable_kernel_time()->set_median_us(*slowest);
+    return absl::OkStatus();
+  }
+
   void DescribeKernels(v1::ExperimentResult& result) const override {
     auto& config = *result.mutable_kernel_config();
     config["phase"] = decode_ ? "decode" : "prefill";
@@ -171,6 +226,9 @@ class AttentionPlan final : public GpuWorkloadPlan {
 
  private:
   const v1::AttentionSpec& spec_;
+  const worker_protocol::ExperimentAssignment& assignment_;
+  const int ranks_;
+  comm::NcclCommunicator* communicator_ = nullptr;
   const bool decode_;
   const bool reference_backend_;
   attention::AttentionShape shape_;
@@ -186,7 +244,7 @@ class AttentionPlan final : public GpuWorkloadPlan {
 absl::StatusOr<v1::ExperimentResult> RunAttentionWorkload(const RunContext& context) {
   // Activated before the plan exists, so that its buffers are freed while the device is current.
   ASSIGN_OR_RETURN(ScopedCudaDevice device, ScopedCudaDevice::Activate(0));
-  AttentionPlan plan(context.assignment.request().attention());
+  AttentionPlan plan(context.assignment.request().attention(), context.assignment);
   return RunGpuWorkloadPlan(plan, context);
 }
 

@@ -65,6 +65,14 @@ absl::Status ValidateAttentionSpec(const v1::AttentionSpec& spec, int64_t gpu_me
 }
 
 absl::Status ValidateAttention(const v1::ExperimentRequest& request, const HostLimits& limits) {
+  // Tensor parallelism splits the heads: both counts must divide by the ranks.
+  const int64_t ranks = std::max(1, request.tp_degree());
+  if (request.attention().num_kv_heads() % ranks != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "attention.num_kv_heads: got %d; must divide by tp_degree (%d): each rank takes a "
+        "share of the KV heads",
+        request.attention().num_kv_heads(), ranks));
+  }
   return ValidateAttentionSpec(request.attention(), limits.smallest_gpu_memory_bytes);
 }
 
@@ -74,6 +82,7 @@ const WorkloadSpec kAttentionSpec = {
     .request_case = v1::ExperimentRequest::kAttention,
     .workload = v1::WORKLOAD_ATTENTION,
     .uses_gpu = true,
+    .supports_tensor_parallelism = true,
     .apply_defaults = &ApplyAttentionDefaults,
     .validate = &ValidateAttention,
 };
