@@ -303,6 +303,27 @@ TEST(RequestValidation, AttentionSplitsItsHeadsAcrossRanks) {
   EXPECT_TRUE(Check(request, inventory).ok());
 }
 
+TEST(RequestValidation, CollectiveSizesAndTypesTheRanksCanRun) {
+  v1::ListGpusResponse inventory = TwoNvlinkGpus();
+  inventory.add_supported_workloads("collective");
+  inventory.mutable_host()->set_nccl_version("2.21.5");
+  v1::ExperimentRequest request;
+  request.mutable_collective()->set_op(v1::COLLECTIVE_OP_ALL_GATHER);
+  request.mutable_collective()->set_bytes_per_rank(1001);
+  request.mutable_gpus()->set_gpu_count(2);
+  EXPECT_EQ(Check(request, inventory).message(),
+            "collective.bytes_per_rank: got 1001; all-gather splits its buffer into one chunk "
+            "per rank, so it must be a multiple of 2 ranks x 2-byte elements");
+  request.mutable_collective()->set_bytes_per_rank(1000);
+  EXPECT_TRUE(Check(request, inventory).ok());
+  request.mutable_collective()->set_dtype(v1::DATA_TYPE_FP8_E4M3);
+  EXPECT_EQ(Check(request, inventory).message(),
+            "collective.dtype: got fp8-e4m3; this host's NCCL 2.21.5 has no fp8 (NCCL 2.24 or "
+            "later does)");
+  inventory.mutable_host()->set_nccl_version("2.28.3");
+  EXPECT_TRUE(Check(request, inventory).ok());
+}
+
 TEST(RequestValidation, RankPerGpuWorkloadsNeedTpEqualToTheGpuSet) {
   v1::ExperimentRequest request;
   request.mutable_collective();

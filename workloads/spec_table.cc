@@ -23,6 +23,7 @@ constexpr const WorkloadSpec* kSpecs[] = {
 HostLimits HostLimitsOf(const v1::ListGpusResponse& inventory) {
   HostLimits limits;
   limits.gpu_count = inventory.gpus_size();
+  limits.nccl_version = inventory.host().nccl_version();
   for (const auto& gpu : inventory.gpus()) {
     if (limits.smallest_gpu_memory_bytes == 0 ||
         gpu.total_memory_bytes() < limits.smallest_gpu_memory_bytes) {

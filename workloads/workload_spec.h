@@ -5,6 +5,7 @@
 #define GPUPROF_WORKLOADS_WORKLOAD_SPEC_H_
 
 #include <cstdint>
+#include <string>
 
 #include "absl/status/status.h"
 #include "gpuprof/v1/experiment.pb.h"
@@ -17,6 +18,8 @@ struct HostLimits {
   // Memory of the smallest GPU: a first, host-wide bound (the worker checks free memory too).
   int64_t smallest_gpu_memory_bytes = 0;
   int gpu_count = 0;
+  // The NCCL the workers load, "2.28.3"; empty when unknown.
+  std::string nccl_version;
 };
 
 HostLimits HostLimitsOf(const gpuprof::v1::ListGpusResponse& inventory);

@@ -2,10 +2,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <vector>
 #include <cstdint>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "common/data_types.h"
+#include "common/enum_names.h"
 #include "common/status_macros.h"
 #include "google/protobuf/util/time_util.h"
 #include "workloads/spec_checks.h"
@@ -96,7 +101,44 @@ absl::Status ValidateCollectiveSpec(const v1::CollectiveSpec& spec, int tp_degre
                        gpu_memory, "the GPU's memory");
 }
 
+// "2.28.3" -> 22803, as NCCL_VERSION_CODE counts; 0 when it does not parse.
+int NcclVersionCode(const std::string& version) {
+  const std::vector<std::string> parts = absl::StrSplit(version, '.');
+  int major = 0, minor = 0, patch = 0;
+  if (parts.size() != 3 || !absl::SimpleAtoi(parts[0], &major) ||
+      !absl::SimpleAtoi(parts[1], &minor) || !absl::SimpleAtoi(parts[2], &patch)) {
+    return 0;
+  }
+  return major * 10000 + minor * 100 + patch;
+}
+
+bool SplitsAcrossRanks(v1::CollectiveOp op) {
+  return op == v1::COLLECTIVE_OP_ALL_GATHER || op == v1::COLLECTIVE_OP_REDUCE_SCATTER ||
+         op == v1::COLLECTIVE_OP_ALL_TO_ALL;
+}
+
 absl::Status ValidateCollective(const v1::ExperimentRequest& request, const HostLimits& limits) {
+  const v1::CollectiveSpec& spec = request.collective();
+  // fp8 reductions and transfers came with NCCL 2.24.
+  constexpr int kFirstNcclWithFp8 = 22400;
+  const int nccl = NcclVersionCode(limits.nccl_version);
+  if ((spec.dtype() == v1::DATA_TYPE_FP8_E4M3 || spec.dtype() == v1::DATA_TYPE_FP8_E5M2) &&
+      nccl > 0 && nccl < kFirstNcclWithFp8) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "collective.dtype: got %s; this host's NCCL %s has no fp8 (NCCL 2.24 or later does)",
+        DataTypeName(spec.dtype()), limits.nccl_version));
+  }
+  // One size that the op splits into a chunk per rank must split evenly; a sweep's sizes are
+  // rounded to that, as nccl-tests rounds them.
+  const int64_t ranks = std::max(1, request.tp_degree());
+  const int64_t element = DataTypeBytes(spec.dtype());
+  if (SplitsAcrossRanks(spec.op()) && spec.min_bytes() == spec.max_bytes() && element > 0 &&
+      spec.min_bytes() % (element * ranks) != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "collective.bytes_per_rank: got %d; %s splits its buffer into one chunk per rank, so "
+        "it must be a multiple of %d ranks x %d-byte elements",
+        spec.min_bytes(), EnumShortName(spec.op()), ranks, element));
+  }
   // Every GPU of the lease is a rank.
   const auto& gpus = request.gpus();
   const int gpu_set = gpus.gpu_ids_size() > 0 ? gpus.gpu_ids_size()
