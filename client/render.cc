@@ -13,6 +13,7 @@
 #include "absl/strings/strip.h"
 #include "client/field_text.h"
 #include "client/table.h"
+#include "common/gpu_links.h"
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/json_util.h"
 
@@ -163,22 +164,6 @@ void AddRadix(const v1::RadixResult& radix, KeyValueLines& lines) {
   }
 }
 
-std::string LinkLabel(const v1::GpuLink& link) {
-  switch (link.type()) {
-    case v1::LINK_TYPE_SELF:
-      return "X";
-    case v1::LINK_TYPE_NVLINK:
-      return absl::StrCat("NV", link.nvlink_count());
-    case v1::LINK_TYPE_PCIE_SWITCH:
-      return "PIX";
-    case v1::LINK_TYPE_PCIE_HOST_BRIDGE:
-      return "PHB";
-    case v1::LINK_TYPE_CROSS_NUMA:
-      return "SYS";
-    default:
-      return "?";
-  }
-}
 
 std::string RenderTopology(const v1::ListGpusResponse& response) {
   std::vector<std::string> header = {""};
@@ -376,7 +361,11 @@ std::string RenderResult(const v1::ExperimentResult& result, absl::string_view i
   if (result.has_radix()) AddRadix(result.radix(), lines);
   if (result.has_collective()) {
     const v1::CollectiveResult& collective = result.collective();
-    lines.Add("collective", absl::StrCat(collective.ranks(), " ranks, algbw ",
+    lines.Add("collective", absl::StrCat(collective.ranks(), " ranks",
+                                         collective.path().empty()
+                                             ? ""
+                                             : absl::StrCat(" (", collective.path(), ")"),
+                                         collective.eager() ? ", eager" : "", ", algbw ",
                                          FormatNumber(collective.algbw_gbps()), " GB/s, busbw ",
                                          FormatNumber(collective.busbw_gbps()), " GB/s, ",
                                          collective.correct() ? "data correct" : "DATA INCORRECT"));

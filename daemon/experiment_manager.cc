@@ -479,6 +479,12 @@ void ExperimentManager::AssignRanksLocked(Active& active, const std::string& ncc
       for (int gpu : gpus) *run.add_gpus() = inventory_.gpus(gpu);
     }
     *run.mutable_host() = inventory_.host();
+    for (const v1::GpuLink& link : inventory_.links()) {
+      if (std::find(gpus.begin(), gpus.end(), link.gpu_a()) != gpus.end() &&
+          std::find(gpus.begin(), gpus.end(), link.gpu_b()) != gpus.end()) {
+        *run.add_links() = link;
+      }
+    }
     run.set_worker_reused(reused);
     run.set_rank(rank);
     run.set_world_size(world_size);

@@ -324,6 +324,18 @@ TEST(RequestValidation, CollectiveSizesAndTypesTheRanksCanRun) {
   EXPECT_TRUE(Check(request, inventory).ok());
 }
 
+TEST(RequestValidation, EagerCollectivesTakeNoGraph) {
+  v1::ExperimentRequest request;
+  request.mutable_collective()->set_eager(true);
+  request.mutable_gpus()->set_gpu_count(2);
+  ApplyRequestDefaults({}, TwoNvlinkGpus(), request);
+  EXPECT_EQ(request.measurement().graph_launches_per_sample(), 0);
+  request.mutable_collective()->set_eager(false);
+  request.mutable_measurement()->clear_graph_launches_per_sample();
+  ApplyRequestDefaults({}, TwoNvlinkGpus(), request);
+  EXPECT_EQ(request.measurement().graph_launches_per_sample(), 20);
+}
+
 TEST(RequestValidation, RankPerGpuWorkloadsNeedTpEqualToTheGpuSet) {
   v1::ExperimentRequest request;
   request.mutable_collective();

@@ -100,7 +100,7 @@ int Serve() {
     event.mutable_progress()->set_message(absl::StrCat(
         "rank ", run.rank(), " of ", run.world_size(), " pid ", getpid(), " id ",
         std::string(run.nccl_unique_id().c_str()), " reuse ", run.reuse_communicator() ? 1 : 0,
-        " gpus ", run.gpus_size()));
+        " gpus ", run.gpus_size(), " links ", run.links_size()));
     *report.mutable_event() = event;
     send(report);
     const std::string fault = FaultFor(run);

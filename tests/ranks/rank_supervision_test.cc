@@ -36,6 +36,7 @@ struct RankReport {
   std::string id;
   bool reuse = false;
   int gpus = 0;
+  int links = 0;
   int event_rank = -1;  // the rank the daemon stamped on the event
 };
 
@@ -44,7 +45,7 @@ std::vector<RankReport> RankReports(const std::vector<v1::ExperimentEvent>& even
   for (const v1::ExperimentEvent& event : events) {
     if (!event.has_progress()) continue;
     const std::vector<std::string> words = absl::StrSplit(event.progress().message(), ' ');
-    if (words.size() != 12 || words[0] != "rank") continue;
+    if (words.size() != 14 || words[0] != "rank") continue;
     RankReport report;
     (void)absl::SimpleAtoi(words[1], &report.rank);
     (void)absl::SimpleAtoi(words[3], &report.world_size);
@@ -52,6 +53,7 @@ std::vector<RankReport> RankReports(const std::vector<v1::ExperimentEvent>& even
     report.id = words[7];
     report.reuse = words[9] == "1";
     (void)absl::SimpleAtoi(words[11], &report.gpus);
+    (void)absl::SimpleAtoi(words[13], &report.links);
     report.event_rank = event.rank();
     reports.push_back(report);
   }
@@ -125,6 +127,7 @@ TEST_F(RankSupervisionTest, OneWorkerPerRankWithTheRelayedIdAndOneResult) {
     stamped.insert(report.event_rank);
     EXPECT_EQ(report.world_size, 2);
     EXPECT_EQ(report.gpus, 1) << "a rank sees its own GPU only";
+    EXPECT_EQ(report.links, 2) << "the links between the group's GPUs 2 and 3, both ways";
     EXPECT_FALSE(report.reuse);
     EXPECT_EQ(report.event_rank, report.rank) << "the daemon stamps each event with its rank";
   }

@@ -18,6 +18,7 @@
 #include "comm/collective_types.h"
 #include "comm/nccl_communicator.h"
 #include "common/cuda_raii.h"
+#include "common/gpu_links.h"
 #include "common/cuda_status.h"
 #include "common/status_macros.h"
 #include "google/protobuf/util/time_util.h"
@@ -182,6 +183,8 @@ absl::StatusOr<v1::ExperimentResult> RunCollectiveWorkload(const RunContext& con
   v1::CollectiveResult& collective = *result.mutable_collective();
   collective.set_ranks(world_size);
   collective.set_nccl_version(comm::NcclVersionString(loaded_version));
+  collective.set_path(DescribeGpuPath(assignment.links()));
+  collective.set_eager(spec.eager());
   collective.set_correct(true);
   const v1::GpuInfo& gpu = assignment.gpus(0);
   for (size_t index = 0; index < counts.size(); ++index) {

@@ -53,8 +53,12 @@ void ApplyCollectiveDefaults(const v1::ListGpusResponse& inventory, v1::Experime
   measurement.set_max_iterations(measurement.min_iterations());
   *measurement.mutable_time_budget() = google::protobuf::util::TimeUtil::SecondsToDuration(600);
   SetIfZero(measurement.warmup_iterations(), [&] { measurement.set_warmup_iterations(5); });
-  SetIfZero(measurement.graph_launches_per_sample(),
-            [&] { measurement.set_graph_launches_per_sample(20); });
+  if (spec.eager()) {
+    measurement.set_graph_launches_per_sample(0);
+  } else {
+    SetIfZero(measurement.graph_launches_per_sample(),
+              [&] { measurement.set_graph_launches_per_sample(20); });
+  }
 }
 
 absl::Status ValidateCollectiveSpec(const v1::CollectiveSpec& spec, int tp_degree,
