@@ -119,6 +119,8 @@ absl::StatusOr<double> TimeOneSample(const MeasurementSetup& setup,
       const ScopedScaffolding scaffolding(scaffolding_marker);
       if (timer.flush.has_value()) queued = timer.flush->Flush(stream, sample_index);
       if (queued.ok()) queued = blocker.Block(stream);
+      // Lines the stream up with its peers' (other ranks' streams) before the clock starts.
+      if (queued.ok() && setup.align_before_sample) queued = setup.align_before_sample(stream);
     }
     // Everything of the sample is queued before the blocker lets the GPU start on it.
     if (queued.ok()) queued = timer.start.Record(stream);

@@ -58,6 +58,10 @@ struct MeasurementSetup {
   // that may wait on other processes (NCCL ranks) sets one that gives up at a deadline
   // instead of waiting forever.
   std::function<absl::Status(cudaStream_t stream)> wait_for_stream;
+  // Enqueued behind the blocker and before each sample's start event, untimed and marked as
+  // scaffolding. NCCL ranks in separate processes release their blockers at slightly
+  // different times; a tiny collective here lets every rank's clock start together.
+  std::function<absl::Status(cudaStream_t stream)> align_before_sample;
 };
 
 struct MeasurementOutcome {

@@ -210,6 +210,13 @@ absl::StatusOr<v1::ExperimentResult> RunCollectiveWorkload(const RunContext& con
             context.tracing != nullptr ? context.tracing->scaffolding_marker() : nullptr,
         .wait_for_stream = [communicator, deadline](cudaStream_t on) {
           return comm::WaitWithDeadline(*communicator, on, deadline);
+        },
+        // A one-element all-reduce: every rank's sample starts once all ranks are there.
+        .align_before_sample = [communicator, &scratch](cudaStream_t on) {
+          return communicator->FinishCall(
+              ncclAllReduce(scratch.data(), scratch.data(), 1, ncclFloat64, ncclSum,
+                            communicator->get(), on),
+              "aligning the ranks before a sample");
         }};
     const measure::TimedStream timed{
         .stream = stream.get(),
