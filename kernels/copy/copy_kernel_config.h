@@ -2,8 +2,8 @@
 // to template arguments (row size, splits, vector width, threads, occupancy, PDL, and the
 // masked gather or fused K+V scatter),
 // which name one NVRTC instantiation. Plain C++ (no CUDA types), so it is testable anywhere.
-#ifndef GPUPROF_KERNELS_COPY_KERNEL_CONFIG_H_
-#define GPUPROF_KERNELS_COPY_KERNEL_CONFIG_H_
+#ifndef GPUPROF_KERNELS_COPY_COPY_KERNEL_CONFIG_H_
+#define GPUPROF_KERNELS_COPY_COPY_KERNEL_CONFIG_H_
 
 #include <cstdint>
 #include <map>
@@ -91,4 +91,4 @@ std::map<std::string, std::string> DescribeCopyKernelConfig(const CopyKernelConf
 
 }  // namespace gpuprof::kernels
 
-#endif  // GPUPROF_KERNELS_COPY_KERNEL_CONFIG_H_
+#endif  // GPUPROF_KERNELS_COPY_COPY_KERNEL_CONFIG_H_

@@ -1,7 +1,7 @@
 // Host launchers of the index and store kernels: the JIT request for a configuration, and the
 // launches themselves (two for store with separate K and V).
-#ifndef GPUPROF_KERNELS_COPY_KERNEL_LAUNCH_H_
-#define GPUPROF_KERNELS_COPY_KERNEL_LAUNCH_H_
+#ifndef GPUPROF_KERNELS_COPY_COPY_KERNEL_LAUNCH_H_
+#define GPUPROF_KERNELS_COPY_COPY_KERNEL_LAUNCH_H_
 
 #include <cuda_runtime_api.h>
 
@@ -27,4 +27,4 @@ absl::Status LaunchStoreKernel(const JitKernel& kernel, const CopyKernelConfig& 
 
 }  // namespace gpuprof::kernels
 
-#endif  // GPUPROF_KERNELS_COPY_KERNEL_LAUNCH_H_
+#endif  // GPUPROF_KERNELS_COPY_COPY_KERNEL_LAUNCH_H_

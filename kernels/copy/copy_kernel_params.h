@@ -1,8 +1,8 @@
 // Parameters of the index (embedding gather) and store (KV-cache scatter) kernels. Shared by
 // the host and the NVRTC-compiled device code, so it is plain C++: no CUDA types and no
 // standard headers inside NVRTC (which has none).
-#ifndef GPUPROF_KERNELS_KERNEL_PARAMS_H_
-#define GPUPROF_KERNELS_KERNEL_PARAMS_H_
+#ifndef GPUPROF_KERNELS_COPY_COPY_KERNEL_PARAMS_H_
+#define GPUPROF_KERNELS_COPY_COPY_KERNEL_PARAMS_H_
 
 #ifdef __CUDACC_RTC__
 typedef int int32_t;
@@ -40,4 +40,4 @@ struct StoreKernelParams {
 
 }  // namespace gpuprof::kernels
 
-#endif  // GPUPROF_KERNELS_KERNEL_PARAMS_H_
+#endif  // GPUPROF_KERNELS_COPY_COPY_KERNEL_PARAMS_H_

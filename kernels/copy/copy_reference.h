@@ -1,7 +1,7 @@
 // Inputs and CPU references for the index and store kernels: deterministic random data, token
 // ids, slot patterns, the reference gather and scatter, and an exact element comparison.
-#ifndef GPUPROF_KERNELS_COPY_REFERENCE_H_
-#define GPUPROF_KERNELS_COPY_REFERENCE_H_
+#ifndef GPUPROF_KERNELS_COPY_COPY_REFERENCE_H_
+#define GPUPROF_KERNELS_COPY_COPY_REFERENCE_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -64,4 +64,4 @@ double ElementValue(const std::byte* element, ElementType type);
 
 }  // namespace gpuprof::kernels
 
-#endif  // GPUPROF_KERNELS_COPY_REFERENCE_H_
+#endif  // GPUPROF_KERNELS_COPY_COPY_REFERENCE_H_

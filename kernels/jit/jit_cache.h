@@ -2,8 +2,8 @@
 // code keyed by kernel, template arguments, GPU architecture, CUDA (NVRTC) version and a
 // fingerprint of the kernel sources, so that a changed source never loads stale code.
 // Compiling needs no GPU; loading the code is jit_module.h's job.
-#ifndef GPUPROF_KERNELS_JIT_CACHE_H_
-#define GPUPROF_KERNELS_JIT_CACHE_H_
+#ifndef GPUPROF_KERNELS_JIT_JIT_CACHE_H_
+#define GPUPROF_KERNELS_JIT_JIT_CACHE_H_
 
 #include <cstdint>
 #include <string>
@@ -95,4 +95,4 @@ absl::StatusOr<JitBinary> CompileWithNvrtc(const JitRequest& request, GpuArchite
 
 }  // namespace gpuprof::kernels
 
-#endif  // GPUPROF_KERNELS_JIT_CACHE_H_
+#endif  // GPUPROF_KERNELS_JIT_JIT_CACHE_H_

@@ -1,7 +1,7 @@
 // Loads NVRTC-compiled code into the current CUDA context with the runtime's library API
 // (cudaLibraryLoadData), so that libcuda is never a link-time dependency, and launches it.
-#ifndef GPUPROF_KERNELS_JIT_MODULE_H_
-#define GPUPROF_KERNELS_JIT_MODULE_H_
+#ifndef GPUPROF_KERNELS_JIT_JIT_MODULE_H_
+#define GPUPROF_KERNELS_JIT_JIT_MODULE_H_
 
 #include <cuda_runtime_api.h>
 
@@ -53,4 +53,4 @@ class JitKernel {
 
 }  // namespace gpuprof::kernels
 
-#endif  // GPUPROF_KERNELS_JIT_MODULE_H_
+#endif  // GPUPROF_KERNELS_JIT_JIT_MODULE_H_
