@@ -405,6 +405,16 @@ void StoryWriter::GpuLines() {
     }
     absl::StrAppend(out_, "\n");
   }
+  for (const LaunchSkew& skew : analysis_.skews) {
+    absl::StrAppend(
+        out_, "  ", ShortKernelName(skew.kernel), ": the GPUs start each of its ", skew.launches,
+        " launches within ", FormatNs(static_cast<int64_t>(skew.median_ns)),
+        " of each other (median), at most ", FormatNs(skew.max_ns),
+        skew.latest_gpu.has_value()
+            ? absl::StrCat("; ", GpuLabel(result_, *skew.latest_gpu), " is most often the last")
+            : std::string(),
+        "\n");
+  }
 }
 
 }  // namespace

@@ -388,6 +388,10 @@ TEST(RenderExecutionStoryTest, RecordsFromTwoGpus) {
                                "  GPU 1 (NVIDIA H100 80GB HBM3): 500.0 us over 5 launches  <- "
                                "slowest (25% over the fastest)\n"));
   EXPECT_THAT(story, HasSubstr("  GPU 1: ncclDevKernel_AllReduce_Sum_f32_RING_LL x 1 per sample"));
+  // The ranks start every all-reduce together here: no skew, and no GPU named as the last.
+  EXPECT_THAT(story, HasSubstr("  ncclDevKernel_AllReduce_Sum_f32_RING_LL: the GPUs start each "
+                               "of its 5 launches within 0 ns of each other (median), at most "
+                               "0 ns\n"));
 }
 
 template <typename Message>

@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/statistics.h"
 #include "cupti/metric_names.h"
 
 namespace gpuprof::report {
@@ -172,6 +173,66 @@ KernelClassification ClassifyKernel(const KernelEvidence& evidence, const api::G
           "count for this kernel"};
 }
 
+namespace {
+
+// For each workload kernel the timed phase ran the same number of times (with timestamps) on
+// every GPU: the spread of the i-th start across the GPUs.
+std::vector<LaunchSkew> LaunchSkews(const std::vector<TimedKernel>& kernels,
+                                    const std::vector<int32_t>& gpus) {
+  absl::flat_hash_map<std::string, std::vector<const RecordGroup*>> by_name;
+  std::vector<std::string> names;
+  for (const TimedKernel& kernel : kernels) {
+    auto& groups = by_name[kernel.group->name];
+    if (groups.empty()) names.push_back(kernel.group->name);
+    groups.push_back(kernel.group);
+  }
+  std::vector<LaunchSkew> skews;
+  for (const std::string& name : names) {
+    const std::vector<const RecordGroup*>& groups = by_name[name];
+    if (groups.size() != gpus.size()) continue;
+    const size_t launches = groups.front()->starts_ns.size();
+    bool aligned = launches > 0;
+    for (const RecordGroup* group : groups)
+      aligned = aligned && group->starts_ns.size() == launches;
+    if (!aligned) continue;
+    std::vector<std::vector<int64_t>> starts;
+    for (const RecordGroup* group : groups) {
+      starts.push_back(group->starts_ns);
+      std::sort(starts.back().begin(), starts.back().end());
+    }
+    LaunchSkew skew{.kernel = name, .launches = static_cast<int64_t>(launches)};
+    std::vector<double> spreads;
+    absl::flat_hash_map<int32_t, int64_t> last_count;
+    for (size_t i = 0; i < launches; ++i) {
+      int64_t earliest = starts[0][i];
+      int64_t latest = starts[0][i];
+      size_t latest_group = 0;
+      for (size_t g = 1; g < starts.size(); ++g) {
+        earliest = std::min(earliest, starts[g][i]);
+        if (starts[g][i] > latest) {
+          latest = starts[g][i];
+          latest_group = g;
+        }
+      }
+      spreads.push_back(static_cast<double>(latest - earliest));
+      skew.max_ns = std::max(skew.max_ns, latest - earliest);
+      if (latest > earliest) ++last_count[groups[latest_group]->gpu_id];
+    }
+    skew.median_ns = Median(std::move(spreads));
+    int64_t most = 0;
+    for (const RecordGroup* group : groups) {
+      if (last_count[group->gpu_id] > most) {
+        most = last_count[group->gpu_id];
+        skew.latest_gpu = group->gpu_id;
+      }
+    }
+    skews.push_back(std::move(skew));
+  }
+  return skews;
+}
+
+}  // namespace
+
 StoryAnalysis AnalyseStory(const StoryTimeline& timeline, const api::ExperimentResult& result) {
   StoryAnalysis analysis;
   const PhaseNode* timed = nullptr;
@@ -213,6 +274,7 @@ StoryAnalysis AnalyseStory(const StoryTimeline& timeline, const api::ExperimentR
       analysis.gpus.push_back(work);
     }
     analysis.gpus[slowest].slowest = true;
+    analysis.skews = LaunchSkews(analysis.timed_kernels, timed_gpus);
   }
   // One kernel on one GPU: the result's bytes and FLOPs per launch are that kernel's.
   std::string sole_kernel;

@@ -87,6 +87,18 @@ struct AchievedFigures {
   KernelClassification classification;
 };
 
+// How far apart the GPUs start the same kernel: for a kernel the timed phase launched equally
+// often on every GPU (NCCL ranks' collectives), the spread of the i-th launch's start times
+// across the GPUs, which is the time ranks wait on each other.
+struct LaunchSkew {
+  std::string kernel;
+  int64_t launches = 0;  // per GPU
+  double median_ns = 0;
+  int64_t max_ns = 0;
+  // The GPU that most often started last; unset when the GPUs always started together.
+  std::optional<int32_t> latest_gpu;
+};
+
 struct StoryAnalysis {
   // Of every workload kernel group (scaffolding has none).
   absl::flat_hash_map<const RecordGroup*, KernelFindings> kernels;
@@ -97,6 +109,8 @@ struct StoryAnalysis {
   int64_t samples = 0;
   // One per GPU, only when the timed phase ran on more than one.
   std::vector<GpuTimedWork> gpus;
+  // Only when the timed phase ran on more than one GPU.
+  std::vector<LaunchSkew> skews;
   // When a sample is more than one kernel group (several kernels, or several GPUs): the result
   // describes the sample, not any one kernel.
   std::optional<AchievedFigures> achieved;

@@ -142,6 +142,39 @@ TEST(AnalyseStoryTest, OneLinePerGpuWithTheSlowestNamed) {
   EXPECT_TRUE(analysis.multi_kernel_sample());
 }
 
+TEST(AnalyseStoryTest, HowFarApartTheGpusStartTheSameKernel) {
+  std::vector<api::ActivityRecord> records = {
+      Record("kind: KIND_PHASE phase: PHASE_TIMED name: 'timed' start_ns: 1000 end_ns: 900000")};
+  // GPU 1 starts each all-reduce 1, 3, then 2 us after GPU 0.
+  const int64_t lag_ns[] = {1'000, 3'000, 2'000};
+  for (int sample = 0; sample < 3; ++sample) {
+    const int64_t base = 10'000 + sample * 100'000;
+    for (int gpu = 0; gpu < 2; ++gpu) {
+      records.push_back(
+          Record(Kernel("ncclDevKernel_AllReduce", base + (gpu == 1 ? lag_ns[sample] : 0), 40'000,
+                        absl::StrCat("gpu_id: ", gpu))));
+    }
+    // A kernel on one GPU only has no skew.
+    records.push_back(Record(Kernel("local_only", base + 50'000, 1'000, "gpu_id: 0")));
+  }
+  const StoryTimeline timeline = BuildStoryTimeline(records);
+  api::ExperimentResult result;
+  *result.mutable_provenance()->add_gpus() = H100(0);
+  *result.mutable_provenance()->add_gpus() = H100(1);
+  const StoryAnalysis analysis = AnalyseStory(timeline, result);
+  ASSERT_EQ(analysis.skews.size(), 1u);
+  const LaunchSkew& skew = analysis.skews.front();
+  EXPECT_EQ(skew.kernel, "ncclDevKernel_AllReduce");
+  EXPECT_EQ(skew.launches, 3);
+  EXPECT_DOUBLE_EQ(skew.median_ns, 2'000);
+  EXPECT_EQ(skew.max_ns, 3'000);
+  EXPECT_EQ(skew.latest_gpu, 1);
+
+  // One GPU: nothing to compare.
+  std::vector<api::ActivityRecord> single = {records[0], records[1], records[3]};
+  EXPECT_TRUE(AnalyseStory(BuildStoryTimeline(single), result).skews.empty());
+}
+
 TEST(AnalyseStoryTest, ScaffoldingByTheFlagOnly) {
   // A workload kernel that happens to be named like the blocker, and no flagged record.
   const std::vector<api::ActivityRecord> records = {

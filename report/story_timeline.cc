@@ -83,7 +83,10 @@ void AddToGroup(const api::ActivityRecord& record, PhaseNode& node) {
   }
   ++group->count;
   const int64_t duration = std::max<int64_t>(record.end_ns() - record.start_ns(), 0);
-  if (record.start_ns() > 0) group->durations_ns.push_back(duration);
+  if (record.start_ns() > 0) {
+    group->durations_ns.push_back(duration);
+    group->starts_ns.push_back(record.start_ns());
+  }
   group->total_ns += duration;
   group->total_bytes += record.bytes();
   if (group->metrics.empty() && !record.metrics().empty()) {

@@ -26,8 +26,10 @@ struct RecordGroup {
   // The first record in time, for the launch configuration and the offset.
   const gpuprof::v1::ActivityRecord* first = nullptr;
   int64_t count = 0;
-  // Of the records with timestamps (kernels replayed by the profiler have none).
+  // Of the records with timestamps (kernels replayed by the profiler have none), in the order
+  // the records came.
   std::vector<int64_t> durations_ns;
+  std::vector<int64_t> starts_ns;
   int64_t total_ns = 0;
   int64_t total_bytes = 0;
   // The first record's that has any.
