@@ -322,6 +322,21 @@ TEST(RequestValidation, CollectiveSizesAndTypesTheRanksCanRun) {
             "later does)");
   inventory.mutable_host()->set_nccl_version("2.28.3");
   EXPECT_TRUE(Check(request, inventory).ok());
+
+  // Symmetric windows: whole 16-byte chunks per rank, out of place.
+  request.mutable_collective()->set_dtype(v1::DATA_TYPE_BF16);
+  request.mutable_collective()->set_buffer_mode(v1::BUFFER_MODE_SYMMETRIC);
+  request.mutable_collective()->set_min_bytes(8);
+  request.mutable_collective()->set_max_bytes(1 << 20);
+  EXPECT_EQ(Check(request, inventory).message(),
+            "collective.min_bytes: got 8 (step factor 2); all-gather over symmetric windows needs "
+            "per-rank chunks that are multiples of 16 bytes: min_bytes a multiple of 32 and a "
+            "whole step factor");
+  request.mutable_collective()->set_min_bytes(1024);
+  EXPECT_TRUE(Check(request, inventory).ok());
+  request.mutable_collective()->set_in_place(true);
+  EXPECT_THAT(Check(request, inventory).message(),
+              HasSubstr("collective.in_place: all-gather over symmetric windows runs out of place"));
 }
 
 TEST(RequestValidation, EagerCollectivesTakeNoGraph) {

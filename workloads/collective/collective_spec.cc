@@ -132,6 +132,30 @@ absl::Status ValidateCollective(const v1::ExperimentRequest& request, const Host
         "collective.dtype: got %s; this host's NCCL %s has no fp8 (NCCL 2.24 or later does)",
         DataTypeName(spec.dtype()), limits.nccl_version));
   }
+  // Symmetric windows: NCCL's symmetric kernels need every rank's buffer at the same offset,
+  // which in-place all-gather and reduce-scatter break, and NCCL 2.28.3 returned wrong
+  // all-gather / reduce-scatter data for per-rank chunks that were not a multiple of 16 bytes
+  // (docs/gpu-runs/comm-nccl.md): refuse both before any rank starts.
+  const bool chunks_per_rank = spec.op() == v1::COLLECTIVE_OP_ALL_GATHER ||
+                               spec.op() == v1::COLLECTIVE_OP_REDUCE_SCATTER;
+  if (spec.buffer_mode() == v1::BUFFER_MODE_SYMMETRIC && chunks_per_rank) {
+    if (spec.in_place()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "collective.in_place: %s over symmetric windows runs out of place only (every rank's "
+          "buffer must sit at the same offset)",
+          EnumShortName(spec.op())));
+    }
+    const int64_t tp = std::max(1, request.tp_degree());
+    const bool integral_factor =
+        spec.min_bytes() == spec.max_bytes() || spec.step_factor() == std::floor(spec.step_factor());
+    if (spec.min_bytes() % (16 * tp) != 0 || !integral_factor) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "collective.min_bytes: got %d (step factor %g); %s over symmetric windows needs "
+          "per-rank chunks that are multiples of 16 bytes: min_bytes a multiple of %d and a "
+          "whole step factor",
+          spec.min_bytes(), spec.step_factor(), EnumShortName(spec.op()), 16 * tp));
+    }
+  }
   // One size that the op splits into a chunk per rank must split evenly; a sweep's sizes are
   // rounded to that, as nccl-tests rounds them.
   const int64_t ranks = std::max(1, request.tp_degree());
