@@ -59,8 +59,8 @@ class ActivityTracer {
   void SetPhase(gpuprof::v1::Phase phase);
 
   // Between these two, what the calling thread launches is tagged as the measurement core's
-  // scaffolding (an external correlation), and its kernel and memset records come out of
-  // TakeBatch with `scaffolding` set. Not nested.
+  // scaffolding (the launch's correlation id, from CUPTI's runtime API callback), and its kernel
+  // and memset records come out of TakeBatch with `scaffolding` set.
   void BeginScaffolding();
   void EndScaffolding();
 
@@ -91,8 +91,8 @@ class ActivityTracer {
   friend struct ActivityTracerTrampolines;
   struct State;
   explicit ActivityTracer(std::unique_ptr<State> state);
-  // External correlation records, and API records for the launch calls they precede; what
-  // CUPTI refuses becomes a note, never a failure.
+  // Subscribes to CUPTI's runtime API callbacks, which see the correlation id of every launch;
+  // what CUPTI refuses (another subscriber) becomes a note, never a failure.
   void EnableScaffoldingTags();
 
   std::unique_ptr<State> state_;

@@ -1,6 +1,6 @@
 // Lets a tracer tell the measurement core's own launches apart from the workload's. The core
 // brackets every launch it makes around the workload's work (the stream blocker, the L2 flush)
-// with Begin and End; a tracer tags what is launched in between (CUPTI external correlation),
+// with Begin and End; a tracer tags what is launched in between (by CUPTI correlation id),
 // so its records carry `scaffolding` from the source instead of being guessed from names.
 // Free of CUDA and CUPTI, so that measure/ does not depend on the tracer.
 #ifndef GPUPROF_MEASURE_LAUNCH_ANNOTATIONS_H_
