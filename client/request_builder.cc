@@ -57,6 +57,8 @@ constexpr CommonFlag kCommonFlags[] = {
     {"noise", "measurement.noise_target", "",
      "stop once stddev/mean of the samples is below this (0.01 = 1%)"},
     {"l2", "measurement.l2_mode", "", "cold flushes L2 before every sample"},
+    {"host-inputs", "measurement.host_inputs", "",
+     "fill inputs on the host and check the whole output there (slower; default: on the GPU)"},
     {"graph", "measurement.graph_launches_per_sample", "",
      "launches per sample in a CUDA graph, so launch overhead is not timed"},
     {"trace", "tracing.level", "", "CUPTI tracing (default: activity)"},

@@ -9,16 +9,10 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
+#include "kernels/copy/counter_bytes.h"
 
 namespace gpuprof::kernels {
 namespace {
-
-uint64_t SplitMix64(uint64_t& state) {
-  uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
 
 float HalfToFloat(uint16_t bits) {
   const int sign = bits >> 15;
@@ -66,15 +60,34 @@ int ElementBytes(ElementType type) {
 }
 
 void FillRandomBytes(std::span<std::byte> bytes, uint64_t seed) {
-  uint64_t state = seed;
-  size_t offset = 0;
-  for (; offset + 8 <= bytes.size(); offset += 8) {
-    const uint64_t word = SplitMix64(state);
-    std::memcpy(bytes.data() + offset, &word, 8);
+  FillCounterBytes(seed, 0, bytes);
+}
+
+void FillCounterBytes(uint64_t seed, int64_t offset, std::span<std::byte> bytes) {
+  static_assert(std::endian::native == std::endian::little, "the stream is little-endian");
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const uint64_t position = offset + done;
+    const uint64_t word = CounterWord(seed, position / 8);
+    const size_t skip = position % 8;
+    const size_t take = std::min<size_t>(8 - skip, bytes.size() - done);
+    std::memcpy(bytes.data() + done, reinterpret_cast<const std::byte*>(&word) + skip, take);
+    done += take;
   }
-  if (offset < bytes.size()) {
-    const uint64_t word = SplitMix64(state);
-    std::memcpy(bytes.data() + offset, &word, bytes.size() - offset);
+}
+
+void ReferenceGatherGenerated(uint64_t seed, std::span<const int32_t> ids, int64_t row_bytes,
+                              bool masked, int64_t vocab_start, int64_t vocab_end,
+                              std::span<std::byte> out) {
+  for (size_t token = 0; token < ids.size(); ++token) {
+    const std::span<std::byte> destination = out.subspan(token * row_bytes, row_bytes);
+    const int64_t id = ids[token];
+    if (masked && (id < vocab_start || id >= vocab_end)) {
+      std::memset(destination.data(), 0, row_bytes);
+      continue;
+    }
+    const int64_t row = masked ? id - vocab_start : id;
+    FillCounterBytes(seed, row * row_bytes, destination);
   }
 }
 

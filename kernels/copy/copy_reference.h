@@ -24,8 +24,11 @@ enum class ElementType { kFloat32, kFloat16, kBFloat16, kFloat8E4M3 };
 int ElementBytes(ElementType type);
 
 // Fills `bytes` from a SplitMix64 stream of `seed`: reproducible, and never all zeros (zeros
-// would hide unwritten outputs).
+// would hide unwritten outputs). The same bytes as the GPU's FillDeviceCounterBytes.
 void FillRandomBytes(std::span<std::byte> bytes, uint64_t seed);
+
+// Bytes [offset, offset + bytes.size()) of that stream (counter_bytes.h), computed directly.
+void FillCounterBytes(uint64_t seed, int64_t offset, std::span<std::byte> bytes);
 
 // num_tokens ids uniform in [0, vocab_size).
 std::vector<int32_t> GenerateTokenIds(int64_t num_tokens, int64_t vocab_size, uint64_t seed);
@@ -42,6 +45,12 @@ absl::StatusOr<std::vector<int32_t>> GenerateSlots(SlotPattern pattern, int64_t 
 void ReferenceGather(std::span<const std::byte> table, std::span<const int32_t> ids,
                      int64_t row_bytes, bool masked, int64_t vocab_start, int64_t vocab_end,
                      std::span<std::byte> out);
+
+// ReferenceGather over a table whose local bytes are the counter stream of `seed` (a table the
+// GPU filled in place): only the gathered rows are computed.
+void ReferenceGatherGenerated(uint64_t seed, std::span<const int32_t> ids, int64_t row_bytes,
+                              bool masked, int64_t vocab_start, int64_t vocab_end,
+                              std::span<std::byte> out);
 
 // cache[slots[t]] = source[t].
 void ReferenceScatter(std::span<const std::byte> source, std::span<const int32_t> slots,

@@ -6,6 +6,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/copy/counter_bytes.h"
 
 namespace gpuprof::kernels {
 namespace {
@@ -22,6 +23,55 @@ TEST(FillRandomBytesTest, ReproducibleNotZeroAndCoversOddLengths) {
   EXPECT_NE(a, c);
   EXPECT_GT(std::count(a.begin(), a.end(), std::byte{0}), 0);  // bytes, not only non-zero
   EXPECT_LT(std::count(a.begin(), a.end(), std::byte{0}), 50);
+}
+
+TEST(FillCounterBytesTest, AnyWindowIsTheSameSliceOfTheStream) {
+  std::vector<std::byte> stream(301);
+  FillRandomBytes(stream, 42);
+  for (const int64_t offset : {0, 1, 7, 8, 13, 64, 250}) {
+    for (const int64_t length : {1, 3, 8, 17, 51}) {
+      std::vector<std::byte> window(length);
+      FillCounterBytes(42, offset, window);
+      EXPECT_TRUE(std::equal(window.begin(), window.end(), stream.begin() + offset))
+          << "offset " << offset << " length " << length;
+    }
+  }
+}
+
+TEST(CounterBytesAtTest, ElementsAreLittleEndianSlicesOfTheStream) {
+  std::vector<std::byte> stream(64);
+  FillRandomBytes(stream, 9);
+  for (const int width : {1, 2, 4, 8}) {
+    for (int offset = 0; offset + width <= 64; offset += width) {
+      uint64_t expected = 0;
+      std::memcpy(&expected, stream.data() + offset, width);
+      EXPECT_EQ(CounterBytesAt(9, offset, width), expected) << width << "@" << offset;
+    }
+  }
+}
+
+TEST(ReferenceGatherGeneratedTest, MatchesTheGatherOverTheWholeTable) {
+  constexpr int64_t kRowBytes = 6;  // not a multiple of the 8-byte word
+  constexpr int64_t kRows = 50;
+  std::vector<std::byte> table(kRows * kRowBytes);
+  FillRandomBytes(table, 5);
+  const std::vector<int32_t> ids = {0, 49, 7, 7, 23, 60, 3};
+  for (const bool masked : {false, true}) {
+    const int64_t start = masked ? 3 : 0;
+    const int64_t end = masked ? 30 : kRows;
+    // A masked table holds only rows [start, end), so its stream starts at its first row.
+    std::vector<std::byte> local((end - start) * kRowBytes);
+    FillRandomBytes(local, 5);
+    std::vector<int32_t> in_range;
+    for (int32_t id : ids) {
+      if (masked || id < kRows) in_range.push_back(id);
+    }
+    std::vector<std::byte> expected(in_range.size() * kRowBytes);
+    std::vector<std::byte> generated(in_range.size() * kRowBytes);
+    ReferenceGather(masked ? local : table, in_range, kRowBytes, masked, start, end, expected);
+    ReferenceGatherGenerated(5, in_range, kRowBytes, masked, start, end, generated);
+    EXPECT_EQ(generated, expected) << (masked ? "masked" : "unmasked");
+  }
 }
 
 TEST(GenerateTokenIdsTest, InRange) {

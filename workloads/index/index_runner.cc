@@ -20,6 +20,7 @@
 #include "kernels/copy/copy_kernel_launch.h"
 #include "kernels/copy/copy_kernel_params.h"
 #include "kernels/copy/copy_reference.h"
+#include "kernels/copy/device_inputs.h"
 #include "workloads/gpu_driver/gpu_run_driver.h"
 #include "workloads/gpu_driver/rank_group.h"
 #include "workloads/gpu_driver/jit_kernel.h"
@@ -41,17 +42,20 @@ class IndexPlan final : public GpuWorkloadPlan {
   IndexPlan(const v1::IndexSpec& spec, const worker_protocol::ExperimentAssignment& assignment)
       : spec_(spec),
         assignment_(assignment),
+        host_inputs_(assignment.request().measurement().host_inputs()),
         ranks_(std::max(1, assignment.world_size())),
         deadline_(RankDeadline(assignment)) {}
 
   PlanMessages messages() const override {
     return {.jit = "specialising the gather kernel",
-            .allocation = "allocating and filling the table",
+            .allocation = host_table() ? "allocating and filling the table on the host"
+                                       : "allocating and filling the table on the GPU",
             .verification = "checking against the CPU gather"};
   }
 
   absl::Status Compile(const gpu::DeviceFacts& device, v1::ExperimentResult& result) override {
     ASSIGN_OR_RETURN(element_, ElementTypeOf(spec_.dtype()));
+    sm_count_ = device.sm_count;
     tokens_ = spec_.num_tokens();
     row_bytes_ = spec_.hidden_dim() * kernels::ElementBytes(element_);
     masked_ = spec_.has_vocab_range() || ranks_ > 1;
@@ -98,37 +102,46 @@ class IndexPlan final : public GpuWorkloadPlan {
             .device_breakdown = absl::StrCat(DescribeBytes("table", table_bytes), ", ",
                                              DescribeBytes("output", out_bytes()), ", ",
                                              DescribeBytes("ids", ids_bytes())),
-            .host_bytes = table_bytes + 2 * out_bytes(),
-            .host_purpose = "the table and the reference gather"};
+            .host_bytes = (host_table() ? table_bytes : 0) + 2 * out_bytes(),
+            .host_purpose = host_table() ? "the table and the reference gather"
+                                         : "the output and the reference gather"};
   }
 
-  absl::StatusOr<std::string> Allocate(cudaStream_t) override {
+  absl::StatusOr<std::string> Allocate(cudaStream_t stream) override {
     const int64_t table_bytes = (vocab_end_ - vocab_start_) * row_bytes_;
+    ids_ = kernels::GenerateTokenIds(tokens_, spec_.vocab_size(), spec_.seed() ^ 0x1d5);
+    ASSIGN_OR_RETURN(table_device_, DeviceBuffer::Allocate(table_bytes));
+    ASSIGN_OR_RETURN(ids_device_, DeviceBuffer::Allocate(ids_bytes()));
+    ASSIGN_OR_RETURN(out_device_, DeviceBuffer::Allocate(out_bytes()));
     if (ranks_ > 1) {
       // Every rank makes the whole table the same way and keeps its shard; the values are small
       // integers, so that the all-reduce's sum (one row plus zeros) is exact and comparable.
       full_table_ = SmallIntegerTable(spec_.vocab_size());
       table_.assign(full_table_.begin() + vocab_start_ * row_bytes_,
                     full_table_.begin() + vocab_end_ * row_bytes_);
-    } else {
+    } else if (host_inputs_) {
       table_.resize(table_bytes);
       kernels::FillRandomBytes(table_, spec_.seed());
+    } else {
+      // The same bytes FillRandomBytes would give, made where they are used.
+      RETURN_IF_ERROR(kernels::FillDeviceCounterBytes(table_device_.data(), table_bytes,
+                                                      spec_.seed(), sm_count_, stream));
     }
-    ids_ = kernels::GenerateTokenIds(tokens_, spec_.vocab_size(), spec_.seed() ^ 0x1d5);
-    ASSIGN_OR_RETURN(table_device_, DeviceBuffer::Allocate(table_bytes));
-    ASSIGN_OR_RETURN(ids_device_, DeviceBuffer::Allocate(ids_bytes()));
-    ASSIGN_OR_RETURN(out_device_, DeviceBuffer::Allocate(out_bytes()));
-    CUDA_RETURN_IF_ERROR(
-        cudaMemcpy(table_device_.data(), table_.data(), table_bytes, cudaMemcpyHostToDevice));
+    if (host_table()) {
+      CUDA_RETURN_IF_ERROR(
+          cudaMemcpy(table_device_.data(), table_.data(), table_bytes, cudaMemcpyHostToDevice));
+    }
     CUDA_RETURN_IF_ERROR(
         cudaMemcpy(ids_device_.data(), ids_.data(), ids_bytes(), cudaMemcpyHostToDevice));
+    CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
     params_ = {.table = table_device_.data(),
                .ids = ids_device_.data_as<int32_t>(),
                .out = out_device_.data(),
                .num_tokens = tokens_,
                .vocab_start = static_cast<int32_t>(vocab_start_),
                .vocab_end = static_cast<int32_t>(vocab_end_)};
-    return absl::StrCat(DescribeBytes("table", table_bytes), ", ",
+    return absl::StrCat(DescribeBytes("table", table_bytes),
+                        host_table() ? "" : " (filled on the GPU)", ", ",
                         DescribeBytes("output", out_bytes()));
   }
 
@@ -207,9 +220,13 @@ class IndexPlan final : public GpuWorkloadPlan {
       // After the all-reduce, every rank holds the whole embedding.
       kernels::ReferenceGather(full_table_, ids_, row_bytes_, /*masked=*/false, 0,
                                spec_.vocab_size(), expected);
-    } else {
+    } else if (host_table()) {
       kernels::ReferenceGather(table_, ids_, row_bytes_, masked_, vocab_start_, vocab_end_,
                                expected);
+    } else {
+      // The rows the ids name, recomputed from the generator that filled the table.
+      kernels::ReferenceGatherGenerated(spec_.seed(), ids_, row_bytes_, masked_, vocab_start_,
+                                        vocab_end_, expected);
     }
     const kernels::ComparisonResult compared = kernels::CompareElements(expected, out, element_);
     verification.set_checked(true);
@@ -219,7 +236,11 @@ class IndexPlan final : public GpuWorkloadPlan {
             ? absl::StrCat("bit-exact comparison of the all-reduced output of ", ranks_,
                            " vocabulary shards with a CPU gather of the whole table (small "
                            "integer values, so the sum is exact); output poisoned first")
-            : absl::StrCat("bit-exact comparison with a CPU gather of the same table and ids",
+            : absl::StrCat("bit-exact comparison of the whole output with a CPU gather of ",
+                           host_table() ? "the same table (filled on the host)"
+                                        : "the rows the ids name, recomputed from the "
+                                          "counter-based generator that filled the table on "
+                                          "the GPU",
                            masked_ ? " (ids outside the vocabulary range give zero rows)" : "",
                            "; output poisoned before the checked launch"));
     verification.set_mismatches(compared.mismatches);
@@ -264,11 +285,15 @@ class IndexPlan final : public GpuWorkloadPlan {
     return table;
   }
   int64_t ids_bytes() const { return tokens_ * static_cast<int64_t>(sizeof(int32_t)); }
+  // Whether the table is made on the host (tensor parallelism's small integers, or asked for).
+  bool host_table() const { return ranks_ > 1 || host_inputs_; }
 
   const v1::IndexSpec& spec_;
   const worker_protocol::ExperimentAssignment& assignment_;
+  const bool host_inputs_;
   const int ranks_;
   const absl::Time deadline_;
+  int sm_count_ = 0;
   comm::NcclCommunicator* communicator_ = nullptr;
   ncclDataType_t nccl_type_ = ncclBfloat16;
   std::vector<std::byte> full_table_;
