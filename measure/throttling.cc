@@ -15,8 +15,21 @@ constexpr double kThrottleThreshold = 0.05;
 
 }  // namespace
 
+namespace {
+
+// Loading and initialising NVML takes ~15 ms, more than a small experiment's whole timed
+// phase, so a worker loads it once and keeps it (NVML is thread-safe). Never freed: it must
+// outlive every probe, and the process's exit releases it.
+const absl::StatusOr<gpu::NvmlLibrary>& ProcessNvml() {
+  static const auto* const nvml =
+      new absl::StatusOr<gpu::NvmlLibrary>(gpu::NvmlLibrary::Load());
+  return *nvml;
+}
+
+}  // namespace
+
 ClockProbe::ClockProbe(const std::string& gpu_uuid) {
-  absl::StatusOr<gpu::NvmlLibrary> nvml = gpu::NvmlLibrary::Load();
+  const absl::StatusOr<gpu::NvmlLibrary>& nvml = ProcessNvml();
   if (!nvml.ok()) {
     unavailable_ = std::string(nvml.status().message());
     return;
@@ -27,18 +40,18 @@ ClockProbe::ClockProbe(const std::string& gpu_uuid) {
     return;
   }
   device_ = *device;
-  nvml_.emplace(*std::move(nvml));
+  nvml_ = &*nvml;
 }
 
 std::optional<unsigned> ClockProbe::SmClockMhz() const {
-  if (!nvml_.has_value()) return std::nullopt;
+  if (nvml_ == nullptr) return std::nullopt;
   absl::StatusOr<unsigned> clock = nvml_->ClockMhz(device_, gpu::nvml::ClockType::kSm);
   if (!clock.ok()) return std::nullopt;
   return *clock;
 }
 
 uint64_t ClockProbe::ClocksEventReasons() const {
-  if (!nvml_.has_value()) return 0;
+  if (nvml_ == nullptr) return 0;
   absl::StatusOr<uint64_t> reasons = nvml_->ClocksEventReasons(device_);
   return reasons.ok() ? *reasons : 0;
 }

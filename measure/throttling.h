@@ -23,7 +23,8 @@ class ClockProbe {
   const std::string& unavailable() const { return unavailable_; }
 
  private:
-  std::optional<gpu::NvmlLibrary> nvml_;
+  // The process's NVML (loaded once; see throttling.cc), or null when it could not load.
+  const gpu::NvmlLibrary* nvml_ = nullptr;
   gpu::nvml::Device device_ = nullptr;
   std::string unavailable_;
 };
