@@ -17,7 +17,6 @@ for t in $tests; do
   for tool in memcheck racecheck initcheck synccheck; do
     extra=""
     [ $tool = memcheck ] && extra="--leak-check full"
-    [ $tool = initcheck ] && extra="--track-unused-memory no"
     start=$(date +%s)
     timeout ${SANITIZER_TIMEOUT:-240} $CS --tool $tool $extra --error-exitcode 86 \
       --print-limit 20 $B/$t ${GTEST_ARGS:-} > $S/$t.$tool.log 2>&1
