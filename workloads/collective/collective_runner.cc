@@ -4,6 +4,8 @@
 #include <nccl.h>
 
 #include <algorithm>
+#include <functional>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -78,6 +80,7 @@ absl::StatusOr<comm::BufferMode> BufferModeOf(v1::BufferMode mode) {
     case v1::BUFFER_MODE_REGISTERED:
       return comm::BufferMode::kRegistered;
     case v1::BUFFER_MODE_SYMMETRIC:
+    case v1::BUFFER_MODE_WRAPPER:  // its window; the tensors are plain device buffers
       return comm::BufferMode::kSymmetric;
     default:
       return absl::InvalidArgumentError(
@@ -106,20 +109,29 @@ absl::StatusOr<std::vector<double>> GatherAcrossRanks(comm::NcclCommunicator& co
   return all;
 }
 
-// Runs the collective once on this rank's exact input and compares the output.
+// Enqueues one collective (or, for the wrapper's staged path, copy in + collective + copy out).
+using CollectiveLaunch = std::function<absl::Status(cudaStream_t)>;
+
+// Runs `launch` once on this rank's exact input (written at `pointers.send`, read back from
+// `pointers.recv`) after poisoning every buffer in `poisoned`, and compares the output.
 absl::StatusOr<bool> CheckOnce(comm::NcclCommunicator& communicator,
-                               const comm::CollectiveBuffers& buffers,
+                               std::initializer_list<const comm::CollectiveBuffers*> poisoned,
                                const comm::CollectiveRequest& request,
                                const comm::CollectiveLayout& layout,
-                               const comm::CollectivePointers& pointers, cudaStream_t stream,
+                               const comm::CollectivePointers& pointers,
+                               const CollectiveLaunch& launch, cudaStream_t stream,
                                absl::Time deadline, std::string& mismatch) {
   const size_t element_bytes = comm::DtypeSizeBytes(request.dtype);
-  CUDA_RETURN_IF_ERROR(cudaMemsetAsync(buffers.send(), 0xff, buffers.bytes_per_buffer(), stream));
-  CUDA_RETURN_IF_ERROR(cudaMemsetAsync(buffers.recv(), 0xff, buffers.bytes_per_buffer(), stream));
+  for (const comm::CollectiveBuffers* buffers : poisoned) {
+    CUDA_RETURN_IF_ERROR(
+        cudaMemsetAsync(buffers->send(), 0xff, buffers->bytes_per_buffer(), stream));
+    CUDA_RETURN_IF_ERROR(
+        cudaMemsetAsync(buffers->recv(), 0xff, buffers->bytes_per_buffer(), stream));
+  }
   const std::vector<uint8_t> input = comm::EncodeInput(request, layout, communicator.rank());
   CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(const_cast<void*>(pointers.send), input.data(),
                                        input.size(), cudaMemcpyHostToDevice, stream));
-  RETURN_IF_ERROR(comm::EnqueueCollective(communicator, request, pointers, stream));
+  RETURN_IF_ERROR(launch(stream));
   RETURN_IF_ERROR(comm::WaitWithDeadline(communicator, stream, deadline));
   std::vector<uint8_t> output(layout.recv_elements * element_bytes);
   CUDA_RETURN_IF_ERROR(
@@ -128,6 +140,35 @@ absl::StatusOr<bool> CheckOnce(comm::NcclCommunicator& communicator,
                                                  communicator.rank(), output);
   if (!checked.ok()) mismatch = std::string(checked.message());
   return checked.ok();
+}
+
+// The wrapper's staged path: the tensor copied into the window, the collective there, the
+// result copied back into the tensor's own receive buffer.
+absl::Status LaunchStaged(comm::NcclCommunicator& communicator,
+                          const comm::CollectiveRequest& request,
+                          const comm::CollectiveLayout& layout,
+                          const comm::CollectivePointers& tensor,
+                          const comm::CollectivePointers& window, cudaStream_t stream) {
+  const size_t element_bytes = comm::DtypeSizeBytes(request.dtype);
+  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(const_cast<void*>(window.send), tensor.send,
+                                       layout.send_elements * element_bytes,
+                                       cudaMemcpyDeviceToDevice, stream));
+  RETURN_IF_ERROR(comm::EnqueueCollective(communicator, request, window, stream));
+  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(tensor.recv, window.recv,
+                                       layout.recv_elements * element_bytes,
+                                       cudaMemcpyDeviceToDevice, stream));
+  return absl::OkStatus();
+}
+
+// Where staging stops paying: the largest size before the first at which the direct path was
+// faster (0 when it was from the first size).
+int64_t WrapperThresholdBytes(const v1::CollectiveResult& collective) {
+  int64_t threshold = 0;
+  for (const v1::CollectivePoint& point : collective.points()) {
+    if (!point.staged()) break;
+    threshold = point.bytes();
+  }
+  return threshold;
 }
 
 }  // namespace
@@ -172,12 +213,25 @@ absl::StatusOr<v1::ExperimentResult> RunCollectiveWorkload(const RunContext& con
   ASSIGN_OR_RETURN(const comm::CollectiveLayout largest,
                    comm::LayoutFor(request_for(counts.back()), world_size, rank));
   const size_t buffer_bytes = largest.BufferElements() * comm::DtypeSizeBytes(dtype);
+  const bool wrapper = spec.buffer_mode() == v1::BUFFER_MODE_WRAPPER;
+  // The wrapper's window (symmetric) and, beside it, the tensors' own plain buffers.
   ASSIGN_OR_RETURN(comm::CollectiveBuffers buffers,
                    comm::CollectiveBuffers::Allocate(*communicator, mode, buffer_bytes));
+  comm::CollectiveBuffers tensors;
+  if (wrapper) {
+    ASSIGN_OR_RETURN(tensors, comm::CollectiveBuffers::Allocate(
+                                  *communicator, comm::BufferMode::kDevice, buffer_bytes));
+  }
   ASSIGN_OR_RETURN(CudaStream stream, CudaStream::Create());
-  ASSIGN_OR_RETURN(DeviceBuffer scratch, DeviceBuffer::Allocate(4 * sizeof(double) * world_size));
+  // Room for GatherAcrossRanks: this rank's values and every rank's (3 per rank).
+  ASSIGN_OR_RETURN(DeviceBuffer scratch,
+                   DeviceBuffer::Allocate(4 * sizeof(double) * (world_size + 1)));
   context.progress(v1::PHASE_ALLOCATION, 1, 1,
-                   absl::StrFormat("2 x %d bytes, %s", buffer_bytes, comm::BufferModeName(mode)));
+                   wrapper ? absl::StrFormat("2 x %d bytes of tensors, 2 x %d in a symmetric "
+                                             "window (wrapper)",
+                                             buffer_bytes, buffer_bytes)
+                           : absl::StrFormat("2 x %d bytes, %s", buffer_bytes,
+                                             comm::BufferModeName(mode)));
 
   v1::ExperimentResult result;
   v1::CollectiveResult& collective = *result.mutable_collective();
@@ -196,11 +250,38 @@ absl::StatusOr<v1::ExperimentResult> RunCollectiveWorkload(const RunContext& con
     const size_t bytes = comm::AlgorithmBytes(layout, dtype);
     const std::string size_label = absl::StrFormat("%d bytes", bytes);
 
+    // The launches timed at this size: the collective on `pointers`; for the wrapper, the
+    // staged path through the window and the direct one on the tensors' buffers.
+    comm::CollectivePointers tensor_pointers;
+    if (wrapper) {
+      ASSIGN_OR_RETURN(tensor_pointers, tensors.PointersFor(layout, request));
+    }
+    const CollectiveLaunch on_buffers = [&](cudaStream_t on) {
+      return comm::EnqueueCollective(*communicator, request, pointers, on);
+    };
+    const CollectiveLaunch staged = [&](cudaStream_t on) {
+      return LaunchStaged(*communicator, request, layout, tensor_pointers, pointers, on);
+    };
+    const CollectiveLaunch direct = [&](cudaStream_t on) {
+      return comm::EnqueueCollective(*communicator, request, tensor_pointers, on);
+    };
+
     context.progress(v1::PHASE_VERIFICATION, index, counts.size(),
                      absl::StrCat("checking ", size_label));
     std::string mismatch;
-    ASSIGN_OR_RETURN(const bool correct, CheckOnce(*communicator, buffers, request, layout,
-                                                   pointers, stream.get(), deadline, mismatch));
+    bool correct = true;
+    if (wrapper) {
+      for (const auto& [launch, what] : {std::pair{&staged, "staged"}, std::pair{&direct, "direct"}}) {
+        ASSIGN_OR_RETURN(const bool path_correct,
+                         CheckOnce(*communicator, {&buffers, &tensors}, request, layout,
+                                   tensor_pointers, *launch, stream.get(), deadline, mismatch));
+        if (!path_correct) mismatch = absl::StrCat(what, " path: ", mismatch);
+        correct = correct && path_correct;
+      }
+    } else {
+      ASSIGN_OR_RETURN(correct, CheckOnce(*communicator, {&buffers}, request, layout, pointers,
+                                          on_buffers, stream.get(), deadline, mismatch));
+    }
     if (!correct) result.add_not_collected(absl::StrCat("rank ", rank, " at ", size_label, ": ", mismatch));
 
     measure::MeasurementSetup setup{
@@ -218,34 +299,56 @@ absl::StatusOr<v1::ExperimentResult> RunCollectiveWorkload(const RunContext& con
                             communicator->get(), on),
               "aligning the ranks before a sample");
         }};
-    const measure::TimedStream timed{
-        .stream = stream.get(),
-        .device = 0,
-        .launch = [&](cudaStream_t on) {
-          return comm::EnqueueCollective(*communicator, request, pointers, on);
-        }};
+    auto measure_launch = [&](const CollectiveLaunch& launch)
+        -> absl::StatusOr<measure::MeasurementOutcome> {
+      const measure::TimedStream timed{.stream = stream.get(), .device = 0, .launch = launch};
+      return measure::MeasureStreams(setup, {&timed, 1}, context.progress);
+    };
     ASSIGN_OR_RETURN(measure::MeasurementOutcome outcome,
-                     measure::MeasureStreams(setup, {&timed, 1}, context.progress));
+                     measure_launch(wrapper ? staged : on_buffers));
+    double direct_median_us = 0;
+    measure::MeasurementOutcome direct_outcome;
+    if (wrapper) {
+      ASSIGN_OR_RETURN(direct_outcome, measure_launch(direct));
+      direct_median_us = direct_outcome.measurement.kernel_time().median_us();
+    }
     const v1::TimingStats& mine = outcome.measurement.kernel_time();
+    // Per rank: median (staged for the wrapper), correct, direct median.
     ASSIGN_OR_RETURN(const std::vector<double> all,
-                     GatherAcrossRanks(*communicator, {mine.median_us(), correct ? 1.0 : 0.0},
+                     GatherAcrossRanks(*communicator,
+                                       {mine.median_us(), correct ? 1.0 : 0.0, direct_median_us},
                                        scratch, stream.get(), deadline));
+    constexpr int kPerRank = 3;
 
     v1::CollectivePoint& point = *collective.add_points();
     point.set_bytes(static_cast<int64_t>(bytes));
     point.set_elements(static_cast<int64_t>(counts[index]));
     point.set_correct(true);
     int slowest = 0;
+    int slowest_direct = 0;
     for (int r = 0; r < world_size; ++r) {
-      point.add_rank_median_us(all[2 * r]);
-      if (all[2 * r] > all[2 * slowest]) slowest = r;
-      if (all[2 * r + 1] == 0.0) point.set_correct(false);
+      const double* of_rank = &all[kPerRank * r];
+      point.add_rank_median_us(of_rank[0]);
+      if (of_rank[0] > all[kPerRank * slowest]) slowest = r;
+      if (of_rank[2] > all[kPerRank * slowest_direct + 2]) slowest_direct = r;
+      if (of_rank[1] == 0.0) point.set_correct(false);
     }
     // The slowest rank's median sets the pace; this rank's samples give the spread.
+    double median_us = all[kPerRank * slowest];
     *point.mutable_time() = mine;
-    point.mutable_time()->set_median_us(all[2 * slowest]);
+    if (wrapper) {
+      point.set_staged_median_us(median_us);
+      point.set_direct_median_us(all[kPerRank * slowest_direct + 2]);
+      // Every rank sees the same gathered medians, so all choose the same path.
+      point.set_staged(point.staged_median_us() <= point.direct_median_us());
+      if (!point.staged()) {
+        median_us = point.direct_median_us();
+        *point.mutable_time() = direct_outcome.measurement.kernel_time();
+      }
+    }
+    point.mutable_time()->set_median_us(median_us);
     const comm::Bandwidth bandwidth =
-        comm::ComputeBandwidth(op, bytes, all[2 * slowest] * 1e-6, world_size);
+        comm::ComputeBandwidth(op, bytes, median_us * 1e-6, world_size);
     point.set_algbw_gbps(bandwidth.algbw_gb_per_s);
     point.set_busbw_gbps(bandwidth.busbw_gb_per_s);
     if (!point.correct()) collective.set_correct(false);
@@ -271,7 +374,13 @@ absl::StatusOr<v1::ExperimentResult> RunCollectiveWorkload(const RunContext& con
   verification.set_message(absl::StrFormat("%d size(s) on %d rank(s): %s", counts.size(),
                                            world_size,
                                            collective.correct() ? "all exact" : "MISMATCHES"));
-  (*result.mutable_kernel_config())["buffer_mode"] = std::string(comm::BufferModeName(mode));
+  if (wrapper) {
+    collective.set_wrapper_threshold_bytes(WrapperThresholdBytes(collective));
+    (*result.mutable_kernel_config())["wrapper_threshold_bytes"] =
+        absl::StrCat(collective.wrapper_threshold_bytes());
+  }
+  (*result.mutable_kernel_config())["buffer_mode"] =
+      wrapper ? "wrapper" : std::string(comm::BufferModeName(mode));
   (*result.mutable_kernel_config())["placement"] =
       std::string(comm::BufferPlacementName(placement));
   (*result.mutable_kernel_config())["nccl"] = comm::NcclVersionString(loaded_version);

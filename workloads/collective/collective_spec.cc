@@ -101,8 +101,11 @@ absl::Status ValidateCollectiveSpec(const v1::CollectiveSpec& spec, int tp_degre
     return absl::InvalidArgumentError(
         absl::StrFormat("collective.root: got %d; only broadcast has a root", spec.root()));
   }
-  return CheckBytesFit("collective (send and receive buffers)", {2, spec.max_bytes()},
-                       gpu_memory, "the GPU's memory");
+  // The wrapper keeps the tensors' own send and receive buffers beside the window's two.
+  const bool wrapper = spec.buffer_mode() == v1::BUFFER_MODE_WRAPPER;
+  return CheckBytesFit(wrapper ? "collective (tensors' and window's send and receive buffers)"
+                               : "collective (send and receive buffers)",
+                       {wrapper ? 4 : 2, spec.max_bytes()}, gpu_memory, "the GPU's memory");
 }
 
 // "2.28.3" -> 22803, as NCCL_VERSION_CODE counts; 0 when it does not parse.
@@ -138,7 +141,10 @@ absl::Status ValidateCollective(const v1::ExperimentRequest& request, const Host
   // (docs/gpu-runs/comm-nccl.md): refuse both before any rank starts.
   const bool chunks_per_rank = spec.op() == v1::COLLECTIVE_OP_ALL_GATHER ||
                                spec.op() == v1::COLLECTIVE_OP_REDUCE_SCATTER;
-  if (spec.buffer_mode() == v1::BUFFER_MODE_SYMMETRIC && chunks_per_rank) {
+  // The wrapper's staged path runs on a symmetric window too.
+  const bool window = spec.buffer_mode() == v1::BUFFER_MODE_SYMMETRIC ||
+                      spec.buffer_mode() == v1::BUFFER_MODE_WRAPPER;
+  if (window && chunks_per_rank) {
     if (spec.in_place()) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "collective.in_place: %s over symmetric windows runs out of place only (every rank's "
