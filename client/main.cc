@@ -31,6 +31,23 @@ gpuprof::client::DaemonStubs Connect(const std::string& target) {
   return {gpuprof::v1::Profiler::NewStub(channel), grpc::health::v1::Health::NewStub(channel)};
 }
 
+// A node of a fleet: mutual TLS with its own CA and client certificate when the fleet file
+// gives them, else plaintext.
+gpuprof::client::DaemonStubs ConnectNode(const gpuprof::client::DaemonNode& node) {
+  if (!node.tls.has_value()) return Connect(node.address);
+  grpc::SslCredentialsOptions tls;
+  tls.pem_root_certs = node.tls->ca_pem;
+  tls.pem_cert_chain = node.tls->cert_pem;
+  tls.pem_private_key = node.tls->key_pem;
+  grpc::ChannelArguments arguments;
+  arguments.SetMaxReceiveMessageSize(gpuprof::client::kMaxReceiveMessageBytes);
+  if (!node.tls->server_name.empty()) {
+    arguments.SetSslTargetNameOverride(node.tls->server_name);
+  }
+  auto channel = grpc::CreateCustomChannel(node.address, grpc::SslCredentials(tls), arguments);
+  return {gpuprof::v1::Profiler::NewStub(channel), grpc::health::v1::Health::NewStub(channel)};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -48,5 +65,8 @@ int main(int argc, char** argv) {
   env.time_zone = absl::LocalTimeZone();
   env.now = [] { return absl::Now(); };
   env.connect = Connect;
+  env.connect_node = ConnectNode;
+  if (const char* fleet = std::getenv("GPUPROF_FLEET"); fleet != nullptr) env.fleet_from_env = fleet;
+  if (const char* home = std::getenv("HOME"); home != nullptr) env.home_dir = home;
   return gpuprof::client::RunGpuprof(std::vector<std::string>(argv + 1, argv + argc), env);
 }
