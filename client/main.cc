@@ -12,6 +12,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/commands.h"
+#include "client/node_channel.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
@@ -34,17 +35,7 @@ gpuprof::client::DaemonStubs Connect(const std::string& target) {
 // A node of a fleet: mutual TLS with its own CA and client certificate when the fleet file
 // gives them, else plaintext.
 gpuprof::client::DaemonStubs ConnectNode(const gpuprof::client::DaemonNode& node) {
-  if (!node.tls.has_value()) return Connect(node.address);
-  grpc::SslCredentialsOptions tls;
-  tls.pem_root_certs = node.tls->ca_pem;
-  tls.pem_cert_chain = node.tls->cert_pem;
-  tls.pem_private_key = node.tls->key_pem;
-  grpc::ChannelArguments arguments;
-  arguments.SetMaxReceiveMessageSize(gpuprof::client::kMaxReceiveMessageBytes);
-  if (!node.tls->server_name.empty()) {
-    arguments.SetSslTargetNameOverride(node.tls->server_name);
-  }
-  auto channel = grpc::CreateCustomChannel(node.address, grpc::SslCredentials(tls), arguments);
+  auto channel = gpuprof::client::NodeChannel(node, gpuprof::client::kMaxReceiveMessageBytes);
   return {gpuprof::v1::Profiler::NewStub(channel), grpc::health::v1::Health::NewStub(channel)};
 }
 

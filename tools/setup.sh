@@ -17,7 +17,7 @@ PACKAGES=(
   # Tests: a real Prometheus server and promtool for the metrics tests.
   prometheus
   # Tools used by scripts and tests.
-  python3 sqlite3 curl ca-certificates
+  python3 sqlite3 curl ca-certificates openssl
   # The Kubernetes manifests' check (deploy/k8s): Node.js and npm for the schema packages.
   nodejs
 )

@@ -150,6 +150,10 @@ test("the base DaemonSet runs gpuprofd as the daemon expects", () => {
   assert.ok(flags.listen.split(",").includes(`unix:${flags.state_dir}/gpuprofd.sock`));
   const jit = container.volumeMounts.find((m) => m.name === "jit-cache");
   assert.ok(env.GPUPROF_JIT_CACHE_DIR.startsWith(jit.mountPath + "/"));
+  assert.ok(env.CUDA_CACHE_PATH.startsWith(jit.mountPath + "/"), "read-only root: cache on a volume");
+  // NCCL between rank workers needs more shared memory than the runtime's default.
+  const shm = container.volumeMounts.find((m) => m.mountPath === "/dev/shm");
+  assert.equal(volumeOf(objects, shm.name).emptyDir.medium, "Memory");
 
   // Probes: native gRPC probes on the plaintext health-only port.
   const healthPort = Number(flags.health_listen.split(":").pop());
