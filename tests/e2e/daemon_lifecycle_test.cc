@@ -20,6 +20,7 @@
 #include "absl/time/time.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
+#include "sqlite3.h"
 #include "tests/testing/daemon_harness.h"
 
 namespace gpuprof::testing {
@@ -92,6 +93,49 @@ TEST(DaemonLifecycleTest, SigtermWithWorkAndOpenStreamsEndsWellWithinTheTimeout)
   RecordProperty("sigterm_to_exit_ms", absl::StrCat(absl::ToInt64Milliseconds(took)));
   RecordProperty("sigterm_to_stream_end_ms",
                  absl::StrCat(absl::ToInt64Milliseconds(stream_ended - start)));
+}
+
+// Whatever holds up the shutdown, the daemon is gone by --shutdown_timeout: here another
+// process holds the database's write lock, so marking the running experiment INTERRUPTED
+// waits (up to SQLite's 5 s busy timeout). The daemon exits with status 3 at the bound, and
+// a restart finds the experiment and marks it INTERRUPTED: nothing lost.
+TEST(DaemonLifecycleTest, AStuckShutdownStillEndsAtTheTimeout) {
+  const std::string state_dir = MakeTempDir("lifecycle-stuck");
+  auto daemon = std::make_unique<DaemonProcess>(
+      state_dir, std::vector<std::string>{"--enable_test_faults", "--shutdown_timeout=2s"});
+  ASSERT_TRUE(daemon->Start().ok()) << daemon->Log();
+  const std::string running = SubmitHangingRadix(*daemon);
+  ASSERT_FALSE(running.empty());
+  // Wait until the store says RUNNING, so no write of the daemon's own is still pending.
+  bool is_running = false;
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (!is_running && absl::Now() < deadline) {
+    const CommandResult get = daemon->Cli({"get", running, "--json"});
+    is_running = get.out.find("\"RUNNING\"") != std::string::npos;
+    if (!is_running) absl::SleepFor(absl::Milliseconds(50));
+  }
+  ASSERT_TRUE(is_running) << daemon->Log();
+
+  sqlite3* lock_holder = nullptr;
+  ASSERT_EQ(sqlite3_open((state_dir + "/gpuprof.db").c_str(), &lock_holder), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(lock_holder, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
+  const absl::Time start = absl::Now();
+  const int status = daemon->Stop();
+  const absl::Duration took = absl::Now() - start;
+  sqlite3_exec(lock_holder, "ROLLBACK", nullptr, nullptr, nullptr);
+  sqlite3_close(lock_holder);
+
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 3) << status << "\n" << daemon->Log();
+  EXPECT_THAT(daemon->Log(), HasSubstr("not stopped within --shutdown_timeout=2s; exiting now"));
+  EXPECT_LT(took, absl::Seconds(30));
+  RecordProperty("stuck_sigterm_to_exit_ms", absl::StrCat(absl::ToInt64Milliseconds(took)));
+
+  daemon = std::make_unique<DaemonProcess>(state_dir,
+                                           std::vector<std::string>{"--enable_test_faults"});
+  ASSERT_TRUE(daemon->Start().ok()) << daemon->Log();
+  const CommandResult after = daemon->Cli({"get", running, "--json"});
+  EXPECT_EQ(after.exit_code, 0) << after.err;
+  EXPECT_THAT(after.out, HasSubstr("\"INTERRUPTED\""));
 }
 
 TEST(DaemonLifecycleTest, HealthOnlyPortServesTheHealthProtocolInPlaintext) {
