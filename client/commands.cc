@@ -1,21 +1,27 @@
 #include "client/commands.h"
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
+#include <sstream>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "client/command_line.h"
 #include "client/event_printer.h"
 #include "client/field_text.h"
+#include "client/fleet.h"
 #include "client/render.h"
 #include "client/request_builder.h"
 #include "client/story_command.h"
 #include "client/table.h"
 #include "client/trace_command.h"
+#include "common/status_macros.h"
 #include "common/version.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/support/sync_stream.h"
@@ -46,12 +52,22 @@ constexpr absl::string_view kExitCodeHelp =
     "  2  bad command line, or the daemon rejected the request (INVALID_ARGUMENT, NOT_FOUND,\n"
     "     FAILED_PRECONDITION, ...)\n"
     "  3  the daemon cannot be reached (UNAVAILABLE)\n"
-    "  4  any other error\n";
+    "  4  any other error\n"
+    "  5  across a fleet: some nodes did not answer in time or failed; the output covers the\n"
+    "     others and names the missing ones\n";
 
 // Options given before the command; a command's own --target wins over them.
 struct GlobalOptions {
   std::optional<std::string> target;
   std::optional<std::string> user;
+  // Every --target given before the command (more than one makes a fleet).
+  std::vector<std::string> targets;
+  // --fleet (the default file) or --fleet=PATH.
+  std::optional<std::string> fleet;
+  std::optional<std::string> node;
+  std::optional<std::string> node_timeout;
+  // The one node the command talks to, when the fleet options narrowed it to one.
+  std::optional<DaemonNode> single_node;
 };
 
 FlagSpec TargetFlag() {
@@ -70,8 +86,9 @@ FlagSpec JsonFlag(absl::string_view help) {
 // Talks to one daemon for one command: connects on first use, reports errors uniformly.
 class Session {
  public:
-  Session(const ClientEnvironment& env, std::string target, std::string user)
-      : env_(env), target_(std::move(target)), user_(std::move(user)) {}
+  Session(const ClientEnvironment& env, std::string target, std::string user,
+          std::optional<DaemonNode> node = std::nullopt)
+      : env_(env), target_(std::move(target)), user_(std::move(user)), node_(std::move(node)) {}
 
   std::ostream& out() const { return *env_.out; }
   std::ostream& err() const { return *env_.err; }
@@ -106,12 +123,15 @@ class Session {
 
  private:
   void Connect() {
-    if (stubs_.profiler == nullptr) stubs_ = env_.connect(target_);
+    if (stubs_.profiler != nullptr) return;
+    stubs_ = node_.has_value() && env_.connect_node ? env_.connect_node(*node_)
+                                                   : env_.connect(target_);
   }
 
   const ClientEnvironment& env_;
   std::string target_;
   std::string user_;
+  std::optional<DaemonNode> node_;
   DaemonStubs stubs_;
 };
 
@@ -124,6 +144,10 @@ int ReportUsageError(const ClientEnvironment& env, absl::string_view message,
 
 Session MakeSession(const ClientEnvironment& env, const GlobalOptions& globals,
                     const ParsedArgs& args) {
+  if (!args.Has("target") && globals.single_node.has_value()) {
+    return Session(env, globals.single_node->address, globals.user.value_or(env.local_user),
+                   globals.single_node);
+  }
   std::string target = args.Get("target").value_or(globals.target.value_or(
       env.target_from_env.empty() ? std::string(kDefaultTarget) : env.target_from_env));
   return Session(env, std::move(target), globals.user.value_or(env.local_user));
@@ -245,8 +269,9 @@ std::vector<FlagSpec> ListFlags() {
   };
 }
 
-int RunList(Session& session, const ParsedArgs& args) {
-  v1::ListExperimentsRequest request;
+// The request `list`'s flags ask for; a usage error's exit code when they do not parse.
+std::optional<int> ListRequestFromArgs(Session& session, const ParsedArgs& args,
+                                       v1::ListExperimentsRequest& request) {
   if (args.Has("user") && args.Switch("mine")) {
     return ReportUsageError(session.env(), "--user and --mine exclude each other", "list");
   }
@@ -279,15 +304,18 @@ int RunList(Session& session, const ParsedArgs& args) {
     request.set_page_size(static_cast<int32_t>(*page_size));
   }
   request.set_page_token(args.Get("page-token").value_or(""));
+  return std::nullopt;
+}
 
-  const bool all_pages = args.Switch("all");
-  v1::ListExperimentsResponse listed;
+// One page, or every page with `all_pages`.
+grpc::Status FetchList(Session& session, v1::ListExperimentsRequest request, bool all_pages,
+                       v1::ListExperimentsResponse& listed) {
   while (true) {
     ClientContext context;
     session.SetUnaryDeadline(context);
     v1::ListExperimentsResponse page;
     const grpc::Status status = session.profiler().ListExperiments(&context, request, &page);
-    if (!status.ok()) return session.ReportRpcError(status);
+    if (!status.ok()) return status;
     for (v1::Experiment& experiment : *page.mutable_experiments()) {
       *listed.add_experiments() = std::move(experiment);
     }
@@ -300,6 +328,15 @@ int RunList(Session& session, const ParsedArgs& args) {
     request.set_page_token(page.next_page_token());
   }
   if (all_pages) listed.clear_next_page_token();
+  return grpc::Status::OK;
+}
+
+int RunList(Session& session, const ParsedArgs& args) {
+  v1::ListExperimentsRequest request;
+  if (auto usage = ListRequestFromArgs(session, args, request); usage.has_value()) return *usage;
+  v1::ListExperimentsResponse listed;
+  const grpc::Status status = FetchList(session, request, args.Switch("all"), listed);
+  if (!status.ok()) return session.ReportRpcError(status);
 
   if (args.Switch("json")) {
     session.out() << JsonLine(listed) << "\n";
@@ -519,6 +556,15 @@ std::string MainHelp() {
   commands.AddRow({"help", "this text, or a command's: gpuprof help submit index"});
   const std::vector<FlagSpec> global_flags = {
       TargetFlag(),
+      {.name = "target NAME=ADDR",
+       .help = "several --target make a fleet; NAME qualifies its ids (NAME/exp-000042)"},
+      {.name = "fleet[=PATH]",
+       .help = "the daemons of a fleet file (default ~/.config/gpuprof/fleet.textproto; "
+               "also $GPUPROF_FLEET)"},
+      {.name = "node", .value_syntax = "NAME[,NAME]", .help = "only these nodes of the fleet"},
+      {.name = "node-timeout",
+       .value_syntax = "DURATION",
+       .help = "how long each node may take to answer (default: the fleet file's, else 10s)"},
       {.name = "user", .value_syntax = "NAME", .help = "who you are (default: $USER)"},
       {.name = "version", .is_switch = true, .help = "print the client's version"},
       HelpFlag(),
@@ -526,7 +572,10 @@ std::string MainHelp() {
   return absl::StrCat(
       "gpuprof ", GpuprofVersion(),
       ": run GPU profiling experiments on a gpuprofd daemon and read their results\n\n"
-      "usage: gpuprof [--target ADDR] [--user NAME] <command> [args] [flags]\n\n"
+      "usage: gpuprof [--target ADDR | --target NAME=ADDR... | --fleet[=PATH]] [--node NAME]\n"
+      "               [--user NAME] <command> [args] [flags]\n\n"
+      "Across a fleet, gpus, list, get, watch, cancel and health work on every node at once;\n"
+      "other commands need one node (--node NAME).\n\n"
       "commands:\n",
       commands.Render("  "), "\nglobal flags (before the command; --target also after it):\n",
       FormatFlagHelp(global_flags),
@@ -645,6 +694,283 @@ int RunSubmit(const ClientEnvironment& env, const GlobalOptions& globals,
   return kExitOk;
 }
 
+
+// ---- across a fleet ----
+
+// A JSON string literal for `text`.
+std::string JsonString(absl::string_view text) {
+  std::string out = "\"";
+  for (char c : text) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          absl::StrAppend(&out, "\\u00", absl::Hex(static_cast<unsigned char>(c), absl::kZeroPad2));
+        } else {
+          out.push_back(c);
+        }
+    }
+  }
+  return out + "\"";
+}
+
+struct NodeOutcome {
+  int exit_code = kExitOk;
+  std::string out;
+  std::string err;
+};
+
+struct FleetRun {
+  const ClientEnvironment& env;
+  const GlobalOptions& globals;
+  std::vector<DaemonNode> nodes;
+  absl::Duration node_timeout;
+};
+
+// Runs `run` on every node at once, each in its own session whose output is kept apart and
+// whose unary calls end at the node deadline, so one stuck node delays nobody.
+std::vector<NodeOutcome> RunOnEachNode(const FleetRun& fleet,
+                                       const std::function<int(Session&, size_t)>& run) {
+  std::vector<NodeOutcome> outcomes(fleet.nodes.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < fleet.nodes.size(); ++i) {
+    threads.emplace_back([&fleet, &run, &outcomes, i] {
+      std::ostringstream out, err;
+      ClientEnvironment env = fleet.env;
+      env.out = &out;
+      env.err = &err;
+      env.stdout_is_terminal = false;
+      env.unary_rpc_deadline = fleet.node_timeout;
+      Session session(env, fleet.nodes[i].address,
+                      fleet.globals.user.value_or(fleet.env.local_user), fleet.nodes[i]);
+      outcomes[i].exit_code = run(session, i);
+      outcomes[i].out = out.str();
+      outcomes[i].err = err.str();
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  return outcomes;
+}
+
+// A node's error line without the "error: " prefix and newline.
+std::string ErrorText(const NodeOutcome& outcome) {
+  std::string text(absl::StripSuffix(absl::StripPrefix(outcome.err, "error: "), "\n"));
+  return text.empty() ? absl::StrCat("exit code ", outcome.exit_code) : text;
+}
+
+// 0 when every node answered; the nodes' own code when none did; else kExitPartial, after
+// naming the nodes that are missing from the output.
+int FleetExitCode(const FleetRun& fleet, const std::vector<NodeOutcome>& outcomes,
+                  int failure_code_floor = kExitUsage) {
+  std::vector<std::string> missing;
+  int first_failure = kExitOk;
+  for (size_t i = 0; i < outcomes.size(); ++i) {
+    if (outcomes[i].exit_code < failure_code_floor) continue;
+    missing.push_back(absl::StrCat(fleet.nodes[i].name, " (", ErrorText(outcomes[i]), ")"));
+    if (first_failure == kExitOk) first_failure = outcomes[i].exit_code;
+  }
+  if (missing.empty()) return kExitOk;
+  *fleet.env.err << (missing.size() == outcomes.size() ? "error: no node answered: "
+                                                        : "partial: no answer from ")
+                 << absl::StrJoin(missing, "; ") << "\n";
+  return missing.size() == outcomes.size() ? first_failure : kExitPartial;
+}
+
+// gpus and health: each node's own output under a header.
+int RunFleetSections(const FleetRun& fleet, const Command& command, const ParsedArgs& args) {
+  const bool json = args.Has("json") && args.Switch("json");
+  std::vector<NodeOutcome> outcomes = RunOnEachNode(
+      fleet, [&](Session& session, size_t) { return command.run(session, args); });
+  for (size_t i = 0; i < outcomes.size(); ++i) {
+    const DaemonNode& node = fleet.nodes[i];
+    const bool answered = outcomes[i].exit_code < kExitUsage;
+    if (json) {
+      std::string line = absl::StrCat("{\"node\":", JsonString(node.name),
+                                      ",\"address\":", JsonString(node.address));
+      if (answered) {
+        absl::StrAppend(&line, ",\"response\":",
+                        absl::StripAsciiWhitespace(outcomes[i].out), "}");
+      } else {
+        absl::StrAppend(&line, ",\"error\":", JsonString(ErrorText(outcomes[i])), "}");
+      }
+      *fleet.env.out << line << "\n";
+      continue;
+    }
+    *fleet.env.out << "== " << node.name << " (" << node.address << ")"
+                   << (answered ? "" : ": NO ANSWER") << " ==\n"
+                   << (answered ? outcomes[i].out : ErrorText(outcomes[i]) + "\n");
+  }
+  const int code = FleetExitCode(fleet, outcomes);
+  // health: a node that answers NOT_SERVING fails the whole check.
+  if (code == kExitOk) {
+    for (const NodeOutcome& outcome : outcomes) {
+      if (outcome.exit_code != kExitOk) return outcome.exit_code;
+    }
+  }
+  return code;
+}
+
+int RunFleetList(const FleetRun& fleet, const ParsedArgs& args) {
+  if (args.Has("page-token")) {
+    return ReportUsageError(fleet.env, "--page-token continues one node's listing: add --node NAME",
+                            "list");
+  }
+  v1::ListExperimentsRequest request;
+  {
+    Session session(fleet.env, "", fleet.globals.user.value_or(fleet.env.local_user));
+    if (auto usage = ListRequestFromArgs(session, args, request); usage.has_value()) {
+      return *usage;
+    }
+  }
+  std::vector<v1::ListExperimentsResponse> listed(fleet.nodes.size());
+  std::vector<NodeOutcome> outcomes = RunOnEachNode(fleet, [&](Session& session, size_t i) {
+    const grpc::Status status = FetchList(session, request, args.Switch("all"), listed[i]);
+    return status.ok() ? kExitOk : session.ReportRpcError(status);
+  });
+  if (args.Switch("json")) {
+    for (size_t i = 0; i < fleet.nodes.size(); ++i) {
+      if (outcomes[i].exit_code != kExitOk) continue;
+      *fleet.env.out << "{\"node\":" << JsonString(fleet.nodes[i].name)
+                     << ",\"response\":" << JsonLine(listed[i]) << "}\n";
+    }
+    return FleetExitCode(fleet, outcomes, kExitNotFinished);
+  }
+  // One table, ids qualified by node, newest first.
+  google::protobuf::RepeatedPtrField<v1::Experiment> merged;
+  for (size_t i = 0; i < fleet.nodes.size(); ++i) {
+    for (v1::Experiment& experiment : *listed[i].mutable_experiments()) {
+      experiment.set_id(absl::StrCat(fleet.nodes[i].name, "/", experiment.id()));
+      *merged.Add() = std::move(experiment);
+    }
+  }
+  std::stable_sort(merged.begin(), merged.end(),
+                   [](const v1::Experiment& a, const v1::Experiment& b) {
+                     return std::make_pair(a.created().seconds(), a.created().nanos()) >
+                            std::make_pair(b.created().seconds(), b.created().nanos());
+                   });
+  Session session(fleet.env, "", "");
+  if (merged.empty()) {
+    *fleet.env.out << "no experiments\n";
+  } else {
+    *fleet.env.out << RenderExperimentTable(merged, session.now(), fleet.env.time_zone);
+  }
+  for (size_t i = 0; i < fleet.nodes.size(); ++i) {
+    if (!listed[i].next_page_token().empty()) {
+      *fleet.env.out << "more on " << fleet.nodes[i].name << ": add --node "
+                     << fleet.nodes[i].name << " --page-token " << listed[i].next_page_token()
+                     << " (or --all)\n";
+    }
+  }
+  return FleetExitCode(fleet, outcomes, kExitNotFinished);
+}
+
+// get, watch, cancel: the node a (possibly unqualified) id lives on, then the command there.
+int RunFleetOnOneExperiment(const FleetRun& fleet, const Command& command, ParsedArgs args) {
+  const QualifiedId qualified = SplitQualifiedId(args.positionals[0]);
+  size_t node_index = fleet.nodes.size();
+  if (!qualified.node.empty()) {
+    for (size_t i = 0; i < fleet.nodes.size(); ++i) {
+      if (fleet.nodes[i].name == qualified.node) node_index = i;
+    }
+    if (node_index == fleet.nodes.size()) {
+      std::vector<std::string> names;
+      for (const DaemonNode& node : fleet.nodes) names.push_back(node.name);
+      return ReportUsageError(fleet.env,
+                              absl::StrCat("no node \"", qualified.node, "\" in the fleet (",
+                                           absl::StrJoin(names, ", "), ")"),
+                              command.name);
+    }
+  } else {
+    // Ask every node; ids are per node, so the same id may exist on several.
+    std::vector<NodeOutcome> outcomes = RunOnEachNode(fleet, [&](Session& session, size_t) {
+      v1::GetExperimentRequest request;
+      request.set_experiment_id(qualified.id);
+      ClientContext context;
+      session.SetUnaryDeadline(context);
+      v1::Experiment experiment;
+      const grpc::Status status = session.profiler().GetExperiment(&context, request, &experiment);
+      return status.ok() ? kExitOk : session.ReportRpcError(status);
+    });
+    std::vector<std::string> holders, silent;
+    for (size_t i = 0; i < outcomes.size(); ++i) {
+      if (outcomes[i].exit_code == kExitOk) {
+        holders.push_back(fleet.nodes[i].name);
+        node_index = i;
+      } else if (!absl::StrContains(outcomes[i].err, "NOT_FOUND")) {
+        silent.push_back(absl::StrCat(fleet.nodes[i].name, " (", ErrorText(outcomes[i]), ")"));
+      }
+    }
+    if (holders.size() > 1) {
+      return ReportUsageError(
+          fleet.env,
+          absl::StrCat(qualified.id, " exists on ", absl::StrJoin(holders, ", "),
+                       ": qualify it, e.g. ", holders[0], "/", qualified.id),
+          command.name);
+    }
+    if (holders.empty()) {
+      if (!silent.empty()) {
+        *fleet.env.err << "error: " << qualified.id << " is on no node that answered; no answer "
+                       << "from " << absl::StrJoin(silent, "; ") << "\n";
+        return kExitPartial;
+      }
+      *fleet.env.err << "error: NOT_FOUND: " << qualified.id << " is on none of the "
+                     << fleet.nodes.size() << " nodes\n";
+      return kExitUsage;
+    }
+  }
+  const DaemonNode& node = fleet.nodes[node_index];
+  args.positionals[0] = qualified.id;
+  ClientEnvironment env = fleet.env;
+  env.unary_rpc_deadline = fleet.node_timeout;
+  if (!args.Switch("json") && command.name != "watch") *env.out << "node: " << node.name << "\n";
+  Session session(env, node.address, fleet.globals.user.value_or(env.local_user), node);
+  return command.run(session, args);
+}
+
+// The nodes the global options name: a fleet file or several --target, narrowed by --node.
+// Empty when neither is given (one daemon, as before).
+absl::StatusOr<std::vector<DaemonNode>> ResolveNodes(const ClientEnvironment& env,
+                                                     const GlobalOptions& globals,
+                                                     absl::Duration& node_timeout) {
+  std::vector<DaemonNode> nodes;
+  node_timeout = kDefaultNodeTimeout;
+  std::string fleet_path = globals.fleet.value_or(env.fleet_from_env);
+  if (globals.fleet.has_value() && globals.fleet->empty()) {
+    fleet_path = absl::StrCat(env.home_dir, "/.config/gpuprof/fleet.textproto");
+  }
+  if (!globals.targets.empty() && globals.fleet.has_value()) {
+    return absl::InvalidArgumentError("give --fleet or --target, not both");
+  }
+  if (!globals.targets.empty()) {
+    for (const std::string& target : globals.targets) {
+      ASSIGN_OR_RETURN(DaemonNode node, ParseTargetFlag(target));
+      nodes.push_back(std::move(node));
+    }
+  } else if (!fleet_path.empty()) {
+    ASSIGN_OR_RETURN(FleetConfig fleet, LoadFleetFile(fleet_path));
+    nodes = std::move(fleet.nodes);
+    if (fleet.node_timeout.has_value()) node_timeout = *fleet.node_timeout;
+  }
+  RETURN_IF_ERROR(CheckNodeNames(nodes));
+  if (globals.node.has_value()) {
+    if (nodes.empty()) {
+      return absl::InvalidArgumentError("--node picks from a fleet: add --fleet or --target NAME=ADDR");
+    }
+    ASSIGN_OR_RETURN(nodes, SelectNodes(nodes, *globals.node));
+  }
+  if (globals.node_timeout.has_value()) {
+    if (!absl::ParseDuration(*globals.node_timeout, &node_timeout) ||
+        node_timeout <= absl::ZeroDuration()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--node-timeout \"", *globals.node_timeout, "\": a positive duration such as 10s"));
+    }
+  }
+  return nodes;
+}
+
 // Parses a command's flags and positionals and runs it.
 int RunCommand(const Command& command, const ClientEnvironment& env, const GlobalOptions& globals,
                const std::vector<std::string>& args) {
@@ -665,6 +991,37 @@ int RunCommand(const Command& command, const ClientEnvironment& env, const Globa
   }
   Session session = MakeSession(env, globals, *parsed);
   return command.run(session, *parsed);
+}
+
+// A command across several nodes.
+int RunFleetCommand(const Command& command, const FleetRun& fleet,
+                    const std::vector<std::string>& args) {
+  absl::StatusOr<ParsedArgs> parsed = ParseArgs(args, command.flags());
+  if (!parsed.ok()) return ReportUsageError(fleet.env, parsed.status().message(), command.name);
+  if (parsed->Switch("help")) {
+    *fleet.env.out << CommandHelp(command);
+    return kExitOk;
+  }
+  if (parsed->Has("target")) {
+    return ReportUsageError(fleet.env, "a command's --target and a fleet exclude each other",
+                            command.name);
+  }
+  if (parsed->positionals.size() != command.positionals.size()) {
+    return ReportUsageError(fleet.env,
+                            absl::StrCat(command.name, " takes ", command.positionals.size(),
+                                         " argument(s): gpuprof ", command.usage),
+                            command.name);
+  }
+  if (command.name == "gpus" || command.name == "health") {
+    return RunFleetSections(fleet, command, *parsed);
+  }
+  if (command.name == "list") return RunFleetList(fleet, *parsed);
+  if (command.name == "get" || command.name == "watch" || command.name == "cancel") {
+    return RunFleetOnOneExperiment(fleet, command, *std::move(parsed));
+  }
+  return ReportUsageError(fleet.env,
+                          absl::StrCat(command.name, " works on one node: pick it with --node NAME"),
+                          command.name);
 }
 
 int RunHelp(const ClientEnvironment& env, const std::vector<std::string>& args) {
@@ -756,9 +1113,16 @@ int RunGpuprof(const std::vector<std::string>& args, const ClientEnvironment& en
       absl::string_view name;
       std::optional<std::string>* value;
     };
+    if (word == "--fleet") {
+      globals.fleet = "";
+      ++next;
+      continue;
+    }
     bool matched = false;
     for (const ValueOption& option :
-         {ValueOption{"--target", &globals.target}, ValueOption{"--user", &globals.user}}) {
+         {ValueOption{"--target", &globals.target}, ValueOption{"--user", &globals.user},
+          ValueOption{"--fleet", &globals.fleet}, ValueOption{"--node", &globals.node},
+          ValueOption{"--node-timeout", &globals.node_timeout}}) {
       if (word == option.name) {
         if (next + 1 >= args.size()) {
           return ReportUsageError(env, absl::StrCat(option.name, " needs a value"), "");
@@ -773,6 +1137,7 @@ int RunGpuprof(const std::vector<std::string>& args, const ClientEnvironment& en
     if (!matched) {
       return ReportUsageError(env, absl::StrCat("unknown flag ", word, " before the command"), "");
     }
+    if (absl::StartsWith(word, "--target")) globals.targets.push_back(*globals.target);
     ++next;
   }
   if (next >= args.size()) {
@@ -787,13 +1152,23 @@ int RunGpuprof(const std::vector<std::string>& args, const ClientEnvironment& en
     if (word == "-o" && name == "trace") word = "--output";
   }
   if (name == "help") return RunHelp(env, rest);
-  if (name == "submit") return RunSubmit(env, globals, rest);
+  absl::Duration node_timeout;
+  absl::StatusOr<std::vector<DaemonNode>> nodes = ResolveNodes(env, globals, node_timeout);
+  if (!nodes.ok()) return ReportUsageError(env, nodes.status().message(), "");
+  if (nodes->size() == 1) globals.single_node = nodes->front();
+  if (name == "submit") {
+    if (nodes->size() > 1) {
+      return ReportUsageError(env, "submit runs on one node: pick it with --node NAME", "");
+    }
+    return RunSubmit(env, globals, rest);
+  }
   const Command* command = FindCommand(name);
   if (command == nullptr) {
     return ReportUsageError(env, absl::StrCat("unknown command \"", name, "\"; run gpuprof help"),
                             "");
   }
-  return RunCommand(*command, env, globals, rest);
+  if (nodes->size() <= 1) return RunCommand(*command, env, globals, rest);
+  return RunFleetCommand(*command, FleetRun{env, globals, *std::move(nodes), node_timeout}, rest);
 }
 
 }  // namespace gpuprof::client

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "client/fleet.h"
 #include "gpuprof/v1/profiler.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/support/status.h"
@@ -32,6 +33,9 @@ enum ExitCode : int {
   kExitUnavailable = 3,
   // Any other error (INTERNAL, DEADLINE_EXCEEDED, ...).
   kExitOtherError = 4,
+  // Across a fleet: some nodes did not answer in time or failed; the output covers the others
+  // and names the missing ones.
+  kExitPartial = 5,
 };
 
 struct DaemonStubs {
@@ -55,6 +59,12 @@ struct ClientEnvironment {
   absl::Duration unary_rpc_deadline = absl::Seconds(30);
   // Opens stubs for a gRPC target; called only by commands that talk to the daemon.
   std::function<DaemonStubs(const std::string& target)> connect;
+  // Opens stubs for a node of a fleet (its address and TLS material); when unset, `connect`
+  // is called with the node's address.
+  std::function<DaemonStubs(const DaemonNode& node)> connect_node;
+  // $GPUPROF_FLEET (a fleet file) and $HOME (for ~/.config/gpuprof/fleet.textproto).
+  std::string fleet_from_env;
+  std::string home_dir;
 };
 
 // Runs `gpuprof args...` (args without the program name) and returns the exit code.

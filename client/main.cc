@@ -12,6 +12,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/commands.h"
+#include "client/node_channel.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
@@ -28,6 +29,13 @@ gpuprof::client::DaemonStubs Connect(const std::string& target) {
   grpc::ChannelArguments arguments;
   arguments.SetMaxReceiveMessageSize(gpuprof::client::kMaxReceiveMessageBytes);
   auto channel = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), arguments);
+  return {gpuprof::v1::Profiler::NewStub(channel), grpc::health::v1::Health::NewStub(channel)};
+}
+
+// A node of a fleet: mutual TLS with its own CA and client certificate when the fleet file
+// gives them, else plaintext.
+gpuprof::client::DaemonStubs ConnectNode(const gpuprof::client::DaemonNode& node) {
+  auto channel = gpuprof::client::NodeChannel(node, gpuprof::client::kMaxReceiveMessageBytes);
   return {gpuprof::v1::Profiler::NewStub(channel), grpc::health::v1::Health::NewStub(channel)};
 }
 
@@ -48,5 +56,8 @@ int main(int argc, char** argv) {
   env.time_zone = absl::LocalTimeZone();
   env.now = [] { return absl::Now(); };
   env.connect = Connect;
+  env.connect_node = ConnectNode;
+  if (const char* fleet = std::getenv("GPUPROF_FLEET"); fleet != nullptr) env.fleet_from_env = fleet;
+  if (const char* home = std::getenv("HOME"); home != nullptr) env.home_dir = home;
   return gpuprof::client::RunGpuprof(std::vector<std::string>(argv + 1, argv + argc), env);
 }

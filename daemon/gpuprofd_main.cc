@@ -1,12 +1,15 @@
 // gpuprofd: the per-node GPU profiling daemon.
 #include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -20,6 +23,8 @@
 #include "daemon/daemon_config.h"
 #include "daemon/experiment_manager.h"
 #include "daemon/experiment_store.h"
+#include "daemon/file_change_watcher.h"
+#include "daemon/health_only_server.h"
 #include "daemon/metrics/metrics_exporter.h"
 #include "daemon/profiler_service.h"
 #include "grpcpp/grpcpp.h"
@@ -51,13 +56,53 @@ ABSL_FLAG(int, max_message_bytes, 4 << 20, "Largest request message accepted.");
 ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
           "Address of the Prometheus /metrics endpoint (loopback by default; port 0 picks a free "
           "one); empty disables metrics.");
+ABSL_FLAG(std::string, health_listen, "",
+          "Address of a plaintext port that serves grpc.health.v1 and nothing else, for "
+          "Kubernetes' gRPC probes when the API is behind TLS (e.g. 0.0.0.0:7071); empty: none.");
+ABSL_FLAG(std::string, reload_when_changed, "",
+          "Comma-separated files (the policy, certificates) whose change on disk triggers the "
+          "same reload as SIGHUP; polled every --reload_poll_interval. Mounted ConfigMaps and "
+          "Secrets change this way.");
+ABSL_FLAG(absl::Duration, reload_poll_interval, absl::Seconds(5),
+          "How often the files of --reload_when_changed are checked.");
+ABSL_FLAG(absl::Duration, shutdown_timeout, absl::Seconds(20),
+          "After SIGTERM/SIGINT the daemon exits within this time: running experiments are "
+          "marked INTERRUPTED, streams end, and if anything still holds on when it runs out "
+          "the process exits anyway (status 3; the database is safe, as after kill -9). Keep "
+          "it below the pod's terminationGracePeriodSeconds / systemd's TimeoutStopSec.");
 ABSL_FLAG(bool, enable_test_faults, false,
           "Honour the gpuprof.fault label (crash/hang/exit/cuda-error a worker): for tests only.");
 
 namespace gpuprof::daemon {
 namespace {
 
+// Flags that must make sense before any work starts; the error names the flag.
+absl::Status ValidateLifecycleFlags(const std::vector<std::string>& watched) {
+  if (absl::GetFlag(FLAGS_shutdown_timeout) <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--shutdown_timeout=", absl::FormatDuration(absl::GetFlag(FLAGS_shutdown_timeout)),
+                     ": must be positive (e.g. 20s)"));
+  }
+  if (absl::GetFlag(FLAGS_reload_poll_interval) <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--reload_poll_interval=", absl::FormatDuration(absl::GetFlag(FLAGS_reload_poll_interval)),
+        ": must be positive (e.g. 5s)"));
+  }
+  for (const std::string& path : watched) {
+    if (!FileChangeWatcher::Take(path).exists) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--reload_when_changed: ", path, " does not exist (list files that the daemon reads)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 int Run() {
+  const std::vector<std::string> watched = SplitAddresses(absl::GetFlag(FLAGS_reload_when_changed));
+  if (const absl::Status valid = ValidateLifecycleFlags(watched); !valid.ok()) {
+    std::fprintf(stderr, "gpuprofd: %s\n", std::string(valid.message()).c_str());
+    return 2;
+  }
   const std::string state_dir =
       absl::GetFlag(FLAGS_state_dir).empty() ? DefaultStateDir() : absl::GetFlag(FLAGS_state_dir);
   std::error_code error;
@@ -133,24 +178,68 @@ int Run() {
                  absl::StrJoin(addresses, ", ").c_str());
     return 1;
   }
+  std::unique_ptr<HealthOnlyServer> health_only;
+  if (!absl::GetFlag(FLAGS_health_listen).empty()) {
+    auto started = HealthOnlyServer::Start(absl::GetFlag(FLAGS_health_listen));
+    if (!started.ok()) {
+      std::fprintf(stderr, "gpuprofd: %s\n", started.status().ToString().c_str());
+      (*manager)->Shutdown();
+      return 1;
+    }
+    health_only = *std::move(started);
+    std::fprintf(stderr, "gpuprofd: health-only port %d\n", health_only->port());
+  }
   std::fprintf(stderr, "gpuprofd %s listening on %s; database %s\n",
                std::string(GpuprofVersion()).c_str(),
                absl::StrJoin(addresses, ", ").c_str(), db_path.c_str());
+
+  // A changed file reloads exactly as SIGHUP does: the watcher raises it at this process.
+  std::unique_ptr<FileChangeWatcher> watcher;
+  if (!watched.empty()) {
+    watcher = std::make_unique<FileChangeWatcher>(
+        watched, absl::GetFlag(FLAGS_reload_poll_interval),
+        [](const std::vector<std::string>& changed) {
+          std::fprintf(stderr, "gpuprofd: changed on disk: %s\n",
+                       absl::StrJoin(changed, ", ").c_str());
+          kill(getpid(), SIGHUP);
+        });
+  }
 
   // Signals were blocked in every thread (see main); this one waits for them.
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
   int signal_number = 0;
-  sigwait(&signals, &signal_number);
-  std::fprintf(stderr, "gpuprofd: %s received, shutting down\n", strsignal(signal_number));
+  while (true) {
+    sigwait(&signals, &signal_number);
+    if (signal_number != SIGHUP) break;
+    // Everything the daemon reads from files at run time reloads here.
+    std::fprintf(stderr, "gpuprofd: SIGHUP: reloading configuration\n");
+  }
+  const absl::Duration shutdown_timeout = absl::GetFlag(FLAGS_shutdown_timeout);
+  std::fprintf(stderr, "gpuprofd: %s received, shutting down (at most %s)\n",
+               strsignal(signal_number), absl::FormatDuration(shutdown_timeout).c_str());
+  // The bound holds whatever below might hang: past it, exit as kill -9 would, which loses
+  // nothing acknowledged (every event is committed before it is sent).
+  std::thread([shutdown_timeout] {
+    absl::SleepFor(shutdown_timeout);
+    std::fprintf(stderr, "gpuprofd: not stopped within --shutdown_timeout=%s; exiting now\n",
+                 absl::FormatDuration(shutdown_timeout).c_str());
+    _exit(3);
+  }).detach();
+  watcher.reset();
+  // Probes see NOT_SERVING first, so the daemon leaves load balancers before it stops.
+  if (health_only != nullptr) health_only->SetNotServing();
   server->GetHealthCheckService()->Shutdown();
   if (metrics != nullptr) metrics->Stop();
   // Streams end when the manager ends them; give in-flight RPCs a moment to finish.
   (*manager)->Shutdown();
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  const absl::Duration rpc_grace = std::min(absl::Seconds(5), shutdown_timeout / 4);
+  server->Shutdown(absl::ToChronoTime(absl::Now() + rpc_grace));
   server->Wait();
+  health_only.reset();
   std::fprintf(stderr, "gpuprofd: stopped\n");
   return 0;
 }
@@ -163,12 +252,13 @@ int main(int argc, char** argv) {
       "gpuprofd: the gpuprof daemon. Owns this node's GPUs, queues experiments submitted with "
       "the gpuprof CLI, runs them in supervised worker processes and keeps their results.");
   absl::ParseCommandLine(argc, argv);
-  // Block the shutdown signals before any thread starts, so only sigwait sees them; a worker
+  // Block the shutdown and reload signals before any thread starts, so only sigwait sees them; a worker
   // dying must not kill the daemon through SIGPIPE.
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
   return gpuprof::daemon::Run();

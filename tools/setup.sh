@@ -2,6 +2,7 @@
 # Installs everything gpuprof needs to build and test on Debian 12 (bookworm) that already has
 # the CUDA toolkit in /usr/local/cuda. Safe to run again. Needs root (or sudo).
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
@@ -16,7 +17,9 @@ PACKAGES=(
   # Tests: a real Prometheus server and promtool for the metrics tests.
   prometheus
   # Tools used by scripts and tests.
-  python3 sqlite3 curl ca-certificates
+  python3 sqlite3 curl ca-certificates openssl
+  # The Kubernetes manifests' check (deploy/k8s): Node.js and npm for the schema packages.
+  nodejs
 )
 
 missing=()
@@ -34,6 +37,28 @@ fi
 # The Debian prometheus package starts a system service; gpuprof's tests start their own.
 if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet prometheus 2>/dev/null; then
   $SUDO systemctl stop prometheus || true
+fi
+
+# npm, unless the machine's Node.js brings its own (NodeSource's nodejs does; Debian's does not).
+if ! command -v npm >/dev/null 2>&1; then
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends npm >/dev/null
+fi
+# The Kubernetes API schemas the manifests are validated against: exact versions from the
+# lock file, installed once where deploy/k8s/manifests_test.mjs looks for them.
+k8s_check_dir=/usr/local/lib/gpuprof-k8s-check
+if ! cmp -s deploy/k8s/check/package-lock.json "$k8s_check_dir/package-lock.json" ||
+   [ ! -d "$k8s_check_dir/node_modules" ]; then
+  echo "setup: installing the Kubernetes schema packages into $k8s_check_dir"
+  $SUDO mkdir -p "$k8s_check_dir"
+  $SUDO cp deploy/k8s/check/package.json deploy/k8s/check/package-lock.json "$k8s_check_dir/"
+  $SUDO npm ci --prefix "$k8s_check_dir" --no-audit --no-fund --loglevel=error >/dev/null
+fi
+# kubectl renders the Kustomize manifests with its built-in kustomize (v5 syntax). Debian 12's
+# kubernetes-client is too old for that; the machine image's kubectl is used when present.
+if ! kubectl version --client -o json 2>/dev/null | grep -q '"kustomizeVersion": "v[5-9]'; then
+  echo "setup: warning: no kubectl with kustomize v5 here; //deploy/k8s:manifests_test will" \
+       "fail until one is on PATH" >&2
 fi
 
 cuda="${CUDA_PATH:-/usr/local/cuda}"

@@ -104,9 +104,18 @@ class DashboardsPrometheusTest : public ::testing::Test {
     const absl::StatusOr<int> port = MetricsPortFromLog(daemon_->Log());
     ASSERT_TRUE(port.ok()) << port.status() << daemon_->Log();
     target_ = absl::StrCat("127.0.0.1:", *port);
+    // A second, idle node of the fleet: the $node variable must tell the two apart.
+    other_daemon_ = std::make_unique<DaemonProcess>(
+        MakeTempDir("gpuprofd-other"), std::vector<std::string>{"--metrics_listen=127.0.0.1:0"});
+    const absl::Status other_started = other_daemon_->Start();
+    ASSERT_TRUE(other_started.ok()) << other_started;
+    const absl::StatusOr<int> other_port = MetricsPortFromLog(other_daemon_->Log());
+    ASSERT_TRUE(other_port.ok()) << other_port.status() << other_daemon_->Log();
+    other_target_ = absl::StrCat("127.0.0.1:", *other_port);
 
-    auto prometheus =
-        PrometheusServer::Start(MakeTempDir("prometheus"), {target_}, kScrapeInterval);
+    auto prometheus = PrometheusServer::Start(
+        MakeTempDir("prometheus"), {target_, other_target_}, kScrapeInterval,
+        {{target_, kNode}, {other_target_, kOtherNode}});
     ASSERT_TRUE(prometheus.ok()) << prometheus.status();
     prometheus_ = *std::move(prometheus);
     const absl::Status up = prometheus_->WaitForTargetsUp(absl::Seconds(30));
@@ -162,11 +171,54 @@ class DashboardsPrometheusTest : public ::testing::Test {
     return {values.begin(), values.end()};
   }
 
+  static constexpr char kNode[] = "gpu-node-a";
+  static constexpr char kOtherNode[] = "gpu-node-b";
+
   std::unique_ptr<DaemonProcess> daemon_;
+  std::unique_ptr<DaemonProcess> other_daemon_;
   std::unique_ptr<PrometheusServer> prometheus_;
   std::string target_;
+  std::string other_target_;
   absl::Time start_;
 };
+
+// One dashboard shows the fleet (All nodes, All instances) or one node: the overview's
+// daemon-up panel has a series per daemon, and only the picked node's daemon when one is.
+TEST_F(DashboardsPrometheusTest, NodeVariableShowsTheFleetOrOneNode) {
+  const absl::StatusOr<std::vector<Dashboard>> dashboards =
+      LoadDashboards(RunfilePath("dashboards"));
+  ASSERT_TRUE(dashboards.ok()) << dashboards.status();
+  std::string up_expr;
+  for (const Dashboard& dashboard : *dashboards) {
+    if (dashboard.uid != "gpuprof-overview") continue;
+    for (const DashboardPanel& panel : dashboard.panels) {
+      for (const auto& target : ListField(panel.json, "targets").values()) {
+        const std::string expr = StringField(target.struct_value(), "expr");
+        if (up_expr.empty() && absl::StartsWith(expr, "max by (instance) (gpuprof_up{")) {
+          up_expr = expr;
+        }
+      }
+    }
+  }
+  ASSERT_FALSE(up_expr.empty()) << "the overview has no per-daemon up panel";
+  const auto instances = [&](const std::map<std::string, std::string>& values) {
+    absl::StatusOr<google::protobuf::Struct> data =
+        prometheus_->Query(ExpandVariables(up_expr, values));
+    EXPECT_TRUE(data.ok()) << data.status();
+    std::set<std::string> found;
+    if (!data.ok()) return found;
+    for (const auto& result : ListField(*data, "result").values()) {
+      found.insert(StringField(StructField(result.struct_value(), "metric"), "instance"));
+    }
+    return found;
+  };
+  // "All" nodes is allValue (.*); "All" instances is every value Grafana found.
+  EXPECT_EQ(instances({{"node", ".*"}, {"instance", GrafanaRegexValue({target_, other_target_})}}),
+            (std::set<std::string>{target_, other_target_}));
+  EXPECT_EQ(instances({{"node", kOtherNode}, {"instance", ".*"}}),
+            (std::set<std::string>{other_target_}));
+  EXPECT_EQ(instances({{"node", kNode}, {"instance", ".*"}}), (std::set<std::string>{target_}));
+}
 
 TEST_F(DashboardsPrometheusTest, EveryPanelQueryParsesAndReturnsData) {
   RunExperiments();
@@ -192,9 +244,13 @@ TEST_F(DashboardsPrometheusTest, EveryPanelQueryParsesAndReturnsData) {
       const std::string query =
           ExpandVariables(StringField(StructField(variable, "query"), "query"), values);
       const std::vector<std::string> found = LabelValues(query);
-      if (name == "instance") {
-        EXPECT_THAT(found, ::testing::Contains(target_)) << query;
-        // Query with the daemon this test started selected, as a user would.
+      if (name == "node") {
+        EXPECT_THAT(found, ::testing::UnorderedElementsAre(kNode, kOtherNode)) << query;
+        // One node picked, as a user would: the daemon that ran the experiments.
+        values[name] = GrafanaRegexValue({kNode});
+      } else if (name == "instance") {
+        // Only the picked node's daemon: the instance list follows $node.
+        EXPECT_THAT(found, ::testing::ElementsAre(target_)) << query;
         values[name] = GrafanaRegexValue({target_});
       } else if (!found.empty()) {
         values[name] = GrafanaRegexValue(found);

@@ -122,7 +122,7 @@ TEST(DashboardsStructureTest, TemplatingHasDatasourceInstanceAndGpuVariables) {
     EXPECT_EQ(StringField(datasource, "query"), "prometheus");
     EXPECT_EQ(StringField(StructField(datasource, "current"), "value"), kProvisionedDatasourceUid);
 
-    for (const std::string name : {"instance", "gpu"}) {
+    for (const std::string name : {"node", "instance", "gpu"}) {
       ASSERT_TRUE(variables.contains(name)) << name;
       const google::protobuf::Struct& variable = variables[name];
       EXPECT_EQ(StringField(variable, "type"), "query") << name;
@@ -134,8 +134,31 @@ TEST(DashboardsStructureTest, TemplatingHasDatasourceInstanceAndGpuVariables) {
       EXPECT_TRUE(Field(variable, "includeAll").bool_value()) << name;
       EXPECT_TRUE(Field(variable, "multi").bool_value()) << name;
     }
-    // "All" GPUs must also match series of a machine without GPUs.
+    // "All" GPUs must also match series of a machine without GPUs, and "All" nodes series
+    // scraped without a node label (a daemon outside Kubernetes).
     EXPECT_EQ(StringField(variables["gpu"], "allValue"), ".*");
+    EXPECT_EQ(StringField(variables["node"], "allValue"), ".*");
+    // One node picked narrows the instances offered to that node's daemons.
+    EXPECT_THAT(StringField(StructField(variables["instance"], "query"), "query"),
+                HasSubstr(R"(node=~"$node")"));
+  }
+}
+
+// Every query that picks instances picks nodes too, so one dashboard shows the fleet or a
+// node.
+TEST(DashboardsStructureTest, EveryInstanceFilterAlsoFiltersTheNode) {
+  for (const Dashboard& dashboard : Dashboards()) {
+    int filtered = 0;
+    for (const DashboardPanel& panel : dashboard.panels) {
+      for (const auto& target : ListField(panel.json, "targets").values()) {
+        const std::string expr = StringField(target.struct_value(), "expr");
+        if (!absl::StrContains(expr, R"(instance=~"$instance")")) continue;
+        ++filtered;
+        EXPECT_THAT(expr, HasSubstr(R"(node=~"$node", instance=~"$instance")"))
+            << dashboard.file << " panel \"" << panel.title << "\"";
+      }
+    }
+    EXPECT_GT(filtered, 0) << dashboard.file;
   }
 }
 

@@ -72,7 +72,7 @@ std::string PrometheusToolPath(const std::string& name, const char* env_variable
 
 absl::StatusOr<std::unique_ptr<PrometheusServer>> PrometheusServer::Start(
     const std::string& work_dir, const std::vector<std::string>& targets,
-    absl::Duration scrape_interval) {
+    absl::Duration scrape_interval, const std::map<std::string, std::string>& node_of_target) {
   const std::string binary = PrometheusToolPath("prometheus", "PROMETHEUS_BINARY");
   if (access(binary.c_str(), X_OK) != 0) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -86,9 +86,23 @@ absl::StatusOr<std::unique_ptr<PrometheusServer>> PrometheusServer::Start(
            << "  scrape_timeout: " << PromDuration(scrape_interval) << "\n"
            << "  evaluation_interval: " << PromDuration(scrape_interval) << "\n"
            << "scrape_configs:\n"
-           << "  - job_name: gpuprof\n"
-           << "    static_configs:\n"
-           << "      - targets: ['" << absl::StrJoin(targets, "', '") << "']\n";
+           << "  - job_name: gpuprof\n";
+    if (node_of_target.empty()) {
+      config << "    static_configs:\n"
+             << "      - targets: ['" << absl::StrJoin(targets, "', '") << "']\n";
+    } else {
+      config << "    file_sd_configs:\n"
+             << "      - files: ['" << work_dir << "/targets.json']\n"
+             << "        refresh_interval: " << PromDuration(scrape_interval) << "\n";
+      std::vector<std::string> groups;
+      for (const std::string& target : targets) {
+        const auto node = node_of_target.find(target);
+        groups.push_back(absl::StrCat(
+            R"({"targets": [")", target, R"("], "labels": {"node": ")",
+            node == node_of_target.end() ? "" : node->second, R"("}})"));
+      }
+      std::ofstream(work_dir + "/targets.json") << "[" << absl::StrJoin(groups, ", ") << "]\n";
+    }
   }
   const std::string log_path = work_dir + "/prometheus.log";
   // The port is free when picked but may be taken before Prometheus binds it: try again.

@@ -6,6 +6,7 @@
 
 #include <sys/types.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,10 +23,13 @@ std::string PrometheusToolPath(const std::string& name, const char* env_variable
 class PrometheusServer {
  public:
   // Starts Prometheus in `work_dir` scraping `targets` ("127.0.0.1:9464") every
-  // `scrape_interval`, and waits until it is ready.
+  // `scrape_interval`, and waits until it is ready. With `node_of_target`, the targets come
+  // through file-based discovery, each labelled node=<its node> (as the Kubernetes
+  // relabelling of deploy/k8s does).
   static absl::StatusOr<std::unique_ptr<PrometheusServer>> Start(
       const std::string& work_dir, const std::vector<std::string>& targets,
-      absl::Duration scrape_interval);
+      absl::Duration scrape_interval,
+      const std::map<std::string, std::string>& node_of_target = {});
   // SIGTERM, then SIGKILL if it lingers.
   ~PrometheusServer();
   PrometheusServer(const PrometheusServer&) = delete;

@@ -110,7 +110,7 @@ DaemonProcess::~DaemonProcess() {
   std::filesystem::remove_all(socket_dir_, ignored);
 }
 
-absl::Status DaemonProcess::Start() {
+void DaemonProcess::SpawnOnly() {
   std::vector<std::string> argv = {
       RunfilePath("daemon/gpuprofd"),
       "--state_dir=" + state_dir_,
@@ -125,6 +125,10 @@ absl::Status DaemonProcess::Start() {
       open((state_dir_ + "/gpuprofd.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
   pid_ = Spawn(argv, log_fd, log_fd);
   close(log_fd);
+}
+
+absl::Status DaemonProcess::Start() {
+  SpawnOnly();
   const absl::Time deadline = absl::Now() + absl::Seconds(60);
   while (absl::Now() < deadline) {
     int status = 0;
@@ -162,6 +166,25 @@ int DaemonProcess::Stop() {
   kill(pid_, SIGTERM);
   int status = 0;
   waitpid(pid_, &status, 0);
+  pid_ = -1;
+  return status;
+}
+
+void DaemonProcess::Signal(int signal_number) const {
+  if (pid_ > 0) kill(pid_, signal_number);
+}
+
+int DaemonProcess::WaitForExit(absl::Duration timeout) {
+  if (pid_ <= 0) return -1;
+  const absl::Time deadline = absl::Now() + timeout;
+  int status = 0;
+  while (waitpid(pid_, &status, WNOHANG) == 0) {
+    if (absl::Now() > deadline) {
+      KillHard();
+      return -1;
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
   pid_ = -1;
   return status;
 }

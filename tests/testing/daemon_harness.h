@@ -45,6 +45,12 @@ class DaemonProcess {
   void KillHard();
   // SIGTERM and wait for a graceful exit; returns the exit status.
   int Stop();
+  // Sends `signal_number` to the running daemon (SIGHUP, SIGSTOP, SIGCONT...).
+  void Signal(int signal_number) const;
+  // Starts gpuprofd without waiting for it; then WaitForExit() gives its exit status (for
+  // flags it must refuse at start-up).
+  void SpawnOnly();
+  int WaitForExit(absl::Duration timeout = absl::Seconds(60));
 
   std::string target() const { return "unix:" + socket_dir_ + "/gpuprofd.sock"; }
   const std::string& state_dir() const { return state_dir_; }
