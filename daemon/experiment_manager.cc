@@ -181,16 +181,44 @@ absl::Status ExperimentManager::Recover() {
     scheduler_->Enqueue(PendingExperiment{
         active.experiment.id(), active.experiment.user(), active.experiment.request().priority(),
         next_submit_order_++, active.experiment.request().gpus(),
-        workloads::RequiredGpuCount(active.experiment.request())});
+        workloads::RequiredGpuCount(active.experiment.request()), active.experiment.sweep_id(),
+        active.experiment.sweep_max_concurrent_gpus()});
   }
   if (!queued.empty()) LogLine(absl::StrCat(queued.size(), " queued experiment(s) recovered"));
   return absl::OkStatus();
 }
 
 absl::StatusOr<v1::Experiment> ExperimentManager::Submit(v1::ExperimentRequest request) {
+  return SubmitInternal(std::move(request), "", 0, 0);
+}
+
+absl::Status ExperimentManager::Validate(v1::ExperimentRequest request) {
+  ApplyRequestDefaults(options_.limits, inventory_, request);
+  return ValidateExperimentRequest(request, inventory_, options_.limits);
+}
+
+absl::StatusOr<v1::Experiment> ExperimentManager::SubmitSweepPoint(v1::ExperimentRequest request,
+                                                                   const std::string& sweep_id,
+                                                                   int point,
+                                                                   int max_concurrent_gpus) {
+  return SubmitInternal(std::move(request), sweep_id, point, max_concurrent_gpus);
+}
+
+void ExperimentManager::SetSweepPointListener(SweepPointListener listener) {
+  absl::MutexLock lock(&mutex_);
+  sweep_point_listener_ = std::move(listener);
+}
+
+absl::StatusOr<v1::Experiment> ExperimentManager::SubmitInternal(v1::ExperimentRequest request,
+                                                                 const std::string& sweep_id,
+                                                                 int point,
+                                                                 int max_concurrent_gpus) {
   ApplyRequestDefaults(options_.limits, inventory_, request);
   RETURN_IF_ERROR(ValidateExperimentRequest(request, inventory_, options_.limits));
   v1::Experiment experiment;
+  experiment.set_sweep_id(sweep_id);
+  experiment.set_sweep_point(point);
+  experiment.set_sweep_max_concurrent_gpus(max_concurrent_gpus);
   experiment.set_state(v1::QUEUED);
   experiment.set_workload(workloads::WorkloadOf(request));
   experiment.set_user(request.user());
@@ -200,9 +228,14 @@ absl::StatusOr<v1::Experiment> ExperimentManager::Submit(v1::ExperimentRequest r
 
   absl::MutexLock lock(&mutex_);
   if (stopping_) return absl::UnavailableError("gpuprofd is shutting down");
-  PendingExperiment pending{"", experiment.user(), experiment.request().priority(),
-                            next_submit_order_++, experiment.request().gpus(),
-                            workloads::RequiredGpuCount(experiment.request())};
+  PendingExperiment pending{"",
+                            experiment.user(),
+                            experiment.request().priority(),
+                            next_submit_order_++,
+                            experiment.request().gpus(),
+                            workloads::RequiredGpuCount(experiment.request()),
+                            sweep_id,
+                            max_concurrent_gpus};
   v1::ExperimentEvent first = StateEvent(v1::QUEUED);
   first.set_seq(1);
   *first.mutable_time() = experiment.created();
@@ -321,6 +354,9 @@ void ExperimentManager::AppendEventLocked(Active& active, v1::ExperimentEvent ev
                          stored.ToString()));
   }
   for (auto& [subscription, sink] : active.sinks) sink->OnEvent(event);
+  if (event.has_state() && !experiment.sweep_id().empty() && sweep_point_listener_) {
+    sweep_point_listener_(experiment);
+  }
 }
 
 void ExperimentManager::EndLocked(const std::string& id, v1::ExperimentState state,

@@ -22,6 +22,7 @@
 #include "daemon/experiment_store.h"
 #include "daemon/metrics/metrics_exporter.h"
 #include "daemon/profiler_service.h"
+#include "daemon/sweep_manager.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 
@@ -113,7 +114,14 @@ int Run() {
     }
   }
 
-  ProfilerService service(manager->get(), metrics ? metrics->rpc_observer() : nullptr);
+  auto sweeps = SweepManager::Create(manager->get());
+  if (!sweeps.ok()) {
+    std::fprintf(stderr, "gpuprofd: resuming sweeps: %s\n", sweeps.status().ToString().c_str());
+    (*manager)->Shutdown();
+    return 1;
+  }
+  ProfilerService service(manager->get(), sweeps->get(),
+                          metrics ? metrics->rpc_observer() : nullptr);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   for (const std::string& address : addresses) {
@@ -147,7 +155,9 @@ int Run() {
   std::fprintf(stderr, "gpuprofd: %s received, shutting down\n", strsignal(signal_number));
   server->GetHealthCheckService()->Shutdown();
   if (metrics != nullptr) metrics->Stop();
-  // Streams end when the manager ends them; give in-flight RPCs a moment to finish.
+  // Streams end when the managers end them; give in-flight RPCs a moment to finish. Sweeps
+  // first: a stopping experiment manager interrupts points, which the restart runs again.
+  (*sweeps)->Shutdown();
   (*manager)->Shutdown();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   server->Wait();
