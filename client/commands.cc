@@ -14,6 +14,7 @@
 #include "client/render.h"
 #include "client/request_builder.h"
 #include "client/story_command.h"
+#include "client/sweep_commands.h"
 #include "client/table.h"
 #include "client/trace_command.h"
 #include "common/version.h"
@@ -516,6 +517,9 @@ std::string MainHelp() {
   for (const Command& command : Commands()) {
     commands.AddRow({std::string(command.name), std::string(command.summary)});
   }
+  commands.AddRow({"sweep", "run a parameter grid: gpuprof sweep <workload> --tokens 1,64,4Ki ..."});
+  commands.AddRow({"compare", "compare two experiments, sweeps or baselines, noise-aware"});
+  commands.AddRow({"baseline", "name an experiment or sweep as a baseline to compare against"});
   commands.AddRow({"help", "this text, or a command's: gpuprof help submit index"});
   const std::vector<FlagSpec> global_flags = {
       TargetFlag(),
@@ -784,10 +788,14 @@ int RunGpuprof(const std::vector<std::string>& args, const ClientEnvironment& en
   // "-h" is the one single-dash flag people type out of habit.
   for (std::string& word : rest) {
     if (word == "-h") word = "--help";
-    if (word == "-o" && name == "trace") word = "--output";
+    if (word == "-o" && (name == "trace" || name == "sweep")) word = "--output";
   }
   if (name == "help") return RunHelp(env, rest);
   if (name == "submit") return RunSubmit(env, globals, rest);
+  const CommandDefaults defaults{globals.target, globals.user};
+  if (name == "sweep") return RunSweepCommand(rest, env, defaults);
+  if (name == "compare") return RunCompareCommand(rest, env, defaults);
+  if (name == "baseline") return RunBaselineCommand(rest, env, defaults);
   const Command* command = FindCommand(name);
   if (command == nullptr) {
     return ReportUsageError(env, absl::StrCat("unknown command \"", name, "\"; run gpuprof help"),

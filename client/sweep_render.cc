@@ -158,6 +158,35 @@ std::string RenderSweepPoints(const v1::Sweep& sweep, SweepFormat format) {
   return text;
 }
 
+std::vector<size_t> SweepColumnWidths(const v1::Sweep& sweep) {
+  const std::vector<std::string> axes = SweepAxisNames(sweep);
+  std::vector<size_t> widths = {5};
+  for (const std::string& axis : axes) {
+    size_t width = axis.size();
+    for (const v1::SweepPoint& point : sweep.points()) {
+      const auto it = point.parameters().find(axis);
+      if (it != point.parameters().end()) width = std::max(width, DisplayWidth(it->second));
+    }
+    widths.push_back(width);
+  }
+  for (size_t width : {16, 10, 9, 9, 9, 7, 6, 11}) widths.push_back(width);
+  return widths;
+}
+
+std::string FixedWidthRow(const std::vector<std::string>& cells, const std::vector<size_t>& widths,
+                          size_t first_number_column) {
+  std::string line;
+  for (size_t i = 0; i < cells.size(); ++i) {
+    const size_t width = i < widths.size() ? widths[i] : 0;
+    const size_t shown = DisplayWidth(cells[i]);
+    const std::string padding(width > shown ? width - shown : 0, ' ');
+    if (i > 0) line += "  ";
+    const bool right = i == 0 || i >= first_number_column;
+    line += right ? padding + cells[i] : cells[i] + (i + 1 < cells.size() ? padding : "");
+  }
+  return line + "\n";
+}
+
 std::string RenderSweepSummary(const v1::Sweep& sweep, absl::Time now, absl::TimeZone time_zone) {
   std::string text = absl::StrCat(
       sweep.id(), "  ", SweepStateName(sweep.state()), "  ", sweep.points_size(), " points: ",

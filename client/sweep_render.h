@@ -40,6 +40,13 @@ std::string SweepHeaderLine(const std::vector<std::string>& axes, SweepFormat fo
 std::string SweepPointLine(const v1::SweepPoint& point, const std::vector<std::string>& axes,
                            SweepFormat format);
 
+// Column widths for a live table that is printed row by row: wide enough for every axis value
+// of the sweep and for typical figures.
+std::vector<size_t> SweepColumnWidths(const v1::Sweep& sweep);
+// The cells padded to `widths` (numbers right-aligned past the axes), two spaces apart.
+std::string FixedWidthRow(const std::vector<std::string>& cells, const std::vector<size_t>& widths,
+                          size_t first_number_column);
+
 // "swp-000003  running  24 points: 12 finished, 2 running, 10 queued, 0 failed" and the
 // request, the times and the reason.
 std::string RenderSweepSummary(const v1::Sweep& sweep, absl::Time now, absl::TimeZone time_zone);
