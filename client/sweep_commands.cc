@@ -113,7 +113,8 @@ bool IsIntegerScalar(const FieldDescriptor* field) {
 // "pow2:1:64Ki" (powers of two, integers); nullopt for a plain value of the base request.
 absl::StatusOr<std::optional<v1::SweepAxis>> AxisFromFlag(const FieldDescriptor* field,
                                                          const std::string& value) {
-  if (field->is_repeated() || field->is_map()) return std::nullopt;
+  // A repeated field takes a list as one value; a map's entries (labels) can be an axis.
+  if (field->is_repeated() && !field->is_map()) return std::nullopt;
   v1::SweepAxis axis;
   const SizeUnits units = IsByteSizedField(field) ? SizeUnits::kBytes : SizeUnits::kCount;
   if (absl::StartsWith(value, "pow2:")) {
