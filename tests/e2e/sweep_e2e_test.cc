@@ -241,5 +241,56 @@ TEST_F(SweepE2eTest, ASweepNeverLocksOtherUsersOut) {
   EXPECT_LT(started_before_bob, 12);
 }
 
+TEST_F(SweepE2eTest, CompareMatchesPointsGatesOnRegressionsAndUsesBaselines) {
+  const std::string a = SubmitSweep({"radix", "--requests", "300", "--seed", "1,2"}, "alice");
+  const std::string b = SubmitSweep({"radix", "--requests", "300", "--seed", "2,1"}, "alice");
+  for (const std::string& id : {a, b}) {
+    ASSERT_EQ(WaitFor(id, [](const v1::Sweep& sweep) {
+                return sweep.state() != v1::SWEEP_RUNNING;
+              }).state(),
+              v1::SWEEP_FINISHED);
+  }
+  // Points are matched by their parameters, not their order.
+  const CommandResult same = daemon_->Cli({"compare", a, b});
+  EXPECT_EQ(same.exit_code, 0) << same.err;
+  EXPECT_THAT(same.out, HasSubstr("seed=1"));
+  EXPECT_THAT(same.out, HasSubstr("2 point(s) compared: geomean B/A"));
+  EXPECT_THAT(same.out, HasSubstr("provenance: same GPU, driver and gpuprof version"));
+
+  // A baseline stands for its run.
+  const CommandResult saved = daemon_->Cli({"baseline", "save", "main", a});
+  EXPECT_EQ(saved.exit_code, 0) << saved.err;
+  EXPECT_EQ(daemon_->Cli({"baseline", "save", "main", b}).exit_code, 2);  // exists
+  EXPECT_THAT(daemon_->Cli({"baseline", "list"}).out, HasSubstr(a));
+  const CommandResult against_baseline = daemon_->Cli({"compare", "main", b, "--format", "csv"});
+  EXPECT_EQ(against_baseline.exit_code, 0) << against_baseline.err;
+  EXPECT_THAT(against_baseline.out, HasSubstr("point,a,b,unit,ratio,noise,verdict\n"));
+  EXPECT_THAT(against_baseline.err, HasSubstr("2 point(s) compared"));
+
+  // Long shared prefixes make prefix matching far slower: a regression beyond any threshold.
+  const auto run = [&](const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {"submit", "radix", "--requests", "300"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    argv.push_back("--follow");
+    argv.push_back("--json");
+    const CommandResult result = daemon_->Cli(argv);
+    EXPECT_EQ(result.exit_code, 0) << result.err;
+    auto events = ParseEventLines(result.out);
+    return events.ok() && !events->empty() ? events->front().experiment_id() : std::string();
+  };
+  const std::string fast = run({"--system-prompt-tokens", "64", "--max-history-tokens", "256"});
+  const std::string slow = run({"--system-prompt-tokens", "60000", "--max-history-tokens", "256"});
+  const CommandResult worse = daemon_->Cli({"compare", fast, slow, "--fail-on-regression", "20"});
+  EXPECT_EQ(worse.exit_code, 5) << worse.out << worse.err;
+  EXPECT_THAT(worse.out, HasSubstr("1 worse"));
+  EXPECT_THAT(worse.err, HasSubstr("worse than A by more than 20%"));
+  const CommandResult better = daemon_->Cli({"compare", slow, fast, "--fail-on-regression", "20"});
+  EXPECT_EQ(better.exit_code, 0) << better.err;
+  EXPECT_THAT(better.out, HasSubstr("1 better"));
+  const CommandResult unknown = daemon_->Cli({"compare", a, "nosuch"});
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_THAT(unknown.err, HasSubstr("no experiment, sweep or baseline named \"nosuch\""));
+}
+
 }  // namespace
 }  // namespace gpuprof::testing
