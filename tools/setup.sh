@@ -15,8 +15,8 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   # Tests: a real Prometheus server and promtool for the metrics tests.
   prometheus
-  # Tools used by scripts and tests.
-  python3 sqlite3 curl ca-certificates
+  # Tools used by scripts and tests; gnuplot draws `gpuprof sweep plot` (and its test).
+  python3 sqlite3 curl ca-certificates gnuplot-nox
 )
 
 missing=()
