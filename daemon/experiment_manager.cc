@@ -204,6 +204,52 @@ absl::StatusOr<v1::Experiment> ExperimentManager::SubmitSweepPoint(v1::Experimen
   return SubmitInternal(std::move(request), sweep_id, point, max_concurrent_gpus);
 }
 
+absl::StatusOr<std::vector<v1::Experiment>> ExperimentManager::SubmitSweepPoints(
+    std::vector<v1::ExperimentRequest> requests, const std::string& sweep_id,
+    int max_concurrent_gpus) {
+  std::vector<std::pair<v1::Experiment, v1::ExperimentEvent>> created;
+  const google::protobuf::Timestamp now = Now();
+  for (size_t point = 0; point < requests.size(); ++point) {
+    v1::ExperimentRequest& request = requests[point];
+    ApplyRequestDefaults(options_.limits, inventory_, request);
+    RETURN_IF_ERROR(ValidateExperimentRequest(request, inventory_, options_.limits));
+    v1::Experiment experiment;
+    experiment.set_sweep_id(sweep_id);
+    experiment.set_sweep_point(static_cast<int>(point));
+    experiment.set_sweep_max_concurrent_gpus(max_concurrent_gpus);
+    experiment.set_state(v1::QUEUED);
+    experiment.set_workload(workloads::WorkloadOf(request));
+    experiment.set_user(request.user());
+    *experiment.mutable_created() = now;
+    experiment.set_last_seq(1);
+    *experiment.mutable_request() = std::move(request);
+    v1::ExperimentEvent first = StateEvent(v1::QUEUED);
+    first.set_seq(1);
+    *first.mutable_time() = now;
+    created.emplace_back(std::move(experiment), std::move(first));
+  }
+  absl::MutexLock lock(&mutex_);
+  if (stopping_) return absl::UnavailableError("gpuprofd is shutting down");
+  ASSIGN_OR_RETURN(std::vector<std::string> ids, store_->CreateMany(created));
+  std::vector<v1::Experiment> experiments;
+  for (size_t point = 0; point < created.size(); ++point) {
+    v1::Experiment& experiment = created[point].first;
+    experiment.set_id(ids[point]);
+    scheduler_->Enqueue(PendingExperiment{ids[point], experiment.user(),
+                                          experiment.request().priority(), next_submit_order_++,
+                                          experiment.request().gpus(),
+                                          workloads::RequiredGpuCount(experiment.request()),
+                                          sweep_id, max_concurrent_gpus});
+    active_[ids[point]].experiment = experiment;
+    experiments.push_back(std::move(experiment));
+  }
+  for (v1::Experiment& experiment : experiments) {
+    experiment.set_queue_position(scheduler_->QueuePosition(experiment.id()));
+  }
+  wake_.Signal();
+  return experiments;
+}
+
 void ExperimentManager::SetSweepPointListener(SweepPointListener listener) {
   absl::MutexLock lock(&mutex_);
   sweep_point_listener_ = std::move(listener);

@@ -79,6 +79,11 @@ class ExperimentManager {
   absl::StatusOr<v1::Experiment> SubmitSweepPoint(v1::ExperimentRequest request,
                                                   const std::string& sweep_id, int point,
                                                   int max_concurrent_gpus);
+  // SubmitSweepPoint for points 0..n-1 of a new sweep, stored in one transaction: all are
+  // queued or none is.
+  absl::StatusOr<std::vector<v1::Experiment>> SubmitSweepPoints(
+      std::vector<v1::ExperimentRequest> requests, const std::string& sweep_id,
+      int max_concurrent_gpus);
   // Replaces the listener (nullptr removes it); see SweepPointListener.
   void SetSweepPointListener(SweepPointListener listener);
   ExperimentStore& store() { return *store_; }

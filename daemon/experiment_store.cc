@@ -492,13 +492,35 @@ ExperimentStore::~ExperimentStore() = default;
 
 absl::StatusOr<std::string> ExperimentStore::Create(v1::Experiment experiment,
                                                     v1::ExperimentEvent first_event) {
-  if (first_event.seq() <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "creating an experiment: the first event needs a positive seq, not ", first_event.seq()));
+  std::vector<std::pair<v1::Experiment, v1::ExperimentEvent>> one;
+  one.emplace_back(std::move(experiment), std::move(first_event));
+  ASSIGN_OR_RETURN(std::vector<std::string> ids, CreateMany(std::move(one)));
+  return ids.front();
+}
+
+absl::StatusOr<std::vector<std::string>> ExperimentStore::CreateMany(
+    std::vector<std::pair<v1::Experiment, v1::ExperimentEvent>> experiments) {
+  for (const auto& [experiment, first_event] : experiments) {
+    if (first_event.seq() <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("creating an experiment: the first event needs a positive seq, not ",
+                       first_event.seq()));
+    }
   }
   absl::MutexLock lock(&mutex_);
   ASSIGN_OR_RETURN(Transaction transaction,
-                   Transaction::Begin(*database_, "creating an experiment"));
+                   Transaction::Begin(*database_, "creating experiments"));
+  std::vector<std::string> ids;
+  for (auto& [experiment, first_event] : experiments) {
+    ASSIGN_OR_RETURN(std::string id, CreateInTransaction(experiment, first_event));
+    ids.push_back(std::move(id));
+  }
+  RETURN_IF_ERROR(transaction.Commit());
+  return ids;
+}
+
+absl::StatusOr<std::string> ExperimentStore::CreateInTransaction(
+    v1::Experiment& experiment, v1::ExperimentEvent& first_event) {
   ASSIGN_OR_RETURN(int64_t number,
                    database_->QueryInt64(kNextExperimentNumberSql, "choosing an experiment id"));
   std::string id = ExperimentId(number);
@@ -527,7 +549,6 @@ absl::StatusOr<std::string> ExperimentStore::Create(v1::Experiment experiment,
     RETURN_IF_ERROR(link.BindText(3, id));
     RETURN_IF_ERROR(link.Run());
   }
-  RETURN_IF_ERROR(transaction.Commit());
   return id;
 }
 

@@ -72,6 +72,10 @@ class ExperimentStore {
   // sets it as experiment.id and first_event.experiment_id, and inserts both in one
   // transaction. Returns the id. first_event.seq must be positive (InvalidArgument otherwise).
   absl::StatusOr<std::string> Create(v1::Experiment experiment, v1::ExperimentEvent first_event);
+  // Create for several experiments in one transaction (one sync for a whole sweep): either
+  // every one is created or none. Ids in the order given.
+  absl::StatusOr<std::vector<std::string>> CreateMany(
+      std::vector<std::pair<v1::Experiment, v1::ExperimentEvent>> experiments);
 
   // In one transaction: replaces the stored experiment with `experiment` (NotFound if its id
   // does not exist) and appends `event` unless event.seq <= 0. An event whose seq is already
@@ -135,6 +139,11 @@ class ExperimentStore {
 
  private:
   explicit ExperimentStore(std::unique_ptr<experiment_store_internal::SqliteDatabase> database);
+
+  // Inserts one experiment (and its sweep link) inside the caller's transaction; sets the id.
+  absl::StatusOr<std::string> CreateInTransaction(v1::Experiment& experiment,
+                                                  v1::ExperimentEvent& first_event)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   // Writes one (experiment, event) pair inside the caller's transaction.
   absl::Status UpdateInTransaction(const v1::Experiment& experiment,

@@ -343,8 +343,29 @@ absl::StatusOr<v1::Sweep> SweepManager::Submit(v1::SweepRequest request) {
   sweep.set_id(id);
   ActiveSweep& active = active_[id];
   active.sweep = std::move(sweep);
-  for (size_t index = 0; index < points.size(); ++index) {
-    SubmitPointLocked(active, static_cast<int>(index), points[index].request, /*announce=*/false);
+  // One transaction for every point: a 100-point sweep costs one sync, not a hundred.
+  std::vector<v1::ExperimentRequest> requests;
+  for (const sweep::ExpandedPoint& point : points) requests.push_back(point.request);
+  absl::StatusOr<std::vector<v1::Experiment>> queued_points = experiments_->SubmitSweepPoints(
+      std::move(requests), id, active.sweep.request().max_concurrent_gpus());
+  if (queued_points.ok()) {
+    for (size_t index = 0; index < queued_points->size(); ++index) {
+      v1::SweepPoint& point = *active.sweep.mutable_points(static_cast<int>(index));
+      point.set_experiment_id((*queued_points)[index].id());
+      point.set_attempt(1);
+      *point.mutable_experiment() = Summary((*queued_points)[index]);
+    }
+  } else if (absl::IsUnavailable(queued_points.status())) {
+    // Stopping: the points are queued when the daemon starts again (Resume).
+    LogLine(absl::StrCat("the points of ", id, " wait for the next start: ",
+                         queued_points.status().ToString()));
+  } else {
+    for (v1::SweepPoint& point : *active.sweep.mutable_points()) {
+      point.set_state(v1::FAILED);
+      point.mutable_experiment()->set_state(v1::FAILED);
+      point.mutable_experiment()->set_reason(
+          absl::StrCat("could not queue the point: ", queued_points.status().message()));
+    }
   }
   Recount(active.sweep);
   // One write for the queued points; their links to the sweep were stored with each one.
