@@ -19,6 +19,7 @@
 #include "client/render.h"
 #include "client/request_builder.h"
 #include "client/story_command.h"
+#include "client/sweep_commands.h"
 #include "client/table.h"
 #include "client/trace_command.h"
 #include "common/status_macros.h"
@@ -53,7 +54,8 @@ constexpr absl::string_view kExitCodeHelp =
     "     FAILED_PRECONDITION, ...)\n"
     "  3  the daemon cannot be reached (UNAVAILABLE)\n"
     "  4  any other error\n"
-    "  5  across a fleet: some nodes did not answer in time or failed; the output covers the\n"
+    "  5  compare --fail-on-regression: B is worse than A beyond the limit\n"
+    "  6  across a fleet: some nodes did not answer in time or failed; the output covers the\n"
     "     others and names the missing ones\n";
 
 // Options given before the command; a command's own --target wins over them.
@@ -553,6 +555,9 @@ std::string MainHelp() {
   for (const Command& command : Commands()) {
     commands.AddRow({std::string(command.name), std::string(command.summary)});
   }
+  commands.AddRow({"sweep", "run a parameter grid: gpuprof sweep <workload> --tokens 1,64,4Ki ..."});
+  commands.AddRow({"compare", "compare two experiments, sweeps or baselines, noise-aware"});
+  commands.AddRow({"baseline", "name an experiment or sweep as a baseline to compare against"});
   commands.AddRow({"help", "this text, or a command's: gpuprof help submit index"});
   const std::vector<FlagSpec> global_flags = {
       TargetFlag(),
@@ -1149,7 +1154,7 @@ int RunGpuprof(const std::vector<std::string>& args, const ClientEnvironment& en
   // "-h" is the one single-dash flag people type out of habit.
   for (std::string& word : rest) {
     if (word == "-h") word = "--help";
-    if (word == "-o" && name == "trace") word = "--output";
+    if (word == "-o" && (name == "trace" || name == "sweep")) word = "--output";
   }
   if (name == "help") return RunHelp(env, rest);
   absl::Duration node_timeout;
@@ -1161,6 +1166,20 @@ int RunGpuprof(const std::vector<std::string>& args, const ClientEnvironment& en
       return ReportUsageError(env, "submit runs on one node: pick it with --node NAME", "");
     }
     return RunSubmit(env, globals, rest);
+  }
+  // Sweeps, comparisons and baselines live on one daemon.
+  if (name == "sweep" || name == "compare" || name == "baseline") {
+    if (nodes->size() > 1) {
+      return ReportUsageError(env, absl::StrCat(name, " runs on one node: pick it with --node NAME"),
+                              "");
+    }
+    const CommandDefaults defaults{
+        globals.single_node.has_value() ? std::optional(globals.single_node->address)
+                                        : globals.target,
+        globals.user};
+    if (name == "sweep") return RunSweepCommand(rest, env, defaults);
+    if (name == "compare") return RunCompareCommand(rest, env, defaults);
+    return RunBaselineCommand(rest, env, defaults);
   }
   const Command* command = FindCommand(name);
   if (command == nullptr) {

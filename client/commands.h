@@ -35,7 +35,7 @@ enum ExitCode : int {
   kExitOtherError = 4,
   // Across a fleet: some nodes did not answer in time or failed; the output covers the others
   // and names the missing ones.
-  kExitPartial = 5,
+  kExitPartial = 6,
 };
 
 struct DaemonStubs {

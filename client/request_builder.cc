@@ -156,6 +156,21 @@ absl::StatusOr<ExperimentRequestBuilder> ExperimentRequestBuilder::ForWorkload(
   return builder;
 }
 
+const FieldDescriptor* ExperimentRequestBuilder::FieldForFlag(absl::string_view flag_name) const {
+  const auto it = path_by_flag_.find(std::string(flag_name));
+  return it == path_by_flag_.end() ? nullptr : it->second.back();
+}
+
+std::string ExperimentRequestBuilder::ApiFieldName(absl::string_view flag_name) const {
+  const auto it = path_by_flag_.find(std::string(flag_name));
+  if (it == path_by_flag_.end()) return "";
+  const FieldPath& path = it->second;
+  if (path.front() == workload_field_) return path.back()->name();
+  std::vector<std::string> names;
+  for (const FieldDescriptor* field : path) names.push_back(field->name());
+  return absl::StrJoin(names, ".");
+}
+
 absl::StatusOr<v1::ExperimentRequest> ExperimentRequestBuilder::Build(
     const ParsedArgs& args) const {
   v1::ExperimentRequest request;

@@ -34,6 +34,12 @@ class ExperimentRequestBuilder {
   // Spec fields no flag can set (e.g. a repeated message), for help.
   const std::vector<std::string>& unsettable_fields() const { return unsettable_fields_; }
 
+  // The field a flag sets (the last of its path), or nullptr for flags that are not request
+  // flags; and its API name for sweep axes: the spec field's name ("num_tokens") or the dotted
+  // path from ExperimentRequest ("measurement.l2_mode").
+  const google::protobuf::FieldDescriptor* FieldForFlag(absl::string_view flag_name) const;
+  std::string ApiFieldName(absl::string_view flag_name) const;
+
   // The request the flags describe; the workload is selected even with no workload flags.
   // Flags that are not request flags (--follow, --json) are ignored. Errors (InvalidArgument)
   // name the flag as typed and say what is allowed. Only syntax is checked: ranges are the

@@ -181,16 +181,90 @@ absl::Status ExperimentManager::Recover() {
     scheduler_->Enqueue(PendingExperiment{
         active.experiment.id(), active.experiment.user(), active.experiment.request().priority(),
         next_submit_order_++, active.experiment.request().gpus(),
-        workloads::RequiredGpuCount(active.experiment.request())});
+        workloads::RequiredGpuCount(active.experiment.request()), active.experiment.sweep_id(),
+        active.experiment.sweep_max_concurrent_gpus()});
   }
   if (!queued.empty()) LogLine(absl::StrCat(queued.size(), " queued experiment(s) recovered"));
   return absl::OkStatus();
 }
 
 absl::StatusOr<v1::Experiment> ExperimentManager::Submit(v1::ExperimentRequest request) {
+  return SubmitInternal(std::move(request), "", 0, 0);
+}
+
+absl::Status ExperimentManager::Validate(v1::ExperimentRequest request) {
+  ApplyRequestDefaults(options_.limits, inventory_, request);
+  return ValidateExperimentRequest(request, inventory_, options_.limits);
+}
+
+absl::StatusOr<v1::Experiment> ExperimentManager::SubmitSweepPoint(v1::ExperimentRequest request,
+                                                                   const std::string& sweep_id,
+                                                                   int point,
+                                                                   int max_concurrent_gpus) {
+  return SubmitInternal(std::move(request), sweep_id, point, max_concurrent_gpus);
+}
+
+absl::StatusOr<std::vector<v1::Experiment>> ExperimentManager::SubmitSweepPoints(
+    std::vector<v1::ExperimentRequest> requests, const std::string& sweep_id,
+    int max_concurrent_gpus) {
+  std::vector<std::pair<v1::Experiment, v1::ExperimentEvent>> created;
+  const google::protobuf::Timestamp now = Now();
+  for (size_t point = 0; point < requests.size(); ++point) {
+    v1::ExperimentRequest& request = requests[point];
+    ApplyRequestDefaults(options_.limits, inventory_, request);
+    RETURN_IF_ERROR(ValidateExperimentRequest(request, inventory_, options_.limits));
+    v1::Experiment experiment;
+    experiment.set_sweep_id(sweep_id);
+    experiment.set_sweep_point(static_cast<int>(point));
+    experiment.set_sweep_max_concurrent_gpus(max_concurrent_gpus);
+    experiment.set_state(v1::QUEUED);
+    experiment.set_workload(workloads::WorkloadOf(request));
+    experiment.set_user(request.user());
+    *experiment.mutable_created() = now;
+    experiment.set_last_seq(1);
+    *experiment.mutable_request() = std::move(request);
+    v1::ExperimentEvent first = StateEvent(v1::QUEUED);
+    first.set_seq(1);
+    *first.mutable_time() = now;
+    created.emplace_back(std::move(experiment), std::move(first));
+  }
+  absl::MutexLock lock(&mutex_);
+  if (stopping_) return absl::UnavailableError("gpuprofd is shutting down");
+  ASSIGN_OR_RETURN(std::vector<std::string> ids, store_->CreateMany(created));
+  std::vector<v1::Experiment> experiments;
+  for (size_t point = 0; point < created.size(); ++point) {
+    v1::Experiment& experiment = created[point].first;
+    experiment.set_id(ids[point]);
+    scheduler_->Enqueue(PendingExperiment{ids[point], experiment.user(),
+                                          experiment.request().priority(), next_submit_order_++,
+                                          experiment.request().gpus(),
+                                          workloads::RequiredGpuCount(experiment.request()),
+                                          sweep_id, max_concurrent_gpus});
+    active_[ids[point]].experiment = experiment;
+    experiments.push_back(std::move(experiment));
+  }
+  for (v1::Experiment& experiment : experiments) {
+    experiment.set_queue_position(scheduler_->QueuePosition(experiment.id()));
+  }
+  wake_.Signal();
+  return experiments;
+}
+
+void ExperimentManager::SetSweepPointListener(SweepPointListener listener) {
+  absl::MutexLock lock(&mutex_);
+  sweep_point_listener_ = std::move(listener);
+}
+
+absl::StatusOr<v1::Experiment> ExperimentManager::SubmitInternal(v1::ExperimentRequest request,
+                                                                 const std::string& sweep_id,
+                                                                 int point,
+                                                                 int max_concurrent_gpus) {
   ApplyRequestDefaults(options_.limits, inventory_, request);
   RETURN_IF_ERROR(ValidateExperimentRequest(request, inventory_, options_.limits));
   v1::Experiment experiment;
+  experiment.set_sweep_id(sweep_id);
+  experiment.set_sweep_point(point);
+  experiment.set_sweep_max_concurrent_gpus(max_concurrent_gpus);
   experiment.set_state(v1::QUEUED);
   experiment.set_workload(workloads::WorkloadOf(request));
   experiment.set_user(request.user());
@@ -200,9 +274,14 @@ absl::StatusOr<v1::Experiment> ExperimentManager::Submit(v1::ExperimentRequest r
 
   absl::MutexLock lock(&mutex_);
   if (stopping_) return absl::UnavailableError("gpuprofd is shutting down");
-  PendingExperiment pending{"", experiment.user(), experiment.request().priority(),
-                            next_submit_order_++, experiment.request().gpus(),
-                            workloads::RequiredGpuCount(experiment.request())};
+  PendingExperiment pending{"",
+                            experiment.user(),
+                            experiment.request().priority(),
+                            next_submit_order_++,
+                            experiment.request().gpus(),
+                            workloads::RequiredGpuCount(experiment.request()),
+                            sweep_id,
+                            max_concurrent_gpus};
   v1::ExperimentEvent first = StateEvent(v1::QUEUED);
   first.set_seq(1);
   *first.mutable_time() = experiment.created();
@@ -321,6 +400,9 @@ void ExperimentManager::AppendEventLocked(Active& active, v1::ExperimentEvent ev
                          stored.ToString()));
   }
   for (auto& [subscription, sink] : active.sinks) sink->OnEvent(event);
+  if (event.has_state() && !experiment.sweep_id().empty() && sweep_point_listener_) {
+    sweep_point_listener_(experiment);
+  }
 }
 
 void ExperimentManager::EndLocked(const std::string& id, v1::ExperimentState state,

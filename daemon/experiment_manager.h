@@ -5,6 +5,7 @@
 #define GPUPROF_DAEMON_EXPERIMENT_MANAGER_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -17,6 +18,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/experiment_store.h"
+#include "daemon/stream_sink.h"
 #include "daemon/request_validation.h"
 #include "daemon/scheduler.h"
 #include "daemon/worker_process.h"
@@ -42,13 +44,11 @@ struct ManagerOptions {
 
 // Receives one experiment's events. Called with the manager's lock held: implementations
 // queue the event and return; they must not block or call into the manager.
-class EventSink {
- public:
-  virtual ~EventSink() = default;
-  virtual void OnEvent(const v1::ExperimentEvent& event) = 0;
-  // No more events will come: the experiment ended, or the daemon is stopping.
-  virtual void OnEnd() = 0;
-};
+using EventSink = StreamSink<v1::ExperimentEvent>;
+
+// Hears every state change of an experiment that belongs to a sweep, with the experiment as
+// it is after the change. Called with the manager's lock held: queue and return.
+using SweepPointListener = std::function<void(const v1::Experiment& experiment)>;
 
 // What the metrics exporter wants to hear about; all optional.
 class ManagerObserver {
@@ -71,6 +71,22 @@ class ExperimentManager {
 
   // Validates, stores (durably) and queues; returns the experiment as queued.
   absl::StatusOr<v1::Experiment> Submit(v1::ExperimentRequest request);
+  // Submit's checks alone (with defaults applied), storing nothing.
+  absl::Status Validate(v1::ExperimentRequest request);
+  // Submit for point `point` of sweep `sweep_id`: the experiment records both (stored with
+  // the sweep's link in one transaction), and its sweep holds at most `max_concurrent_gpus`
+  // GPUs at once (0: no cap).
+  absl::StatusOr<v1::Experiment> SubmitSweepPoint(v1::ExperimentRequest request,
+                                                  const std::string& sweep_id, int point,
+                                                  int max_concurrent_gpus);
+  // SubmitSweepPoint for points 0..n-1 of a new sweep, stored in one transaction: all are
+  // queued or none is.
+  absl::StatusOr<std::vector<v1::Experiment>> SubmitSweepPoints(
+      std::vector<v1::ExperimentRequest> requests, const std::string& sweep_id,
+      int max_concurrent_gpus);
+  // Replaces the listener (nullptr removes it); see SweepPointListener.
+  void SetSweepPointListener(SweepPointListener listener);
+  ExperimentStore& store() { return *store_; }
   // Replays stored events with seq >= from_seq to `sink`, then live ones; returns a handle for
   // Unsubscribe. For an experiment that already ended, the replay is followed by OnEnd.
   absl::StatusOr<int64_t> Subscribe(const std::string& id, int64_t from_seq,
@@ -118,6 +134,9 @@ class ExperimentManager {
   ExperimentManager(ManagerOptions options, std::unique_ptr<ExperimentStore> store,
                     ManagerObserver* observer);
   absl::Status Probe();
+  absl::StatusOr<v1::Experiment> SubmitInternal(v1::ExperimentRequest request,
+                                                const std::string& sweep_id, int point,
+                                                int max_concurrent_gpus);
   absl::Status Recover() ABSL_LOCKS_EXCLUDED(mutex_);
   void ControlLoop() ABSL_LOCKS_EXCLUDED(mutex_);
 
@@ -155,6 +174,7 @@ class ExperimentManager {
   absl::Mutex mutex_;
   absl::CondVar wake_;
   bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
+  SweepPointListener sweep_point_listener_ ABSL_GUARDED_BY(mutex_);
   std::unique_ptr<Scheduler> scheduler_ ABSL_GUARDED_BY(mutex_);
   std::map<std::string, Active> active_ ABSL_GUARDED_BY(mutex_);  // queued and running
   std::map<int64_t, WorkerSlot> slots_ ABSL_GUARDED_BY(mutex_);

@@ -311,6 +311,45 @@ CREATE TABLE IF NOT EXISTS events (
 ) WITHOUT ROWID;
 )sql";
 
+// Added with sweeps: applied to every database at open (additive, idempotent).
+constexpr char kSweepSchema[] = R"sql(
+CREATE TABLE IF NOT EXISTS sweeps (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  id TEXT UNIQUE NOT NULL,
+  user TEXT NOT NULL,
+  state INTEGER NOT NULL,
+  created_unix_ns INTEGER NOT NULL,
+  -- The gpuprof.v1.Sweep, serialized, with its points.
+  proto BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS sweeps_by_state ON sweeps (state, seq);
+CREATE TABLE IF NOT EXISTS sweep_events (
+  sweep_id TEXT NOT NULL REFERENCES sweeps (id),
+  seq INTEGER NOT NULL,
+  proto BLOB NOT NULL,
+  PRIMARY KEY (sweep_id, seq)
+) WITHOUT ROWID;
+-- Which experiments run a sweep's points; written with the experiment, in its transaction.
+CREATE TABLE IF NOT EXISTS sweep_points (
+  sweep_id TEXT NOT NULL REFERENCES sweeps (id),
+  point_index INTEGER NOT NULL,
+  attempt INTEGER NOT NULL,
+  experiment_id TEXT NOT NULL REFERENCES experiments (id),
+  PRIMARY KEY (sweep_id, point_index, attempt)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS baselines (
+  name TEXT PRIMARY KEY NOT NULL,
+  -- The gpuprof.v1.Baseline, serialized.
+  proto BLOB NOT NULL
+) WITHOUT ROWID;
+)sql";
+
+constexpr char kNextSweepNumberSql[] = R"sql(
+SELECT MAX(
+  COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'sweeps'), 0),
+  COALESCE((SELECT MAX(seq) FROM sweeps), 0)) + 1
+)sql";
+
 // The number the next experiment gets: AUTOINCREMENT's own rule (one past the largest ever
 // used, as sqlite_sequence remembers it), computed up front because the id is derived from it.
 constexpr char kNextExperimentNumberSql[] = R"sql(
@@ -322,6 +361,7 @@ SELECT MAX(
 constexpr char kPageTokenPrefix[] = "before-seq:";
 
 std::string ExperimentId(int64_t number) { return absl::StrFormat("exp-%06d", number); }
+std::string SweepId(int64_t number) { return absl::StrFormat("swp-%06d", number); }
 
 int64_t UnixNanos(const google::protobuf::Timestamp& time) {
   return time.seconds() * 1'000'000'000 + time.nanos();
@@ -403,7 +443,11 @@ using experiment_store_internal::EncodePageToken;
 using experiment_store_internal::ExperimentId;
 using experiment_store_internal::InsertEvent;
 using experiment_store_internal::kNextExperimentNumberSql;
+using experiment_store_internal::kNextSweepNumberSql;
 using experiment_store_internal::kSchema;
+using experiment_store_internal::kSweepSchema;
+using experiment_store_internal::UnixNanos;
+using experiment_store_internal::SweepId;
 using experiment_store_internal::ParseStored;
 using experiment_store_internal::SqliteDatabase;
 using experiment_store_internal::SqliteStatement;
@@ -435,6 +479,7 @@ absl::StatusOr<std::unique_ptr<ExperimentStore>> ExperimentStore::Open(const std
       RETURN_IF_ERROR(database->Execute(absl::StrCat("PRAGMA user_version = ", kSchemaVersion),
                                         "setting schema version"));
     }
+    RETURN_IF_ERROR(database->Execute(kSweepSchema, "creating the sweep tables"));
     RETURN_IF_ERROR(transaction.Commit());
   }
   return std::unique_ptr<ExperimentStore>(new ExperimentStore(std::move(database)));
@@ -447,13 +492,35 @@ ExperimentStore::~ExperimentStore() = default;
 
 absl::StatusOr<std::string> ExperimentStore::Create(v1::Experiment experiment,
                                                     v1::ExperimentEvent first_event) {
-  if (first_event.seq() <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "creating an experiment: the first event needs a positive seq, not ", first_event.seq()));
+  std::vector<std::pair<v1::Experiment, v1::ExperimentEvent>> one;
+  one.emplace_back(std::move(experiment), std::move(first_event));
+  ASSIGN_OR_RETURN(std::vector<std::string> ids, CreateMany(std::move(one)));
+  return ids.front();
+}
+
+absl::StatusOr<std::vector<std::string>> ExperimentStore::CreateMany(
+    std::vector<std::pair<v1::Experiment, v1::ExperimentEvent>> experiments) {
+  for (const auto& [experiment, first_event] : experiments) {
+    if (first_event.seq() <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("creating an experiment: the first event needs a positive seq, not ",
+                       first_event.seq()));
+    }
   }
   absl::MutexLock lock(&mutex_);
   ASSIGN_OR_RETURN(Transaction transaction,
-                   Transaction::Begin(*database_, "creating an experiment"));
+                   Transaction::Begin(*database_, "creating experiments"));
+  std::vector<std::string> ids;
+  for (auto& [experiment, first_event] : experiments) {
+    ASSIGN_OR_RETURN(std::string id, CreateInTransaction(experiment, first_event));
+    ids.push_back(std::move(id));
+  }
+  RETURN_IF_ERROR(transaction.Commit());
+  return ids;
+}
+
+absl::StatusOr<std::string> ExperimentStore::CreateInTransaction(
+    v1::Experiment& experiment, v1::ExperimentEvent& first_event) {
   ASSIGN_OR_RETURN(int64_t number,
                    database_->QueryInt64(kNextExperimentNumberSql, "choosing an experiment id"));
   std::string id = ExperimentId(number);
@@ -470,7 +537,18 @@ absl::StatusOr<std::string> ExperimentStore::Create(v1::Experiment experiment,
   RETURN_IF_ERROR(insert.BindText(7, id));
   RETURN_IF_ERROR(insert.Run());
   RETURN_IF_ERROR(InsertEvent(*database_, first_event));
-  RETURN_IF_ERROR(transaction.Commit());
+  if (!experiment.sweep_id().empty()) {
+    ASSIGN_OR_RETURN(
+        SqliteStatement link,
+        database_->Prepare("INSERT INTO sweep_points (sweep_id, point_index, attempt, "
+                           "experiment_id) VALUES (?1, ?2, (SELECT COUNT(*) + 1 FROM "
+                           "sweep_points WHERE sweep_id = ?1 AND point_index = ?2), ?3)",
+                           absl::StrCat("linking ", id, " to sweep ", experiment.sweep_id())));
+    RETURN_IF_ERROR(link.BindText(1, experiment.sweep_id()));
+    RETURN_IF_ERROR(link.BindInt64(2, experiment.sweep_point()));
+    RETURN_IF_ERROR(link.BindText(3, id));
+    RETURN_IF_ERROR(link.Run());
+  }
   return id;
 }
 
@@ -643,6 +721,220 @@ absl::StatusOr<std::vector<v1::Experiment>> ExperimentStore::ListByState(
                                 absl::StrCat("experiment number ", select.ColumnInt64(0))));
   }
   return experiments;
+}
+
+absl::StatusOr<std::string> ExperimentStore::CreateSweep(v1::Sweep sweep,
+                                                         v1::SweepEvent first_event) {
+  if (first_event.seq() <= 0) {
+    return absl::InvalidArgumentError("creating a sweep: the first event needs a positive seq");
+  }
+  absl::MutexLock lock(&mutex_);
+  ASSIGN_OR_RETURN(Transaction transaction, Transaction::Begin(*database_, "creating a sweep"));
+  ASSIGN_OR_RETURN(int64_t number,
+                   database_->QueryInt64(kNextSweepNumberSql, "choosing a sweep id"));
+  const std::string id = SweepId(number);
+  sweep.set_id(id);
+  first_event.set_sweep_id(id);
+  if (first_event.has_created()) first_event.mutable_created()->set_id(id);
+  ASSIGN_OR_RETURN(SqliteStatement insert,
+                   database_->Prepare("INSERT INTO sweeps (seq, id, user, state, "
+                                      "created_unix_ns, proto) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                                      absl::StrCat("inserting sweep ", id)));
+  RETURN_IF_ERROR(insert.BindInt64(1, number));
+  RETURN_IF_ERROR(insert.BindText(2, id));
+  RETURN_IF_ERROR(insert.BindText(3, sweep.user()));
+  RETURN_IF_ERROR(insert.BindInt64(4, sweep.state()));
+  RETURN_IF_ERROR(insert.BindInt64(5, UnixNanos(sweep.created())));
+  RETURN_IF_ERROR(insert.BindBlob(6, sweep.SerializeAsString()));
+  RETURN_IF_ERROR(insert.Run());
+  ASSIGN_OR_RETURN(SqliteStatement event,
+                   database_->Prepare("INSERT INTO sweep_events (sweep_id, seq, proto) "
+                                      "VALUES (?1, ?2, ?3)",
+                                      "inserting sweep event"));
+  RETURN_IF_ERROR(event.BindText(1, id));
+  RETURN_IF_ERROR(event.BindInt64(2, first_event.seq()));
+  RETURN_IF_ERROR(event.BindBlob(3, first_event.SerializeAsString()));
+  RETURN_IF_ERROR(event.Run());
+  RETURN_IF_ERROR(transaction.Commit());
+  return id;
+}
+
+absl::Status ExperimentStore::UpdateSweep(const v1::Sweep& sweep, const v1::SweepEvent& event) {
+  absl::MutexLock lock(&mutex_);
+  ASSIGN_OR_RETURN(Transaction transaction,
+                   Transaction::Begin(*database_, absl::StrCat("updating ", sweep.id())));
+  ASSIGN_OR_RETURN(SqliteStatement update,
+                   database_->Prepare("UPDATE sweeps SET state = ?1, proto = ?2 WHERE id = ?3",
+                                      absl::StrCat("updating sweep ", sweep.id())));
+  RETURN_IF_ERROR(update.BindInt64(1, sweep.state()));
+  RETURN_IF_ERROR(update.BindBlob(2, sweep.SerializeAsString()));
+  RETURN_IF_ERROR(update.BindText(3, sweep.id()));
+  RETURN_IF_ERROR(update.Run());
+  if (sqlite3_changes(database_->handle()) == 0) {
+    return absl::NotFoundError(absl::StrCat("sweep ", sweep.id(), " not found"));
+  }
+  if (event.seq() > 0) {
+    ASSIGN_OR_RETURN(SqliteStatement insert,
+                     database_->Prepare("INSERT INTO sweep_events (sweep_id, seq, proto) "
+                                        "VALUES (?1, ?2, ?3)",
+                                        "inserting sweep event"));
+    RETURN_IF_ERROR(insert.BindText(1, sweep.id()));
+    RETURN_IF_ERROR(insert.BindInt64(2, event.seq()));
+    RETURN_IF_ERROR(insert.BindBlob(3, event.SerializeAsString()));
+    RETURN_IF_ERROR(insert.Run());
+  }
+  return transaction.Commit();
+}
+
+absl::StatusOr<v1::Sweep> ExperimentStore::GetSweep(const std::string& id) {
+  absl::MutexLock lock(&mutex_);
+  ASSIGN_OR_RETURN(SqliteStatement select,
+                   database_->Prepare("SELECT proto FROM sweeps WHERE id = ?1",
+                                      absl::StrCat("reading sweep ", id)));
+  RETURN_IF_ERROR(select.BindText(1, id));
+  ASSIGN_OR_RETURN(bool found, select.Step());
+  if (!found) return absl::NotFoundError(absl::StrCat("sweep ", id, " not found"));
+  v1::Sweep sweep;
+  RETURN_IF_ERROR(ParseStored(select.ColumnBlob(0), sweep, absl::StrCat("sweep ", id)));
+  return sweep;
+}
+
+absl::StatusOr<std::vector<v1::SweepEvent>> ExperimentStore::SweepEvents(const std::string& id,
+                                                                         int64_t from_seq) {
+  absl::MutexLock lock(&mutex_);
+  {
+    ASSIGN_OR_RETURN(SqliteStatement exists,
+                     database_->Prepare("SELECT 1 FROM sweeps WHERE id = ?1",
+                                        absl::StrCat("looking up sweep ", id)));
+    RETURN_IF_ERROR(exists.BindText(1, id));
+    ASSIGN_OR_RETURN(bool found, exists.Step());
+    if (!found) return absl::NotFoundError(absl::StrCat("sweep ", id, " not found"));
+  }
+  ASSIGN_OR_RETURN(SqliteStatement select,
+                   database_->Prepare("SELECT seq, proto FROM sweep_events "
+                                      "WHERE sweep_id = ?1 AND seq >= ?2 ORDER BY seq",
+                                      absl::StrCat("reading events of sweep ", id)));
+  RETURN_IF_ERROR(select.BindText(1, id));
+  RETURN_IF_ERROR(select.BindInt64(2, from_seq));
+  std::vector<v1::SweepEvent> events;
+  while (true) {
+    ASSIGN_OR_RETURN(bool has_row, select.Step());
+    if (!has_row) break;
+    RETURN_IF_ERROR(ParseStored(select.ColumnBlob(1), events.emplace_back(),
+                                absl::StrCat("event ", select.ColumnInt64(0), " of ", id)));
+  }
+  return events;
+}
+
+absl::StatusOr<SweepPage> ExperimentStore::ListSweeps(const std::string& user, int page_size,
+                                                      const std::string& page_token) {
+  if (page_size < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("page_size must not be negative, got ", page_size));
+  }
+  if (page_size == 0) page_size = kDefaultPageSize;
+  if (page_size > kMaxPageSize) page_size = kMaxPageSize;
+  int64_t before_seq = 0;
+  if (!page_token.empty()) {
+    ASSIGN_OR_RETURN(before_seq, DecodePageToken(page_token));
+  }
+  std::vector<std::string> conditions;
+  if (!user.empty()) conditions.push_back("user = ?");
+  if (before_seq > 0) conditions.push_back("seq < ?");
+  std::string sql = "SELECT seq, proto FROM sweeps";
+  if (!conditions.empty()) absl::StrAppend(&sql, " WHERE ", absl::StrJoin(conditions, " AND "));
+  absl::StrAppend(&sql, " ORDER BY seq DESC LIMIT ?");
+  absl::MutexLock lock(&mutex_);
+  ASSIGN_OR_RETURN(SqliteStatement select, database_->Prepare(sql, "listing sweeps"));
+  int parameter = 0;
+  if (!user.empty()) RETURN_IF_ERROR(select.BindText(++parameter, user));
+  if (before_seq > 0) RETURN_IF_ERROR(select.BindInt64(++parameter, before_seq));
+  RETURN_IF_ERROR(select.BindInt64(++parameter, page_size + 1));
+  SweepPage page;
+  int64_t last_seq = 0;
+  while (true) {
+    ASSIGN_OR_RETURN(bool has_row, select.Step());
+    if (!has_row) break;
+    if (static_cast<int>(page.sweeps.size()) == page_size) {
+      page.next_page_token = EncodePageToken(last_seq);
+      break;
+    }
+    last_seq = select.ColumnInt64(0);
+    v1::Sweep& sweep = page.sweeps.emplace_back();
+    RETURN_IF_ERROR(
+        ParseStored(select.ColumnBlob(1), sweep, absl::StrCat("sweep number ", last_seq)));
+    sweep.clear_points();
+  }
+  return page;
+}
+
+absl::StatusOr<std::vector<v1::Sweep>> ExperimentStore::ListSweepsByState(v1::SweepState state) {
+  absl::MutexLock lock(&mutex_);
+  ASSIGN_OR_RETURN(SqliteStatement select,
+                   database_->Prepare("SELECT seq, proto FROM sweeps WHERE state = ?1 ORDER BY seq",
+                                      "listing sweeps by state"));
+  RETURN_IF_ERROR(select.BindInt64(1, state));
+  std::vector<v1::Sweep> sweeps;
+  while (true) {
+    ASSIGN_OR_RETURN(bool has_row, select.Step());
+    if (!has_row) break;
+    RETURN_IF_ERROR(ParseStored(select.ColumnBlob(1), sweeps.emplace_back(),
+                                absl::StrCat("sweep number ", select.ColumnInt64(0))));
+  }
+  return sweeps;
+}
+
+absl::StatusOr<std::map<int, std::vector<std::string>>> ExperimentStore::SweepPointExperiments(
+    const std::string& sweep_id) {
+  absl::MutexLock lock(&mutex_);
+  ASSIGN_OR_RETURN(SqliteStatement select,
+                   database_->Prepare("SELECT point_index, experiment_id FROM sweep_points "
+                                      "WHERE sweep_id = ?1 ORDER BY point_index, attempt",
+                                      absl::StrCat("reading the points of ", sweep_id)));
+  RETURN_IF_ERROR(select.BindText(1, sweep_id));
+  std::map<int, std::vector<std::string>> experiments;
+  while (true) {
+    ASSIGN_OR_RETURN(bool has_row, select.Step());
+    if (!has_row) break;
+    experiments[static_cast<int>(select.ColumnInt64(0))].push_back(select.ColumnText(1));
+  }
+  return experiments;
+}
+
+absl::Status ExperimentStore::SaveBaseline(const v1::Baseline& baseline, bool replace) {
+  absl::MutexLock lock(&mutex_);
+  ASSIGN_OR_RETURN(SqliteStatement insert,
+                   database_->Prepare(replace ? "INSERT OR REPLACE INTO baselines (name, proto) "
+                                                "VALUES (?1, ?2)"
+                                              : "INSERT INTO baselines (name, proto) "
+                                                "VALUES (?1, ?2)",
+                                      absl::StrCat("saving baseline ", baseline.name())));
+  RETURN_IF_ERROR(insert.BindText(1, baseline.name()));
+  RETURN_IF_ERROR(insert.BindBlob(2, baseline.SerializeAsString()));
+  absl::Status status = insert.Run();
+  if (absl::IsAlreadyExists(status)) {
+    return absl::AlreadyExistsError(absl::StrCat(
+        "baseline \"", baseline.name(), "\" already exists; replace it explicitly"));
+  }
+  return status;
+}
+
+absl::StatusOr<std::vector<v1::Baseline>> ExperimentStore::ListBaselines(
+    const std::string& name) {
+  absl::MutexLock lock(&mutex_);
+  ASSIGN_OR_RETURN(SqliteStatement select,
+                   database_->Prepare(name.empty()
+                                          ? "SELECT proto FROM baselines ORDER BY name"
+                                          : "SELECT proto FROM baselines WHERE name = ?1",
+                                      "listing baselines"));
+  if (!name.empty()) RETURN_IF_ERROR(select.BindText(1, name));
+  std::vector<v1::Baseline> baselines;
+  while (true) {
+    ASSIGN_OR_RETURN(bool has_row, select.Step());
+    if (!has_row) break;
+    RETURN_IF_ERROR(ParseStored(select.ColumnBlob(0), baselines.emplace_back(), "baseline"));
+  }
+  return baselines;
 }
 
 absl::StatusOr<int64_t> ExperimentStore::SizeBytes() {

@@ -8,6 +8,7 @@
 #define GPUPROF_DAEMON_EXPERIMENT_STORE_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -18,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "gpuprof/v1/experiment.pb.h"
+#include "gpuprof/v1/sweep.pb.h"
 #include "gpuprof/v1/workloads.pb.h"
 
 namespace gpuprof::daemon {
@@ -34,6 +36,12 @@ struct ExperimentFilter {
   // Any of these states.
   std::vector<v1::ExperimentState> states;
   v1::Workload workload = v1::WORKLOAD_UNSPECIFIED;
+};
+
+struct SweepPage {
+  // Newest first, without their points.
+  std::vector<v1::Sweep> sweeps;
+  std::string next_page_token;
 };
 
 struct ExperimentPage {
@@ -64,6 +72,10 @@ class ExperimentStore {
   // sets it as experiment.id and first_event.experiment_id, and inserts both in one
   // transaction. Returns the id. first_event.seq must be positive (InvalidArgument otherwise).
   absl::StatusOr<std::string> Create(v1::Experiment experiment, v1::ExperimentEvent first_event);
+  // Create for several experiments in one transaction (one sync for a whole sweep): either
+  // every one is created or none. Ids in the order given.
+  absl::StatusOr<std::vector<std::string>> CreateMany(
+      std::vector<std::pair<v1::Experiment, v1::ExperimentEvent>> experiments);
 
   // In one transaction: replaces the stored experiment with `experiment` (NotFound if its id
   // does not exist) and appends `event` unless event.seq <= 0. An event whose seq is already
@@ -95,11 +107,43 @@ class ExperimentStore {
   // start-up to re-queue QUEUED experiments and to find the ones that were RUNNING.
   absl::StatusOr<std::vector<v1::Experiment>> ListByState(v1::ExperimentState state);
 
+  // ---- Sweeps (a sweep's points are experiments whose sweep_id names it) ----
+
+  // Assigns the next sweep id ("swp-000001", ...; never reused), sets it in the sweep and the
+  // first event, and inserts both in one transaction. Returns the id.
+  absl::StatusOr<std::string> CreateSweep(v1::Sweep sweep, v1::SweepEvent first_event);
+  // Replaces the stored sweep and appends `event` unless event.seq <= 0, in one transaction.
+  absl::Status UpdateSweep(const v1::Sweep& sweep, const v1::SweepEvent& event);
+  absl::StatusOr<v1::Sweep> GetSweep(const std::string& id);
+  absl::StatusOr<std::vector<v1::SweepEvent>> SweepEvents(const std::string& id,
+                                                          int64_t from_seq);
+  // Newest first; points left out. Paging as for List.
+  absl::StatusOr<SweepPage> ListSweeps(const std::string& user, int page_size,
+                                       const std::string& page_token);
+  // Every sweep in `state`, oldest first, with points: start-up resumes the running ones.
+  absl::StatusOr<std::vector<v1::Sweep>> ListSweepsByState(v1::SweepState state);
+  // Point index -> the experiments created for it, oldest attempt first. Filled by Create, in
+  // the same transaction as the experiment, so no point's experiment is ever lost.
+  absl::StatusOr<std::map<int, std::vector<std::string>>> SweepPointExperiments(
+      const std::string& sweep_id);
+
+  // ---- Baselines ----
+
+  // AlreadyExists unless `replace`.
+  absl::Status SaveBaseline(const v1::Baseline& baseline, bool replace);
+  // Every baseline, by name; only `name` when it is not empty.
+  absl::StatusOr<std::vector<v1::Baseline>> ListBaselines(const std::string& name);
+
   // Size of the database in bytes (page_count * page_size), for a metric. Excludes the WAL.
   absl::StatusOr<int64_t> SizeBytes();
 
  private:
   explicit ExperimentStore(std::unique_ptr<experiment_store_internal::SqliteDatabase> database);
+
+  // Inserts one experiment (and its sweep link) inside the caller's transaction; sets the id.
+  absl::StatusOr<std::string> CreateInTransaction(v1::Experiment& experiment,
+                                                  v1::ExperimentEvent& first_event)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   // Writes one (experiment, event) pair inside the caller's transaction.
   absl::Status UpdateInTransaction(const v1::Experiment& experiment,

@@ -180,6 +180,68 @@ TEST_F(ExperimentStoreTest, CreateThenGetReturnsTheExperimentWithItsId) {
   EXPECT_EQ(events[0].time().seconds(), 1'700'000'001);
 }
 
+TEST_F(ExperimentStoreTest, SweepsAreStoredWithEventsAndLinkedPoints) {
+  v1::Sweep sweep;
+  sweep.set_user("alice");
+  sweep.set_state(v1::SWEEP_RUNNING);
+  sweep.add_points()->set_index(0);
+  sweep.add_points()->set_index(1);
+  v1::SweepEvent first;
+  first.set_seq(1);
+  *first.mutable_created() = sweep;
+  ASSERT_OK_AND_ASSIGN(const std::string id, store_->CreateSweep(sweep, first));
+  EXPECT_EQ(id, "swp-000001");
+
+  // A point's experiment is linked in its own transaction; a second attempt adds a link.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    v1::Experiment point = MakeExperiment("alice", v1::WORKLOAD_RADIX);
+    point.set_sweep_id(id);
+    point.set_sweep_point(1);
+    ASSERT_TRUE(store_->Create(point, StateEvent(1, v1::QUEUED)).ok());
+  }
+  Reopen();
+  ASSERT_OK_AND_ASSIGN(auto links, store_->SweepPointExperiments(id));
+  ASSERT_EQ(links.size(), 1u);
+  EXPECT_EQ(links[1], (std::vector<std::string>{"exp-000001", "exp-000002"}));
+
+  sweep.set_id(id);
+  sweep.set_state(v1::SWEEP_FINISHED);
+  sweep.set_last_seq(2);
+  v1::SweepEvent ended;
+  ended.set_seq(2);
+  ended.set_ended("all 2 points finished");
+  ASSERT_TRUE(store_->UpdateSweep(sweep, ended).ok());
+  EXPECT_TRUE(absl::IsAlreadyExists(store_->UpdateSweep(sweep, ended)));
+  ASSERT_OK_AND_ASSIGN(const v1::Sweep stored, store_->GetSweep(id));
+  EXPECT_EQ(stored.state(), v1::SWEEP_FINISHED);
+  EXPECT_EQ(stored.points_size(), 2);
+  ASSERT_OK_AND_ASSIGN(auto events, store_->SweepEvents(id, 2));
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].ended(), "all 2 points finished");
+  ASSERT_OK_AND_ASSIGN(auto running, store_->ListSweepsByState(v1::SWEEP_RUNNING));
+  EXPECT_TRUE(running.empty());
+  ASSERT_OK_AND_ASSIGN(SweepPage page, store_->ListSweeps("alice", 0, ""));
+  ASSERT_EQ(page.sweeps.size(), 1u);
+  EXPECT_EQ(page.sweeps[0].points_size(), 0);  // listings leave the points out
+  EXPECT_TRUE(absl::IsNotFound(store_->GetSweep("swp-000009").status()));
+}
+
+TEST_F(ExperimentStoreTest, BaselinesAreNamedOnceUnlessReplaced) {
+  v1::Baseline baseline;
+  baseline.set_name("main");
+  baseline.set_target_id("swp-000001");
+  ASSERT_TRUE(store_->SaveBaseline(baseline, false).ok());
+  baseline.set_target_id("swp-000002");
+  EXPECT_TRUE(absl::IsAlreadyExists(store_->SaveBaseline(baseline, false)));
+  ASSERT_TRUE(store_->SaveBaseline(baseline, true).ok());
+  Reopen();
+  ASSERT_OK_AND_ASSIGN(auto named, store_->ListBaselines("main"));
+  ASSERT_EQ(named.size(), 1u);
+  EXPECT_EQ(named[0].target_id(), "swp-000002");
+  ASSERT_OK_AND_ASSIGN(auto none, store_->ListBaselines("other"));
+  EXPECT_TRUE(none.empty());
+}
+
 TEST_F(ExperimentStoreTest, OpenCreatesTheFileInWalMode) {
   EXPECT_TRUE(std::filesystem::exists(path_));
   EXPECT_EQ(RawQuery(path_, "PRAGMA journal_mode"), "wal");

@@ -27,6 +27,7 @@
 #include "daemon/health_only_server.h"
 #include "daemon/metrics/metrics_exporter.h"
 #include "daemon/profiler_service.h"
+#include "daemon/sweep_manager.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 
@@ -158,7 +159,14 @@ int Run() {
     }
   }
 
-  ProfilerService service(manager->get(), metrics ? metrics->rpc_observer() : nullptr);
+  auto sweeps = SweepManager::Create(manager->get());
+  if (!sweeps.ok()) {
+    std::fprintf(stderr, "gpuprofd: resuming sweeps: %s\n", sweeps.status().ToString().c_str());
+    (*manager)->Shutdown();
+    return 1;
+  }
+  ProfilerService service(manager->get(), sweeps->get(),
+                          metrics ? metrics->rpc_observer() : nullptr);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   for (const std::string& address : addresses) {
@@ -234,7 +242,9 @@ int Run() {
   if (health_only != nullptr) health_only->SetNotServing();
   server->GetHealthCheckService()->Shutdown();
   if (metrics != nullptr) metrics->Stop();
-  // Streams end when the manager ends them; give in-flight RPCs a moment to finish.
+  // Streams end when the managers end them; give in-flight RPCs a moment to finish. Sweeps
+  // first: a stopping experiment manager interrupts points, which the restart runs again.
+  (*sweeps)->Shutdown();
   (*manager)->Shutdown();
   const absl::Duration rpc_grace = std::min(absl::Seconds(5), shutdown_timeout / 4);
   server->Shutdown(absl::ToChronoTime(absl::Now() + rpc_grace));

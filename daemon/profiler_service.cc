@@ -15,11 +15,13 @@ namespace {
 // with Watch(from_seq) and lose nothing, since every event is stored.
 constexpr size_t kMaxBufferedEvents = 20000;
 
-// Streams one experiment's events to one client. gRPC owns the reactor (deleted in OnDone);
-// the manager holds the EventSink half through a shared_ptr, detached before deletion.
-class EventStreamReactor : public grpc::ServerWriteReactor<v1::ExperimentEvent> {
+// Streams one experiment's (or sweep's) events to one client. gRPC owns the reactor (deleted in
+// OnDone); the producer (ExperimentManager or SweepManager: Subscribe/Unsubscribe) holds the
+// sink half through a shared_ptr, detached before deletion.
+template <typename Event, typename Producer>
+class EventStreamReactor : public grpc::ServerWriteReactor<Event> {
  public:
-  EventStreamReactor(ExperimentManager* manager, std::string method, RpcObserver observer)
+  EventStreamReactor(Producer* manager, std::string method, RpcObserver observer)
       : manager_(manager),
         method_(std::move(method)),
         observer_(std::move(observer)),
@@ -81,10 +83,10 @@ class EventStreamReactor : public grpc::ServerWriteReactor<v1::ExperimentEvent> 
   }
 
  private:
-  class Sink : public EventSink {
+  class Sink : public StreamSink<Event> {
    public:
     explicit Sink(EventStreamReactor* reactor) : reactor_(reactor) {}
-    void OnEvent(const v1::ExperimentEvent& event) override {
+    void OnEvent(const Event& event) override {
       absl::MutexLock lock(&mutex_);
       if (reactor_ != nullptr) reactor_->Enqueue(event);
     }
@@ -102,7 +104,7 @@ class EventStreamReactor : public grpc::ServerWriteReactor<v1::ExperimentEvent> 
     EventStreamReactor* reactor_ ABSL_GUARDED_BY(mutex_);
   };
 
-  void Enqueue(const v1::ExperimentEvent& event) {
+  void Enqueue(const Event& event) {
     absl::MutexLock lock(&mutex_);
     if (finished_ || end_queued_) return;
     if (pending_.size() >= kMaxBufferedEvents) {
@@ -130,7 +132,7 @@ class EventStreamReactor : public grpc::ServerWriteReactor<v1::ExperimentEvent> 
     }
     if (!pending_.empty()) {
       writing_ = true;
-      StartWrite(&pending_.front());
+      this->StartWrite(&pending_.front());
     } else if (end_queued_) {
       FinishLocked(grpc::Status::OK);
     }
@@ -145,17 +147,17 @@ class EventStreamReactor : public grpc::ServerWriteReactor<v1::ExperimentEvent> 
     }
     finished_ = true;
     final_code_ = status.error_code();
-    Finish(status);
+    this->Finish(status);
   }
 
-  ExperimentManager* const manager_;
+  Producer* const manager_;
   const std::string method_;
   const RpcObserver observer_;
   const std::shared_ptr<Sink> sink_;
   std::string id_;
   int64_t subscription_ = 0;
   absl::Mutex mutex_;
-  std::deque<v1::ExperimentEvent> pending_ ABSL_GUARDED_BY(mutex_);
+  std::deque<Event> pending_ ABSL_GUARDED_BY(mutex_);
   bool writing_ ABSL_GUARDED_BY(mutex_) = false;
   bool end_queued_ ABSL_GUARDED_BY(mutex_) = false;
   bool cancelled_ ABSL_GUARDED_BY(mutex_) = false;
@@ -174,8 +176,9 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
                       std::string(status.message()));
 }
 
-ProfilerService::ProfilerService(ExperimentManager* manager, RpcObserver observer)
-    : manager_(manager), observer_(std::move(observer)) {}
+ProfilerService::ProfilerService(ExperimentManager* manager, SweepManager* sweeps,
+                                 RpcObserver observer)
+    : manager_(manager), sweeps_(sweeps), observer_(std::move(observer)) {}
 
 grpc::ServerUnaryReactor* ProfilerService::FinishUnary(grpc::CallbackServerContext* context,
                                                        const std::string& method,
@@ -190,7 +193,8 @@ grpc::ServerUnaryReactor* ProfilerService::FinishUnary(grpc::CallbackServerConte
 grpc::ServerWriteReactor<v1::ExperimentEvent>* ProfilerService::StartStream(
     const std::string& method, const absl::Status& status, const std::string& id,
     int64_t from_seq) {
-  auto* reactor = new EventStreamReactor(manager_, method, observer_);
+  auto* reactor = new EventStreamReactor<v1::ExperimentEvent, ExperimentManager>(
+      manager_, method, observer_);
   if (!status.ok()) {
     reactor->FinishNow(ToGrpcStatus(status));
   } else {
@@ -250,6 +254,71 @@ grpc::ServerUnaryReactor* ProfilerService::ListGpus(grpc::CallbackServerContext*
                                                     v1::ListGpusResponse* response) {
   *response = manager_->ListGpus();
   return FinishUnary(context, "ListGpus", absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* ProfilerService::SubmitSweep(grpc::CallbackServerContext* context,
+                                                       const v1::SweepRequest* request,
+                                                       v1::Sweep* response) {
+  auto sweep = sweeps_->Submit(*request);
+  if (sweep.ok()) *response = *std::move(sweep);
+  return FinishUnary(context, "SubmitSweep", sweep.status());
+}
+
+grpc::ServerWriteReactor<v1::SweepEvent>* ProfilerService::WatchSweep(
+    grpc::CallbackServerContext* context, const v1::WatchSweepRequest* request) {
+  auto* reactor =
+      new EventStreamReactor<v1::SweepEvent, SweepManager>(sweeps_, "WatchSweep", observer_);
+  if (request->sweep_id().empty()) {
+    reactor->FinishNow(ToGrpcStatus(absl::InvalidArgumentError("sweep_id: must be set")));
+  } else {
+    reactor->Begin(request->sweep_id(), request->from_seq());
+  }
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ProfilerService::GetSweep(grpc::CallbackServerContext* context,
+                                                    const v1::GetSweepRequest* request,
+                                                    v1::Sweep* response) {
+  auto sweep = sweeps_->Get(request->sweep_id());
+  if (sweep.ok()) *response = *std::move(sweep);
+  return FinishUnary(context, "GetSweep", sweep.status());
+}
+
+grpc::ServerUnaryReactor* ProfilerService::ListSweeps(grpc::CallbackServerContext* context,
+                                                      const v1::ListSweepsRequest* request,
+                                                      v1::ListSweepsResponse* response) {
+  auto page = sweeps_->List(request->user(), request->page_size(), request->page_token());
+  if (page.ok()) {
+    for (auto& sweep : page->sweeps) *response->add_sweeps() = std::move(sweep);
+    response->set_next_page_token(page->next_page_token);
+  }
+  return FinishUnary(context, "ListSweeps", page.status());
+}
+
+grpc::ServerUnaryReactor* ProfilerService::CancelSweep(grpc::CallbackServerContext* context,
+                                                       const v1::CancelSweepRequest* request,
+                                                       v1::Sweep* response) {
+  auto sweep = sweeps_->Cancel(request->sweep_id(), request->reason());
+  if (sweep.ok()) *response = *std::move(sweep);
+  return FinishUnary(context, "CancelSweep", sweep.status());
+}
+
+grpc::ServerUnaryReactor* ProfilerService::SaveBaseline(grpc::CallbackServerContext* context,
+                                                        const v1::SaveBaselineRequest* request,
+                                                        v1::Baseline* response) {
+  auto baseline = sweeps_->SaveBaseline(*request);
+  if (baseline.ok()) *response = *std::move(baseline);
+  return FinishUnary(context, "SaveBaseline", baseline.status());
+}
+
+grpc::ServerUnaryReactor* ProfilerService::ListBaselines(
+    grpc::CallbackServerContext* context, const v1::ListBaselinesRequest* request,
+    v1::ListBaselinesResponse* response) {
+  auto baselines = sweeps_->ListBaselines(request->name());
+  if (baselines.ok()) {
+    for (auto& baseline : *baselines) *response->add_baselines() = std::move(baseline);
+  }
+  return FinishUnary(context, "ListBaselines", baselines.status());
 }
 
 }  // namespace gpuprof::daemon

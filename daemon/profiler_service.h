@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "daemon/experiment_manager.h"
+#include "daemon/sweep_manager.h"
 #include "gpuprof/v1/profiler.grpc.pb.h"
 
 namespace gpuprof::daemon {
@@ -19,7 +20,8 @@ grpc::Status ToGrpcStatus(const absl::Status& status);
 
 class ProfilerService final : public v1::Profiler::CallbackService {
  public:
-  explicit ProfilerService(ExperimentManager* manager, RpcObserver observer = nullptr);
+  ProfilerService(ExperimentManager* manager, SweepManager* sweeps,
+                  RpcObserver observer = nullptr);
 
   grpc::ServerWriteReactor<v1::ExperimentEvent>* Submit(
       grpc::CallbackServerContext* context, const v1::ExperimentRequest* request) override;
@@ -38,6 +40,27 @@ class ProfilerService final : public v1::Profiler::CallbackService {
                                      const v1::ListGpusRequest* request,
                                      v1::ListGpusResponse* response) override;
 
+  grpc::ServerUnaryReactor* SubmitSweep(grpc::CallbackServerContext* context,
+                                        const v1::SweepRequest* request,
+                                        v1::Sweep* response) override;
+  grpc::ServerWriteReactor<v1::SweepEvent>* WatchSweep(
+      grpc::CallbackServerContext* context, const v1::WatchSweepRequest* request) override;
+  grpc::ServerUnaryReactor* GetSweep(grpc::CallbackServerContext* context,
+                                     const v1::GetSweepRequest* request,
+                                     v1::Sweep* response) override;
+  grpc::ServerUnaryReactor* ListSweeps(grpc::CallbackServerContext* context,
+                                       const v1::ListSweepsRequest* request,
+                                       v1::ListSweepsResponse* response) override;
+  grpc::ServerUnaryReactor* CancelSweep(grpc::CallbackServerContext* context,
+                                        const v1::CancelSweepRequest* request,
+                                        v1::Sweep* response) override;
+  grpc::ServerUnaryReactor* SaveBaseline(grpc::CallbackServerContext* context,
+                                         const v1::SaveBaselineRequest* request,
+                                         v1::Baseline* response) override;
+  grpc::ServerUnaryReactor* ListBaselines(grpc::CallbackServerContext* context,
+                                          const v1::ListBaselinesRequest* request,
+                                          v1::ListBaselinesResponse* response) override;
+
  private:
   grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context,
                                         const std::string& method, const absl::Status& status);
@@ -47,6 +70,7 @@ class ProfilerService final : public v1::Profiler::CallbackService {
                                                              int64_t from_seq);
 
   ExperimentManager* const manager_;
+  SweepManager* const sweeps_;
   const RpcObserver observer_;
 };
 

@@ -67,6 +67,11 @@ std::vector<Dispatch> Scheduler::DispatchReady(absl::Time now) {
         ++cpu_in_use_;
       } else {
         if (reserving) continue;
+        if (!candidate->group.empty() && candidate->group_max_gpus > 0) {
+          const auto held = gpus_per_group_.find(candidate->group);
+          const int in_use = held == gpus_per_group_.end() ? 0 : held->second;
+          if (in_use + candidate->gpu_count > candidate->group_max_gpus) continue;
+        }
         auto chosen =
             ChooseGpus(candidate->selection, candidate->gpu_count, topology_, free_gpus_);
         if (!chosen.has_value()) {
@@ -80,7 +85,11 @@ std::vector<Dispatch> Scheduler::DispatchReady(absl::Time now) {
       const PendingExperiment experiment = *candidate;
       blocked_since_.erase(experiment.id);
       queue_.erase(experiment.id);
-      running_[experiment.id] = Running{experiment.user, gpus, experiment.gpu_count == 0};
+      running_[experiment.id] =
+          Running{experiment.user, gpus, experiment.gpu_count == 0, experiment.group};
+      if (!experiment.group.empty() && !gpus.empty()) {
+        gpus_per_group_[experiment.group] += static_cast<int>(gpus.size());
+      }
       ++running_per_user_[experiment.user];
       last_served_[experiment.user] = ++tick_;
       dispatched.push_back(Dispatch{experiment.id, std::move(gpus)});
@@ -96,6 +105,10 @@ void Scheduler::Release(const std::string& id) {
   if (it == running_.end()) return;
   if (it->second.cpu) --cpu_in_use_;
   for (int gpu : it->second.gpus) free_gpus_.insert(gpu);
+  if (!it->second.group.empty() && !it->second.gpus.empty() &&
+      (gpus_per_group_[it->second.group] -= static_cast<int>(it->second.gpus.size())) <= 0) {
+    gpus_per_group_.erase(it->second.group);
+  }
   if (--running_per_user_[it->second.user] == 0) running_per_user_.erase(it->second.user);
   running_.erase(it);
 }

@@ -5,7 +5,8 @@
 //      experiments goes first, ties to the user served least recently, so one user's hundred
 //      queued experiments do not hold back another user's single one;
 //   3. first come, first served within a user;
-//   4. an experiment whose GPUs are busy does not block later ones that fit elsewhere, until
+//   4. a group (the points of one sweep) never holds more GPUs than its cap;
+//   5. an experiment whose GPUs are busy does not block later ones that fit elsewhere, until
 //      it has waited `reserve_after`: then no GPU experiment behind it starts until it has
 //      its GPUs, so a large request is not starved by a stream of small ones.
 // GPU leases are exclusive; CPU workloads share a fixed number of CPU slots.
@@ -31,6 +32,10 @@ struct PendingExperiment {
   int64_t submit_order = 0;
   v1::GpuSelection selection;
   int gpu_count = 0;  // 0: a CPU workload
+  // Experiments of one group (a sweep's points) hold at most `group_max_gpus` GPUs at once;
+  // empty or 0: no cap. A capped experiment waits without reserving GPUs.
+  std::string group;
+  int group_max_gpus = 0;
 };
 
 struct Dispatch {
@@ -64,6 +69,7 @@ class Scheduler {
     std::string user;
     std::vector<int> gpus;
     bool cpu = false;
+    std::string group;
   };
   // Queued experiments in the order the policy would consider them.
   std::vector<const PendingExperiment*> PolicyOrder() const;
@@ -78,6 +84,7 @@ class Scheduler {
   std::map<std::string, PendingExperiment> queue_;  // by id
   std::map<std::string, Running> running_;          // by id
   std::map<std::string, int> running_per_user_;
+  std::map<std::string, int> gpus_per_group_;
   std::map<std::string, int64_t> last_served_;      // user -> dispatch tick
   int64_t tick_ = 0;
 };

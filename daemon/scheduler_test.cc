@@ -56,6 +56,28 @@ TEST(Scheduler, OneUsersBacklogDoesNotHoldBackAnother) {
   EXPECT_THAT(Ids(scheduler.DispatchReady(kNow)), ElementsAre("a1"));
 }
 
+TEST(Scheduler, SweepGroupNeverHoldsMoreGpusThanItsCap) {
+  Scheduler scheduler(FourGpus(), 1);
+  for (int i = 0; i < 6; ++i) {
+    PendingExperiment point = Gpus("p" + std::to_string(i), "alice", i, 1);
+    point.group = "swp-000001";
+    point.group_max_gpus = 2;
+    scheduler.Enqueue(point);
+  }
+  // Four GPUs are free, but the sweep may hold two.
+  EXPECT_THAT(Ids(scheduler.DispatchReady(kNow)), ElementsAre("p0", "p1"));
+  // Another user's experiment takes a free GPU: the cap does not reserve anything.
+  scheduler.Enqueue(Gpus("b0", "bob", 10, 1));
+  EXPECT_THAT(Ids(scheduler.DispatchReady(kNow)), ElementsAre("b0"));
+  scheduler.Release("p0");
+  EXPECT_THAT(Ids(scheduler.DispatchReady(kNow)), ElementsAre("p2"));
+  EXPECT_THAT(scheduler.DispatchReady(kNow), IsEmpty());
+  // Long waits do not make a capped point reserve GPUs for itself.
+  EXPECT_THAT(scheduler.DispatchReady(kNow + absl::Hours(1)), IsEmpty());
+  scheduler.Enqueue(Gpus("b1", "bob", 11, 1));
+  EXPECT_THAT(Ids(scheduler.DispatchReady(kNow + absl::Hours(1))), ElementsAre("b1"));
+}
+
 TEST(Scheduler, UsersTakeTurns) {
   Scheduler scheduler(FourGpus(), 1);
   int64_t order = 0;

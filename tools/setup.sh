@@ -16,8 +16,8 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   # Tests: a real Prometheus server and promtool for the metrics tests.
   prometheus
-  # Tools used by scripts and tests.
-  python3 sqlite3 curl ca-certificates openssl
+  # Tools used by scripts and tests; gnuplot draws `gpuprof sweep plot` (and its test).
+  python3 sqlite3 curl ca-certificates openssl gnuplot-nox
   # The Kubernetes manifests' check (deploy/k8s): Node.js and npm for the schema packages.
   nodejs
 )

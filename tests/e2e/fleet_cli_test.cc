@@ -1,7 +1,7 @@
 // The CLI across a fleet of real daemons: three gpuprofd processes, each with its own state
 // directory and socket. One is stopped with SIGSTOP (the kernel still accepts connections;
 // nothing answers), and the CLI must not hang on it: per-node deadlines, partial results
-// marked as such and exit code 5.
+// marked as such and exit code 6.
 #include <signal.h>
 
 #include <fstream>
@@ -22,7 +22,7 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-constexpr int kExitPartial = 5;
+constexpr int kExitPartial = 6;
 
 class FleetCliTest : public ::testing::Test {
  protected:

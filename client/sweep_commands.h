@@ -1,0 +1,32 @@
+// `gpuprof sweep ...`, `gpuprof compare A B` and `gpuprof baseline ...`: run from RunGpuprof
+// (commands.cc) with the environment and the options given before the command.
+#ifndef GPUPROF_CLIENT_SWEEP_COMMANDS_H_
+#define GPUPROF_CLIENT_SWEEP_COMMANDS_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "client/commands.h"
+
+namespace gpuprof::client {
+
+// What the options before the command said (--target, --user); unset when not given.
+struct CommandDefaults {
+  std::optional<std::string> target;
+  std::optional<std::string> user;
+};
+
+// Exit code of `compare --fail-on-regression PCT` when B is worse than A beyond PCT.
+inline constexpr int kExitRegression = 5;
+
+int RunSweepCommand(const std::vector<std::string>& args, const ClientEnvironment& env,
+                    const CommandDefaults& defaults);
+int RunCompareCommand(const std::vector<std::string>& args, const ClientEnvironment& env,
+                      const CommandDefaults& defaults);
+int RunBaselineCommand(const std::vector<std::string>& args, const ClientEnvironment& env,
+                       const CommandDefaults& defaults);
+
+}  // namespace gpuprof::client
+
+#endif  // GPUPROF_CLIENT_SWEEP_COMMANDS_H_

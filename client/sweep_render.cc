@@ -1,0 +1,267 @@
+#include "client/sweep_render.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "client/render.h"
+#include "client/table.h"
+#include "common/enum_names.h"
+#include "sweep/point_figure.h"
+
+namespace gpuprof::client {
+namespace {
+
+std::string CsvCell(const std::string& cell) {
+  if (cell.find_first_of(",\"\n") == std::string::npos) return cell;
+  return absl::StrCat("\"", absl::StrReplaceAll(cell, {{"\"", "\"\""}}), "\"");
+}
+
+std::string MarkdownRow(const std::vector<std::string>& cells) {
+  std::vector<std::string> escaped;
+  for (const std::string& cell : cells) escaped.push_back(absl::StrReplaceAll(cell, {{"|", "\\|"}}));
+  return absl::StrCat("| ", absl::StrJoin(escaped, " | "), " |\n");
+}
+
+std::string PlainNumber(double value) { return absl::StrFormat("%.6g", value); }
+
+}  // namespace
+
+absl::StatusOr<SweepFormat> ParseSweepFormat(absl::string_view text) {
+  const std::string name = absl::AsciiStrToLower(text);
+  if (name == "table") return SweepFormat::kTable;
+  if (name == "csv") return SweepFormat::kCsv;
+  if (name == "jsonl" || name == "json") return SweepFormat::kJsonLines;
+  if (name == "markdown" || name == "md") return SweepFormat::kMarkdown;
+  return absl::InvalidArgumentError(
+      absl::StrCat("\"", text, "\" is not an output format; choose table, csv, jsonl or markdown"));
+}
+
+std::string SweepStateName(v1::SweepState state) {
+  if (state == v1::SWEEP_STATE_UNSPECIFIED) return "unknown";
+  return EnumShortName(state);
+}
+
+std::vector<std::string> SweepAxisNames(const v1::Sweep& sweep) {
+  std::vector<std::string> names;
+  for (const v1::SweepAxis& axis : sweep.request().axes()) names.push_back(axis.field());
+  return names;
+}
+
+std::vector<std::string> SweepColumns(const std::vector<std::string>& axes) {
+  std::vector<std::string> columns = {"point"};
+  columns.insert(columns.end(), axes.begin(), axes.end());
+  for (const char* name : {"state", "experiment", "median_us", "figure", "value", "unit", "noise",
+                           "pct_of_copy"}) {
+    columns.push_back(name);
+  }
+  return columns;
+}
+
+std::vector<std::string> SweepPointCells(const v1::SweepPoint& point,
+                                         const std::vector<std::string>& axes, bool for_people) {
+  std::vector<std::string> cells = {absl::StrCat(point.index())};
+  for (const std::string& axis : axes) {
+    const auto it = point.parameters().find(axis);
+    cells.push_back(it == point.parameters().end() ? "" : it->second);
+  }
+  std::string state = StateName(point.state());
+  if (for_people && point.attempt() > 1) absl::StrAppend(&state, " (run ", point.attempt(), ")");
+  cells.push_back(state);
+  cells.push_back(point.experiment_id());
+  const auto figure = sweep::FigureOf(point.experiment());
+  if (!figure.has_value()) {
+    for (int i = 0; i < 6; ++i) cells.push_back(for_people ? "-" : "");
+    return cells;
+  }
+  const auto number = [for_people](double value) {
+    return for_people ? FormatNumber(value) : PlainNumber(value);
+  };
+  cells.push_back(figure->median_us > 0 ? number(figure->median_us) : (for_people ? "-" : ""));
+  cells.push_back(figure->name);
+  cells.push_back(number(figure->value));
+  cells.push_back(figure->unit);
+  cells.push_back(for_people ? absl::StrFormat("%.1f%%", 100 * figure->relative_noise)
+                             : PlainNumber(figure->relative_noise));
+  if (figure->pct_of_copy_bandwidth > 0) {
+    cells.push_back(for_people ? absl::StrFormat("%.1f%%", figure->pct_of_copy_bandwidth)
+                               : PlainNumber(figure->pct_of_copy_bandwidth));
+  } else {
+    cells.push_back(for_people ? "-" : "");
+  }
+  return cells;
+}
+
+std::string SweepHeaderLine(const std::vector<std::string>& axes, SweepFormat format) {
+  const std::vector<std::string> columns = SweepColumns(axes);
+  switch (format) {
+    case SweepFormat::kCsv:
+      return absl::StrCat(absl::StrJoin(columns, ","), "\n");
+    case SweepFormat::kMarkdown:
+      return absl::StrCat(MarkdownRow(columns),
+                          MarkdownRow(std::vector<std::string>(columns.size(), "---")));
+    case SweepFormat::kJsonLines:
+      return "";
+    case SweepFormat::kTable: {
+      std::vector<std::string> upper;
+      for (const std::string& column : columns) upper.push_back(absl::AsciiStrToUpper(column));
+      return absl::StrCat(absl::StrJoin(upper, "  "), "\n");
+    }
+  }
+  return "";
+}
+
+std::string SweepPointLine(const v1::SweepPoint& point, const std::vector<std::string>& axes,
+                           SweepFormat format) {
+  switch (format) {
+    case SweepFormat::kJsonLines:
+      return absl::StrCat(JsonLine(point), "\n");
+    case SweepFormat::kCsv: {
+      std::vector<std::string> cells;
+      for (const std::string& cell : SweepPointCells(point, axes, false)) {
+        cells.push_back(CsvCell(cell));
+      }
+      return absl::StrCat(absl::StrJoin(cells, ","), "\n");
+    }
+    case SweepFormat::kMarkdown:
+      return MarkdownRow(SweepPointCells(point, axes, true));
+    case SweepFormat::kTable:
+      return absl::StrCat(absl::StrJoin(SweepPointCells(point, axes, true), "  "), "\n");
+  }
+  return "";
+}
+
+std::string RenderSweepPoints(const v1::Sweep& sweep, SweepFormat format) {
+  const std::vector<std::string> axes = SweepAxisNames(sweep);
+  if (format == SweepFormat::kTable) {
+    std::vector<std::string> header;
+    for (const std::string& column : SweepColumns(axes)) {
+      header.push_back(absl::AsciiStrToUpper(column));
+    }
+    TextTable table(header);
+    for (size_t column = 0; column < header.size(); ++column) {
+      if (column == 0 || column >= axes.size() + 3) table.SetAlign(column, TextTable::Align::kRight);
+    }
+    for (const v1::SweepPoint& point : sweep.points()) {
+      table.AddRow(SweepPointCells(point, axes, true));
+    }
+    return table.Render();
+  }
+  std::string text = SweepHeaderLine(axes, format);
+  for (const v1::SweepPoint& point : sweep.points()) {
+    absl::StrAppend(&text, SweepPointLine(point, axes, format));
+  }
+  return text;
+}
+
+std::vector<size_t> SweepColumnWidths(const v1::Sweep& sweep) {
+  const std::vector<std::string> axes = SweepAxisNames(sweep);
+  std::vector<size_t> widths = {5};
+  for (const std::string& axis : axes) {
+    size_t width = axis.size();
+    for (const v1::SweepPoint& point : sweep.points()) {
+      const auto it = point.parameters().find(axis);
+      if (it != point.parameters().end()) width = std::max(width, DisplayWidth(it->second));
+    }
+    widths.push_back(width);
+  }
+  for (size_t width : {16, 10, 9, 9, 9, 7, 6, 11}) widths.push_back(width);
+  return widths;
+}
+
+std::string FixedWidthRow(const std::vector<std::string>& cells, const std::vector<size_t>& widths,
+                          size_t first_number_column) {
+  std::string line;
+  for (size_t i = 0; i < cells.size(); ++i) {
+    const size_t width = i < widths.size() ? widths[i] : 0;
+    const size_t shown = DisplayWidth(cells[i]);
+    const std::string padding(width > shown ? width - shown : 0, ' ');
+    if (i > 0) line += "  ";
+    const bool right = i == 0 || i >= first_number_column;
+    line += right ? padding + cells[i] : cells[i] + (i + 1 < cells.size() ? padding : "");
+  }
+  return line + "\n";
+}
+
+std::string RenderSweepSummary(const v1::Sweep& sweep, absl::Time now, absl::TimeZone time_zone) {
+  std::string text = absl::StrCat(
+      sweep.id(), "  ", SweepStateName(sweep.state()), "  ", sweep.points_size(), " points: ",
+      sweep.points_finished(), " finished, ", sweep.points_running(), " running, ",
+      sweep.points_queued(), " queued, ", sweep.points_failed(), " failed\n");
+  absl::StrAppend(&text, "  user      ", sweep.user(), "\n");
+  const v1::ExperimentRequest& base = sweep.request().base();
+  absl::StrAppend(&text, "  base      ", CompactText(base), "\n");
+  for (const v1::SweepAxis& axis : sweep.request().axes()) {
+    std::string values;
+    if (axis.values_size() > 0) {
+      values = absl::StrJoin(axis.values(), ",");
+    } else if (axis.has_range()) {
+      values = absl::StrCat(axis.range().start(), "..", axis.range().end(), " step ",
+                            axis.range().step() == 0 ? 1 : axis.range().step());
+    } else {
+      values = absl::StrCat("powers of two in [", axis.powers_of_two().min(), ", ",
+                            axis.powers_of_two().max(), "]");
+    }
+    absl::StrAppend(&text, "  axis      ", axis.field(), " = ", values, "\n");
+  }
+  if (sweep.request().combination() == v1::SweepRequest::ZIPPED) {
+    absl::StrAppend(&text, "  axes      zipped\n");
+  }
+  if (sweep.request().max_concurrent_gpus() > 0) {
+    absl::StrAppend(&text, "  max GPUs  ", sweep.request().max_concurrent_gpus(), "\n");
+  }
+  if (sweep.has_created()) {
+    absl::StrAppend(&text, "  created   ", FormatLocalTime(ToTime(sweep.created()), time_zone));
+    const absl::Time end = sweep.has_finished() ? ToTime(sweep.finished()) : now;
+    absl::StrAppend(&text, " (", sweep.has_finished() ? "took " : "running for ",
+                    FormatElapsed(end - ToTime(sweep.created())), ")\n");
+  }
+  if (!sweep.reason().empty()) absl::StrAppend(&text, "  reason    ", sweep.reason(), "\n");
+  if (!sweep.request().description().empty()) {
+    absl::StrAppend(&text, "  about     ", sweep.request().description(), "\n");
+  }
+  return text;
+}
+
+std::string SweepProgressLine(int total, int ended, int running, int failed,
+                              absl::Duration elapsed) {
+  constexpr int kBarWidth = 20;
+  const int filled = total > 0 ? std::min(kBarWidth, ended * kBarWidth / total) : 0;
+  std::string line = absl::StrCat("[", std::string(filled, '#'),
+                                  std::string(kBarWidth - filled, '-'), "] ", ended, "/", total);
+  if (running > 0) absl::StrAppend(&line, "  ", running, " running");
+  if (failed > 0) absl::StrAppend(&line, "  ", failed, " failed");
+  absl::StrAppend(&line, "  elapsed ", FormatElapsed(elapsed));
+  if (ended > 0 && ended < total) {
+    absl::StrAppend(&line, "  ETA ", FormatElapsed(elapsed / ended * (total - ended)));
+  }
+  return line;
+}
+
+std::string RenderSweepList(const google::protobuf::RepeatedPtrField<v1::Sweep>& sweeps,
+                            absl::TimeZone time_zone) {
+  TextTable table({"ID", "USER", "WORKLOAD", "STATE", "POINTS", "DONE", "FAILED", "CREATED",
+                   "AXES"});
+  for (int column : {4, 5, 6}) table.SetAlign(column, TextTable::Align::kRight);
+  for (const v1::Sweep& sweep : sweeps) {
+    const v1::ExperimentRequest& base = sweep.request().base();
+    const auto* workload = base.GetReflection()->GetOneofFieldDescriptor(
+        base, base.GetDescriptor()->FindOneofByName("workload"));
+    const int total = sweep.points_queued() + sweep.points_running() + sweep.points_finished() +
+                      sweep.points_failed();
+    table.AddRow({sweep.id(), sweep.user(), workload == nullptr ? "-" : workload->name(),
+                  SweepStateName(sweep.state()), absl::StrCat(total),
+                  absl::StrCat(sweep.points_finished()), absl::StrCat(sweep.points_failed()),
+                  sweep.has_created()
+                      ? absl::FormatTime("%Y-%m-%d %H:%M", ToTime(sweep.created()), time_zone)
+                      : "-",
+                  absl::StrJoin(SweepAxisNames(sweep), ",")});
+  }
+  return table.Render();
+}
+
+}  // namespace gpuprof::client

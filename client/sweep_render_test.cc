@@ -1,0 +1,77 @@
+#include "client/sweep_render.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "google/protobuf/text_format.h"
+
+namespace gpuprof::client {
+namespace {
+
+using ::testing::HasSubstr;
+
+v1::Sweep RecordedSweep() {
+  v1::Sweep sweep;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(R"pb(
+    id: "swp-000007" state: SWEEP_RUNNING user: "alice"
+    request {
+      base { index { vocab_size: 128000 } }
+      axes { field: "num_tokens" values: "64" values: "4Ki" }
+      axes { field: "dtype" values: "bf16" }
+    }
+    points {
+      index: 0 parameters { key: "num_tokens" value: "64" } parameters { key: "dtype" value: "bf16" }
+      experiment_id: "exp-000011" state: FINISHED attempt: 1
+      experiment {
+        workload: WORKLOAD_INDEX state: FINISHED
+        result { measurement { bandwidth_gbps: 812.5 pct_of_measured_copy_bandwidth: 27.1
+                               kernel_time { median_us: 1.25 relative_noise: 0.012 } } }
+      }
+    }
+    points {
+      index: 1 parameters { key: "num_tokens" value: "4096" } parameters { key: "dtype" value: "bf16" }
+      experiment_id: "exp-000014" state: QUEUED attempt: 2 earlier_experiment_ids: "exp-000012"
+    }
+    points_queued: 1 points_finished: 1
+  )pb", &sweep));
+  return sweep;
+}
+
+TEST(SweepRender, FormatsCarryTheSameCells) {
+  const v1::Sweep sweep = RecordedSweep();
+  EXPECT_EQ(RenderSweepPoints(sweep, SweepFormat::kCsv),
+            "point,num_tokens,dtype,state,experiment,median_us,figure,value,unit,noise,pct_of_copy\n"
+            "0,64,bf16,finished,exp-000011,1.25,bandwidth,812.5,GB/s,0.012,27.1\n"
+            "1,4096,bf16,queued,exp-000014,,,,,,\n");
+  const std::string markdown = RenderSweepPoints(sweep, SweepFormat::kMarkdown);
+  EXPECT_THAT(markdown, HasSubstr("| point | num_tokens | dtype | state |"));
+  EXPECT_THAT(markdown, HasSubstr("| 0 | 64 | bf16 | finished | exp-000011 | 1.25 | bandwidth | 812.5 | GB/s | 1.2% | 27.1% |"));
+  EXPECT_THAT(markdown, HasSubstr("| 1 | 4096 | bf16 | queued (run 2) |"));
+  const std::string jsonl = RenderSweepPoints(sweep, SweepFormat::kJsonLines);
+  EXPECT_THAT(jsonl, HasSubstr("\"experimentId\":\"exp-000011\""));
+  EXPECT_EQ(std::count(jsonl.begin(), jsonl.end(), '\n'), 2);
+  const std::string table = RenderSweepPoints(sweep, SweepFormat::kTable);
+  EXPECT_THAT(table, HasSubstr("NUM_TOKENS"));
+  EXPECT_THAT(table, HasSubstr("812.5  GB/s"));
+}
+
+TEST(SweepRender, SummaryAndProgress) {
+  const std::string summary =
+      RenderSweepSummary(RecordedSweep(), absl::FromUnixSeconds(100), absl::UTCTimeZone());
+  EXPECT_THAT(summary, HasSubstr("swp-000007  running  2 points: 1 finished, 0 running, 1 queued"));
+  EXPECT_THAT(summary, HasSubstr("axis      num_tokens = 64,4Ki"));
+  EXPECT_EQ(SweepProgressLine(24, 6, 2, 1, absl::Seconds(30)),
+            "[#####---------------] 6/24  2 running  1 failed  elapsed 30.0s  ETA 1m30s");
+  EXPECT_EQ(SweepProgressLine(4, 0, 1, 0, absl::Seconds(2)),
+            "[--------------------] 0/4  1 running  elapsed 2.0s");
+}
+
+TEST(SweepRender, FormatNames) {
+  EXPECT_EQ(*ParseSweepFormat("CSV"), SweepFormat::kCsv);
+  EXPECT_EQ(*ParseSweepFormat("md"), SweepFormat::kMarkdown);
+  EXPECT_THAT(ParseSweepFormat("xml").status().message(),
+              HasSubstr("choose table, csv, jsonl or markdown"));
+}
+
+}  // namespace
+}  // namespace gpuprof::client

@@ -1,0 +1,469 @@
+#include "daemon/sweep_manager.h"
+
+#include <cstdio>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/experiment_states.h"
+#include "common/status_macros.h"
+#include "google/protobuf/util/time_util.h"
+#include "sweep/sweep_expansion.h"
+
+namespace gpuprof::daemon {
+namespace {
+
+using ::google::protobuf::util::TimeUtil;
+
+google::protobuf::Timestamp Now() {
+  return TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(absl::Now()));
+}
+
+void LogLine(const std::string& line) { std::fprintf(stderr, "gpuprofd: %s\n", line.c_str()); }
+
+// Experiments only move forward: queued, running, ended.
+int StateRank(v1::ExperimentState state) {
+  if (state == v1::QUEUED) return 1;
+  if (state == v1::RUNNING) return 2;
+  if (IsTerminalState(state)) return 3;
+  return 0;
+}
+
+// A point's experiment as the sweep keeps it: the provenance stays with the experiment.
+v1::Experiment Summary(const v1::Experiment& experiment) {
+  v1::Experiment summary = experiment;
+  summary.mutable_result()->clear_provenance();
+  if (!summary.result().IsInitialized() || summary.result().ByteSizeLong() == 0) {
+    summary.clear_result();
+  }
+  return summary;
+}
+
+void Recount(v1::Sweep& sweep) {
+  int queued = 0, running = 0, finished = 0, failed = 0;
+  for (const v1::SweepPoint& point : sweep.points()) {
+    if (point.state() == v1::RUNNING) {
+      ++running;
+    } else if (point.state() == v1::FINISHED) {
+      ++finished;
+    } else if (IsTerminalState(point.state())) {
+      ++failed;
+    } else {
+      ++queued;
+    }
+  }
+  sweep.set_points_queued(queued);
+  sweep.set_points_running(running);
+  sweep.set_points_finished(finished);
+  sweep.set_points_failed(failed);
+}
+
+absl::Status CheckBaselineName(const std::string& name) {
+  const bool valid_characters = std::all_of(name.begin(), name.end(), [](char c) {
+    return absl::ascii_isalnum(c) || c == '-' || c == '_' || c == '.';
+  });
+  if (name.empty() || name.size() > 128 || !valid_characters || absl::StartsWith(name, "exp-") ||
+      absl::StartsWith(name, "swp-")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "name: \"", name,
+        "\" is not a baseline name; use 1 to 128 letters, digits, '-', '_' or '.', not "
+        "starting with exp- or swp- (those are ids)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+SweepManager::SweepManager(ExperimentManager* experiments)
+    : experiments_(experiments), store_(experiments->store()) {}
+
+absl::StatusOr<std::unique_ptr<SweepManager>> SweepManager::Create(
+    ExperimentManager* experiments) {
+  std::unique_ptr<SweepManager> manager(new SweepManager(experiments));
+  // Listen before resuming: whatever changes while the stored state is read arrives after it
+  // and is applied (or found stale) in order.
+  SweepManager* self = manager.get();
+  experiments->SetSweepPointListener([self](const v1::Experiment& experiment) {
+    absl::MutexLock lock(&self->pending_mutex_);
+    if (self->follow_stopping_) return;
+    self->pending_.push_back(experiment);
+    self->pending_changed_.Signal();
+  });
+  RETURN_IF_ERROR(manager->Resume());
+  manager->follow_thread_ = std::thread([self] { self->FollowLoop(); });
+  return manager;
+}
+
+SweepManager::~SweepManager() { Shutdown(); }
+
+void SweepManager::Shutdown() {
+  experiments_->SetSweepPointListener(nullptr);
+  {
+    absl::MutexLock lock(&pending_mutex_);
+    follow_stopping_ = true;
+    pending_changed_.SignalAll();
+  }
+  if (follow_thread_.joinable()) follow_thread_.join();
+  absl::MutexLock lock(&mutex_);
+  if (stopping_) return;
+  stopping_ = true;
+  // Running sweeps stay running in the store; their watchers reattach after a restart.
+  for (auto& [id, active] : active_) {
+    for (auto& [subscription, sink] : active.sinks) sink->OnEnd();
+    active.sinks.clear();
+  }
+}
+
+absl::Status SweepManager::Resume() {
+  ASSIGN_OR_RETURN(std::vector<v1::Sweep> sweeps, store_.ListSweepsByState(v1::SWEEP_RUNNING));
+  absl::MutexLock lock(&mutex_);
+  int rerun = 0, submitted = 0;
+  for (v1::Sweep& stored : sweeps) {
+    const std::string id = stored.id();
+    ActiveSweep& active = active_[id];
+    active.sweep = std::move(stored);
+    ASSIGN_OR_RETURN(auto links, store_.SweepPointExperiments(id));
+    // Points are rebuilt from the stored request: expansion is deterministic.
+    const auto expanded = sweep::ExpandSweep(active.sweep.request());
+    const bool cancelling = active.sweep.cancel_requested();
+    for (int index = 0; index < active.sweep.points_size(); ++index) {
+      v1::SweepPoint& point = *active.sweep.mutable_points(index);
+      const bool can_run = !cancelling && expanded.ok() &&
+                           static_cast<int>(expanded->size()) == active.sweep.points_size();
+      const auto link = links.find(index);
+      if (link == links.end()) {
+        // Stopped between storing the sweep and queueing this point.
+        if (can_run) {
+          SubmitPointLocked(active, index, (*expanded)[index].request, /*announce=*/true);
+          ++submitted;
+        } else if (!IsTerminalState(point.state())) {
+          point.set_state(v1::CANCELLED);
+          v1::SweepEvent event;
+          *event.mutable_point() = point;
+          AppendEventLocked(active, std::move(event));
+        }
+        continue;
+      }
+      const std::vector<std::string>& attempts = link->second;
+      point.set_experiment_id(attempts.back());
+      point.set_attempt(static_cast<int>(attempts.size()));
+      point.clear_earlier_experiment_ids();
+      for (size_t i = 0; i + 1 < attempts.size(); ++i) point.add_earlier_experiment_ids(attempts[i]);
+      absl::StatusOr<v1::Experiment> experiment = store_.Get(attempts.back());
+      if (!experiment.ok()) {
+        LogLine(absl::StrCat("sweep ", id, " point ", index, ": ",
+                             experiment.status().ToString()));
+        continue;
+      }
+      if (experiment->state() == v1::INTERRUPTED && can_run && point.attempt() < kMaxAttempts) {
+        ApplyPointLocked(active, *experiment);
+        SubmitPointLocked(active, index, (*expanded)[index].request, /*announce=*/true);
+        ++rerun;
+        continue;
+      }
+      if (cancelling && !IsTerminalState(experiment->state())) {
+        auto cancelled = experiments_->Cancel(experiment->id(), active.sweep.reason());
+        if (cancelled.ok()) *experiment = *std::move(cancelled);
+      }
+      ApplyPointLocked(active, *experiment);
+    }
+    MaybeEndLocked(id);
+  }
+  if (!sweeps.empty()) {
+    LogLine(absl::StrCat(sweeps.size(), " running sweep(s) resumed; ", rerun,
+                         " interrupted point(s) queued again, ", submitted,
+                         " point(s) queued for the first time"));
+  }
+  return absl::OkStatus();
+}
+
+void SweepManager::FollowLoop() {
+  while (true) {
+    v1::Experiment experiment;
+    {
+      absl::MutexLock lock(&pending_mutex_);
+      while (pending_.empty() && !follow_stopping_) pending_changed_.Wait(&pending_mutex_);
+      if (follow_stopping_) return;
+      experiment = std::move(pending_.front());
+      pending_.pop_front();
+    }
+    absl::MutexLock lock(&mutex_);
+    OnPointChangedLocked(experiment);
+  }
+}
+
+void SweepManager::OnPointChangedLocked(const v1::Experiment& experiment) {
+  if (stopping_) return;
+  // A daemon stop interrupts it; the restart runs the point again.
+  if (experiment.state() == v1::INTERRUPTED) return;
+  const auto it = active_.find(experiment.sweep_id());
+  if (it == active_.end()) return;
+  if (ApplyPointLocked(it->second, experiment)) MaybeEndLocked(experiment.sweep_id());
+}
+
+bool SweepManager::ApplyPointLocked(ActiveSweep& active, const v1::Experiment& experiment) {
+  const int index = experiment.sweep_point();
+  if (index < 0 || index >= active.sweep.points_size()) return false;
+  v1::SweepPoint& point = *active.sweep.mutable_points(index);
+  if (point.experiment_id() != experiment.id()) return false;  // an earlier attempt
+  const int new_rank = StateRank(experiment.state());
+  const int old_rank = StateRank(point.state());
+  if (new_rank < old_rank) return false;
+  if (new_rank == old_rank && experiment.last_seq() <= point.experiment().last_seq()) {
+    return false;
+  }
+  point.set_state(experiment.state());
+  *point.mutable_experiment() = Summary(experiment);
+  v1::SweepEvent event;
+  *event.mutable_point() = point;
+  AppendEventLocked(active, std::move(event));
+  return true;
+}
+
+void SweepManager::SubmitPointLocked(ActiveSweep& active, int index,
+                                     const v1::ExperimentRequest& request, bool announce) {
+  v1::SweepPoint& point = *active.sweep.mutable_points(index);
+  absl::StatusOr<v1::Experiment> submitted = experiments_->SubmitSweepPoint(
+      request, active.sweep.id(), index, active.sweep.request().max_concurrent_gpus());
+  if (!point.experiment_id().empty()) point.add_earlier_experiment_ids(point.experiment_id());
+  if (submitted.ok()) {
+    point.set_experiment_id(submitted->id());
+    point.set_attempt(point.attempt() + 1);
+    point.set_state(v1::QUEUED);
+    *point.mutable_experiment() = Summary(*submitted);
+  } else {
+    point.clear_experiment_id();
+    point.set_state(v1::FAILED);
+    point.mutable_experiment()->Clear();
+    point.mutable_experiment()->set_state(v1::FAILED);
+    point.mutable_experiment()->set_reason(
+        absl::StrCat("could not queue the point: ", submitted.status().message()));
+  }
+  if (!announce) return;
+  v1::SweepEvent event;
+  *event.mutable_point() = point;
+  AppendEventLocked(active, std::move(event));
+}
+
+void SweepManager::AppendEventLocked(ActiveSweep& active, v1::SweepEvent event) {
+  v1::Sweep& sweep = active.sweep;
+  Recount(sweep);
+  event.set_sweep_id(sweep.id());
+  event.set_seq(sweep.last_seq() + 1);
+  *event.mutable_time() = Now();
+  event.set_state(sweep.state());
+  event.set_points_total(sweep.points_size());
+  event.set_points_finished(sweep.points_finished());
+  event.set_points_failed(sweep.points_failed());
+  event.set_points_running(sweep.points_running());
+  sweep.set_last_seq(event.seq());
+  const absl::Status stored = store_.UpdateSweep(sweep, event);
+  if (!stored.ok()) {
+    LogLine(absl::StrCat("could not persist event ", event.seq(), " of ", sweep.id(), ": ",
+                         stored.ToString()));
+  }
+  for (auto& [subscription, sink] : active.sinks) sink->OnEvent(event);
+}
+
+void SweepManager::MaybeEndLocked(const std::string& id) {
+  const auto it = active_.find(id);
+  if (it == active_.end()) return;
+  ActiveSweep& active = it->second;
+  v1::Sweep& sweep = active.sweep;
+  for (const v1::SweepPoint& point : sweep.points()) {
+    if (!IsTerminalState(point.state())) return;
+  }
+  Recount(sweep);
+  v1::SweepEvent event;
+  if (sweep.cancel_requested()) {
+    sweep.set_state(v1::SWEEP_CANCELLED);
+    event.set_ended(sweep.reason());
+  } else if (sweep.points_finished() == sweep.points_size()) {
+    sweep.set_state(v1::SWEEP_FINISHED);
+    event.set_ended(absl::StrCat("all ", sweep.points_size(), " points finished"));
+  } else {
+    sweep.set_state(v1::SWEEP_INCOMPLETE);
+    sweep.set_reason(absl::StrCat(sweep.points_failed(), " of ", sweep.points_size(),
+                                  " points did not finish"));
+    event.set_ended(sweep.reason());
+  }
+  *sweep.mutable_finished() = Now();
+  AppendEventLocked(active, std::move(event));
+  for (auto& [subscription, sink] : active.sinks) sink->OnEnd();
+  active_.erase(it);
+}
+
+absl::StatusOr<v1::Sweep> SweepManager::Submit(v1::SweepRequest request) {
+  if (request.user().empty()) request.set_user(request.base().user());
+  if (request.user().empty()) {
+    return absl::InvalidArgumentError("user: must be set (the CLI sets it from $USER)");
+  }
+  request.mutable_base()->set_user(request.user());
+  if (request.max_concurrent_gpus() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_concurrent_gpus: got ", request.max_concurrent_gpus(),
+                     "; must be >= 0 (0: no cap)"));
+  }
+  ASSIGN_OR_RETURN(std::vector<sweep::ExpandedPoint> points, sweep::ExpandSweep(request));
+  for (size_t index = 0; index < points.size(); ++index) {
+    const absl::Status valid = experiments_->Validate(points[index].request);
+    if (!valid.ok()) {
+      return absl::Status(valid.code(),
+                          absl::StrCat("point ", index, " (",
+                                       sweep::DescribeParameters(points[index].parameters),
+                                       "): ", valid.message()));
+    }
+  }
+  v1::Sweep sweep;
+  *sweep.mutable_request() = request;
+  sweep.set_state(v1::SWEEP_RUNNING);
+  sweep.set_user(request.user());
+  *sweep.mutable_created() = Now();
+  for (size_t index = 0; index < points.size(); ++index) {
+    v1::SweepPoint& point = *sweep.add_points();
+    point.set_index(static_cast<int>(index));
+    for (const auto& [name, value] : points[index].parameters) {
+      (*point.mutable_parameters())[name] = value;
+    }
+    point.set_state(v1::QUEUED);
+  }
+  Recount(sweep);
+  sweep.set_last_seq(1);
+  v1::SweepEvent first;
+  first.set_seq(1);
+  *first.mutable_time() = sweep.created();
+  first.set_state(v1::SWEEP_RUNNING);
+  first.set_points_total(sweep.points_size());
+  *first.mutable_created() = sweep;
+
+  absl::MutexLock lock(&mutex_);
+  if (stopping_) return absl::UnavailableError("gpuprofd is shutting down");
+  ASSIGN_OR_RETURN(std::string id, store_.CreateSweep(sweep, first));
+  sweep.set_id(id);
+  ActiveSweep& active = active_[id];
+  active.sweep = std::move(sweep);
+  // One transaction for every point: a 100-point sweep costs one sync, not a hundred.
+  std::vector<v1::ExperimentRequest> requests;
+  for (const sweep::ExpandedPoint& point : points) requests.push_back(point.request);
+  absl::StatusOr<std::vector<v1::Experiment>> queued_points = experiments_->SubmitSweepPoints(
+      std::move(requests), id, active.sweep.request().max_concurrent_gpus());
+  if (queued_points.ok()) {
+    for (size_t index = 0; index < queued_points->size(); ++index) {
+      v1::SweepPoint& point = *active.sweep.mutable_points(static_cast<int>(index));
+      point.set_experiment_id((*queued_points)[index].id());
+      point.set_attempt(1);
+      *point.mutable_experiment() = Summary((*queued_points)[index]);
+    }
+  } else if (absl::IsUnavailable(queued_points.status())) {
+    // Stopping: the points are queued when the daemon starts again (Resume).
+    LogLine(absl::StrCat("the points of ", id, " wait for the next start: ",
+                         queued_points.status().ToString()));
+  } else {
+    for (v1::SweepPoint& point : *active.sweep.mutable_points()) {
+      point.set_state(v1::FAILED);
+      point.mutable_experiment()->set_state(v1::FAILED);
+      point.mutable_experiment()->set_reason(
+          absl::StrCat("could not queue the point: ", queued_points.status().message()));
+    }
+  }
+  Recount(active.sweep);
+  // One write for the queued points; their links to the sweep were stored with each one.
+  const absl::Status stored = store_.UpdateSweep(active.sweep, v1::SweepEvent());
+  if (!stored.ok()) LogLine(absl::StrCat("could not persist ", id, ": ", stored.ToString()));
+  v1::Sweep queued = active.sweep;
+  MaybeEndLocked(id);
+  return queued;
+}
+
+absl::StatusOr<v1::Sweep> SweepManager::Get(const std::string& id) {
+  absl::MutexLock lock(&mutex_);
+  const auto it = active_.find(id);
+  if (it != active_.end()) return it->second.sweep;
+  return store_.GetSweep(id);
+}
+
+absl::StatusOr<SweepPage> SweepManager::List(const std::string& user, int page_size,
+                                             const std::string& page_token) {
+  return store_.ListSweeps(user, page_size, page_token);
+}
+
+absl::StatusOr<v1::Sweep> SweepManager::Cancel(const std::string& id, const std::string& reason) {
+  absl::MutexLock lock(&mutex_);
+  const auto it = active_.find(id);
+  if (it == active_.end()) {
+    ASSIGN_OR_RETURN(v1::Sweep sweep, store_.GetSweep(id));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "sweep ", id, " already ended: ", v1::SweepState_Name(sweep.state())));
+  }
+  ActiveSweep& active = it->second;
+  active.sweep.set_cancel_requested(true);
+  active.sweep.set_reason(reason.empty() ? "cancelled by request" : reason);
+  // Durable before any point is touched: a restart in between finishes the cancel.
+  RETURN_IF_ERROR(store_.UpdateSweep(active.sweep, v1::SweepEvent()));
+  for (int index = 0; index < active.sweep.points_size(); ++index) {
+    const v1::SweepPoint& point = active.sweep.points(index);
+    if (IsTerminalState(point.state()) || point.experiment_id().empty()) continue;
+    const std::string experiment_id = point.experiment_id();
+    absl::StatusOr<v1::Experiment> cancelled =
+        experiments_->Cancel(experiment_id, active.sweep.reason());
+    // Already ended (its news not applied yet): take its stored state.
+    if (!cancelled.ok()) cancelled = experiments_->Get(experiment_id);
+    if (cancelled.ok()) ApplyPointLocked(active, *cancelled);
+  }
+  v1::Sweep result = active.sweep;
+  MaybeEndLocked(id);
+  const auto ended = store_.GetSweep(id);
+  return ended.ok() ? *ended : result;
+}
+
+absl::StatusOr<int64_t> SweepManager::Subscribe(const std::string& id, int64_t from_seq,
+                                                std::shared_ptr<SweepEventSink> sink) {
+  if (from_seq < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("from_seq: got ", from_seq, "; must be >= 0"));
+  }
+  absl::MutexLock lock(&mutex_);
+  ASSIGN_OR_RETURN(auto events, store_.SweepEvents(id, from_seq));
+  for (const auto& event : events) sink->OnEvent(event);
+  const auto active = active_.find(id);
+  if (active == active_.end() || stopping_) {
+    sink->OnEnd();
+    return 0;
+  }
+  const int64_t subscription = next_subscription_++;
+  active->second.sinks[subscription] = std::move(sink);
+  return subscription;
+}
+
+void SweepManager::Unsubscribe(const std::string& id, int64_t subscription) {
+  absl::MutexLock lock(&mutex_);
+  const auto active = active_.find(id);
+  if (active != active_.end()) active->second.sinks.erase(subscription);
+}
+
+absl::StatusOr<v1::Baseline> SweepManager::SaveBaseline(const v1::SaveBaselineRequest& request) {
+  RETURN_IF_ERROR(CheckBaselineName(request.name()));
+  if (absl::StartsWith(request.target_id(), "exp-")) {
+    RETURN_IF_ERROR(store_.Get(request.target_id()).status());
+  } else if (absl::StartsWith(request.target_id(), "swp-")) {
+    RETURN_IF_ERROR(store_.GetSweep(request.target_id()).status());
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "target_id: \"", request.target_id(), "\" is neither an experiment (exp-...) nor a "
+        "sweep (swp-...)"));
+  }
+  v1::Baseline baseline;
+  baseline.set_name(request.name());
+  baseline.set_target_id(request.target_id());
+  baseline.set_user(request.user());
+  baseline.set_description(request.description());
+  *baseline.mutable_created() = Now();
+  RETURN_IF_ERROR(store_.SaveBaseline(baseline, request.replace()));
+  return baseline;
+}
+
+absl::StatusOr<std::vector<v1::Baseline>> SweepManager::ListBaselines(const std::string& name) {
+  return store_.ListBaselines(name);
+}
+
+}  // namespace gpuprof::daemon

@@ -1,0 +1,106 @@
+// Sweeps: a base request and axes, expanded into points that run as ordinary experiments
+// through the experiment manager (so the normal fair-share queue schedules them), tracked
+// durably. The sweep's own event stream (one event per change of a point) is stored like an
+// experiment's and replayable. After a restart, points that never got their experiment are
+// submitted, and points the stop interrupted run again.
+#ifndef GPUPROF_DAEMON_SWEEP_MANAGER_H_
+#define GPUPROF_DAEMON_SWEEP_MANAGER_H_
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "daemon/experiment_manager.h"
+#include "daemon/experiment_store.h"
+#include "daemon/stream_sink.h"
+#include "gpuprof/v1/sweep.pb.h"
+
+namespace gpuprof::daemon {
+
+using SweepEventSink = StreamSink<v1::SweepEvent>;
+
+class SweepManager {
+ public:
+  // A point interrupted by daemon stops is run at most this many times in all.
+  static constexpr int kMaxAttempts = 3;
+
+  // Resumes the sweeps that were running and starts following their points. `experiments`
+  // must outlive the SweepManager; call Shutdown before shutting it down.
+  static absl::StatusOr<std::unique_ptr<SweepManager>> Create(ExperimentManager* experiments);
+  ~SweepManager();
+  SweepManager(const SweepManager&) = delete;
+  SweepManager& operator=(const SweepManager&) = delete;
+
+  // Expands the axes and validates every point before anything is stored; then stores the
+  // sweep and queues its points. Errors name the axis and value, or the point and field.
+  absl::StatusOr<v1::Sweep> Submit(v1::SweepRequest request);
+  absl::StatusOr<v1::Sweep> Get(const std::string& id);
+  absl::StatusOr<SweepPage> List(const std::string& user, int page_size,
+                                 const std::string& page_token);
+  // Cancels every point that has not ended; the sweep ends CANCELLED.
+  absl::StatusOr<v1::Sweep> Cancel(const std::string& id, const std::string& reason);
+  // Replays stored events with seq >= from_seq, then live ones (as ExperimentManager does).
+  absl::StatusOr<int64_t> Subscribe(const std::string& id, int64_t from_seq,
+                                    std::shared_ptr<SweepEventSink> sink);
+  void Unsubscribe(const std::string& id, int64_t subscription);
+
+  // Baselines: target_id must name an existing experiment or sweep.
+  absl::StatusOr<v1::Baseline> SaveBaseline(const v1::SaveBaselineRequest& request);
+  absl::StatusOr<std::vector<v1::Baseline>> ListBaselines(const std::string& name);
+
+  // Stops following points and ends every stream. Idempotent.
+  void Shutdown();
+
+ private:
+  struct ActiveSweep {
+    v1::Sweep sweep;
+    std::map<int64_t, std::shared_ptr<SweepEventSink>> sinks;
+  };
+
+  explicit SweepManager(ExperimentManager* experiments);
+  absl::Status Resume() ABSL_LOCKS_EXCLUDED(mutex_);
+  void FollowLoop() ABSL_LOCKS_EXCLUDED(mutex_, pending_mutex_);
+
+  // Submits a new attempt of `point`; a failure fails the point.
+  // `announce`: append an event for it (the first submission of a sweep does not: its
+  // CREATED event already lists every point as queued).
+  void SubmitPointLocked(ActiveSweep& active, int point, const v1::ExperimentRequest& request,
+                         bool announce) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Applies an experiment's new state to its point; false if it changes nothing (stale).
+  bool ApplyPointLocked(ActiveSweep& active, const v1::Experiment& experiment)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void OnPointChangedLocked(const v1::Experiment& experiment)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Numbers, counts, persists and fans out an event.
+  void AppendEventLocked(ActiveSweep& active, v1::SweepEvent event)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Ends the sweep once every point has ended.
+  void MaybeEndLocked(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+
+  ExperimentManager* const experiments_;
+  ExperimentStore& store_;
+
+  absl::Mutex mutex_;
+  bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
+  std::map<std::string, ActiveSweep> active_ ABSL_GUARDED_BY(mutex_);
+  int64_t next_subscription_ ABSL_GUARDED_BY(mutex_) = 1;
+
+  // Point changes reported by the experiment manager (under its lock), applied by FollowLoop.
+  absl::Mutex pending_mutex_;
+  absl::CondVar pending_changed_;
+  std::deque<v1::Experiment> pending_ ABSL_GUARDED_BY(pending_mutex_);
+  bool follow_stopping_ ABSL_GUARDED_BY(pending_mutex_) = false;
+  std::thread follow_thread_;
+};
+
+}  // namespace gpuprof::daemon
+
+#endif  // GPUPROF_DAEMON_SWEEP_MANAGER_H_

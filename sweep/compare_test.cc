@@ -1,0 +1,133 @@
+#include "sweep/compare.h"
+
+#include <cmath>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace gpuprof::sweep {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+
+// A finished index point as the daemon records it.
+v1::Experiment IndexPoint(int64_t tokens, int64_t hidden, double gbps, double noise) {
+  v1::Experiment experiment;
+  experiment.set_workload(v1::WORKLOAD_INDEX);
+  experiment.set_state(v1::FINISHED);
+  experiment.mutable_request()->mutable_index()->set_num_tokens(tokens);
+  experiment.mutable_request()->mutable_index()->set_hidden_dim(hidden);
+  auto* measurement = experiment.mutable_result()->mutable_measurement();
+  measurement->set_bandwidth_gbps(gbps);
+  measurement->set_pct_of_measured_copy_bandwidth(gbps / 30);
+  measurement->mutable_kernel_time()->set_relative_noise(noise);
+  measurement->mutable_kernel_time()->set_median_us(100);
+  return experiment;
+}
+
+CompareSide Side(std::string id, std::vector<v1::Experiment> points,
+                 std::vector<std::string> axes = {"num_tokens", "hidden_dim"}) {
+  CompareSide side;
+  side.id = std::move(id);
+  side.axes = std::move(axes);
+  side.points = std::move(points);
+  return side;
+}
+
+TEST(Compare, MatchesPointsByParametersWhateverTheirOrder) {
+  const Comparison comparison =
+      Compare(Side("a", {IndexPoint(64, 4096, 1000, 0.01), IndexPoint(4096, 4096, 2000, 0.01),
+                         IndexPoint(1, 4096, 10, 0.01)}),
+              Side("b", {IndexPoint(4096, 4096, 2000, 0.01), IndexPoint(64, 4096, 1000, 0.01),
+                         IndexPoint(64, 8192, 1500, 0.01)}),
+              {});
+  ASSERT_EQ(comparison.points.size(), 2u);
+  EXPECT_EQ(comparison.points[0].parameters, "num_tokens=64 hidden_dim=4096");
+  EXPECT_EQ(comparison.points[1].parameters, "num_tokens=4096 hidden_dim=4096");
+  EXPECT_THAT(comparison.only_in_a, ElementsAre("num_tokens=1 hidden_dim=4096"));
+  EXPECT_THAT(comparison.only_in_b, ElementsAre("num_tokens=64 hidden_dim=8192"));
+  EXPECT_DOUBLE_EQ(comparison.geomean_ratio, 1.0);
+  EXPECT_EQ(comparison.regressions + comparison.improvements, 0);
+}
+
+TEST(Compare, DifferencesWithinTheMeasuredNoiseAreNotSignificant) {
+  // 3% slower: beyond 1% noise on both sides (combined 1.4%), within 5% noise.
+  const Comparison quiet = Compare(Side("a", {IndexPoint(64, 4096, 1000, 0.01)}),
+                                   Side("b", {IndexPoint(64, 4096, 970, 0.01)}), {});
+  ASSERT_EQ(quiet.points.size(), 1u);
+  EXPECT_EQ(quiet.points[0].verdict, Verdict::kRegression);
+  EXPECT_NEAR(quiet.points[0].noise, std::sqrt(2) * 0.01, 1e-12);
+  EXPECT_NEAR(quiet.worst_regression_pct, 3.0, 1e-9);
+
+  const Comparison noisy = Compare(Side("a", {IndexPoint(64, 4096, 1000, 0.05)}),
+                                   Side("b", {IndexPoint(64, 4096, 970, 0.01)}), {});
+  EXPECT_EQ(noisy.points[0].verdict, Verdict::kSame);
+  EXPECT_EQ(noisy.regressions, 0);
+
+  // Noise on one side only counts too.
+  const Comparison one_noisy = Compare(Side("a", {IndexPoint(64, 4096, 1000, 0.0)}),
+                                       Side("b", {IndexPoint(64, 4096, 1040, 0.06)}), {});
+  EXPECT_EQ(one_noisy.points[0].verdict, Verdict::kSame);
+}
+
+TEST(Compare, ZeroNoiseStillNeedsTheMinimumChange) {
+  const Comparison tiny = Compare(Side("a", {IndexPoint(64, 4096, 1000, 0)}),
+                                  Side("b", {IndexPoint(64, 4096, 995, 0)}), {});
+  EXPECT_EQ(tiny.points[0].verdict, Verdict::kSame);
+  const Comparison strict = Compare(Side("a", {IndexPoint(64, 4096, 1000, 0)}),
+                                    Side("b", {IndexPoint(64, 4096, 995, 0)}), {.min_change = 0.001});
+  EXPECT_EQ(strict.points[0].verdict, Verdict::kRegression);
+}
+
+TEST(Compare, SummaryAndRegressionGate) {
+  const Comparison comparison =
+      Compare(Side("a", {IndexPoint(1, 4096, 100, 0.005), IndexPoint(2, 4096, 100, 0.005),
+                         IndexPoint(3, 4096, 100, 0.005)}),
+              Side("b", {IndexPoint(1, 4096, 120, 0.005), IndexPoint(2, 4096, 92, 0.005),
+                         IndexPoint(3, 4096, 100.2, 0.005)}),
+              {});
+  EXPECT_EQ(comparison.improvements, 1);
+  EXPECT_EQ(comparison.regressions, 1);
+  EXPECT_NEAR(comparison.geomean_ratio, std::cbrt(1.2 * 0.92 * 1.002), 1e-12);
+  EXPECT_NEAR(comparison.worst_regression_pct, 8.0, 1e-9);
+  EXPECT_TRUE(RegressionBeyond(comparison, 5));
+  EXPECT_FALSE(RegressionBeyond(comparison, 8.5));
+}
+
+TEST(Compare, AnExperimentMatchesTheSweepPointWithItsParameters) {
+  const Comparison comparison =
+      Compare(Side("swp", {IndexPoint(64, 4096, 1000, 0.01), IndexPoint(64, 8192, 1200, 0.01)}),
+              Side("exp", {IndexPoint(64, 8192, 1300, 0.01)}, {}), {});
+  ASSERT_EQ(comparison.points.size(), 1u);
+  EXPECT_EQ(comparison.points[0].parameters, "num_tokens=64 hidden_dim=8192");
+  EXPECT_EQ(comparison.points[0].verdict, Verdict::kImprovement);
+  EXPECT_THAT(comparison.only_in_a, ElementsAre("num_tokens=64 hidden_dim=4096"));
+}
+
+TEST(Compare, PointsWithoutResultsAreListedNotCompared) {
+  v1::Experiment failed = IndexPoint(64, 4096, 0, 0);
+  failed.set_state(v1::FAILED);
+  failed.clear_result();
+  const Comparison comparison = Compare(Side("a", {IndexPoint(64, 4096, 1000, 0.01)}),
+                                        Side("b", {failed}), {});
+  EXPECT_THAT(comparison.points, IsEmpty());
+  EXPECT_THAT(comparison.without_result, ElementsAre("num_tokens=64 hidden_dim=4096"));
+}
+
+TEST(Compare, StatesWhereTheProvenanceDiffers) {
+  CompareSide a = Side("a", {IndexPoint(64, 4096, 1000, 0.01)});
+  CompareSide b = Side("b", {IndexPoint(64, 4096, 1000, 0.01)});
+  a.provenance.add_gpus()->set_name("NVIDIA H100 80GB HBM3");
+  b.provenance.add_gpus()->set_name("NVIDIA H200");
+  a.provenance.set_driver_version("550.54");
+  b.provenance.set_driver_version("550.54");
+  a.provenance.set_gpuprof_version("0.4.0");
+  b.provenance.set_gpuprof_version("0.5.0");
+  const Comparison comparison = Compare(a, b, {});
+  EXPECT_THAT(comparison.provenance_differences,
+              ElementsAre("GPU: NVIDIA H100 80GB HBM3 vs NVIDIA H200", "gpuprof: 0.4.0 vs 0.5.0"));
+}
+
+}  // namespace
+}  // namespace gpuprof::sweep
