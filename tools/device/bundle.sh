@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds gpuprof and collects what a GPU machine without Bazel needs into .carry/ (git-ignored):
-#   .carry/bin/      gpuprofd, gpuprof_worker, gpuprof and every test/benchmark binary tagged gpu
+#   .carry/bin/      gpuprofd, gpuprof_worker, gpuprof, the sweep throughput benchmark and every
+#                    test/benchmark binary tagged gpu
 #   .carry/lib/      the gRPC/protobuf/abseil/prometheus shared libraries they link (not CUDA's:
 #                    the GPU machine has its own driver, cudart, CUPTI, NVRTC and NCCL)
 #   .carry/runfiles  data files tests read through TEST_SRCDIR
@@ -11,7 +12,8 @@ out=.carry
 rm -rf "$out/bin" "$out/lib" "$out/runfiles"
 mkdir -p "$out/bin" "$out/lib" "$out/runfiles"
 
-main_targets=(//daemon:gpuprofd //worker:gpuprof_worker //client:gpuprof)
+main_targets=(//daemon:gpuprofd //worker:gpuprof_worker //client:gpuprof
+              //bench:sweep_throughput_benchmark)
 gpu_targets=$(bazel query 'attr(tags, "\bgpu\b", kind(".*_(test|binary)", //...))' 2>/dev/null || true)
 bazel build "${main_targets[@]}" $gpu_targets
 
