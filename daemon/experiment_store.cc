@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <utility>
 #include <vector>
@@ -168,6 +169,18 @@ class SqliteStatement {
 // An open connection; closed on destruction.
 class SqliteDatabase {
  public:
+  // Opens an existing database file without writing to it.
+  static absl::StatusOr<std::unique_ptr<SqliteDatabase>> OpenReadOnly(const std::string& path) {
+    sqlite3* handle = nullptr;
+    const int result = sqlite3_open_v2(path.c_str(), &handle, SQLITE_OPEN_READONLY,
+                                       /*zVfs=*/nullptr);
+    auto database = std::unique_ptr<SqliteDatabase>(new SqliteDatabase(handle));
+    if (result != SQLITE_OK) return SqliteError(handle, result, absl::StrCat("opening ", path));
+    sqlite3_extended_result_codes(handle, 1);
+    sqlite3_busy_timeout(handle, kBusyTimeoutMs);
+    return database;
+  }
+
   // Opens (creating if needed) the database file, and its parent directories.
   static absl::StatusOr<std::unique_ptr<SqliteDatabase>> Open(const std::string& path) {
     std::filesystem::path parent = std::filesystem::path(path).parent_path();
@@ -393,11 +406,91 @@ absl::StatusOr<int64_t> CheckSchemaVersion(SqliteDatabase& database, const std::
   return version;
 }
 
+// Marks the file as gpuprof's (PRAGMA application_id, "GPPF"), so that another
+// application's SQLite file given as --db is recognised and refused.
+constexpr int64_t kApplicationId = 0x47505046;
+
+// What to do about a database gpuprofd must not use; ends every refusal message.
+constexpr char kRefusalAdvice[] =
+    "gpuprofd does not start on it, so that no stored experiment is silently lost or "
+    "overwritten. Run `gpuprofd --check-db --db PATH` for a full check; restore the file from a "
+    "backup, or move it aside to start with an empty database";
+
+// A failed read of the file's header or pages, restated for whoever reads the log.
+absl::Status ExplainUnreadable(const absl::Status& status, const std::string& path) {
+  if (!absl::IsDataLoss(status)) return status;
+  return absl::DataLossError(absl::StrCat("database ", path,
+                                          " is damaged or not an SQLite database (", status.message(),
+                                          "). ", kRefusalAdvice));
+}
+
+// Refuses a file that is not gpuprof's: another application's id, or tables without our schema
+// version. Reads only.
+absl::Status CheckIdentity(SqliteDatabase& database, const std::string& path) {
+  ASSIGN_OR_RETURN(int64_t application_id,
+                   database.QueryInt64("PRAGMA application_id", "reading application id"));
+  ASSIGN_OR_RETURN(int64_t version,
+                   database.QueryInt64("PRAGMA user_version", "reading schema version"));
+  ASSIGN_OR_RETURN(int64_t tables,
+                   database.QueryInt64("SELECT count(*) FROM sqlite_master WHERE type = 'table' "
+                                       "AND name NOT LIKE 'sqlite_%'",
+                                       "listing tables"));
+  if (application_id != 0 && application_id != kApplicationId) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "database %s belongs to another application (SQLite application_id 0x%08x, gpuprof's "
+        "is 0x%08x). %s",
+        path, application_id, kApplicationId, kRefusalAdvice));
+  }
+  if (version == 0 && tables > 0) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "database %s holds %d tables but no gpuprof schema: it is another application's "
+        "database. %s",
+        path, tables, kRefusalAdvice));
+  }
+  if (version > 0) {
+    for (const char* table : {"experiments", "events"}) {
+      ASSIGN_OR_RETURN(int64_t found,
+                       database.QueryInt64(absl::StrCat("SELECT count(*) FROM sqlite_master WHERE "
+                                                        "type = 'table' AND name = '",
+                                                        table, "'"),
+                                           "checking the schema"));
+      if (found == 0) {
+        return absl::DataLossError(absl::StrFormat(
+            "database %s has gpuprof schema version %d but no table '%s'. %s", path, version,
+            table, kRefusalAdvice));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+// PRAGMA quick_check (pages and b-trees, O(size), no index contents) or integrity_check (also
+// every index against its table). OK, or DataLoss quoting the first problems SQLite found.
+absl::Status CheckPages(SqliteDatabase& database, const std::string& path, bool full) {
+  ASSIGN_OR_RETURN(SqliteStatement check,
+                   database.Prepare(full ? "PRAGMA integrity_check(20)" : "PRAGMA quick_check(20)",
+                                    "checking the database's integrity"));
+  std::vector<std::string> problems;
+  while (true) {
+    ASSIGN_OR_RETURN(bool has_row, check.Step());
+    if (!has_row) break;
+    std::string line = check.ColumnText(0);
+    if (line != "ok") problems.push_back(std::move(line));
+  }
+  if (problems.empty()) return absl::OkStatus();
+  return absl::DataLossError(absl::StrCat("database ", path, " is damaged: ",
+                                          absl::StrJoin(problems, "; "), ". ", kRefusalAdvice));
+}
+
 }  // namespace
 }  // namespace experiment_store_internal
 
 using experiment_store_internal::BindExperimentColumns;
+using experiment_store_internal::CheckIdentity;
+using experiment_store_internal::CheckPages;
 using experiment_store_internal::CheckSchemaVersion;
+using experiment_store_internal::ExplainUnreadable;
+using experiment_store_internal::kApplicationId;
 using experiment_store_internal::DecodePageToken;
 using experiment_store_internal::EncodePageToken;
 using experiment_store_internal::ExperimentId;
@@ -411,8 +504,11 @@ using experiment_store_internal::Transaction;
 
 absl::StatusOr<std::unique_ptr<ExperimentStore>> ExperimentStore::Open(const std::string& path) {
   ASSIGN_OR_RETURN(std::unique_ptr<SqliteDatabase> database, SqliteDatabase::Open(path));
-  // Refuse a newer schema before changing anything in the file.
-  RETURN_IF_ERROR(CheckSchemaVersion(*database, path).status());
+  // Refuse a newer schema, another application's file or a damaged one before changing
+  // anything in it.
+  RETURN_IF_ERROR(ExplainUnreadable(CheckSchemaVersion(*database, path).status(), path));
+  RETURN_IF_ERROR(ExplainUnreadable(CheckIdentity(*database, path), path));
+  RETURN_IF_ERROR(ExplainUnreadable(CheckPages(*database, path, /*full=*/false), path));
 
   // The journal mode is stored in the file; it cannot change inside a transaction.
   ASSIGN_OR_RETURN(std::string journal_mode,
@@ -435,9 +531,52 @@ absl::StatusOr<std::unique_ptr<ExperimentStore>> ExperimentStore::Open(const std
       RETURN_IF_ERROR(database->Execute(absl::StrCat("PRAGMA user_version = ", kSchemaVersion),
                                         "setting schema version"));
     }
+    // Databases created before the id was introduced get it on their next start.
+    RETURN_IF_ERROR(database->Execute(absl::StrCat("PRAGMA application_id = ", kApplicationId),
+                                      "setting application id"));
     RETURN_IF_ERROR(transaction.Commit());
   }
   return std::unique_ptr<ExperimentStore>(new ExperimentStore(std::move(database)));
+}
+
+absl::StatusOr<std::string> ExperimentStore::CheckDatabase(const std::string& path) {
+  if (!std::filesystem::exists(path)) {
+    return absl::NotFoundError(absl::StrCat("database ", path, " does not exist"));
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<SqliteDatabase> database, SqliteDatabase::OpenReadOnly(path));
+  auto check = [&]() -> absl::StatusOr<std::string> {
+    ASSIGN_OR_RETURN(int64_t version, CheckSchemaVersion(*database, path));
+    RETURN_IF_ERROR(CheckIdentity(*database, path));
+    RETURN_IF_ERROR(CheckPages(*database, path, /*full=*/true));
+    if (version == 0) {
+      return absl::StrCat("database ", path, " is intact and holds no experiments yet");
+    }
+    // Every stored message must parse too: SQLite checks pages, not what is in the blobs.
+    int64_t experiments = 0;
+    int64_t events = 0;
+    for (auto [table, count] : {std::pair{"experiments", &experiments}, {"events", &events}}) {
+      ASSIGN_OR_RETURN(SqliteStatement select,
+                       database->Prepare(absl::StrCat("SELECT proto FROM ", table),
+                                         absl::StrCat("reading ", table)));
+      v1::Experiment experiment;
+      v1::ExperimentEvent event;
+      google::protobuf::Message& message =
+          std::string_view(table) == "events" ? static_cast<google::protobuf::Message&>(event)
+                                              : experiment;
+      while (true) {
+        ASSIGN_OR_RETURN(bool has_row, select.Step());
+        if (!has_row) break;
+        ++*count;
+        RETURN_IF_ERROR(ParseStored(select.ColumnBlob(0), message,
+                                    absl::StrCat("row ", *count, " of table ", table)));
+      }
+    }
+    return absl::StrFormat("database %s is intact: schema version %d, %d experiments, %d events",
+                           path, version, experiments, events);
+  };
+  absl::StatusOr<std::string> verdict = check();
+  if (!verdict.ok()) return ExplainUnreadable(verdict.status(), path);
+  return verdict;
 }
 
 ExperimentStore::ExperimentStore(std::unique_ptr<SqliteDatabase> database)

@@ -53,8 +53,16 @@ class ExperimentStore {
 
   // Opens the database at `path`, creating it and its parent directories if needed, creates
   // the schema and switches the database to WAL mode. A database written by a newer schema
-  // version is refused with FailedPrecondition.
+  // version or by another application is refused with FailedPrecondition, a damaged one with
+  // DataLoss; the messages say what to do.
   static absl::StatusOr<std::unique_ptr<ExperimentStore>> Open(const std::string& path);
+
+  // The full check behind `gpuprofd --check-db`, read-only: SQLite's integrity_check, the
+  // file's identity (gpuprof's, not another application's) and that every stored message
+  // parses. Returns a one-line summary when intact; DataLoss or FailedPrecondition saying what
+  // is wrong otherwise, NotFound if there is no file. Open runs the cheaper quick_check and
+  // the identity check, and refuses a file that fails them.
+  static absl::StatusOr<std::string> CheckDatabase(const std::string& path);
 
   ExperimentStore(const ExperimentStore&) = delete;
   ExperimentStore& operator=(const ExperimentStore&) = delete;

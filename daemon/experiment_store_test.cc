@@ -535,6 +535,85 @@ TEST_F(ExperimentStoreTest, FileThatIsNotADatabaseIsRefused) {
   EXPECT_THAT(store.status().message(), HasSubstr("not a database"));
 }
 
+// Creates a database file as another program would and runs `sql` in it.
+void CreateRawDatabase(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
+                            nullptr),
+            SQLITE_OK);
+  EXPECT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK) << sql;
+  sqlite3_close(db);
+}
+
+TEST_F(ExperimentStoreTest, NewDatabaseIsMarkedAsGpuprofs) {
+  EXPECT_EQ(RawQuery(path_, "PRAGMA application_id"), std::to_string(0x47505046));
+}
+
+TEST_F(ExperimentStoreTest, AnotherApplicationsDatabaseIsRefusedUntouched) {
+  const std::string path = directory_ + "/other-app.db";
+  CreateRawDatabase(path, "CREATE TABLE accounts (name TEXT); INSERT INTO accounts VALUES ('kept')");
+  absl::StatusOr<std::unique_ptr<ExperimentStore>> store = ExperimentStore::Open(path);
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(store.status().message(), HasSubstr("another application"));
+  EXPECT_THAT(store.status().message(), HasSubstr(path));
+  EXPECT_THAT(store.status().message(), HasSubstr("--check-db"));
+  // Nothing was added to it.
+  EXPECT_EQ(RawQuery(path, "SELECT count(*) FROM sqlite_master WHERE name = 'experiments'"), "0");
+  EXPECT_EQ(RawQuery(path, "SELECT name FROM accounts"), "kept");
+  EXPECT_EQ(ExperimentStore::CheckDatabase(path).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(ExperimentStoreTest, ForeignApplicationIdIsRefused) {
+  const std::string path = directory_ + "/foreign-id.db";
+  CreateRawDatabase(path, "PRAGMA application_id = 1234");
+  absl::StatusOr<std::unique_ptr<ExperimentStore>> store = ExperimentStore::Open(path);
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(store.status().message(), HasSubstr("application_id 0x000004d2"));
+}
+
+TEST_F(ExperimentStoreTest, CheckDatabaseSummarisesAnIntactDatabase) {
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_OK(store_->Create(MakeExperiment("alice", v1::WORKLOAD_RADIX), StateEvent(1, v1::QUEUED))
+                  .status());
+  }
+  ASSERT_OK_AND_ASSIGN(std::string verdict, ExperimentStore::CheckDatabase(path_));
+  EXPECT_THAT(verdict, HasSubstr("intact"));
+  EXPECT_THAT(verdict, HasSubstr("3 experiments, 3 events"));
+  EXPECT_EQ(ExperimentStore::CheckDatabase(directory_ + "/missing.db").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST_F(ExperimentStoreTest, DamagedDatabaseIsRefusedAndTheCheckSaysWhere) {
+  // Enough rows for several b-tree pages, then garbage over pages in the middle of the file.
+  std::string description(600, 'd');
+  for (int i = 0; i < 300; ++i) {
+    v1::Experiment experiment = MakeExperiment("alice", v1::WORKLOAD_RADIX);
+    experiment.mutable_request()->set_description(description);
+    ASSERT_OK(store_->Create(experiment, StateEvent(1, v1::QUEUED)).status());
+  }
+  store_.reset();  // Closing the last connection checkpoints the WAL into the file.
+  const int64_t page_size = std::stoll(RawQuery(path_, "PRAGMA page_size"));
+  const int64_t pages = std::stoll(RawQuery(path_, "PRAGMA page_count"));
+  ASSERT_GT(pages, 20);
+  {
+    std::fstream file(path_, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(page_size * (pages / 2));
+    const std::string garbage(page_size * 3, '\xa5');
+    file.write(garbage.data(), static_cast<std::streamsize>(garbage.size()));
+    ASSERT_TRUE(file.good());
+  }
+  absl::StatusOr<std::unique_ptr<ExperimentStore>> store = ExperimentStore::Open(path_);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(store.status().message(), HasSubstr(path_));
+  EXPECT_THAT(store.status().message(), HasSubstr("--check-db"));
+
+  absl::StatusOr<std::string> verdict = ExperimentStore::CheckDatabase(path_);
+  EXPECT_EQ(verdict.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(verdict.status().message(), HasSubstr("damaged"));
+}
+
 // The writer the killed child runs: creates experiments and moves each through events 2..4,
 // reporting "<id> <last_seq>\n" on `ack_fd` after every call returns (the acknowledgement).
 // Another thread sends SIGKILL once enough calls were acknowledged, while writes go on.

@@ -51,6 +51,9 @@ ABSL_FLAG(int, max_message_bytes, 4 << 20, "Largest request message accepted.");
 ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
           "Address of the Prometheus /metrics endpoint (loopback by default; port 0 picks a free "
           "one); empty disables metrics.");
+ABSL_FLAG(bool, check_db, false,
+          "Check the database and exit without serving: SQLite's integrity_check, that the file "
+          "is gpuprof's and that every stored record parses. Exit 0 if intact, 1 if not.");
 ABSL_FLAG(bool, enable_test_faults, false,
           "Honour the gpuprof.fault label (crash/hang/exit/cuda-error a worker): for tests only.");
 
@@ -69,13 +72,24 @@ int Run() {
   }
   const std::string db_path =
       absl::GetFlag(FLAGS_db).empty() ? DefaultDatabasePath(state_dir) : absl::GetFlag(FLAGS_db);
+  if (absl::GetFlag(FLAGS_check_db)) {
+    const absl::StatusOr<std::string> verdict = ExperimentStore::CheckDatabase(db_path);
+    if (!verdict.ok()) {
+      std::fprintf(stderr, "gpuprofd: %s\n", std::string(verdict.status().message()).c_str());
+      return 1;
+    }
+    std::printf("%s\n", verdict->c_str());
+    return 0;
+  }
   std::vector<std::string> addresses = absl::GetFlag(FLAGS_listen).empty()
                                            ? DefaultListenAddresses(state_dir)
                                            : SplitAddresses(absl::GetFlag(FLAGS_listen));
 
   auto store = ExperimentStore::Open(db_path);
   if (!store.ok()) {
-    std::fprintf(stderr, "gpuprofd: %s\n", store.status().ToString().c_str());
+    // A damaged or foreign database is never replaced by an empty one: refuse to start.
+    std::fprintf(stderr, "gpuprofd: not starting: %s\n",
+                 std::string(store.status().message()).c_str());
     return 1;
   }
   ManagerOptions options;
