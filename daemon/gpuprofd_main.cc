@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "absl/flags/flag.h"
@@ -51,6 +52,11 @@ ABSL_FLAG(int, max_message_bytes, 4 << 20, "Largest request message accepted.");
 ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
           "Address of the Prometheus /metrics endpoint (loopback by default; port 0 picks a free "
           "one); empty disables metrics.");
+ABSL_FLAG(int64_t, max_reports_per_experiment, 1'000'000,
+          "A worker sending more reports than this for one experiment is killed and the "
+          "experiment fails (a runaway worker must not fill the database).");
+ABSL_FLAG(int64_t, max_report_bytes_per_experiment, int64_t{1} << 30,
+          "Like --max_reports_per_experiment, in bytes of reports.");
 ABSL_FLAG(bool, check_db, false,
           "Check the database and exit without serving: SQLite's integrity_check, that the file "
           "is gpuprof's and that every stored record parses. Exit 0 if intact, 1 if not.");
@@ -63,15 +69,9 @@ namespace {
 int Run() {
   const std::string state_dir =
       absl::GetFlag(FLAGS_state_dir).empty() ? DefaultStateDir() : absl::GetFlag(FLAGS_state_dir);
-  std::error_code error;
-  std::filesystem::create_directories(state_dir, error);
-  if (error) {
-    std::fprintf(stderr, "gpuprofd: cannot create state directory %s: %s\n", state_dir.c_str(),
-                 error.message().c_str());
-    return 1;
-  }
   const std::string db_path =
       absl::GetFlag(FLAGS_db).empty() ? DefaultDatabasePath(state_dir) : absl::GetFlag(FLAGS_db);
+  // Read-only: creates nothing, not even the state directory.
   if (absl::GetFlag(FLAGS_check_db)) {
     const absl::StatusOr<std::string> verdict = ExperimentStore::CheckDatabase(db_path);
     if (!verdict.ok()) {
@@ -80,6 +80,13 @@ int Run() {
     }
     std::printf("%s\n", verdict->c_str());
     return 0;
+  }
+  std::error_code error;
+  std::filesystem::create_directories(state_dir, error);
+  if (error) {
+    std::fprintf(stderr, "gpuprofd: cannot create state directory %s: %s\n", state_dir.c_str(),
+                 error.message().c_str());
+    return 1;
   }
   std::vector<std::string> addresses = absl::GetFlag(FLAGS_listen).empty()
                                            ? DefaultListenAddresses(state_dir)
@@ -104,6 +111,8 @@ int Run() {
   options.gpu_reservation_after = absl::GetFlag(FLAGS_gpu_reservation_after);
   options.measure_copy_bandwidth = absl::GetFlag(FLAGS_measure_copy_bandwidth);
   options.version = std::string(GpuprofVersion());
+  options.max_reports_per_experiment = absl::GetFlag(FLAGS_max_reports_per_experiment);
+  options.max_report_bytes_per_experiment = absl::GetFlag(FLAGS_max_report_bytes_per_experiment);
   // Declared before the manager, which reports to it until its very end.
   std::unique_ptr<MetricsExporter> metrics;
   if (!absl::GetFlag(FLAGS_metrics_listen).empty()) {
@@ -176,6 +185,10 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "gpuprofd: the gpuprof daemon. Owns this node's GPUs, queues experiments submitted with "
       "the gpuprof CLI, runs them in supervised worker processes and keeps their results.");
+  // `--check-db` is how the command is documented; abseil spells flags with underscores.
+  for (int i = 1; i < argc; ++i) {
+    if (std::string_view(argv[i]) == "--check-db") argv[i] = const_cast<char*>("--check_db");
+  }
   absl::ParseCommandLine(argc, argv);
   // Block the shutdown signals before any thread starts, so only sigwait sees them; a worker
   // dying must not kill the daemon through SIGPIPE.

@@ -86,6 +86,18 @@ std::optional<worker_protocol::RunFinished> InjectFault(
   if (fault == "hang") {
     while (true) std::this_thread::sleep_for(std::chrono::hours(1));
   }
+  if (fault == "flood") {
+    // Well-formed reports as fast as the pipe takes them, each carrying 64 KiB.
+    const std::string filler(64 << 10, 'f');
+    for (int64_t done = 0;; ++done) EmitProgress(emit, v1::PHASE_TIMED, done, 0, filler);
+  }
+  if (fault == "garbage") {
+    // A length prefix promising a message, then bytes that do not parse as one; then wait to
+    // be killed, as a worker with a corrupted stack might.
+    const char garbage[] = "\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff";
+    (void)!write(kReportFd, garbage, sizeof(garbage) - 1);
+    while (true) std::this_thread::sleep_for(std::chrono::hours(1));
+  }
   return Failed("injected CUDA error: an illegal memory access was encountered "
                 "(cudaErrorIllegalAddress)",
                 /*must_not_reuse=*/true);

@@ -46,6 +46,8 @@ class DaemonProcess {
   // SIGTERM and wait for a graceful exit; returns the exit status.
   int Stop();
 
+  // The daemon's process id while it runs, else -1.
+  pid_t pid() const { return pid_; }
   std::string target() const { return "unix:" + socket_dir_ + "/gpuprofd.sock"; }
   const std::string& state_dir() const { return state_dir_; }
   std::unique_ptr<v1::Profiler::Stub> NewStub() const;
