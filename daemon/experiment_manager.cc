@@ -198,17 +198,18 @@ absl::StatusOr<v1::Experiment> ExperimentManager::Submit(v1::ExperimentRequest r
   experiment.set_last_seq(1);
   *experiment.mutable_request() = std::move(request);
 
-  absl::MutexLock lock(&mutex_);
-  if (stopping_) return absl::UnavailableError("gpuprofd is shutting down");
-  PendingExperiment pending{"", experiment.user(), experiment.request().priority(),
-                            next_submit_order_++, experiment.request().gpus(),
-                            workloads::RequiredGpuCount(experiment.request())};
   v1::ExperimentEvent first = StateEvent(v1::QUEUED);
   first.set_seq(1);
   *first.mutable_time() = experiment.created();
-  // Position among what is queued now, plus this one; recomputed live by Get.
-  first.mutable_state()->set_queue_position(static_cast<int>(scheduler_->queued_count()) + 1);
+  {
+    absl::MutexLock lock(&mutex_);
+    if (stopping_) return absl::UnavailableError("gpuprofd is shutting down");
+    // Position among what is queued now, plus this one; recomputed live by Get.
+    first.mutable_state()->set_queue_position(static_cast<int>(scheduler_->queued_count()) + 1);
+  }
   experiment.set_queue_position(first.state().queue_position());
+  // Stored without the manager's lock, so that concurrent submissions share one commit (the
+  // store's group commit) instead of each waiting for the previous one's fsync.
   absl::StatusOr<std::string> created = store_->Create(experiment, first);
   if (!created.ok()) {
     // Nothing was acknowledged: the client sees the refusal and can submit again.
@@ -223,7 +224,13 @@ absl::StatusOr<v1::Experiment> ExperimentManager::Submit(v1::ExperimentRequest r
   }
   const std::string id = *std::move(created);
   experiment.set_id(id);
-  pending.id = id;
+  absl::MutexLock lock(&mutex_);
+  // Stored, so acknowledged: if gpuprofd is stopping, it runs after the restart.
+  if (stopping_) return experiment;
+  // First come, first served in the order the commits were acknowledged.
+  PendingExperiment pending{id, experiment.user(), experiment.request().priority(),
+                            next_submit_order_++, experiment.request().gpus(),
+                            workloads::RequiredGpuCount(experiment.request())};
   scheduler_->Enqueue(std::move(pending));
   experiment.set_queue_position(scheduler_->QueuePosition(id));
   active_[id].experiment = experiment;

@@ -536,7 +536,12 @@ absl::StatusOr<std::unique_ptr<ExperimentStore>> ExperimentStore::Open(const std
                                       "setting application id"));
     RETURN_IF_ERROR(transaction.Commit());
   }
-  return std::unique_ptr<ExperimentStore>(new ExperimentStore(std::move(database)));
+  // Reads go through a second connection: in WAL mode they see the last commit without
+  // waiting for the writer's transaction and fsync.
+  ASSIGN_OR_RETURN(std::unique_ptr<SqliteDatabase> reader, SqliteDatabase::Open(path));
+  RETURN_IF_ERROR(reader->Execute("PRAGMA query_only = ON", "configuring the read connection"));
+  return std::unique_ptr<ExperimentStore>(
+      new ExperimentStore(std::move(database), std::move(reader)));
 }
 
 absl::StatusOr<std::string> ExperimentStore::CheckDatabase(const std::string& path) {
@@ -579,10 +584,81 @@ absl::StatusOr<std::string> ExperimentStore::CheckDatabase(const std::string& pa
   return verdict;
 }
 
-ExperimentStore::ExperimentStore(std::unique_ptr<SqliteDatabase> database)
-    : database_(std::move(database)) {}
+ExperimentStore::ExperimentStore(std::unique_ptr<SqliteDatabase> database,
+                                 std::unique_ptr<SqliteDatabase> reader)
+    : database_(std::move(database)), reader_(std::move(reader)) {}
 
 ExperimentStore::~ExperimentStore() = default;
+
+struct ExperimentStore::PendingWrite {
+  absl::string_view operation;
+  const std::function<absl::Status()>* write;
+  absl::Status result;
+  bool done = false;
+};
+
+absl::Status ExperimentStore::CommitWrite(absl::string_view operation,
+                                          const std::function<absl::Status()>& write) {
+  PendingWrite pending{operation, &write};
+  absl::MutexLock queue_lock(&queue_mutex_);
+  queue_.push_back(&pending);
+  while (!pending.done) {
+    if (committing_) {
+      // Another thread is committing; this write goes into the next batch.
+      batch_committed_.Wait(&queue_mutex_);
+      continue;
+    }
+    // Commit everything queued so far, this write included, as one transaction.
+    committing_ = true;
+    std::vector<PendingWrite*> batch;
+    batch.swap(queue_);
+    queue_mutex_.Unlock();
+    CommitBatch(batch);
+    queue_mutex_.Lock();
+    for (PendingWrite* write_in_batch : batch) write_in_batch->done = true;
+    committing_ = false;
+    batch_committed_.SignalAll();
+  }
+  return pending.result;
+}
+
+void ExperimentStore::CommitBatch(const std::vector<PendingWrite*>& batch) {
+  absl::MutexLock lock(&mutex_);
+  const std::string operation =
+      batch.size() == 1 ? std::string(batch[0]->operation)
+                        : absl::StrCat(batch.size(), " writes (", batch[0]->operation, ", ...)");
+  absl::StatusOr<Transaction> transaction = Transaction::Begin(*database_, operation);
+  if (!transaction.ok()) {
+    for (PendingWrite* pending : batch) pending->result = transaction.status();
+    return;
+  }
+  for (size_t i = 0; i < batch.size(); ++i) {
+    PendingWrite& pending = *batch[i];
+    pending.result = database_->Execute("SAVEPOINT write", "starting a write");
+    if (pending.result.ok()) pending.result = (*pending.write)();
+    if (sqlite3_get_autocommit(database_->handle()) != 0) {
+      // Some errors (a full disk, I/O) make SQLite roll the whole transaction back: every
+      // write of the batch is undone, the ones before this one included.
+      const absl::Status undone =
+          pending.result.ok() ? absl::InternalError("the transaction ended unexpectedly")
+                              : pending.result;
+      for (PendingWrite* other : batch) other->result = undone;
+      return;
+    }
+    if (!pending.result.ok()) {
+      (void)database_->Execute("ROLLBACK TO write", "undoing a failed write");
+    }
+    (void)database_->Execute("RELEASE write", "ending a write");
+  }
+  // With synchronous=FULL the commit is durable when it returns: only now are the writes
+  // acknowledged.
+  const absl::Status committed = transaction->Commit();
+  if (!committed.ok()) {
+    for (PendingWrite* pending : batch) {
+      if (pending->result.ok()) pending->result = committed;
+    }
+  }
+}
 
 absl::StatusOr<std::string> ExperimentStore::Create(v1::Experiment experiment,
                                                     v1::ExperimentEvent first_event) {
@@ -590,49 +666,44 @@ absl::StatusOr<std::string> ExperimentStore::Create(v1::Experiment experiment,
     return absl::InvalidArgumentError(absl::StrCat(
         "creating an experiment: the first event needs a positive seq, not ", first_event.seq()));
   }
-  absl::MutexLock lock(&mutex_);
-  ASSIGN_OR_RETURN(Transaction transaction,
-                   Transaction::Begin(*database_, "creating an experiment"));
-  ASSIGN_OR_RETURN(int64_t number,
-                   database_->QueryInt64(kNextExperimentNumberSql, "choosing an experiment id"));
-  std::string id = ExperimentId(number);
-  experiment.set_id(id);
-  first_event.set_experiment_id(id);
-
-  ASSIGN_OR_RETURN(SqliteStatement insert,
-                   database_->Prepare("INSERT INTO experiments "
-                                      "(user, state, workload, created_unix_ns, proto, seq, id) "
-                                      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                                      absl::StrCat("inserting experiment ", id)));
-  RETURN_IF_ERROR(BindExperimentColumns(insert, experiment));
-  RETURN_IF_ERROR(insert.BindInt64(6, number));
-  RETURN_IF_ERROR(insert.BindText(7, id));
-  RETURN_IF_ERROR(insert.Run());
-  RETURN_IF_ERROR(InsertEvent(*database_, first_event));
-  RETURN_IF_ERROR(transaction.Commit());
+  std::string id;
+  const std::function<absl::Status()> write = [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(int64_t number, database_->QueryInt64(kNextExperimentNumberSql,
+                                                           "choosing an experiment id"));
+    id = ExperimentId(number);
+    experiment.set_id(id);
+    first_event.set_experiment_id(id);
+    ASSIGN_OR_RETURN(SqliteStatement insert,
+                     database_->Prepare("INSERT INTO experiments "
+                                        "(user, state, workload, created_unix_ns, proto, seq, id) "
+                                        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                                        absl::StrCat("inserting experiment ", id)));
+    RETURN_IF_ERROR(BindExperimentColumns(insert, experiment));
+    RETURN_IF_ERROR(insert.BindInt64(6, number));
+    RETURN_IF_ERROR(insert.BindText(7, id));
+    RETURN_IF_ERROR(insert.Run());
+    return InsertEvent(*database_, first_event);
+  };
+  RETURN_IF_ERROR(CommitWrite("creating an experiment", write));
   return id;
 }
 
 absl::Status ExperimentStore::Update(const v1::Experiment& experiment,
                                      const v1::ExperimentEvent& event) {
-  absl::MutexLock lock(&mutex_);
-  ASSIGN_OR_RETURN(Transaction transaction,
-                   Transaction::Begin(*database_, absl::StrCat("updating ", experiment.id())));
-  RETURN_IF_ERROR(UpdateInTransaction(experiment, event));
-  return transaction.Commit();
+  return CommitWrite(absl::StrCat("updating ", experiment.id()), [&]() {
+    return UpdateInTransaction(experiment, event);
+  });
 }
 
 absl::Status ExperimentStore::UpdateMany(
     const std::vector<std::pair<v1::Experiment, v1::ExperimentEvent>>& updates) {
   if (updates.empty()) return absl::OkStatus();
-  absl::MutexLock lock(&mutex_);
-  ASSIGN_OR_RETURN(
-      Transaction transaction,
-      Transaction::Begin(*database_, absl::StrCat("updating ", updates.size(), " experiments")));
-  for (const auto& [experiment, event] : updates) {
-    RETURN_IF_ERROR(UpdateInTransaction(experiment, event));
-  }
-  return transaction.Commit();
+  return CommitWrite(absl::StrCat("updating ", updates.size(), " experiments"), [&]() {
+    for (const auto& [experiment, event] : updates) {
+      RETURN_IF_ERROR(UpdateInTransaction(experiment, event));
+    }
+    return absl::OkStatus();
+  });
 }
 
 absl::Status ExperimentStore::UpdateInTransaction(const v1::Experiment& experiment,
@@ -666,9 +737,9 @@ absl::Status ExperimentStore::UpdateInTransaction(const v1::Experiment& experime
 }
 
 absl::StatusOr<v1::Experiment> ExperimentStore::Get(const std::string& id) {
-  absl::MutexLock lock(&mutex_);
+  absl::MutexLock lock(&read_mutex_);
   ASSIGN_OR_RETURN(SqliteStatement select,
-                   database_->Prepare("SELECT proto FROM experiments WHERE id = ?1",
+                   reader_->Prepare("SELECT proto FROM experiments WHERE id = ?1",
                                       absl::StrCat("reading experiment ", id)));
   RETURN_IF_ERROR(select.BindText(1, id));
   ASSIGN_OR_RETURN(bool found, select.Step());
@@ -680,17 +751,17 @@ absl::StatusOr<v1::Experiment> ExperimentStore::Get(const std::string& id) {
 
 absl::StatusOr<std::vector<v1::ExperimentEvent>> ExperimentStore::Events(const std::string& id,
                                                                          int64_t from_seq) {
-  absl::MutexLock lock(&mutex_);
+  absl::MutexLock lock(&read_mutex_);
   {
     ASSIGN_OR_RETURN(SqliteStatement exists,
-                     database_->Prepare("SELECT 1 FROM experiments WHERE id = ?1",
+                     reader_->Prepare("SELECT 1 FROM experiments WHERE id = ?1",
                                         absl::StrCat("looking up experiment ", id)));
     RETURN_IF_ERROR(exists.BindText(1, id));
     ASSIGN_OR_RETURN(bool found, exists.Step());
     if (!found) return absl::NotFoundError(absl::StrCat("experiment ", id, " not found"));
   }
   ASSIGN_OR_RETURN(SqliteStatement select,
-                   database_->Prepare("SELECT seq, proto FROM events "
+                   reader_->Prepare("SELECT seq, proto FROM events "
                                       "WHERE experiment_id = ?1 AND seq >= ?2 ORDER BY seq",
                                       absl::StrCat("reading events of experiment ", id)));
   RETURN_IF_ERROR(select.BindText(1, id));
@@ -733,8 +804,8 @@ absl::StatusOr<ExperimentPage> ExperimentStore::List(const ExperimentFilter& fil
   // One row more than the page tells whether another page follows.
   absl::StrAppend(&sql, " ORDER BY seq DESC LIMIT ?");
 
-  absl::MutexLock lock(&mutex_);
-  ASSIGN_OR_RETURN(SqliteStatement select, database_->Prepare(sql, "listing experiments"));
+  absl::MutexLock lock(&read_mutex_);
+  ASSIGN_OR_RETURN(SqliteStatement select, reader_->Prepare(sql, "listing experiments"));
   int parameter = 0;
   if (!filter.user.empty()) RETURN_IF_ERROR(select.BindText(++parameter, filter.user));
   for (v1::ExperimentState state : filter.states) {
@@ -767,9 +838,9 @@ absl::StatusOr<ExperimentPage> ExperimentStore::List(const ExperimentFilter& fil
 
 absl::StatusOr<std::vector<v1::Experiment>> ExperimentStore::ListByState(
     v1::ExperimentState state) {
-  absl::MutexLock lock(&mutex_);
+  absl::MutexLock lock(&read_mutex_);
   ASSIGN_OR_RETURN(SqliteStatement select,
-                   database_->Prepare("SELECT seq, proto FROM experiments WHERE state = ?1 "
+                   reader_->Prepare("SELECT seq, proto FROM experiments WHERE state = ?1 "
                                       "ORDER BY seq",
                                       absl::StrCat("listing experiments in state ",
                                                    v1::ExperimentState_Name(state))));
@@ -785,8 +856,8 @@ absl::StatusOr<std::vector<v1::Experiment>> ExperimentStore::ListByState(
 }
 
 absl::StatusOr<int64_t> ExperimentStore::SizeBytes() {
-  absl::MutexLock lock(&mutex_);
-  return database_->QueryInt64(
+  absl::MutexLock lock(&read_mutex_);
+  return reader_->QueryInt64(
       "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()",
       "measuring the database");
 }

@@ -535,6 +535,50 @@ TEST_F(ExperimentStoreTest, FileThatIsNotADatabaseIsRefused) {
   EXPECT_THAT(store.status().message(), HasSubstr("not a database"));
 }
 
+// Group commit: writes from many threads at once share transactions; each keeps its own
+// outcome (a refused write undoes only itself) and every acknowledged one is stored.
+TEST_F(ExperimentStoreTest, ConcurrentWritesShareCommitsButKeepTheirOwnOutcome) {
+  constexpr int kThreads = 16;
+  constexpr int kPerThread = 25;
+  ASSERT_OK_AND_ASSIGN(const std::string shared,
+                       store_->Create(MakeExperiment("bob", v1::WORKLOAD_RADIX),
+                                      StateEvent(1, v1::QUEUED)));
+  std::vector<std::vector<std::string>> created(kThreads);
+  std::atomic<int> refused = 0;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        auto id = store_->Create(MakeExperiment("alice", v1::WORKLOAD_RADIX),
+                                 StateEvent(1, v1::QUEUED));
+        if (id.ok()) created[t].push_back(*id);
+        // A write that must fail (seq 1 is taken), interleaved with the others.
+        v1::Experiment experiment = MakeExperiment("bob", v1::WORKLOAD_RADIX, v1::RUNNING);
+        experiment.set_id(shared);
+        if (absl::IsAlreadyExists(store_->Update(experiment, StateEvent(1, v1::RUNNING)))) {
+          refused.fetch_add(1);
+        }
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(refused.load(), kThreads * kPerThread);
+  std::set<std::string> ids;
+  for (const auto& per_thread : created) {
+    EXPECT_EQ(per_thread.size(), kPerThread);
+    ids.insert(per_thread.begin(), per_thread.end());
+  }
+  EXPECT_EQ(ids.size(), kThreads * kPerThread);
+  for (const std::string& id : ids) {
+    ASSERT_OK_AND_ASSIGN(v1::Experiment experiment, store_->Get(id));
+    ASSERT_OK_AND_ASSIGN(auto events, store_->Events(id, 0));
+    EXPECT_THAT(Seqs(events), ElementsAre(1));
+  }
+  // The refused updates changed nothing.
+  ASSERT_OK_AND_ASSIGN(v1::Experiment unchanged, store_->Get(shared));
+  EXPECT_EQ(unchanged.state(), v1::QUEUED);
+}
+
 // Creates a database file as another program would and runs `sql` in it.
 void CreateRawDatabase(const std::string& path, const std::string& sql) {
   sqlite3* db = nullptr;
