@@ -233,8 +233,8 @@ namespace {
 
 // abseil's own lock-order checker keeps its graph (GraphCycles) under an internal spin lock
 // that lives in the uninstrumented library: TSan sees the graph's allocations from several
-// threads but not the lock, and reports abseil's bookkeeping as races. TSan checks lock order
-// itself, so abseil's checker is switched off in TSan builds, before main starts threads.
+// threads but not the lock, and reports abseil's bookkeeping as races. The checker is switched
+// off in TSan builds (plain and ASan builds keep it), before main starts threads.
 const bool kAbslDeadlockDetectionOff = [] {
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   return true;
@@ -256,7 +256,12 @@ const char* __tsan_default_suppressions() {
       // count's release/acquire happens partly where TSan cannot see it, so freeing the last
       // reference looks like a race with gRPC's earlier read. Only abseil-internal frames
       // (the library that made the access) are covered.
-      "called_from_lib:libabsl_status.so\n";
+      "called_from_lib:libabsl_status.so\n"
+      // gRPC hands calls, their arenas and their sockets between its threads through atomics
+      // and reference counts inside the uninstrumented library (seen: grpc_core::Arena freed
+      // on one completion-queue thread after grpcpp's callback read it on another; a channel's
+      // socket closed after its last sendmsg). Only accesses made by libgrpc are covered.
+      "called_from_lib:libgrpc.so\n";
 }
 
 }  // extern "C"
