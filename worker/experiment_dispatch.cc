@@ -81,7 +81,12 @@ std::optional<worker_protocol::RunFinished> InjectFault(
   std::fprintf(stderr, "gpuprof_worker: injected fault '%s' in %s (rank %d)\n",
                label->second.c_str(), assignment.experiment_id().c_str(), assignment.rank());
   std::fflush(stderr);
-  if (fault == "crash") std::raise(SIGSEGV);
+  if (fault == "crash") {
+    // Die by the signal itself, as a real crash does, also in sanitizer builds (whose SIGSEGV
+    // handler would otherwise report and exit with a status instead).
+    std::signal(SIGSEGV, SIG_DFL);
+    std::raise(SIGSEGV);
+  }
   if (fault == "exit") std::_Exit(3);
   if (fault == "hang") {
     while (true) std::this_thread::sleep_for(std::chrono::hours(1));
