@@ -7,8 +7,8 @@ def cc_fuzz_target(name, srcs, deps = [], corpus = None, size = "small"):
 
     `name` defines LLVMFuzzerTestOneInput. Under --config=fuzz (clang) it links libFuzzer and
     fuzzes; otherwise it replays the files it is given. `name`_corpus_test replays the corpus
-    directory (seed inputs and every crash found, kept as regressions) in the normal, ASan and
-    TSan builds.
+    directory (seed inputs and every crash found, kept as regressions) in the plain and ASan
+    builds.
     """
     corpus = corpus or name + "_corpus"
     cc_binary(

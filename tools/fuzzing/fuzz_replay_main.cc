@@ -1,5 +1,5 @@
 // Runs a libFuzzer target's entry point over files, without the fuzzing engine: how the seed
-// corpus and the inputs of past crashes stay regression tests in every build (plain, ASan, TSan).
+// corpus and the inputs of past crashes stay regression tests in every build (plain, ASan).
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
