@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Sets up a Debian 12 machine and runs every check that needs no GPU. This is what CI runs.
-# Stages (each timed; GPUPROF_CI_STAGES picks a subset, default all, in this order):
+# Stages (each timed; GPUPROF_CI_STAGES picks them, in this order). The default is `plain`
+# only: the sanitizer and fuzz stages have not yet been timed on a fresh 2-core machine against
+# CI's 90 minutes, so they run on demand (GPUPROF_CI_STAGES="plain asan tsan fuzz" runs all).
 #   plain  bazel test //...                        the CPU suite as shipped (-O2)
 #   asan   bazel test --config=asan //...          the CPU suite under ASan + UBSan
 #   tsan   bazel test --config=tsan //:tsan_tests  the daemon's concurrent parts under TSan
@@ -10,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/setup.sh
 
-stages="${GPUPROF_CI_STAGES:-plain asan tsan fuzz}"
+stages="${GPUPROF_CI_STAGES:-plain}"
 timings=()
 run_stage() {
   local name="$1"
