@@ -10,7 +10,7 @@ namespace gpuprof {
 std::optional<FaultLabel> ParseFaultLabel(absl::string_view value) {
   const std::vector<absl::string_view> parts = absl::StrSplit(value, absl::MaxSplits('@', 1));
   if (parts[0] != "crash" && parts[0] != "hang" && parts[0] != "exit" &&
-      parts[0] != "cuda-error") {
+      parts[0] != "cuda-error" && parts[0] != "flood" && parts[0] != "garbage") {
     return std::nullopt;
   }
   FaultLabel label{.fault = std::string(parts[0])};

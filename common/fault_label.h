@@ -15,7 +15,9 @@ namespace gpuprof {
 inline constexpr char kFaultLabel[] = "gpuprof.fault";
 
 struct FaultLabel {
-  std::string fault;        // "crash", "hang", "exit", "cuda-error"
+  // "crash", "hang", "exit", "cuda-error"; "flood" (reports without end) and "garbage" (bytes
+  // that are not a report) test the daemon's defences against a misbehaving worker.
+  std::string fault;
   std::optional<int> rank;  // only this rank misbehaves; every rank when unset
   bool AppliesTo(int worker_rank) const { return !rank.has_value() || *rank == worker_rank; }
 };

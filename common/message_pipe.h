@@ -14,8 +14,9 @@
 
 namespace gpuprof {
 
-// A worker's activity batches stay far below this; anything larger is a corrupt stream.
-inline constexpr int64_t kMaxPipeMessageBytes = 256ll << 20;
+// A worker's activity batches stay far below this; anything larger is a corrupt stream. It is
+// also what one report can cost the daemon in memory, and what gRPC lets a reply carry.
+inline constexpr int64_t kMaxPipeMessageBytes = 64ll << 20;
 
 // Reads messages from a file descriptor it owns. Not thread-safe: one reader thread.
 class MessageReader {

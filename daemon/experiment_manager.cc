@@ -230,7 +230,19 @@ absl::StatusOr<std::vector<v1::Experiment>> ExperimentManager::SubmitSweepPoints
   }
   absl::MutexLock lock(&mutex_);
   if (stopping_) return absl::UnavailableError("gpuprofd is shutting down");
-  ASSIGN_OR_RETURN(std::vector<std::string> ids, store_->CreateMany(created));
+  absl::StatusOr<std::vector<std::string>> stored = store_->CreateMany(created);
+  if (!stored.ok()) {
+    // Nothing was acknowledged (the points are stored all together or not at all).
+    return absl::Status(
+        stored.status().code(),
+        absl::StrCat("the sweep's points could not be stored, so none was queued: ",
+                     stored.status().message(),
+                     absl::IsResourceExhausted(stored.status())
+                         ? ". The disk holding gpuprofd's database is full: free space there "
+                           "and submit again (gpuprofd carries on by itself once it can write)"
+                         : ""));
+  }
+  const std::vector<std::string> ids = *std::move(stored);
   std::vector<v1::Experiment> experiments;
   for (size_t point = 0; point < created.size(); ++point) {
     v1::Experiment& experiment = created[point].first;
@@ -272,9 +284,37 @@ absl::StatusOr<v1::Experiment> ExperimentManager::SubmitInternal(v1::ExperimentR
   experiment.set_last_seq(1);
   *experiment.mutable_request() = std::move(request);
 
+  v1::ExperimentEvent first = StateEvent(v1::QUEUED);
+  first.set_seq(1);
+  *first.mutable_time() = experiment.created();
+  {
+    absl::MutexLock lock(&mutex_);
+    if (stopping_) return absl::UnavailableError("gpuprofd is shutting down");
+    // Position among what is queued now, plus this one; recomputed live by Get.
+    first.mutable_state()->set_queue_position(static_cast<int>(scheduler_->queued_count()) + 1);
+  }
+  experiment.set_queue_position(first.state().queue_position());
+  // Stored without the manager's lock, so that concurrent submissions share one commit (the
+  // store's group commit) instead of each waiting for the previous one's fsync.
+  absl::StatusOr<std::string> created = store_->Create(experiment, first);
+  if (!created.ok()) {
+    // Nothing was acknowledged: the client sees the refusal and can submit again.
+    return absl::Status(
+        created.status().code(),
+        absl::StrCat("the experiment could not be stored, so it was not queued: ",
+                     created.status().message(),
+                     absl::IsResourceExhausted(created.status())
+                         ? ". The disk holding gpuprofd's database is full: free space there "
+                           "and submit again (gpuprofd carries on by itself once it can write)"
+                         : ""));
+  }
+  const std::string id = *std::move(created);
+  experiment.set_id(id);
   absl::MutexLock lock(&mutex_);
-  if (stopping_) return absl::UnavailableError("gpuprofd is shutting down");
-  PendingExperiment pending{"",
+  // Stored, so acknowledged: if gpuprofd is stopping, it runs after the restart.
+  if (stopping_) return experiment;
+  // First come, first served in the order the commits were acknowledged.
+  PendingExperiment pending{id,
                             experiment.user(),
                             experiment.request().priority(),
                             next_submit_order_++,
@@ -282,15 +322,6 @@ absl::StatusOr<v1::Experiment> ExperimentManager::SubmitInternal(v1::ExperimentR
                             workloads::RequiredGpuCount(experiment.request()),
                             sweep_id,
                             max_concurrent_gpus};
-  v1::ExperimentEvent first = StateEvent(v1::QUEUED);
-  first.set_seq(1);
-  *first.mutable_time() = experiment.created();
-  // Position among what is queued now, plus this one; recomputed live by Get.
-  first.mutable_state()->set_queue_position(static_cast<int>(scheduler_->queued_count()) + 1);
-  experiment.set_queue_position(first.state().queue_position());
-  ASSIGN_OR_RETURN(std::string id, store_->Create(experiment, first));
-  experiment.set_id(id);
-  pending.id = id;
   scheduler_->Enqueue(std::move(pending));
   experiment.set_queue_position(scheduler_->QueuePosition(id));
   active_[id].experiment = experiment;
@@ -308,7 +339,18 @@ absl::StatusOr<int64_t> ExperimentManager::Subscribe(const std::string& id, int6
   // the stream has neither gaps nor duplicates.
   absl::MutexLock lock(&mutex_);
   ASSIGN_OR_RETURN(auto events, store_->Events(id, from_seq));
-  for (const auto& event : events) sink->OnEvent(event);
+  int64_t replayed_seq = from_seq - 1;
+  for (const auto& event : events) {
+    sink->OnEvent(event);
+    replayed_seq = event.seq();
+  }
+  // Events still waiting for the disk come after the stored ones.
+  for (const auto& [experiment, event] : unpersisted_) {
+    if (experiment.id() == id && event.seq() > replayed_seq) {
+      sink->OnEvent(event);
+      replayed_seq = event.seq();
+    }
+  }
   const auto active = active_.find(id);
   if (active == active_.end() || stopping_) {
     sink->OnEnd();
@@ -330,7 +372,7 @@ absl::StatusOr<v1::Experiment> ExperimentManager::Cancel(const std::string& id,
   absl::MutexLock lock(&mutex_);
   const auto it = active_.find(id);
   if (it == active_.end()) {
-    ASSIGN_OR_RETURN(v1::Experiment experiment, store_->Get(id));
+    ASSIGN_OR_RETURN(v1::Experiment experiment, GetLocked(id));
     return absl::FailedPreconditionError(absl::StrCat(
         "experiment ", id, " already ended: ", v1::ExperimentState_Name(experiment.state())));
   }
@@ -343,12 +385,29 @@ absl::StatusOr<v1::Experiment> ExperimentManager::Cancel(const std::string& id,
     KillWorkersLocked(active);
   }
   EndLocked(id, v1::CANCELLED, why, "");
+  return GetLocked(id);
+}
+
+absl::StatusOr<v1::Experiment> ExperimentManager::GetLocked(const std::string& id) {
+  for (auto it = unpersisted_.rbegin(); it != unpersisted_.rend(); ++it) {
+    if (it->first.id() == id) return it->first;
+  }
   return store_->Get(id);
 }
 
+void ExperimentManager::RetryUnpersistedLocked() {
+  if (unpersisted_.empty()) return;
+  const absl::Status stored = store_->UpdateMany(unpersisted_);
+  if (!stored.ok()) return;
+  LogLine(absl::StrCat("the database can be written again: ", unpersisted_.size(),
+                       " delayed write(s) stored; starting experiments again"));
+  unpersisted_.clear();
+  storage_error_.clear();
+}
+
 absl::StatusOr<v1::Experiment> ExperimentManager::Get(const std::string& id) {
-  ASSIGN_OR_RETURN(v1::Experiment experiment, store_->Get(id));
   absl::MutexLock lock(&mutex_);
+  ASSIGN_OR_RETURN(v1::Experiment experiment, GetLocked(id));
   experiment.set_queue_position(
       experiment.state() == v1::QUEUED ? scheduler_->QueuePosition(id) : 0);
   return experiment;
@@ -394,10 +453,23 @@ void ExperimentManager::AppendEventLocked(Active& active, v1::ExperimentEvent ev
   event.set_seq(experiment.last_seq() + 1);
   if (!event.has_time()) *event.mutable_time() = Now();
   ApplyEvent(event, experiment);
-  const absl::Status stored = store_->Update(experiment, event);
-  if (!stored.ok()) {
-    LogLine(absl::StrCat("could not persist event ", event.seq(), " of ", experiment.id(), ": ",
-                         stored.ToString()));
+  if (unpersisted_.empty()) {
+    const absl::Status stored = store_->Update(experiment, event);
+    if (!stored.ok()) {
+      LogLine(absl::StrCat("could not store event ", event.seq(), " of ", experiment.id(), ": ",
+                           stored.ToString(), "; retrying every second, and starting nothing "
+                           "until it is stored"));
+      storage_error_ = std::string(stored.message());
+      unpersisted_.emplace_back(experiment, event);
+    }
+  } else {
+    unpersisted_.emplace_back(experiment, event);
+  }
+  // A run whose events cannot be kept is stopped (by the control loop, outside this caller)
+  // rather than left to pile up events in memory.
+  if (!unpersisted_.empty() && !IsTerminalState(experiment.state())) {
+    active.storage_failed = true;
+    wake_.Signal();
   }
   for (auto& [subscription, sink] : active.sinks) sink->OnEvent(event);
   if (event.has_state() && !experiment.sweep_id().empty() && sweep_point_listener_) {
@@ -605,8 +677,24 @@ void ExperimentManager::OnWorkerReport(int64_t slot_id,
   const int rank = slot->second.rank;
   const auto found = active_.find(id);
   // Cancelled (or timing out): what the dying worker still says no longer counts.
-  if (found == active_.end() || found->second.ending) return;
+  if (found == active_.end() || found->second.ending || found->second.storage_failed) return;
   Active& active = found->second;
+  ++active.reports;
+  active.report_bytes += static_cast<int64_t>(report.ByteSizeLong());
+  if (active.reports > options_.max_reports_per_experiment ||
+      active.report_bytes > options_.max_report_bytes_per_experiment) {
+    if (observer_ != nullptr) observer_->WorkerFailed(/*timed_out=*/false);
+    KillWorkersLocked(active);
+    EndLocked(id, v1::FAILED,
+              absl::StrCat("rank ", rank, "'s worker flooded its report pipe (", active.reports,
+                           " reports, ", active.report_bytes,
+                           " bytes; the limits per experiment are ",
+                           options_.max_reports_per_experiment, " reports and ",
+                           options_.max_report_bytes_per_experiment,
+                           " bytes) and was killed"),
+              slot->second.process->StderrTail());
+    return;
+  }
   if (report.has_rendezvous()) {
     if (!report.rendezvous().error().empty()) {
       KillWorkersLocked(active);
@@ -694,7 +782,26 @@ void ExperimentManager::OnWorkerExit(int64_t slot_id, const WorkerExit& exit) {
 void ExperimentManager::ControlLoop() {
   absl::MutexLock lock(&mutex_);
   while (!stopping_) {
-    for (const Dispatch& dispatch : scheduler_->DispatchReady(absl::Now())) StartLocked(dispatch);
+    RetryUnpersistedLocked();
+    std::vector<std::string> unstorable;
+    for (const auto& [id, active] : active_) {
+      if (active.storage_failed) unstorable.push_back(id);
+    }
+    for (const std::string& id : unstorable) {
+      Active& active = active_.at(id);
+      if (active.experiment.state() == v1::QUEUED) scheduler_->Remove(id);
+      KillWorkersLocked(active);
+      EndLocked(id, v1::FAILED,
+                absl::StrCat("gpuprofd could not store this experiment's events (",
+                             storage_error_, "), so it stopped the run rather than lose them"),
+                "");
+    }
+    // While writes wait for the disk, nothing new starts: its events could not be kept.
+    if (unpersisted_.empty()) {
+      for (const Dispatch& dispatch : scheduler_->DispatchReady(absl::Now())) {
+        StartLocked(dispatch);
+      }
+    }
 
     const absl::Time now = absl::Now();
     absl::Time next_wake = now + absl::Seconds(1);
@@ -744,6 +851,12 @@ void ExperimentManager::Shutdown() {
     }
     for (const auto& id : running) {
       EndLocked(id, v1::INTERRUPTED, "gpuprofd shut down while the experiment ran", "");
+    }
+    RetryUnpersistedLocked();
+    if (!unpersisted_.empty()) {
+      LogLine(absl::StrCat(unpersisted_.size(), " write(s) could not be stored before exit (",
+                           storage_error_, "); the experiments they belong to will show as "
+                           "interrupted after a restart"));
     }
     // Queued experiments stay queued in the store; their watchers reattach after restart.
     for (auto& [id, active] : active_) {

@@ -40,6 +40,10 @@ struct ManagerOptions {
   absl::Duration probe_timeout = absl::Seconds(180);
   bool measure_copy_bandwidth = true;
   std::string version;
+  // A worker reporting more than this for one experiment is flooding: it is killed and the
+  // experiment fails. Every report is stored, so these bound the database too.
+  int64_t max_reports_per_experiment = 1'000'000;
+  int64_t max_report_bytes_per_experiment = int64_t{1} << 30;
 };
 
 // Receives one experiment's events. Called with the manager's lock held: implementations
@@ -118,6 +122,11 @@ class ExperimentManager {
     // Set when the workers are being killed (timeout): the final state waits for an exit so
     // the reason can carry the worker's last output.
     bool ending = false;
+    // What its workers reported so far, against the flood limits.
+    int64_t reports = 0;
+    int64_t report_bytes = 0;
+    // Its events could not be stored (full disk): the control loop stops it.
+    bool storage_failed = false;
   };
   struct WorkerSlot {
     std::unique_ptr<WorkerProcess> process;
@@ -165,6 +174,11 @@ class ExperimentManager {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void EndLocked(const std::string& id, v1::ExperimentState state, const std::string& reason,
                  const std::string& stderr_tail) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // The stored experiment, with the writes still waiting for the disk applied.
+  absl::StatusOr<v1::Experiment> GetLocked(const std::string& id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Retries the writes the store refused; on success the backlog is empty again.
+  void RetryUnpersistedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   const ManagerOptions options_;
   const std::unique_ptr<ExperimentStore> store_;
@@ -181,6 +195,12 @@ class ExperimentManager {
   // Workers to destroy outside the lock, on the control thread: their destructors join
   // threads whose callbacks take the lock.
   std::vector<std::unique_ptr<WorkerProcess>> retired_ ABSL_GUARDED_BY(mutex_);
+  // Writes the store refused (a full disk), oldest first, each with the experiment as it was
+  // after it. The control loop retries them until they land; meanwhile no experiment starts,
+  // and new events queue behind them so that the stored order stays the order they happened.
+  std::vector<std::pair<v1::Experiment, v1::ExperimentEvent>> unpersisted_
+      ABSL_GUARDED_BY(mutex_);
+  std::string storage_error_ ABSL_GUARDED_BY(mutex_);
   int64_t next_slot_ ABSL_GUARDED_BY(mutex_) = 1;
   int64_t next_subscription_ ABSL_GUARDED_BY(mutex_) = 1;
   int64_t next_submit_order_ ABSL_GUARDED_BY(mutex_) = 0;

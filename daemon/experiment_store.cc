@@ -6,7 +6,9 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <system_error>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -168,6 +170,18 @@ class SqliteStatement {
 // An open connection; closed on destruction.
 class SqliteDatabase {
  public:
+  // Opens an existing database file without writing to it.
+  static absl::StatusOr<std::unique_ptr<SqliteDatabase>> OpenReadOnly(const std::string& path) {
+    sqlite3* handle = nullptr;
+    const int result = sqlite3_open_v2(path.c_str(), &handle, SQLITE_OPEN_READONLY,
+                                       /*zVfs=*/nullptr);
+    auto database = std::unique_ptr<SqliteDatabase>(new SqliteDatabase(handle));
+    if (result != SQLITE_OK) return SqliteError(handle, result, absl::StrCat("opening ", path));
+    sqlite3_extended_result_codes(handle, 1);
+    sqlite3_busy_timeout(handle, kBusyTimeoutMs);
+    return database;
+  }
+
   // Opens (creating if needed) the database file, and its parent directories.
   static absl::StatusOr<std::unique_ptr<SqliteDatabase>> Open(const std::string& path) {
     std::filesystem::path parent = std::filesystem::path(path).parent_path();
@@ -433,11 +447,91 @@ absl::StatusOr<int64_t> CheckSchemaVersion(SqliteDatabase& database, const std::
   return version;
 }
 
+// Marks the file as gpuprof's (PRAGMA application_id, "GPPF"), so that another
+// application's SQLite file given as --db is recognised and refused.
+constexpr int64_t kApplicationId = 0x47505046;
+
+// What to do about a database gpuprofd must not use; ends every refusal message.
+constexpr char kRefusalAdvice[] =
+    "gpuprofd does not start on it, so that no stored experiment is silently lost or "
+    "overwritten. Run `gpuprofd --check-db --db PATH` for a full check; restore the file from a "
+    "backup, or move it aside to start with an empty database";
+
+// A failed read of the file's header or pages, restated for whoever reads the log.
+absl::Status ExplainUnreadable(const absl::Status& status, const std::string& path) {
+  if (!absl::IsDataLoss(status)) return status;
+  return absl::DataLossError(absl::StrCat("database ", path,
+                                          " is damaged or not an SQLite database (", status.message(),
+                                          "). ", kRefusalAdvice));
+}
+
+// Refuses a file that is not gpuprof's: another application's id, or tables without our schema
+// version. Reads only.
+absl::Status CheckIdentity(SqliteDatabase& database, const std::string& path) {
+  ASSIGN_OR_RETURN(int64_t application_id,
+                   database.QueryInt64("PRAGMA application_id", "reading application id"));
+  ASSIGN_OR_RETURN(int64_t version,
+                   database.QueryInt64("PRAGMA user_version", "reading schema version"));
+  ASSIGN_OR_RETURN(int64_t tables,
+                   database.QueryInt64("SELECT count(*) FROM sqlite_master WHERE type = 'table' "
+                                       "AND name NOT LIKE 'sqlite_%'",
+                                       "listing tables"));
+  if (application_id != 0 && application_id != kApplicationId) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "database %s belongs to another application (SQLite application_id 0x%08x, gpuprof's "
+        "is 0x%08x). %s",
+        path, application_id, kApplicationId, kRefusalAdvice));
+  }
+  if (version == 0 && tables > 0) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "database %s holds %d tables but no gpuprof schema: it is another application's "
+        "database. %s",
+        path, tables, kRefusalAdvice));
+  }
+  if (version > 0) {
+    for (const char* table : {"experiments", "events"}) {
+      ASSIGN_OR_RETURN(int64_t found,
+                       database.QueryInt64(absl::StrCat("SELECT count(*) FROM sqlite_master WHERE "
+                                                        "type = 'table' AND name = '",
+                                                        table, "'"),
+                                           "checking the schema"));
+      if (found == 0) {
+        return absl::DataLossError(absl::StrFormat(
+            "database %s has gpuprof schema version %d but no table '%s'. %s", path, version,
+            table, kRefusalAdvice));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+// PRAGMA quick_check (pages and b-trees, O(size), no index contents) or integrity_check (also
+// every index against its table). OK, or DataLoss quoting the first problems SQLite found.
+absl::Status CheckPages(SqliteDatabase& database, const std::string& path, bool full) {
+  ASSIGN_OR_RETURN(SqliteStatement check,
+                   database.Prepare(full ? "PRAGMA integrity_check(20)" : "PRAGMA quick_check(20)",
+                                    "checking the database's integrity"));
+  std::vector<std::string> problems;
+  while (true) {
+    ASSIGN_OR_RETURN(bool has_row, check.Step());
+    if (!has_row) break;
+    std::string line = check.ColumnText(0);
+    if (line != "ok") problems.push_back(std::move(line));
+  }
+  if (problems.empty()) return absl::OkStatus();
+  return absl::DataLossError(absl::StrCat("database ", path, " is damaged: ",
+                                          absl::StrJoin(problems, "; "), ". ", kRefusalAdvice));
+}
+
 }  // namespace
 }  // namespace experiment_store_internal
 
 using experiment_store_internal::BindExperimentColumns;
+using experiment_store_internal::CheckIdentity;
+using experiment_store_internal::CheckPages;
 using experiment_store_internal::CheckSchemaVersion;
+using experiment_store_internal::ExplainUnreadable;
+using experiment_store_internal::kApplicationId;
 using experiment_store_internal::DecodePageToken;
 using experiment_store_internal::EncodePageToken;
 using experiment_store_internal::ExperimentId;
@@ -455,8 +549,11 @@ using experiment_store_internal::Transaction;
 
 absl::StatusOr<std::unique_ptr<ExperimentStore>> ExperimentStore::Open(const std::string& path) {
   ASSIGN_OR_RETURN(std::unique_ptr<SqliteDatabase> database, SqliteDatabase::Open(path));
-  // Refuse a newer schema before changing anything in the file.
-  RETURN_IF_ERROR(CheckSchemaVersion(*database, path).status());
+  // Refuse a newer schema, another application's file or a damaged one before changing
+  // anything in it.
+  RETURN_IF_ERROR(ExplainUnreadable(CheckSchemaVersion(*database, path).status(), path));
+  RETURN_IF_ERROR(ExplainUnreadable(CheckIdentity(*database, path), path));
+  RETURN_IF_ERROR(ExplainUnreadable(CheckPages(*database, path, /*full=*/false), path));
 
   // The journal mode is stored in the file; it cannot change inside a transaction.
   ASSIGN_OR_RETURN(std::string journal_mode,
@@ -480,15 +577,165 @@ absl::StatusOr<std::unique_ptr<ExperimentStore>> ExperimentStore::Open(const std
                                         "setting schema version"));
     }
     RETURN_IF_ERROR(database->Execute(kSweepSchema, "creating the sweep tables"));
+    // Databases created before the id was introduced get it on their next start.
+    RETURN_IF_ERROR(database->Execute(absl::StrCat("PRAGMA application_id = ", kApplicationId),
+                                      "setting application id"));
     RETURN_IF_ERROR(transaction.Commit());
   }
-  return std::unique_ptr<ExperimentStore>(new ExperimentStore(std::move(database)));
+  // Reads go through a second connection: in WAL mode they see the last commit without
+  // waiting for the writer's transaction and fsync.
+  ASSIGN_OR_RETURN(std::unique_ptr<SqliteDatabase> reader, SqliteDatabase::Open(path));
+  RETURN_IF_ERROR(reader->Execute("PRAGMA query_only = ON", "configuring the read connection"));
+  return std::unique_ptr<ExperimentStore>(
+      new ExperimentStore(std::move(database), std::move(reader)));
 }
 
-ExperimentStore::ExperimentStore(std::unique_ptr<SqliteDatabase> database)
-    : database_(std::move(database)) {}
+absl::StatusOr<std::string> ExperimentStore::CheckDatabase(const std::string& path) {
+  if (!std::filesystem::exists(path)) {
+    return absl::NotFoundError(absl::StrCat("database ", path, " does not exist"));
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<SqliteDatabase> database, SqliteDatabase::OpenReadOnly(path));
+  auto check = [&]() -> absl::StatusOr<std::string> {
+    ASSIGN_OR_RETURN(int64_t version, CheckSchemaVersion(*database, path));
+    RETURN_IF_ERROR(CheckIdentity(*database, path));
+    RETURN_IF_ERROR(CheckPages(*database, path, /*full=*/true));
+    if (version == 0) {
+      return absl::StrCat("database ", path, " is intact and holds no experiments yet");
+    }
+    // Every stored message must parse too: SQLite checks pages, not what is in the blobs.
+    int64_t experiments = 0;
+    int64_t events = 0;
+    for (auto [table, count] : {std::pair{"experiments", &experiments}, {"events", &events}}) {
+      ASSIGN_OR_RETURN(SqliteStatement select,
+                       database->Prepare(absl::StrCat("SELECT proto FROM ", table),
+                                         absl::StrCat("reading ", table)));
+      v1::Experiment experiment;
+      v1::ExperimentEvent event;
+      google::protobuf::Message& message =
+          std::string_view(table) == "events" ? static_cast<google::protobuf::Message&>(event)
+                                              : experiment;
+      while (true) {
+        ASSIGN_OR_RETURN(bool has_row, select.Step());
+        if (!has_row) break;
+        ++*count;
+        RETURN_IF_ERROR(ParseStored(select.ColumnBlob(0), message,
+                                    absl::StrCat("row ", *count, " of table ", table)));
+      }
+    }
+    // The sweep tables are added at start-up to databases older than sweeps; one that has not
+    // been opened by such a daemon yet has none, which is fine.
+    int64_t sweeps = 0;
+    int64_t sweep_events = 0;
+    int64_t baselines = 0;
+    v1::Sweep sweep;
+    v1::SweepEvent sweep_event;
+    v1::Baseline baseline;
+    for (auto [table, count, message] :
+         {std::tuple<const char*, int64_t*, google::protobuf::Message*>{"sweeps", &sweeps, &sweep},
+          {"sweep_events", &sweep_events, &sweep_event},
+          {"baselines", &baselines, &baseline}}) {
+      ASSIGN_OR_RETURN(int64_t present,
+                       database->QueryInt64(absl::StrCat("SELECT count(*) FROM sqlite_master WHERE "
+                                                         "type = 'table' AND name = '",
+                                                         table, "'"),
+                                            "checking the schema"));
+      if (present == 0) continue;
+      ASSIGN_OR_RETURN(SqliteStatement select,
+                       database->Prepare(absl::StrCat("SELECT proto FROM ", table),
+                                         absl::StrCat("reading ", table)));
+      while (true) {
+        ASSIGN_OR_RETURN(bool has_row, select.Step());
+        if (!has_row) break;
+        ++*count;
+        RETURN_IF_ERROR(ParseStored(select.ColumnBlob(0), *message,
+                                    absl::StrCat("row ", *count, " of table ", table)));
+      }
+    }
+    return absl::StrFormat(
+        "database %s is intact: schema version %d, %d experiments, %d events, %d sweeps, %d "
+        "sweep events, %d baselines",
+        path, version, experiments, events, sweeps, sweep_events, baselines);
+  };
+  absl::StatusOr<std::string> verdict = check();
+  if (!verdict.ok()) return ExplainUnreadable(verdict.status(), path);
+  return verdict;
+}
+
+ExperimentStore::ExperimentStore(std::unique_ptr<SqliteDatabase> database,
+                                 std::unique_ptr<SqliteDatabase> reader)
+    : database_(std::move(database)), reader_(std::move(reader)) {}
 
 ExperimentStore::~ExperimentStore() = default;
+
+struct ExperimentStore::PendingWrite {
+  absl::string_view operation;
+  const std::function<absl::Status()>* write;
+  absl::Status result;
+  bool done = false;
+};
+
+absl::Status ExperimentStore::CommitWrite(absl::string_view operation,
+                                          const std::function<absl::Status()>& write) {
+  PendingWrite pending{operation, &write};
+  absl::MutexLock queue_lock(&queue_mutex_);
+  queue_.push_back(&pending);
+  while (!pending.done) {
+    if (committing_) {
+      // Another thread is committing; this write goes into the next batch.
+      batch_committed_.Wait(&queue_mutex_);
+      continue;
+    }
+    // Commit everything queued so far, this write included, as one transaction.
+    committing_ = true;
+    std::vector<PendingWrite*> batch;
+    batch.swap(queue_);
+    queue_mutex_.Unlock();
+    CommitBatch(batch);
+    queue_mutex_.Lock();
+    for (PendingWrite* write_in_batch : batch) write_in_batch->done = true;
+    committing_ = false;
+    batch_committed_.SignalAll();
+  }
+  return pending.result;
+}
+
+void ExperimentStore::CommitBatch(const std::vector<PendingWrite*>& batch) {
+  absl::MutexLock lock(&mutex_);
+  const std::string operation =
+      batch.size() == 1 ? std::string(batch[0]->operation)
+                        : absl::StrCat(batch.size(), " writes (", batch[0]->operation, ", ...)");
+  absl::StatusOr<Transaction> transaction = Transaction::Begin(*database_, operation);
+  if (!transaction.ok()) {
+    for (PendingWrite* pending : batch) pending->result = transaction.status();
+    return;
+  }
+  for (size_t i = 0; i < batch.size(); ++i) {
+    PendingWrite& pending = *batch[i];
+    pending.result = database_->Execute("SAVEPOINT write", "starting a write");
+    if (pending.result.ok()) pending.result = (*pending.write)();
+    if (sqlite3_get_autocommit(database_->handle()) != 0) {
+      // Some errors (a full disk, I/O) make SQLite roll the whole transaction back: every
+      // write of the batch is undone, the ones before this one included.
+      const absl::Status undone =
+          pending.result.ok() ? absl::InternalError("the transaction ended unexpectedly")
+                              : pending.result;
+      for (PendingWrite* other : batch) other->result = undone;
+      return;
+    }
+    if (!pending.result.ok()) {
+      (void)database_->Execute("ROLLBACK TO write", "undoing a failed write");
+    }
+    (void)database_->Execute("RELEASE write", "ending a write");
+  }
+  // With synchronous=FULL the commit is durable when it returns: only now are the writes
+  // acknowledged.
+  const absl::Status committed = transaction->Commit();
+  if (!committed.ok()) {
+    for (PendingWrite* pending : batch) {
+      if (pending->result.ok()) pending->result = committed;
+    }
+  }
+}
 
 absl::StatusOr<std::string> ExperimentStore::Create(v1::Experiment experiment,
                                                     v1::ExperimentEvent first_event) {
@@ -507,15 +754,21 @@ absl::StatusOr<std::vector<std::string>> ExperimentStore::CreateMany(
                        first_event.seq()));
     }
   }
-  absl::MutexLock lock(&mutex_);
-  ASSIGN_OR_RETURN(Transaction transaction,
-                   Transaction::Begin(*database_, "creating experiments"));
+  // All of them in one savepoint of a group commit: stored together or not at all, and
+  // acknowledged only once the transaction carrying them has committed.
   std::vector<std::string> ids;
-  for (auto& [experiment, first_event] : experiments) {
-    ASSIGN_OR_RETURN(std::string id, CreateInTransaction(experiment, first_event));
-    ids.push_back(std::move(id));
-  }
-  RETURN_IF_ERROR(transaction.Commit());
+  const std::function<absl::Status()> write = [&]() -> absl::Status {
+    ids.clear();
+    for (auto& [experiment, first_event] : experiments) {
+      ASSIGN_OR_RETURN(std::string id, CreateInTransaction(experiment, first_event));
+      ids.push_back(std::move(id));
+    }
+    return absl::OkStatus();
+  };
+  RETURN_IF_ERROR(CommitWrite(experiments.size() == 1
+                                  ? "creating an experiment"
+                                  : absl::StrCat("creating ", experiments.size(), " experiments"),
+                              write));
   return ids;
 }
 
@@ -554,24 +807,20 @@ absl::StatusOr<std::string> ExperimentStore::CreateInTransaction(
 
 absl::Status ExperimentStore::Update(const v1::Experiment& experiment,
                                      const v1::ExperimentEvent& event) {
-  absl::MutexLock lock(&mutex_);
-  ASSIGN_OR_RETURN(Transaction transaction,
-                   Transaction::Begin(*database_, absl::StrCat("updating ", experiment.id())));
-  RETURN_IF_ERROR(UpdateInTransaction(experiment, event));
-  return transaction.Commit();
+  return CommitWrite(absl::StrCat("updating ", experiment.id()), [&]() {
+    return UpdateInTransaction(experiment, event);
+  });
 }
 
 absl::Status ExperimentStore::UpdateMany(
     const std::vector<std::pair<v1::Experiment, v1::ExperimentEvent>>& updates) {
   if (updates.empty()) return absl::OkStatus();
-  absl::MutexLock lock(&mutex_);
-  ASSIGN_OR_RETURN(
-      Transaction transaction,
-      Transaction::Begin(*database_, absl::StrCat("updating ", updates.size(), " experiments")));
-  for (const auto& [experiment, event] : updates) {
-    RETURN_IF_ERROR(UpdateInTransaction(experiment, event));
-  }
-  return transaction.Commit();
+  return CommitWrite(absl::StrCat("updating ", updates.size(), " experiments"), [&]() {
+    for (const auto& [experiment, event] : updates) {
+      RETURN_IF_ERROR(UpdateInTransaction(experiment, event));
+    }
+    return absl::OkStatus();
+  });
 }
 
 absl::Status ExperimentStore::UpdateInTransaction(const v1::Experiment& experiment,
@@ -605,9 +854,9 @@ absl::Status ExperimentStore::UpdateInTransaction(const v1::Experiment& experime
 }
 
 absl::StatusOr<v1::Experiment> ExperimentStore::Get(const std::string& id) {
-  absl::MutexLock lock(&mutex_);
+  absl::MutexLock lock(&read_mutex_);
   ASSIGN_OR_RETURN(SqliteStatement select,
-                   database_->Prepare("SELECT proto FROM experiments WHERE id = ?1",
+                   reader_->Prepare("SELECT proto FROM experiments WHERE id = ?1",
                                       absl::StrCat("reading experiment ", id)));
   RETURN_IF_ERROR(select.BindText(1, id));
   ASSIGN_OR_RETURN(bool found, select.Step());
@@ -619,17 +868,17 @@ absl::StatusOr<v1::Experiment> ExperimentStore::Get(const std::string& id) {
 
 absl::StatusOr<std::vector<v1::ExperimentEvent>> ExperimentStore::Events(const std::string& id,
                                                                          int64_t from_seq) {
-  absl::MutexLock lock(&mutex_);
+  absl::MutexLock lock(&read_mutex_);
   {
     ASSIGN_OR_RETURN(SqliteStatement exists,
-                     database_->Prepare("SELECT 1 FROM experiments WHERE id = ?1",
+                     reader_->Prepare("SELECT 1 FROM experiments WHERE id = ?1",
                                         absl::StrCat("looking up experiment ", id)));
     RETURN_IF_ERROR(exists.BindText(1, id));
     ASSIGN_OR_RETURN(bool found, exists.Step());
     if (!found) return absl::NotFoundError(absl::StrCat("experiment ", id, " not found"));
   }
   ASSIGN_OR_RETURN(SqliteStatement select,
-                   database_->Prepare("SELECT seq, proto FROM events "
+                   reader_->Prepare("SELECT seq, proto FROM events "
                                       "WHERE experiment_id = ?1 AND seq >= ?2 ORDER BY seq",
                                       absl::StrCat("reading events of experiment ", id)));
   RETURN_IF_ERROR(select.BindText(1, id));
@@ -672,8 +921,8 @@ absl::StatusOr<ExperimentPage> ExperimentStore::List(const ExperimentFilter& fil
   // One row more than the page tells whether another page follows.
   absl::StrAppend(&sql, " ORDER BY seq DESC LIMIT ?");
 
-  absl::MutexLock lock(&mutex_);
-  ASSIGN_OR_RETURN(SqliteStatement select, database_->Prepare(sql, "listing experiments"));
+  absl::MutexLock lock(&read_mutex_);
+  ASSIGN_OR_RETURN(SqliteStatement select, reader_->Prepare(sql, "listing experiments"));
   int parameter = 0;
   if (!filter.user.empty()) RETURN_IF_ERROR(select.BindText(++parameter, filter.user));
   for (v1::ExperimentState state : filter.states) {
@@ -706,9 +955,9 @@ absl::StatusOr<ExperimentPage> ExperimentStore::List(const ExperimentFilter& fil
 
 absl::StatusOr<std::vector<v1::Experiment>> ExperimentStore::ListByState(
     v1::ExperimentState state) {
-  absl::MutexLock lock(&mutex_);
+  absl::MutexLock lock(&read_mutex_);
   ASSIGN_OR_RETURN(SqliteStatement select,
-                   database_->Prepare("SELECT seq, proto FROM experiments WHERE state = ?1 "
+                   reader_->Prepare("SELECT seq, proto FROM experiments WHERE state = ?1 "
                                       "ORDER BY seq",
                                       absl::StrCat("listing experiments in state ",
                                                    v1::ExperimentState_Name(state))));
@@ -728,68 +977,69 @@ absl::StatusOr<std::string> ExperimentStore::CreateSweep(v1::Sweep sweep,
   if (first_event.seq() <= 0) {
     return absl::InvalidArgumentError("creating a sweep: the first event needs a positive seq");
   }
-  absl::MutexLock lock(&mutex_);
-  ASSIGN_OR_RETURN(Transaction transaction, Transaction::Begin(*database_, "creating a sweep"));
-  ASSIGN_OR_RETURN(int64_t number,
-                   database_->QueryInt64(kNextSweepNumberSql, "choosing a sweep id"));
-  const std::string id = SweepId(number);
-  sweep.set_id(id);
-  first_event.set_sweep_id(id);
-  if (first_event.has_created()) first_event.mutable_created()->set_id(id);
-  ASSIGN_OR_RETURN(SqliteStatement insert,
-                   database_->Prepare("INSERT INTO sweeps (seq, id, user, state, "
-                                      "created_unix_ns, proto) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                                      absl::StrCat("inserting sweep ", id)));
-  RETURN_IF_ERROR(insert.BindInt64(1, number));
-  RETURN_IF_ERROR(insert.BindText(2, id));
-  RETURN_IF_ERROR(insert.BindText(3, sweep.user()));
-  RETURN_IF_ERROR(insert.BindInt64(4, sweep.state()));
-  RETURN_IF_ERROR(insert.BindInt64(5, UnixNanos(sweep.created())));
-  RETURN_IF_ERROR(insert.BindBlob(6, sweep.SerializeAsString()));
-  RETURN_IF_ERROR(insert.Run());
-  ASSIGN_OR_RETURN(SqliteStatement event,
-                   database_->Prepare("INSERT INTO sweep_events (sweep_id, seq, proto) "
-                                      "VALUES (?1, ?2, ?3)",
-                                      "inserting sweep event"));
-  RETURN_IF_ERROR(event.BindText(1, id));
-  RETURN_IF_ERROR(event.BindInt64(2, first_event.seq()));
-  RETURN_IF_ERROR(event.BindBlob(3, first_event.SerializeAsString()));
-  RETURN_IF_ERROR(event.Run());
-  RETURN_IF_ERROR(transaction.Commit());
+  // Through the group commit: acknowledged only once its transaction has committed.
+  std::string id;
+  const std::function<absl::Status()> write = [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(int64_t number,
+                     database_->QueryInt64(kNextSweepNumberSql, "choosing a sweep id"));
+    id = SweepId(number);
+    sweep.set_id(id);
+    first_event.set_sweep_id(id);
+    if (first_event.has_created()) first_event.mutable_created()->set_id(id);
+    ASSIGN_OR_RETURN(SqliteStatement insert,
+                     database_->Prepare("INSERT INTO sweeps (seq, id, user, state, "
+                                        "created_unix_ns, proto) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                                        absl::StrCat("inserting sweep ", id)));
+    RETURN_IF_ERROR(insert.BindInt64(1, number));
+    RETURN_IF_ERROR(insert.BindText(2, id));
+    RETURN_IF_ERROR(insert.BindText(3, sweep.user()));
+    RETURN_IF_ERROR(insert.BindInt64(4, sweep.state()));
+    RETURN_IF_ERROR(insert.BindInt64(5, UnixNanos(sweep.created())));
+    RETURN_IF_ERROR(insert.BindBlob(6, sweep.SerializeAsString()));
+    RETURN_IF_ERROR(insert.Run());
+    ASSIGN_OR_RETURN(SqliteStatement event,
+                     database_->Prepare("INSERT INTO sweep_events (sweep_id, seq, proto) "
+                                        "VALUES (?1, ?2, ?3)",
+                                        "inserting sweep event"));
+    RETURN_IF_ERROR(event.BindText(1, id));
+    RETURN_IF_ERROR(event.BindInt64(2, first_event.seq()));
+    RETURN_IF_ERROR(event.BindBlob(3, first_event.SerializeAsString()));
+    return event.Run();
+  };
+  RETURN_IF_ERROR(CommitWrite("creating a sweep", write));
   return id;
 }
 
 absl::Status ExperimentStore::UpdateSweep(const v1::Sweep& sweep, const v1::SweepEvent& event) {
-  absl::MutexLock lock(&mutex_);
-  ASSIGN_OR_RETURN(Transaction transaction,
-                   Transaction::Begin(*database_, absl::StrCat("updating ", sweep.id())));
-  ASSIGN_OR_RETURN(SqliteStatement update,
-                   database_->Prepare("UPDATE sweeps SET state = ?1, proto = ?2 WHERE id = ?3",
-                                      absl::StrCat("updating sweep ", sweep.id())));
-  RETURN_IF_ERROR(update.BindInt64(1, sweep.state()));
-  RETURN_IF_ERROR(update.BindBlob(2, sweep.SerializeAsString()));
-  RETURN_IF_ERROR(update.BindText(3, sweep.id()));
-  RETURN_IF_ERROR(update.Run());
-  if (sqlite3_changes(database_->handle()) == 0) {
-    return absl::NotFoundError(absl::StrCat("sweep ", sweep.id(), " not found"));
-  }
-  if (event.seq() > 0) {
-    ASSIGN_OR_RETURN(SqliteStatement insert,
-                     database_->Prepare("INSERT INTO sweep_events (sweep_id, seq, proto) "
-                                        "VALUES (?1, ?2, ?3)",
-                                        "inserting sweep event"));
-    RETURN_IF_ERROR(insert.BindText(1, sweep.id()));
-    RETURN_IF_ERROR(insert.BindInt64(2, event.seq()));
-    RETURN_IF_ERROR(insert.BindBlob(3, event.SerializeAsString()));
-    RETURN_IF_ERROR(insert.Run());
-  }
-  return transaction.Commit();
+  return CommitWrite(absl::StrCat("updating ", sweep.id()), [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(SqliteStatement update,
+                     database_->Prepare("UPDATE sweeps SET state = ?1, proto = ?2 WHERE id = ?3",
+                                        absl::StrCat("updating sweep ", sweep.id())));
+    RETURN_IF_ERROR(update.BindInt64(1, sweep.state()));
+    RETURN_IF_ERROR(update.BindBlob(2, sweep.SerializeAsString()));
+    RETURN_IF_ERROR(update.BindText(3, sweep.id()));
+    RETURN_IF_ERROR(update.Run());
+    if (sqlite3_changes(database_->handle()) == 0) {
+      return absl::NotFoundError(absl::StrCat("sweep ", sweep.id(), " not found"));
+    }
+    if (event.seq() > 0) {
+      ASSIGN_OR_RETURN(SqliteStatement insert,
+                       database_->Prepare("INSERT INTO sweep_events (sweep_id, seq, proto) "
+                                          "VALUES (?1, ?2, ?3)",
+                                          "inserting sweep event"));
+      RETURN_IF_ERROR(insert.BindText(1, sweep.id()));
+      RETURN_IF_ERROR(insert.BindInt64(2, event.seq()));
+      RETURN_IF_ERROR(insert.BindBlob(3, event.SerializeAsString()));
+      RETURN_IF_ERROR(insert.Run());
+    }
+    return absl::OkStatus();
+  });
 }
 
 absl::StatusOr<v1::Sweep> ExperimentStore::GetSweep(const std::string& id) {
-  absl::MutexLock lock(&mutex_);
+  absl::MutexLock lock(&read_mutex_);
   ASSIGN_OR_RETURN(SqliteStatement select,
-                   database_->Prepare("SELECT proto FROM sweeps WHERE id = ?1",
+                   reader_->Prepare("SELECT proto FROM sweeps WHERE id = ?1",
                                       absl::StrCat("reading sweep ", id)));
   RETURN_IF_ERROR(select.BindText(1, id));
   ASSIGN_OR_RETURN(bool found, select.Step());
@@ -801,17 +1051,17 @@ absl::StatusOr<v1::Sweep> ExperimentStore::GetSweep(const std::string& id) {
 
 absl::StatusOr<std::vector<v1::SweepEvent>> ExperimentStore::SweepEvents(const std::string& id,
                                                                          int64_t from_seq) {
-  absl::MutexLock lock(&mutex_);
+  absl::MutexLock lock(&read_mutex_);
   {
     ASSIGN_OR_RETURN(SqliteStatement exists,
-                     database_->Prepare("SELECT 1 FROM sweeps WHERE id = ?1",
+                     reader_->Prepare("SELECT 1 FROM sweeps WHERE id = ?1",
                                         absl::StrCat("looking up sweep ", id)));
     RETURN_IF_ERROR(exists.BindText(1, id));
     ASSIGN_OR_RETURN(bool found, exists.Step());
     if (!found) return absl::NotFoundError(absl::StrCat("sweep ", id, " not found"));
   }
   ASSIGN_OR_RETURN(SqliteStatement select,
-                   database_->Prepare("SELECT seq, proto FROM sweep_events "
+                   reader_->Prepare("SELECT seq, proto FROM sweep_events "
                                       "WHERE sweep_id = ?1 AND seq >= ?2 ORDER BY seq",
                                       absl::StrCat("reading events of sweep ", id)));
   RETURN_IF_ERROR(select.BindText(1, id));
@@ -844,8 +1094,8 @@ absl::StatusOr<SweepPage> ExperimentStore::ListSweeps(const std::string& user, i
   std::string sql = "SELECT seq, proto FROM sweeps";
   if (!conditions.empty()) absl::StrAppend(&sql, " WHERE ", absl::StrJoin(conditions, " AND "));
   absl::StrAppend(&sql, " ORDER BY seq DESC LIMIT ?");
-  absl::MutexLock lock(&mutex_);
-  ASSIGN_OR_RETURN(SqliteStatement select, database_->Prepare(sql, "listing sweeps"));
+  absl::MutexLock lock(&read_mutex_);
+  ASSIGN_OR_RETURN(SqliteStatement select, reader_->Prepare(sql, "listing sweeps"));
   int parameter = 0;
   if (!user.empty()) RETURN_IF_ERROR(select.BindText(++parameter, user));
   if (before_seq > 0) RETURN_IF_ERROR(select.BindInt64(++parameter, before_seq));
@@ -869,9 +1119,9 @@ absl::StatusOr<SweepPage> ExperimentStore::ListSweeps(const std::string& user, i
 }
 
 absl::StatusOr<std::vector<v1::Sweep>> ExperimentStore::ListSweepsByState(v1::SweepState state) {
-  absl::MutexLock lock(&mutex_);
+  absl::MutexLock lock(&read_mutex_);
   ASSIGN_OR_RETURN(SqliteStatement select,
-                   database_->Prepare("SELECT seq, proto FROM sweeps WHERE state = ?1 ORDER BY seq",
+                   reader_->Prepare("SELECT seq, proto FROM sweeps WHERE state = ?1 ORDER BY seq",
                                       "listing sweeps by state"));
   RETURN_IF_ERROR(select.BindInt64(1, state));
   std::vector<v1::Sweep> sweeps;
@@ -886,9 +1136,9 @@ absl::StatusOr<std::vector<v1::Sweep>> ExperimentStore::ListSweepsByState(v1::Sw
 
 absl::StatusOr<std::map<int, std::vector<std::string>>> ExperimentStore::SweepPointExperiments(
     const std::string& sweep_id) {
-  absl::MutexLock lock(&mutex_);
+  absl::MutexLock lock(&read_mutex_);
   ASSIGN_OR_RETURN(SqliteStatement select,
-                   database_->Prepare("SELECT point_index, experiment_id FROM sweep_points "
+                   reader_->Prepare("SELECT point_index, experiment_id FROM sweep_points "
                                       "WHERE sweep_id = ?1 ORDER BY point_index, attempt",
                                       absl::StrCat("reading the points of ", sweep_id)));
   RETURN_IF_ERROR(select.BindText(1, sweep_id));
@@ -902,28 +1152,29 @@ absl::StatusOr<std::map<int, std::vector<std::string>>> ExperimentStore::SweepPo
 }
 
 absl::Status ExperimentStore::SaveBaseline(const v1::Baseline& baseline, bool replace) {
-  absl::MutexLock lock(&mutex_);
-  ASSIGN_OR_RETURN(SqliteStatement insert,
-                   database_->Prepare(replace ? "INSERT OR REPLACE INTO baselines (name, proto) "
-                                                "VALUES (?1, ?2)"
-                                              : "INSERT INTO baselines (name, proto) "
-                                                "VALUES (?1, ?2)",
-                                      absl::StrCat("saving baseline ", baseline.name())));
-  RETURN_IF_ERROR(insert.BindText(1, baseline.name()));
-  RETURN_IF_ERROR(insert.BindBlob(2, baseline.SerializeAsString()));
-  absl::Status status = insert.Run();
-  if (absl::IsAlreadyExists(status)) {
-    return absl::AlreadyExistsError(absl::StrCat(
-        "baseline \"", baseline.name(), "\" already exists; replace it explicitly"));
-  }
-  return status;
+  return CommitWrite(absl::StrCat("saving baseline ", baseline.name()), [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(SqliteStatement insert,
+                     database_->Prepare(replace ? "INSERT OR REPLACE INTO baselines (name, proto) "
+                                                  "VALUES (?1, ?2)"
+                                                : "INSERT INTO baselines (name, proto) "
+                                                  "VALUES (?1, ?2)",
+                                        absl::StrCat("saving baseline ", baseline.name())));
+    RETURN_IF_ERROR(insert.BindText(1, baseline.name()));
+    RETURN_IF_ERROR(insert.BindBlob(2, baseline.SerializeAsString()));
+    absl::Status status = insert.Run();
+    if (absl::IsAlreadyExists(status)) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "baseline \"", baseline.name(), "\" already exists; replace it explicitly"));
+    }
+    return status;
+  });
 }
 
 absl::StatusOr<std::vector<v1::Baseline>> ExperimentStore::ListBaselines(
     const std::string& name) {
-  absl::MutexLock lock(&mutex_);
+  absl::MutexLock lock(&read_mutex_);
   ASSIGN_OR_RETURN(SqliteStatement select,
-                   database_->Prepare(name.empty()
+                   reader_->Prepare(name.empty()
                                           ? "SELECT proto FROM baselines ORDER BY name"
                                           : "SELECT proto FROM baselines WHERE name = ?1",
                                       "listing baselines"));
@@ -938,8 +1189,8 @@ absl::StatusOr<std::vector<v1::Baseline>> ExperimentStore::ListBaselines(
 }
 
 absl::StatusOr<int64_t> ExperimentStore::SizeBytes() {
-  absl::MutexLock lock(&mutex_);
-  return database_->QueryInt64(
+  absl::MutexLock lock(&read_mutex_);
+  return reader_->QueryInt64(
       "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()",
       "measuring the database");
 }

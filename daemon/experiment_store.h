@@ -8,6 +8,7 @@
 #define GPUPROF_DAEMON_EXPERIMENT_STORE_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -17,6 +18,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "gpuprof/v1/experiment.pb.h"
 #include "gpuprof/v1/sweep.pb.h"
@@ -51,7 +53,7 @@ struct ExperimentPage {
   std::string next_page_token;
 };
 
-// Thread-safe: calls are serialized on one connection.
+// Thread-safe: calls are serialized on one connection; concurrent writes share commits.
 class ExperimentStore {
  public:
   // The schema this code reads and writes, kept in PRAGMA user_version.
@@ -61,8 +63,16 @@ class ExperimentStore {
 
   // Opens the database at `path`, creating it and its parent directories if needed, creates
   // the schema and switches the database to WAL mode. A database written by a newer schema
-  // version is refused with FailedPrecondition.
+  // version or by another application is refused with FailedPrecondition, a damaged one with
+  // DataLoss; the messages say what to do.
   static absl::StatusOr<std::unique_ptr<ExperimentStore>> Open(const std::string& path);
+
+  // The full check behind `gpuprofd --check-db`, read-only: SQLite's integrity_check, the
+  // file's identity (gpuprof's, not another application's) and that every stored message
+  // parses. Returns a one-line summary when intact; DataLoss or FailedPrecondition saying what
+  // is wrong otherwise, NotFound if there is no file. Open runs the cheaper quick_check and
+  // the identity check, and refuses a file that fails them.
+  static absl::StatusOr<std::string> CheckDatabase(const std::string& path);
 
   ExperimentStore(const ExperimentStore&) = delete;
   ExperimentStore& operator=(const ExperimentStore&) = delete;
@@ -138,7 +148,17 @@ class ExperimentStore {
   absl::StatusOr<int64_t> SizeBytes();
 
  private:
-  explicit ExperimentStore(std::unique_ptr<experiment_store_internal::SqliteDatabase> database);
+  ExperimentStore(std::unique_ptr<experiment_store_internal::SqliteDatabase> database,
+                  std::unique_ptr<experiment_store_internal::SqliteDatabase> reader);
+
+  // Group commit: `write` runs inside a transaction shared with the writes other threads hand
+  // in meanwhile, in its own savepoint (its failure undoes only its own changes), and
+  // CommitWrite returns once that transaction has committed durably, or failed. One fsync
+  // then covers every write of the batch: concurrent callers do not queue for one fsync each.
+  struct PendingWrite;
+  absl::Status CommitWrite(absl::string_view operation, const std::function<absl::Status()>& write)
+      ABSL_LOCKS_EXCLUDED(mutex_, queue_mutex_);
+  void CommitBatch(const std::vector<PendingWrite*>& batch) ABSL_LOCKS_EXCLUDED(mutex_);
 
   // Inserts one experiment (and its sweep link) inside the caller's transaction; sets the id.
   absl::StatusOr<std::string> CreateInTransaction(v1::Experiment& experiment,
@@ -150,9 +170,19 @@ class ExperimentStore {
                                    const v1::ExperimentEvent& event)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
-  // One connection, used by one thread at a time.
+  // The write connection, used by one thread at a time.
   absl::Mutex mutex_;
   std::unique_ptr<experiment_store_internal::SqliteDatabase> database_ ABSL_GUARDED_BY(mutex_);
+
+  // The connection reads use (Get, Events, List, ...): they never wait for a commit's fsync.
+  absl::Mutex read_mutex_;
+  std::unique_ptr<experiment_store_internal::SqliteDatabase> reader_ ABSL_GUARDED_BY(read_mutex_);
+
+  // Writes waiting for the next commit, and whether a thread is committing a batch now.
+  absl::Mutex queue_mutex_ ABSL_ACQUIRED_BEFORE(mutex_);
+  absl::CondVar batch_committed_;
+  std::vector<PendingWrite*> queue_ ABSL_GUARDED_BY(queue_mutex_);
+  bool committing_ ABSL_GUARDED_BY(queue_mutex_) = false;
 };
 
 }  // namespace gpuprof::daemon

@@ -597,6 +597,202 @@ TEST_F(ExperimentStoreTest, FileThatIsNotADatabaseIsRefused) {
   EXPECT_THAT(store.status().message(), HasSubstr("not a database"));
 }
 
+// Group commit: writes from many threads at once share transactions; each keeps its own
+// outcome (a refused write undoes only itself) and every acknowledged one is stored.
+TEST_F(ExperimentStoreTest, ConcurrentWritesShareCommitsButKeepTheirOwnOutcome) {
+  constexpr int kThreads = 16;
+  constexpr int kPerThread = 25;
+  ASSERT_OK_AND_ASSIGN(const std::string shared,
+                       store_->Create(MakeExperiment("bob", v1::WORKLOAD_RADIX),
+                                      StateEvent(1, v1::QUEUED)));
+  std::vector<std::vector<std::string>> created(kThreads);
+  std::atomic<int> refused = 0;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        auto id = store_->Create(MakeExperiment("alice", v1::WORKLOAD_RADIX),
+                                 StateEvent(1, v1::QUEUED));
+        if (id.ok()) created[t].push_back(*id);
+        // A write that must fail (seq 1 is taken), interleaved with the others.
+        v1::Experiment experiment = MakeExperiment("bob", v1::WORKLOAD_RADIX, v1::RUNNING);
+        experiment.set_id(shared);
+        if (absl::IsAlreadyExists(store_->Update(experiment, StateEvent(1, v1::RUNNING)))) {
+          refused.fetch_add(1);
+        }
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(refused.load(), kThreads * kPerThread);
+  std::set<std::string> ids;
+  for (const auto& per_thread : created) {
+    EXPECT_EQ(per_thread.size(), kPerThread);
+    ids.insert(per_thread.begin(), per_thread.end());
+  }
+  EXPECT_EQ(ids.size(), kThreads * kPerThread);
+  for (const std::string& id : ids) {
+    ASSERT_OK_AND_ASSIGN(v1::Experiment experiment, store_->Get(id));
+    ASSERT_OK_AND_ASSIGN(auto events, store_->Events(id, 0));
+    EXPECT_THAT(Seqs(events), ElementsAre(1));
+  }
+  // The refused updates changed nothing.
+  ASSERT_OK_AND_ASSIGN(v1::Experiment unchanged, store_->Get(shared));
+  EXPECT_EQ(unchanged.state(), v1::QUEUED);
+}
+
+// Creates a database file as another program would and runs `sql` in it.
+void CreateRawDatabase(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
+                            nullptr),
+            SQLITE_OK);
+  EXPECT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK) << sql;
+  sqlite3_close(db);
+}
+
+TEST_F(ExperimentStoreTest, NewDatabaseIsMarkedAsGpuprofs) {
+  EXPECT_EQ(RawQuery(path_, "PRAGMA application_id"), std::to_string(0x47505046));
+}
+
+TEST_F(ExperimentStoreTest, AnotherApplicationsDatabaseIsRefusedUntouched) {
+  const std::string path = directory_ + "/other-app.db";
+  CreateRawDatabase(path, "CREATE TABLE accounts (name TEXT); INSERT INTO accounts VALUES ('kept')");
+  absl::StatusOr<std::unique_ptr<ExperimentStore>> store = ExperimentStore::Open(path);
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(store.status().message(), HasSubstr("another application"));
+  EXPECT_THAT(store.status().message(), HasSubstr(path));
+  EXPECT_THAT(store.status().message(), HasSubstr("--check-db"));
+  // Nothing was added to it.
+  EXPECT_EQ(RawQuery(path, "SELECT count(*) FROM sqlite_master WHERE name = 'experiments'"), "0");
+  EXPECT_EQ(RawQuery(path, "SELECT name FROM accounts"), "kept");
+  EXPECT_EQ(ExperimentStore::CheckDatabase(path).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(ExperimentStoreTest, ForeignApplicationIdIsRefused) {
+  const std::string path = directory_ + "/foreign-id.db";
+  CreateRawDatabase(path, "PRAGMA application_id = 1234");
+  absl::StatusOr<std::unique_ptr<ExperimentStore>> store = ExperimentStore::Open(path);
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(store.status().message(), HasSubstr("application_id 0x000004d2"));
+}
+
+TEST_F(ExperimentStoreTest, CheckDatabaseSummarisesAnIntactDatabase) {
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_OK(store_->Create(MakeExperiment("alice", v1::WORKLOAD_RADIX), StateEvent(1, v1::QUEUED))
+                  .status());
+  }
+  ASSERT_OK_AND_ASSIGN(std::string verdict, ExperimentStore::CheckDatabase(path_));
+  EXPECT_THAT(verdict, HasSubstr("intact"));
+  EXPECT_THAT(verdict, HasSubstr("3 experiments, 3 events"));
+  EXPECT_EQ(ExperimentStore::CheckDatabase(directory_ + "/missing.db").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST_F(ExperimentStoreTest, CheckDatabaseParsesSweepsAndBaselinesToo) {
+  v1::Sweep sweep;
+  sweep.set_user("alice");
+  sweep.set_state(v1::SWEEP_RUNNING);
+  v1::SweepEvent first;
+  first.set_seq(1);
+  ASSERT_OK_AND_ASSIGN(const std::string id, store_->CreateSweep(sweep, first));
+  v1::Baseline baseline;
+  baseline.set_name("main");
+  baseline.set_target_id(id);
+  ASSERT_OK(store_->SaveBaseline(baseline, false));
+  ASSERT_OK_AND_ASSIGN(std::string verdict, ExperimentStore::CheckDatabase(path_));
+  EXPECT_THAT(verdict, HasSubstr("1 sweeps, 1 sweep events, 1 baselines"));
+
+  // Pages intact, but the stored sweep no longer parses: only the record check sees it.
+  store_.reset();
+  RawQuery(path_, "UPDATE sweeps SET proto = X'ffffffffff'");
+  absl::StatusOr<std::string> damaged = ExperimentStore::CheckDatabase(path_);
+  EXPECT_EQ(damaged.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(damaged.status().message(), HasSubstr("table sweeps"));
+}
+
+TEST_F(ExperimentStoreTest, SweepWritesJoinTheGroupCommitWithTheirOwnOutcome) {
+  // Sweeps with their points, sweep updates and plain experiments from several threads share
+  // commits; each sweep's points are stored together and linked to it, and a refused write
+  // (a duplicate sweep event) fails alone.
+  constexpr int kThreads = 6;
+  constexpr int kPoints = 5;
+  std::vector<std::string> sweep_ids(kThreads);
+  std::vector<absl::Status> duplicate(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      v1::Sweep sweep;
+      sweep.set_user("alice");
+      sweep.set_state(v1::SWEEP_RUNNING);
+      v1::SweepEvent first;
+      first.set_seq(1);
+      absl::StatusOr<std::string> id = store_->CreateSweep(sweep, first);
+      ASSERT_OK(id.status());
+      sweep_ids[t] = *id;
+      std::vector<std::pair<v1::Experiment, v1::ExperimentEvent>> points;
+      for (int point = 0; point < kPoints; ++point) {
+        v1::Experiment experiment = MakeExperiment("alice", v1::WORKLOAD_RADIX);
+        experiment.set_sweep_id(*id);
+        experiment.set_sweep_point(point);
+        points.emplace_back(experiment, StateEvent(1, v1::QUEUED));
+      }
+      ASSERT_OK(store_->CreateMany(points).status());
+      ASSERT_OK(store_->Create(MakeExperiment("bob", v1::WORKLOAD_RADIX),
+                               StateEvent(1, v1::QUEUED))
+                    .status());
+      sweep.set_id(*id);
+      v1::SweepEvent again;
+      again.set_seq(1);
+      duplicate[t] = store_->UpdateSweep(sweep, again);
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  Reopen();
+  std::set<std::string> distinct(sweep_ids.begin(), sweep_ids.end());
+  EXPECT_EQ(distinct.size(), static_cast<size_t>(kThreads));
+  for (int t = 0; t < kThreads; ++t) {
+    EXPECT_TRUE(absl::IsAlreadyExists(duplicate[t])) << duplicate[t];
+    ASSERT_OK_AND_ASSIGN(auto links, store_->SweepPointExperiments(sweep_ids[t]));
+    EXPECT_EQ(links.size(), static_cast<size_t>(kPoints));
+    ASSERT_OK_AND_ASSIGN(auto events, store_->SweepEvents(sweep_ids[t], 0));
+    EXPECT_EQ(events.size(), 1u);
+  }
+  ASSERT_OK_AND_ASSIGN(ExperimentPage page, store_->List(ExperimentFilter{}, 1000, ""));
+  EXPECT_EQ(page.experiments.size(), static_cast<size_t>(kThreads * (kPoints + 1)));
+}
+
+TEST_F(ExperimentStoreTest, DamagedDatabaseIsRefusedAndTheCheckSaysWhere) {
+  // Enough rows for several b-tree pages, then garbage over pages in the middle of the file.
+  std::string description(600, 'd');
+  for (int i = 0; i < 300; ++i) {
+    v1::Experiment experiment = MakeExperiment("alice", v1::WORKLOAD_RADIX);
+    experiment.mutable_request()->set_description(description);
+    ASSERT_OK(store_->Create(experiment, StateEvent(1, v1::QUEUED)).status());
+  }
+  store_.reset();  // Closing the last connection checkpoints the WAL into the file.
+  const int64_t page_size = std::stoll(RawQuery(path_, "PRAGMA page_size"));
+  const int64_t pages = std::stoll(RawQuery(path_, "PRAGMA page_count"));
+  ASSERT_GT(pages, 20);
+  {
+    std::fstream file(path_, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(page_size * (pages / 2));
+    const std::string garbage(page_size * 3, '\xa5');
+    file.write(garbage.data(), static_cast<std::streamsize>(garbage.size()));
+    ASSERT_TRUE(file.good());
+  }
+  absl::StatusOr<std::unique_ptr<ExperimentStore>> store = ExperimentStore::Open(path_);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(store.status().message(), HasSubstr(path_));
+  EXPECT_THAT(store.status().message(), HasSubstr("--check-db"));
+
+  absl::StatusOr<std::string> verdict = ExperimentStore::CheckDatabase(path_);
+  EXPECT_EQ(verdict.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(verdict.status().message(), HasSubstr("damaged"));
+}
+
 // The writer the killed child runs: creates experiments and moves each through events 2..4,
 // reporting "<id> <last_seq>\n" on `ack_fd` after every call returns (the acknowledgement).
 // Another thread sends SIGKILL once enough calls were acknowledged, while writes go on.

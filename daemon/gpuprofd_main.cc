@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -71,6 +72,14 @@ ABSL_FLAG(absl::Duration, shutdown_timeout, absl::Seconds(20),
           "marked INTERRUPTED, streams end, and if anything still holds on when it runs out "
           "the process exits anyway (status 3; the database is safe, as after kill -9). Keep "
           "it below the pod's terminationGracePeriodSeconds / systemd's TimeoutStopSec.");
+ABSL_FLAG(int64_t, max_reports_per_experiment, 1'000'000,
+          "A worker sending more reports than this for one experiment is killed and the "
+          "experiment fails (a runaway worker must not fill the database).");
+ABSL_FLAG(int64_t, max_report_bytes_per_experiment, int64_t{1} << 30,
+          "Like --max_reports_per_experiment, in bytes of reports.");
+ABSL_FLAG(bool, check_db, false,
+          "Check the database and exit without serving: SQLite's integrity_check, that the file "
+          "is gpuprof's and that every stored record parses. Exit 0 if intact, 1 if not.");
 ABSL_FLAG(bool, enable_test_faults, false,
           "Honour the gpuprof.fault label (crash/hang/exit/cuda-error a worker): for tests only.");
 
@@ -106,6 +115,18 @@ int Run() {
   }
   const std::string state_dir =
       absl::GetFlag(FLAGS_state_dir).empty() ? DefaultStateDir() : absl::GetFlag(FLAGS_state_dir);
+  const std::string db_path =
+      absl::GetFlag(FLAGS_db).empty() ? DefaultDatabasePath(state_dir) : absl::GetFlag(FLAGS_db);
+  // Read-only: creates nothing, not even the state directory.
+  if (absl::GetFlag(FLAGS_check_db)) {
+    const absl::StatusOr<std::string> verdict = ExperimentStore::CheckDatabase(db_path);
+    if (!verdict.ok()) {
+      std::fprintf(stderr, "gpuprofd: %s\n", std::string(verdict.status().message()).c_str());
+      return 1;
+    }
+    std::printf("%s\n", verdict->c_str());
+    return 0;
+  }
   std::error_code error;
   std::filesystem::create_directories(state_dir, error);
   if (error) {
@@ -113,15 +134,15 @@ int Run() {
                  error.message().c_str());
     return 1;
   }
-  const std::string db_path =
-      absl::GetFlag(FLAGS_db).empty() ? DefaultDatabasePath(state_dir) : absl::GetFlag(FLAGS_db);
   std::vector<std::string> addresses = absl::GetFlag(FLAGS_listen).empty()
                                            ? DefaultListenAddresses(state_dir)
                                            : SplitAddresses(absl::GetFlag(FLAGS_listen));
 
   auto store = ExperimentStore::Open(db_path);
   if (!store.ok()) {
-    std::fprintf(stderr, "gpuprofd: %s\n", store.status().ToString().c_str());
+    // A damaged or foreign database is never replaced by an empty one: refuse to start.
+    std::fprintf(stderr, "gpuprofd: not starting: %s\n",
+                 std::string(store.status().message()).c_str());
     return 1;
   }
   ManagerOptions options;
@@ -136,6 +157,8 @@ int Run() {
   options.gpu_reservation_after = absl::GetFlag(FLAGS_gpu_reservation_after);
   options.measure_copy_bandwidth = absl::GetFlag(FLAGS_measure_copy_bandwidth);
   options.version = std::string(GpuprofVersion());
+  options.max_reports_per_experiment = absl::GetFlag(FLAGS_max_reports_per_experiment);
+  options.max_report_bytes_per_experiment = absl::GetFlag(FLAGS_max_report_bytes_per_experiment);
   // Declared before the manager, which reports to it until its very end.
   std::unique_ptr<MetricsExporter> metrics;
   if (!absl::GetFlag(FLAGS_metrics_listen).empty()) {
@@ -261,6 +284,10 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "gpuprofd: the gpuprof daemon. Owns this node's GPUs, queues experiments submitted with "
       "the gpuprof CLI, runs them in supervised worker processes and keeps their results.");
+  // `--check-db` is how the command is documented; abseil spells flags with underscores.
+  for (int i = 1; i < argc; ++i) {
+    if (std::string_view(argv[i]) == "--check-db") argv[i] = const_cast<char*>("--check_db");
+  }
   absl::ParseCommandLine(argc, argv);
   // Block the shutdown and reload signals before any thread starts, so only sigwait sees them; a worker
   // dying must not kill the daemon through SIGPIPE.

@@ -339,7 +339,19 @@ absl::StatusOr<v1::Sweep> SweepManager::Submit(v1::SweepRequest request) {
 
   absl::MutexLock lock(&mutex_);
   if (stopping_) return absl::UnavailableError("gpuprofd is shutting down");
-  ASSIGN_OR_RETURN(std::string id, store_.CreateSweep(sweep, first));
+  absl::StatusOr<std::string> created = store_.CreateSweep(sweep, first);
+  if (!created.ok()) {
+    // Nothing was acknowledged or queued: the client sees the refusal and can submit again.
+    return absl::Status(
+        created.status().code(),
+        absl::StrCat("the sweep could not be stored, so none of its points was queued: ",
+                     created.status().message(),
+                     absl::IsResourceExhausted(created.status())
+                         ? ". The disk holding gpuprofd's database is full: free space there "
+                           "and submit again (gpuprofd carries on by itself once it can write)"
+                         : ""));
+  }
+  const std::string id = *std::move(created);
   sweep.set_id(id);
   ActiveSweep& active = active_[id];
   active.sweep = std::move(sweep);

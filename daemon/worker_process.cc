@@ -148,11 +148,20 @@ void WorkerProcess::ReadOutput() {
 }
 
 void WorkerProcess::ReadReports(ReportCallback on_report, ExitCallback on_exit) {
+  std::string protocol_error;
   {
     MessageReader reader(report_fd_);
     while (true) {
       worker_protocol::WorkerReport report;
-      if (!reader.Read(&report).ok()) break;
+      const absl::Status read = reader.Read(&report);
+      if (absl::IsOutOfRange(read)) break;  // the worker closed the pipe
+      if (!read.ok()) {
+        // A torn, oversized or unparsable report: the worker cannot be trusted to go on, and
+        // it may not exit by itself. Kill it rather than wait.
+        protocol_error = std::string(read.message());
+        Kill();
+        break;
+      }
       on_report(report);
     }
   }
@@ -167,7 +176,10 @@ void WorkerProcess::ReadReports(ReportCallback on_report, ExitCallback on_exit) 
   }
   if (output_thread_.joinable()) output_thread_.join();
   WorkerExit exit;
-  exit.description = DescribeWaitStatus(status);
+  exit.description = protocol_error.empty()
+                         ? DescribeWaitStatus(status)
+                         : absl::StrCat("sent a malformed report (", protocol_error,
+                                        ") and was killed");
   exit.clean = WIFEXITED(status) && WEXITSTATUS(status) == 0;
   exit.stderr_tail = StderrTail();
   on_exit(exit);

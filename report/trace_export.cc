@@ -32,6 +32,16 @@ std::string JsonNumber(double value) {
   return absl::StrFormat("%.6g", value);
 }
 
+// later - earlier, or 0 when negative; saturates instead of overflowing. Records come from a
+// worker and may hold any value (0 for a timestamp CUPTI could not take, garbage from a bug).
+int64_t ElapsedNs(int64_t earlier, int64_t later) {
+  int64_t difference = 0;
+  if (__builtin_sub_overflow(later, earlier, &difference)) {
+    return later > earlier ? std::numeric_limits<int64_t>::max() : 0;
+  }
+  return std::max<int64_t>(difference, 0);
+}
+
 // Microseconds with nanosecond resolution.
 std::string Microseconds(int64_t nanoseconds) {
   return absl::StrFormat("%.3f", static_cast<double>(nanoseconds) / 1e3);
@@ -101,7 +111,7 @@ std::string Args(const api::ActivityRecord& record) {
     case api::ActivityRecord::KIND_MEMSET: {
       args.Add("bytes", record.bytes());
       if (!record.copy_kind().empty()) args.Add("copy_kind", record.copy_kind());
-      const int64_t duration_ns = record.end_ns() - record.start_ns();
+      const int64_t duration_ns = ElapsedNs(record.start_ns(), record.end_ns());
       if (duration_ns > 0) {
         args.Add("bandwidth_gbps", static_cast<double>(record.bytes()) / duration_ns);
       }
@@ -213,8 +223,8 @@ std::string ExportChromeTrace(absl::string_view experiment_id,
       gpus.insert(record->gpu_id());
       streams.insert({record->gpu_id(), record->stream_id()});
     }
-    const int64_t start_ns = std::max<int64_t>(record->start_ns() - origin_ns, 0);
-    const int64_t duration_ns = std::max<int64_t>(record->end_ns() - record->start_ns(), 0);
+    const int64_t start_ns = ElapsedNs(origin_ns, record->start_ns());
+    const int64_t duration_ns = ElapsedNs(record->start_ns(), record->end_ns());
     // Scaffolding stays on its stream (it is what held the stream) but can be filtered out.
     const std::string category =
         record->scaffolding() ? absl::StrCat(Category(record->kind()), ",scaffolding")

@@ -81,9 +81,26 @@ std::optional<worker_protocol::RunFinished> InjectFault(
   std::fprintf(stderr, "gpuprof_worker: injected fault '%s' in %s (rank %d)\n",
                label->second.c_str(), assignment.experiment_id().c_str(), assignment.rank());
   std::fflush(stderr);
-  if (fault == "crash") std::raise(SIGSEGV);
+  if (fault == "crash") {
+    // Die by the signal itself, as a real crash does, also in sanitizer builds (whose SIGSEGV
+    // handler would otherwise report and exit with a status instead).
+    std::signal(SIGSEGV, SIG_DFL);
+    std::raise(SIGSEGV);
+  }
   if (fault == "exit") std::_Exit(3);
   if (fault == "hang") {
+    while (true) std::this_thread::sleep_for(std::chrono::hours(1));
+  }
+  if (fault == "flood") {
+    // Well-formed reports as fast as the pipe takes them, each carrying 64 KiB.
+    const std::string filler(64 << 10, 'f');
+    for (int64_t done = 0;; ++done) EmitProgress(emit, v1::PHASE_TIMED, done, 0, filler);
+  }
+  if (fault == "garbage") {
+    // A length prefix promising a message, then bytes that do not parse as one; then wait to
+    // be killed, as a worker with a corrupted stack might.
+    const char garbage[] = "\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff";
+    (void)!write(kReportFd, garbage, sizeof(garbage) - 1);
     while (true) std::this_thread::sleep_for(std::chrono::hours(1));
   }
   return Failed("injected CUDA error: an illegal memory access was encountered "

@@ -11,6 +11,9 @@
 namespace gpuprof::worker {
 
 // Sends progress, activity and result events towards the daemon.
+// The worker's end of its report pipe (gpuprofd passes it as fd 4).
+inline constexpr int kReportFd = 4;
+
 using EventEmitter = std::function<void(const ::gpuprof::v1::ExperimentEvent&)>;
 
 // Runs `assignment` to the end. The returned RunFinished says whether it succeeded and whether

@@ -31,7 +31,6 @@ JitCacheSize MeasureJitCache() {
   if (!contents.ok()) return {};
   return {contents->entries, contents->bytes};
 }
-constexpr int kReportFd = 4;
 
 int Serve() {
   MessageReader commands(kCommandFd);

@@ -104,7 +104,11 @@ int Serve() {
     *report.mutable_event() = event;
     send(report);
     const std::string fault = FaultFor(run);
-    if (fault == "crash") std::raise(SIGSEGV);
+    if (fault == "crash") {
+      // Die by the signal itself, also under a sanitizer's SIGSEGV handler.
+      std::signal(SIGSEGV, SIG_DFL);
+      std::raise(SIGSEGV);
+    }
     if (fault == "exit") std::_Exit(3);
     if (fault == "hang") {
       while (true) std::this_thread::sleep_for(std::chrono::hours(1));

@@ -52,6 +52,8 @@ class DaemonProcess {
   void SpawnOnly();
   int WaitForExit(absl::Duration timeout = absl::Seconds(60));
 
+  // The daemon's process id while it runs, else -1.
+  pid_t pid() const { return pid_; }
   std::string target() const { return "unix:" + socket_dir_ + "/gpuprofd.sock"; }
   const std::string& state_dir() const { return state_dir_; }
   std::unique_ptr<v1::Profiler::Stub> NewStub() const;

@@ -24,6 +24,11 @@ void ApplyStoreDefaults(const v1::ListGpusResponse& inventory, v1::ExperimentReq
   SetIfZero(spec.dtype(), [&] { spec.set_dtype(v1::DATA_TYPE_BF16); });
   SetIfZero(spec.page_size(), [&] { spec.set_page_size(1); });
   SetIfZero(spec.cache_slots(), [&] {
+    // Out-of-range sizes are left for validation to name; the arithmetic must not overflow.
+    if (spec.num_tokens() < 1 || spec.num_tokens() > kMaxTokens || spec.page_size() < 1 ||
+        spec.page_size() > 1024) {
+      return;
+    }
     const int64_t slots = std::max<int64_t>(spec.num_tokens() * 4, 65536);
     spec.set_cache_slots((slots + spec.page_size() - 1) / spec.page_size() * spec.page_size());
   });

@@ -1,0 +1,64 @@
+// Arbitrary bytes as the ExperimentRequest a client sends: decode as gRPC does, apply the
+// defaults and validate against a two-GPU inventory. Any input must end in OK or a clear error,
+// never a crash; and validation must be a pure function of its inputs.
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+
+#include "daemon/request_validation.h"
+#include "google/protobuf/stubs/logging.h"
+#include "gpuprof/v1/experiment.pb.h"
+#include "gpuprof/v1/gpus.pb.h"
+
+namespace {
+
+gpuprof::v1::ListGpusResponse TwoGpus() {
+  gpuprof::v1::ListGpusResponse inventory;
+  for (const char* workload : {"radix", "index", "store", "attention", "collective"}) {
+    inventory.add_supported_workloads(workload);
+  }
+  for (int i = 0; i < 2; ++i) {
+    auto* gpu = inventory.add_gpus();
+    gpu->set_index(i);
+    gpu->set_total_memory_bytes(80ll << 30);
+    gpu->set_numa_node(0);
+  }
+  for (auto [a, b] : {std::pair{0, 1}, std::pair{1, 0}}) {
+    auto* link = inventory.add_links();
+    link->set_gpu_a(a);
+    link->set_gpu_b(b);
+    link->set_type(gpuprof::v1::LINK_TYPE_NVLINK);
+  }
+  return inventory;
+}
+
+}  // namespace
+
+// Decoding errors (invalid UTF-8 in a string field, ...) are expected here; keep the log quiet.
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  google::protobuf::SetLogHandler(nullptr);
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static const gpuprof::v1::ListGpusResponse inventory = TwoGpus();
+  gpuprof::v1::ExperimentRequest request;
+  if (!request.ParseFromArray(data, static_cast<int>(size))) return 0;
+  // The first byte decides whether test-only fault labels are allowed, so both paths run.
+  gpuprof::daemon::ValidationLimits limits;
+  limits.allow_test_faults = size > 0 && (data[0] & 1) != 0;
+  gpuprof::daemon::ApplyRequestDefaults(limits, inventory, request);
+  const absl::Status first = gpuprof::daemon::ValidateExperimentRequest(request, inventory, limits);
+  const absl::Status second = gpuprof::daemon::ValidateExperimentRequest(request, inventory, limits);
+  if (first != second) {
+    std::fprintf(stderr, "validation is not deterministic: '%s' then '%s'\n",
+                 first.ToString().c_str(), second.ToString().c_str());
+    std::abort();
+  }
+  if (!first.ok() && first.message().empty()) {
+    std::fprintf(stderr, "a refusal without a message: %s\n", first.ToString().c_str());
+    std::abort();
+  }
+  return 0;
+}

@@ -1,0 +1,268 @@
+// Load generator for a running gpuprofd: N concurrent clients submit, watch, list and cancel
+// over gRPC for a bounded time while the Prometheus endpoint is scraped every 200 ms. Prints
+// Submit acknowledgement latency (p50/p99/max), durable submits per second (an acknowledgement
+// is the stored QUEUED event, sent after its commit), Watch delivery latency, List latency,
+// and the daemon's RSS and open file descriptors at start and end.
+//
+//   load_generator --target unix:/path/gpuprofd.sock --daemon_pid PID --clients 200
+//       --duration 60s --metrics_port 9464 [--prefill 100000]   (one line)
+//
+// --prefill first submits (and cancels) that many experiments as fast as the clients can, so
+// that List is measured over a large store.
+#include <dirent.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "google/protobuf/util/time_util.h"
+#include "gpuprof/v1/profiler.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+#include "tests/metrics/http_client.h"
+
+ABSL_FLAG(std::string, target, "", "gpuprofd's address, e.g. unix:/run/gpuprofd.sock");
+ABSL_FLAG(int, daemon_pid, 0, "gpuprofd's pid, for RSS and fd counts (0: not reported)");
+ABSL_FLAG(int, clients, 200, "Concurrent clients (threads, each with its own channel)");
+ABSL_FLAG(absl::Duration, duration, absl::Seconds(60), "How long the measured phase lasts");
+ABSL_FLAG(int, metrics_port, 9464, "gpuprofd's metrics port on 127.0.0.1 (0: no scraping)");
+ABSL_FLAG(int64_t, prefill, 0, "Experiments to submit before the measured phase");
+ABSL_FLAG(bool, cancel, true,
+          "Cancel each experiment after its acknowledgement (keeps the queue short); without, "
+          "the measured phase is submissions and lists only (the watchers still cancel)");
+ABSL_FLAG(int, watchers, 8, "Clients that keep a Watch open on their latest experiment");
+
+namespace gpuprof::load {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+namespace v1 = ::gpuprof::v1;
+
+struct Samples {
+  std::mutex mutex;
+  std::vector<double> ms;
+  void Add(double value) {
+    std::lock_guard<std::mutex> lock(mutex);
+    ms.push_back(value);
+  }
+  std::string Summary() {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (ms.empty()) return "no samples";
+    std::sort(ms.begin(), ms.end());
+    auto at = [&](double q) { return ms[std::min(ms.size() - 1, static_cast<size_t>(q * ms.size()))]; };
+    return absl::StrFormat("n=%d p50=%.2f ms p99=%.2f ms max=%.2f ms", ms.size(), at(0.5),
+                           at(0.99), ms.back());
+  }
+};
+
+double MsSince(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+v1::ExperimentRequest LoadRequest(int client) {
+  v1::ExperimentRequest request;
+  request.mutable_radix()->set_num_requests(100);
+  request.set_user(absl::StrCat("load-", client % 20));
+  request.set_description("load generator");
+  return request;
+}
+
+// Submits and returns the id from the acknowledgement (the first, stored event); "" on error.
+std::string Submit(v1::Profiler::Stub& stub, int client, Samples& latency) {
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  const auto start = Clock::now();
+  auto stream = stub.Submit(&context, LoadRequest(client));
+  v1::ExperimentEvent ack;
+  if (!stream->Read(&ack)) {
+    const grpc::Status status = stream->Finish();
+    std::fprintf(stderr, "submit failed: %s\n", status.error_message().c_str());
+    return "";
+  }
+  latency.Add(MsSince(start));
+  context.TryCancel();
+  stream->Finish().IgnoreError();
+  return ack.experiment_id();
+}
+
+void Cancel(v1::Profiler::Stub& stub, const std::string& id) {
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  v1::CancelRequest request;
+  request.set_experiment_id(id);
+  v1::Experiment experiment;
+  stub.Cancel(&context, request, &experiment).ok();
+}
+
+int64_t ProcCount(int pid, const std::string& field) {
+  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
+  std::string line;
+  while (std::getline(status, line)) {
+    absl::string_view view(line);
+    if (!absl::ConsumePrefix(&view, field + ":")) continue;
+    view = absl::StripAsciiWhitespace(view);
+    absl::ConsumeSuffix(&view, " kB");
+    int64_t value = 0;
+    if (absl::SimpleAtoi(view, &value)) return value;
+  }
+  return -1;
+}
+
+int64_t OpenFds(int pid) {
+  DIR* dir = opendir(absl::StrCat("/proc/", pid, "/fd").c_str());
+  if (dir == nullptr) return -1;
+  int64_t count = 0;
+  while (dirent* entry = readdir(dir)) {
+    if (entry->d_name[0] != '.') ++count;
+  }
+  closedir(dir);
+  return count;
+}
+
+std::string DaemonResources(int pid) {
+  if (pid <= 0) return "not measured (no --daemon_pid)";
+  return absl::StrFormat("RSS %d MiB, %d open fds", ProcCount(pid, "VmRSS") / 1024, OpenFds(pid));
+}
+
+int Run() {
+  const std::string target = absl::GetFlag(FLAGS_target);
+  if (target.empty()) {
+    std::fprintf(stderr, "load_generator: --target is required\n");
+    return 2;
+  }
+  const int clients = absl::GetFlag(FLAGS_clients);
+  const int pid = absl::GetFlag(FLAGS_daemon_pid);
+  std::vector<std::unique_ptr<v1::Profiler::Stub>> stubs;
+  for (int i = 0; i < clients; ++i) {
+    grpc::ChannelArguments arguments;
+    // Separate connections, as separate users' CLIs would have.
+    arguments.SetInt("load_generator_client", i);
+    stubs.push_back(v1::Profiler::NewStub(
+        grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), arguments)));
+  }
+
+  // Prefill: a large store for List; cancelled right away so the queue stays short.
+  const int64_t prefill = absl::GetFlag(FLAGS_prefill);
+  if (prefill > 0) {
+    std::atomic<int64_t> submitted = 0;
+    Samples ignored;
+    const auto start = Clock::now();
+    std::vector<std::thread> threads;
+    for (int i = 0; i < clients; ++i) {
+      threads.emplace_back([&, i] {
+        while (submitted.fetch_add(1) < prefill) {
+          const std::string id = Submit(*stubs[i], i, ignored);
+          if (!id.empty()) Cancel(*stubs[i], id);
+        }
+      });
+    }
+    for (auto& thread : threads) thread.join();
+    std::printf("prefill: %lld experiments in %.1f s\n", static_cast<long long>(prefill),
+                MsSince(start) / 1000);
+  }
+
+  std::printf("daemon at start: %s\n", DaemonResources(pid).c_str());
+  Samples submit_latency, list_latency, watch_latency, cancel_latency, scrape_latency;
+  std::atomic<int64_t> acknowledged = 0;
+  std::atomic<bool> done = false;
+  const auto start = Clock::now();
+  const auto end = start + absl::ToChronoNanoseconds(absl::GetFlag(FLAGS_duration));
+
+  std::thread scraper([&] {
+    const int port = absl::GetFlag(FLAGS_metrics_port);
+    if (port == 0) return;
+    while (!done.load()) {
+      const auto begin = Clock::now();
+      auto response = gpuprof::testing::HttpGet(port, "/metrics", absl::Seconds(5));
+      if (response.ok() && response->status_code == 200) scrape_latency.Add(MsSince(begin));
+      std::this_thread::sleep_until(begin + std::chrono::milliseconds(200));
+    }
+  });
+
+  std::vector<std::thread> threads;
+  const int watchers = std::min(absl::GetFlag(FLAGS_watchers), clients);
+  for (int i = 0; i < clients; ++i) {
+    threads.emplace_back([&, i] {
+      v1::Profiler::Stub& stub = *stubs[i];
+      for (int round = 0; Clock::now() < end; ++round) {
+        const std::string id = Submit(stub, i, submit_latency);
+        if (id.empty()) continue;
+        acknowledged.fetch_add(1);
+        if (i < watchers) {
+          // Watch it and cancel it: the CANCELLED event's delivery time is measured from the
+          // daemon's timestamp on it (same host, same clock).
+          grpc::ClientContext context;
+          context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+          v1::WatchRequest watch;
+          watch.set_experiment_id(id);
+          auto stream = stub.Watch(&context, watch);
+          const auto cancel_start = Clock::now();
+          Cancel(stub, id);
+          cancel_latency.Add(MsSince(cancel_start));
+          v1::ExperimentEvent event;
+          while (stream->Read(&event)) {
+            if (event.has_state() && event.state().state() == v1::CANCELLED) {
+              const int64_t sent_ns =
+                  google::protobuf::util::TimeUtil::TimestampToNanoseconds(event.time());
+              watch_latency.Add((absl::GetCurrentTimeNanos() - sent_ns) / 1e6);
+              break;
+            }
+          }
+          context.TryCancel();
+          stream->Finish().IgnoreError();
+        } else if (absl::GetFlag(FLAGS_cancel)) {
+          const auto cancel_start = Clock::now();
+          Cancel(stub, id);
+          cancel_latency.Add(MsSince(cancel_start));
+        }
+        if (round % 4 == 0) {
+          grpc::ClientContext context;
+          context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+          v1::ListExperimentsRequest list;
+          list.set_page_size(50);
+          v1::ListExperimentsResponse page;
+          const auto list_start = Clock::now();
+          if (stub.ListExperiments(&context, list, &page).ok()) list_latency.Add(MsSince(list_start));
+        }
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  const double seconds = MsSince(start) / 1000;
+  done.store(true);
+  scraper.join();
+
+  std::printf("clients: %d for %.1f s\n", clients, seconds);
+  std::printf("durable submits: %lld (%.1f per second)\n",
+              static_cast<long long>(acknowledged.load()), acknowledged.load() / seconds);
+  std::printf("Submit ack latency: %s\n", submit_latency.Summary().c_str());
+  std::printf("Cancel latency: %s\n", cancel_latency.Summary().c_str());
+  std::printf("Watch delivery latency: %s\n", watch_latency.Summary().c_str());
+  std::printf("List (page of 50) latency: %s\n", list_latency.Summary().c_str());
+  std::printf("metrics scrape latency: %s\n", scrape_latency.Summary().c_str());
+  std::printf("daemon at end: %s\n", DaemonResources(pid).c_str());
+  return 0;
+}
+
+}  // namespace
+}  // namespace gpuprof::load
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  return gpuprof::load::Run();
+}

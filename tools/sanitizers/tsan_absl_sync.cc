@@ -1,0 +1,267 @@
+// Linked into every binary under --config=tsan (through --custom_malloc).
+//
+// Debian's abseil is a prebuilt, uninstrumented shared library, so ThreadSanitizer does not see
+// absl::Mutex hand data from one thread to the next: every access guarded by an absl::Mutex
+// would be reported as a race. This file interposes the Mutex/CondVar/Notification entry points
+// (an executable's definitions take precedence over a shared library's, also for the
+// library's own calls through its PLT), calls the real ones found with dlsym(RTLD_NEXT), and
+// tells TSan about the happens-before edges: release before a lock is given up, acquire after
+// it is taken. Reader locks are treated like writer locks, which can only hide a race between
+// two readers, and readers do not write.
+//
+// It also holds the TSan options and suppressions so that every process started by a test
+// (gpuprofd, workers) uses them too, without depending on the environment.
+#include <dlfcn.h>
+#include <sanitizer/tsan_interface.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "absl/base/options.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+
+#define GPUPROF_STRINGIFY_INNER(x) #x
+#define GPUPROF_STRINGIFY(x) GPUPROF_STRINGIFY_INNER(x)
+
+namespace {
+
+// The mangled name of an abseil member function: "_ZN" ("_ZNK" when const) + "4absl" + the
+// inline namespace + rest.
+std::string AbslSymbol(const char* rest) {
+  const bool is_const = rest[0] == 'K';
+  if (is_const) ++rest;
+  const std::string inline_namespace = GPUPROF_STRINGIFY(ABSL_OPTION_INLINE_NAMESPACE_NAME);
+  return std::string(is_const ? "_ZNK" : "_ZN") + "4absl" +
+         std::to_string(inline_namespace.size()) + inline_namespace + rest;
+}
+
+// `rest` starts with 'K' for a const member function.
+void* RealFunction(const char* rest) {
+  const std::string name = AbslSymbol(rest);
+  void* function = dlsym(RTLD_NEXT, name.c_str());
+  if (function == nullptr) {
+    std::fprintf(stderr, "tsan_absl_sync: abseil has no symbol %s\n", name.c_str());
+    std::abort();
+  }
+  return function;
+}
+
+template <typename Function>
+Function Real(const char* rest) {
+  return reinterpret_cast<Function>(RealFunction(rest));
+}
+
+}  // namespace
+
+namespace absl {
+ABSL_NAMESPACE_BEGIN
+
+void Mutex::Lock() {
+  static const auto real = Real<void (*)(Mutex*)>("5Mutex4LockEv");
+  real(this);
+  __tsan_acquire(this);
+}
+
+void Mutex::ReaderLock() {
+  static const auto real = Real<void (*)(Mutex*)>("5Mutex10ReaderLockEv");
+  real(this);
+  __tsan_acquire(this);
+}
+
+bool Mutex::TryLock() {
+  static const auto real = Real<bool (*)(Mutex*)>("5Mutex7TryLockEv");
+  const bool locked = real(this);
+  if (locked) __tsan_acquire(this);
+  return locked;
+}
+
+bool Mutex::ReaderTryLock() {
+  static const auto real = Real<bool (*)(Mutex*)>("5Mutex13ReaderTryLockEv");
+  const bool locked = real(this);
+  if (locked) __tsan_acquire(this);
+  return locked;
+}
+
+void Mutex::Unlock() {
+  static const auto real = Real<void (*)(Mutex*)>("5Mutex6UnlockEv");
+  __tsan_release(this);
+  real(this);
+}
+
+void Mutex::ReaderUnlock() {
+  static const auto real = Real<void (*)(Mutex*)>("5Mutex12ReaderUnlockEv");
+  __tsan_release(this);
+  real(this);
+}
+
+// Await* gives the mutex up while it waits and holds it again on return.
+void Mutex::Await(const Condition& condition) {
+  static const auto real = Real<void (*)(Mutex*, const Condition&)>("5Mutex5AwaitERKNS0_9ConditionE");
+  __tsan_release(this);
+  real(this, condition);
+  __tsan_acquire(this);
+}
+
+bool Mutex::AwaitWithTimeout(const Condition& condition, Duration timeout) {
+  static const auto real = Real<bool (*)(Mutex*, const Condition&, Duration)>(
+      "5Mutex16AwaitWithTimeoutERKNS0_9ConditionENS0_8DurationE");
+  __tsan_release(this);
+  const bool met = real(this, condition, timeout);
+  __tsan_acquire(this);
+  return met;
+}
+
+bool Mutex::AwaitWithDeadline(const Condition& condition, Time deadline) {
+  static const auto real = Real<bool (*)(Mutex*, const Condition&, Time)>(
+      "5Mutex17AwaitWithDeadlineERKNS0_9ConditionENS0_4TimeE");
+  __tsan_release(this);
+  const bool met = real(this, condition, deadline);
+  __tsan_acquire(this);
+  return met;
+}
+
+void Mutex::LockWhen(const Condition& condition) {
+  static const auto real =
+      Real<void (*)(Mutex*, const Condition&)>("5Mutex8LockWhenERKNS0_9ConditionE");
+  real(this, condition);
+  __tsan_acquire(this);
+}
+
+void Mutex::ReaderLockWhen(const Condition& condition) {
+  static const auto real =
+      Real<void (*)(Mutex*, const Condition&)>("5Mutex14ReaderLockWhenERKNS0_9ConditionE");
+  real(this, condition);
+  __tsan_acquire(this);
+}
+
+bool Mutex::LockWhenWithTimeout(const Condition& condition, Duration timeout) {
+  static const auto real = Real<bool (*)(Mutex*, const Condition&, Duration)>(
+      "5Mutex19LockWhenWithTimeoutERKNS0_9ConditionENS0_8DurationE");
+  const bool met = real(this, condition, timeout);
+  __tsan_acquire(this);
+  return met;
+}
+
+bool Mutex::LockWhenWithDeadline(const Condition& condition, Time deadline) {
+  static const auto real = Real<bool (*)(Mutex*, const Condition&, Time)>(
+      "5Mutex20LockWhenWithDeadlineERKNS0_9ConditionENS0_4TimeE");
+  const bool met = real(this, condition, deadline);
+  __tsan_acquire(this);
+  return met;
+}
+
+bool Mutex::ReaderLockWhenWithTimeout(const Condition& condition, Duration timeout) {
+  static const auto real = Real<bool (*)(Mutex*, const Condition&, Duration)>(
+      "5Mutex25ReaderLockWhenWithTimeoutERKNS0_9ConditionENS0_8DurationE");
+  const bool met = real(this, condition, timeout);
+  __tsan_acquire(this);
+  return met;
+}
+
+bool Mutex::ReaderLockWhenWithDeadline(const Condition& condition, Time deadline) {
+  static const auto real = Real<bool (*)(Mutex*, const Condition&, Time)>(
+      "5Mutex26ReaderLockWhenWithDeadlineERKNS0_9ConditionENS0_4TimeE");
+  const bool met = real(this, condition, deadline);
+  __tsan_acquire(this);
+  return met;
+}
+
+// A condition variable wait gives the mutex up and takes it again.
+void CondVar::Wait(Mutex* mutex) {
+  static const auto real = Real<void (*)(CondVar*, Mutex*)>("7CondVar4WaitEPNS0_5MutexE");
+  __tsan_release(mutex);
+  real(this, mutex);
+  __tsan_acquire(mutex);
+}
+
+bool CondVar::WaitWithTimeout(Mutex* mutex, Duration timeout) {
+  static const auto real = Real<bool (*)(CondVar*, Mutex*, Duration)>(
+      "7CondVar15WaitWithTimeoutEPNS0_5MutexENS0_8DurationE");
+  __tsan_release(mutex);
+  const bool timed_out = real(this, mutex, timeout);
+  __tsan_acquire(mutex);
+  return timed_out;
+}
+
+bool CondVar::WaitWithDeadline(Mutex* mutex, Time deadline) {
+  static const auto real = Real<bool (*)(CondVar*, Mutex*, Time)>(
+      "7CondVar16WaitWithDeadlineEPNS0_5MutexENS0_4TimeE");
+  __tsan_release(mutex);
+  const bool timed_out = real(this, mutex, deadline);
+  __tsan_acquire(mutex);
+  return timed_out;
+}
+
+// HasBeenNotified() is an inline atomic load of a flag the uninstrumented Notify() stores:
+// make Notify() a release on the object and the waits an acquire.
+void Notification::Notify() {
+  static const auto real = Real<void (*)(Notification*)>("12Notification6NotifyEv");
+  __tsan_release(this);
+  real(this);
+}
+
+void Notification::WaitForNotification() const {
+  static const auto real =
+      Real<void (*)(const Notification*)>("K12Notification19WaitForNotificationEv");
+  real(this);
+  __tsan_acquire(const_cast<Notification*>(this));
+}
+
+bool Notification::WaitForNotificationWithTimeout(Duration timeout) const {
+  static const auto real = Real<bool (*)(const Notification*, Duration)>(
+      "K12Notification30WaitForNotificationWithTimeoutENS0_8DurationE");
+  const bool notified = real(this, timeout);
+  if (notified) __tsan_acquire(const_cast<Notification*>(this));
+  return notified;
+}
+
+bool Notification::WaitForNotificationWithDeadline(Time deadline) const {
+  static const auto real = Real<bool (*)(const Notification*, Time)>(
+      "K12Notification31WaitForNotificationWithDeadlineENS0_4TimeE");
+  const bool notified = real(this, deadline);
+  if (notified) __tsan_acquire(const_cast<Notification*>(this));
+  return notified;
+}
+
+ABSL_NAMESPACE_END
+}  // namespace absl
+
+namespace {
+
+// abseil's own lock-order checker keeps its graph (GraphCycles) under an internal spin lock
+// that lives in the uninstrumented library: TSan sees the graph's allocations from several
+// threads but not the lock, and reports abseil's bookkeeping as races. The checker is switched
+// off in TSan builds (plain and ASan builds keep it), before main starts threads.
+const bool kAbslDeadlockDetectionOff = [] {
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  return true;
+}();
+
+}  // namespace
+
+extern "C" {
+
+// Every finding fails the process that has it (a test, or a daemon or worker a test started).
+const char* __tsan_default_options() { return "halt_on_error=1:second_deadlock_stack=1"; }
+
+// Findings inside the uninstrumented system libraries that TSan cannot follow, each with the
+// reason. None of them names a gpuprof frame: a race in our own code still fails the test.
+const char* __tsan_default_suppressions() {
+  return
+      // absl::Status keeps its payloads in a reference-counted representation that our code
+      // and gRPC's uninstrumented internals share (gRPC reports errors as absl::Status): the
+      // count's release/acquire happens partly where TSan cannot see it, so freeing the last
+      // reference looks like a race with gRPC's earlier read. Only abseil-internal frames
+      // (the library that made the access) are covered.
+      "called_from_lib:libabsl_status.so\n"
+      // gRPC hands calls, their arenas and their sockets between its threads through atomics
+      // and reference counts inside the uninstrumented library (seen: grpc_core::Arena freed
+      // on one completion-queue thread after grpcpp's callback read it on another; a channel's
+      // socket closed after its last sendmsg). Only accesses made by libgrpc are covered.
+      "called_from_lib:libgrpc.so\n";
+}
+
+}  // extern "C"
