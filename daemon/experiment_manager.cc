@@ -5,7 +5,9 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/synchronization/notification.h"
 #include "common/experiment_states.h"
 #include "common/status_macros.h"
@@ -78,6 +80,12 @@ absl::StatusOr<std::unique_ptr<ExperimentManager>> ExperimentManager::Create(
     manager->scheduler_ = std::make_unique<Scheduler>(GpuTopology(manager->inventory_),
                                                       std::max(1, manager->options_.cpu_slots),
                                                       manager->options_.gpu_reservation_after);
+    if (const AccessControl* access = manager->options_.access; access != nullptr) {
+      manager->scheduler_->SetUserGpuLimit([access](const std::string& user) {
+        const ResolvedQuota quota = access->QuotaForUser(user);
+        return quota.limits.has_max_concurrent_gpus() ? quota.limits.max_concurrent_gpus() : -1;
+      });
+    }
   }
   RETURN_IF_ERROR(manager->Recover());
   manager->control_thread_ = std::thread([m = manager.get()] { m->ControlLoop(); });
@@ -188,18 +196,137 @@ absl::Status ExperimentManager::Recover() {
 }
 
 absl::StatusOr<v1::Experiment> ExperimentManager::Submit(v1::ExperimentRequest request) {
+  const std::string user = request.user();
+  return Submit(std::move(request), Actor{user, "in-process call", /*admin=*/true});
+}
+
+absl::Status ExperimentManager::Refuse(const Actor& actor, const std::string& on_behalf_of,
+                                       const std::string& reason, absl::Status status) {
+  if (observer_ != nullptr) observer_->Refused(reason);
+  v1::AuditEntry entry;
+  entry.set_actor(actor.user);
+  entry.set_on_behalf_of(on_behalf_of);
+  entry.set_action("refuse");
+  entry.set_detail(absl::StrCat(reason, ": ", status.message()));
+  entry.set_authenticated_by(actor.authenticated_by);
+  RecordAudit(std::move(entry));
+  return status;
+}
+
+absl::StatusOr<double> ExperimentManager::GpuHoursLastDay(const std::string& user,
+                                                          absl::Time now) {
+  const absl::Time since = now - absl::Hours(24);
+  // An experiment created before the window can still have run inside it, for at most its
+  // timeout after it started; the queue wait before that is not bounded, so look back far.
+  const absl::Time created_after = since - options_.limits.max_timeout - absl::Hours(24 * 7);
+  ASSIGN_OR_RETURN(auto experiments,
+                   store_->ListUserCreatedSince(user, absl::ToUnixNanos(created_after)));
+  double hours = 0;
+  for (const v1::Experiment& experiment : experiments) {
+    if (!experiment.has_started() || experiment.gpu_ids_size() == 0) continue;
+    const absl::Time started = absl::FromUnixNanos(TimeUtil::TimestampToNanoseconds(experiment.started()));
+    const absl::Time finished =
+        experiment.has_finished()
+            ? absl::FromUnixNanos(TimeUtil::TimestampToNanoseconds(experiment.finished()))
+            : now;
+    const absl::Time from = std::max(started, since);
+    const absl::Time to = std::min(finished, now);
+    if (to > from) hours += experiment.gpu_ids_size() * absl::ToDoubleHours(to - from);
+  }
+  return hours;
+}
+
+absl::Status ExperimentManager::CheckQuotaLocked(const v1::ExperimentRequest& request,
+                                                 const std::string& user,
+                                                 const ResolvedQuota& quota) {
+  const v1::Quota& limits = quota.limits;
+  const std::string whose = absl::StrCat(" for ", user, " (", quota.source, ")");
+  if (limits.has_max_priority() && request.priority() > limits.max_priority()) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "quota max_priority", whose, " is ", limits.max_priority(), "; the request asks for ",
+        request.priority()));
+  }
+  if (limits.has_max_timeout()) {
+    const int64_t allowed = TimeUtil::DurationToNanoseconds(limits.max_timeout());
+    const int64_t asked = TimeUtil::DurationToNanoseconds(request.timeout());
+    if (asked > allowed) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "quota max_timeout", whose, " is ", absl::FormatDuration(absl::Nanoseconds(allowed)),
+          "; the request asks for ", absl::FormatDuration(absl::Nanoseconds(asked))));
+    }
+  }
+  const int gpus = workloads::RequiredGpuCount(request);
+  if (limits.has_max_concurrent_gpus() && gpus > limits.max_concurrent_gpus()) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "quota max_concurrent_gpus", whose, " is ", limits.max_concurrent_gpus(),
+        "; the request needs ", gpus, " GPU(s) at once and could never run"));
+  }
+  if (limits.has_max_queued_experiments()) {
+    int queued = 0;
+    for (const auto& [id, active] : active_) {
+      if (active.experiment.user() == user && active.experiment.state() == v1::QUEUED) ++queued;
+    }
+    if (queued >= limits.max_queued_experiments()) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "quota max_queued_experiments", whose, " is ", limits.max_queued_experiments(),
+          "; in use: ", queued, " queued experiment(s)"));
+    }
+  }
+  if (limits.has_max_gpu_hours_per_day() && gpus > 0) {
+    ASSIGN_OR_RETURN(double used, GpuHoursLastDay(user, absl::Now()));
+    if (used >= limits.max_gpu_hours_per_day()) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "quota max_gpu_hours_per_day", whose, " is ", limits.max_gpu_hours_per_day(),
+          "; in use: ", absl::StrFormat("%.3f", used), " GPU-hours over the last 24 hours"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::Experiment> ExperimentManager::Submit(v1::ExperimentRequest request,
+                                                         const Actor& actor) {
+  if (request.user().empty()) request.set_user(actor.user);
+  const std::string user = request.user();
+  const bool on_behalf = user != actor.user;
+  if (on_behalf && !actor.admin) {
+    return Refuse(actor, user, "on-behalf-of",
+                  absl::PermissionDeniedError(absl::StrCat(
+                      "user: you are ", actor.user, " (", actor.authenticated_by,
+                      "); only admins may submit on behalf of another user (asked for ", user,
+                      ")")));
+  }
+  std::optional<ResolvedQuota> quota;
+  if (!actor.admin && options_.access != nullptr) {
+    quota = options_.access->QuotaForUser(user);
+    // A request that sets no timeout gets the daemon's default, capped by the user's limit.
+    if (!request.has_timeout() && quota->limits.has_max_timeout() &&
+        TimeUtil::DurationToNanoseconds(quota->limits.max_timeout()) <
+            absl::ToInt64Nanoseconds(options_.limits.default_timeout)) {
+      *request.mutable_timeout() = quota->limits.max_timeout();
+    }
+  }
   ApplyRequestDefaults(options_.limits, inventory_, request);
   RETURN_IF_ERROR(ValidateExperimentRequest(request, inventory_, options_.limits));
   v1::Experiment experiment;
   experiment.set_state(v1::QUEUED);
   experiment.set_workload(workloads::WorkloadOf(request));
-  experiment.set_user(request.user());
+  experiment.set_user(user);
+  if (on_behalf) experiment.set_submitted_by(actor.user);
+  experiment.set_authenticated_by(actor.authenticated_by);
   *experiment.mutable_created() = Now();
   experiment.set_last_seq(1);
   *experiment.mutable_request() = std::move(request);
 
   absl::MutexLock lock(&mutex_);
   if (stopping_) return absl::UnavailableError("gpuprofd is shutting down");
+  if (quota.has_value()) {
+    const absl::Status allowed = CheckQuotaLocked(experiment.request(), user, *quota);
+    if (!allowed.ok()) {
+      // "quota max_priority for ..." -> "quota:max_priority"
+      const std::string quota_name(allowed.message().substr(0, allowed.message().find(' ', 6)));
+      return Refuse(actor, "", absl::StrReplaceAll(quota_name, {{" ", ":"}}), allowed);
+    }
+  }
   PendingExperiment pending{"", experiment.user(), experiment.request().priority(),
                             next_submit_order_++, experiment.request().gpus(),
                             workloads::RequiredGpuCount(experiment.request())};
@@ -216,6 +343,16 @@ absl::StatusOr<v1::Experiment> ExperimentManager::Submit(v1::ExperimentRequest r
   experiment.set_queue_position(scheduler_->QueuePosition(id));
   active_[id].experiment = experiment;
   wake_.Signal();
+  v1::AuditEntry entry;
+  entry.set_actor(actor.user);
+  if (on_behalf) entry.set_on_behalf_of(user);
+  entry.set_action("submit");
+  entry.set_experiment_id(id);
+  entry.set_detail(on_behalf ? absl::StrCat("admin ", actor.user, " on behalf of ", user,
+                                            ": ", v1::Workload_Name(experiment.workload()))
+                             : v1::Workload_Name(experiment.workload()));
+  entry.set_authenticated_by(actor.authenticated_by);
+  RecordAudit(std::move(entry));
   return experiment;
 }
 
@@ -247,7 +384,8 @@ void ExperimentManager::Unsubscribe(const std::string& id, int64_t subscription)
 }
 
 absl::StatusOr<v1::Experiment> ExperimentManager::Cancel(const std::string& id,
-                                                         const std::string& reason) {
+                                                         const std::string& reason,
+                                                         const Actor& actor) {
   absl::MutexLock lock(&mutex_);
   const auto it = active_.find(id);
   if (it == active_.end()) {
@@ -255,16 +393,67 @@ absl::StatusOr<v1::Experiment> ExperimentManager::Cancel(const std::string& id,
     return absl::FailedPreconditionError(absl::StrCat(
         "experiment ", id, " already ended: ", v1::ExperimentState_Name(experiment.state())));
   }
-  const std::string why = reason.empty() ? "cancelled by request" : reason;
   Active& active = it->second;
+  const std::string owner = active.experiment.user();
+  if (!actor.admin && owner != actor.user) {
+    const absl::Status denied = absl::PermissionDeniedError(absl::StrCat(
+        "experiment ", id, " belongs to ", owner, "; only its owner or an admin may cancel it "
+        "(you are ", actor.user, ", ", actor.authenticated_by, ")"));
+    return Refuse(actor, owner, "not-owner", denied);
+  }
+  const std::string why = reason.empty() ? "cancelled by request" : reason;
   if (active.experiment.state() == v1::QUEUED) {
     scheduler_->Remove(id);
   } else {
     // The lease stays until the workers are gone (OnWorkerExit releases it).
     KillWorkersLocked(active);
   }
-  EndLocked(id, v1::CANCELLED, why, "");
+  EndLocked(id, v1::CANCELLED,
+            owner == actor.user ? why : absl::StrCat(why, " (cancelled by ", actor.user, ")"),
+            "");
+  v1::AuditEntry entry;
+  entry.set_actor(actor.user);
+  if (owner != actor.user) entry.set_on_behalf_of(owner);
+  entry.set_action("cancel");
+  entry.set_experiment_id(id);
+  entry.set_detail(why);
+  entry.set_authenticated_by(actor.authenticated_by);
+  RecordAudit(std::move(entry));
   return store_->Get(id);
+}
+
+absl::StatusOr<v1::QuotaReport> ExperimentManager::QuotaOf(const std::string& user, bool admin) {
+  v1::QuotaReport report;
+  report.set_user(user);
+  report.set_admin(admin);
+  if (options_.access != nullptr) {
+    const ResolvedQuota quota = options_.access->QuotaForUser(user);
+    *report.mutable_limits() = quota.limits;
+    report.set_source(admin ? "admin: no limits apply" : quota.source);
+  }
+  ASSIGN_OR_RETURN(double hours, GpuHoursLastDay(user, absl::Now()));
+  report.set_gpu_hours_last_day(hours);
+  absl::MutexLock lock(&mutex_);
+  for (const auto& [id, active] : active_) {
+    if (active.experiment.user() != user) continue;
+    if (active.experiment.state() == v1::QUEUED) {
+      report.set_queued_experiments(report.queued_experiments() + 1);
+    } else if (active.experiment.state() == v1::RUNNING) {
+      report.set_running_gpus(report.running_gpus() + active.experiment.gpu_ids_size());
+    }
+  }
+  return report;
+}
+
+absl::StatusOr<std::vector<v1::AuditEntry>> ExperimentManager::Audit(
+    const v1::ListAuditRequest& request) {
+  return store_->ListAudit(request.user(), request.experiment_id(), request.limit());
+}
+
+void ExperimentManager::RecordAudit(v1::AuditEntry entry) {
+  if (!entry.has_time()) *entry.mutable_time() = Now();
+  const absl::Status stored = store_->AppendAudit(entry);
+  if (!stored.ok()) LogLine(absl::StrCat("could not record an audit entry: ", stored.ToString()));
 }
 
 absl::StatusOr<v1::Experiment> ExperimentManager::Get(const std::string& id) {

@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "daemon/access_policy.h"
 #include "daemon/experiment_store.h"
 #include "daemon/request_validation.h"
 #include "daemon/scheduler.h"
@@ -38,6 +39,15 @@ struct ManagerOptions {
   absl::Duration probe_timeout = absl::Seconds(180);
   bool measure_copy_bandwidth = true;
   std::string version;
+  // Quotas come from here; null means none (in-process tests).
+  const AccessControl* access = nullptr;
+};
+
+// Who asks, as the gRPC layer authenticated them.
+struct Actor {
+  std::string user;
+  std::string authenticated_by;
+  bool admin = false;
 };
 
 // Receives one experiment's events. Called with the manager's lock held: implementations
@@ -56,6 +66,9 @@ class ManagerObserver {
   virtual ~ManagerObserver() = default;
   virtual void ExperimentEnded(const v1::Experiment& experiment) {}
   virtual void WorkerFailed(bool timed_out) {}
+  // A request refused by policy: reason is "quota:max_queued_experiments",
+  // "not-owner", "on-behalf-of", ...
+  virtual void Refused(const std::string& reason) {}
 };
 
 class ExperimentManager {
@@ -69,14 +82,25 @@ class ExperimentManager {
   ExperimentManager(const ExperimentManager&) = delete;
   ExperimentManager& operator=(const ExperimentManager&) = delete;
 
-  // Validates, stores (durably) and queues; returns the experiment as queued.
+  // Checks the actor may submit it (request.user other than the actor's own name needs an
+  // admin; quotas of the experiment's user unless the actor is an admin), validates, stores
+  // (durably), queues and audits it; returns the experiment as queued.
+  absl::StatusOr<v1::Experiment> Submit(v1::ExperimentRequest request, const Actor& actor);
+  // As an admin named after request.user (in-process callers).
   absl::StatusOr<v1::Experiment> Submit(v1::ExperimentRequest request);
   // Replays stored events with seq >= from_seq to `sink`, then live ones; returns a handle for
   // Unsubscribe. For an experiment that already ended, the replay is followed by OnEnd.
   absl::StatusOr<int64_t> Subscribe(const std::string& id, int64_t from_seq,
                                     std::shared_ptr<EventSink> sink);
   void Unsubscribe(const std::string& id, int64_t subscription);
-  absl::StatusOr<v1::Experiment> Cancel(const std::string& id, const std::string& reason);
+  // Only the experiment's owner or an admin may cancel it.
+  absl::StatusOr<v1::Experiment> Cancel(const std::string& id, const std::string& reason,
+                                        const Actor& actor);
+  // The user's limits (from the policy) and use now.
+  absl::StatusOr<v1::QuotaReport> QuotaOf(const std::string& user, bool admin);
+  absl::StatusOr<std::vector<v1::AuditEntry>> Audit(const v1::ListAuditRequest& request);
+  // Records an entry (time filled in); failures are logged, not returned.
+  void RecordAudit(v1::AuditEntry entry);
   absl::StatusOr<v1::Experiment> Get(const std::string& id);
   absl::StatusOr<ExperimentPage> List(const ExperimentFilter& filter, int page_size,
                                       const std::string& page_token);
@@ -118,6 +142,13 @@ class ExperimentManager {
   ExperimentManager(ManagerOptions options, std::unique_ptr<ExperimentStore> store,
                     ManagerObserver* observer);
   absl::Status Probe();
+  // GPU-hours `user`'s experiments used over the 24 hours before `now`.
+  absl::StatusOr<double> GpuHoursLastDay(const std::string& user, absl::Time now);
+  // PERMISSION_DENIED / RESOURCE_EXHAUSTED naming the quota, its value and the use.
+  absl::Status CheckQuotaLocked(const v1::ExperimentRequest& request, const std::string& user,
+                                const ResolvedQuota& quota) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  absl::Status Refuse(const Actor& actor, const std::string& on_behalf_of,
+                      const std::string& reason, absl::Status status);
   absl::Status Recover() ABSL_LOCKS_EXCLUDED(mutex_);
   void ControlLoop() ABSL_LOCKS_EXCLUDED(mutex_);
 

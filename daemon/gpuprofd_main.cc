@@ -17,13 +17,19 @@
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "common/version.h"
+#include "daemon/access_policy.h"
+#include "daemon/caller_identity.h"
 #include "daemon/daemon_config.h"
 #include "daemon/experiment_manager.h"
 #include "daemon/experiment_store.h"
 #include "daemon/metrics/metrics_exporter.h"
 #include "daemon/profiler_service.h"
+#include "daemon/unix_socket_listener.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/security/tls_certificate_provider.h"
+#include "grpcpp/security/tls_credentials_options.h"
 
 
 ABSL_FLAG(std::string, state_dir, "",
@@ -51,11 +57,76 @@ ABSL_FLAG(int, max_message_bytes, 4 << 20, "Largest request message accepted.");
 ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
           "Address of the Prometheus /metrics endpoint (loopback by default; port 0 picks a free "
           "one); empty disables metrics.");
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM certificate (chain) the daemon presents on its TCP addresses; with --tls_key and "
+          "--tls_client_ca every TCP address speaks mutual TLS. Re-read when the file changes.");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert.");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM CA bundle that client certificates must be signed by. Re-read when it changes.");
+ABSL_FLAG(std::string, tls_user_from, "cn",
+          "Where the user name comes from in a client certificate: cn (subject common name) or "
+          "san (first subject alternative name).");
+ABSL_FLAG(bool, tls_require_client_cert, true,
+          "Refuse TLS clients without a certificate at the handshake. false lets clients that "
+          "cannot hold one in, to authenticate with a bearer token from the policy instead.");
+ABSL_FLAG(std::string, tls_crl_dir, "",
+          "Directory of CRLs (hashed names, as openssl rehash writes them): revoked client "
+          "certificates are refused.");
+ABSL_FLAG(absl::Duration, tls_reload_interval, absl::Seconds(60),
+          "How often the certificate, key and CA files are checked for changes (rotation "
+          "without restart).");
+ABSL_FLAG(std::string, policy, "",
+          "Access policy (gpuprof.v1.AccessPolicy textproto): admins, quotas, tokens. Reloaded "
+          "on SIGHUP; a file with errors is refused and the policy in force stays.");
+ABSL_FLAG(bool, allow_insecure_tcp, false,
+          "UNSAFE: serve plaintext TCP on addresses other than loopback, trusting the user name "
+          "clients claim. Anyone who can reach the port can act as anyone.");
 ABSL_FLAG(bool, enable_test_faults, false,
           "Honour the gpuprof.fault label (crash/hang/exit/cuda-error a worker): for tests only.");
 
 namespace gpuprof::daemon {
 namespace {
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> TcpCredentials() {
+  const std::string cert = absl::GetFlag(FLAGS_tls_cert);
+  const std::string key = absl::GetFlag(FLAGS_tls_key);
+  const std::string ca = absl::GetFlag(FLAGS_tls_client_ca);
+  if (cert.empty() && key.empty() && ca.empty()) return grpc::InsecureServerCredentials();
+  if (cert.empty() || key.empty() || ca.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls_cert, --tls_key and --tls_client_ca go together: give all three or none");
+  }
+  for (const std::string& file : {cert, key, ca}) {
+    if (!std::filesystem::is_regular_file(file)) {
+      return absl::InvalidArgumentError(absl::StrCat("TLS file ", file, " does not exist"));
+    }
+  }
+  const int64_t interval = absl::ToInt64Seconds(absl::GetFlag(FLAGS_tls_reload_interval));
+  if (interval < 1) {
+    return absl::InvalidArgumentError("--tls_reload_interval: must be at least 1s");
+  }
+  // Watches the files: a replaced certificate, key or CA is used for new connections without
+  // a restart.
+  auto provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+      key, cert, ca, static_cast<unsigned int>(interval));
+  grpc::experimental::TlsServerCredentialsOptions options(provider);
+  options.watch_root_certs();
+  options.watch_identity_key_cert_pairs();
+  options.set_cert_request_type(absl::GetFlag(FLAGS_tls_require_client_cert)
+                                    ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+                                    : GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY);
+  if (!absl::GetFlag(FLAGS_tls_crl_dir).empty()) {
+    options.set_crl_directory(absl::GetFlag(FLAGS_tls_crl_dir));
+  }
+  return grpc::experimental::TlsServerCredentials(options);
+}
+
+absl::StatusOr<TlsUserFrom> ParseTlsUserFrom(const std::string& text) {
+  if (text == "cn") return TlsUserFrom::kCommonName;
+  if (text == "san") return TlsUserFrom::kSubjectAltName;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--tls_user_from: got \"", text, "\"; must be cn or san"));
+}
 
 int Run() {
   const std::string state_dir =
@@ -72,6 +143,30 @@ int Run() {
   std::vector<std::string> addresses = absl::GetFlag(FLAGS_listen).empty()
                                            ? DefaultListenAddresses(state_dir)
                                            : SplitAddresses(absl::GetFlag(FLAGS_listen));
+
+  auto tls_user_from = ParseTlsUserFrom(absl::GetFlag(FLAGS_tls_user_from));
+  auto tcp_credentials = TcpCredentials();
+  auto access = AccessControl::Create(absl::GetFlag(FLAGS_policy));
+  for (const absl::Status& status :
+       {tls_user_from.status(), tcp_credentials.status(), access.status()}) {
+    if (!status.ok()) {
+      std::fprintf(stderr, "gpuprofd: %s\n", std::string(status.message()).c_str());
+      return 1;
+    }
+  }
+  const bool tls = absl::GetFlag(FLAGS_tls_cert) != "";
+  for (const std::string& address : addresses) {
+    if (absl::StartsWith(address, "unix:") || tls || IsLoopbackListenAddress(address) ||
+        absl::GetFlag(FLAGS_allow_insecure_tcp)) {
+      continue;
+    }
+    std::fprintf(stderr,
+                 "gpuprofd: refusing to serve plaintext TCP on %s, reachable from other hosts: "
+                 "give --tls_cert/--tls_key/--tls_client_ca (mutual TLS), listen on loopback, or "
+                 "accept the risk with --allow_insecure_tcp\n",
+                 address.c_str());
+    return 1;
+  }
 
   auto store = ExperimentStore::Open(db_path);
   if (!store.ok()) {
@@ -90,6 +185,7 @@ int Run() {
   options.gpu_reservation_after = absl::GetFlag(FLAGS_gpu_reservation_after);
   options.measure_copy_bandwidth = absl::GetFlag(FLAGS_measure_copy_bandwidth);
   options.version = std::string(GpuprofVersion());
+  options.access = access->get();
   // Declared before the manager, which reports to it until its very end.
   std::unique_ptr<MetricsExporter> metrics;
   if (!absl::GetFlag(FLAGS_metrics_listen).empty()) {
@@ -113,16 +209,30 @@ int Run() {
     }
   }
 
-  ProfilerService service(manager->get(), metrics ? metrics->rpc_observer() : nullptr);
+  PeerCredentialRegistry unix_peers;
+  Authenticator authenticator(
+      Authenticator::Options{.tls_user_from = *tls_user_from,
+                             .allow_insecure_tcp = absl::GetFlag(FLAGS_allow_insecure_tcp)},
+      access->get(), &unix_peers);
+  ProfilerService service(manager->get(), &authenticator,
+                          metrics ? metrics->rpc_observer() : nullptr);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
+  // Unix sockets are the daemon's own (peer credentials); gRPC gets each accepted connection.
+  std::vector<std::unique_ptr<UnixSocketListener>> unix_listeners;
   for (const std::string& address : addresses) {
     if (absl::StartsWith(address, "unix:")) {
-      // A stale socket from a killed daemon would make the bind fail.
-      const std::string path(absl::StripPrefix(address, "unix:"));
-      std::filesystem::remove(path, error);
+      auto listener =
+          UnixSocketListener::Bind(std::string(absl::StripPrefix(address, "unix:")), &unix_peers);
+      if (!listener.ok()) {
+        std::fprintf(stderr, "gpuprofd: %s\n", std::string(listener.status().message()).c_str());
+        (*manager)->Shutdown();
+        return 1;
+      }
+      unix_listeners.push_back(*std::move(listener));
+      continue;
     }
-    builder.AddListeningPort(address, grpc::InsecureServerCredentials());
+    builder.AddListeningPort(address, *tcp_credentials);
   }
   builder.SetMaxReceiveMessageSize(absl::GetFlag(FLAGS_max_message_bytes));
   builder.SetMaxSendMessageSize(64 << 20);
@@ -133,6 +243,7 @@ int Run() {
                  absl::StrJoin(addresses, ", ").c_str());
     return 1;
   }
+  for (auto& listener : unix_listeners) listener->Serve(server.get());
   std::fprintf(stderr, "gpuprofd %s listening on %s; database %s\n",
                std::string(GpuprofVersion()).c_str(),
                absl::StrJoin(addresses, ", ").c_str(), db_path.c_str());
@@ -142,8 +253,25 @@ int Run() {
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
   int signal_number = 0;
-  sigwait(&signals, &signal_number);
+  while (true) {
+    sigwait(&signals, &signal_number);
+    if (signal_number != SIGHUP) break;
+    // SIGHUP: read the policy again; a bad file leaves the one in force.
+    const absl::Status reloaded = (*access)->Reload();
+    v1::AuditEntry entry;
+    entry.set_actor(UserNameOfUid(geteuid()));
+    entry.set_authenticated_by("SIGHUP");
+    entry.set_action(reloaded.ok() ? "policy-reload" : "policy-reload-rejected");
+    entry.set_detail(reloaded.ok() ? (*access)->path() : std::string(reloaded.message()));
+    (*manager)->RecordAudit(entry);
+    std::fprintf(stderr, "gpuprofd: %s\n",
+                 reloaded.ok() ? absl::StrCat("policy reloaded from ", (*access)->path()).c_str()
+                               : absl::StrCat("policy reload refused, the previous policy stays: ",
+                                              reloaded.message()).c_str());
+  }
+  unix_listeners.clear();
   std::fprintf(stderr, "gpuprofd: %s received, shutting down\n", strsignal(signal_number));
   server->GetHealthCheckService()->Shutdown();
   if (metrics != nullptr) metrics->Stop();
@@ -169,6 +297,7 @@ int main(int argc, char** argv) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
   return gpuprof::daemon::Run();

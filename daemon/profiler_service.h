@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "daemon/caller_identity.h"
 #include "daemon/experiment_manager.h"
 #include "gpuprof/v1/profiler.grpc.pb.h"
 
@@ -19,7 +20,10 @@ grpc::Status ToGrpcStatus(const absl::Status& status);
 
 class ProfilerService final : public v1::Profiler::CallbackService {
  public:
-  explicit ProfilerService(ExperimentManager* manager, RpcObserver observer = nullptr);
+  // Every RPC first identifies its caller through `authenticator`; null trusts request.user
+  // as an admin would be (in-process tests only).
+  ProfilerService(ExperimentManager* manager, const Authenticator* authenticator,
+                  RpcObserver observer = nullptr);
 
   grpc::ServerWriteReactor<v1::ExperimentEvent>* Submit(
       grpc::CallbackServerContext* context, const v1::ExperimentRequest* request) override;
@@ -37,6 +41,15 @@ class ProfilerService final : public v1::Profiler::CallbackService {
   grpc::ServerUnaryReactor* ListGpus(grpc::CallbackServerContext* context,
                                      const v1::ListGpusRequest* request,
                                      v1::ListGpusResponse* response) override;
+  grpc::ServerUnaryReactor* WhoAmI(grpc::CallbackServerContext* context,
+                                   const v1::WhoAmIRequest* request,
+                                   v1::CallerInfo* response) override;
+  grpc::ServerUnaryReactor* GetQuota(grpc::CallbackServerContext* context,
+                                     const v1::GetQuotaRequest* request,
+                                     v1::QuotaReport* response) override;
+  grpc::ServerUnaryReactor* ListAudit(grpc::CallbackServerContext* context,
+                                      const v1::ListAuditRequest* request,
+                                      v1::ListAuditResponse* response) override;
 
  private:
   grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context,
@@ -46,7 +59,10 @@ class ProfilerService final : public v1::Profiler::CallbackService {
                                                              const std::string& id,
                                                              int64_t from_seq);
 
+  absl::StatusOr<Caller> Identify(grpc::CallbackServerContext* context) const;
+
   ExperimentManager* const manager_;
+  const Authenticator* const authenticator_;
   const RpcObserver observer_;
 };
 

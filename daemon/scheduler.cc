@@ -67,6 +67,12 @@ std::vector<Dispatch> Scheduler::DispatchReady(absl::Time now) {
         ++cpu_in_use_;
       } else {
         if (reserving) continue;
+        if (user_gpu_limit_) {
+          const int limit = user_gpu_limit_(candidate->user);
+          const auto held = gpus_per_user_.find(candidate->user);
+          const int in_use = held == gpus_per_user_.end() ? 0 : held->second;
+          if (limit >= 0 && in_use + candidate->gpu_count > limit) continue;
+        }
         auto chosen =
             ChooseGpus(candidate->selection, candidate->gpu_count, topology_, free_gpus_);
         if (!chosen.has_value()) {
@@ -82,6 +88,7 @@ std::vector<Dispatch> Scheduler::DispatchReady(absl::Time now) {
       queue_.erase(experiment.id);
       running_[experiment.id] = Running{experiment.user, gpus, experiment.gpu_count == 0};
       ++running_per_user_[experiment.user];
+      if (!gpus.empty()) gpus_per_user_[experiment.user] += static_cast<int>(gpus.size());
       last_served_[experiment.user] = ++tick_;
       dispatched.push_back(Dispatch{experiment.id, std::move(gpus)});
       started = true;
@@ -97,6 +104,10 @@ void Scheduler::Release(const std::string& id) {
   if (it->second.cpu) --cpu_in_use_;
   for (int gpu : it->second.gpus) free_gpus_.insert(gpu);
   if (--running_per_user_[it->second.user] == 0) running_per_user_.erase(it->second.user);
+  if (!it->second.gpus.empty() &&
+      (gpus_per_user_[it->second.user] -= static_cast<int>(it->second.gpus.size())) <= 0) {
+    gpus_per_user_.erase(it->second.user);
+  }
   running_.erase(it);
 }
 

@@ -13,6 +13,7 @@
 #define GPUPROF_DAEMON_SCHEDULER_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -42,6 +43,13 @@ class Scheduler {
  public:
   Scheduler(GpuTopology topology, int cpu_slots,
             absl::Duration reserve_after = absl::Minutes(2));
+
+  // A user's cap on GPUs held at once (the max_concurrent_gpus quota), asked at every dispatch
+  // so that a policy reload applies to what is queued; < 0 means none. An experiment that
+  // would go over it waits without reserving GPUs.
+  void SetUserGpuLimit(std::function<int(const std::string& user)> limit) {
+    user_gpu_limit_ = std::move(limit);
+  }
 
   void Enqueue(PendingExperiment experiment);
   // Removes a queued experiment (cancelled); false if it is not queued.
@@ -78,6 +86,8 @@ class Scheduler {
   std::map<std::string, PendingExperiment> queue_;  // by id
   std::map<std::string, Running> running_;          // by id
   std::map<std::string, int> running_per_user_;
+  std::map<std::string, int> gpus_per_user_;
+  std::function<int(const std::string& user)> user_gpu_limit_;
   std::map<std::string, int64_t> last_served_;      // user -> dispatch tick
   int64_t tick_ = 0;
 };

@@ -12,7 +12,9 @@ PACKAGES=(
   protobuf-compiler protobuf-compiler-grpc grpc-proto
   # Libraries, found through pkg-config by //tools/build:system_libs.bzl.
   libgrpc++-dev libprotobuf-dev libabsl-dev prometheus-cpp-dev libsqlite3-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libssl-dev
+  # Tests: openssl makes the certificates of the TLS tests.
+  openssl
   # Tests: a real Prometheus server and promtool for the metrics tests.
   prometheus
   # Tools used by scripts and tests.
