@@ -102,11 +102,12 @@ TEST(AccessControlTest, BadReloadKeepsThePolicyInForce) {
   ASSERT_TRUE(access.ok()) << access.status();
   EXPECT_TRUE((*access)->IsAdmin("alice", {}, false).admin);
 
-  std::ofstream(path) << "admins: \"bob\"\nusers { user: \"x\" quota { max_priority: 1 } "
-                         "quota { max_queued_experiments: -3 } }\n";
+  std::ofstream(path) << "admins: \"bob\"\nusers { user: \"x\" quota { "
+                         "max_queued_experiments: -3 } }\n";
   const absl::Status reloaded = (*access)->Reload();
   EXPECT_FALSE(reloaded.ok());
-  EXPECT_THAT(reloaded.message(), HasSubstr("users[0].quota.max_queued_experiments"));
+  EXPECT_THAT(std::string(reloaded.message()),
+              HasSubstr("users[0].quota.max_queued_experiments"));
   EXPECT_TRUE((*access)->IsAdmin("alice", {}, false).admin);
   EXPECT_FALSE((*access)->IsAdmin("bob", {}, false).admin);
 

@@ -7,6 +7,8 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -120,11 +122,36 @@ absl::StatusOr<uid_t> LoopbackTcpOwner(absl::string_view peer, const std::string
   if (!address.has_value() || !IsLoopbackPeer(peer)) {
     return absl::InvalidArgumentError(absl::StrCat("not a loopback TCP peer: ", peer));
   }
-  const std::string table = absl::StrCat(proc_root, address->ipv6 ? "/net/tcp6" : "/net/tcp");
-  if (auto uid = FindOwner(table, ProcAddress(*address)); uid.has_value()) return *uid;
+  // An IPv4 client may hold a dual-stack IPv6 socket (gRPC's own clients do), listed in tcp6
+  // under the IPv4-mapped address; gRPC names such a peer ipv4: all the same.
+  std::vector<std::pair<std::string, PeerAddress>> candidates;
+  if (!address->ipv6) {
+    candidates.push_back({"/net/tcp", *address});
+    PeerAddress mapped = *address;
+    mapped.ipv6 = true;
+    memset(&mapped.v6, 0, sizeof(mapped.v6));
+    mapped.v6.s6_addr[10] = 0xff;
+    mapped.v6.s6_addr[11] = 0xff;
+    memcpy(mapped.v6.s6_addr + 12, &address->v4.s_addr, 4);
+    candidates.push_back({"/net/tcp6", mapped});
+  } else {
+    candidates.push_back({"/net/tcp6", *address});
+    if (IN6_IS_ADDR_V4MAPPED(&address->v6)) {
+      PeerAddress plain = *address;
+      plain.ipv6 = false;
+      memcpy(&plain.v4.s_addr, address->v6.s6_addr + 12, 4);
+      candidates.push_back({"/net/tcp", plain});
+    }
+  }
+  for (const auto& [table, candidate] : candidates) {
+    if (auto uid = FindOwner(absl::StrCat(proc_root, table), ProcAddress(candidate));
+        uid.has_value()) {
+      return *uid;
+    }
+  }
   return absl::NotFoundError(
-      absl::StrCat("no local socket ", peer, " in ", table, " (the client is gone, or lives in "
-                   "another network namespace)"));
+      absl::StrCat("no local socket ", peer, " in ", proc_root, "/net/tcp{,6} (the client is "
+                   "gone, or lives in another network namespace)"));
 }
 
 std::string UserNameOfUid(uid_t uid) {
@@ -166,8 +193,12 @@ absl::StatusOr<Caller> Authenticator::Identify(const grpc::ServerContextBase& co
     bearer = std::string(value);
   }
   const std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
-  const bool tls = auth != nullptr && FirstProperty(*auth, GRPC_TRANSPORT_SECURITY_TYPE_PROPERTY_NAME) ==
-                                          GRPC_SSL_TRANSPORT_SECURITY_TYPE;
+  // The TLS credentials (certificate provider) name their transport "tls", the older SSL
+  // credentials "ssl".
+  const std::string security =
+      auth == nullptr ? "" : FirstProperty(*auth, GRPC_TRANSPORT_SECURITY_TYPE_PROPERTY_NAME);
+  const bool tls =
+      security == GRPC_TLS_TRANSPORT_SECURITY_TYPE || security == GRPC_SSL_TRANSPORT_SECURITY_TYPE;
   if (tls) {
     const bool use_cn = options_.tls_user_from == TlsUserFrom::kCommonName;
     const std::string from_certificate =

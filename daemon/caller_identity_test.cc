@@ -51,6 +51,35 @@ TEST(LoopbackTcpOwnerTest, FindsTheUidOfARealClientSocket) {
   EXPECT_FALSE(LoopbackTcpOwner("ipv4:127.0.0.1:1").ok());
 }
 
+// gRPC's clients use dual-stack sockets: an IPv4 connection listed in tcp6, IPv4-mapped.
+TEST(LoopbackTcpOwnerTest, FindsADualStackClientSocket) {
+  const int server = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(server, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(server, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  ASSERT_EQ(listen(server, 1), 0);
+  socklen_t length = sizeof(address);
+  ASSERT_EQ(getsockname(server, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  const int client = socket(AF_INET6, SOCK_STREAM, 0);
+  ASSERT_GE(client, 0);
+  sockaddr_in6 mapped{};
+  mapped.sin6_family = AF_INET6;
+  mapped.sin6_port = address.sin_port;
+  ASSERT_EQ(inet_pton(AF_INET6, "::ffff:127.0.0.1", &mapped.sin6_addr), 1);
+  ASSERT_EQ(connect(client, reinterpret_cast<sockaddr*>(&mapped), sizeof(mapped)), 0);
+  sockaddr_in6 client_address{};
+  length = sizeof(client_address);
+  ASSERT_EQ(getsockname(client, reinterpret_cast<sockaddr*>(&client_address), &length), 0);
+  auto uid =
+      LoopbackTcpOwner(absl::StrCat("ipv4:127.0.0.1:", ntohs(client_address.sin6_port)));
+  ASSERT_TRUE(uid.ok()) << uid.status();
+  EXPECT_EQ(*uid, geteuid());
+  close(client);
+  close(server);
+}
+
 TEST(PeerCredentialRegistryTest, LaterConnectionOnTheSameDescriptorReplaces) {
   PeerCredentialRegistry registry;
   EXPECT_EQ(registry.Find("fd:7"), std::nullopt);

@@ -45,6 +45,8 @@ void ApplyEvent(const v1::ExperimentEvent& event, v1::Experiment& experiment) {
       experiment.set_worker_stderr_tail(change.worker_stderr_tail());
     }
     if (change.state() == v1::RUNNING) {
+      // A run after a preemption starts afresh.
+      if (change.reason().empty()) experiment.clear_reason();
       experiment.mutable_gpu_ids()->CopyFrom(change.gpu_ids());
       *experiment.mutable_started() = event.time();
       experiment.set_queue_position(0);
@@ -174,6 +176,14 @@ absl::Status ExperimentManager::Recover() {
                          "stopped; marked INTERRUPTED"));
   }
   ASSIGN_OR_RETURN(auto queued, store_->ListByState(v1::QUEUED));
+  // Preempted and not yet marked QUEUED again when the daemon stopped: queued all the same.
+  ASSIGN_OR_RETURN(auto preempted, store_->ListByState(v1::PREEMPTED));
+  for (auto& experiment : preempted) {
+    experiment.set_state(v1::QUEUED);
+    experiment.clear_started();
+    experiment.clear_gpu_ids();
+    queued.push_back(std::move(experiment));
+  }
   absl::MutexLock lock(&mutex_);
   for (auto& experiment : queued) {
     Active& active = active_[experiment.id()];
@@ -319,6 +329,30 @@ absl::StatusOr<v1::Experiment> ExperimentManager::Submit(v1::ExperimentRequest r
 
   absl::MutexLock lock(&mutex_);
   if (stopping_) return absl::UnavailableError("gpuprofd is shutting down");
+  if (!actor.admin && options_.submits_per_minute_per_user > 0) {
+    // A token bucket per submitting user: a burst of the per-minute limit, refilled steadily.
+    const double capacity = options_.submits_per_minute_per_user;
+    const absl::Time now = absl::Now();
+    auto [bucket, fresh] = submit_buckets_.try_emplace(actor.user);
+    if (fresh) {
+      bucket->second.tokens = capacity;
+    } else {
+      bucket->second.tokens =
+          std::min(capacity, bucket->second.tokens +
+                                 absl::ToDoubleMinutes(now - bucket->second.refilled) * capacity);
+    }
+    bucket->second.refilled = now;
+    if (bucket->second.tokens < 1) {
+      const absl::Duration wait = absl::Minutes((1 - bucket->second.tokens) / capacity);
+      return Refuse(actor, "", "submit-rate",
+                    absl::ResourceExhaustedError(absl::StrCat(
+                        "submit rate limit for ", actor.user, " is ",
+                        options_.submits_per_minute_per_user,
+                        " per minute (--submits_per_minute_per_user); retry in ",
+                        absl::FormatDuration(absl::Ceil(wait, absl::Milliseconds(100))))));
+    }
+    bucket->second.tokens -= 1;
+  }
   if (quota.has_value()) {
     const absl::Status allowed = CheckQuotaLocked(experiment.request(), user, *quota);
     if (!allowed.ok()) {
@@ -365,6 +399,14 @@ absl::StatusOr<int64_t> ExperimentManager::Subscribe(const std::string& id, int6
   // Replay and registration happen under one lock, and events are appended under it too, so
   // the stream has neither gaps nor duplicates.
   absl::MutexLock lock(&mutex_);
+  if (const auto live = active_.find(id);
+      live != active_.end() && options_.max_watchers_per_experiment > 0 &&
+      static_cast<int>(live->second.sinks.size()) >= options_.max_watchers_per_experiment) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "experiment ", id, " already has ", live->second.sinks.size(),
+        " live streams, the most gpuprofd allows (--max_watchers_per_experiment); detach one or "
+        "poll with gpuprof get"));
+  }
   ASSIGN_OR_RETURN(auto events, store_->Events(id, from_seq));
   for (const auto& event : events) sink->OnEvent(event);
   const auto active = active_.find(id);
@@ -401,7 +443,7 @@ absl::StatusOr<v1::Experiment> ExperimentManager::Cancel(const std::string& id,
         "(you are ", actor.user, ", ", actor.authenticated_by, ")"));
     return Refuse(actor, owner, "not-owner", denied);
   }
-  const std::string why = reason.empty() ? "cancelled by request" : reason;
+  const std::string why = reason.empty() ? absl::StrCat("cancelled by ", actor.user) : reason;
   if (active.experiment.state() == v1::QUEUED) {
     scheduler_->Remove(id);
   } else {
@@ -409,7 +451,9 @@ absl::StatusOr<v1::Experiment> ExperimentManager::Cancel(const std::string& id,
     KillWorkersLocked(active);
   }
   EndLocked(id, v1::CANCELLED,
-            owner == actor.user ? why : absl::StrCat(why, " (cancelled by ", actor.user, ")"),
+            owner == actor.user || reason.empty()
+                ? why
+                : absl::StrCat(why, " (cancelled by ", actor.user, ")"),
             "");
   v1::AuditEntry entry;
   entry.set_actor(actor.user);
@@ -443,6 +487,30 @@ absl::StatusOr<v1::QuotaReport> ExperimentManager::QuotaOf(const std::string& us
     }
   }
   return report;
+}
+
+std::vector<v1::QuotaReport> ExperimentManager::QuotaUseForMetrics() {
+  std::vector<v1::QuotaReport> reports;
+  if (options_.access == nullptr) return reports;
+  std::set<std::string> named;
+  for (const v1::UserQuota& entry : options_.access->policy()->users()) {
+    if (!named.insert(entry.user()).second) continue;
+    auto report = QuotaOf(entry.user(), /*admin=*/false);
+    if (report.ok()) reports.push_back(*std::move(report));
+  }
+  v1::QuotaReport other;
+  other.set_user("other");
+  absl::MutexLock lock(&mutex_);
+  for (const auto& [id, active] : active_) {
+    if (named.contains(active.experiment.user())) continue;
+    if (active.experiment.state() == v1::QUEUED) {
+      other.set_queued_experiments(other.queued_experiments() + 1);
+    } else if (active.experiment.state() == v1::RUNNING) {
+      other.set_running_gpus(other.running_gpus() + active.experiment.gpu_ids_size());
+    }
+  }
+  reports.push_back(std::move(other));
+  return reports;
 }
 
 absl::StatusOr<std::vector<v1::AuditEntry>> ExperimentManager::Audit(
@@ -695,6 +763,56 @@ void ExperimentManager::KillWorkersLocked(const Active& active) {
   }
 }
 
+void ExperimentManager::PreemptLocked() {
+  if (options_.access == nullptr) return;
+  const v1::PreemptionPolicy& policy = options_.access->policy()->preemption();
+  PreemptionRules rules;
+  rules.min_priority = policy.min_preempting_priority();
+  rules.grace = absl::Seconds(policy.grace_period().seconds()) +
+                absl::Nanoseconds(policy.grace_period().nanos());
+  const Preemption preemption = scheduler_->ChoosePreemption(absl::Now(), rules);
+  for (const std::string& victim : preemption.victims) {
+    const auto it = active_.find(victim);
+    if (it == active_.end()) continue;
+    Active& active = it->second;
+    active.preempting = true;
+    active.preempted_reason =
+        absl::StrCat("preempted by ", preemption.for_id, " (priority ", preemption.for_priority,
+                     ") after it waited ", absl::FormatDuration(rules.grace),
+                     " for GPUs; queued again in its original place, to run from the start");
+    KillWorkersLocked(active);
+    if (observer_ != nullptr) observer_->Preempted();
+    const auto for_experiment = active_.find(preemption.for_id);
+    v1::AuditEntry entry;
+    entry.set_actor(for_experiment == active_.end() ? "" : for_experiment->second.experiment.user());
+    entry.set_on_behalf_of(active.experiment.user());
+    entry.set_action("preempt");
+    entry.set_experiment_id(victim);
+    entry.set_detail(active.preempted_reason);
+    entry.set_authenticated_by("scheduler");
+    RecordAudit(std::move(entry));
+    LogLine(absl::StrCat(victim, " ", active.preempted_reason));
+  }
+}
+
+void ExperimentManager::RequeuePreemptedLocked(Active& active) {
+  const std::string id = active.experiment.id();
+  v1::ExperimentEvent preempted = StateEvent(v1::PREEMPTED, active.preempted_reason);
+  preempted.mutable_state()->mutable_gpu_ids()->CopyFrom(active.experiment.gpu_ids());
+  AppendEventLocked(active, std::move(preempted));
+  scheduler_->Preempt(id);
+  active.preempting = false;
+  active.preempted_reason.clear();
+  active.slots.clear();
+  active.ranks_finished = 0;
+  active.deadline = absl::InfiniteFuture();
+  active.experiment.clear_started();
+  active.experiment.clear_gpu_ids();
+  v1::ExperimentEvent queued = StateEvent(v1::QUEUED);
+  queued.mutable_state()->set_queue_position(scheduler_->QueuePosition(id));
+  AppendEventLocked(active, std::move(queued));
+}
+
 void ExperimentManager::ReleaseIfNoWorkerLocked(const std::string& id) {
   for (const auto& [slot_id, slot] : slots_) {
     if (slot.experiment_id == id) return;
@@ -712,7 +830,7 @@ void ExperimentManager::OnWorkerReport(int64_t slot_id,
   const int rank = slot->second.rank;
   const auto found = active_.find(id);
   // Cancelled (or timing out): what the dying worker still says no longer counts.
-  if (found == active_.end() || found->second.ending) return;
+  if (found == active_.end() || found->second.ending || found->second.preempting) return;
   Active& active = found->second;
   if (report.has_rendezvous()) {
     if (!report.rendezvous().error().empty()) {
@@ -773,6 +891,18 @@ void ExperimentManager::OnWorkerExit(int64_t slot_id, const WorkerExit& exit) {
   slots_.erase(slot);
   if (!id.empty()) {
     const auto active = active_.find(id);
+    if (active != active_.end() && active->second.preempting) {
+      // Preempted: queued again once its last worker is gone, keeping the lease till then.
+      for (const auto& [other_id, other] : slots_) {
+        if (other.experiment_id == id) {
+          wake_.Signal();
+          return;
+        }
+      }
+      RequeuePreemptedLocked(active->second);
+      wake_.Signal();
+      return;
+    }
     if (active != active_.end()) {
       const bool group = active->second.slots.size() > 1;
       const std::string who = group ? absl::StrCat("rank ", rank, "'s worker process")
@@ -802,11 +932,12 @@ void ExperimentManager::ControlLoop() {
   absl::MutexLock lock(&mutex_);
   while (!stopping_) {
     for (const Dispatch& dispatch : scheduler_->DispatchReady(absl::Now())) StartLocked(dispatch);
+    PreemptLocked();
 
     const absl::Time now = absl::Now();
     absl::Time next_wake = now + absl::Seconds(1);
     for (auto& [id, active] : active_) {
-      if (active.slots.empty() || active.ending) continue;
+      if (active.slots.empty() || active.ending || active.preempting) continue;
       if (active.deadline <= now) {
         active.ending = true;
         KillWorkersLocked(active);

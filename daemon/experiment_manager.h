@@ -41,6 +41,11 @@ struct ManagerOptions {
   std::string version;
   // Quotas come from here; null means none (in-process tests).
   const AccessControl* access = nullptr;
+  // Live Watch/Submit streams one experiment may have; more are refused (0: no cap).
+  int max_watchers_per_experiment = 0;
+  // Submits one (non-admin) user may make per minute, as a token bucket holding this many
+  // (0: no limit).
+  int submits_per_minute_per_user = 0;
 };
 
 // Who asks, as the gRPC layer authenticated them.
@@ -69,6 +74,8 @@ class ManagerObserver {
   // A request refused by policy: reason is "quota:max_queued_experiments",
   // "not-owner", "on-behalf-of", ...
   virtual void Refused(const std::string& reason) {}
+  // A running experiment was stopped for a higher-priority one and queued again.
+  virtual void Preempted() {}
 };
 
 class ExperimentManager {
@@ -98,6 +105,8 @@ class ExperimentManager {
                                         const Actor& actor);
   // The user's limits (from the policy) and use now.
   absl::StatusOr<v1::QuotaReport> QuotaOf(const std::string& user, bool admin);
+  // Use by each user with a `users` entry in the policy, then everyone else summed as "other".
+  std::vector<v1::QuotaReport> QuotaUseForMetrics();
   absl::StatusOr<std::vector<v1::AuditEntry>> Audit(const v1::ListAuditRequest& request);
   // Records an entry (time filled in); failures are logged, not returned.
   void RecordAudit(v1::AuditEntry entry);
@@ -126,6 +135,10 @@ class ExperimentManager {
     // Set when the workers are being killed (timeout): the final state waits for an exit so
     // the reason can carry the worker's last output.
     bool ending = false;
+    // Set while its workers are killed for a higher-priority experiment: their exits queue it
+    // again instead of failing it.
+    bool preempting = false;
+    std::string preempted_reason;
   };
   struct WorkerSlot {
     std::unique_ptr<WorkerProcess> process;
@@ -165,6 +178,10 @@ class ExperimentManager {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Kills every worker still running `active`; their exits free the lease.
   void KillWorkersLocked(const Active& active) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Starts preemptions the policy calls for; the workers' exits finish them.
+  void PreemptLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Once a preempted experiment's last worker is gone: PREEMPTED, then QUEUED in its place.
+  void RequeuePreemptedLocked(Active& active) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Frees the experiment's GPUs once no worker process of it is left.
   void ReleaseIfNoWorkerLocked(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void RetireSlotLocked(int64_t slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
@@ -194,6 +211,11 @@ class ExperimentManager {
   std::vector<std::unique_ptr<WorkerProcess>> retired_ ABSL_GUARDED_BY(mutex_);
   int64_t next_slot_ ABSL_GUARDED_BY(mutex_) = 1;
   int64_t next_subscription_ ABSL_GUARDED_BY(mutex_) = 1;
+  struct SubmitBucket {
+    double tokens = 0;
+    absl::Time refilled;
+  };
+  std::map<std::string, SubmitBucket> submit_buckets_ ABSL_GUARDED_BY(mutex_);
   int64_t next_submit_order_ ABSL_GUARDED_BY(mutex_) = 0;
   // The JIT cache as the last worker to finish saw it (the probe's view is stale after runs).
   int64_t jit_cache_entries_ ABSL_GUARDED_BY(mutex_) = 0;

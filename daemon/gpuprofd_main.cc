@@ -27,6 +27,7 @@
 #include "daemon/unix_socket_listener.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/resource_quota.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/security/tls_certificate_provider.h"
 #include "grpcpp/security/tls_credentials_options.h"
@@ -81,6 +82,27 @@ ABSL_FLAG(std::string, policy, "",
 ABSL_FLAG(bool, allow_insecure_tcp, false,
           "UNSAFE: serve plaintext TCP on addresses other than loopback, trusting the user name "
           "clients claim. Anyone who can reach the port can act as anyone.");
+ABSL_FLAG(int, max_concurrent_streams, 100,
+          "Concurrent RPCs (streams) one client connection may have open; more wait.");
+ABSL_FLAG(absl::Duration, keepalive_min_ping_interval, absl::Seconds(10),
+          "Clients pinging more often than this without sending data get strikes...");
+ABSL_FLAG(int, keepalive_max_ping_strikes, 2,
+          "...and after this many the connection is closed with GOAWAY (too_many_pings).");
+ABSL_FLAG(absl::Duration, max_connection_idle, absl::Minutes(30),
+          "A connection with no RPC for this long is closed (GOAWAY), so idle connections do "
+          "not accumulate.");
+ABSL_FLAG(absl::Duration, handshake_timeout, absl::Seconds(10),
+          "A TCP client that has not completed its (TLS and HTTP/2) handshake by then is "
+          "disconnected.");
+ABSL_FLAG(int64_t, server_memory_bytes, int64_t{512} << 20,
+          "Memory gRPC may use for buffers across every connection (a resource quota); under "
+          "pressure it stops reading from connections instead of growing.");
+ABSL_FLAG(int, max_watchers_per_experiment, 64,
+          "Live Watch/Submit streams one experiment may have; more are refused "
+          "(RESOURCE_EXHAUSTED). 0: no cap.");
+ABSL_FLAG(int, submits_per_minute_per_user, 120,
+          "Submits one user (admins exempt) may make per minute, in bursts up to the same "
+          "number; more are refused (RESOURCE_EXHAUSTED). 0: no limit.");
 ABSL_FLAG(bool, enable_test_faults, false,
           "Honour the gpuprof.fault label (crash/hang/exit/cuda-error a worker): for tests only.");
 
@@ -186,6 +208,8 @@ int Run() {
   options.measure_copy_bandwidth = absl::GetFlag(FLAGS_measure_copy_bandwidth);
   options.version = std::string(GpuprofVersion());
   options.access = access->get();
+  options.max_watchers_per_experiment = absl::GetFlag(FLAGS_max_watchers_per_experiment);
+  options.submits_per_minute_per_user = absl::GetFlag(FLAGS_submits_per_minute_per_user);
   // Declared before the manager, which reports to it until its very end.
   std::unique_ptr<MetricsExporter> metrics;
   if (!absl::GetFlag(FLAGS_metrics_listen).empty()) {
@@ -235,6 +259,23 @@ int Run() {
     builder.AddListeningPort(address, *tcp_credentials);
   }
   builder.SetMaxReceiveMessageSize(absl::GetFlag(FLAGS_max_message_bytes));
+  // Limits against clients that hold resources or flood: see docs/security.md.
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
+                             absl::GetFlag(FLAGS_max_concurrent_streams));
+  builder.AddChannelArgument(
+      GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+      static_cast<int>(absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_keepalive_min_ping_interval))));
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES,
+                             absl::GetFlag(FLAGS_keepalive_max_ping_strikes));
+  builder.AddChannelArgument(
+      GRPC_ARG_MAX_CONNECTION_IDLE_MS,
+      static_cast<int>(absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_max_connection_idle))));
+  builder.AddChannelArgument(
+      GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
+      static_cast<int>(absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_handshake_timeout))));
+  grpc::ResourceQuota memory_quota("gpuprofd");
+  memory_quota.Resize(static_cast<size_t>(absl::GetFlag(FLAGS_server_memory_bytes)));
+  builder.SetResourceQuota(memory_quota);
   builder.SetMaxSendMessageSize(64 << 20);
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();

@@ -34,6 +34,20 @@ struct PendingExperiment {
   int gpu_count = 0;  // 0: a CPU workload
 };
 
+// When a queued experiment may take GPUs from running ones (from the access policy).
+struct PreemptionRules {
+  // Queued experiments at or above this priority may preempt; 0 turns preemption off.
+  int min_priority = 0;
+  // How long such an experiment waits for its GPUs before it preempts.
+  absl::Duration grace = absl::ZeroDuration();
+};
+
+struct Preemption {
+  std::string for_id;  // the experiment that needs the GPUs
+  int for_priority = 0;
+  std::vector<std::string> victims;
+};
+
 struct Dispatch {
   std::string id;
   std::vector<int> gpus;  // in rank order; empty for CPU workloads
@@ -59,6 +73,15 @@ class Scheduler {
   // Frees what a dispatched experiment held.
   void Release(const std::string& id);
 
+  // The running experiments to stop so that the first queued experiment (in policy order) at
+  // or above rules.min_priority, blocked on busy GPUs longer than rules.grace, can be placed:
+  // lowest priority first, then the most recently started, only of lower priority than it, as
+  // few as place it. Empty when nothing qualifies or when experiments already being preempted
+  // will free enough. Victims are remembered until Preempt or Release.
+  Preemption ChoosePreemption(absl::Time now, const PreemptionRules& rules);
+  // Frees a preempted experiment's resources and queues it again in its original place.
+  void Preempt(const std::string& id);
+
   // 1-based place in the order the scheduler would start queued experiments if resources were
   // free; 0 when not queued.
   int QueuePosition(const std::string& id) const;
@@ -72,6 +95,9 @@ class Scheduler {
     std::string user;
     std::vector<int> gpus;
     bool cpu = false;
+    PendingExperiment pending;  // as queued, to queue it again if preempted
+    int64_t started_tick = 0;
+    bool being_preempted = false;
   };
   // Queued experiments in the order the policy would consider them.
   std::vector<const PendingExperiment*> PolicyOrder() const;
