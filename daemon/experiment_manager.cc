@@ -450,11 +450,8 @@ absl::StatusOr<v1::Experiment> ExperimentManager::Cancel(const std::string& id,
     // The lease stays until the workers are gone (OnWorkerExit releases it).
     KillWorkersLocked(active);
   }
-  EndLocked(id, v1::CANCELLED,
-            owner == actor.user || reason.empty()
-                ? why
-                : absl::StrCat(why, " (cancelled by ", actor.user, ")"),
-            "");
+  // Who cancelled is in the audit trail; the reason stays the caller's own words.
+  EndLocked(id, v1::CANCELLED, why, "");
   v1::AuditEntry entry;
   entry.set_actor(actor.user);
   if (owner != actor.user) entry.set_on_behalf_of(owner);

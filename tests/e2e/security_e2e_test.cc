@@ -449,7 +449,7 @@ TEST_F(SecurityE2eTest, EveryQuotaRefusesWithItsNameValueAndUse) {
   EXPECT_EQ(Get(capped).state(), v1::QUEUED);
 
   const CommandResult third = As("alice", HangingCollective("2,3"));
-  EXPECT_EQ(third.exit_code, 2);
+  EXPECT_EQ(third.exit_code, 4);  // RESOURCE_EXHAUSTED
   EXPECT_THAT(third.err, HasSubstr("RESOURCE_EXHAUSTED: quota max_queued_experiments for alice "
                                    "(users entry) is 2; in use: 2 queued experiment(s)"));
   const CommandResult wide = As("alice", {"submit", "collective", "--gpu-count", "4"});
@@ -493,7 +493,7 @@ TEST_F(SecurityE2eTest, EveryQuotaRefusesWithItsNameValueAndUse) {
   }
   ASSERT_EQ(As("dave", {"cancel", hog}).exit_code, 0);
   const CommandResult over = As("dave", {"submit", "collective", "--gpus", "0,1"});
-  EXPECT_EQ(over.exit_code, 2);
+  EXPECT_EQ(over.exit_code, 4);  // RESOURCE_EXHAUSTED
   EXPECT_THAT(over.err, HasSubstr("RESOURCE_EXHAUSTED: quota max_gpu_hours_per_day for dave "
                                   "(users entry) is 0.0002; in use: 0.00"));
   const CommandResult quota = As("dave", {"quota", "--json"});

@@ -125,7 +125,7 @@ TEST_F(ServerLimitsTest, SubmitsPerUserAreRateLimited) {
     EXPECT_EQ(submitted.exit_code, 0) << submitted.err;
   }
   const CommandResult fourth = daemon_->CliAsIs({"submit", "collective", "--gpus", "0,1"});
-  EXPECT_EQ(fourth.exit_code, 2);
+  EXPECT_EQ(fourth.exit_code, 4);  // RESOURCE_EXHAUSTED
   EXPECT_THAT(fourth.err, HasSubstr("RESOURCE_EXHAUSTED: submit rate limit for"));
   EXPECT_THAT(fourth.err, HasSubstr("is 3 per minute"));
 }
@@ -142,8 +142,12 @@ TEST_F(ServerLimitsTest, StreamsPerConnectionAreCapped) {
   OpenWatch third = Watch(*stub, id, absl::Seconds(3));
   EXPECT_FALSE(third.first_event);
   EXPECT_EQ(third.reader->Finish().error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
-  // Another connection is not held up.
-  auto other = daemon_->NewStub();
+  // Another connection is not held up (a channel of its own: channels with the same settings
+  // would share one connection).
+  grpc::ChannelArguments separate;
+  separate.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  auto other = v1::Profiler::NewStub(grpc::CreateCustomChannel(
+      daemon_->target(), grpc::InsecureChannelCredentials(), separate));
   OpenWatch elsewhere = Watch(*other, id);
   EXPECT_TRUE(elsewhere.first_event);
 }
