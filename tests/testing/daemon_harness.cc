@@ -189,6 +189,17 @@ int DaemonProcess::WaitForExit(absl::Duration timeout) {
   return status;
 }
 
+void DaemonProcess::Hangup() {
+  if (pid_ > 0) kill(pid_, SIGHUP);
+}
+
+CommandResult DaemonProcess::CliAsIs(const std::vector<std::string>& args,
+                                     absl::Duration timeout) const {
+  std::vector<std::string> argv = {RunfilePath("client/gpuprof"), "--target=" + target()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return RunCommand(argv, timeout);
+}
+
 std::unique_ptr<v1::Profiler::Stub> DaemonProcess::NewStub() const {
   grpc::ChannelArguments arguments;
   arguments.SetMaxSendMessageSize(64 << 20);
