@@ -529,7 +529,7 @@ TEST_F(SecurityE2eTest, OnlyTheOwnerOrAnAdminCancelsASweep) {
   ASSERT_FALSE(sweep.id().empty());
   // The sweep and its points belong to the authenticated caller.
   EXPECT_EQ(sweep.user(), "bob");
-  EXPECT_THAT(sweep.authenticated_by(), HasSubstr("bob"));
+  EXPECT_THAT(sweep.authenticated_by(), HasSubstr("TLS client certificate"));
   EXPECT_EQ(Get(sweep.points(0).experiment_id()).user(), "bob");
 
   const CommandResult by_alice = As("alice", {"sweep", "cancel", sweep.id()});

@@ -64,7 +64,8 @@ class DaemonProcess {
   // The CLI against this daemon, as `user`.
   CommandResult Cli(const std::vector<std::string>& args, const std::string& user = "tester",
                     absl::Duration timeout = absl::Seconds(120)) const;
-  // The CLI with exactly these arguments after --target (no --user).
+  // The CLI with exactly these arguments after --target (no --user); none when the arguments
+  // give their own --target.
   CommandResult CliAsIs(const std::vector<std::string>& args,
                         absl::Duration timeout = absl::Seconds(120)) const;
   // Daemon's stderr so far, for diagnostics.
