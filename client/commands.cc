@@ -8,7 +8,9 @@
 #include <utility>
 
 #include "absl/strings/match.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -70,6 +72,10 @@ struct GlobalOptions {
   std::optional<std::string> node_timeout;
   // The one node the command talks to, when the fleet options narrowed it to one.
   std::optional<DaemonNode> single_node;
+  std::optional<std::string> tls_ca;
+  std::optional<std::string> tls_cert;
+  std::optional<std::string> tls_key;
+  std::optional<std::string> token_file;
 };
 
 FlagSpec TargetFlag() {
@@ -88,14 +94,23 @@ FlagSpec JsonFlag(absl::string_view help) {
 // Talks to one daemon for one command: connects on first use, reports errors uniformly.
 class Session {
  public:
-  Session(const ClientEnvironment& env, std::string target, std::string user,
-          std::optional<DaemonNode> node = std::nullopt)
-      : env_(env), target_(std::move(target)), user_(std::move(user)), node_(std::move(node)) {}
+  // `node`: a node of a fleet, whose own TLS material (from the fleet file), when it has any,
+  // replaces the connection's TLS files.
+  Session(const ClientEnvironment& env, ConnectionOptions connection,
+          std::optional<std::string> explicit_user, std::optional<DaemonNode> node = std::nullopt)
+      : env_(env),
+        connection_(std::move(connection)),
+        target_(connection_.target),
+        user_(explicit_user.value_or(env.local_user)),
+        explicit_user_(std::move(explicit_user)),
+        node_(std::move(node)) {}
 
   std::ostream& out() const { return *env_.out; }
   std::ostream& err() const { return *env_.err; }
   const ClientEnvironment& env() const { return env_; }
   const std::string& user() const { return user_; }
+  // --user, when given: the daemon honours it for admins only.
+  const std::optional<std::string>& explicit_user() const { return explicit_user_; }
   absl::Time now() const { return env_.now ? env_.now() : absl::Now(); }
 
   v1::Profiler::StubInterface& profiler() {
@@ -113,9 +128,19 @@ class Session {
   }
 
   int ReportRpcError(const grpc::Status& status) const {
-    if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
+    if (status.error_code() == grpc::StatusCode::UNAVAILABLE && connection_.tls()) {
+      err() << "error: UNAVAILABLE: no TLS session with gpuprofd at " << target_ << ": "
+            << status.error_message()
+            << "\nif the daemon is running, it refused the handshake: check that --tls-ca is "
+               "the CA that signed the daemon's certificate and that your --tls-cert is signed "
+               "by the daemon's client CA, not expired and not revoked (the daemon requires a "
+               "client certificate unless it accepts tokens)\n";
+    } else if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
       err() << "error: UNAVAILABLE: cannot reach gpuprofd at " << target_ << ": "
             << status.error_message() << "; is it running? set --target or GPUPROF_TARGET\n";
+    } else if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
+      err() << "error: UNAUTHENTICATED: gpuprofd does not know who you are: "
+            << status.error_message() << "\n";
     } else {
       err() << "error: " << StatusCodeName(status.error_code()) << ": " << status.error_message()
             << "\n";
@@ -126,13 +151,15 @@ class Session {
  private:
   void Connect() {
     if (stubs_.profiler != nullptr) return;
-    stubs_ = node_.has_value() && env_.connect_node ? env_.connect_node(*node_)
-                                                   : env_.connect(target_);
+    stubs_ = node_.has_value() && env_.connect_node ? env_.connect_node(*node_, connection_)
+                                                   : env_.connect(connection_);
   }
 
   const ClientEnvironment& env_;
+  ConnectionOptions connection_;
   std::string target_;
   std::string user_;
+  std::optional<std::string> explicit_user_;
   std::optional<DaemonNode> node_;
   DaemonStubs stubs_;
 };
@@ -144,15 +171,57 @@ int ReportUsageError(const ClientEnvironment& env, absl::string_view message,
   return kExitUsage;
 }
 
-Session MakeSession(const ClientEnvironment& env, const GlobalOptions& globals,
-                    const ParsedArgs& args) {
+// Flags win over the environment, which wins over the config file.
+absl::StatusOr<ConnectionOptions> ResolveConnection(const ClientEnvironment& env,
+                                                    const GlobalOptions& globals,
+                                                    const ParsedArgs& args) {
+  v1::ClientConfig config;
+  if (!env.config_path.empty()) {
+    auto loaded = LoadClientConfig(env.config_path);
+    if (!loaded.ok()) return loaded.status();
+    config = *std::move(loaded);
+  }
+  ConnectionOptions options;
+  options.target = args.Get("target").value_or(globals.target.value_or(
+      !env.target_from_env.empty() ? env.target_from_env
+      : !config.target().empty()   ? config.target()
+                                   : std::string(kDefaultTarget)));
+  options.tls_ca = globals.tls_ca.value_or(config.tls_ca());
+  options.tls_cert = globals.tls_cert.value_or(config.tls_cert());
+  options.tls_key = globals.tls_key.value_or(config.tls_key());
+  if (globals.token_file.has_value() || (env.token_from_env.empty() && !config.token_file().empty())) {
+    const std::string path = globals.token_file.value_or(config.token_file());
+    auto token = ReadFileForFlag(path, globals.token_file.has_value() ? "--token" : "token_file");
+    if (!token.ok()) return token.status();
+    options.token = std::string(absl::StripAsciiWhitespace(*token));
+    if (options.token.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("--token: ", path, " is empty"));
+    }
+  } else {
+    options.token = env.token_from_env;
+  }
+  options.claimed_user = globals.user.value_or(env.local_user);
+  RETURN_IF_ERROR(CheckConnectionOptions(options, env.now ? env.now() : absl::Now()));
+  return options;
+}
+
+// The connection for a node of a fleet: the resolved options (TLS files, token, user) with the
+// node's address; the node's own TLS material, if any, is applied when connecting.
+ConnectionOptions NodeConnection(ConnectionOptions options, const DaemonNode& node) {
+  options.target = node.address;
+  return options;
+}
+
+// The session of a one-node command: the node the fleet options narrowed to, unless the
+// command's own --target names another daemon.
+absl::StatusOr<Session> MakeSession(const ClientEnvironment& env, const GlobalOptions& globals,
+                                    const ParsedArgs& args) {
+  ASSIGN_OR_RETURN(ConnectionOptions connection, ResolveConnection(env, globals, args));
   if (!args.Has("target") && globals.single_node.has_value()) {
-    return Session(env, globals.single_node->address, globals.user.value_or(env.local_user),
+    return Session(env, NodeConnection(std::move(connection), *globals.single_node), globals.user,
                    globals.single_node);
   }
-  std::string target = args.Get("target").value_or(globals.target.value_or(
-      env.target_from_env.empty() ? std::string(kDefaultTarget) : env.target_from_env));
-  return Session(env, std::move(target), globals.user.value_or(env.local_user));
+  return Session(env, std::move(connection), globals.user);
 }
 
 // Reads a Submit/Watch stream to its end, rendering each event.
@@ -277,7 +346,16 @@ std::optional<int> ListRequestFromArgs(Session& session, const ParsedArgs& args,
   if (args.Has("user") && args.Switch("mine")) {
     return ReportUsageError(session.env(), "--user and --mine exclude each other", "list");
   }
-  if (args.Switch("mine")) request.set_user(session.user());
+  if (args.Switch("mine")) {
+    // "Mine" is whoever the daemon authenticates us as, not $USER.
+    ClientContext context;
+    session.SetUnaryDeadline(context);
+    v1::CallerInfo caller;
+    const grpc::Status status =
+        session.profiler().WhoAmI(&context, v1::WhoAmIRequest(), &caller);
+    if (!status.ok()) return session.ReportRpcError(status);
+    request.set_user(session.explicit_user().value_or(caller.user()));
+  }
   if (const auto user = args.Get("user"); user.has_value()) request.set_user(*user);
   for (const std::string& states : args.GetAll("state")) {
     for (absl::string_view state : absl::StrSplit(states, ',')) {
@@ -381,7 +459,8 @@ int RunGet(Session& session, const ParsedArgs& args) {
 std::vector<FlagSpec> CancelFlags() {
   return {{.name = "reason",
            .value_syntax = "TEXT",
-           .help = "why, kept with the experiment (default: \"requested by <user>\")"},
+           .help = "why, kept with the experiment (default: \"cancelled by <you, as the "
+                   "daemon knows you>\")"},
           JsonFlag("print the Experiment as JSON"),
           TargetFlag(),
           HelpFlag()};
@@ -391,7 +470,8 @@ int RunCancel(Session& session, const ParsedArgs& args) {
   v1::CancelRequest request;
   request.set_experiment_id(args.positionals[0]);
   // The API carries no caller identity; the reason at least records who asked.
-  request.set_reason(args.Get("reason").value_or(absl::StrCat("requested by ", session.user())));
+  request.set_reason(args.Get("reason").value_or(""));
+  // The daemon checks the caller owns the experiment (or is an admin) and records who it was.
   ClientContext context;
   session.SetUnaryDeadline(context);
   v1::Experiment experiment;
@@ -404,6 +484,125 @@ int RunCancel(Session& session, const ParsedArgs& args) {
   session.out() << experiment.id() << ": " << StateName(experiment.state());
   if (!experiment.reason().empty()) session.out() << " (" << experiment.reason() << ")";
   session.out() << "\n";
+  return kExitOk;
+}
+
+// ---- whoami, quota, audit ----
+
+std::vector<FlagSpec> WhoAmIFlags() {
+  return {JsonFlag("print the CallerInfo as JSON"), TargetFlag(), HelpFlag()};
+}
+
+int RunWhoAmI(Session& session, const ParsedArgs& args) {
+  ClientContext context;
+  session.SetUnaryDeadline(context);
+  v1::CallerInfo caller;
+  const grpc::Status status = session.profiler().WhoAmI(&context, v1::WhoAmIRequest(), &caller);
+  if (!status.ok()) return session.ReportRpcError(status);
+  if (args.Switch("json")) {
+    session.out() << JsonLine(caller) << "\n";
+    return kExitOk;
+  }
+  session.out() << "user:   " << caller.user() << "\n"
+                << "by:     " << caller.authenticated_by() << "\n"
+                << "role:   "
+                << (caller.admin() ? absl::StrCat("admin (", caller.admin_reason(), ")")
+                                   : std::string("user"))
+                << "\n";
+  if (caller.groups_size() > 0) {
+    session.out() << "groups: " << absl::StrJoin(caller.groups(), ", ") << "\n";
+  }
+  return kExitOk;
+}
+
+std::vector<FlagSpec> QuotaFlags() {
+  return {{.name = "user", .value_syntax = "NAME", .help = "another user's (admins only)"},
+          JsonFlag("print the QuotaReport as JSON"),
+          TargetFlag(),
+          HelpFlag()};
+}
+
+int RunQuota(Session& session, const ParsedArgs& args) {
+  v1::GetQuotaRequest request;
+  request.set_user(args.Get("user").value_or(""));
+  ClientContext context;
+  session.SetUnaryDeadline(context);
+  v1::QuotaReport report;
+  const grpc::Status status = session.profiler().GetQuota(&context, request, &report);
+  if (!status.ok()) return session.ReportRpcError(status);
+  if (args.Switch("json")) {
+    session.out() << JsonLine(report) << "\n";
+    return kExitOk;
+  }
+  const v1::Quota& limits = report.limits();
+  const auto limit = [&](bool has, const std::string& value) {
+    return report.admin() ? std::string("none (admin)") : has ? value : std::string("unlimited");
+  };
+  TextTable table;
+  table.AddRow({"QUOTA", "LIMIT", "IN USE"});
+  table.AddRow({"max_queued_experiments",
+                limit(limits.has_max_queued_experiments(),
+                      absl::StrCat(limits.max_queued_experiments())),
+                absl::StrCat(report.queued_experiments())});
+  table.AddRow({"max_concurrent_gpus",
+                limit(limits.has_max_concurrent_gpus(), absl::StrCat(limits.max_concurrent_gpus())),
+                absl::StrCat(report.running_gpus())});
+  table.AddRow({"max_gpu_hours_per_day",
+                limit(limits.has_max_gpu_hours_per_day(),
+                      absl::StrFormat("%g", limits.max_gpu_hours_per_day())),
+                absl::StrFormat("%.3f", report.gpu_hours_last_day())});
+  table.AddRow({"max_timeout",
+                limit(limits.has_max_timeout(),
+                      absl::FormatDuration(absl::Seconds(limits.max_timeout().seconds()) +
+                                           absl::Nanoseconds(limits.max_timeout().nanos()))),
+                "-"});
+  table.AddRow({"max_priority",
+                limit(limits.has_max_priority(), absl::StrCat(limits.max_priority())), "-"});
+  session.out() << "user " << report.user() << " (limits from " << report.source() << ")\n"
+                << table.Render("");
+  return kExitOk;
+}
+
+std::vector<FlagSpec> AuditFlags() {
+  return {{.name = "user", .value_syntax = "NAME", .help = "entries by or for this user"},
+          {.name = "experiment", .value_syntax = "ID", .help = "entries about this experiment"},
+          {.name = "limit", .value_syntax = "N", .help = "at most N entries (default 100)"},
+          JsonFlag("print the ListAuditResponse as JSON"),
+          TargetFlag(),
+          HelpFlag()};
+}
+
+int RunAudit(Session& session, const ParsedArgs& args) {
+  v1::ListAuditRequest request;
+  request.set_user(args.Get("user").value_or(""));
+  request.set_experiment_id(args.Get("experiment").value_or(""));
+  if (const auto limit = args.Get("limit"); limit.has_value()) {
+    absl::StatusOr<int64_t> parsed = ParseSizedInteger(*limit, SizeUnits::kCount);
+    if (!parsed.ok()) {
+      return ReportUsageError(session.env(), absl::StrCat("--limit: ", parsed.status().message()),
+                              "audit");
+    }
+    request.set_limit(static_cast<int32_t>(*parsed));
+  }
+  ClientContext context;
+  session.SetUnaryDeadline(context);
+  v1::ListAuditResponse response;
+  const grpc::Status status = session.profiler().ListAudit(&context, request, &response);
+  if (!status.ok()) return session.ReportRpcError(status);
+  if (args.Switch("json")) {
+    session.out() << JsonLine(response) << "\n";
+    return kExitOk;
+  }
+  TextTable table;
+  table.AddRow({"TIME", "ACTOR", "FOR", "ACTION", "EXPERIMENT", "DETAIL"});
+  for (const v1::AuditEntry& entry : response.entries()) {
+    const absl::Time time = absl::FromUnixSeconds(entry.time().seconds());
+    table.AddRow({absl::FormatTime("%Y-%m-%d %H:%M:%S", time, session.env().time_zone),
+                  entry.actor(), entry.on_behalf_of().empty() ? "-" : entry.on_behalf_of(),
+                  entry.action(), entry.experiment_id().empty() ? "-" : entry.experiment_id(),
+                  entry.detail()});
+  }
+  session.out() << table.Render("");
   return kExitOk;
 }
 
@@ -531,6 +730,32 @@ const std::vector<Command>& Commands() {
        {"ID"},
        CancelFlags,
        RunCancel},
+      {"whoami",
+       "whoami [--json]",
+       "who the daemon takes you for, and your role",
+       "Shows the user the daemon authenticated you as (unix peer credentials, loopback TCP\n"
+       "owner, TLS client certificate or bearer token), whether you are an admin and why, and\n"
+       "your Unix groups.",
+       {},
+       WhoAmIFlags,
+       RunWhoAmI},
+      {"quota",
+       "quota [--user U] [--json]",
+       "your limits and what you use of them",
+       "Shows the quotas that apply to you (queued experiments, concurrent GPUs, GPU-hours\n"
+       "over the last 24 hours, longest timeout, highest priority), where they come from in\n"
+       "the daemon's policy, and your use now. Admins may ask about another user.",
+       {},
+       QuotaFlags,
+       RunQuota},
+      {"audit",
+       "audit [--user U] [--experiment ID] [--limit N] [--json]",
+       "the audit trail (admins)",
+       "Lists who submitted, cancelled or was refused what, and policy reloads, newest first.\n"
+       "Only admins may read it.",
+       {},
+       AuditFlags,
+       RunAudit},
       {"health",
        "health",
        "check that the daemon is serving",
@@ -571,6 +796,17 @@ std::string MainHelp() {
        .value_syntax = "DURATION",
        .help = "how long each node may take to answer (default: the fleet file's, else 10s)"},
       {.name = "user", .value_syntax = "NAME", .help = "who you are (default: $USER)"},
+      {.name = "user",
+       .value_syntax = "NAME",
+       .help = "act for this user (admins only; the daemon authenticates everyone else)"},
+      {.name = "tls-ca",
+       .value_syntax = "FILE",
+       .help = "PEM CA of the daemon's certificate: connect with TLS"},
+      {.name = "tls-cert", .value_syntax = "FILE", .help = "PEM client certificate (mutual TLS)"},
+      {.name = "tls-key", .value_syntax = "FILE", .help = "PEM key of --tls-cert"},
+      {.name = "token",
+       .value_syntax = "FILE",
+       .help = "file holding a bearer token (TLS only; or $GPUPROF_TOKEN)"},
       {.name = "version", .is_switch = true, .help = "print the client's version"},
       HelpFlag(),
   };
@@ -578,12 +814,17 @@ std::string MainHelp() {
       "gpuprof ", GpuprofVersion(),
       ": run GPU profiling experiments on a gpuprofd daemon and read their results\n\n"
       "usage: gpuprof [--target ADDR | --target NAME=ADDR... | --fleet[=PATH]] [--node NAME]\n"
-      "               [--user NAME] <command> [args] [flags]\n\n"
+      "               [--user NAME] [--tls-ca FILE [--tls-cert FILE --tls-key FILE]]\n"
+      "               [--token FILE] <command> [args] [flags]\n\n"
       "Across a fleet, gpus, list, get, watch, cancel and health work on every node at once;\n"
-      "other commands need one node (--node NAME).\n\n"
+      "other commands need one node (--node NAME). The TLS files and token apply to every\n"
+      "node; a node of a fleet file with its own TLS files uses those.\n\n"
       "commands:\n",
       commands.Render("  "), "\nglobal flags (before the command; --target also after it):\n",
       FormatFlagHelp(global_flags),
+      "\nThe connection can also be set in ~/.config/gpuprof/config.textproto (or\n"
+      "$GPUPROF_CONFIG): target, tls_ca, tls_cert, tls_key, token_file; flags and\n"
+      "$GPUPROF_TARGET / $GPUPROF_TOKEN win over it.\n"
       "\n--json output follows the proto3 JSON mapping: lowerCamelCase names, enums by name,\n"
       "64-bit integers as strings, fields at their default value left out; streams (submit\n"
       "--follow, watch) print one event per line (NDJSON).\n\n",
@@ -669,8 +910,13 @@ int RunSubmit(const ClientEnvironment& env, const GlobalOptions& globals,
   absl::StatusOr<v1::ExperimentRequest> request = builder->Build(*parsed);
   if (!request.ok()) return ReportUsageError(env, request.status().message(), help_command);
 
-  Session session = MakeSession(env, globals, *parsed);
-  if (request->user().empty()) request->set_user(session.user());
+  absl::StatusOr<Session> made = MakeSession(env, globals, *parsed);
+  if (!made.ok()) return ReportUsageError(env, made.status().message(), "");
+  Session& session = *made;
+  // Empty means "me, as the daemon authenticates me"; another name needs an admin.
+  if (request->user().empty() && session.explicit_user().has_value()) {
+    request->set_user(*session.explicit_user());
+  }
   const bool json = parsed->Switch("json");
   ClientContext context;
   auto reader = session.profiler().Submit(&context, *request);
@@ -733,6 +979,8 @@ struct FleetRun {
   const GlobalOptions& globals;
   std::vector<DaemonNode> nodes;
   absl::Duration node_timeout;
+  // TLS files, token and user shared by every node (the target is each node's address).
+  ConnectionOptions connection;
 };
 
 // Runs `run` on every node at once, each in its own session whose output is kept apart and
@@ -749,8 +997,8 @@ std::vector<NodeOutcome> RunOnEachNode(const FleetRun& fleet,
       env.err = &err;
       env.stdout_is_terminal = false;
       env.unary_rpc_deadline = fleet.node_timeout;
-      Session session(env, fleet.nodes[i].address,
-                      fleet.globals.user.value_or(fleet.env.local_user), fleet.nodes[i]);
+      Session session(env, NodeConnection(fleet.connection, fleet.nodes[i]), fleet.globals.user,
+                      fleet.nodes[i]);
       outcomes[i].exit_code = run(session, i);
       outcomes[i].out = out.str();
       outcomes[i].err = err.str();
@@ -825,7 +1073,7 @@ int RunFleetList(const FleetRun& fleet, const ParsedArgs& args) {
   }
   v1::ListExperimentsRequest request;
   {
-    Session session(fleet.env, "", fleet.globals.user.value_or(fleet.env.local_user));
+    Session session(fleet.env, ConnectionOptions(), fleet.globals.user);
     if (auto usage = ListRequestFromArgs(session, args, request); usage.has_value()) {
       return *usage;
     }
@@ -856,7 +1104,7 @@ int RunFleetList(const FleetRun& fleet, const ParsedArgs& args) {
                      return std::make_pair(a.created().seconds(), a.created().nanos()) >
                             std::make_pair(b.created().seconds(), b.created().nanos());
                    });
-  Session session(fleet.env, "", "");
+  Session session(fleet.env, ConnectionOptions(), std::nullopt);
   if (merged.empty()) {
     *fleet.env.out << "no experiments\n";
   } else {
@@ -931,7 +1179,7 @@ int RunFleetOnOneExperiment(const FleetRun& fleet, const Command& command, Parse
   ClientEnvironment env = fleet.env;
   env.unary_rpc_deadline = fleet.node_timeout;
   if (!args.Switch("json") && command.name != "watch") *env.out << "node: " << node.name << "\n";
-  Session session(env, node.address, fleet.globals.user.value_or(env.local_user), node);
+  Session session(env, NodeConnection(fleet.connection, node), fleet.globals.user, node);
   return command.run(session, args);
 }
 
@@ -994,7 +1242,9 @@ int RunCommand(const Command& command, const ClientEnvironment& env, const Globa
                            parsed->positionals[command.positionals.size()], "\"");
     return ReportUsageError(env, message, command.name);
   }
-  Session session = MakeSession(env, globals, *parsed);
+  absl::StatusOr<Session> made = MakeSession(env, globals, *parsed);
+  if (!made.ok()) return ReportUsageError(env, made.status().message(), "");
+  Session& session = *made;
   return command.run(session, *parsed);
 }
 
@@ -1127,7 +1377,10 @@ int RunGpuprof(const std::vector<std::string>& args, const ClientEnvironment& en
     for (const ValueOption& option :
          {ValueOption{"--target", &globals.target}, ValueOption{"--user", &globals.user},
           ValueOption{"--fleet", &globals.fleet}, ValueOption{"--node", &globals.node},
-          ValueOption{"--node-timeout", &globals.node_timeout}}) {
+          ValueOption{"--node-timeout", &globals.node_timeout},
+          ValueOption{"--tls-ca", &globals.tls_ca}, ValueOption{"--tls-cert", &globals.tls_cert},
+          ValueOption{"--tls-key", &globals.tls_key},
+          ValueOption{"--token", &globals.token_file}}) {
       if (word == option.name) {
         if (next + 1 >= args.size()) {
           return ReportUsageError(env, absl::StrCat(option.name, " needs a value"), "");
@@ -1173,10 +1426,13 @@ int RunGpuprof(const std::vector<std::string>& args, const ClientEnvironment& en
       return ReportUsageError(env, absl::StrCat(name, " runs on one node: pick it with --node NAME"),
                               "");
     }
-    const CommandDefaults defaults{
-        globals.single_node.has_value() ? std::optional(globals.single_node->address)
-                                        : globals.target,
-        globals.user};
+    absl::StatusOr<ConnectionOptions> connection = ResolveConnection(env, globals, ParsedArgs());
+    if (!connection.ok()) return ReportUsageError(env, connection.status().message(), "");
+    CommandDefaults defaults{*std::move(connection), std::nullopt, globals.user};
+    if (globals.single_node.has_value()) {
+      defaults.connection = NodeConnection(std::move(defaults.connection), *globals.single_node);
+      defaults.node = globals.single_node;
+    }
     if (name == "sweep") return RunSweepCommand(rest, env, defaults);
     if (name == "compare") return RunCompareCommand(rest, env, defaults);
     return RunBaselineCommand(rest, env, defaults);
@@ -1187,7 +1443,11 @@ int RunGpuprof(const std::vector<std::string>& args, const ClientEnvironment& en
                             "");
   }
   if (nodes->size() <= 1) return RunCommand(*command, env, globals, rest);
-  return RunFleetCommand(*command, FleetRun{env, globals, *std::move(nodes), node_timeout}, rest);
+  absl::StatusOr<ConnectionOptions> connection = ResolveConnection(env, globals, ParsedArgs());
+  if (!connection.ok()) return ReportUsageError(env, connection.status().message(), "");
+  return RunFleetCommand(
+      *command, FleetRun{env, globals, *std::move(nodes), node_timeout, *std::move(connection)},
+      rest);
 }
 
 }  // namespace gpuprof::client

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "client/connection_options.h"
 #include "client/fleet.h"
 #include "gpuprof/v1/profiler.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -51,17 +52,24 @@ struct ClientEnvironment {
   int terminal_width = 0;
   // $GPUPROF_TARGET; empty when unset.
   std::string target_from_env;
+  // $GPUPROF_TOKEN; empty when unset.
+  std::string token_from_env;
+  // The CLI's config file (ClientConfig textproto); empty: none is read.
+  std::string config_path;
   // $USER, else the password database's name for the uid.
   std::string local_user;
   absl::TimeZone time_zone = absl::UTCTimeZone();
   std::function<absl::Time()> now;
   // Every unary RPC gets this deadline; streams get none (experiments can run for hours).
   absl::Duration unary_rpc_deadline = absl::Seconds(30);
-  // Opens stubs for a gRPC target; called only by commands that talk to the daemon.
-  std::function<DaemonStubs(const std::string& target)> connect;
-  // Opens stubs for a node of a fleet (its address and TLS material); when unset, `connect`
-  // is called with the node's address.
-  std::function<DaemonStubs(const DaemonNode& node)> connect_node;
+  // Opens stubs for a gRPC target (options already checked); called only by commands that
+  // talk to the daemon.
+  std::function<DaemonStubs(const ConnectionOptions& options)> connect;
+  // Opens stubs for a node of a fleet: `options` (its target is the node's address) with the
+  // node's own TLS material from the fleet file, when it has any, in place of the TLS files.
+  // When unset, `connect` is called with `options`.
+  std::function<DaemonStubs(const DaemonNode& node, const ConnectionOptions& options)>
+      connect_node;
   // $GPUPROF_FLEET (a fleet file) and $HOME (for ~/.config/gpuprof/fleet.textproto).
   std::string fleet_from_env;
   std::string home_dir;

@@ -81,6 +81,12 @@ class FakeProfiler final : public v1::Profiler::Service {
     *response = gpus;
     return unary_status;
   }
+  grpc::Status WhoAmI(grpc::ServerContext*, const v1::WhoAmIRequest*,
+                      v1::CallerInfo* response) override {
+    response->set_user("alice-as-authenticated");
+    response->set_authenticated_by("unix peer credentials (uid 1000)");
+    return grpc::Status::OK;
+  }
 
   // Set before the RPCs run; read after they return.
   std::vector<v1::ExperimentEvent> events;
@@ -122,7 +128,8 @@ class CommandsTest : public ::testing::Test {
     env_.err = &err_;
     env_.local_user = "alice";
     env_.now = [] { return absl::FromUnixSeconds(1714564800); };
-    env_.connect = [this](const std::string& target) {
+    env_.connect = [this](const ConnectionOptions& options) {
+      const std::string& target = options.target;
       targets_.push_back(target);
       auto channel = server_->InProcessChannel(grpc::ChannelArguments());
       return DaemonStubs{v1::Profiler::NewStub(channel),
@@ -197,7 +204,8 @@ TEST_F(CommandsTest, SubmitPrintsTheIdAndDetaches) {
   EXPECT_EQ(request.index().num_tokens(), 4000);
   EXPECT_EQ(request.index().dtype(), v1::DATA_TYPE_BF16);
   EXPECT_EQ(request.gpus().gpu_ids(0), 0);
-  EXPECT_EQ(request.user(), "alice");
+  // Without --user the daemon decides who is asking.
+  EXPECT_EQ(request.user(), "");
   EXPECT_EQ(targets_, std::vector<std::string>{"127.0.0.1:7070"});
 }
 
@@ -217,7 +225,7 @@ TEST_F(CommandsTest, TargetAndUserPrecedence) {
             kExitOk);
   EXPECT_EQ(targets_, (std::vector<std::string>{"unix:/run/gpuprof.sock", "host:1", "host:2"}));
   ASSERT_EQ(profiler_.submitted.size(), 3u);
-  EXPECT_EQ(profiler_.submitted[0].user(), "alice");
+  EXPECT_EQ(profiler_.submitted[0].user(), "");
   EXPECT_EQ(profiler_.submitted[1].user(), "bob");
   EXPECT_EQ(profiler_.submitted[2].user(), "carol");
 }
@@ -309,7 +317,8 @@ TEST_F(CommandsTest, ListBuildsTheFilterAndFollowsPages) {
             kExitOk);
   ASSERT_EQ(profiler_.listed.size(), 1u);
   const v1::ListExperimentsRequest& request = profiler_.listed[0];
-  EXPECT_EQ(request.user(), "alice");
+  // --mine is whoever the daemon authenticates.
+  EXPECT_EQ(request.user(), "alice-as-authenticated");
   ASSERT_EQ(request.states_size(), 3);
   EXPECT_EQ(request.states(0), v1::RUNNING);
   EXPECT_EQ(request.states(2), v1::FAILED);
@@ -356,7 +365,9 @@ TEST_F(CommandsTest, GetRendersOrNotFound) {
 
 TEST_F(CommandsTest, CancelPrintsTheNewState) {
   EXPECT_EQ(Run({"cancel", "exp-7"}), kExitOk);
-  EXPECT_EQ(out_.str(), "exp-7: cancelled (requested by alice)\n");
+  // Without --reason the daemon records who cancelled it, as it authenticated them.
+  EXPECT_EQ(out_.str(), "exp-7: cancelled\n");
+  EXPECT_EQ(profiler_.cancelled.back().reason(), "");
   EXPECT_EQ(Run({"cancel", "exp-7", "--reason", "wrong size"}), kExitOk);
   EXPECT_EQ(profiler_.cancelled.back().reason(), "wrong size");
   profiler_.unary_status = grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "already done");
@@ -385,7 +396,8 @@ TEST_F(CommandsTest, HealthChecksTheWholeServer) {
 }
 
 TEST_F(CommandsTest, UnreachableDaemonExitsThreeWithAHint) {
-  env_.connect = [](const std::string& target) {
+  env_.connect = [](const ConnectionOptions& options) {
+    const std::string& target = options.target;
     auto channel = grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
     return DaemonStubs{v1::Profiler::NewStub(channel), grpc::health::v1::Health::NewStub(channel)};
   };

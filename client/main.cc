@@ -12,10 +12,8 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/commands.h"
+#include "client/connection_options.h"
 #include "client/node_channel.h"
-#include "grpcpp/create_channel.h"
-#include "grpcpp/security/credentials.h"
-#include "grpcpp/support/channel_arguments.h"
 
 namespace {
 
@@ -25,18 +23,21 @@ std::string LocalUserName() {
   return "unknown";
 }
 
-gpuprof::client::DaemonStubs Connect(const std::string& target) {
-  grpc::ChannelArguments arguments;
-  arguments.SetMaxReceiveMessageSize(gpuprof::client::kMaxReceiveMessageBytes);
-  auto channel = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), arguments);
+gpuprof::client::DaemonStubs Stubs(const std::shared_ptr<grpc::Channel>& channel) {
   return {gpuprof::v1::Profiler::NewStub(channel), grpc::health::v1::Health::NewStub(channel)};
 }
 
-// A node of a fleet: mutual TLS with its own CA and client certificate when the fleet file
-// gives them, else plaintext.
-gpuprof::client::DaemonStubs ConnectNode(const gpuprof::client::DaemonNode& node) {
-  auto channel = gpuprof::client::NodeChannel(node, gpuprof::client::kMaxReceiveMessageBytes);
-  return {gpuprof::v1::Profiler::NewStub(channel), grpc::health::v1::Health::NewStub(channel)};
+gpuprof::client::DaemonStubs Connect(const gpuprof::client::ConnectionOptions& options) {
+  return Stubs(
+      gpuprof::client::DaemonChannel(options, gpuprof::client::kMaxReceiveMessageBytes));
+}
+
+// A node of a fleet: its own CA and client certificate when the fleet file gives them, else
+// the TLS files and token every command uses.
+gpuprof::client::DaemonStubs ConnectNode(const gpuprof::client::DaemonNode& node,
+                                         const gpuprof::client::ConnectionOptions& options) {
+  return Stubs(
+      gpuprof::client::NodeChannel(node, options, gpuprof::client::kMaxReceiveMessageBytes));
 }
 
 }  // namespace
@@ -52,6 +53,10 @@ int main(int argc, char** argv) {
   if (const char* target = std::getenv("GPUPROF_TARGET"); target != nullptr) {
     env.target_from_env = target;
   }
+  if (const char* token = std::getenv("GPUPROF_TOKEN"); token != nullptr) {
+    env.token_from_env = token;
+  }
+  env.config_path = gpuprof::client::DefaultClientConfigPath();
   env.local_user = LocalUserName();
   env.time_zone = absl::LocalTimeZone();
   env.now = [] { return absl::Now(); };

@@ -53,23 +53,32 @@ int Usage(const ClientEnvironment& env, absl::string_view message, absl::string_
   return kExitUsage;
 }
 
-// One daemon connection for one command.
+// One daemon connection for one command, with the same settings (TLS files, token, config
+// file) as the other commands.
 class Connection {
  public:
   Connection(const ClientEnvironment& env, const CommandDefaults& defaults, const ParsedArgs& args)
       : env_(env),
-        target_(args.Get("target").value_or(defaults.target.value_or(
-            env.target_from_env.empty() ? std::string(kDefaultTarget) : env.target_from_env))),
-        user_(defaults.user.value_or(env.local_user)) {}
+        connection_(defaults.connection),
+        node_(args.Has("target") ? std::nullopt : defaults.node),
+        user_(defaults.user.value_or(env.local_user)),
+        explicit_user_(defaults.user) {
+    if (const auto target = args.Get("target"); target.has_value()) connection_.target = *target;
+  }
 
   std::ostream& out() const { return *env_.out; }
   std::ostream& err() const { return *env_.err; }
   const ClientEnvironment& env() const { return env_; }
   const std::string& user() const { return user_; }
+  // --user, when given: the daemon honours it for admins only.
+  const std::optional<std::string>& explicit_user() const { return explicit_user_; }
   absl::Time now() const { return env_.now ? env_.now() : absl::Now(); }
 
   v1::Profiler::StubInterface& profiler() {
-    if (stubs_.profiler == nullptr) stubs_ = env_.connect(target_);
+    if (stubs_.profiler == nullptr) {
+      stubs_ = node_.has_value() && env_.connect_node ? env_.connect_node(*node_, connection_)
+                                                      : env_.connect(connection_);
+    }
     return *stubs_.profiler;
   }
   void SetDeadline(ClientContext& context, absl::Duration deadline) const {
@@ -79,9 +88,16 @@ class Connection {
     SetDeadline(context, env_.unary_rpc_deadline);
   }
   int ReportRpcError(const grpc::Status& status) const {
-    if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
-      err() << "error: UNAVAILABLE: cannot reach gpuprofd at " << target_ << ": "
+    if (status.error_code() == grpc::StatusCode::UNAVAILABLE && connection_.tls()) {
+      err() << "error: UNAVAILABLE: no TLS session with gpuprofd at " << connection_.target
+            << ": " << status.error_message()
+            << "\nif the daemon is running, check --tls-ca, --tls-cert and --tls-key\n";
+    } else if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
+      err() << "error: UNAVAILABLE: cannot reach gpuprofd at " << connection_.target << ": "
             << status.error_message() << "; is it running? set --target or GPUPROF_TARGET\n";
+    } else if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
+      err() << "error: UNAUTHENTICATED: gpuprofd does not know who you are: "
+            << status.error_message() << "\n";
     } else {
       err() << "error: " << StatusCodeName(status.error_code()) << ": "
             << status.error_message() << "\n";
@@ -91,8 +107,10 @@ class Connection {
 
  private:
   const ClientEnvironment& env_;
-  std::string target_;
+  ConnectionOptions connection_;
+  std::optional<DaemonNode> node_;
   std::string user_;
+  std::optional<std::string> explicit_user_;
   DaemonStubs stubs_;
 };
 
@@ -337,7 +355,10 @@ int RunSweepSubmit(const std::vector<std::string>& args, const ClientEnvironment
   absl::StatusOr<v1::ExperimentRequest> base = builder->Build(base_args);
   if (!base.ok()) return Usage(env, base.status().message(), help_command);
   Connection connection(env, defaults, *parsed);
-  if (base->user().empty()) base->set_user(connection.user());
+  // Empty means "me, as the daemon authenticates me"; another name needs an admin.
+  if (base->user().empty() && connection.explicit_user().has_value()) {
+    base->set_user(*connection.explicit_user());
+  }
   request.set_user(base->user());
   request.set_description(base->description());
   *request.mutable_base() = *std::move(base);
@@ -464,7 +485,8 @@ std::vector<FlagSpec> SweepCancelFlags() {
 int RunSweepCancel(Connection& connection, const ParsedArgs& args) {
   v1::CancelSweepRequest request;
   request.set_sweep_id(args.positionals[0]);
-  request.set_reason(args.Get("reason").value_or(absl::StrCat("requested by ", connection.user())));
+  // Without --reason the daemon records who cancelled it ("cancelled by NAME").
+  request.set_reason(args.Get("reason").value_or(""));
   ClientContext context;
   connection.SetUnaryDeadline(context);
   v1::Sweep sweep;

@@ -13,7 +13,12 @@ namespace gpuprof::client {
 
 // What the options before the command said (--target, --user); unset when not given.
 struct CommandDefaults {
-  std::optional<std::string> target;
+  // Resolved as for the other commands (flags, environment, config file); a command's own
+  // --target replaces the target.
+  ConnectionOptions connection;
+  // The fleet node the global options narrowed to, if any (for its own TLS material).
+  std::optional<DaemonNode> node;
+  // --user: the daemon honours it for admins only.
   std::optional<std::string> user;
 };
 

@@ -86,7 +86,7 @@ class TraceCommandTest : public ::testing::Test {
     env_.out = &out_;
     env_.err = &err_;
     env_.local_user = "alice";
-    env_.connect = [this](const std::string&) {
+    env_.connect = [this](const ConnectionOptions&) {
       auto channel = server_->InProcessChannel(grpc::ChannelArguments());
       return DaemonStubs{v1::Profiler::NewStub(channel), nullptr};
     };

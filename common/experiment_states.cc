@@ -13,6 +13,7 @@ bool IsTerminalState(v1::ExperimentState state) {
     case v1::EXPERIMENT_STATE_UNSPECIFIED:
     case v1::QUEUED:
     case v1::RUNNING:
+    case v1::PREEMPTED:
     default:
       return false;
   }

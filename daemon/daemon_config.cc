@@ -32,6 +32,15 @@ std::vector<std::string> DefaultListenAddresses(const std::string& state_dir) {
   return {kDefaultTcpAddress, "unix:" + state_dir + "/gpuprofd.sock"};
 }
 
+bool IsLoopbackListenAddress(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  std::string host = colon == std::string::npos ? address : address.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
 std::string DefaultWorkerBinary() {
   std::error_code error;
   const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);

@@ -19,6 +19,9 @@ std::vector<std::string> DefaultListenAddresses(const std::string& state_dir);
 // gpuprof_worker beside the running gpuprofd binary, or in its worker/ subdirectory (the
 // Bazel output layout).
 std::string DefaultWorkerBinary();
+// Whether a TCP listen address ("127.0.0.1:7070", "localhost:7070", "[::1]:7070") binds only
+// the loopback interface.
+bool IsLoopbackListenAddress(const std::string& address);
 // Splits "a,b , c" into addresses; empty entries dropped.
 std::vector<std::string> SplitAddresses(const std::string& list);
 

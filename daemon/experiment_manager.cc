@@ -5,7 +5,9 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/synchronization/notification.h"
 #include "common/experiment_states.h"
 #include "common/status_macros.h"
@@ -43,6 +45,8 @@ void ApplyEvent(const v1::ExperimentEvent& event, v1::Experiment& experiment) {
       experiment.set_worker_stderr_tail(change.worker_stderr_tail());
     }
     if (change.state() == v1::RUNNING) {
+      // A run after a preemption starts afresh.
+      if (change.reason().empty()) experiment.clear_reason();
       experiment.mutable_gpu_ids()->CopyFrom(change.gpu_ids());
       *experiment.mutable_started() = event.time();
       experiment.set_queue_position(0);
@@ -78,6 +82,12 @@ absl::StatusOr<std::unique_ptr<ExperimentManager>> ExperimentManager::Create(
     manager->scheduler_ = std::make_unique<Scheduler>(GpuTopology(manager->inventory_),
                                                       std::max(1, manager->options_.cpu_slots),
                                                       manager->options_.gpu_reservation_after);
+    if (const AccessControl* access = manager->options_.access; access != nullptr) {
+      manager->scheduler_->SetUserGpuLimit([access](const std::string& user) {
+        const ResolvedQuota quota = access->QuotaForUser(user);
+        return quota.limits.has_max_concurrent_gpus() ? quota.limits.max_concurrent_gpus() : -1;
+      });
+    }
   }
   RETURN_IF_ERROR(manager->Recover());
   manager->control_thread_ = std::thread([m = manager.get()] { m->ControlLoop(); });
@@ -166,6 +176,14 @@ absl::Status ExperimentManager::Recover() {
                          "stopped; marked INTERRUPTED"));
   }
   ASSIGN_OR_RETURN(auto queued, store_->ListByState(v1::QUEUED));
+  // Preempted and not yet marked QUEUED again when the daemon stopped: queued all the same.
+  ASSIGN_OR_RETURN(auto preempted, store_->ListByState(v1::PREEMPTED));
+  for (auto& experiment : preempted) {
+    experiment.set_state(v1::QUEUED);
+    experiment.clear_started();
+    experiment.clear_gpu_ids();
+    queued.push_back(std::move(experiment));
+  }
   absl::MutexLock lock(&mutex_);
   for (auto& experiment : queued) {
     Active& active = active_[experiment.id()];
@@ -189,7 +207,13 @@ absl::Status ExperimentManager::Recover() {
 }
 
 absl::StatusOr<v1::Experiment> ExperimentManager::Submit(v1::ExperimentRequest request) {
-  return SubmitInternal(std::move(request), "", 0, 0);
+  const std::string user = request.user();
+  return Submit(std::move(request), Actor{user, "in-process call", /*admin=*/true});
+}
+
+absl::StatusOr<v1::Experiment> ExperimentManager::Submit(v1::ExperimentRequest request,
+                                                         const Actor& actor) {
+  return SubmitInternal(std::move(request), actor, "", 0, 0);
 }
 
 absl::Status ExperimentManager::Validate(v1::ExperimentRequest request) {
@@ -201,12 +225,56 @@ absl::StatusOr<v1::Experiment> ExperimentManager::SubmitSweepPoint(v1::Experimen
                                                                    const std::string& sweep_id,
                                                                    int point,
                                                                    int max_concurrent_gpus) {
-  return SubmitInternal(std::move(request), sweep_id, point, max_concurrent_gpus);
+  // A later attempt of a point already admitted with its sweep: no second quota check.
+  const std::string user = request.user();
+  return SubmitInternal(
+      std::move(request),
+      Actor{user, absl::StrCat("sweep ", sweep_id, " (a point run again)"), /*admin=*/true},
+      sweep_id, point, max_concurrent_gpus);
+}
+
+absl::Status ExperimentManager::AdmitSweep(std::vector<v1::ExperimentRequest>& requests,
+                                           const std::string& user, const Actor& actor) {
+  if (user != actor.user && !actor.admin) {
+    return Refuse(actor, user, "on-behalf-of",
+                  absl::PermissionDeniedError(absl::StrCat(
+                      "user: you are ", actor.user, " (", actor.authenticated_by,
+                      "); only admins may submit a sweep on behalf of another user (asked for ",
+                      user, ")")));
+  }
+  std::optional<ResolvedQuota> quota;
+  if (!actor.admin && options_.access != nullptr) {
+    quota = options_.access->QuotaForUser(user);
+    for (v1::ExperimentRequest& request : requests) ApplyQuotaTimeout(*quota, request);
+  }
+  absl::MutexLock lock(&mutex_);
+  if (stopping_) return absl::UnavailableError("gpuprofd is shutting down");
+  // The sweep is one submission for the rate limit; its points count against the quotas.
+  RETURN_IF_ERROR(TakeSubmitTokenLocked(actor));
+  if (!quota.has_value()) return absl::OkStatus();
+  bool needs_gpus = false;
+  for (size_t index = 0; index < requests.size(); ++index) {
+    v1::ExperimentRequest request = requests[index];
+    ApplyRequestDefaults(options_.limits, inventory_, request);
+    needs_gpus = needs_gpus || workloads::RequiredGpuCount(request) > 0;
+    absl::Status allowed = CheckRequestQuota(request, user, *quota);
+    if (!allowed.ok()) {
+      allowed = absl::Status(allowed.code(),
+                             absl::StrCat("point ", index, ": ", allowed.message()));
+      return Refuse(actor, user == actor.user ? "" : user, QuotaReason(allowed), allowed);
+    }
+  }
+  const absl::Status allowed =
+      CheckUsageQuotaLocked(user, *quota, static_cast<int>(requests.size()), needs_gpus);
+  if (!allowed.ok()) {
+    return Refuse(actor, user == actor.user ? "" : user, QuotaReason(allowed), allowed);
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<v1::Experiment>> ExperimentManager::SubmitSweepPoints(
     std::vector<v1::ExperimentRequest> requests, const std::string& sweep_id,
-    int max_concurrent_gpus) {
+    int max_concurrent_gpus, const Actor& actor) {
   std::vector<std::pair<v1::Experiment, v1::ExperimentEvent>> created;
   const google::protobuf::Timestamp now = Now();
   for (size_t point = 0; point < requests.size(); ++point) {
@@ -220,6 +288,8 @@ absl::StatusOr<std::vector<v1::Experiment>> ExperimentManager::SubmitSweepPoints
     experiment.set_state(v1::QUEUED);
     experiment.set_workload(workloads::WorkloadOf(request));
     experiment.set_user(request.user());
+    if (request.user() != actor.user) experiment.set_submitted_by(actor.user);
+    experiment.set_authenticated_by(actor.authenticated_by);
     *experiment.mutable_created() = now;
     experiment.set_last_seq(1);
     *experiment.mutable_request() = std::move(request);
@@ -267,10 +337,165 @@ void ExperimentManager::SetSweepPointListener(SweepPointListener listener) {
   sweep_point_listener_ = std::move(listener);
 }
 
+absl::Status ExperimentManager::Refuse(const Actor& actor, const std::string& on_behalf_of,
+                                       const std::string& reason, absl::Status status) {
+  if (observer_ != nullptr) observer_->Refused(reason);
+  v1::AuditEntry entry;
+  entry.set_actor(actor.user);
+  entry.set_on_behalf_of(on_behalf_of);
+  entry.set_action("refuse");
+  entry.set_detail(absl::StrCat(reason, ": ", status.message()));
+  entry.set_authenticated_by(actor.authenticated_by);
+  RecordAudit(std::move(entry));
+  return status;
+}
+
+absl::StatusOr<double> ExperimentManager::GpuHoursLastDay(const std::string& user,
+                                                          absl::Time now) {
+  const absl::Time since = now - absl::Hours(24);
+  // An experiment created before the window can still have run inside it, for at most its
+  // timeout after it started; the queue wait before that is not bounded, so look back far.
+  const absl::Time created_after = since - options_.limits.max_timeout - absl::Hours(24 * 7);
+  ASSIGN_OR_RETURN(auto experiments,
+                   store_->ListUserCreatedSince(user, absl::ToUnixNanos(created_after)));
+  double hours = 0;
+  for (const v1::Experiment& experiment : experiments) {
+    if (!experiment.has_started() || experiment.gpu_ids_size() == 0) continue;
+    const absl::Time started = absl::FromUnixNanos(TimeUtil::TimestampToNanoseconds(experiment.started()));
+    const absl::Time finished =
+        experiment.has_finished()
+            ? absl::FromUnixNanos(TimeUtil::TimestampToNanoseconds(experiment.finished()))
+            : now;
+    const absl::Time from = std::max(started, since);
+    const absl::Time to = std::min(finished, now);
+    if (to > from) hours += experiment.gpu_ids_size() * absl::ToDoubleHours(to - from);
+  }
+  return hours;
+}
+
+void ExperimentManager::ApplyQuotaTimeout(const ResolvedQuota& quota,
+                                          v1::ExperimentRequest& request) const {
+  // A request that sets no timeout gets the daemon's default, capped by the user's limit.
+  if (!request.has_timeout() && quota.limits.has_max_timeout() &&
+      TimeUtil::DurationToNanoseconds(quota.limits.max_timeout()) <
+          absl::ToInt64Nanoseconds(options_.limits.default_timeout)) {
+    *request.mutable_timeout() = quota.limits.max_timeout();
+  }
+}
+
+std::string ExperimentManager::QuotaReason(const absl::Status& refusal) {
+  // "quota max_priority for ..." (or "point 3: quota max_priority for ...") ->
+  // "quota:max_priority"
+  const absl::string_view message = refusal.message();
+  const size_t start = message.find("quota ");
+  if (start == absl::string_view::npos) return "quota";
+  const size_t end = message.find(' ', start + 6);
+  return absl::StrCat("quota:", message.substr(start + 6, end - start - 6));
+}
+
+absl::Status ExperimentManager::CheckRequestQuota(const v1::ExperimentRequest& request,
+                                                  const std::string& user,
+                                                  const ResolvedQuota& quota) {
+  const v1::Quota& limits = quota.limits;
+  const std::string whose = absl::StrCat(" for ", user, " (", quota.source, ")");
+  if (limits.has_max_priority() && request.priority() > limits.max_priority()) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "quota max_priority", whose, " is ", limits.max_priority(), "; the request asks for ",
+        request.priority()));
+  }
+  if (limits.has_max_timeout()) {
+    const int64_t allowed = TimeUtil::DurationToNanoseconds(limits.max_timeout());
+    const int64_t asked = TimeUtil::DurationToNanoseconds(request.timeout());
+    if (asked > allowed) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "quota max_timeout", whose, " is ", absl::FormatDuration(absl::Nanoseconds(allowed)),
+          "; the request asks for ", absl::FormatDuration(absl::Nanoseconds(asked))));
+    }
+  }
+  const int gpus = workloads::RequiredGpuCount(request);
+  if (limits.has_max_concurrent_gpus() && gpus > limits.max_concurrent_gpus()) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "quota max_concurrent_gpus", whose, " is ", limits.max_concurrent_gpus(),
+        "; the request needs ", gpus, " GPU(s) at once and could never run"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ExperimentManager::CheckUsageQuotaLocked(const std::string& user,
+                                                      const ResolvedQuota& quota, int adding,
+                                                      bool needs_gpus) {
+  const v1::Quota& limits = quota.limits;
+  const std::string whose = absl::StrCat(" for ", user, " (", quota.source, ")");
+  if (limits.has_max_queued_experiments()) {
+    int queued = 0;
+    for (const auto& [id, active] : active_) {
+      if (active.experiment.user() == user && active.experiment.state() == v1::QUEUED) ++queued;
+    }
+    if (queued + adding > limits.max_queued_experiments()) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "quota max_queued_experiments", whose, " is ", limits.max_queued_experiments(),
+          "; in use: ", queued, " queued experiment(s)",
+          adding > 1 ? absl::StrCat("; the sweep would add ", adding, " points") : ""));
+    }
+  }
+  if (limits.has_max_gpu_hours_per_day() && needs_gpus) {
+    ASSIGN_OR_RETURN(double used, GpuHoursLastDay(user, absl::Now()));
+    if (used >= limits.max_gpu_hours_per_day()) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "quota max_gpu_hours_per_day", whose, " is ", limits.max_gpu_hours_per_day(),
+          "; in use: ", absl::StrFormat("%.3f", used), " GPU-hours over the last 24 hours"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ExperimentManager::TakeSubmitTokenLocked(const Actor& actor) {
+  if (actor.admin || options_.submits_per_minute_per_user <= 0) return absl::OkStatus();
+  // A token bucket per submitting user: a burst of the per-minute limit, refilled steadily.
+  const double capacity = options_.submits_per_minute_per_user;
+  const absl::Time now = absl::Now();
+  auto [bucket, fresh] = submit_buckets_.try_emplace(actor.user);
+  if (fresh) {
+    bucket->second.tokens = capacity;
+  } else {
+    bucket->second.tokens =
+        std::min(capacity, bucket->second.tokens +
+                               absl::ToDoubleMinutes(now - bucket->second.refilled) * capacity);
+  }
+  bucket->second.refilled = now;
+  if (bucket->second.tokens < 1) {
+    const absl::Duration wait = absl::Minutes((1 - bucket->second.tokens) / capacity);
+    return Refuse(actor, "", "submit-rate",
+                  absl::ResourceExhaustedError(absl::StrCat(
+                      "submit rate limit for ", actor.user, " is ",
+                      options_.submits_per_minute_per_user,
+                      " per minute (--submits_per_minute_per_user); retry in ",
+                      absl::FormatDuration(absl::Ceil(wait, absl::Milliseconds(100))))));
+  }
+  bucket->second.tokens -= 1;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<v1::Experiment> ExperimentManager::SubmitInternal(v1::ExperimentRequest request,
+                                                                 const Actor& actor,
                                                                  const std::string& sweep_id,
                                                                  int point,
                                                                  int max_concurrent_gpus) {
+  if (request.user().empty()) request.set_user(actor.user);
+  const std::string user = request.user();
+  const bool on_behalf = user != actor.user;
+  if (on_behalf && !actor.admin) {
+    return Refuse(actor, user, "on-behalf-of",
+                  absl::PermissionDeniedError(absl::StrCat(
+                      "user: you are ", actor.user, " (", actor.authenticated_by,
+                      "); only admins may submit on behalf of another user (asked for ", user,
+                      ")")));
+  }
+  std::optional<ResolvedQuota> quota;
+  if (!actor.admin && options_.access != nullptr) {
+    quota = options_.access->QuotaForUser(user);
+    ApplyQuotaTimeout(*quota, request);
+  }
   ApplyRequestDefaults(options_.limits, inventory_, request);
   RETURN_IF_ERROR(ValidateExperimentRequest(request, inventory_, options_.limits));
   v1::Experiment experiment;
@@ -279,7 +504,9 @@ absl::StatusOr<v1::Experiment> ExperimentManager::SubmitInternal(v1::ExperimentR
   experiment.set_sweep_max_concurrent_gpus(max_concurrent_gpus);
   experiment.set_state(v1::QUEUED);
   experiment.set_workload(workloads::WorkloadOf(request));
-  experiment.set_user(request.user());
+  experiment.set_user(user);
+  if (on_behalf) experiment.set_submitted_by(actor.user);
+  experiment.set_authenticated_by(actor.authenticated_by);
   *experiment.mutable_created() = Now();
   experiment.set_last_seq(1);
   *experiment.mutable_request() = std::move(request);
@@ -290,6 +517,18 @@ absl::StatusOr<v1::Experiment> ExperimentManager::SubmitInternal(v1::ExperimentR
   {
     absl::MutexLock lock(&mutex_);
     if (stopping_) return absl::UnavailableError("gpuprofd is shutting down");
+    // Rate and quotas before anything is stored: a refused request leaves no trace but the
+    // audit entry. (Two submits racing past the same quota between this check and their
+    // commits can exceed it by one.)
+    RETURN_IF_ERROR(TakeSubmitTokenLocked(actor));
+    if (quota.has_value()) {
+      absl::Status allowed = CheckRequestQuota(experiment.request(), user, *quota);
+      if (allowed.ok()) {
+        allowed = CheckUsageQuotaLocked(user, *quota, 1,
+                                        workloads::RequiredGpuCount(experiment.request()) > 0);
+      }
+      if (!allowed.ok()) return Refuse(actor, "", QuotaReason(allowed), allowed);
+    }
     // Position among what is queued now, plus this one; recomputed live by Get.
     first.mutable_state()->set_queue_position(static_cast<int>(scheduler_->queued_count()) + 1);
   }
@@ -310,22 +549,37 @@ absl::StatusOr<v1::Experiment> ExperimentManager::SubmitInternal(v1::ExperimentR
   }
   const std::string id = *std::move(created);
   experiment.set_id(id);
-  absl::MutexLock lock(&mutex_);
-  // Stored, so acknowledged: if gpuprofd is stopping, it runs after the restart.
-  if (stopping_) return experiment;
-  // First come, first served in the order the commits were acknowledged.
-  PendingExperiment pending{id,
-                            experiment.user(),
-                            experiment.request().priority(),
-                            next_submit_order_++,
-                            experiment.request().gpus(),
-                            workloads::RequiredGpuCount(experiment.request()),
-                            sweep_id,
-                            max_concurrent_gpus};
-  scheduler_->Enqueue(std::move(pending));
-  experiment.set_queue_position(scheduler_->QueuePosition(id));
-  active_[id].experiment = experiment;
-  wake_.Signal();
+  {
+    absl::MutexLock lock(&mutex_);
+    // Stored, so acknowledged: if gpuprofd is stopping, it runs after the restart.
+    if (!stopping_) {
+      // First come, first served in the order the commits were acknowledged.
+      PendingExperiment pending{id,
+                                experiment.user(),
+                                experiment.request().priority(),
+                                next_submit_order_++,
+                                experiment.request().gpus(),
+                                workloads::RequiredGpuCount(experiment.request()),
+                                sweep_id,
+                                max_concurrent_gpus};
+      scheduler_->Enqueue(std::move(pending));
+      experiment.set_queue_position(scheduler_->QueuePosition(id));
+      active_[id].experiment = experiment;
+      wake_.Signal();
+    }
+  }
+  // Recorded after the manager's lock is released: the audit write joins the store's group
+  // commit and must not hold up other submits.
+  v1::AuditEntry entry;
+  entry.set_actor(actor.user);
+  if (on_behalf) entry.set_on_behalf_of(user);
+  entry.set_action("submit");
+  entry.set_experiment_id(id);
+  entry.set_detail(on_behalf ? absl::StrCat("admin ", actor.user, " on behalf of ", user,
+                                            ": ", v1::Workload_Name(experiment.workload()))
+                             : v1::Workload_Name(experiment.workload()));
+  entry.set_authenticated_by(actor.authenticated_by);
+  RecordAudit(std::move(entry));
   return experiment;
 }
 
@@ -338,6 +592,14 @@ absl::StatusOr<int64_t> ExperimentManager::Subscribe(const std::string& id, int6
   // Replay and registration happen under one lock, and events are appended under it too, so
   // the stream has neither gaps nor duplicates.
   absl::MutexLock lock(&mutex_);
+  if (const auto live = active_.find(id);
+      live != active_.end() && options_.max_watchers_per_experiment > 0 &&
+      static_cast<int>(live->second.sinks.size()) >= options_.max_watchers_per_experiment) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "experiment ", id, " already has ", live->second.sinks.size(),
+        " live streams, the most gpuprofd allows (--max_watchers_per_experiment); detach one or "
+        "poll with gpuprof get"));
+  }
   ASSIGN_OR_RETURN(auto events, store_->Events(id, from_seq));
   int64_t replayed_seq = from_seq - 1;
   for (const auto& event : events) {
@@ -368,7 +630,8 @@ void ExperimentManager::Unsubscribe(const std::string& id, int64_t subscription)
 }
 
 absl::StatusOr<v1::Experiment> ExperimentManager::Cancel(const std::string& id,
-                                                         const std::string& reason) {
+                                                         const std::string& reason,
+                                                         const Actor& actor) {
   absl::MutexLock lock(&mutex_);
   const auto it = active_.find(id);
   if (it == active_.end()) {
@@ -376,15 +639,31 @@ absl::StatusOr<v1::Experiment> ExperimentManager::Cancel(const std::string& id,
     return absl::FailedPreconditionError(absl::StrCat(
         "experiment ", id, " already ended: ", v1::ExperimentState_Name(experiment.state())));
   }
-  const std::string why = reason.empty() ? "cancelled by request" : reason;
   Active& active = it->second;
+  const std::string owner = active.experiment.user();
+  if (!actor.admin && owner != actor.user) {
+    const absl::Status denied = absl::PermissionDeniedError(absl::StrCat(
+        "experiment ", id, " belongs to ", owner, "; only its owner or an admin may cancel it "
+        "(you are ", actor.user, ", ", actor.authenticated_by, ")"));
+    return Refuse(actor, owner, "not-owner", denied);
+  }
+  const std::string why = reason.empty() ? absl::StrCat("cancelled by ", actor.user) : reason;
   if (active.experiment.state() == v1::QUEUED) {
     scheduler_->Remove(id);
   } else {
     // The lease stays until the workers are gone (OnWorkerExit releases it).
     KillWorkersLocked(active);
   }
+  // Who cancelled is in the audit trail; the reason stays the caller's own words.
   EndLocked(id, v1::CANCELLED, why, "");
+  v1::AuditEntry entry;
+  entry.set_actor(actor.user);
+  if (owner != actor.user) entry.set_on_behalf_of(owner);
+  entry.set_action("cancel");
+  entry.set_experiment_id(id);
+  entry.set_detail(why);
+  entry.set_authenticated_by(actor.authenticated_by);
+  RecordAudit(std::move(entry));
   return GetLocked(id);
 }
 
@@ -403,6 +682,64 @@ void ExperimentManager::RetryUnpersistedLocked() {
                        " delayed write(s) stored; starting experiments again"));
   unpersisted_.clear();
   storage_error_.clear();
+}
+
+absl::StatusOr<v1::QuotaReport> ExperimentManager::QuotaOf(const std::string& user, bool admin) {
+  v1::QuotaReport report;
+  report.set_user(user);
+  report.set_admin(admin);
+  if (options_.access != nullptr) {
+    const ResolvedQuota quota = options_.access->QuotaForUser(user);
+    *report.mutable_limits() = quota.limits;
+    report.set_source(admin ? "admin: no limits apply" : quota.source);
+  }
+  ASSIGN_OR_RETURN(double hours, GpuHoursLastDay(user, absl::Now()));
+  report.set_gpu_hours_last_day(hours);
+  absl::MutexLock lock(&mutex_);
+  for (const auto& [id, active] : active_) {
+    if (active.experiment.user() != user) continue;
+    if (active.experiment.state() == v1::QUEUED) {
+      report.set_queued_experiments(report.queued_experiments() + 1);
+    } else if (active.experiment.state() == v1::RUNNING) {
+      report.set_running_gpus(report.running_gpus() + active.experiment.gpu_ids_size());
+    }
+  }
+  return report;
+}
+
+std::vector<v1::QuotaReport> ExperimentManager::QuotaUseForMetrics() {
+  std::vector<v1::QuotaReport> reports;
+  if (options_.access == nullptr) return reports;
+  std::set<std::string> named;
+  for (const v1::UserQuota& entry : options_.access->policy()->users()) {
+    if (!named.insert(entry.user()).second) continue;
+    auto report = QuotaOf(entry.user(), /*admin=*/false);
+    if (report.ok()) reports.push_back(*std::move(report));
+  }
+  v1::QuotaReport other;
+  other.set_user("other");
+  absl::MutexLock lock(&mutex_);
+  for (const auto& [id, active] : active_) {
+    if (named.contains(active.experiment.user())) continue;
+    if (active.experiment.state() == v1::QUEUED) {
+      other.set_queued_experiments(other.queued_experiments() + 1);
+    } else if (active.experiment.state() == v1::RUNNING) {
+      other.set_running_gpus(other.running_gpus() + active.experiment.gpu_ids_size());
+    }
+  }
+  reports.push_back(std::move(other));
+  return reports;
+}
+
+absl::StatusOr<std::vector<v1::AuditEntry>> ExperimentManager::Audit(
+    const v1::ListAuditRequest& request) {
+  return store_->ListAudit(request.user(), request.experiment_id(), request.limit());
+}
+
+void ExperimentManager::RecordAudit(v1::AuditEntry entry) {
+  if (!entry.has_time()) *entry.mutable_time() = Now();
+  const absl::Status stored = store_->AppendAudit(entry);
+  if (!stored.ok()) LogLine(absl::StrCat("could not record an audit entry: ", stored.ToString()));
 }
 
 absl::StatusOr<v1::Experiment> ExperimentManager::Get(const std::string& id) {
@@ -660,6 +997,56 @@ void ExperimentManager::KillWorkersLocked(const Active& active) {
   }
 }
 
+void ExperimentManager::PreemptLocked() {
+  if (options_.access == nullptr) return;
+  const v1::PreemptionPolicy& policy = options_.access->policy()->preemption();
+  PreemptionRules rules;
+  rules.min_priority = policy.min_preempting_priority();
+  rules.grace = absl::Seconds(policy.grace_period().seconds()) +
+                absl::Nanoseconds(policy.grace_period().nanos());
+  const Preemption preemption = scheduler_->ChoosePreemption(absl::Now(), rules);
+  for (const std::string& victim : preemption.victims) {
+    const auto it = active_.find(victim);
+    if (it == active_.end()) continue;
+    Active& active = it->second;
+    active.preempting = true;
+    active.preempted_reason =
+        absl::StrCat("preempted by ", preemption.for_id, " (priority ", preemption.for_priority,
+                     ") after it waited ", absl::FormatDuration(rules.grace),
+                     " for GPUs; queued again in its original place, to run from the start");
+    KillWorkersLocked(active);
+    if (observer_ != nullptr) observer_->Preempted();
+    const auto for_experiment = active_.find(preemption.for_id);
+    v1::AuditEntry entry;
+    entry.set_actor(for_experiment == active_.end() ? "" : for_experiment->second.experiment.user());
+    entry.set_on_behalf_of(active.experiment.user());
+    entry.set_action("preempt");
+    entry.set_experiment_id(victim);
+    entry.set_detail(active.preempted_reason);
+    entry.set_authenticated_by("scheduler");
+    RecordAudit(std::move(entry));
+    LogLine(absl::StrCat(victim, " ", active.preempted_reason));
+  }
+}
+
+void ExperimentManager::RequeuePreemptedLocked(Active& active) {
+  const std::string id = active.experiment.id();
+  v1::ExperimentEvent preempted = StateEvent(v1::PREEMPTED, active.preempted_reason);
+  preempted.mutable_state()->mutable_gpu_ids()->CopyFrom(active.experiment.gpu_ids());
+  AppendEventLocked(active, std::move(preempted));
+  scheduler_->Preempt(id);
+  active.preempting = false;
+  active.preempted_reason.clear();
+  active.slots.clear();
+  active.ranks_finished = 0;
+  active.deadline = absl::InfiniteFuture();
+  active.experiment.clear_started();
+  active.experiment.clear_gpu_ids();
+  v1::ExperimentEvent queued = StateEvent(v1::QUEUED);
+  queued.mutable_state()->set_queue_position(scheduler_->QueuePosition(id));
+  AppendEventLocked(active, std::move(queued));
+}
+
 void ExperimentManager::ReleaseIfNoWorkerLocked(const std::string& id) {
   for (const auto& [slot_id, slot] : slots_) {
     if (slot.experiment_id == id) return;
@@ -677,7 +1064,10 @@ void ExperimentManager::OnWorkerReport(int64_t slot_id,
   const int rank = slot->second.rank;
   const auto found = active_.find(id);
   // Cancelled (or timing out): what the dying worker still says no longer counts.
-  if (found == active_.end() || found->second.ending || found->second.storage_failed) return;
+  if (found == active_.end() || found->second.ending || found->second.storage_failed ||
+      found->second.preempting) {
+    return;
+  }
   Active& active = found->second;
   ++active.reports;
   active.report_bytes += static_cast<int64_t>(report.ByteSizeLong());
@@ -754,6 +1144,18 @@ void ExperimentManager::OnWorkerExit(int64_t slot_id, const WorkerExit& exit) {
   slots_.erase(slot);
   if (!id.empty()) {
     const auto active = active_.find(id);
+    if (active != active_.end() && active->second.preempting) {
+      // Preempted: queued again once its last worker is gone, keeping the lease till then.
+      for (const auto& [other_id, other] : slots_) {
+        if (other.experiment_id == id) {
+          wake_.Signal();
+          return;
+        }
+      }
+      RequeuePreemptedLocked(active->second);
+      wake_.Signal();
+      return;
+    }
     if (active != active_.end()) {
       const bool group = active->second.slots.size() > 1;
       const std::string who = group ? absl::StrCat("rank ", rank, "'s worker process")
@@ -796,17 +1198,19 @@ void ExperimentManager::ControlLoop() {
                              storage_error_, "), so it stopped the run rather than lose them"),
                 "");
     }
-    // While writes wait for the disk, nothing new starts: its events could not be kept.
+    // While writes wait for the disk, nothing new starts (its events could not be kept), and
+    // nothing is preempted for it.
     if (unpersisted_.empty()) {
       for (const Dispatch& dispatch : scheduler_->DispatchReady(absl::Now())) {
         StartLocked(dispatch);
       }
+      PreemptLocked();
     }
 
     const absl::Time now = absl::Now();
     absl::Time next_wake = now + absl::Seconds(1);
     for (auto& [id, active] : active_) {
-      if (active.slots.empty() || active.ending) continue;
+      if (active.slots.empty() || active.ending || active.preempting) continue;
       if (active.deadline <= now) {
         active.ending = true;
         KillWorkersLocked(active);

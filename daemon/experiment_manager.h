@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "daemon/access_policy.h"
 #include "daemon/experiment_store.h"
 #include "daemon/stream_sink.h"
 #include "daemon/request_validation.h"
@@ -44,6 +45,20 @@ struct ManagerOptions {
   // experiment fails. Every report is stored, so these bound the database too.
   int64_t max_reports_per_experiment = 1'000'000;
   int64_t max_report_bytes_per_experiment = int64_t{1} << 30;
+  // Quotas come from here; null means none (in-process tests).
+  const AccessControl* access = nullptr;
+  // Live Watch/Submit streams one experiment may have; more are refused (0: no cap).
+  int max_watchers_per_experiment = 0;
+  // Submits one (non-admin) user may make per minute, as a token bucket holding this many
+  // (0: no limit).
+  int submits_per_minute_per_user = 0;
+};
+
+// Who asks, as the gRPC layer authenticated them.
+struct Actor {
+  std::string user;
+  std::string authenticated_by;
+  bool admin = false;
 };
 
 // Receives one experiment's events. Called with the manager's lock held: implementations
@@ -60,6 +75,11 @@ class ManagerObserver {
   virtual ~ManagerObserver() = default;
   virtual void ExperimentEnded(const v1::Experiment& experiment) {}
   virtual void WorkerFailed(bool timed_out) {}
+  // A request refused by policy: reason is "quota:max_queued_experiments",
+  // "not-owner", "on-behalf-of", ...
+  virtual void Refused(const std::string& reason) {}
+  // A running experiment was stopped for a higher-priority one and queued again.
+  virtual void Preempted() {}
 };
 
 class ExperimentManager {
@@ -73,7 +93,11 @@ class ExperimentManager {
   ExperimentManager(const ExperimentManager&) = delete;
   ExperimentManager& operator=(const ExperimentManager&) = delete;
 
-  // Validates, stores (durably) and queues; returns the experiment as queued.
+  // Checks the actor may submit it (request.user other than the actor's own name needs an
+  // admin; quotas of the experiment's user unless the actor is an admin), validates, stores
+  // (durably), queues and audits it; returns the experiment as queued.
+  absl::StatusOr<v1::Experiment> Submit(v1::ExperimentRequest request, const Actor& actor);
+  // As an admin named after request.user (in-process callers).
   absl::StatusOr<v1::Experiment> Submit(v1::ExperimentRequest request);
   // Submit's checks alone (with defaults applied), storing nothing.
   absl::Status Validate(v1::ExperimentRequest request);
@@ -87,7 +111,17 @@ class ExperimentManager {
   // queued or none is.
   absl::StatusOr<std::vector<v1::Experiment>> SubmitSweepPoints(
       std::vector<v1::ExperimentRequest> requests, const std::string& sweep_id,
-      int max_concurrent_gpus);
+      int max_concurrent_gpus, const Actor& actor);
+  // Whether `actor` may submit these points of a sweep for `user`, as Submit decides for one
+  // experiment: on behalf of another user needs an admin; the sweep is one submission for the
+  // rate limit; each point must fit the per-request quotas and all of them together
+  // max_queued_experiments. Applies the quota's timeout cap to points without a timeout.
+  // A refusal is audited and counted like Submit's.
+  absl::Status AdmitSweep(std::vector<v1::ExperimentRequest>& requests, const std::string& user,
+                          const Actor& actor);
+  // PERMISSION_DENIED or RESOURCE_EXHAUSTED `status`, recorded as a refusal (metric, audit).
+  absl::Status Refuse(const Actor& actor, const std::string& on_behalf_of,
+                      const std::string& reason, absl::Status status);
   // Replaces the listener (nullptr removes it); see SweepPointListener.
   void SetSweepPointListener(SweepPointListener listener);
   ExperimentStore& store() { return *store_; }
@@ -96,7 +130,16 @@ class ExperimentManager {
   absl::StatusOr<int64_t> Subscribe(const std::string& id, int64_t from_seq,
                                     std::shared_ptr<EventSink> sink);
   void Unsubscribe(const std::string& id, int64_t subscription);
-  absl::StatusOr<v1::Experiment> Cancel(const std::string& id, const std::string& reason);
+  // Only the experiment's owner or an admin may cancel it.
+  absl::StatusOr<v1::Experiment> Cancel(const std::string& id, const std::string& reason,
+                                        const Actor& actor);
+  // The user's limits (from the policy) and use now.
+  absl::StatusOr<v1::QuotaReport> QuotaOf(const std::string& user, bool admin);
+  // Use by each user with a `users` entry in the policy, then everyone else summed as "other".
+  std::vector<v1::QuotaReport> QuotaUseForMetrics();
+  absl::StatusOr<std::vector<v1::AuditEntry>> Audit(const v1::ListAuditRequest& request);
+  // Records an entry (time filled in); failures are logged, not returned.
+  void RecordAudit(v1::AuditEntry entry);
   absl::StatusOr<v1::Experiment> Get(const std::string& id);
   absl::StatusOr<ExperimentPage> List(const ExperimentFilter& filter, int page_size,
                                       const std::string& page_token);
@@ -127,6 +170,10 @@ class ExperimentManager {
     int64_t report_bytes = 0;
     // Its events could not be stored (full disk): the control loop stops it.
     bool storage_failed = false;
+    // Set while its workers are killed for a higher-priority experiment: their exits queue it
+    // again instead of failing it.
+    bool preempting = false;
+    std::string preempted_reason;
   };
   struct WorkerSlot {
     std::unique_ptr<WorkerProcess> process;
@@ -143,9 +190,25 @@ class ExperimentManager {
   ExperimentManager(ManagerOptions options, std::unique_ptr<ExperimentStore> store,
                     ManagerObserver* observer);
   absl::Status Probe();
-  absl::StatusOr<v1::Experiment> SubmitInternal(v1::ExperimentRequest request,
+  absl::StatusOr<v1::Experiment> SubmitInternal(v1::ExperimentRequest request, const Actor& actor,
                                                 const std::string& sweep_id, int point,
                                                 int max_concurrent_gpus);
+  // GPU-hours `user`'s experiments used over the 24 hours before `now`.
+  absl::StatusOr<double> GpuHoursLastDay(const std::string& user, absl::Time now);
+  // A request without a timeout gets the daemon's default capped by the quota's max_timeout.
+  void ApplyQuotaTimeout(const ResolvedQuota& quota, v1::ExperimentRequest& request) const;
+  // PERMISSION_DENIED naming the quota a single request exceeds (priority, timeout, GPUs).
+  absl::Status CheckRequestQuota(const v1::ExperimentRequest& request, const std::string& user,
+                                 const ResolvedQuota& quota);
+  // RESOURCE_EXHAUSTED naming the quota, its value and the use, when `adding` more queued
+  // experiments (or any GPU use, if `needs_gpus`) would exceed it.
+  absl::Status CheckUsageQuotaLocked(const std::string& user, const ResolvedQuota& quota,
+                                     int adding, bool needs_gpus)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // The per-user submit rate limit; admins are not limited.
+  absl::Status TakeSubmitTokenLocked(const Actor& actor) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // "quota:max_priority" and so on, for the refusal metric and the audit trail.
+  static std::string QuotaReason(const absl::Status& refusal);
   absl::Status Recover() ABSL_LOCKS_EXCLUDED(mutex_);
   void ControlLoop() ABSL_LOCKS_EXCLUDED(mutex_);
 
@@ -162,6 +225,10 @@ class ExperimentManager {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Kills every worker still running `active`; their exits free the lease.
   void KillWorkersLocked(const Active& active) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Starts preemptions the policy calls for; the workers' exits finish them.
+  void PreemptLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Once a preempted experiment's last worker is gone: PREEMPTED, then QUEUED in its place.
+  void RequeuePreemptedLocked(Active& active) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Frees the experiment's GPUs once no worker process of it is left.
   void ReleaseIfNoWorkerLocked(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void RetireSlotLocked(int64_t slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
@@ -203,6 +270,11 @@ class ExperimentManager {
   std::string storage_error_ ABSL_GUARDED_BY(mutex_);
   int64_t next_slot_ ABSL_GUARDED_BY(mutex_) = 1;
   int64_t next_subscription_ ABSL_GUARDED_BY(mutex_) = 1;
+  struct SubmitBucket {
+    double tokens = 0;
+    absl::Time refilled;
+  };
+  std::map<std::string, SubmitBucket> submit_buckets_ ABSL_GUARDED_BY(mutex_);
   int64_t next_submit_order_ ABSL_GUARDED_BY(mutex_) = 0;
   // The JIT cache as the last worker to finish saw it (the probe's view is stale after runs).
   int64_t jit_cache_entries_ ABSL_GUARDED_BY(mutex_) = 0;

@@ -2,6 +2,7 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -301,6 +302,21 @@ class Transaction {
   std::string operation_;
 };
 
+// Added after schema version 1, idempotent, run at every open: older binaries ignore the table.
+constexpr char kAuditSchema[] = R"sql(
+CREATE TABLE IF NOT EXISTS audit (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  time_unix_ns INTEGER NOT NULL,
+  actor TEXT NOT NULL,
+  on_behalf_of TEXT NOT NULL,
+  action TEXT NOT NULL,
+  experiment_id TEXT NOT NULL,
+  detail TEXT NOT NULL,
+  authenticated_by TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS audit_by_actor ON audit (actor, id);
+)sql";
+
 constexpr char kSchema[] = R"sql(
 CREATE TABLE IF NOT EXISTS experiments (
   -- Submission order. AUTOINCREMENT: numbers, and so ids, are never reused.
@@ -538,9 +554,10 @@ using experiment_store_internal::ExperimentId;
 using experiment_store_internal::InsertEvent;
 using experiment_store_internal::kNextExperimentNumberSql;
 using experiment_store_internal::kNextSweepNumberSql;
+using experiment_store_internal::kAuditSchema;
+using experiment_store_internal::UnixNanos;
 using experiment_store_internal::kSchema;
 using experiment_store_internal::kSweepSchema;
-using experiment_store_internal::UnixNanos;
 using experiment_store_internal::SweepId;
 using experiment_store_internal::ParseStored;
 using experiment_store_internal::SqliteDatabase;
@@ -580,6 +597,7 @@ absl::StatusOr<std::unique_ptr<ExperimentStore>> ExperimentStore::Open(const std
     // Databases created before the id was introduced get it on their next start.
     RETURN_IF_ERROR(database->Execute(absl::StrCat("PRAGMA application_id = ", kApplicationId),
                                       "setting application id"));
+    RETURN_IF_ERROR(database->Execute(kAuditSchema, "creating the audit table"));
     RETURN_IF_ERROR(transaction.Commit());
   }
   // Reads go through a second connection: in WAL mode they see the last commit without
@@ -1151,6 +1169,25 @@ absl::StatusOr<std::map<int, std::vector<std::string>>> ExperimentStore::SweepPo
   return experiments;
 }
 
+absl::StatusOr<std::vector<v1::Experiment>> ExperimentStore::ListUserCreatedSince(
+    const std::string& user, int64_t created_after_unix_ns) {
+  absl::MutexLock lock(&mutex_);
+  ASSIGN_OR_RETURN(SqliteStatement select,
+                   database_->Prepare("SELECT seq, proto FROM experiments WHERE user = ?1 AND "
+                                      "created_unix_ns >= ?2 ORDER BY seq",
+                                      absl::StrCat("listing recent experiments of ", user)));
+  RETURN_IF_ERROR(select.BindText(1, user));
+  RETURN_IF_ERROR(select.BindInt64(2, created_after_unix_ns));
+  std::vector<v1::Experiment> experiments;
+  while (true) {
+    ASSIGN_OR_RETURN(bool has_row, select.Step());
+    if (!has_row) break;
+    RETURN_IF_ERROR(ParseStored(select.ColumnBlob(1), experiments.emplace_back(),
+                                absl::StrCat("experiment number ", select.ColumnInt64(0))));
+  }
+  return experiments;
+}
+
 absl::Status ExperimentStore::SaveBaseline(const v1::Baseline& baseline, bool replace) {
   return CommitWrite(absl::StrCat("saving baseline ", baseline.name()), [&]() -> absl::Status {
     ASSIGN_OR_RETURN(SqliteStatement insert,
@@ -1186,6 +1223,62 @@ absl::StatusOr<std::vector<v1::Baseline>> ExperimentStore::ListBaselines(
     RETURN_IF_ERROR(ParseStored(select.ColumnBlob(0), baselines.emplace_back(), "baseline"));
   }
   return baselines;
+}
+
+absl::Status ExperimentStore::AppendAudit(const v1::AuditEntry& entry) {
+  // Through the group commit, like every other write: acknowledged once it is on disk.
+  return CommitWrite("recording an audit entry", [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(SqliteStatement insert,
+                     database_->Prepare("INSERT INTO audit (time_unix_ns, actor, on_behalf_of, "
+                                        "action, experiment_id, detail, authenticated_by) VALUES "
+                                        "(?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                                        "recording an audit entry"));
+    RETURN_IF_ERROR(insert.BindInt64(1, UnixNanos(entry.time())));
+    RETURN_IF_ERROR(insert.BindText(2, entry.actor()));
+    RETURN_IF_ERROR(insert.BindText(3, entry.on_behalf_of()));
+    RETURN_IF_ERROR(insert.BindText(4, entry.action()));
+    RETURN_IF_ERROR(insert.BindText(5, entry.experiment_id()));
+    RETURN_IF_ERROR(insert.BindText(6, entry.detail()));
+    RETURN_IF_ERROR(insert.BindText(7, entry.authenticated_by()));
+    return insert.Run();
+  });
+}
+
+absl::StatusOr<std::vector<v1::AuditEntry>> ExperimentStore::ListAudit(
+    const std::string& user, const std::string& experiment_id, int limit) {
+  if (limit < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("limit: got ", limit, "; must be >= 0"));
+  }
+  if (limit == 0) limit = 100;
+  limit = std::min(limit, 1000);
+  absl::MutexLock lock(&read_mutex_);
+  ASSIGN_OR_RETURN(
+      SqliteStatement select,
+      reader_->Prepare("SELECT id, time_unix_ns, actor, on_behalf_of, action, experiment_id, "
+                         "detail, authenticated_by FROM audit WHERE (?1 = '' OR actor = ?1 OR "
+                         "on_behalf_of = ?1) AND (?2 = '' OR experiment_id = ?2) ORDER BY id "
+                         "DESC LIMIT ?3",
+                         "reading the audit trail"));
+  RETURN_IF_ERROR(select.BindText(1, user));
+  RETURN_IF_ERROR(select.BindText(2, experiment_id));
+  RETURN_IF_ERROR(select.BindInt64(3, limit));
+  std::vector<v1::AuditEntry> entries;
+  while (true) {
+    ASSIGN_OR_RETURN(bool has_row, select.Step());
+    if (!has_row) break;
+    v1::AuditEntry& entry = entries.emplace_back();
+    entry.set_id(select.ColumnInt64(0));
+    const int64_t nanos = select.ColumnInt64(1);
+    entry.mutable_time()->set_seconds(nanos / 1'000'000'000);
+    entry.mutable_time()->set_nanos(static_cast<int32_t>(nanos % 1'000'000'000));
+    entry.set_actor(select.ColumnText(2));
+    entry.set_on_behalf_of(select.ColumnText(3));
+    entry.set_action(select.ColumnText(4));
+    entry.set_experiment_id(select.ColumnText(5));
+    entry.set_detail(select.ColumnText(6));
+    entry.set_authenticated_by(select.ColumnText(7));
+  }
+  return entries;
 }
 
 absl::StatusOr<int64_t> ExperimentStore::SizeBytes() {

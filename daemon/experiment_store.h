@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "gpuprof/v1/access.pb.h"
 #include "gpuprof/v1/experiment.pb.h"
 #include "gpuprof/v1/sweep.pb.h"
 #include "gpuprof/v1/workloads.pb.h"
@@ -143,6 +144,17 @@ class ExperimentStore {
   absl::Status SaveBaseline(const v1::Baseline& baseline, bool replace);
   // Every baseline, by name; only `name` when it is not empty.
   absl::StatusOr<std::vector<v1::Baseline>> ListBaselines(const std::string& name);
+  // `user`'s experiments created at or after the time, oldest first (GPU-hours over a day).
+  absl::StatusOr<std::vector<v1::Experiment>> ListUserCreatedSince(const std::string& user,
+                                                                   int64_t created_after_unix_ns);
+
+  // The audit trail: who submitted, cancelled, preempted, was refused, changed the policy.
+  absl::Status AppendAudit(const v1::AuditEntry& entry);
+  // Newest first; `user` matches the actor or the user acted for; empty filters match all.
+  // limit 0 means 100, at most 1000.
+  absl::StatusOr<std::vector<v1::AuditEntry>> ListAudit(const std::string& user,
+                                                        const std::string& experiment_id,
+                                                        int limit);
 
   // Size of the database in bytes (page_count * page_size), for a metric. Excludes the WAL.
   absl::StatusOr<int64_t> SizeBytes();

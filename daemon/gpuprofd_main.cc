@@ -21,6 +21,8 @@
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "common/version.h"
+#include "daemon/access_policy.h"
+#include "daemon/caller_identity.h"
 #include "daemon/daemon_config.h"
 #include "daemon/experiment_manager.h"
 #include "daemon/experiment_store.h"
@@ -29,8 +31,13 @@
 #include "daemon/metrics/metrics_exporter.h"
 #include "daemon/profiler_service.h"
 #include "daemon/sweep_manager.h"
+#include "daemon/unix_socket_listener.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/resource_quota.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/security/tls_certificate_provider.h"
+#include "grpcpp/security/tls_credentials_options.h"
 
 
 ABSL_FLAG(std::string, state_dir, "",
@@ -80,6 +87,51 @@ ABSL_FLAG(int64_t, max_report_bytes_per_experiment, int64_t{1} << 30,
 ABSL_FLAG(bool, check_db, false,
           "Check the database and exit without serving: SQLite's integrity_check, that the file "
           "is gpuprof's and that every stored record parses. Exit 0 if intact, 1 if not.");
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM certificate (chain) the daemon presents on its TCP addresses; with --tls_key and "
+          "--tls_client_ca every TCP address speaks mutual TLS. Re-read when the file changes.");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert.");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM CA bundle that client certificates must be signed by. Re-read when it changes.");
+ABSL_FLAG(std::string, tls_user_from, "cn",
+          "Where the user name comes from in a client certificate: cn (subject common name) or "
+          "san (first subject alternative name).");
+ABSL_FLAG(bool, tls_require_client_cert, true,
+          "Refuse TLS clients without a certificate at the handshake. false lets clients that "
+          "cannot hold one in, to authenticate with a bearer token from the policy instead.");
+ABSL_FLAG(std::string, tls_crl_dir, "",
+          "Directory of CRLs (hashed names, as openssl rehash writes them): revoked client "
+          "certificates are refused.");
+ABSL_FLAG(absl::Duration, tls_reload_interval, absl::Seconds(60),
+          "How often the certificate, key and CA files are checked for changes (rotation "
+          "without restart).");
+ABSL_FLAG(std::string, policy, "",
+          "Access policy (gpuprof.v1.AccessPolicy textproto): admins, quotas, tokens. Reloaded "
+          "on SIGHUP; a file with errors is refused and the policy in force stays.");
+ABSL_FLAG(bool, allow_insecure_tcp, false,
+          "UNSAFE: serve plaintext TCP on addresses other than loopback, trusting the user name "
+          "clients claim. Anyone who can reach the port can act as anyone.");
+ABSL_FLAG(int, max_concurrent_streams, 100,
+          "Concurrent RPCs (streams) one client connection may have open; more wait.");
+ABSL_FLAG(absl::Duration, keepalive_min_ping_interval, absl::Seconds(10),
+          "Clients pinging more often than this without sending data get strikes...");
+ABSL_FLAG(int, keepalive_max_ping_strikes, 2,
+          "...and after this many the connection is closed with GOAWAY (too_many_pings).");
+ABSL_FLAG(absl::Duration, max_connection_idle, absl::Minutes(30),
+          "A connection with no RPC for this long is closed (GOAWAY), so idle connections do "
+          "not accumulate.");
+ABSL_FLAG(absl::Duration, handshake_timeout, absl::Seconds(10),
+          "A TCP client that has not completed its (TLS and HTTP/2) handshake by then is "
+          "disconnected.");
+ABSL_FLAG(int64_t, server_memory_bytes, int64_t{512} << 20,
+          "Memory gRPC may use for buffers across every connection (a resource quota); under "
+          "pressure it stops reading from connections instead of growing.");
+ABSL_FLAG(int, max_watchers_per_experiment, 64,
+          "Live Watch/Submit streams one experiment may have; more are refused "
+          "(RESOURCE_EXHAUSTED). 0: no cap.");
+ABSL_FLAG(int, submits_per_minute_per_user, 120,
+          "Submits one user (admins exempt) may make per minute, in bursts up to the same "
+          "number; more are refused (RESOURCE_EXHAUSTED). 0: no limit.");
 ABSL_FLAG(bool, enable_test_faults, false,
           "Honour the gpuprof.fault label (crash/hang/exit/cuda-error a worker): for tests only.");
 
@@ -105,6 +157,47 @@ absl::Status ValidateLifecycleFlags(const std::vector<std::string>& watched) {
     }
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> TcpCredentials() {
+  const std::string cert = absl::GetFlag(FLAGS_tls_cert);
+  const std::string key = absl::GetFlag(FLAGS_tls_key);
+  const std::string ca = absl::GetFlag(FLAGS_tls_client_ca);
+  if (cert.empty() && key.empty() && ca.empty()) return grpc::InsecureServerCredentials();
+  if (cert.empty() || key.empty() || ca.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls_cert, --tls_key and --tls_client_ca go together: give all three or none");
+  }
+  for (const std::string& file : {cert, key, ca}) {
+    if (!std::filesystem::is_regular_file(file)) {
+      return absl::InvalidArgumentError(absl::StrCat("TLS file ", file, " does not exist"));
+    }
+  }
+  const int64_t interval = absl::ToInt64Seconds(absl::GetFlag(FLAGS_tls_reload_interval));
+  if (interval < 1) {
+    return absl::InvalidArgumentError("--tls_reload_interval: must be at least 1s");
+  }
+  // Watches the files: a replaced certificate, key or CA is used for new connections without
+  // a restart.
+  auto provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+      key, cert, ca, static_cast<unsigned int>(interval));
+  grpc::experimental::TlsServerCredentialsOptions options(provider);
+  options.watch_root_certs();
+  options.watch_identity_key_cert_pairs();
+  options.set_cert_request_type(absl::GetFlag(FLAGS_tls_require_client_cert)
+                                    ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+                                    : GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY);
+  if (!absl::GetFlag(FLAGS_tls_crl_dir).empty()) {
+    options.set_crl_directory(absl::GetFlag(FLAGS_tls_crl_dir));
+  }
+  return grpc::experimental::TlsServerCredentials(options);
+}
+
+absl::StatusOr<TlsUserFrom> ParseTlsUserFrom(const std::string& text) {
+  if (text == "cn") return TlsUserFrom::kCommonName;
+  if (text == "san") return TlsUserFrom::kSubjectAltName;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--tls_user_from: got \"", text, "\"; must be cn or san"));
 }
 
 int Run() {
@@ -138,6 +231,30 @@ int Run() {
                                            ? DefaultListenAddresses(state_dir)
                                            : SplitAddresses(absl::GetFlag(FLAGS_listen));
 
+  auto tls_user_from = ParseTlsUserFrom(absl::GetFlag(FLAGS_tls_user_from));
+  auto tcp_credentials = TcpCredentials();
+  auto access = AccessControl::Create(absl::GetFlag(FLAGS_policy));
+  for (const absl::Status& status :
+       {tls_user_from.status(), tcp_credentials.status(), access.status()}) {
+    if (!status.ok()) {
+      std::fprintf(stderr, "gpuprofd: %s\n", std::string(status.message()).c_str());
+      return 1;
+    }
+  }
+  const bool tls = absl::GetFlag(FLAGS_tls_cert) != "";
+  for (const std::string& address : addresses) {
+    if (absl::StartsWith(address, "unix:") || tls || IsLoopbackListenAddress(address) ||
+        absl::GetFlag(FLAGS_allow_insecure_tcp)) {
+      continue;
+    }
+    std::fprintf(stderr,
+                 "gpuprofd: refusing to serve plaintext TCP on %s, reachable from other hosts: "
+                 "give --tls_cert/--tls_key/--tls_client_ca (mutual TLS), listen on loopback, or "
+                 "accept the risk with --allow_insecure_tcp\n",
+                 address.c_str());
+    return 1;
+  }
+
   auto store = ExperimentStore::Open(db_path);
   if (!store.ok()) {
     // A damaged or foreign database is never replaced by an empty one: refuse to start.
@@ -159,6 +276,9 @@ int Run() {
   options.version = std::string(GpuprofVersion());
   options.max_reports_per_experiment = absl::GetFlag(FLAGS_max_reports_per_experiment);
   options.max_report_bytes_per_experiment = absl::GetFlag(FLAGS_max_report_bytes_per_experiment);
+  options.access = access->get();
+  options.max_watchers_per_experiment = absl::GetFlag(FLAGS_max_watchers_per_experiment);
+  options.submits_per_minute_per_user = absl::GetFlag(FLAGS_submits_per_minute_per_user);
   // Declared before the manager, which reports to it until its very end.
   std::unique_ptr<MetricsExporter> metrics;
   if (!absl::GetFlag(FLAGS_metrics_listen).empty()) {
@@ -188,19 +308,49 @@ int Run() {
     (*manager)->Shutdown();
     return 1;
   }
-  ProfilerService service(manager->get(), sweeps->get(),
+  PeerCredentialRegistry unix_peers;
+  Authenticator authenticator(
+      Authenticator::Options{.tls_user_from = *tls_user_from,
+                             .allow_insecure_tcp = absl::GetFlag(FLAGS_allow_insecure_tcp)},
+      access->get(), &unix_peers);
+  ProfilerService service(manager->get(), sweeps->get(), &authenticator,
                           metrics ? metrics->rpc_observer() : nullptr);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
+  // Unix sockets are the daemon's own (peer credentials); gRPC gets each accepted connection.
+  std::vector<std::unique_ptr<UnixSocketListener>> unix_listeners;
   for (const std::string& address : addresses) {
     if (absl::StartsWith(address, "unix:")) {
-      // A stale socket from a killed daemon would make the bind fail.
-      const std::string path(absl::StripPrefix(address, "unix:"));
-      std::filesystem::remove(path, error);
+      auto listener =
+          UnixSocketListener::Bind(std::string(absl::StripPrefix(address, "unix:")), &unix_peers);
+      if (!listener.ok()) {
+        std::fprintf(stderr, "gpuprofd: %s\n", std::string(listener.status().message()).c_str());
+        (*manager)->Shutdown();
+        return 1;
+      }
+      unix_listeners.push_back(*std::move(listener));
+      continue;
     }
-    builder.AddListeningPort(address, grpc::InsecureServerCredentials());
+    builder.AddListeningPort(address, *tcp_credentials);
   }
   builder.SetMaxReceiveMessageSize(absl::GetFlag(FLAGS_max_message_bytes));
+  // Limits against clients that hold resources or flood: see docs/security.md.
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
+                             absl::GetFlag(FLAGS_max_concurrent_streams));
+  builder.AddChannelArgument(
+      GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+      static_cast<int>(absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_keepalive_min_ping_interval))));
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES,
+                             absl::GetFlag(FLAGS_keepalive_max_ping_strikes));
+  builder.AddChannelArgument(
+      GRPC_ARG_MAX_CONNECTION_IDLE_MS,
+      static_cast<int>(absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_max_connection_idle))));
+  builder.AddChannelArgument(
+      GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
+      static_cast<int>(absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_handshake_timeout))));
+  grpc::ResourceQuota memory_quota("gpuprofd");
+  memory_quota.Resize(static_cast<size_t>(absl::GetFlag(FLAGS_server_memory_bytes)));
+  builder.SetResourceQuota(memory_quota);
   builder.SetMaxSendMessageSize(64 << 20);
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
@@ -209,6 +359,7 @@ int Run() {
                  absl::StrJoin(addresses, ", ").c_str());
     return 1;
   }
+  for (auto& listener : unix_listeners) listener->Serve(server.get());
   std::unique_ptr<HealthOnlyServer> health_only;
   if (!absl::GetFlag(FLAGS_health_listen).empty()) {
     auto started = HealthOnlyServer::Start(absl::GetFlag(FLAGS_health_listen));
@@ -246,8 +397,26 @@ int Run() {
   while (true) {
     sigwait(&signals, &signal_number);
     if (signal_number != SIGHUP) break;
-    // Everything the daemon reads from files at run time reloads here.
+    // Everything the daemon reads from files at run time reloads here (SIGHUP, or a file of
+    // --reload_when_changed changed). TLS files are re-read by their own watcher.
     std::fprintf(stderr, "gpuprofd: SIGHUP: reloading configuration\n");
+    if ((*access)->path().empty()) {
+      std::fprintf(stderr, "gpuprofd: no --policy file was given; no policy to reload\n");
+      continue;
+    }
+    // A bad policy file leaves the one in force.
+    const absl::Status reloaded = (*access)->Reload();
+    v1::AuditEntry entry;
+    entry.set_actor(UserNameOfUid(geteuid()));
+    entry.set_authenticated_by("SIGHUP");
+    entry.set_action(reloaded.ok() ? "policy-reload" : "policy-reload-rejected");
+    entry.set_detail(reloaded.ok() ? (*access)->path() : std::string(reloaded.message()));
+    (*manager)->RecordAudit(entry);
+    const std::string outcome =
+        reloaded.ok() ? absl::StrCat("policy reloaded from ", (*access)->path())
+                      : absl::StrCat("policy reload refused, the previous policy stays: ",
+                                     reloaded.message());
+    std::fprintf(stderr, "gpuprofd: %s\n", outcome.c_str());
   }
   const absl::Duration shutdown_timeout = absl::GetFlag(FLAGS_shutdown_timeout);
   std::fprintf(stderr, "gpuprofd: %s received, shutting down (at most %s)\n",
@@ -261,6 +430,7 @@ int Run() {
     _exit(3);
   }).detach();
   watcher.reset();
+  unix_listeners.clear();
   // Probes see NOT_SERVING first, so the daemon leaves load balancers before it stops.
   if (health_only != nullptr) health_only->SetNotServing();
   server->GetHealthCheckService()->Shutdown();

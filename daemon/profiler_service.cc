@@ -177,8 +177,24 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
 }
 
 ProfilerService::ProfilerService(ExperimentManager* manager, SweepManager* sweeps,
-                                 RpcObserver observer)
-    : manager_(manager), sweeps_(sweeps), observer_(std::move(observer)) {}
+                                 const Authenticator* authenticator, RpcObserver observer)
+    : manager_(manager),
+      sweeps_(sweeps),
+      authenticator_(authenticator),
+      observer_(std::move(observer)) {}
+
+absl::StatusOr<Caller> ProfilerService::Identify(grpc::CallbackServerContext* context) const {
+  if (authenticator_ == nullptr) {
+    return Caller{.user = "", .authenticated_by = "in-process", .admin = true};
+  }
+  return authenticator_->Identify(*context);
+}
+
+namespace {
+Actor ActorOf(const Caller& caller) {
+  return Actor{caller.user, caller.authenticated_by, caller.admin};
+}
+}  // namespace
 
 grpc::ServerUnaryReactor* ProfilerService::FinishUnary(grpc::CallbackServerContext* context,
                                                        const std::string& method,
@@ -205,14 +221,18 @@ grpc::ServerWriteReactor<v1::ExperimentEvent>* ProfilerService::StartStream(
 
 grpc::ServerWriteReactor<v1::ExperimentEvent>* ProfilerService::Submit(
     grpc::CallbackServerContext* context, const v1::ExperimentRequest* request) {
-  auto experiment = manager_->Submit(*request);
+  auto caller = Identify(context);
+  if (!caller.ok()) return StartStream("Submit", caller.status(), "", 1);
+  Actor actor = ActorOf(*caller);
+  if (actor.user.empty()) actor.user = request->user();
+  auto experiment = manager_->Submit(*request, actor);
   return StartStream("Submit", experiment.status(), experiment.ok() ? experiment->id() : "", 1);
 }
 
 grpc::ServerWriteReactor<v1::ExperimentEvent>* ProfilerService::Watch(
     grpc::CallbackServerContext* context, const v1::WatchRequest* request) {
-  absl::Status status;
-  if (request->experiment_id().empty()) {
+  absl::Status status = Identify(context).status();
+  if (status.ok() && request->experiment_id().empty()) {
     status = absl::InvalidArgumentError("experiment_id: must be set");
   }
   return StartStream("Watch", status, request->experiment_id(), request->from_seq());
@@ -221,7 +241,9 @@ grpc::ServerWriteReactor<v1::ExperimentEvent>* ProfilerService::Watch(
 grpc::ServerUnaryReactor* ProfilerService::Cancel(grpc::CallbackServerContext* context,
                                                   const v1::CancelRequest* request,
                                                   v1::Experiment* response) {
-  auto experiment = manager_->Cancel(request->experiment_id(), request->reason());
+  auto caller = Identify(context);
+  if (!caller.ok()) return FinishUnary(context, "Cancel", caller.status());
+  auto experiment = manager_->Cancel(request->experiment_id(), request->reason(), ActorOf(*caller));
   if (experiment.ok()) *response = *std::move(experiment);
   return FinishUnary(context, "Cancel", experiment.status());
 }
@@ -229,6 +251,9 @@ grpc::ServerUnaryReactor* ProfilerService::Cancel(grpc::CallbackServerContext* c
 grpc::ServerUnaryReactor* ProfilerService::GetExperiment(
     grpc::CallbackServerContext* context, const v1::GetExperimentRequest* request,
     v1::Experiment* response) {
+  if (auto caller = Identify(context); !caller.ok()) {
+    return FinishUnary(context, "GetExperiment", caller.status());
+  }
   auto experiment = manager_->Get(request->experiment_id());
   if (experiment.ok()) *response = *std::move(experiment);
   return FinishUnary(context, "GetExperiment", experiment.status());
@@ -237,6 +262,9 @@ grpc::ServerUnaryReactor* ProfilerService::GetExperiment(
 grpc::ServerUnaryReactor* ProfilerService::ListExperiments(
     grpc::CallbackServerContext* context, const v1::ListExperimentsRequest* request,
     v1::ListExperimentsResponse* response) {
+  if (auto caller = Identify(context); !caller.ok()) {
+    return FinishUnary(context, "ListExperiments", caller.status());
+  }
   ExperimentFilter filter;
   filter.user = request->user();
   for (int state : request->states()) filter.states.push_back(v1::ExperimentState(state));
@@ -252,6 +280,9 @@ grpc::ServerUnaryReactor* ProfilerService::ListExperiments(
 grpc::ServerUnaryReactor* ProfilerService::ListGpus(grpc::CallbackServerContext* context,
                                                     const v1::ListGpusRequest* request,
                                                     v1::ListGpusResponse* response) {
+  if (auto caller = Identify(context); !caller.ok()) {
+    return FinishUnary(context, "ListGpus", caller.status());
+  }
   *response = manager_->ListGpus();
   return FinishUnary(context, "ListGpus", absl::OkStatus());
 }
@@ -259,7 +290,11 @@ grpc::ServerUnaryReactor* ProfilerService::ListGpus(grpc::CallbackServerContext*
 grpc::ServerUnaryReactor* ProfilerService::SubmitSweep(grpc::CallbackServerContext* context,
                                                        const v1::SweepRequest* request,
                                                        v1::Sweep* response) {
-  auto sweep = sweeps_->Submit(*request);
+  auto caller = Identify(context);
+  if (!caller.ok()) return FinishUnary(context, "SubmitSweep", caller.status());
+  Actor actor = ActorOf(*caller);
+  if (actor.user.empty()) actor.user = request->user();
+  auto sweep = sweeps_->Submit(*request, actor);
   if (sweep.ok()) *response = *std::move(sweep);
   return FinishUnary(context, "SubmitSweep", sweep.status());
 }
@@ -268,7 +303,9 @@ grpc::ServerWriteReactor<v1::SweepEvent>* ProfilerService::WatchSweep(
     grpc::CallbackServerContext* context, const v1::WatchSweepRequest* request) {
   auto* reactor =
       new EventStreamReactor<v1::SweepEvent, SweepManager>(sweeps_, "WatchSweep", observer_);
-  if (request->sweep_id().empty()) {
+  if (absl::Status caller = Identify(context).status(); !caller.ok()) {
+    reactor->FinishNow(ToGrpcStatus(caller));
+  } else if (request->sweep_id().empty()) {
     reactor->FinishNow(ToGrpcStatus(absl::InvalidArgumentError("sweep_id: must be set")));
   } else {
     reactor->Begin(request->sweep_id(), request->from_seq());
@@ -279,6 +316,9 @@ grpc::ServerWriteReactor<v1::SweepEvent>* ProfilerService::WatchSweep(
 grpc::ServerUnaryReactor* ProfilerService::GetSweep(grpc::CallbackServerContext* context,
                                                     const v1::GetSweepRequest* request,
                                                     v1::Sweep* response) {
+  if (auto caller = Identify(context); !caller.ok()) {
+    return FinishUnary(context, "GetSweep", caller.status());
+  }
   auto sweep = sweeps_->Get(request->sweep_id());
   if (sweep.ok()) *response = *std::move(sweep);
   return FinishUnary(context, "GetSweep", sweep.status());
@@ -287,6 +327,9 @@ grpc::ServerUnaryReactor* ProfilerService::GetSweep(grpc::CallbackServerContext*
 grpc::ServerUnaryReactor* ProfilerService::ListSweeps(grpc::CallbackServerContext* context,
                                                       const v1::ListSweepsRequest* request,
                                                       v1::ListSweepsResponse* response) {
+  if (auto caller = Identify(context); !caller.ok()) {
+    return FinishUnary(context, "ListSweeps", caller.status());
+  }
   auto page = sweeps_->List(request->user(), request->page_size(), request->page_token());
   if (page.ok()) {
     for (auto& sweep : page->sweeps) *response->add_sweeps() = std::move(sweep);
@@ -298,7 +341,9 @@ grpc::ServerUnaryReactor* ProfilerService::ListSweeps(grpc::CallbackServerContex
 grpc::ServerUnaryReactor* ProfilerService::CancelSweep(grpc::CallbackServerContext* context,
                                                        const v1::CancelSweepRequest* request,
                                                        v1::Sweep* response) {
-  auto sweep = sweeps_->Cancel(request->sweep_id(), request->reason());
+  auto caller = Identify(context);
+  if (!caller.ok()) return FinishUnary(context, "CancelSweep", caller.status());
+  auto sweep = sweeps_->Cancel(request->sweep_id(), request->reason(), ActorOf(*caller));
   if (sweep.ok()) *response = *std::move(sweep);
   return FinishUnary(context, "CancelSweep", sweep.status());
 }
@@ -306,7 +351,12 @@ grpc::ServerUnaryReactor* ProfilerService::CancelSweep(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* ProfilerService::SaveBaseline(grpc::CallbackServerContext* context,
                                                         const v1::SaveBaselineRequest* request,
                                                         v1::Baseline* response) {
-  auto baseline = sweeps_->SaveBaseline(*request);
+  auto caller = Identify(context);
+  if (!caller.ok()) return FinishUnary(context, "SaveBaseline", caller.status());
+  v1::SaveBaselineRequest named = *request;
+  // A baseline records who named it: the authenticated caller, not what the request claims.
+  if (!caller->user.empty()) named.set_user(caller->user);
+  auto baseline = sweeps_->SaveBaseline(named);
   if (baseline.ok()) *response = *std::move(baseline);
   return FinishUnary(context, "SaveBaseline", baseline.status());
 }
@@ -314,11 +364,68 @@ grpc::ServerUnaryReactor* ProfilerService::SaveBaseline(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* ProfilerService::ListBaselines(
     grpc::CallbackServerContext* context, const v1::ListBaselinesRequest* request,
     v1::ListBaselinesResponse* response) {
+  if (auto caller = Identify(context); !caller.ok()) {
+    return FinishUnary(context, "ListBaselines", caller.status());
+  }
   auto baselines = sweeps_->ListBaselines(request->name());
   if (baselines.ok()) {
     for (auto& baseline : *baselines) *response->add_baselines() = std::move(baseline);
   }
   return FinishUnary(context, "ListBaselines", baselines.status());
+}
+
+grpc::ServerUnaryReactor* ProfilerService::WhoAmI(grpc::CallbackServerContext* context,
+                                                  const v1::WhoAmIRequest* request,
+                                                  v1::CallerInfo* response) {
+  auto caller = Identify(context);
+  if (caller.ok()) {
+    response->set_user(caller->user);
+    response->set_authenticated_by(caller->authenticated_by);
+    response->set_admin(caller->admin);
+    response->set_admin_reason(caller->admin_reason);
+    for (const std::string& group : caller->groups) response->add_groups(group);
+  }
+  return FinishUnary(context, "WhoAmI", caller.status());
+}
+
+grpc::ServerUnaryReactor* ProfilerService::GetQuota(grpc::CallbackServerContext* context,
+                                                    const v1::GetQuotaRequest* request,
+                                                    v1::QuotaReport* response) {
+  auto caller = Identify(context);
+  if (!caller.ok()) return FinishUnary(context, "GetQuota", caller.status());
+  std::string user = request->user().empty() ? caller->user : request->user();
+  bool admin = caller->admin;
+  if (user != caller->user) {
+    if (!caller->admin) {
+      return FinishUnary(context, "GetQuota",
+                         absl::PermissionDeniedError(absl::StrCat(
+                             "user: only admins may read another user's quota (you are ",
+                             caller->user, ")")));
+    }
+    admin = authenticator_ != nullptr &&
+            authenticator_->Describe(user, "", /*is_daemon_uid=*/false).admin;
+  }
+  auto report = manager_->QuotaOf(user, admin);
+  if (report.ok()) *response = *std::move(report);
+  return FinishUnary(context, "GetQuota", report.status());
+}
+
+grpc::ServerUnaryReactor* ProfilerService::ListAudit(grpc::CallbackServerContext* context,
+                                                     const v1::ListAuditRequest* request,
+                                                     v1::ListAuditResponse* response) {
+  auto caller = Identify(context);
+  if (!caller.ok()) return FinishUnary(context, "ListAudit", caller.status());
+  if (!caller->admin) {
+    return FinishUnary(context, "ListAudit",
+                       absl::PermissionDeniedError(absl::StrCat(
+                           "the audit trail is for admins (you are ", caller->user, ", ",
+                           caller->authenticated_by, ")")));
+  }
+  auto entries = manager_->Audit(*request);
+  if (entries.ok()) {
+    for (auto& entry : *entries) *response->add_entries() = std::move(entry);
+  }
+  return FinishUnary(context, "ListAudit", entries.status());
 }
 
 }  // namespace gpuprof::daemon

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "daemon/caller_identity.h"
 #include "daemon/experiment_manager.h"
 #include "daemon/sweep_manager.h"
 #include "gpuprof/v1/profiler.grpc.pb.h"
@@ -20,7 +21,10 @@ grpc::Status ToGrpcStatus(const absl::Status& status);
 
 class ProfilerService final : public v1::Profiler::CallbackService {
  public:
+  // Every RPC first identifies its caller through `authenticator`; null trusts request.user
+  // as an admin would be (in-process tests only).
   ProfilerService(ExperimentManager* manager, SweepManager* sweeps,
+                  const Authenticator* authenticator,
                   RpcObserver observer = nullptr);
 
   grpc::ServerWriteReactor<v1::ExperimentEvent>* Submit(
@@ -39,6 +43,15 @@ class ProfilerService final : public v1::Profiler::CallbackService {
   grpc::ServerUnaryReactor* ListGpus(grpc::CallbackServerContext* context,
                                      const v1::ListGpusRequest* request,
                                      v1::ListGpusResponse* response) override;
+  grpc::ServerUnaryReactor* WhoAmI(grpc::CallbackServerContext* context,
+                                   const v1::WhoAmIRequest* request,
+                                   v1::CallerInfo* response) override;
+  grpc::ServerUnaryReactor* GetQuota(grpc::CallbackServerContext* context,
+                                     const v1::GetQuotaRequest* request,
+                                     v1::QuotaReport* response) override;
+  grpc::ServerUnaryReactor* ListAudit(grpc::CallbackServerContext* context,
+                                      const v1::ListAuditRequest* request,
+                                      v1::ListAuditResponse* response) override;
 
   grpc::ServerUnaryReactor* SubmitSweep(grpc::CallbackServerContext* context,
                                         const v1::SweepRequest* request,
@@ -69,8 +82,11 @@ class ProfilerService final : public v1::Profiler::CallbackService {
                                                              const std::string& id,
                                                              int64_t from_seq);
 
+  absl::StatusOr<Caller> Identify(grpc::CallbackServerContext* context) const;
+
   ExperimentManager* const manager_;
   SweepManager* const sweeps_;
+  const Authenticator* const authenticator_;
   const RpcObserver observer_;
 };
 

@@ -1,6 +1,7 @@
 #include "daemon/scheduler.h"
 
 #include <algorithm>
+#include <set>
 #include <tuple>
 
 namespace gpuprof::daemon {
@@ -72,6 +73,12 @@ std::vector<Dispatch> Scheduler::DispatchReady(absl::Time now) {
           const int in_use = held == gpus_per_group_.end() ? 0 : held->second;
           if (in_use + candidate->gpu_count > candidate->group_max_gpus) continue;
         }
+        if (user_gpu_limit_) {
+          const int limit = user_gpu_limit_(candidate->user);
+          const auto held = gpus_per_user_.find(candidate->user);
+          const int in_use = held == gpus_per_user_.end() ? 0 : held->second;
+          if (limit >= 0 && in_use + candidate->gpu_count > limit) continue;
+        }
         auto chosen =
             ChooseGpus(candidate->selection, candidate->gpu_count, topology_, free_gpus_);
         if (!chosen.has_value()) {
@@ -86,11 +93,13 @@ std::vector<Dispatch> Scheduler::DispatchReady(absl::Time now) {
       blocked_since_.erase(experiment.id);
       queue_.erase(experiment.id);
       running_[experiment.id] =
-          Running{experiment.user, gpus, experiment.gpu_count == 0, experiment.group};
+          Running{experiment.user, gpus, experiment.gpu_count == 0, experiment.group, experiment,
+                  tick_ + 1};
       if (!experiment.group.empty() && !gpus.empty()) {
         gpus_per_group_[experiment.group] += static_cast<int>(gpus.size());
       }
       ++running_per_user_[experiment.user];
+      if (!gpus.empty()) gpus_per_user_[experiment.user] += static_cast<int>(gpus.size());
       last_served_[experiment.user] = ++tick_;
       dispatched.push_back(Dispatch{experiment.id, std::move(gpus)});
       started = true;
@@ -110,7 +119,67 @@ void Scheduler::Release(const std::string& id) {
     gpus_per_group_.erase(it->second.group);
   }
   if (--running_per_user_[it->second.user] == 0) running_per_user_.erase(it->second.user);
+  if (!it->second.gpus.empty() &&
+      (gpus_per_user_[it->second.user] -= static_cast<int>(it->second.gpus.size())) <= 0) {
+    gpus_per_user_.erase(it->second.user);
+  }
   running_.erase(it);
+}
+
+Preemption Scheduler::ChoosePreemption(absl::Time now, const PreemptionRules& rules) {
+  Preemption preemption;
+  if (rules.min_priority <= 0) return preemption;
+  const PendingExperiment* needy = nullptr;
+  for (const PendingExperiment* candidate : PolicyOrder()) {
+    if (candidate->gpu_count == 0 || candidate->priority < rules.min_priority) continue;
+    const auto blocked = blocked_since_.find(candidate->id);
+    if (blocked == blocked_since_.end() || now - blocked->second < rules.grace) continue;
+    needy = candidate;
+    break;
+  }
+  if (needy == nullptr) return preemption;
+  // GPUs that will be free once the preemptions under way end.
+  std::set<int> free = free_gpus_;
+  for (const auto& [id, running] : running_) {
+    if (running.being_preempted) free.insert(running.gpus.begin(), running.gpus.end());
+  }
+  if (ChooseGpus(needy->selection, needy->gpu_count, topology_, free).has_value()) {
+    return preemption;
+  }
+  std::vector<std::pair<std::string, const Running*>> lower;
+  for (const auto& [id, running] : running_) {
+    if (running.cpu || running.being_preempted || running.pending.priority >= needy->priority) {
+      continue;
+    }
+    lower.push_back({id, &running});
+  }
+  std::sort(lower.begin(), lower.end(), [](const auto& a, const auto& b) {
+    if (a.second->pending.priority != b.second->pending.priority) {
+      return a.second->pending.priority < b.second->pending.priority;
+    }
+    return a.second->started_tick > b.second->started_tick;
+  });
+  std::vector<std::string> victims;
+  for (const auto& [id, running] : lower) {
+    victims.push_back(id);
+    free.insert(running->gpus.begin(), running->gpus.end());
+    if (ChooseGpus(needy->selection, needy->gpu_count, topology_, free).has_value()) {
+      for (const std::string& victim : victims) running_[victim].being_preempted = true;
+      preemption.for_id = needy->id;
+      preemption.for_priority = needy->priority;
+      preemption.victims = std::move(victims);
+      return preemption;
+    }
+  }
+  return preemption;  // even every lower-priority experiment would not make room
+}
+
+void Scheduler::Preempt(const std::string& id) {
+  const auto it = running_.find(id);
+  if (it == running_.end()) return;
+  PendingExperiment pending = it->second.pending;
+  Release(id);
+  Enqueue(std::move(pending));
 }
 
 int Scheduler::QueuePosition(const std::string& id) const {

@@ -14,6 +14,7 @@
 #define GPUPROF_DAEMON_SCHEDULER_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -38,6 +39,20 @@ struct PendingExperiment {
   int group_max_gpus = 0;
 };
 
+// When a queued experiment may take GPUs from running ones (from the access policy).
+struct PreemptionRules {
+  // Queued experiments at or above this priority may preempt; 0 turns preemption off.
+  int min_priority = 0;
+  // How long such an experiment waits for its GPUs before it preempts.
+  absl::Duration grace = absl::ZeroDuration();
+};
+
+struct Preemption {
+  std::string for_id;  // the experiment that needs the GPUs
+  int for_priority = 0;
+  std::vector<std::string> victims;
+};
+
 struct Dispatch {
   std::string id;
   std::vector<int> gpus;  // in rank order; empty for CPU workloads
@@ -48,6 +63,13 @@ class Scheduler {
   Scheduler(GpuTopology topology, int cpu_slots,
             absl::Duration reserve_after = absl::Minutes(2));
 
+  // A user's cap on GPUs held at once (the max_concurrent_gpus quota), asked at every dispatch
+  // so that a policy reload applies to what is queued; < 0 means none. An experiment that
+  // would go over it waits without reserving GPUs.
+  void SetUserGpuLimit(std::function<int(const std::string& user)> limit) {
+    user_gpu_limit_ = std::move(limit);
+  }
+
   void Enqueue(PendingExperiment experiment);
   // Removes a queued experiment (cancelled); false if it is not queued.
   bool Remove(const std::string& id);
@@ -55,6 +77,15 @@ class Scheduler {
   std::vector<Dispatch> DispatchReady(absl::Time now);
   // Frees what a dispatched experiment held.
   void Release(const std::string& id);
+
+  // The running experiments to stop so that the first queued experiment (in policy order) at
+  // or above rules.min_priority, blocked on busy GPUs longer than rules.grace, can be placed:
+  // lowest priority first, then the most recently started, only of lower priority than it, as
+  // few as place it. Empty when nothing qualifies or when experiments already being preempted
+  // will free enough. Victims are remembered until Preempt or Release.
+  Preemption ChoosePreemption(absl::Time now, const PreemptionRules& rules);
+  // Frees a preempted experiment's resources and queues it again in its original place.
+  void Preempt(const std::string& id);
 
   // 1-based place in the order the scheduler would start queued experiments if resources were
   // free; 0 when not queued.
@@ -70,6 +101,9 @@ class Scheduler {
     std::vector<int> gpus;
     bool cpu = false;
     std::string group;
+    PendingExperiment pending;  // as queued, to queue it again if preempted
+    int64_t started_tick = 0;
+    bool being_preempted = false;
   };
   // Queued experiments in the order the policy would consider them.
   std::vector<const PendingExperiment*> PolicyOrder() const;
@@ -85,6 +119,8 @@ class Scheduler {
   std::map<std::string, Running> running_;          // by id
   std::map<std::string, int> running_per_user_;
   std::map<std::string, int> gpus_per_group_;
+  std::map<std::string, int> gpus_per_user_;
+  std::function<int(const std::string& user)> user_gpu_limit_;
   std::map<std::string, int64_t> last_served_;      // user -> dispatch tick
   int64_t tick_ = 0;
 };

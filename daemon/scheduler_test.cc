@@ -165,5 +165,57 @@ TEST(Scheduler, RemoveDropsQueuedOnly) {
   EXPECT_EQ(scheduler.queued_count(), 0u);
 }
 
+TEST(Scheduler, UserGpuLimitHoldsExperimentsWithoutReservingGpus) {
+  Scheduler scheduler(FourGpus(), /*cpu_slots=*/1);
+  scheduler.SetUserGpuLimit([](const std::string& user) { return user == "alice" ? 2 : -1; });
+  scheduler.Enqueue(Gpus("a1", "alice", 1, 2));
+  scheduler.Enqueue(Gpus("a2", "alice", 2, 2));
+  scheduler.Enqueue(Gpus("b1", "bob", 3, 2));
+  EXPECT_THAT(Ids(scheduler.DispatchReady(kNow)), ElementsAre("a1", "b1"));
+  EXPECT_EQ(scheduler.QueuePosition("a2"), 1);
+  scheduler.Release("a1");
+  EXPECT_THAT(Ids(scheduler.DispatchReady(kNow)), ElementsAre("a2"));
+}
+
+TEST(Scheduler, PreemptsTheLowestPriorityNewestAfterTheGracePeriod) {
+  Scheduler scheduler(FourGpus(), /*cpu_slots=*/1);
+  scheduler.Enqueue(Gpus("low-old", "alice", 1, 2));
+  PendingExperiment mid = Gpus("mid", "bob", 2, 2);
+  mid.priority = 3;
+  scheduler.Enqueue(mid);
+  EXPECT_THAT(Ids(scheduler.DispatchReady(kNow)), ElementsAre("mid", "low-old"));
+  PendingExperiment urgent = Gpus("urgent", "carol", 3, 2);
+  urgent.priority = 9;
+  scheduler.Enqueue(urgent);
+  const PreemptionRules rules{.min_priority = 5, .grace = absl::Seconds(30)};
+  EXPECT_THAT(scheduler.DispatchReady(kNow), IsEmpty());  // starts urgent's wait
+  EXPECT_THAT(scheduler.ChoosePreemption(kNow + absl::Seconds(29), rules).victims, IsEmpty());
+  const Preemption preemption = scheduler.ChoosePreemption(kNow + absl::Seconds(30), rules);
+  EXPECT_EQ(preemption.for_id, "urgent");
+  EXPECT_THAT(preemption.victims, ElementsAre("low-old"));
+  // Already being preempted: no second victim while its GPUs are on their way.
+  EXPECT_THAT(scheduler.ChoosePreemption(kNow + absl::Seconds(31), rules).victims, IsEmpty());
+  scheduler.Preempt("low-old");
+  EXPECT_THAT(Ids(scheduler.DispatchReady(kNow + absl::Seconds(31))), ElementsAre("urgent"));
+  EXPECT_EQ(scheduler.QueuePosition("low-old"), 1);
+  scheduler.Release("urgent");
+  EXPECT_THAT(Ids(scheduler.DispatchReady(kNow + absl::Seconds(32))), ElementsAre("low-old"));
+}
+
+TEST(Scheduler, NoPreemptionWhenOffOrOnlyEqualPriorityRuns) {
+  Scheduler scheduler(FourGpus(), /*cpu_slots=*/1);
+  PendingExperiment first = Gpus("first", "alice", 1, 4);
+  first.priority = 9;
+  scheduler.Enqueue(first);
+  EXPECT_THAT(Ids(scheduler.DispatchReady(kNow)), ElementsAre("first"));
+  PendingExperiment second = Gpus("second", "bob", 2, 2);
+  second.priority = 9;
+  scheduler.Enqueue(second);
+  EXPECT_THAT(scheduler.DispatchReady(kNow), IsEmpty());
+  const absl::Time later = kNow + absl::Hours(1);
+  EXPECT_THAT(scheduler.ChoosePreemption(later, {.min_priority = 5}).victims, IsEmpty());
+  EXPECT_THAT(scheduler.ChoosePreemption(later, {.min_priority = 0}).victims, IsEmpty());
+}
+
 }  // namespace
 }  // namespace gpuprof::daemon

@@ -163,7 +163,9 @@ absl::Status SweepManager::Resume() {
         continue;
       }
       if (cancelling && !IsTerminalState(experiment->state())) {
-        auto cancelled = experiments_->Cancel(experiment->id(), active.sweep.reason());
+        auto cancelled = experiments_->Cancel(
+            experiment->id(), active.sweep.reason(),
+            Actor{active.sweep.user(), "sweep cancel finished after a restart", /*admin=*/true});
         if (cancelled.ok()) *experiment = *std::move(cancelled);
       }
       ApplyPointLocked(active, *experiment);
@@ -209,7 +211,12 @@ bool SweepManager::ApplyPointLocked(ActiveSweep& active, const v1::Experiment& e
   if (point.experiment_id() != experiment.id()) return false;  // an earlier attempt
   const int new_rank = StateRank(experiment.state());
   const int old_rank = StateRank(point.state());
-  if (new_rank < old_rank) return false;
+  // A preempted point goes back from RUNNING to QUEUED: within one experiment a newer event
+  // wins, except that an ended point stays ended.
+  if (new_rank < old_rank &&
+      (IsTerminalState(point.state()) || experiment.last_seq() <= point.experiment().last_seq())) {
+    return false;
+  }
   if (new_rank == old_rank && experiment.last_seq() <= point.experiment().last_seq()) {
     return false;
   }
@@ -295,7 +302,13 @@ void SweepManager::MaybeEndLocked(const std::string& id) {
 }
 
 absl::StatusOr<v1::Sweep> SweepManager::Submit(v1::SweepRequest request) {
+  const std::string user = !request.user().empty() ? request.user() : request.base().user();
+  return Submit(std::move(request), Actor{user, "in-process call", /*admin=*/true});
+}
+
+absl::StatusOr<v1::Sweep> SweepManager::Submit(v1::SweepRequest request, const Actor& actor) {
   if (request.user().empty()) request.set_user(request.base().user());
+  if (request.user().empty()) request.set_user(actor.user);
   if (request.user().empty()) {
     return absl::InvalidArgumentError("user: must be set (the CLI sets it from $USER)");
   }
@@ -306,6 +319,11 @@ absl::StatusOr<v1::Sweep> SweepManager::Submit(v1::SweepRequest request) {
                      "; must be >= 0 (0: no cap)"));
   }
   ASSIGN_OR_RETURN(std::vector<sweep::ExpandedPoint> points, sweep::ExpandSweep(request));
+  // Identity and quotas first, as for a single experiment: nothing is stored when refused.
+  std::vector<v1::ExperimentRequest> requests;
+  for (const sweep::ExpandedPoint& point : points) requests.push_back(point.request);
+  RETURN_IF_ERROR(experiments_->AdmitSweep(requests, request.user(), actor));
+  for (size_t index = 0; index < points.size(); ++index) points[index].request = requests[index];
   for (size_t index = 0; index < points.size(); ++index) {
     const absl::Status valid = experiments_->Validate(points[index].request);
     if (!valid.ok()) {
@@ -319,6 +337,8 @@ absl::StatusOr<v1::Sweep> SweepManager::Submit(v1::SweepRequest request) {
   *sweep.mutable_request() = request;
   sweep.set_state(v1::SWEEP_RUNNING);
   sweep.set_user(request.user());
+  if (request.user() != actor.user) sweep.set_submitted_by(actor.user);
+  sweep.set_authenticated_by(actor.authenticated_by);
   *sweep.mutable_created() = Now();
   for (size_t index = 0; index < points.size(); ++index) {
     v1::SweepPoint& point = *sweep.add_points();
@@ -355,11 +375,23 @@ absl::StatusOr<v1::Sweep> SweepManager::Submit(v1::SweepRequest request) {
   sweep.set_id(id);
   ActiveSweep& active = active_[id];
   active.sweep = std::move(sweep);
+  {
+    const bool on_behalf = request.user() != actor.user;
+    v1::AuditEntry entry;
+    entry.set_actor(actor.user);
+    if (on_behalf) entry.set_on_behalf_of(request.user());
+    entry.set_action("sweep-submit");
+    entry.set_experiment_id(id);
+    entry.set_detail(absl::StrCat(
+        on_behalf ? absl::StrCat("admin ", actor.user, " on behalf of ", request.user(), ": ")
+                  : "",
+        points.size(), " point(s)"));
+    entry.set_authenticated_by(actor.authenticated_by);
+    experiments_->RecordAudit(std::move(entry));
+  }
   // One transaction for every point: a 100-point sweep costs one sync, not a hundred.
-  std::vector<v1::ExperimentRequest> requests;
-  for (const sweep::ExpandedPoint& point : points) requests.push_back(point.request);
   absl::StatusOr<std::vector<v1::Experiment>> queued_points = experiments_->SubmitSweepPoints(
-      std::move(requests), id, active.sweep.request().max_concurrent_gpus());
+      std::move(requests), id, active.sweep.request().max_concurrent_gpus(), actor);
   if (queued_points.ok()) {
     for (size_t index = 0; index < queued_points->size(); ++index) {
       v1::SweepPoint& point = *active.sweep.mutable_points(static_cast<int>(index));
@@ -401,6 +433,12 @@ absl::StatusOr<SweepPage> SweepManager::List(const std::string& user, int page_s
 }
 
 absl::StatusOr<v1::Sweep> SweepManager::Cancel(const std::string& id, const std::string& reason) {
+  ASSIGN_OR_RETURN(v1::Sweep sweep, Get(id));
+  return Cancel(id, reason, Actor{sweep.user(), "in-process call", /*admin=*/true});
+}
+
+absl::StatusOr<v1::Sweep> SweepManager::Cancel(const std::string& id, const std::string& reason,
+                                               const Actor& actor) {
   absl::MutexLock lock(&mutex_);
   const auto it = active_.find(id);
   if (it == active_.end()) {
@@ -409,8 +447,26 @@ absl::StatusOr<v1::Sweep> SweepManager::Cancel(const std::string& id, const std:
         "sweep ", id, " already ended: ", v1::SweepState_Name(sweep.state())));
   }
   ActiveSweep& active = it->second;
+  const std::string owner = active.sweep.user();
+  if (!actor.admin && owner != actor.user) {
+    return experiments_->Refuse(
+        actor, owner, "not-owner",
+        absl::PermissionDeniedError(absl::StrCat(
+            "sweep ", id, " belongs to ", owner, "; only its owner or an admin may cancel it "
+            "(you are ", actor.user, ", ", actor.authenticated_by, ")")));
+  }
   active.sweep.set_cancel_requested(true);
-  active.sweep.set_reason(reason.empty() ? "cancelled by request" : reason);
+  active.sweep.set_reason(reason.empty() ? absl::StrCat("cancelled by ", actor.user) : reason);
+  {
+    v1::AuditEntry entry;
+    entry.set_actor(actor.user);
+    if (owner != actor.user) entry.set_on_behalf_of(owner);
+    entry.set_action("sweep-cancel");
+    entry.set_experiment_id(id);
+    entry.set_detail(active.sweep.reason());
+    entry.set_authenticated_by(actor.authenticated_by);
+    experiments_->RecordAudit(std::move(entry));
+  }
   // Durable before any point is touched: a restart in between finishes the cancel.
   RETURN_IF_ERROR(store_.UpdateSweep(active.sweep, v1::SweepEvent()));
   for (int index = 0; index < active.sweep.points_size(); ++index) {
@@ -418,7 +474,7 @@ absl::StatusOr<v1::Sweep> SweepManager::Cancel(const std::string& id, const std:
     if (IsTerminalState(point.state()) || point.experiment_id().empty()) continue;
     const std::string experiment_id = point.experiment_id();
     absl::StatusOr<v1::Experiment> cancelled =
-        experiments_->Cancel(experiment_id, active.sweep.reason());
+        experiments_->Cancel(experiment_id, active.sweep.reason(), actor);
     // Already ended (its news not applied yet): take its stored state.
     if (!cancelled.ok()) cancelled = experiments_->Get(experiment_id);
     if (cancelled.ok()) ApplyPointLocked(active, *cancelled);

@@ -41,11 +41,19 @@ class SweepManager {
 
   // Expands the axes and validates every point before anything is stored; then stores the
   // sweep and queues its points. Errors name the axis and value, or the point and field.
+  // `actor` submits it: identity, the policy and the quotas apply as for
+  // ExperimentManager::Submit (the points count against the user's quotas), and it is audited.
+  absl::StatusOr<v1::Sweep> Submit(v1::SweepRequest request, const Actor& actor);
+  // As an admin named after request.user (in-process callers).
   absl::StatusOr<v1::Sweep> Submit(v1::SweepRequest request);
   absl::StatusOr<v1::Sweep> Get(const std::string& id);
   absl::StatusOr<SweepPage> List(const std::string& user, int page_size,
                                  const std::string& page_token);
   // Cancels every point that has not ended; the sweep ends CANCELLED.
+  // Only the sweep's owner or an admin may cancel it; audited.
+  absl::StatusOr<v1::Sweep> Cancel(const std::string& id, const std::string& reason,
+                                   const Actor& actor);
+  // As an admin (in-process callers).
   absl::StatusOr<v1::Sweep> Cancel(const std::string& id, const std::string& reason);
   // Replays stored events with seq >= from_seq, then live ones (as ExperimentManager does).
   absl::StatusOr<int64_t> Subscribe(const std::string& id, int64_t from_seq,

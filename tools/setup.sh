@@ -13,13 +13,14 @@ PACKAGES=(
   protobuf-compiler protobuf-compiler-grpc grpc-proto
   # Libraries, found through pkg-config by //tools/build:system_libs.bzl.
   libgrpc++-dev libprotobuf-dev libabsl-dev prometheus-cpp-dev libsqlite3-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libssl-dev
   # Tests: a real Prometheus server and promtool for the metrics tests.
   prometheus
   # Fuzzing: clang with libFuzzer and its sanitizer runtimes (tools/fuzzing/run_fuzzers.sh).
   # GCC's ASan/UBSan/TSan runtimes for --config=asan and --config=tsan come with g++.
   clang libclang-rt-dev
-  # Tools used by scripts and tests; gnuplot draws `gpuprof sweep plot` (and its test).
+  # Tools used by scripts and tests; openssl makes the TLS tests' certificates, gnuplot draws
+  # `gpuprof sweep plot` (and its test).
   python3 sqlite3 curl ca-certificates openssl gnuplot-nox
   # The Kubernetes manifests' check (deploy/k8s): Node.js and npm for the schema packages.
   nodejs

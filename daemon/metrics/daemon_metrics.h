@@ -8,9 +8,11 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/strings/string_view.h"
 #include "daemon/experiment_manager.h"
+#include "gpuprof/v1/access.pb.h"
 #include "gpuprof/v1/gpus.pb.h"
 #include "grpcpp/support/status.h"
 
@@ -48,6 +50,9 @@ class DaemonMetrics : public ManagerObserver {
   // GPU index -> id of the experiment holding it; GPUs not in the map are free.
   virtual void SetGpuLeases(const std::map<int, std::string>& leases) = 0;
   virtual void SetStoreSizeBytes(int64_t bytes) = 0;
+  // Quota use of the users named in the access policy, and of everyone else as "other"
+  // (gpu_hours_last_day unset for "other"): replaces the previous set.
+  virtual void SetUserQuotaUse(const std::vector<v1::QuotaReport>& use) {}
   // Whether NVML telemetry is collected (false on machines without the driver).
   virtual void SetTelemetryAvailable(bool available) = 0;
   virtual void SetGpuTelemetry(const GpuTelemetry& telemetry) = 0;

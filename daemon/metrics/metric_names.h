@@ -19,6 +19,13 @@ inline constexpr char kGpuLeased[] = "gpuprof_gpu_leased";
 inline constexpr char kWorkerFailures[] = "gpuprof_worker_failures_total";
 inline constexpr char kGrpcRequests[] = "gpuprof_grpc_requests_total";
 inline constexpr char kStoreSizeBytes[] = "gpuprof_store_size_bytes";
+inline constexpr char kAccessRefusals[] = "gpuprof_access_refusals_total";
+inline constexpr char kPreemptions[] = "gpuprof_preemptions_total";
+// Per user: only users with a `users` entry in the access policy get their own series, everyone
+// else is summed as user="other", so the label set is bounded by the policy.
+inline constexpr char kUserQueuedExperiments[] = "gpuprof_user_queued_experiments";
+inline constexpr char kUserGpusInUse[] = "gpuprof_user_gpus_in_use";
+inline constexpr char kUserGpuHoursLastDay[] = "gpuprof_user_gpu_hours_last_day";
 
 // Results.
 inline constexpr char kResultBandwidth[] = "gpuprof_result_bandwidth_bytes_per_second";
@@ -54,6 +61,11 @@ inline constexpr const char* kAll[] = {
     kWorkerFailures,
     kGrpcRequests,
     kStoreSizeBytes,
+    kAccessRefusals,
+    kPreemptions,
+    kUserQueuedExperiments,
+    kUserGpusInUse,
+    kUserGpuHoursLastDay,
     kResultBandwidth,
     kResultCopyBandwidthRatio,
     kResultCollectiveBusBandwidth,

@@ -57,6 +57,7 @@ void MetricsExporter::Stop() {
 void MetricsExporter::SampleOnce() {
   metrics_.SetQueuedExperiments(manager_->queued_count());
   metrics_.SetGpuLeases(manager_->GpuLeases());
+  metrics_.SetUserQuotaUse(manager_->QuotaUseForMetrics());
   // A failed size query keeps the last value: the store's errors surface elsewhere.
   if (absl::StatusOr<int64_t> size = manager_->StoreSizeBytes(); size.ok()) {
     metrics_.SetStoreSizeBytes(*size);

@@ -175,6 +175,34 @@ PrometheusDaemonMetrics::PrometheusDaemonMetrics(absl::string_view version)
                          .Name(metric_names::kGrpcRequests)
                          .Help("Finished gpuprof.v1.Profiler RPCs, by method and status code.")
                          .Register(*registry_)),
+      access_refusals_(prometheus::BuildCounter()
+                           .Name(metric_names::kAccessRefusals)
+                           .Help("Requests refused by the access policy, by reason: "
+                                 "on-behalf-of, not-owner, quota:<quota name>. (Callers that "
+                                 "could not be identified show as grpc_requests_total with "
+                                 "code UNAUTHENTICATED.)")
+                           .Register(*registry_)),
+      preemptions_(prometheus::BuildCounter()
+                       .Name(metric_names::kPreemptions)
+                       .Help("Running experiments stopped for a higher-priority one and queued "
+                             "again.")
+                       .Register(*registry_)
+                       .Add({})),
+      user_queued_(prometheus::BuildGauge()
+                       .Name(metric_names::kUserQueuedExperiments)
+                       .Help("QUEUED experiments per user (users named in the access policy; "
+                             "everyone else as user=\"other\").")
+                       .Register(*registry_)),
+      user_gpus_(prometheus::BuildGauge()
+                     .Name(metric_names::kUserGpusInUse)
+                     .Help("GPUs held by running experiments per user (policy users, "
+                           "\"other\").")
+                     .Register(*registry_)),
+      user_gpu_hours_(prometheus::BuildGauge()
+                          .Name(metric_names::kUserGpuHoursLastDay)
+                          .Help("GPU-hours used over the last 24 hours per user named in the "
+                                "access policy (the max_gpu_hours_per_day quota's measure).")
+                          .Register(*registry_)),
       store_size_bytes_(prometheus::BuildGauge()
                             .Name(metric_names::kStoreSizeBytes)
                             .Help("Size of the SQLite experiment store.")
@@ -362,6 +390,33 @@ void PrometheusDaemonMetrics::RecordResult(const v1::Experiment& experiment) {
 void PrometheusDaemonMetrics::WorkerFailed(bool timed_out) {
   worker_failures_.Add({{"reason", timed_out ? "timeout" : "crash"}}).Increment();
 }
+
+void PrometheusDaemonMetrics::Refused(const std::string& reason) {
+  // The reasons are a fixed set chosen by the daemon, never user input.
+  access_refusals_.Add({{"reason", reason}}).Increment();
+}
+
+void PrometheusDaemonMetrics::SetUserQuotaUse(const std::vector<v1::QuotaReport>& use) {
+  absl::MutexLock lock(&quota_mutex_);
+  std::set<std::string> users;
+  for (const v1::QuotaReport& report : use) {
+    const Labels labels = {{"user", report.user()}};
+    users.insert(report.user());
+    user_queued_.Add(labels).Set(report.queued_experiments());
+    user_gpus_.Add(labels).Set(report.running_gpus());
+    if (report.user() != "other") user_gpu_hours_.Add(labels).Set(report.gpu_hours_last_day());
+  }
+  for (const std::string& gone : quota_users_) {
+    if (users.contains(gone)) continue;
+    const Labels labels = {{"user", gone}};
+    for (auto* family : {&user_queued_, &user_gpus_, &user_gpu_hours_}) {
+      if (family->Has(labels)) family->Remove(&family->Add(labels));
+    }
+  }
+  quota_users_ = std::move(users);
+}
+
+void PrometheusDaemonMetrics::Preempted() { preemptions_.Increment(); }
 
 void PrometheusDaemonMetrics::RpcFinished(absl::string_view method, grpc::StatusCode code) {
   grpc_requests_.Add({{"method", std::string(method)}, {"code", GrpcCodeLabel(code)}}).Increment();

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <vector>
@@ -48,6 +49,8 @@ class PrometheusDaemonMetrics final : public DaemonMetrics {
   // ManagerObserver.
   void ExperimentEnded(const v1::Experiment& experiment) override;
   void WorkerFailed(bool timed_out) override;
+  void Refused(const std::string& reason) override;
+  void Preempted() override;
 
   // DaemonMetrics.
   void RpcFinished(absl::string_view method, grpc::StatusCode code) override;
@@ -55,6 +58,7 @@ class PrometheusDaemonMetrics final : public DaemonMetrics {
   void SetQueuedExperiments(int64_t count) override;
   void SetGpuLeases(const std::map<int, std::string>& leases) override;
   void SetStoreSizeBytes(int64_t bytes) override;
+  void SetUserQuotaUse(const std::vector<v1::QuotaReport>& use) override;
   void SetTelemetryAvailable(bool available) override;
   void SetGpuTelemetry(const GpuTelemetry& telemetry) override;
 
@@ -76,6 +80,13 @@ class PrometheusDaemonMetrics final : public DaemonMetrics {
   prometheus::Family<prometheus::Gauge>& gpu_leased_;
   prometheus::Family<prometheus::Counter>& worker_failures_;
   prometheus::Family<prometheus::Counter>& grpc_requests_;
+  prometheus::Family<prometheus::Counter>& access_refusals_;
+  prometheus::Counter& preemptions_;
+  prometheus::Family<prometheus::Gauge>& user_queued_;
+  prometheus::Family<prometheus::Gauge>& user_gpus_;
+  prometheus::Family<prometheus::Gauge>& user_gpu_hours_;
+  absl::Mutex quota_mutex_;
+  std::set<std::string> quota_users_ ABSL_GUARDED_BY(quota_mutex_);  // users with series now
   prometheus::Gauge& store_size_bytes_;
 
   // Results: the latest value of each kind, per bounded label set.

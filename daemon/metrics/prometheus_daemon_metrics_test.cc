@@ -113,6 +113,12 @@ TEST(PrometheusDaemonMetricsTest, NamesFollowPrometheusRules) {
   v1::Experiment radix = EndedExperiment(v1::WORKLOAD_RADIX, v1::FINISHED);
   radix.mutable_result()->mutable_radix()->add_operations()->set_operation("insert");
   metrics.ExperimentEnded(radix);
+  metrics.Refused("quota:max_priority");
+  metrics.Preempted();
+  v1::QuotaReport policy_user;
+  policy_user.set_user("policy-user");
+  policy_user.set_gpu_hours_last_day(1.5);
+  metrics.SetUserQuotaUse({policy_user});
 
   std::set<std::string> families;
   for (absl::string_view line : absl::StrSplit(metrics.ExpositionText(), '\n')) {
@@ -128,6 +134,27 @@ TEST(PrometheusDaemonMetricsTest, NamesFollowPrometheusRules) {
   // Exactly the documented names, so that dashboards can be checked against the list.
   EXPECT_EQ(families,
             std::set<std::string>(std::begin(metric_names::kAll), std::end(metric_names::kAll)));
+}
+
+TEST(PrometheusDaemonMetricsTest, QuotaUseSeriesFollowThePolicyUsers) {
+  PrometheusDaemonMetrics metrics("1.2.3");
+  v1::QuotaReport bob;
+  bob.set_user("bob");
+  bob.set_running_gpus(2);
+  bob.set_gpu_hours_last_day(0.5);
+  v1::QuotaReport other;
+  other.set_user("other");
+  other.set_queued_experiments(3);
+  metrics.SetUserQuotaUse({bob, other});
+  std::string text = metrics.ExpositionText();
+  EXPECT_THAT(text, HasSubstr("gpuprof_user_gpus_in_use{user=\"bob\"} 2"));
+  EXPECT_THAT(text, HasSubstr("gpuprof_user_gpu_hours_last_day{user=\"bob\"} 0.5"));
+  EXPECT_THAT(text, HasSubstr("gpuprof_user_queued_experiments{user=\"other\"} 3"));
+  EXPECT_THAT(text, Not(HasSubstr("gpuprof_user_gpu_hours_last_day{user=\"other\"}")));
+  // bob left the policy: his series go.
+  metrics.SetUserQuotaUse({other});
+  text = metrics.ExpositionText();
+  EXPECT_THAT(text, Not(HasSubstr("user=\"bob\"")));
 }
 
 TEST(PrometheusDaemonMetricsTest, CountsEndedExperimentsAndTimesThem) {

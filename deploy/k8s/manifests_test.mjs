@@ -20,11 +20,6 @@ const runfiles = join(process.env.TEST_SRCDIR || ".", process.env.TEST_WORKSPACE
 const gpuprofd = join(runfiles, "daemon/gpuprofd");
 const YAML = createRequire(join(modules, "noop.js"))("yaml");
 
-// Flags the manifests pass that come with mutual TLS and the policy file; checked against
-// gpuprofd's own list as soon as it has them.
-const kAccessControlFlags = new Set(["tls_cert", "tls_key", "tls_client_ca", "tls_user_from",
-                                     "policy"]);
-
 // kustomize refuses files reached through symlinks out of a kustomization's root, and Bazel's
 // runfiles are symlinks: render from a plain copy.
 const tree = mkdtempSync(join(process.env.TEST_TMPDIR || tmpdir(), "k8s-"));
@@ -201,8 +196,7 @@ test("every flag the DaemonSet passes is one gpuprofd has", () => {
   const known = new Set([...help.matchAll(/^\s+--([a-z_0-9]+) /gm)].map((m) => m[1]));
   assert.ok(known.has("state_dir"), "gpuprofd --helpfull lists its flags");
   for (const flag of Object.keys(flagsOf(daemonContainer(render("deploy/k8s/base"))))) {
-    if (known.has(flag)) continue;
-    assert.ok(kAccessControlFlags.has(flag), `gpuprofd has no --${flag}`);
+    assert.ok(known.has(flag), `gpuprofd has no --${flag}`);
   }
 });
 

@@ -160,21 +160,36 @@ TEST(DaemonLifecycleTest, SighupAndAWatchedFileChangeReloadWithoutStopping) {
   const std::string mount = state_dir + "/policy-mount";
   fs::create_directories(mount + "/..v1");
   fs::create_directories(mount + "/..v2");
+  // The second policy caps this user's priority at 1 and takes the daemon user's admin role.
   std::ofstream(mount + "/..v1/policy.textproto") << "# first\n";
-  std::ofstream(mount + "/..v2/policy.textproto") << "# second, longer\n";
+  std::ofstream(mount + "/..v2/policy.textproto")
+      << "daemon_user_is_admin: false\n"
+      << "default_quota { max_priority: 1 }\n";
   fs::create_directory_symlink("..v1", mount + "/..data");
   fs::create_symlink("..data/policy.textproto", mount + "/policy.textproto");
 
-  DaemonProcess daemon(state_dir, {"--reload_when_changed=" + mount + "/policy.textproto",
+  DaemonProcess daemon(state_dir, {"--policy=" + mount + "/policy.textproto",
+                                   "--reload_when_changed=" + mount + "/policy.textproto",
                                    "--reload_poll_interval=100ms"});
   ASSERT_TRUE(daemon.Start().ok()) << daemon.Log();
   daemon.Signal(SIGHUP);
   ASSERT_TRUE(LogShows(daemon, "SIGHUP: reloading configuration", 1)) << daemon.Log();
+  ASSERT_TRUE(LogShows(daemon, "policy reloaded from " + mount + "/policy.textproto", 1))
+      << daemon.Log();
+  const CommandResult before =
+      daemon.CliAsIs({"submit", "radix", "--priority", "5", "--label", "k=v"});
+  EXPECT_EQ(before.exit_code, 0) << before.err;
 
   fs::create_directory_symlink("..v2", mount + "/..data_tmp");
   fs::rename(mount + "/..data_tmp", mount + "/..data");
   ASSERT_TRUE(LogShows(daemon, "changed on disk: " + mount + "/policy.textproto")) << daemon.Log();
   ASSERT_TRUE(LogShows(daemon, "SIGHUP: reloading configuration", 2)) << daemon.Log();
+  ASSERT_TRUE(LogShows(daemon, "policy reloaded from " + mount + "/policy.textproto", 2))
+      << daemon.Log();
+  // The changed file is the policy in force.
+  const CommandResult after = daemon.CliAsIs({"submit", "radix", "--priority", "5"});
+  EXPECT_EQ(after.exit_code, 2);
+  EXPECT_THAT(after.err, HasSubstr("quota max_priority for"));
   // Still serving after both.
   EXPECT_EQ(daemon.Cli({"list"}).exit_code, 0);
   EXPECT_EQ(daemon.Stop(), 0);

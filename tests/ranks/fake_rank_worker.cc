@@ -3,7 +3,8 @@
 // the one that runs NCCL ranks: it reports FAKE_RANK_GPUS GPUs that run `collective`, answers
 // the rendezvous with an id of its own, and for each assignment reports which rank it is, the
 // id it was given and whether it was told to reuse its communicator; the gpuprof.fault label
-// (crash, exit, hang, optionally @RANK) makes it misbehave. What it stands in for is only the
+// (crash, exit, hang, optionally @RANK) makes it misbehave, and the fake.run_ms label makes the
+// run take that long. What it stands in for is only the
 // GPU work; the process model, relay, merge and supervision are the daemon's own.
 #include <unistd.h>
 
@@ -112,6 +113,14 @@ int Serve() {
     if (fault == "exit") std::_Exit(3);
     if (fault == "hang") {
       while (true) std::this_thread::sleep_for(std::chrono::hours(1));
+    }
+    // How long the "GPU work" takes, for tests that need an experiment to run a while.
+    if (const auto run_ms = run.request().labels().find("fake.run_ms");
+        run_ms != run.request().labels().end()) {
+      int milliseconds = 0;
+      if (absl::SimpleAtoi(run_ms->second, &milliseconds)) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(milliseconds));
+      }
     }
     wp::WorkerReport result;
     v1::ExperimentResult& figures = *result.mutable_event()->mutable_result();

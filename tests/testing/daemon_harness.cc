@@ -6,12 +6,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "google/protobuf/util/json_util.h"
@@ -187,6 +189,22 @@ int DaemonProcess::WaitForExit(absl::Duration timeout) {
   }
   pid_ = -1;
   return status;
+}
+
+void DaemonProcess::Hangup() {
+  if (pid_ > 0) kill(pid_, SIGHUP);
+}
+
+CommandResult DaemonProcess::CliAsIs(const std::vector<std::string>& args,
+                                     absl::Duration timeout) const {
+  // A --target of the caller's replaces the daemon's unix socket: two would make a fleet.
+  const bool own_target = std::any_of(args.begin(), args.end(), [](const std::string& arg) {
+    return arg == "--target" || absl::StartsWith(arg, "--target=");
+  });
+  std::vector<std::string> argv = {RunfilePath("client/gpuprof")};
+  if (!own_target) argv.push_back("--target=" + target());
+  argv.insert(argv.end(), args.begin(), args.end());
+  return RunCommand(argv, timeout);
 }
 
 std::unique_ptr<v1::Profiler::Stub> DaemonProcess::NewStub() const {

@@ -39,6 +39,12 @@ class DaemonProcess {
   explicit DaemonProcess(std::string state_dir, std::vector<std::string> extra_flags = {});
   ~DaemonProcess();
 
+  // More daemon flags, for the next Start (a later --listen replaces the harness's own).
+  void AddFlags(const std::vector<std::string>& flags) {
+    extra_flags_.insert(extra_flags_.end(), flags.begin(), flags.end());
+  }
+  // SIGHUP: the daemon reloads its policy.
+  void Hangup();
   // Starts gpuprofd and waits until its health service answers SERVING.
   absl::Status Start();
   // SIGKILL, no chance to clean up: what a crash or OOM kill does.
@@ -60,6 +66,10 @@ class DaemonProcess {
   // The CLI against this daemon, as `user`.
   CommandResult Cli(const std::vector<std::string>& args, const std::string& user = "tester",
                     absl::Duration timeout = absl::Seconds(120)) const;
+  // The CLI with exactly these arguments after --target (no --user); none when the arguments
+  // give their own --target.
+  CommandResult CliAsIs(const std::vector<std::string>& args,
+                        absl::Duration timeout = absl::Seconds(120)) const;
   // Daemon's stderr so far, for diagnostics.
   std::string Log() const;
 

@@ -27,6 +27,7 @@ _LIBRARIES = {
     "gtest": ["gtest"],
     "gtest_main": ["gtest_main", "gmock"],
     "prometheus_cpp": ["prometheus-cpp-pull", "prometheus-cpp-core"],
+    "openssl": ["openssl"],
     "protobuf": ["protobuf"],
     "sqlite3": ["sqlite3"],
 }

@@ -1,0 +1,95 @@
+#include "daemon/unix_socket_listener.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/server_posix.h"
+
+namespace gpuprof::daemon {
+
+absl::StatusOr<std::unique_ptr<UnixSocketListener>> UnixSocketListener::Bind(
+    const std::string& path, PeerCredentialRegistry* registry) {
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(address.sun_path)) {
+    return absl::InvalidArgumentError(absl::StrCat("unix socket path ", path, " is longer than ",
+                                                   sizeof(address.sun_path) - 1, " bytes"));
+  }
+  memcpy(address.sun_path, path.c_str(), path.size() + 1);
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", strerror(errno)));
+  unlink(path.c_str());
+  if (bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
+      chmod(path.c_str(), 0666) != 0 || listen(fd, 128) != 0) {
+    const int error = errno;
+    close(fd);
+    return absl::UnavailableError(absl::StrCat("cannot listen on unix:", path, ": ",
+                                               strerror(error)));
+  }
+  const int wake = eventfd(0, EFD_CLOEXEC);
+  if (wake < 0) {
+    close(fd);
+    return absl::InternalError(absl::StrCat("eventfd: ", strerror(errno)));
+  }
+  return std::unique_ptr<UnixSocketListener>(new UnixSocketListener(path, fd, wake, registry));
+}
+
+UnixSocketListener::UnixSocketListener(std::string path, int listen_fd, int wake_fd,
+                                       PeerCredentialRegistry* registry)
+    : path_(std::move(path)), listen_fd_(listen_fd), wake_fd_(wake_fd), registry_(registry) {}
+
+UnixSocketListener::~UnixSocketListener() {
+  const uint64_t one = 1;
+  (void)!write(wake_fd_, &one, sizeof(one));
+  if (thread_.joinable()) thread_.join();
+  close(listen_fd_);
+  close(wake_fd_);
+  unlink(path_.c_str());
+}
+
+void UnixSocketListener::Serve(grpc::Server* server) {
+  thread_ = std::thread([this, server] { AcceptLoop(server); });
+}
+
+void UnixSocketListener::AcceptLoop(grpc::Server* server) {
+  while (true) {
+    pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+    if (poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      std::fprintf(stderr, "gpuprofd: unix socket poll: %s\n", strerror(errno));
+      return;
+    }
+    if (fds[1].revents != 0) return;
+    const int connection = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (connection < 0) {
+      if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED) {
+        std::fprintf(stderr, "gpuprofd: unix socket accept: %s\n", strerror(errno));
+        // Out of descriptors: wait a little rather than spin.
+        if (errno == EMFILE || errno == ENFILE) poll(nullptr, 0, 100);
+      }
+      continue;
+    }
+    ucred credentials{};
+    socklen_t length = sizeof(credentials);
+    if (getsockopt(connection, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) {
+      close(connection);
+      continue;
+    }
+    // gRPC names a connection it was handed by its descriptor number.
+    registry_->Record(absl::StrCat("fd:", connection), credentials.uid);
+    ++accepted_;
+    grpc::AddInsecureChannelFromFd(server, connection);
+  }
+}
+
+}  // namespace gpuprof::daemon
