@@ -13,6 +13,11 @@ export LD_LIBRARY_PATH=$bundle/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export TEST_SRCDIR=$bundle/runfiles TEST_WORKSPACE=. TEST_TMPDIR=$(mktemp -d)
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 status=0
+# Tests that start the real daemon find the binaries where Bazel's runfiles would hold them.
+for binary in daemon/gpuprofd worker/gpuprof_worker client/gpuprof; do
+  mkdir -p "$bundle/runfiles/$(dirname $binary)"
+  ln -sf "$bundle/bin/$(basename $binary)" "$bundle/runfiles/$binary"
+done
 
 {
   echo "== host"; nvidia-smi --query-gpu=index,name,uuid,driver_version,memory.total --format=csv
