@@ -303,14 +303,8 @@ absl::StatusOr<std::vector<v1::Experiment>> ExperimentManager::SubmitSweepPoints
   absl::StatusOr<std::vector<std::string>> stored = store_->CreateMany(created);
   if (!stored.ok()) {
     // Nothing was acknowledged (the points are stored all together or not at all).
-    return absl::Status(
-        stored.status().code(),
-        absl::StrCat("the sweep's points could not be stored, so none was queued: ",
-                     stored.status().message(),
-                     absl::IsResourceExhausted(stored.status())
-                         ? ". The disk holding gpuprofd's database is full: free space there "
-                           "and submit again (gpuprofd carries on by itself once it can write)"
-                         : ""));
+    return NotStoredError(stored.status(),
+                          "the sweep's points could not be stored, so none was queued");
   }
   const std::vector<std::string> ids = *std::move(stored);
   std::vector<v1::Experiment> experiments;
@@ -538,14 +532,8 @@ absl::StatusOr<v1::Experiment> ExperimentManager::SubmitInternal(v1::ExperimentR
   absl::StatusOr<std::string> created = store_->Create(experiment, first);
   if (!created.ok()) {
     // Nothing was acknowledged: the client sees the refusal and can submit again.
-    return absl::Status(
-        created.status().code(),
-        absl::StrCat("the experiment could not be stored, so it was not queued: ",
-                     created.status().message(),
-                     absl::IsResourceExhausted(created.status())
-                         ? ". The disk holding gpuprofd's database is full: free space there "
-                           "and submit again (gpuprofd carries on by itself once it can write)"
-                         : ""));
+    return NotStoredError(created.status(),
+                          "the experiment could not be stored, so it was not queued");
   }
   const std::string id = *std::move(created);
   experiment.set_id(id);

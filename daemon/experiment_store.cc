@@ -1054,6 +1054,16 @@ absl::Status ExperimentStore::UpdateSweep(const v1::Sweep& sweep, const v1::Swee
   });
 }
 
+absl::Status NotStoredError(const absl::Status& stored, absl::string_view what) {
+  return absl::Status(
+      stored.code(),
+      absl::StrCat(what, ": ", stored.message(),
+                   absl::IsResourceExhausted(stored)
+                       ? ". The disk holding gpuprofd's database is full: free space there "
+                         "and submit again (gpuprofd carries on by itself once it can write)"
+                       : ""));
+}
+
 absl::StatusOr<v1::Sweep> ExperimentStore::GetSweep(const std::string& id) {
   absl::MutexLock lock(&read_mutex_);
   ASSIGN_OR_RETURN(SqliteStatement select,

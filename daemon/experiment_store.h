@@ -55,6 +55,10 @@ struct ExperimentPage {
 };
 
 // Thread-safe: calls are serialized on one connection; concurrent writes share commits.
+// A submission refused because its write failed: `stored`'s code, `what` ("the experiment
+// could not be stored, so it was not queued"), why, and on a full disk what the user can do.
+absl::Status NotStoredError(const absl::Status& stored, absl::string_view what);
+
 class ExperimentStore {
  public:
   // The schema this code reads and writes, kept in PRAGMA user_version.

@@ -362,14 +362,8 @@ absl::StatusOr<v1::Sweep> SweepManager::Submit(v1::SweepRequest request, const A
   absl::StatusOr<std::string> created = store_.CreateSweep(sweep, first);
   if (!created.ok()) {
     // Nothing was acknowledged or queued: the client sees the refusal and can submit again.
-    return absl::Status(
-        created.status().code(),
-        absl::StrCat("the sweep could not be stored, so none of its points was queued: ",
-                     created.status().message(),
-                     absl::IsResourceExhausted(created.status())
-                         ? ". The disk holding gpuprofd's database is full: free space there "
-                           "and submit again (gpuprofd carries on by itself once it can write)"
-                         : ""));
+    return NotStoredError(created.status(),
+                          "the sweep could not be stored, so none of its points was queued");
   }
   const std::string id = *std::move(created);
   sweep.set_id(id);
