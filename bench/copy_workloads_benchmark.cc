@@ -4,6 +4,8 @@
 // one table.
 //
 //   copy_workloads_benchmark --out=ours.jsonl [--quick] [--tokens=16384,65536]
+//   copy_workloads_benchmark --tune [--tune-hidden=1536,2048] [--tune-tokens=4096]
+//       [--tune-threads=0,128,512] [--tune-splits=0,1,2] [--tune-cold=0] [--tune-vocab=128256]
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -125,7 +127,41 @@ int Main(int argc, char** argv) {
   bool quick = false;
   bool tune = false;
   std::vector<int64_t> tokens_only;
+  // --tune: the shapes and launch choices it tries (0 = the automatic choice).
+  std::vector<int64_t> tune_hidden = {4096};
+  std::vector<int64_t> tune_tokens = {16384, 65536};
+  std::vector<int64_t> tune_threads = {64, 128, 256, 512};
+  std::vector<int64_t> tune_splits = {1, 2, 4};
+  std::vector<int64_t> tune_cold = {0, 1};
+  int64_t tune_vocab = kVocabSize;
+  auto parse_list = [&](const char* arg, const char* flag, std::vector<int64_t>& values) {
+    const size_t length = std::strlen(flag);
+    if (std::strncmp(arg, flag, length) != 0) return true;
+    values.clear();
+    for (absl::string_view item : absl::StrSplit(arg + length, ',')) {
+      int64_t value = 0;
+      if (!absl::SimpleAtoi(item, &value) || value < 0) {
+        std::fprintf(stderr, "%s: bad value '%s'; want non-negative integers\n", flag,
+                     std::string(item).c_str());
+        return false;
+      }
+      values.push_back(value);
+    }
+    return true;
+  };
   for (int i = 1; i < argc; ++i) {
+    if (!parse_list(argv[i], "--tune-hidden=", tune_hidden) ||
+        !parse_list(argv[i], "--tune-tokens=", tune_tokens) ||
+        !parse_list(argv[i], "--tune-threads=", tune_threads) ||
+        !parse_list(argv[i], "--tune-splits=", tune_splits) ||
+        !parse_list(argv[i], "--tune-cold=", tune_cold)) {
+      return 1;
+    }
+    if (std::strncmp(argv[i], "--tune-vocab=", 13) == 0 &&
+        (!absl::SimpleAtoi(argv[i] + 13, &tune_vocab) || tune_vocab < 1)) {
+      std::fprintf(stderr, "--tune-vocab: bad value %s\n", argv[i] + 13);
+      return 1;
+    }
     // Only these token counts in the sweep (e.g. the >= 16k targets without the small sizes).
     if (std::strncmp(argv[i], "--tokens=", 9) == 0) {
       for (absl::string_view item : absl::StrSplit(argv[i] + 9, ',')) {
@@ -165,26 +201,31 @@ int Main(int argc, char** argv) {
   };
 
   if (tune) {
-    for (int64_t tokens : {16384, 65536}) {
-      for (bool cold : {false, true}) {
-        for (int threads : {64, 128, 256, 512}) {
-          for (int splits : {1, 2, 4}) {
-            api::ExperimentRequest request;
-            auto& index = *request.mutable_index();
-            index.set_num_tokens(tokens);
-            index.set_vocab_size(kVocabSize);
-            index.set_hidden_dim(4096);
-            index.set_dtype(api::DATA_TYPE_BF16);
-            index.set_threads(threads);
-            index.set_num_splits(splits);
-            index.set_seed(tokens);
-            *request.mutable_measurement() = Options(/*graph=*/true, cold);
-            const auto result = RunIndex(request, inventory, quiet);
-            emit(JsonLine(absl::StrFormat("\"kind\":\"index\",\"tokens\":%d,\"hidden\":4096,"
-                                          "\"vocab\":%d,\"dtype\":\"bf16\"",
-                                          tokens, kVocabSize),
-                          gpu, result, true),
-                 result.ok() && result->verification().passed());
+    for (int64_t hidden : tune_hidden) {
+      for (int64_t tokens : tune_tokens) {
+        for (int64_t cold : tune_cold) {
+          for (int64_t threads : tune_threads) {
+            for (int64_t splits : tune_splits) {
+              // The automatic choice once per shape, not once per pairing with a fixed value.
+              if ((threads == 0) != (splits == 0)) continue;
+              api::ExperimentRequest request;
+              auto& index = *request.mutable_index();
+              index.set_num_tokens(tokens);
+              index.set_vocab_size(tune_vocab);
+              index.set_hidden_dim(hidden);
+              index.set_dtype(api::DATA_TYPE_BF16);
+              index.set_threads(static_cast<int>(threads));
+              index.set_num_splits(static_cast<int>(splits));
+              index.set_seed(tokens);
+              *request.mutable_measurement() = Options(/*graph=*/true, cold != 0);
+              const auto result = RunIndex(request, inventory, quiet);
+              emit(JsonLine(absl::StrFormat("\"kind\":\"index\",\"tokens\":%d,\"hidden\":%d,"
+                                            "\"vocab\":%d,\"dtype\":\"bf16\",\"auto\":%s",
+                                            tokens, hidden, tune_vocab,
+                                            threads == 0 ? "true" : "false"),
+                            gpu, result, true),
+                   result.ok() && result->verification().passed());
+            }
           }
         }
       }

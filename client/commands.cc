@@ -7,8 +7,9 @@
 #include <thread>
 #include <utility>
 
-#include "absl/strings/match.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -18,6 +19,7 @@
 #include "client/event_printer.h"
 #include "client/field_text.h"
 #include "client/fleet.h"
+#include "client/fleet_sweep.h"
 #include "client/render.h"
 #include "client/request_builder.h"
 #include "client/story_command.h"
@@ -100,7 +102,6 @@ class Session {
           std::optional<std::string> explicit_user, std::optional<DaemonNode> node = std::nullopt)
       : env_(env),
         connection_(std::move(connection)),
-        target_(connection_.target),
         user_(explicit_user.value_or(env.local_user)),
         explicit_user_(std::move(explicit_user)),
         node_(std::move(node)) {}
@@ -128,24 +129,7 @@ class Session {
   }
 
   int ReportRpcError(const grpc::Status& status) const {
-    if (status.error_code() == grpc::StatusCode::UNAVAILABLE && connection_.tls()) {
-      err() << "error: UNAVAILABLE: no TLS session with gpuprofd at " << target_ << ": "
-            << status.error_message()
-            << "\nif the daemon is running, it refused the handshake: check that --tls-ca is "
-               "the CA that signed the daemon's certificate and that your --tls-cert is signed "
-               "by the daemon's client CA, not expired and not revoked (the daemon requires a "
-               "client certificate unless it accepts tokens)\n";
-    } else if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
-      err() << "error: UNAVAILABLE: cannot reach gpuprofd at " << target_ << ": "
-            << status.error_message() << "; is it running? set --target or GPUPROF_TARGET\n";
-    } else if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
-      err() << "error: UNAUTHENTICATED: gpuprofd does not know who you are: "
-            << status.error_message() << "\n";
-    } else {
-      err() << "error: " << StatusCodeName(status.error_code()) << ": " << status.error_message()
-            << "\n";
-    }
-    return ExitCodeForRpcStatus(status.error_code());
+    return client::ReportRpcError(err(), status, connection_);
   }
 
  private:
@@ -157,7 +141,6 @@ class Session {
 
   const ClientEnvironment& env_;
   ConnectionOptions connection_;
-  std::string target_;
   std::string user_;
   std::optional<std::string> explicit_user_;
   std::optional<DaemonNode> node_;
@@ -487,6 +470,46 @@ int RunCancel(Session& session, const ParsedArgs& args) {
   return kExitOk;
 }
 
+// ---- gpu clear ----
+
+std::vector<FlagSpec> GpuFlags() {
+  return {{.name = "reason",
+           .value_syntax = "TEXT",
+           .help = "why the GPU is fit again (kept in the audit trail), e.g. \"reset, "
+                   "nvidia-smi -q clean\""},
+          JsonFlag("print the GpuInfo as JSON"),
+          TargetFlag(),
+          HelpFlag()};
+}
+
+int RunGpu(Session& session, const ParsedArgs& args) {
+  if (args.positionals[0] != "clear") {
+    session.err() << "error: gpu " << args.positionals[0]
+                  << ": unknown action; the one action is clear (gpuprof gpu clear N)\n";
+    return kExitUsage;
+  }
+  int index = -1;
+  if (!absl::SimpleAtoi(args.positionals[1], &index) || index < 0) {
+    session.err() << "error: gpu clear " << args.positionals[1]
+                  << ": N must be a GPU index (0, 1, ...) as gpuprof gpus lists it\n";
+    return kExitUsage;
+  }
+  v1::ClearGpuHealthRequest request;
+  request.set_gpu_index(index);
+  request.set_reason(args.Get("reason").value_or(""));
+  ClientContext context;
+  session.SetUnaryDeadline(context);
+  v1::GpuInfo gpu;
+  const grpc::Status status = session.profiler().ClearGpuHealth(&context, request, &gpu);
+  if (!status.ok()) return session.ReportRpcError(status);
+  if (args.Switch("json")) {
+    session.out() << JsonLine(gpu) << "\n";
+    return kExitOk;
+  }
+  session.out() << "GPU " << gpu.index() << " (" << gpu.uuid() << "): back in service\n";
+  return kExitOk;
+}
+
 // ---- whoami, quota, audit ----
 
 std::vector<FlagSpec> WhoAmIFlags() {
@@ -730,6 +753,16 @@ const std::vector<Command>& Commands() {
        {"ID"},
        CancelFlags,
        RunCancel},
+      {"gpu",
+       "gpu clear N [--reason TEXT]",
+       "return a GPU drained by a hardware fault to service (admins)",
+       "A GPU whose driver reported a hardware Xid (or an uncorrectable memory error) is\n"
+       "drained: no new experiment is placed on it, across daemon restarts, until an admin\n"
+       "clears it. `gpuprof gpus` shows why it was drained; the clear goes into the audit\n"
+       "trail with --reason.",
+       {"clear", "N"},
+       GpuFlags,
+       RunGpu},
       {"whoami",
        "whoami [--json]",
        "who the daemon takes you for, and your role",
@@ -817,8 +850,10 @@ std::string MainHelp() {
       "               [--user NAME] [--tls-ca FILE [--tls-cert FILE --tls-key FILE]]\n"
       "               [--token FILE] <command> [args] [flags]\n\n"
       "Across a fleet, gpus, list, get, watch, cancel and health work on every node at once;\n"
-      "other commands need one node (--node NAME). The TLS files and token apply to every\n"
-      "node; a node of a fleet file with its own TLS files uses those.\n\n"
+      "sweep spreads its points over the nodes (gpuprof --fleet sweep --help) and compare\n"
+      "matches results across them; other commands need one node (--node NAME). The TLS\n"
+      "files and token apply to every node; a node of a fleet file with its own TLS files\n"
+      "uses those.\n\n"
       "commands:\n",
       commands.Render("  "), "\nglobal flags (before the command; --target also after it):\n",
       FormatFlagHelp(global_flags),
@@ -1329,6 +1364,28 @@ std::string StatusCodeName(grpc::StatusCode code) {
   return std::string(kNames[index]);
 }
 
+int ReportRpcError(std::ostream& err, const grpc::Status& status,
+                 const ConnectionOptions& connection) {
+  if (status.error_code() == grpc::StatusCode::UNAVAILABLE && connection.tls()) {
+    err << "error: UNAVAILABLE: no TLS session with gpuprofd at " << connection.target << ": "
+        << status.error_message()
+        << "\nif the daemon is running, it refused the handshake: check that --tls-ca is "
+           "the CA that signed the daemon's certificate and that your --tls-cert is signed "
+           "by the daemon's client CA, not expired and not revoked (the daemon requires a "
+           "client certificate unless it accepts tokens)\n";
+  } else if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
+    err << "error: UNAVAILABLE: cannot reach gpuprofd at " << connection.target << ": "
+        << status.error_message() << "; is it running? set --target or GPUPROF_TARGET\n";
+  } else if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
+    err << "error: UNAUTHENTICATED: gpuprofd does not know who you are: "
+        << status.error_message() << "\n";
+  } else {
+    err << "error: " << StatusCodeName(status.error_code()) << ": " << status.error_message()
+        << "\n";
+  }
+  return ExitCodeForRpcStatus(status.error_code());
+}
+
 int ExitCodeForRpcStatus(grpc::StatusCode code) {
   switch (code) {
     case grpc::StatusCode::OK:
@@ -1410,6 +1467,17 @@ int RunGpuprof(const std::vector<std::string>& args, const ClientEnvironment& en
     if (word == "-o" && (name == "trace" || name == "sweep")) word = "--output";
   }
   if (name == "help") return RunHelp(env, rest);
+  // `sweep ... --fleet[=PATH]` and `compare ... --fleet[=PATH]`: the same as before the command.
+  if (name == "sweep" || name == "compare") {
+    for (auto word = rest.begin(); word != rest.end();) {
+      if (*word == "--fleet" || absl::StartsWith(*word, "--fleet=")) {
+        globals.fleet = *word == "--fleet" ? "" : word->substr(8);
+        word = rest.erase(word);
+      } else {
+        ++word;
+      }
+    }
+  }
   absl::Duration node_timeout;
   absl::StatusOr<std::vector<DaemonNode>> nodes = ResolveNodes(env, globals, node_timeout);
   if (!nodes.ok()) return ReportUsageError(env, nodes.status().message(), "");
@@ -1420,7 +1488,20 @@ int RunGpuprof(const std::vector<std::string>& args, const ClientEnvironment& en
     }
     return RunSubmit(env, globals, rest);
   }
-  // Sweeps, comparisons and baselines live on one daemon.
+  // Sweeps and comparisons across the nodes: a fleet of several, or a fleet file's one node
+  // when no --node picked it (one --target stays one daemon).
+  const bool from_fleet_file =
+      globals.targets.empty() && (globals.fleet.has_value() || !env.fleet_from_env.empty());
+  if ((name == "sweep" || name == "compare") &&
+      (nodes->size() > 1 || (nodes->size() == 1 && from_fleet_file && !globals.node.has_value()))) {
+    absl::StatusOr<ConnectionOptions> connection = ResolveConnection(env, globals, ParsedArgs());
+    if (!connection.ok()) return ReportUsageError(env, connection.status().message(), "");
+    const FleetTargets fleet{env, *std::move(nodes), node_timeout, *std::move(connection),
+                             globals.user};
+    return name == "sweep" ? RunFleetSweepCommand(rest, fleet)
+                           : RunFleetCompareCommand(rest, fleet);
+  }
+  // Baselines live on one daemon.
   if (name == "sweep" || name == "compare" || name == "baseline") {
     if (nodes->size() > 1) {
       return ReportUsageError(env, absl::StrCat(name, " runs on one node: pick it with --node NAME"),

@@ -84,6 +84,11 @@ int ExitCodeForRpcStatus(grpc::StatusCode code);
 // "INVALID_ARGUMENT", "UNAVAILABLE", ...
 std::string StatusCodeName(grpc::StatusCode code);
 
+// Writes why an RPC to the daemon at `connection.target` failed, with what to check (the TLS
+// files, --target, who the daemon thinks you are), and returns the exit code for it.
+int ReportRpcError(std::ostream& err, const grpc::Status& status,
+                   const ConnectionOptions& connection);
+
 }  // namespace gpuprof::client
 
 #endif  // GPUPROF_CLIENT_COMMANDS_H_

@@ -104,6 +104,9 @@ void AddMeasurement(const v1::GpuMeasurement& measurement, KeyValueLines& lines)
   std::string mode =
       absl::StrCat(cold ? "L2 cold (flushed before every sample)" : "L2 hot",
                    measurement.used_cuda_graph() ? ", CUDA graph launches" : ", stream launches");
+  if (measurement.launches_per_sample() > 1) {
+    absl::StrAppend(&mode, " (", measurement.launches_per_sample(), " a sample, time per launch)");
+  }
   if (!measurement.stop_reason().empty()) {
     absl::StrAppend(&mode, "; stopped: ", measurement.stop_reason());
   }
@@ -268,6 +271,19 @@ std::string JsonLine(const google::protobuf::Message& message) {
   return json;
 }
 
+namespace {
+
+// "ok", "UNHEALTHY" or "-" (not watched: no NVML), with the last Xid when there was one.
+std::string HealthWord(const v1::GpuInfo& gpu) {
+  std::string word = gpu.health() == v1::GPU_HEALTH_UNHEALTHY ? "UNHEALTHY"
+                     : gpu.health() == v1::GPU_HEALTH_HEALTHY ? "ok"
+                                                              : "-";
+  if (gpu.last_xid() != 0) absl::StrAppend(&word, " (Xid ", gpu.last_xid(), ")");
+  return word;
+}
+
+}  // namespace
+
 std::string RenderGpus(const v1::ListGpusResponse& response) {
   const v1::HostInfo& host = response.host();
   std::string out =
@@ -285,7 +301,7 @@ std::string RenderGpus(const v1::ListGpusResponse& response) {
 
   if (!response.gpus().empty()) {
     TextTable table({"GPU", "NAME", "MEMORY GiB", "SMS", "CC", "PEAK GB/s", "PEAK BF16 TFLOP/s",
-                     "COPY GB/s", "NUMA", "LEASE"});
+                     "COPY GB/s", "NUMA", "HEALTH", "LEASE"});
     for (size_t column : {0, 2, 3, 5, 6, 7, 8}) table.SetAlign(column, TextTable::Align::kRight);
     for (const v1::GpuInfo& gpu : response.gpus()) {
       std::string lease = "free";
@@ -306,10 +322,17 @@ std::string RenderGpus(const v1::ListGpusResponse& response) {
               ? absl::StrFormat("%.0f", gpu.measured_copy_bandwidth_gbps())
               : "-",
           gpu.numa_node() < 0 ? "-" : absl::StrCat(gpu.numa_node()),
+          HealthWord(gpu),
           std::move(lease),
       });
     }
     absl::StrAppend(&out, "\n", table.Render());
+    // Why each drained GPU is drained, under the table (a reason is too long for a column).
+    for (const v1::GpuInfo& gpu : response.gpus()) {
+      if (gpu.health() != v1::GPU_HEALTH_UNHEALTHY) continue;
+      absl::StrAppend(&out, "GPU ", gpu.index(), " drained: ", gpu.health_reason(),
+                      "; an admin returns it with gpuprof gpu clear ", gpu.index(), "\n");
+    }
   }
   if (response.gpus().size() > 1) {
     absl::StrAppend(&out, "\ntopology:\n", RenderTopology(response));
@@ -388,7 +411,8 @@ std::string RenderResult(const v1::ExperimentResult& result, absl::string_view i
   std::string out = lines.Render(indent);
   // A collective's sweep: the whole curve, one size a row, as nccl-tests prints it.
   if (result.has_collective() && result.collective().points_size() > 1) {
-    TextTable sweep({"size", "time us", "algbw GB/s", "busbw GB/s", "slowest rank", "data"});
+    TextTable sweep(
+        {"size", "time us", "algbw GB/s", "busbw GB/s", "slowest rank", "nccl algo/proto", "data"});
     for (size_t column = 0; column < 4; ++column) sweep.SetAlign(column, TextTable::Align::kRight);
     for (const v1::CollectivePoint& point : result.collective().points()) {
       int slowest = 0;
@@ -397,7 +421,11 @@ std::string RenderResult(const v1::ExperimentResult& result, absl::string_view i
       }
       sweep.AddRow({FormatDecimalBytes(point.bytes()), FormatNumber(point.time().median_us()),
                     FormatNumber(point.algbw_gbps()), FormatNumber(point.busbw_gbps()),
-                    absl::StrCat(slowest), point.correct() ? "exact" : "WRONG"});
+                    absl::StrCat(slowest),
+                    point.nccl_algorithm().empty()
+                        ? "-"
+                        : absl::StrCat(point.nccl_algorithm(), "/", point.nccl_protocol()),
+                    point.correct() ? "exact" : "WRONG"});
     }
     absl::StrAppend(&out, sweep.Render(indent));
   }

@@ -85,6 +85,7 @@ v1::ListGpusResponse TwoGpuBox() {
       spec_peak_bf16_tflops: 989.4
       numa_node: 0
       measured_copy_bandwidth_gbps: 2890.1
+      health: GPU_HEALTH_HEALTHY
     }
     gpus {
       index: 1
@@ -98,6 +99,9 @@ v1::ListGpusResponse TwoGpuBox() {
       numa_node: 1
       leased_to_experiment: "exp-000012"
       leased_to_user: "alice"
+      health: GPU_HEALTH_UNHEALTHY
+      health_reason: "Xid 79 (the GPU has fallen off the bus)"
+      last_xid: 79
     }
     links { gpu_a: 0 gpu_b: 1 type: LINK_TYPE_NVLINK nvlink_count: 18 }
     links { gpu_a: 1 gpu_b: 0 type: LINK_TYPE_CROSS_NUMA }
@@ -111,11 +115,13 @@ TEST(RenderGpusTest, HostTableTopologyAndCache) {
             "gpuprof 0.1.0, 2 NUMA nodes\n"
             "\n"
             "GPU  NAME                   MEMORY GiB  SMS  CC   PEAK GB/s  PEAK BF16 TFLOP/s  "
-            "COPY GB/s  NUMA  LEASE\n"
+            "COPY GB/s  NUMA  HEALTH              LEASE\n"
             "  0  NVIDIA H100 80GB HBM3        79.6  132  9.0       3352                989  "
-            "     2890     0  free\n"
+            "     2890     0  ok                  free\n"
             "  1  NVIDIA H100 80GB HBM3        79.6  132  9.0       3352                989  "
-            "        -     1  exp-000012 (alice)\n"
+            "        -     1  UNHEALTHY (Xid 79)  exp-000012 (alice)\n"
+            "GPU 1 drained: Xid 79 (the GPU has fallen off the bus); an admin returns it with "
+            "gpuprof gpu clear 1\n"
             "\n"
             "topology:\n"
             "      GPU0  GPU1  NUMA\n"
@@ -287,16 +293,17 @@ TEST(RenderResultTest, CollectiveSweepIsATable) {
     collective {
       ranks: 2 algbw_gbps: 330 busbw_gbps: 330 correct: true small_message_latency_us: 10.25
       points { bytes: 8 time { median_us: 10.25 } algbw_gbps: 0.0008 busbw_gbps: 0.0008
-               rank_median_us: [ 10.25, 10.1 ] correct: true }
+               rank_median_us: [ 10.25, 10.1 ] correct: true
+               nccl_algorithm: 'RING' nccl_protocol: 'LL' }
       points { bytes: 1073741824 time { median_us: 3255 } algbw_gbps: 329.9 busbw_gbps: 329.9
                rank_median_us: [ 3250, 3255 ] correct: false }
     })pb");
   EXPECT_EQ(RenderResult(result),
             "collective:  2 ranks, algbw 330.0 GB/s, busbw 330.0 GB/s, data correct\n"
             "latency:     10.2 us at the smallest size\n"
-            "  size  time us  algbw GB/s  busbw GB/s  slowest rank  data\n"
-            "   8 B     10.2        0.00        0.00  0             exact\n"
-            "1.1 GB     3255       329.9       329.9  1             WRONG\n");
+            "  size  time us  algbw GB/s  busbw GB/s  slowest rank  nccl algo/proto  data\n"
+            "   8 B     10.2        0.00        0.00  0             RING/LL          exact\n"
+            "1.1 GB     3255       329.9       329.9  1             -                WRONG\n");
 }
 
 TEST(HeadlineFigureTest, PicksTheFigureThatMatters) {

@@ -61,6 +61,8 @@ constexpr CommonFlag kCommonFlags[] = {
      "fill inputs on the host and check the whole output there (slower; default: on the GPU)"},
     {"graph", "measurement.graph_launches_per_sample", "",
      "launches per sample in a CUDA graph, so launch overhead is not timed"},
+    {"eager-launches", "measurement.eager_launches_per_sample", "",
+     "without a graph: launches per sample, queued back to back before the clock starts"},
     {"trace", "tracing.level", "", "CUPTI tracing (default: activity)"},
     {"metric", "tracing.extra_metrics", "NAME", "extra hardware metric (--trace metrics|full)"},
     {"user", "user", "NAME", "submit as this user (default: $USER)"},

@@ -102,6 +102,9 @@ TEST(ExperimentRequestBuilderTest, StoreAttentionCollectiveRadixFlags) {
   EXPECT_EQ(attention->attention().num_kv_heads(), 8);
   EXPECT_TRUE(attention->attention().causal());
   EXPECT_EQ(attention->attention().backend(), v1::ATTENTION_BACKEND_REFERENCE);
+  auto cudnn = Submit("attention", {"--backend", "cudnn"});
+  ASSERT_TRUE(cudnn.ok()) << cudnn.status();
+  EXPECT_EQ(cudnn->attention().backend(), v1::ATTENTION_BACKEND_CUDNN);
 
   auto collective = Submit("collective", {"--op", "all-reduce", "--bytes", "256M", "--buffer-mode",
                                           "registered", "--in-place"});

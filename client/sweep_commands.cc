@@ -1,5 +1,6 @@
 #include "client/sweep_commands.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <set>
@@ -88,21 +89,7 @@ class Connection {
     SetDeadline(context, env_.unary_rpc_deadline);
   }
   int ReportRpcError(const grpc::Status& status) const {
-    if (status.error_code() == grpc::StatusCode::UNAVAILABLE && connection_.tls()) {
-      err() << "error: UNAVAILABLE: no TLS session with gpuprofd at " << connection_.target
-            << ": " << status.error_message()
-            << "\nif the daemon is running, check --tls-ca, --tls-cert and --tls-key\n";
-    } else if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
-      err() << "error: UNAVAILABLE: cannot reach gpuprofd at " << connection_.target << ": "
-            << status.error_message() << "; is it running? set --target or GPUPROF_TARGET\n";
-    } else if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
-      err() << "error: UNAUTHENTICATED: gpuprofd does not know who you are: "
-            << status.error_message() << "\n";
-    } else {
-      err() << "error: " << StatusCodeName(status.error_code()) << ": "
-            << status.error_message() << "\n";
-    }
-    return ExitCodeForRpcStatus(status.error_code());
+    return client::ReportRpcError(err(), status, connection_);
   }
 
  private:
@@ -281,8 +268,14 @@ std::vector<FlagSpec> SweepSubmitFlags() {
           {.name = "follow",
            .is_switch = true,
            .help = "print each point as it ends, with progress and an ETA, until the sweep ends"},
+          {.name = "node-wait",
+           .value_syntax = "DURATION",
+           .help = "across a fleet, how long --follow waits for a node that stopped answering "
+                   "(default 10m)"},
           FormatFlag(),
-          {.name = "json", .is_switch = true, .help = "the Sweep as JSON (with --follow: NDJSON events)"},
+          {.name = "json",
+           .is_switch = true,
+           .help = "the Sweep as JSON (with --follow: NDJSON events)"},
           TargetFlag(),
           HelpFlag()};
 }
@@ -305,10 +298,19 @@ std::string SweepSubmitHelp(const ExperimentRequestBuilder& builder) {
                       FormatFlagHelp(SweepSubmitFlags()));
 }
 
-int RunSweepSubmit(const std::vector<std::string>& args, const ClientEnvironment& env,
-                   const CommandDefaults& defaults) {
+}  // namespace
+
+std::optional<SweepSubmission> ParseSweepSubmission(const std::vector<std::string>& args,
+                                                    const ClientEnvironment& env,
+                                                    const std::optional<std::string>& explicit_user,
+                                                    int& exit_code) {
+  // Every early return below is a finished command: help (0) or a usage error (2).
+  const auto done = [&exit_code](int code) -> std::optional<SweepSubmission> {
+    exit_code = code;
+    return std::nullopt;
+  };
   absl::StatusOr<ExperimentRequestBuilder> builder = ExperimentRequestBuilder::ForWorkload(args[0]);
-  if (!builder.ok()) return Usage(env, builder.status().message(), "sweep");
+  if (!builder.ok()) return done(Usage(env, builder.status().message(), "sweep"));
   const std::string help_command = absl::StrCat("sweep ", args[0]);
   std::vector<FlagSpec> flags = builder->workload_flags();
   for (const auto& group : {builder->common_flags(), SweepSubmitFlags()}) {
@@ -316,17 +318,17 @@ int RunSweepSubmit(const std::vector<std::string>& args, const ClientEnvironment
   }
   absl::StatusOr<ParsedArgs> parsed =
       ParseArgs(std::vector<std::string>(args.begin() + 1, args.end()), flags);
-  if (!parsed.ok()) return Usage(env, parsed.status().message(), help_command);
+  if (!parsed.ok()) return done(Usage(env, parsed.status().message(), help_command));
   if (parsed->Switch("help")) {
     *env.out << SweepSubmitHelp(*builder);
-    return kExitOk;
+    return done(kExitOk);
   }
   if (!parsed->positionals.empty()) {
-    return Usage(env, absl::StrCat("unexpected argument \"", parsed->positionals[0], "\""),
-                 help_command);
+    return done(Usage(env, absl::StrCat("unexpected argument \"", parsed->positionals[0], "\""),
+                      help_command));
   }
   absl::StatusOr<SweepFormat> format = FormatOf(*parsed);
-  if (!format.ok()) return Usage(env, format.status().message(), help_command);
+  if (!format.ok()) return done(Usage(env, format.status().message(), help_command));
 
   v1::SweepRequest request;
   ParsedArgs base_args;
@@ -335,8 +337,8 @@ int RunSweepSubmit(const std::vector<std::string>& args, const ClientEnvironment
     if (field != nullptr) {
       absl::StatusOr<std::optional<v1::SweepAxis>> axis = AxisFromFlag(field, flag.value);
       if (!axis.ok()) {
-        return Usage(env, absl::StrCat("--", flag.typed_name, ": ", axis.status().message()),
-                     help_command);
+        return done(Usage(env, absl::StrCat("--", flag.typed_name, ": ", axis.status().message()),
+                          help_command));
       }
       if (axis->has_value()) {
         (*axis)->set_field(builder->ApiFieldName(flag.name));
@@ -347,18 +349,15 @@ int RunSweepSubmit(const std::vector<std::string>& args, const ClientEnvironment
     base_args.flags.push_back(flag);
   }
   if (request.axes().empty()) {
-    return Usage(env,
-                 "a sweep needs an axis: give a flag several values, e.g. --tokens 1,64,512, "
-                 "--hidden 1024:8192:1024 or --tokens pow2:1:64Ki",
-                 help_command);
+    return done(Usage(env,
+                      "a sweep needs an axis: give a flag several values, e.g. --tokens 1,64,512, "
+                      "--hidden 1024:8192:1024 or --tokens pow2:1:64Ki",
+                      help_command));
   }
   absl::StatusOr<v1::ExperimentRequest> base = builder->Build(base_args);
-  if (!base.ok()) return Usage(env, base.status().message(), help_command);
-  Connection connection(env, defaults, *parsed);
+  if (!base.ok()) return done(Usage(env, base.status().message(), help_command));
   // Empty means "me, as the daemon authenticates me"; another name needs an admin.
-  if (base->user().empty() && connection.explicit_user().has_value()) {
-    base->set_user(*connection.explicit_user());
-  }
+  if (base->user().empty() && explicit_user.has_value()) base->set_user(*explicit_user);
   request.set_user(base->user());
   request.set_description(base->description());
   *request.mutable_base() = *std::move(base);
@@ -366,12 +365,28 @@ int RunSweepSubmit(const std::vector<std::string>& args, const ClientEnvironment
   if (const auto max_gpus = parsed->Get("max-gpus"); max_gpus.has_value()) {
     int32_t cap = 0;
     if (!absl::SimpleAtoi(*max_gpus, &cap)) {
-      return Usage(env, absl::StrCat("--max-gpus: \"", *max_gpus, "\" is not a number of GPUs"),
-                   help_command);
+      return done(Usage(env,
+                        absl::StrCat("--max-gpus: \"", *max_gpus, "\" is not a number of GPUs"),
+                        help_command));
     }
     request.set_max_concurrent_gpus(cap);
   }
 
+  return SweepSubmission{std::move(request), *std::move(parsed), *format};
+}
+
+namespace {
+
+int RunSweepSubmit(const std::vector<std::string>& args, const ClientEnvironment& env,
+                   const CommandDefaults& defaults) {
+  int exit_code = kExitOk;
+  std::optional<SweepSubmission> submission =
+      ParseSweepSubmission(args, env, defaults.user, exit_code);
+  if (!submission.has_value()) return exit_code;
+  const ParsedArgs* parsed = &submission->args;
+  const v1::SweepRequest& request = submission->request;
+  const SweepFormat* format = &submission->format;
+  Connection connection(env, defaults, *parsed);
   v1::Sweep sweep;
   {
     ClientContext context;
@@ -616,7 +631,13 @@ std::vector<FlagSpec> CompareFlags() {
 }
 
 // An experiment, a sweep or a baseline by name ("baseline:NAME" or just NAME).
-grpc::Status ResolveSide(Connection& connection, const std::string& name, sweep::CompareSide& side) {
+}  // namespace
+
+grpc::Status ResolveCompareSide(v1::Profiler::StubInterface& profiler, absl::Duration deadline,
+                                const std::string& name, sweep::CompareSide& side) {
+  const auto set_deadline = [deadline](ClientContext& context) {
+    context.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
+  };
   std::string id = name;
   side.id = name;
   if (absl::StartsWith(name, "baseline:") ||
@@ -625,9 +646,9 @@ grpc::Status ResolveSide(Connection& connection, const std::string& name, sweep:
     v1::ListBaselinesRequest request;
     request.set_name(baseline);
     ClientContext context;
-    connection.SetUnaryDeadline(context);
+    set_deadline(context);
     v1::ListBaselinesResponse response;
-    const grpc::Status status = connection.profiler().ListBaselines(&context, request, &response);
+    const grpc::Status status = profiler.ListBaselines(&context, request, &response);
     if (!status.ok()) return status;
     if (response.baselines().empty()) {
       return grpc::Status(grpc::StatusCode::NOT_FOUND,
@@ -642,9 +663,9 @@ grpc::Status ResolveSide(Connection& connection, const std::string& name, sweep:
     v1::GetExperimentRequest request;
     request.set_experiment_id(id);
     ClientContext context;
-    connection.SetUnaryDeadline(context);
+    set_deadline(context);
     v1::Experiment experiment;
-    const grpc::Status status = connection.profiler().GetExperiment(&context, request, &experiment);
+    const grpc::Status status = profiler.GetExperiment(&context, request, &experiment);
     if (!status.ok()) return status;
     side.provenance = experiment.result().provenance();
     side.points.push_back(std::move(experiment));
@@ -653,9 +674,9 @@ grpc::Status ResolveSide(Connection& connection, const std::string& name, sweep:
   v1::GetSweepRequest request;
   request.set_sweep_id(id);
   ClientContext context;
-  connection.SetUnaryDeadline(context);
+  set_deadline(context);
   v1::Sweep sweep;
-  const grpc::Status status = connection.profiler().GetSweep(&context, request, &sweep);
+  const grpc::Status status = profiler.GetSweep(&context, request, &sweep);
   if (!status.ok()) return status;
   side.axes = SweepAxisNames(sweep);
   for (const v1::SweepPoint& point : sweep.points()) {
@@ -669,18 +690,23 @@ grpc::Status ResolveSide(Connection& connection, const std::string& name, sweep:
     v1::GetExperimentRequest get;
     get.set_experiment_id(provenance_from);
     ClientContext get_context;
-    connection.SetUnaryDeadline(get_context);
+    set_deadline(get_context);
     v1::Experiment experiment;
-    if (connection.profiler().GetExperiment(&get_context, get, &experiment).ok()) {
+    if (profiler.GetExperiment(&get_context, get, &experiment).ok()) {
       side.provenance = experiment.result().provenance();
     }
   }
   return grpc::Status::OK;
 }
 
+namespace {
+
 std::string SignedPercent(double ratio) { return absl::StrFormat("%+.1f%%", 100 * (ratio - 1)); }
 
-int RunCompare(Connection& connection, const ParsedArgs& args) {
+}  // namespace
+
+int CompareAndPrint(const ClientEnvironment& env, const ParsedArgs& args,
+                    const CompareResolver& resolve) {
   const auto percent = [&](absl::string_view flag, double fallback) -> std::optional<double> {
     const auto value = args.Get(flag);
     if (!value.has_value()) return fallback;
@@ -693,54 +719,79 @@ int RunCompare(Connection& connection, const ParsedArgs& args) {
   const std::optional<double> min_change = percent("min-change", 1);
   const std::optional<double> fail_pct = percent("fail-on-regression", -1);
   if (!min_change.has_value() || !fail_pct.has_value()) {
-    return Usage(connection.env(), "--min-change and --fail-on-regression take a percentage >= 0",
-                 "compare");
+    return Usage(env, "--min-change and --fail-on-regression take a percentage >= 0", "compare");
   }
   absl::StatusOr<SweepFormat> format = ParseSweepFormat(args.Get("format").value_or("table"));
-  if (!format.ok()) return Usage(connection.env(), format.status().message(), "compare");
+  if (!format.ok()) return Usage(env, format.status().message(), "compare");
 
   sweep::CompareSide a, b;
   for (auto [name, side] : {std::pair{args.positionals[0], &a}, std::pair{args.positionals[1], &b}}) {
-    const grpc::Status status = ResolveSide(connection, name, *side);
-    if (!status.ok()) return connection.ReportRpcError(status);
+    if (const int code = resolve(name, *side); code != kExitOk) return code;
   }
   const sweep::Comparison comparison = sweep::Compare(a, b, {.min_change = *min_change / 100});
 
-  std::ostream& out = connection.out();
+  std::ostream& out = *env.out;
   const bool table = *format == SweepFormat::kTable;
-  std::ostream& notes = table ? out : connection.err();
+  std::ostream& notes = table ? out : *env.err;
   const auto figure = [](const sweep::PointFigure& f) {
     return absl::StrCat(FormatNumber(f.value), " ", f.unit);
   };
-  const std::vector<std::string> header = {"point", "A", "B", "ratio", "change", "noise", "verdict"};
+  std::vector<std::string> header = {"point", "A", "B", "ratio", "change", "noise", "verdict"};
+  // Across nodes, each row says where its two figures were measured.
+  const bool by_node = std::any_of(comparison.points.begin(), comparison.points.end(),
+                                   [](const sweep::ComparedPoint& point) {
+                                     return !point.node_a.empty() || !point.node_b.empty();
+                                   });
+  if (by_node) {
+    header.push_back("node A");
+    header.push_back("node B");
+  }
   switch (*format) {
     case SweepFormat::kTable: {
-      TextTable rows({"POINT", "A", "B", "B/A", "CHANGE", "NOISE", "VERDICT"});
+      std::vector<std::string> columns = {"POINT", "A", "B", "B/A", "CHANGE", "NOISE", "VERDICT"};
+      if (by_node) {
+        columns.push_back("NODE A");
+        columns.push_back("NODE B");
+      }
+      TextTable rows(columns);
       for (size_t column = 1; column <= 5; ++column) rows.SetAlign(column, TextTable::Align::kRight);
       for (const auto& point : comparison.points) {
-        rows.AddRow({point.parameters, figure(point.a), figure(point.b),
-                     absl::StrFormat("%.3f", point.ratio), SignedPercent(point.ratio),
-                     absl::StrFormat("%.1f%%", 100 * point.noise), sweep::VerdictName(point.verdict)});
+        std::vector<std::string> cells = {point.parameters,
+                                          figure(point.a),
+                                          figure(point.b),
+                                          absl::StrFormat("%.3f", point.ratio),
+                                          SignedPercent(point.ratio),
+                                          absl::StrFormat("%.1f%%", 100 * point.noise),
+                                          sweep::VerdictName(point.verdict)};
+        if (by_node) {
+          cells.push_back(point.node_a);
+          cells.push_back(point.node_b);
+        }
+        rows.AddRow(cells);
       }
       out << "A: " << a.id << "\nB: " << b.id << "\n\n" << rows.Render();
       break;
     }
     case SweepFormat::kCsv:
-      out << "point,a,b,unit,ratio,noise,verdict\n";
+      out << "point,a,b,unit,ratio,noise,verdict" << (by_node ? ",node_a,node_b" : "") << "\n";
       for (const auto& point : comparison.points) {
         out << "\"" << point.parameters << "\"," << absl::StrFormat("%.6g", point.a.value) << ","
             << absl::StrFormat("%.6g", point.b.value) << "," << point.a.unit << ","
             << absl::StrFormat("%.6g", point.ratio) << "," << absl::StrFormat("%.6g", point.noise)
-            << "," << sweep::VerdictName(point.verdict) << "\n";
+            << "," << sweep::VerdictName(point.verdict)
+            << (by_node ? absl::StrCat(",", point.node_a, ",", point.node_b) : "") << "\n";
       }
       break;
     case SweepFormat::kJsonLines:
       for (const auto& point : comparison.points) {
         out << absl::StrFormat(
             "{\"point\":\"%s\",\"a\":%.6g,\"b\":%.6g,\"unit\":\"%s\",\"ratio\":%.6g,"
-            "\"noise\":%.6g,\"verdict\":\"%s\"}\n",
+            "\"noise\":%.6g,\"verdict\":\"%s\"%s}\n",
             absl::StrReplaceAll(point.parameters, {{"\"", "\\\""}}), point.a.value, point.b.value,
-            point.a.unit, point.ratio, point.noise, sweep::VerdictName(point.verdict));
+            point.a.unit, point.ratio, point.noise, sweep::VerdictName(point.verdict),
+            by_node ? absl::StrCat(",\"node_a\":\"", point.node_a, "\",\"node_b\":\"", point.node_b,
+                                   "\"")
+                    : "");
       }
       break;
     case SweepFormat::kMarkdown:
@@ -750,7 +801,8 @@ int RunCompare(Connection& connection, const ParsedArgs& args) {
         out << "| " << point.parameters << " | " << figure(point.a) << " | " << figure(point.b)
             << " | " << absl::StrFormat("%.3f", point.ratio) << " | "
             << absl::StrFormat("%.1f%%", 100 * point.noise) << " | "
-            << sweep::VerdictName(point.verdict) << " |\n";
+            << sweep::VerdictName(point.verdict)
+            << (by_node ? absl::StrCat(" | ", point.node_a, " | ", point.node_b) : "") << " |\n";
       }
       break;
   }
@@ -773,16 +825,22 @@ int RunCompare(Connection& connection, const ParsedArgs& args) {
                 : absl::StrCat("provenance differs: ",
                                absl::StrJoin(comparison.provenance_differences, "; "), "\n"));
   if (comparison.points.empty()) {
-    connection.err() << "error: nothing to compare: no point of A matches a point of B\n";
+    *env.err << "error: nothing to compare: no point of A matches a point of B\n";
     return kExitUsage;
   }
   if (*fail_pct >= 0 && sweep::RegressionBeyond(comparison, *fail_pct)) {
-    connection.err() << "regression: B is worse than A by more than " << *fail_pct
-                     << "% beyond the noise at " << comparison.regressions << " point(s)\n";
+    *env.err << "regression: B is worse than A by more than " << *fail_pct
+             << "% beyond the noise at " << comparison.regressions << " point(s)\n";
     return kExitRegression;
   }
   return kExitOk;
 }
+
+namespace {}  // namespace
+
+std::vector<FlagSpec> CompareCommandFlags() { return CompareFlags(); }
+
+namespace {
 
 // ---- gpuprof baseline ----
 
@@ -857,7 +915,12 @@ int RunCompareCommand(const std::vector<std::string>& args, const ClientEnvironm
     return Usage(env, "usage: gpuprof compare A B (experiment, sweep or baseline ids)", "compare");
   }
   Connection connection(env, defaults, *parsed);
-  return RunCompare(connection, *parsed);
+  return CompareAndPrint(
+      env, *parsed, [&connection](const std::string& name, sweep::CompareSide& side) {
+        const grpc::Status status = ResolveCompareSide(
+            connection.profiler(), connection.env().unary_rpc_deadline, name, side);
+        return status.ok() ? kExitOk : connection.ReportRpcError(status);
+      });
 }
 
 int RunBaselineCommand(const std::vector<std::string>& args, const ClientEnvironment& env,

@@ -11,6 +11,7 @@
 #include "absl/synchronization/notification.h"
 #include "common/experiment_states.h"
 #include "common/status_macros.h"
+#include "daemon/process_state.h"
 #include "google/protobuf/util/time_util.h"
 #include "workloads/spec_table.h"
 
@@ -89,6 +90,7 @@ absl::StatusOr<std::unique_ptr<ExperimentManager>> ExperimentManager::Create(
       });
     }
   }
+  RETURN_IF_ERROR(manager->RestoreDrainedGpus());
   RETURN_IF_ERROR(manager->Recover());
   manager->control_thread_ = std::thread([m = manager.get()] { m->ControlLoop(); });
   return manager;
@@ -527,9 +529,19 @@ absl::StatusOr<v1::Experiment> ExperimentManager::SubmitInternal(v1::ExperimentR
     first.mutable_state()->set_queue_position(static_cast<int>(scheduler_->queued_count()) + 1);
   }
   experiment.set_queue_position(first.state().queue_position());
+  v1::AuditEntry audit;
+  *audit.mutable_time() = experiment.created();
+  audit.set_actor(actor.user);
+  if (on_behalf) audit.set_on_behalf_of(user);
+  audit.set_action("submit");
+  audit.set_detail(on_behalf ? absl::StrCat("admin ", actor.user, " on behalf of ", user, ": ",
+                                            v1::Workload_Name(experiment.workload()))
+                             : v1::Workload_Name(experiment.workload()));
+  audit.set_authenticated_by(actor.authenticated_by);
   // Stored without the manager's lock, so that concurrent submissions share one commit (the
-  // store's group commit) instead of each waiting for the previous one's fsync.
-  absl::StatusOr<std::string> created = store_->Create(experiment, first);
+  // store's group commit) instead of each waiting for the previous one's fsync; the audit
+  // entry goes into the same transaction, so a submit costs one commit, not two.
+  absl::StatusOr<std::string> created = store_->Create(experiment, first, &audit);
   if (!created.ok()) {
     // Nothing was acknowledged: the client sees the refusal and can submit again.
     return NotStoredError(created.status(),
@@ -537,37 +549,23 @@ absl::StatusOr<v1::Experiment> ExperimentManager::SubmitInternal(v1::ExperimentR
   }
   const std::string id = *std::move(created);
   experiment.set_id(id);
-  {
-    absl::MutexLock lock(&mutex_);
-    // Stored, so acknowledged: if gpuprofd is stopping, it runs after the restart.
-    if (!stopping_) {
-      // First come, first served in the order the commits were acknowledged.
-      PendingExperiment pending{id,
-                                experiment.user(),
-                                experiment.request().priority(),
-                                next_submit_order_++,
-                                experiment.request().gpus(),
-                                workloads::RequiredGpuCount(experiment.request()),
-                                sweep_id,
-                                max_concurrent_gpus};
-      scheduler_->Enqueue(std::move(pending));
-      experiment.set_queue_position(scheduler_->QueuePosition(id));
-      active_[id].experiment = experiment;
-      wake_.Signal();
-    }
+  absl::MutexLock lock(&mutex_);
+  // Stored, so acknowledged: if gpuprofd is stopping, it runs after the restart.
+  if (!stopping_) {
+    // First come, first served in the order the commits were acknowledged.
+    PendingExperiment pending{id,
+                              experiment.user(),
+                              experiment.request().priority(),
+                              next_submit_order_++,
+                              experiment.request().gpus(),
+                              workloads::RequiredGpuCount(experiment.request()),
+                              sweep_id,
+                              max_concurrent_gpus};
+    scheduler_->Enqueue(std::move(pending));
+    experiment.set_queue_position(scheduler_->QueuePosition(id));
+    active_[id].experiment = experiment;
+    wake_.Signal();
   }
-  // Recorded after the manager's lock is released: the audit write joins the store's group
-  // commit and must not hold up other submits.
-  v1::AuditEntry entry;
-  entry.set_actor(actor.user);
-  if (on_behalf) entry.set_on_behalf_of(user);
-  entry.set_action("submit");
-  entry.set_experiment_id(id);
-  entry.set_detail(on_behalf ? absl::StrCat("admin ", actor.user, " on behalf of ", user,
-                                            ": ", v1::Workload_Name(experiment.workload()))
-                             : v1::Workload_Name(experiment.workload()));
-  entry.set_authenticated_by(actor.authenticated_by);
-  RecordAudit(std::move(entry));
   return experiment;
 }
 
@@ -580,6 +578,8 @@ absl::StatusOr<int64_t> ExperimentManager::Subscribe(const std::string& id, int6
   // Replay and registration happen under one lock, and events are appended under it too, so
   // the stream has neither gaps nor duplicates.
   absl::MutexLock lock(&mutex_);
+  // A cancel storing the final event without the lock: replay after it, not beside it.
+  WaitForFinalWriteLocked(id);
   if (const auto live = active_.find(id);
       live != active_.end() && options_.max_watchers_per_experiment > 0 &&
       static_cast<int>(live->second.sinks.size()) >= options_.max_watchers_per_experiment) {
@@ -621,6 +621,7 @@ absl::StatusOr<v1::Experiment> ExperimentManager::Cancel(const std::string& id,
                                                          const std::string& reason,
                                                          const Actor& actor) {
   absl::MutexLock lock(&mutex_);
+  WaitForFinalWriteLocked(id);
   const auto it = active_.find(id);
   if (it == active_.end()) {
     ASSIGN_OR_RETURN(v1::Experiment experiment, GetLocked(id));
@@ -636,6 +637,16 @@ absl::StatusOr<v1::Experiment> ExperimentManager::Cancel(const std::string& id,
     return Refuse(actor, owner, "not-owner", denied);
   }
   const std::string why = reason.empty() ? absl::StrCat("cancelled by ", actor.user) : reason;
+  v1::AuditEntry entry;
+  entry.set_actor(actor.user);
+  if (owner != actor.user) entry.set_on_behalf_of(owner);
+  entry.set_action("cancel");
+  entry.set_experiment_id(id);
+  entry.set_detail(why);
+  entry.set_authenticated_by(actor.authenticated_by);
+  if (active.experiment.state() == v1::QUEUED && unpersisted_.empty()) {
+    return CancelQueuedLocked(id, why, std::move(entry));
+  }
   if (active.experiment.state() == v1::QUEUED) {
     scheduler_->Remove(id);
   } else {
@@ -644,15 +655,60 @@ absl::StatusOr<v1::Experiment> ExperimentManager::Cancel(const std::string& id,
   }
   // Who cancelled is in the audit trail; the reason stays the caller's own words.
   EndLocked(id, v1::CANCELLED, why, "");
-  v1::AuditEntry entry;
-  entry.set_actor(actor.user);
-  if (owner != actor.user) entry.set_on_behalf_of(owner);
-  entry.set_action("cancel");
-  entry.set_experiment_id(id);
-  entry.set_detail(why);
-  entry.set_authenticated_by(actor.authenticated_by);
   RecordAudit(std::move(entry));
   return GetLocked(id);
+}
+
+absl::StatusOr<v1::Experiment> ExperimentManager::CancelQueuedLocked(const std::string& id,
+                                                                     const std::string& why,
+                                                                     v1::AuditEntry audit) {
+  Active& active = active_.at(id);
+  scheduler_->Remove(id);
+  // Nothing else appends to a queued experiment that is out of the queue, Subscribe and Cancel
+  // wait for this flag, and Shutdown leaves queued experiments alone, so the lock can be let
+  // go while the final event is committed.
+  active.final_write_in_flight = true;
+  v1::ExperimentEvent event = StateEvent(v1::CANCELLED, why);
+  event.set_experiment_id(id);
+  event.set_seq(active.experiment.last_seq() + 1);
+  *event.mutable_time() = Now();
+  v1::Experiment ended = active.experiment;
+  ApplyEvent(event, ended);
+  *audit.mutable_time() = event.time();
+
+  // The cancel and its audit entry in one commit of the store's group commit, without the
+  // manager's lock: concurrent cancels and submits share the fsync instead of queueing on the
+  // lock for one each.
+  mutex_.Unlock();
+  const absl::Status stored = store_->Update(ended, event, &audit);
+  mutex_.Lock();
+
+  Active& still_active = active_.at(id);
+  if (!stored.ok()) {
+    // As for any event the disk refuses: kept in memory, retried, nothing starts meanwhile.
+    LogLine(absl::StrCat("could not store event ", event.seq(), " of ", id, ": ",
+                         stored.ToString(), "; retrying every second, and starting nothing "
+                         "until it is stored"));
+    storage_error_ = std::string(stored.message());
+    unpersisted_.emplace_back(ended, event);
+    RecordAudit(audit);
+  }
+  // Metrics first: whoever sees the final event must also find it counted.
+  if (observer_ != nullptr) observer_->ExperimentEnded(ended);
+  still_active.experiment = ended;
+  PublishEventLocked(still_active, event);
+  for (auto& [subscription, sink] : still_active.sinks) sink->OnEnd();
+  active_.erase(id);
+  final_write_done_.SignalAll();
+  return ended;
+}
+
+void ExperimentManager::WaitForFinalWriteLocked(const std::string& id) {
+  while (true) {
+    const auto it = active_.find(id);
+    if (it == active_.end() || !it->second.final_write_in_flight) return;
+    final_write_done_.Wait(&mutex_);
+  }
 }
 
 absl::StatusOr<v1::Experiment> ExperimentManager::GetLocked(const std::string& id) {
@@ -749,6 +805,7 @@ v1::ListGpusResponse ExperimentManager::ListGpus() {
   absl::MutexLock lock(&mutex_);
   response.mutable_host()->set_jit_cache_entries(jit_cache_entries_);
   response.mutable_host()->set_jit_cache_bytes(jit_cache_bytes_);
+  for (v1::GpuInfo& gpu : *response.mutable_gpus()) FillGpuHealthLocked(gpu);
   for (const auto& [gpu, id] : scheduler_->GpuLeases()) {
     if (gpu < 0 || gpu >= response.gpus_size()) continue;
     response.mutable_gpus(gpu)->set_leased_to_experiment(id);
@@ -796,18 +853,28 @@ void ExperimentManager::AppendEventLocked(Active& active, v1::ExperimentEvent ev
     active.storage_failed = true;
     wake_.Signal();
   }
+  PublishEventLocked(active, event);
+}
+
+void ExperimentManager::PublishEventLocked(Active& active, const v1::ExperimentEvent& event) {
   for (auto& [subscription, sink] : active.sinks) sink->OnEvent(event);
-  if (event.has_state() && !experiment.sweep_id().empty() && sweep_point_listener_) {
-    sweep_point_listener_(experiment);
+  if (event.has_state() && !active.experiment.sweep_id().empty() && sweep_point_listener_) {
+    sweep_point_listener_(active.experiment);
   }
 }
 
 void ExperimentManager::EndLocked(const std::string& id, v1::ExperimentState state,
-                                  const std::string& reason, const std::string& stderr_tail) {
+                                  const std::string& reason, const std::string& stderr_tail,
+                                  const GpuFault* fault) {
   const auto it = active_.find(id);
   if (it == active_.end()) return;
   v1::ExperimentEvent event = StateEvent(state, reason);
   event.mutable_state()->set_worker_stderr_tail(stderr_tail);
+  if (fault != nullptr) {
+    event.mutable_state()->set_fault_gpu(fault->gpu);
+    event.mutable_state()->set_fault_xid(fault->xid);
+    event.mutable_state()->set_fault_class(fault->fault_class);
+  }
   event.mutable_state()->mutable_gpu_ids()->CopyFrom(it->second.experiment.gpu_ids());
   *event.mutable_time() = Now();
   // Metrics first: whoever sees the final event must also find it counted.
@@ -923,6 +990,7 @@ void ExperimentManager::StartLocked(const Dispatch& dispatch) {
   for (int64_t slot_id : active.slots) {
     WorkerSlot& slot = slots_[slot_id];
     slot.experiment_id = dispatch.id;
+    slot.last_report = absl::Now();
     ++slot.experiments_run;
   }
   const auto& timeout = active.experiment.request().timeout();
@@ -974,6 +1042,25 @@ void ExperimentManager::AssignRanksLocked(Active& active, const std::string& ncc
     // A failed send means the worker died; its exit callback fails the experiment.
     (void)slots_[active.slots[rank]].process->Send(command);
   }
+}
+
+std::string ExperimentManager::DescribeRanksLocked(const Active& active, absl::Time now) const {
+  if (active.slots.size() < 2) return "";
+  std::vector<std::string> ranks;
+  for (size_t rank = 0; rank < active.slots.size(); ++rank) {
+    const auto slot = slots_.find(active.slots[rank]);
+    if (slot == slots_.end() || slot->second.experiment_id != active.experiment.id()) {
+      ranks.push_back(absl::StrCat("rank ", rank, " done"));
+      continue;
+    }
+    const WorkerSlot& worker = slot->second;
+    ranks.push_back(absl::StrFormat(
+        "rank %d (GPU %s, pid %d) %s, last report %.1f s before", worker.rank,
+        absl::StrJoin(worker.gpus, ","), worker.process->pid(),
+        DescribeProcessState(worker.process->pid()),
+        absl::ToDoubleSeconds(now - worker.last_report)));
+  }
+  return ranks.empty() ? "" : absl::StrCat("; at the deadline: ", absl::StrJoin(ranks, "; "));
 }
 
 void ExperimentManager::KillWorkersLocked(const Active& active) {
@@ -1057,6 +1144,7 @@ void ExperimentManager::OnWorkerReport(int64_t slot_id,
     return;
   }
   Active& active = found->second;
+  slot->second.last_report = absl::Now();
   ++active.reports;
   active.report_bytes += static_cast<int64_t>(report.ByteSizeLong());
   if (active.reports > options_.max_reports_per_experiment ||
@@ -1156,7 +1244,7 @@ void ExperimentManager::OnWorkerExit(int64_t slot_id, const WorkerExit& exit) {
                                absl::FormatDuration(absl::Nanoseconds(TimeUtil::DurationToNanoseconds(
                                    active->second.experiment.request().timeout()))),
                                "; ", group ? "every rank's worker was" : "the worker was",
-                               " killed"),
+                               " killed", active->second.ranks_at_deadline),
                   exit.stderr_tail);
       } else {
         EndLocked(id, v1::FAILED,
@@ -1201,6 +1289,7 @@ void ExperimentManager::ControlLoop() {
       if (active.slots.empty() || active.ending || active.preempting) continue;
       if (active.deadline <= now) {
         active.ending = true;
+        active.ranks_at_deadline = DescribeRanksLocked(active, now);
         KillWorkersLocked(active);
       } else {
         next_wake = std::min(next_wake, active.deadline);
@@ -1227,6 +1316,176 @@ void ExperimentManager::ControlLoop() {
     }
     wake_.WaitWithDeadline(&mutex_, next_wake);
   }
+}
+
+absl::Status ExperimentManager::RestoreDrainedGpus() {
+  ASSIGN_OR_RETURN(std::vector<ExperimentStore::DrainedGpu> drained, store_->ListDrainedGpus());
+  absl::MutexLock lock(&mutex_);
+  for (const ExperimentStore::DrainedGpu& record : drained) {
+    // By UUID: the index may have changed since (GPUs added or removed).
+    const auto gpu = std::find_if(inventory_.gpus().begin(), inventory_.gpus().end(),
+                                  [&](const v1::GpuInfo& info) { return info.uuid() == record.uuid; });
+    if (gpu == inventory_.gpus().end()) {
+      LogLine(absl::StrCat("drained GPU ", record.uuid, " (was GPU ", record.gpu_index,
+                           ") is not on this host any more; its record stays until an admin "
+                           "clears it"));
+      continue;
+    }
+    GpuHealthState& health = gpu_health_[gpu->index()];
+    health.drained = true;
+    health.reason = record.reason;
+    health.since = absl::FromUnixNanos(record.since_unix_ns);
+    health.last_xid = record.xid;
+    scheduler_->SetGpuDrained(gpu->index(), true);
+    LogLine(absl::StrCat("GPU ", gpu->index(), " stays drained until an admin clears it: ",
+                         record.reason));
+  }
+  return absl::OkStatus();
+}
+
+void ExperimentManager::SetGpuHealthWatched(const std::vector<int>& gpus) {
+  absl::MutexLock lock(&mutex_);
+  for (int gpu : gpus) gpu_health_[gpu].watched = true;
+}
+
+void ExperimentManager::FailExperimentOnGpuLocked(const GpuFault& fault,
+                                                  const std::string& consequence) {
+  const std::map<int, std::string> leases = scheduler_->GpuLeases();
+  const auto lease = leases.find(fault.gpu);
+  if (lease == leases.end()) return;
+  const auto it = active_.find(lease->second);
+  // Being killed already (timeout, preemption): that ending stands.
+  if (it == active_.end() || it->second.slots.empty() || it->second.ending ||
+      it->second.preempting) {
+    return;
+  }
+  const std::string id = it->first;
+  KillWorkersLocked(it->second);
+  EndLocked(id, v1::FAILED,
+            absl::StrCat("GPU ", fault.gpu, " reported ", fault.description, "; ", consequence),
+            "", &fault);
+  LogLine(absl::StrCat(id, " failed: GPU ", fault.gpu, " reported ", fault.description));
+}
+
+void ExperimentManager::ReportGpuFault(const GpuFault& fault) {
+  absl::MutexLock lock(&mutex_);
+  if (fault.gpu < 0 || fault.gpu >= inventory_.gpus_size() || stopping_) return;
+  GpuHealthState& health = gpu_health_[fault.gpu];
+  if (fault.xid != 0) {
+    health.last_xid = fault.xid;
+    ++health.xid_events;
+    if (observer_ != nullptr) observer_->GpuXid(fault.gpu, fault.fault_class);
+  }
+  if (fault.fault_class == v1::GPU_FAULT_CLASS_APPLICATION) {
+    FailExperimentOnGpuLocked(fault, "an application fault: the GPU stays in service");
+    return;
+  }
+  if (fault.fault_class != v1::GPU_FAULT_CLASS_HARDWARE) {
+    LogLine(absl::StrCat("GPU ", fault.gpu, " reported ", fault.description,
+                         " (not known to need action)"));
+    return;
+  }
+  FailExperimentOnGpuLocked(
+      fault, "a hardware fault: the GPU is drained until an admin clears it (gpuprof gpu clear)");
+  if (health.drained) return;  // drained already; the first reason stands
+  health.drained = true;
+  health.reason = fault.description;
+  health.since = absl::Now();
+  scheduler_->SetGpuDrained(fault.gpu, true);
+  // Idle workers on it would be handed the next experiment on these GPUs: stop them.
+  std::vector<int64_t> idle;
+  for (const auto& [slot_id, slot] : slots_) {
+    if (slot.experiment_id.empty() &&
+        std::find(slot.gpus.begin(), slot.gpus.end(), fault.gpu) != slot.gpus.end()) {
+      idle.push_back(slot_id);
+    }
+  }
+  for (int64_t slot_id : idle) RetireSlotLocked(slot_id);
+  const v1::GpuInfo& info = inventory_.gpus(fault.gpu);
+  const absl::Status saved = store_->SaveDrainedGpu(ExperimentStore::DrainedGpu{
+      info.uuid(), fault.gpu, absl::ToUnixNanos(health.since), fault.xid, fault.description});
+  LogLine(absl::StrCat("GPU ", fault.gpu, " drained: ", fault.description,
+                       saved.ok() ? ""
+                                  : absl::StrCat(" (not stored: ", saved.message(),
+                                                 "; a restart would forget the drain)")));
+  v1::AuditEntry entry;
+  entry.set_actor("gpuprofd");
+  entry.set_action("gpu-drain");
+  entry.set_detail(absl::StrCat("GPU ", fault.gpu, " (", info.uuid(), "): ", fault.description));
+  entry.set_authenticated_by("nvml");
+  RecordAudit(std::move(entry));
+  wake_.Signal();
+}
+
+void ExperimentManager::ReportGpuMemoryErrors(int gpu, const v1::GpuMemoryErrors& errors) {
+  absl::MutexLock lock(&mutex_);
+  if (gpu < 0 || gpu >= inventory_.gpus_size()) return;
+  gpu_health_[gpu].memory_errors = errors;
+}
+
+void ExperimentManager::FillGpuHealthLocked(v1::GpuInfo& gpu) const {
+  const auto it = gpu_health_.find(gpu.index());
+  if (it == gpu_health_.end()) return;
+  const GpuHealthState& health = it->second;
+  if (health.drained) {
+    gpu.set_health(v1::GPU_HEALTH_UNHEALTHY);
+    gpu.set_health_reason(health.reason);
+    const int64_t nanos = absl::ToUnixNanos(health.since);
+    gpu.mutable_unhealthy_since()->set_seconds(nanos / 1'000'000'000);
+    gpu.mutable_unhealthy_since()->set_nanos(static_cast<int32_t>(nanos % 1'000'000'000));
+  } else if (health.watched) {
+    gpu.set_health(v1::GPU_HEALTH_HEALTHY);
+  }
+  gpu.set_last_xid(health.last_xid);
+  gpu.set_xid_events(health.xid_events);
+  if (health.memory_errors.has_value()) *gpu.mutable_memory_errors() = *health.memory_errors;
+}
+
+absl::StatusOr<v1::GpuInfo> ExperimentManager::ClearGpuHealth(int gpu, const std::string& reason,
+                                                               const Actor& actor) {
+  absl::MutexLock lock(&mutex_);
+  if (gpu < 0 || gpu >= inventory_.gpus_size()) {
+    return absl::InvalidArgumentError(
+        inventory_.gpus().empty()
+            ? absl::StrCat("gpu_index: got ", gpu, "; this host has no GPUs")
+            : absl::StrCat("gpu_index: got ", gpu, "; this host has GPUs 0 to ",
+                           inventory_.gpus_size() - 1));
+  }
+  if (!actor.admin) {
+    return Refuse(actor, "", "not-admin",
+                  absl::PermissionDeniedError(absl::StrCat(
+                      "only admins may return a drained GPU to service (you are ", actor.user,
+                      ", ", actor.authenticated_by, ")")));
+  }
+  GpuHealthState& health = gpu_health_[gpu];
+  if (!health.drained) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("GPU ", gpu, " is not drained; there is nothing to clear"));
+  }
+  const v1::GpuInfo& info = inventory_.gpus(gpu);
+  // Stored first: a clear that did not reach the disk would come back after a restart.
+  if (absl::Status deleted = store_->DeleteDrainedGpu(info.uuid());
+      !deleted.ok() && !absl::IsNotFound(deleted)) {
+    return absl::UnavailableError(absl::StrCat("GPU ", gpu, " stays drained: the clear could "
+                                               "not be stored (", deleted.message(), ")"));
+  }
+  const std::string was = health.reason;
+  health.drained = false;
+  health.reason.clear();
+  scheduler_->SetGpuDrained(gpu, false);
+  v1::AuditEntry entry;
+  entry.set_actor(actor.user);
+  entry.set_action("gpu-clear");
+  entry.set_detail(absl::StrCat("GPU ", gpu, " (", info.uuid(), ") back in service",
+                                reason.empty() ? "" : absl::StrCat(": ", reason),
+                                "; it was drained for ", was));
+  entry.set_authenticated_by(actor.authenticated_by);
+  RecordAudit(std::move(entry));
+  LogLine(absl::StrCat("GPU ", gpu, " cleared by ", actor.user, "; back in service"));
+  wake_.Signal();
+  v1::GpuInfo cleared = info;
+  FillGpuHealthLocked(cleared);
+  return cleared;
 }
 
 void ExperimentManager::Shutdown() {

@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "absl/time/time.h"
 #include "daemon/access_policy.h"
 #include "daemon/experiment_store.h"
+#include "daemon/gpu_faults.h"
 #include "daemon/stream_sink.h"
 #include "daemon/request_validation.h"
 #include "daemon/scheduler.h"
@@ -80,6 +82,8 @@ class ManagerObserver {
   virtual void Refused(const std::string& reason) {}
   // A running experiment was stopped for a higher-priority one and queued again.
   virtual void Preempted() {}
+  // The driver reported an Xid on a GPU.
+  virtual void GpuXid(int gpu, v1::GpuFaultClass fault_class) {}
 };
 
 class ExperimentManager {
@@ -150,6 +154,19 @@ class ExperimentManager {
   std::map<int, std::string> GpuLeases();
   absl::StatusOr<int64_t> StoreSizeBytes();
 
+  // ---- GPU health (reported by daemon/gpu_health_monitor) ----
+
+  // These GPUs' health is watched: they show HEALTHY (not "not watched") unless drained.
+  void SetGpuHealthWatched(const std::vector<int>& gpus);
+  // An application fault fails the experiment running on the GPU, if any; a hardware fault
+  // also drains the GPU (no new leases, persisted) until ClearGpuHealth; OTHER is counted.
+  void ReportGpuFault(const GpuFault& fault);
+  void ReportGpuMemoryErrors(int gpu, const v1::GpuMemoryErrors& errors);
+  // Returns a drained GPU to service: admins only (a refusal is audited like any other);
+  // the clear is audited with `reason`.
+  absl::StatusOr<v1::GpuInfo> ClearGpuHealth(int gpu, const std::string& reason,
+                                             const Actor& actor);
+
   // Stops scheduling, interrupts running experiments, ends every stream. Idempotent.
   void Shutdown();
 
@@ -165,6 +182,9 @@ class ExperimentManager {
     // Set when the workers are being killed (timeout): the final state waits for an exit so
     // the reason can carry the worker's last output.
     bool ending = false;
+    // For a group of ranks that timed out: what each rank's process was doing when the
+    // deadline passed, so the reason names the rank that held the others up.
+    std::string ranks_at_deadline;
     // What its workers reported so far, against the flood limits.
     int64_t reports = 0;
     int64_t report_bytes = 0;
@@ -174,6 +194,8 @@ class ExperimentManager {
     // again instead of failing it.
     bool preempting = false;
     std::string preempted_reason;
+    // Its final event is being committed without the manager's lock (CancelQueuedLocked).
+    bool final_write_in_flight = false;
   };
   struct WorkerSlot {
     std::unique_ptr<WorkerProcess> process;
@@ -185,6 +207,8 @@ class ExperimentManager {
     std::string experiment_id;  // empty while idle
     int experiments_run = 0;
     absl::Time idle_since;
+    // When the worker last reported anything for its current experiment.
+    absl::Time last_report;
   };
 
   ExperimentManager(ManagerOptions options, std::unique_ptr<ExperimentStore> store,
@@ -210,6 +234,13 @@ class ExperimentManager {
   // "quota:max_priority" and so on, for the refusal metric and the audit trail.
   static std::string QuotaReason(const absl::Status& refusal);
   absl::Status Recover() ABSL_LOCKS_EXCLUDED(mutex_);
+  // Drains the GPUs the store says an admin has not cleared yet.
+  absl::Status RestoreDrainedGpus() ABSL_LOCKS_EXCLUDED(mutex_);
+  // Fails the experiment running on `fault.gpu`, if any, with the fault as its reason.
+  void FailExperimentOnGpuLocked(const GpuFault& fault, const std::string& consequence)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // ListGpus' health fields of one GPU.
+  void FillGpuHealthLocked(v1::GpuInfo& gpu) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void ControlLoop() ABSL_LOCKS_EXCLUDED(mutex_);
 
   void StartLocked(const Dispatch& dispatch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
@@ -225,6 +256,10 @@ class ExperimentManager {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Kills every worker still running `active`; their exits free the lease.
   void KillWorkersLocked(const Active& active) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // "; at the deadline: rank 0 (GPU 0, pid N) sleeping, last report 0.2 s before; rank 1 ...
+  // stopped ..." for a group of ranks; empty for one worker.
+  std::string DescribeRanksLocked(const Active& active, absl::Time now) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Starts preemptions the policy calls for; the workers' exits finish them.
   void PreemptLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Once a preempted experiment's last worker is gone: PREEMPTED, then QUEUED in its place.
@@ -239,8 +274,20 @@ class ExperimentManager {
   // Numbers, timestamps, persists and fans out an event; a terminal state ends the experiment.
   void AppendEventLocked(Active& active, v1::ExperimentEvent event)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // With `fault`, the final state event names the GPU fault that ended it.
   void EndLocked(const std::string& id, v1::ExperimentState state, const std::string& reason,
-                 const std::string& stderr_tail) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+                 const std::string& stderr_tail, const GpuFault* fault = nullptr)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Sends an event already numbered and stored to the watchers (and the sweep listener).
+  void PublishEventLocked(Active& active, const v1::ExperimentEvent& event)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Cancels a queued experiment, committing its final event and `audit` with the lock let go
+  // meanwhile; returns the experiment as cancelled.
+  absl::StatusOr<v1::Experiment> CancelQueuedLocked(const std::string& id, const std::string& why,
+                                                    v1::AuditEntry audit)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Returns once no final write of `id` is in flight (the lock is let go while waiting).
+  void WaitForFinalWriteLocked(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // The stored experiment, with the writes still waiting for the disk applied.
   absl::StatusOr<v1::Experiment> GetLocked(const std::string& id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
@@ -254,6 +301,8 @@ class ExperimentManager {
 
   absl::Mutex mutex_;
   absl::CondVar wake_;
+  // Signalled when a final write made without the lock (CancelQueuedLocked) is done.
+  absl::CondVar final_write_done_;
   bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
   SweepPointListener sweep_point_listener_ ABSL_GUARDED_BY(mutex_);
   std::unique_ptr<Scheduler> scheduler_ ABSL_GUARDED_BY(mutex_);
@@ -279,6 +328,16 @@ class ExperimentManager {
   // The JIT cache as the last worker to finish saw it (the probe's view is stale after runs).
   int64_t jit_cache_entries_ ABSL_GUARDED_BY(mutex_) = 0;
   int64_t jit_cache_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
+  struct GpuHealthState {
+    bool watched = false;
+    bool drained = false;
+    std::string reason;
+    absl::Time since;
+    int last_xid = 0;
+    int64_t xid_events = 0;
+    std::optional<v1::GpuMemoryErrors> memory_errors;
+  };
+  std::map<int, GpuHealthState> gpu_health_ ABSL_GUARDED_BY(mutex_);  // by GPU index
   std::thread control_thread_;
 };
 

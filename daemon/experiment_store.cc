@@ -317,6 +317,17 @@ CREATE TABLE IF NOT EXISTS audit (
 CREATE INDEX IF NOT EXISTS audit_by_actor ON audit (actor, id);
 )sql";
 
+// Added after schema version 1 like the audit table: GPUs drained by a hardware fault.
+constexpr char kGpuHealthSchema[] = R"sql(
+CREATE TABLE IF NOT EXISTS drained_gpus (
+  uuid TEXT PRIMARY KEY NOT NULL,
+  gpu_index INTEGER NOT NULL,
+  since_unix_ns INTEGER NOT NULL,
+  xid INTEGER NOT NULL,
+  reason TEXT NOT NULL
+) WITHOUT ROWID;
+)sql";
+
 constexpr char kSchema[] = R"sql(
 CREATE TABLE IF NOT EXISTS experiments (
   -- Submission order. AUTOINCREMENT: numbers, and so ids, are never reused.
@@ -440,6 +451,22 @@ absl::Status InsertEvent(SqliteDatabase& database, const v1::ExperimentEvent& ev
   return status;
 }
 
+absl::Status InsertAudit(SqliteDatabase& database, const v1::AuditEntry& entry) {
+  ASSIGN_OR_RETURN(SqliteStatement insert,
+                   database.Prepare("INSERT INTO audit (time_unix_ns, actor, on_behalf_of, "
+                                    "action, experiment_id, detail, authenticated_by) VALUES "
+                                    "(?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                                    "recording an audit entry"));
+  RETURN_IF_ERROR(insert.BindInt64(1, UnixNanos(entry.time())));
+  RETURN_IF_ERROR(insert.BindText(2, entry.actor()));
+  RETURN_IF_ERROR(insert.BindText(3, entry.on_behalf_of()));
+  RETURN_IF_ERROR(insert.BindText(4, entry.action()));
+  RETURN_IF_ERROR(insert.BindText(5, entry.experiment_id()));
+  RETURN_IF_ERROR(insert.BindText(6, entry.detail()));
+  RETURN_IF_ERROR(insert.BindText(7, entry.authenticated_by()));
+  return insert.Run();
+}
+
 // Binds the experiment's filter columns and proto to parameters ?1 .. ?5.
 absl::Status BindExperimentColumns(SqliteStatement& statement,
                                    const v1::Experiment& experiment) {
@@ -551,10 +578,12 @@ using experiment_store_internal::kApplicationId;
 using experiment_store_internal::DecodePageToken;
 using experiment_store_internal::EncodePageToken;
 using experiment_store_internal::ExperimentId;
+using experiment_store_internal::InsertAudit;
 using experiment_store_internal::InsertEvent;
 using experiment_store_internal::kNextExperimentNumberSql;
 using experiment_store_internal::kNextSweepNumberSql;
 using experiment_store_internal::kAuditSchema;
+using experiment_store_internal::kGpuHealthSchema;
 using experiment_store_internal::UnixNanos;
 using experiment_store_internal::kSchema;
 using experiment_store_internal::kSweepSchema;
@@ -598,6 +627,7 @@ absl::StatusOr<std::unique_ptr<ExperimentStore>> ExperimentStore::Open(const std
     RETURN_IF_ERROR(database->Execute(absl::StrCat("PRAGMA application_id = ", kApplicationId),
                                       "setting application id"));
     RETURN_IF_ERROR(database->Execute(kAuditSchema, "creating the audit table"));
+    RETURN_IF_ERROR(database->Execute(kGpuHealthSchema, "creating the GPU health table"));
     RETURN_IF_ERROR(transaction.Commit());
   }
   // Reads go through a second connection: in WAL mode they see the last commit without
@@ -756,11 +786,30 @@ void ExperimentStore::CommitBatch(const std::vector<PendingWrite*>& batch) {
 }
 
 absl::StatusOr<std::string> ExperimentStore::Create(v1::Experiment experiment,
-                                                    v1::ExperimentEvent first_event) {
-  std::vector<std::pair<v1::Experiment, v1::ExperimentEvent>> one;
-  one.emplace_back(std::move(experiment), std::move(first_event));
-  ASSIGN_OR_RETURN(std::vector<std::string> ids, CreateMany(std::move(one)));
-  return ids.front();
+                                                    v1::ExperimentEvent first_event,
+                                                    const v1::AuditEntry* audit) {
+  if (audit == nullptr) {
+    std::vector<std::pair<v1::Experiment, v1::ExperimentEvent>> one;
+    one.emplace_back(std::move(experiment), std::move(first_event));
+    ASSIGN_OR_RETURN(std::vector<std::string> ids, CreateMany(std::move(one)));
+    return ids.front();
+  }
+  if (first_event.seq() <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("creating an experiment: the first event needs a positive seq, not ",
+                     first_event.seq()));
+  }
+  // The audit entry shares the experiment's savepoint: one commit, and never one without the
+  // other.
+  std::string id;
+  const std::function<absl::Status()> write = [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(id, CreateInTransaction(experiment, first_event));
+    v1::AuditEntry entry = *audit;
+    entry.set_experiment_id(id);
+    return InsertAudit(*database_, entry);
+  };
+  RETURN_IF_ERROR(CommitWrite("creating an experiment", write));
+  return id;
 }
 
 absl::StatusOr<std::vector<std::string>> ExperimentStore::CreateMany(
@@ -824,9 +873,11 @@ absl::StatusOr<std::string> ExperimentStore::CreateInTransaction(
 }
 
 absl::Status ExperimentStore::Update(const v1::Experiment& experiment,
-                                     const v1::ExperimentEvent& event) {
-  return CommitWrite(absl::StrCat("updating ", experiment.id()), [&]() {
-    return UpdateInTransaction(experiment, event);
+                                     const v1::ExperimentEvent& event,
+                                     const v1::AuditEntry* audit) {
+  return CommitWrite(absl::StrCat("updating ", experiment.id()), [&]() -> absl::Status {
+    RETURN_IF_ERROR(UpdateInTransaction(experiment, event));
+    return audit == nullptr ? absl::OkStatus() : InsertAudit(*database_, *audit);
   });
 }
 
@@ -1237,21 +1288,8 @@ absl::StatusOr<std::vector<v1::Baseline>> ExperimentStore::ListBaselines(
 
 absl::Status ExperimentStore::AppendAudit(const v1::AuditEntry& entry) {
   // Through the group commit, like every other write: acknowledged once it is on disk.
-  return CommitWrite("recording an audit entry", [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(SqliteStatement insert,
-                     database_->Prepare("INSERT INTO audit (time_unix_ns, actor, on_behalf_of, "
-                                        "action, experiment_id, detail, authenticated_by) VALUES "
-                                        "(?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                                        "recording an audit entry"));
-    RETURN_IF_ERROR(insert.BindInt64(1, UnixNanos(entry.time())));
-    RETURN_IF_ERROR(insert.BindText(2, entry.actor()));
-    RETURN_IF_ERROR(insert.BindText(3, entry.on_behalf_of()));
-    RETURN_IF_ERROR(insert.BindText(4, entry.action()));
-    RETURN_IF_ERROR(insert.BindText(5, entry.experiment_id()));
-    RETURN_IF_ERROR(insert.BindText(6, entry.detail()));
-    RETURN_IF_ERROR(insert.BindText(7, entry.authenticated_by()));
-    return insert.Run();
-  });
+  return CommitWrite("recording an audit entry",
+                     [&]() -> absl::Status { return InsertAudit(*database_, entry); });
 }
 
 absl::StatusOr<std::vector<v1::AuditEntry>> ExperimentStore::ListAudit(
@@ -1289,6 +1327,56 @@ absl::StatusOr<std::vector<v1::AuditEntry>> ExperimentStore::ListAudit(
     entry.set_authenticated_by(select.ColumnText(7));
   }
   return entries;
+}
+
+absl::Status ExperimentStore::SaveDrainedGpu(const DrainedGpu& gpu) {
+  return CommitWrite("recording a drained GPU", [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(SqliteStatement insert,
+                     database_->Prepare("INSERT OR REPLACE INTO drained_gpus (uuid, gpu_index, "
+                                        "since_unix_ns, xid, reason) VALUES (?1, ?2, ?3, ?4, ?5)",
+                                        "recording a drained GPU"));
+    RETURN_IF_ERROR(insert.BindText(1, gpu.uuid));
+    RETURN_IF_ERROR(insert.BindInt64(2, gpu.gpu_index));
+    RETURN_IF_ERROR(insert.BindInt64(3, gpu.since_unix_ns));
+    RETURN_IF_ERROR(insert.BindInt64(4, gpu.xid));
+    RETURN_IF_ERROR(insert.BindText(5, gpu.reason));
+    return insert.Run();
+  });
+}
+
+absl::Status ExperimentStore::DeleteDrainedGpu(const std::string& uuid) {
+  ASSIGN_OR_RETURN(std::vector<DrainedGpu> drained, ListDrainedGpus());
+  if (std::none_of(drained.begin(), drained.end(),
+                   [&](const DrainedGpu& gpu) { return gpu.uuid == uuid; })) {
+    return absl::NotFoundError(absl::StrCat("GPU ", uuid, " is not drained"));
+  }
+  return CommitWrite("clearing a drained GPU", [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(SqliteStatement remove,
+                     database_->Prepare("DELETE FROM drained_gpus WHERE uuid = ?1",
+                                        "clearing a drained GPU"));
+    RETURN_IF_ERROR(remove.BindText(1, uuid));
+    return remove.Run();
+  });
+}
+
+absl::StatusOr<std::vector<ExperimentStore::DrainedGpu>> ExperimentStore::ListDrainedGpus() {
+  absl::MutexLock lock(&read_mutex_);
+  ASSIGN_OR_RETURN(SqliteStatement select,
+                   reader_->Prepare("SELECT uuid, gpu_index, since_unix_ns, xid, reason FROM "
+                                    "drained_gpus ORDER BY gpu_index",
+                                    "reading drained GPUs"));
+  std::vector<DrainedGpu> drained;
+  while (true) {
+    ASSIGN_OR_RETURN(bool has_row, select.Step());
+    if (!has_row) break;
+    DrainedGpu& gpu = drained.emplace_back();
+    gpu.uuid = select.ColumnText(0);
+    gpu.gpu_index = static_cast<int>(select.ColumnInt64(1));
+    gpu.since_unix_ns = select.ColumnInt64(2);
+    gpu.xid = static_cast<int>(select.ColumnInt64(3));
+    gpu.reason = select.ColumnText(4);
+  }
+  return drained;
 }
 
 absl::StatusOr<int64_t> ExperimentStore::SizeBytes() {

@@ -86,7 +86,10 @@ class ExperimentStore {
   // Assigns the next id ("exp-000001", "exp-000002", ...; never reused, also across restarts),
   // sets it as experiment.id and first_event.experiment_id, and inserts both in one
   // transaction. Returns the id. first_event.seq must be positive (InvalidArgument otherwise).
-  absl::StatusOr<std::string> Create(v1::Experiment experiment, v1::ExperimentEvent first_event);
+  // `audit`, when given, is stored in the same transaction, with the new id as its
+  // experiment_id: the submission and its audit entry are stored together or not at all.
+  absl::StatusOr<std::string> Create(v1::Experiment experiment, v1::ExperimentEvent first_event,
+                                     const v1::AuditEntry* audit = nullptr);
   // Create for several experiments in one transaction (one sync for a whole sweep): either
   // every one is created or none. Ids in the order given.
   absl::StatusOr<std::vector<std::string>> CreateMany(
@@ -96,7 +99,9 @@ class ExperimentStore {
   // does not exist) and appends `event` unless event.seq <= 0. An event whose seq is already
   // stored for the experiment is refused with AlreadyExists, and nothing is written. An empty
   // event.experiment_id is taken to mean experiment.id; a different one is InvalidArgument.
-  absl::Status Update(const v1::Experiment& experiment, const v1::ExperimentEvent& event);
+  // `audit`, when given, is stored in the same transaction.
+  absl::Status Update(const v1::Experiment& experiment, const v1::ExperimentEvent& event,
+                      const v1::AuditEntry* audit = nullptr);
 
   // Update for several (experiment, event) pairs, all in one transaction: either every pair
   // is written or none is.
@@ -159,6 +164,23 @@ class ExperimentStore {
   absl::StatusOr<std::vector<v1::AuditEntry>> ListAudit(const std::string& user,
                                                         const std::string& experiment_id,
                                                         int limit);
+
+  // ---- GPU health ----
+
+  // GPUs drained by a hardware fault, by UUID (indices can change when GPUs are added), kept
+  // until an admin clears them, across restarts.
+  struct DrainedGpu {
+    std::string uuid;
+    int gpu_index = 0;  // when it was drained
+    int64_t since_unix_ns = 0;
+    int xid = 0;
+    std::string reason;
+  };
+  // Inserts or replaces the GPU's record (durably, before it returns).
+  absl::Status SaveDrainedGpu(const DrainedGpu& gpu);
+  // NOT_FOUND when the GPU is not drained.
+  absl::Status DeleteDrainedGpu(const std::string& uuid);
+  absl::StatusOr<std::vector<DrainedGpu>> ListDrainedGpus();
 
   // Size of the database in bytes (page_count * page_size), for a metric. Excludes the WAL.
   absl::StatusOr<int64_t> SizeBytes();

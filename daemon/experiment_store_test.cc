@@ -380,6 +380,39 @@ TEST_F(ExperimentStoreTest, DuplicateSeqIsRejectedAndNothingIsWritten) {
   EXPECT_EQ(events[0].state().state(), v1::QUEUED);
 }
 
+TEST_F(ExperimentStoreTest, AuditEntriesAreStoredWithTheirWriteOrNotAtAll) {
+  v1::AuditEntry submit;
+  submit.set_actor("alice");
+  submit.set_action("submit");
+  submit.mutable_time()->set_seconds(1'700'000'000);
+  ASSERT_OK_AND_ASSIGN(std::string id,
+                       store_->Create(MakeExperiment("alice", v1::WORKLOAD_RADIX),
+                                      StateEvent(1, v1::QUEUED), &submit));
+  ASSERT_OK_AND_ASSIGN(v1::Experiment experiment, store_->Get(id));
+
+  // A write the store refuses (a seq already stored) takes its audit entry with it.
+  v1::AuditEntry refused_cancel;
+  refused_cancel.set_actor("alice");
+  refused_cancel.set_action("cancel");
+  refused_cancel.set_experiment_id(id);
+  experiment.set_state(v1::CANCELLED);
+  EXPECT_EQ(store_->Update(experiment, StateEvent(1, v1::CANCELLED), &refused_cancel).code(),
+            absl::StatusCode::kAlreadyExists);
+
+  v1::AuditEntry cancel = refused_cancel;
+  cancel.set_detail("stored");
+  ASSERT_OK(store_->Update(experiment, StateEvent(2, v1::CANCELLED), &cancel));
+
+  Reopen();
+  ASSERT_OK_AND_ASSIGN(std::vector<v1::AuditEntry> entries, store_->ListAudit("", id, 0));
+  std::vector<std::string> stored;
+  for (const v1::AuditEntry& entry : entries) {
+    EXPECT_EQ(entry.experiment_id(), id);  // Create filled in the id it chose.
+    stored.push_back(absl::StrCat(entry.action(), ":", entry.detail()));
+  }
+  EXPECT_THAT(stored, ElementsAre("cancel:stored", "submit:"));
+}
+
 TEST_F(ExperimentStoreTest, UpdateOfAnUnknownExperimentIsNotFound) {
   v1::Experiment experiment = MakeExperiment("alice", v1::WORKLOAD_INDEX);
   experiment.set_id("exp-000077");
@@ -576,6 +609,46 @@ TEST_F(ExperimentStoreTest, DataSurvivesClosingAndReopening) {
   EXPECT_GT(size, 0);
   EXPECT_EQ(size % page_size, 0);
   EXPECT_EQ(size, page_size * std::stoll(RawQuery(path_, "PRAGMA page_count")));
+}
+
+TEST_F(ExperimentStoreTest, DrainedGpusSurviveReopenUntilCleared) {
+  ASSERT_OK(store_->SaveDrainedGpu({"GPU-b", 1, 1'700'000'000'000'000'000, 79, "Xid 79 (bus)"}));
+  ASSERT_OK(store_->SaveDrainedGpu({"GPU-a", 0, 1'700'000'001'000'000'000, 0, "ECC"}));
+  // Saving again replaces: one record per GPU.
+  ASSERT_OK(store_->SaveDrainedGpu({"GPU-b", 1, 1'700'000'002'000'000'000, 48, "Xid 48"}));
+  Reopen();
+  ASSERT_OK_AND_ASSIGN(std::vector<ExperimentStore::DrainedGpu> drained,
+                       store_->ListDrainedGpus());
+  ASSERT_EQ(drained.size(), 2u);
+  EXPECT_EQ(drained[0].uuid, "GPU-a");
+  EXPECT_EQ(drained[0].reason, "ECC");
+  EXPECT_EQ(drained[1].uuid, "GPU-b");
+  EXPECT_EQ(drained[1].gpu_index, 1);
+  EXPECT_EQ(drained[1].xid, 48);
+  EXPECT_EQ(drained[1].since_unix_ns, 1'700'000'002'000'000'000);
+
+  ASSERT_OK(store_->DeleteDrainedGpu("GPU-b"));
+  EXPECT_EQ(store_->DeleteDrainedGpu("GPU-b").code(), absl::StatusCode::kNotFound);
+  Reopen();
+  ASSERT_OK_AND_ASSIGN(drained, store_->ListDrainedGpus());
+  ASSERT_EQ(drained.size(), 1u);
+  EXPECT_EQ(drained[0].uuid, "GPU-a");
+}
+
+TEST_F(ExperimentStoreTest, DatabaseWithoutTheGpuHealthTableGetsIt) {
+  // A database written before GPU health existed: the table is added at the next open,
+  // with what was stored untouched.
+  const std::string id = CreateQueued("alice", v1::WORKLOAD_RADIX);
+  store_.reset();
+  RawQuery(path_, "DROP TABLE drained_gpus");
+  ASSERT_EQ(RawQuery(path_, "SELECT count(*) FROM sqlite_master WHERE name = 'drained_gpus'"),
+            "0");
+  ASSERT_OK_AND_ASSIGN(store_, ExperimentStore::Open(path_));
+  ASSERT_OK_AND_ASSIGN(std::vector<ExperimentStore::DrainedGpu> drained,
+                       store_->ListDrainedGpus());
+  EXPECT_THAT(drained, IsEmpty());
+  ASSERT_OK_AND_ASSIGN(v1::Experiment experiment, store_->Get(id));
+  EXPECT_EQ(experiment.user(), "alice");
 }
 
 TEST_F(ExperimentStoreTest, FutureSchemaVersionIsRefused) {

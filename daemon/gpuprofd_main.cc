@@ -1,5 +1,6 @@
 // gpuprofd: the per-node GPU profiling daemon.
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -7,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -23,14 +25,18 @@
 #include "common/version.h"
 #include "daemon/access_policy.h"
 #include "daemon/caller_identity.h"
+#include "daemon/connection_limit.h"
 #include "daemon/daemon_config.h"
 #include "daemon/experiment_manager.h"
 #include "daemon/experiment_store.h"
 #include "daemon/file_change_watcher.h"
+#include "daemon/gpu_health_monitor.h"
 #include "daemon/health_only_server.h"
 #include "daemon/metrics/metrics_exporter.h"
 #include "daemon/profiler_service.h"
 #include "daemon/sweep_manager.h"
+#include "daemon/tcp_socket_listener.h"
+#include "daemon/tls_file_mirror.h"
 #include "daemon/unix_socket_listener.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -89,10 +95,12 @@ ABSL_FLAG(bool, check_db, false,
           "is gpuprof's and that every stored record parses. Exit 0 if intact, 1 if not.");
 ABSL_FLAG(std::string, tls_cert, "",
           "PEM certificate (chain) the daemon presents on its TCP addresses; with --tls_key and "
-          "--tls_client_ca every TCP address speaks mutual TLS. Re-read when the file changes.");
+          "--tls_client_ca every TCP address speaks mutual TLS. Re-read on SIGHUP and when the "
+          "file changes.");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert.");
 ABSL_FLAG(std::string, tls_client_ca, "",
-          "PEM CA bundle that client certificates must be signed by. Re-read when it changes.");
+          "PEM CA bundle that client certificates must be signed by. Re-read on SIGHUP and when "
+          "it changes.");
 ABSL_FLAG(std::string, tls_user_from, "cn",
           "Where the user name comes from in a client certificate: cn (subject common name) or "
           "san (first subject alternative name).");
@@ -104,7 +112,7 @@ ABSL_FLAG(std::string, tls_crl_dir, "",
           "certificates are refused.");
 ABSL_FLAG(absl::Duration, tls_reload_interval, absl::Seconds(60),
           "How often the certificate, key and CA files are checked for changes (rotation "
-          "without restart).");
+          "without restart); SIGHUP re-reads them at once.");
 ABSL_FLAG(std::string, policy, "",
           "Access policy (gpuprof.v1.AccessPolicy textproto): admins, quotas, tokens. Reloaded "
           "on SIGHUP; a file with errors is refused and the policy in force stays.");
@@ -120,6 +128,9 @@ ABSL_FLAG(int, keepalive_max_ping_strikes, 2,
 ABSL_FLAG(absl::Duration, max_connection_idle, absl::Minutes(30),
           "A connection with no RPC for this long is closed (GOAWAY), so idle connections do "
           "not accumulate.");
+ABSL_FLAG(int, max_connections, 1000,
+          "Client connections (unix socket and TCP together) the daemon holds at once; a "
+          "connection over the cap is closed as soon as it is accepted.");
 ABSL_FLAG(absl::Duration, handshake_timeout, absl::Seconds(10),
           "A TCP client that has not completed its (TLS and HTTP/2) handshake by then is "
           "disconnected.");
@@ -132,6 +143,15 @@ ABSL_FLAG(int, max_watchers_per_experiment, 64,
 ABSL_FLAG(int, submits_per_minute_per_user, 120,
           "Submits one user (admins exempt) may make per minute, in bursts up to the same "
           "number; more are refused (RESOURCE_EXHAUSTED). 0: no limit.");
+ABSL_FLAG(std::string, nvml_library, "libnvidia-ml.so.1",
+          "The NVML library (the driver's) read for GPU telemetry and health: Xid events and "
+          "memory error counters. Loaded at run time; without it neither is watched.");
+ABSL_FLAG(absl::Duration, gpu_health_interval, absl::Seconds(10),
+          "How often each GPU's ECC, retired-page and remapped-row counters are read (Xid "
+          "events arrive as they happen).");
+ABSL_FLAG(int, rpc_threads, gpuprof::daemon::ProfilerService::kDefaultCallThreads,
+          "Threads that run RPCs' work (submits and cancels wait there for their durable "
+          "commit); as many RPCs as this wait for the disk at once and share its commits.");
 ABSL_FLAG(bool, enable_test_faults, false,
           "Honour the gpuprof.fault label (crash/hang/exit/cuda-error a worker): for tests only.");
 
@@ -145,10 +165,20 @@ absl::Status ValidateLifecycleFlags(const std::vector<std::string>& watched) {
         absl::StrCat("--shutdown_timeout=", absl::FormatDuration(absl::GetFlag(FLAGS_shutdown_timeout)),
                      ": must be positive (e.g. 20s)"));
   }
+  if (absl::GetFlag(FLAGS_gpu_health_interval) <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--gpu_health_interval=", absl::FormatDuration(absl::GetFlag(FLAGS_gpu_health_interval)),
+        ": must be positive (e.g. 10s)"));
+  }
   if (absl::GetFlag(FLAGS_reload_poll_interval) <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--reload_poll_interval=", absl::FormatDuration(absl::GetFlag(FLAGS_reload_poll_interval)),
         ": must be positive (e.g. 5s)"));
+  }
+  if (absl::GetFlag(FLAGS_max_connections) < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_connections=", absl::GetFlag(FLAGS_max_connections),
+                     ": must be at least 1 (e.g. 1000)"));
   }
   for (const std::string& path : watched) {
     if (!FileChangeWatcher::Take(path).exists) {
@@ -159,11 +189,12 @@ absl::Status ValidateLifecycleFlags(const std::vector<std::string>& watched) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> TcpCredentials() {
+// The TLS files the flags name, checked; none when TCP is plaintext.
+absl::StatusOr<std::optional<TlsFileMirror::Files>> TlsFilesFromFlags() {
   const std::string cert = absl::GetFlag(FLAGS_tls_cert);
   const std::string key = absl::GetFlag(FLAGS_tls_key);
   const std::string ca = absl::GetFlag(FLAGS_tls_client_ca);
-  if (cert.empty() && key.empty() && ca.empty()) return grpc::InsecureServerCredentials();
+  if (cert.empty() && key.empty() && ca.empty()) return std::nullopt;
   if (cert.empty() || key.empty() || ca.empty()) {
     return absl::InvalidArgumentError(
         "--tls_cert, --tls_key and --tls_client_ca go together: give all three or none");
@@ -173,14 +204,19 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> TcpCredentials() {
       return absl::InvalidArgumentError(absl::StrCat("TLS file ", file, " does not exist"));
     }
   }
-  const int64_t interval = absl::ToInt64Seconds(absl::GetFlag(FLAGS_tls_reload_interval));
-  if (interval < 1) {
+  if (absl::GetFlag(FLAGS_tls_reload_interval) < absl::Seconds(1)) {
     return absl::InvalidArgumentError("--tls_reload_interval: must be at least 1s");
   }
-  // Watches the files: a replaced certificate, key or CA is used for new connections without
-  // a restart.
+  return TlsFileMirror::Files{cert, key, ca};
+}
+
+// Plaintext without `files`; else mutual TLS from the daemon's copies of the files, which gRPC
+// re-reads every second: a refreshed copy is used for new connections without a restart.
+std::shared_ptr<grpc::ServerCredentials> TcpCredentials(
+    const std::optional<TlsFileMirror::Files>& files) {
+  if (!files.has_value()) return grpc::InsecureServerCredentials();
   auto provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
-      key, cert, ca, static_cast<unsigned int>(interval));
+      files->key, files->cert, files->ca, /*refresh_interval_sec=*/1);
   grpc::experimental::TlsServerCredentialsOptions options(provider);
   options.watch_root_certs();
   options.watch_identity_key_cert_pairs();
@@ -191,6 +227,25 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> TcpCredentials() {
     options.set_crl_directory(absl::GetFlag(FLAGS_tls_crl_dir));
   }
   return grpc::experimental::TlsServerCredentials(options);
+}
+
+// Each connection is a descriptor: the soft limit (often 1024) must leave room for the cap plus
+// the database, worker pipes and the metrics server, so raise it towards the hard limit.
+void RaiseDescriptorLimitFor(int max_connections) {
+  constexpr rlim_t kOtherDescriptors = 512;
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  const rlim_t wanted = static_cast<rlim_t>(max_connections) + kOtherDescriptors;
+  if (limit.rlim_cur >= wanted) return;
+  limit.rlim_cur = std::min(wanted, limit.rlim_max);
+  setrlimit(RLIMIT_NOFILE, &limit);
+  if (limit.rlim_cur < wanted) {
+    std::fprintf(stderr,
+                 "gpuprofd: the descriptor limit (hard %llu) is below --max_connections=%d plus "
+                 "%llu for the daemon itself; connections past it fail at accept\n",
+                 static_cast<unsigned long long>(limit.rlim_max), max_connections,
+                 static_cast<unsigned long long>(kOtherDescriptors));
+  }
 }
 
 absl::StatusOr<TlsUserFrom> ParseTlsUserFrom(const std::string& text) {
@@ -232,15 +287,27 @@ int Run() {
                                            : SplitAddresses(absl::GetFlag(FLAGS_listen));
 
   auto tls_user_from = ParseTlsUserFrom(absl::GetFlag(FLAGS_tls_user_from));
-  auto tcp_credentials = TcpCredentials();
+  auto tls_files = TlsFilesFromFlags();
   auto access = AccessControl::Create(absl::GetFlag(FLAGS_policy));
   for (const absl::Status& status :
-       {tls_user_from.status(), tcp_credentials.status(), access.status()}) {
+       {tls_user_from.status(), tls_files.status(), access.status()}) {
     if (!status.ok()) {
       std::fprintf(stderr, "gpuprofd: %s\n", std::string(status.message()).c_str());
       return 1;
     }
   }
+  // The TLS files in use are the daemon's copies, refreshed on SIGHUP and when they change.
+  std::unique_ptr<TlsFileMirror> tls_mirror;
+  if (tls_files->has_value()) {
+    auto mirror = TlsFileMirror::Create(**tls_files, state_dir + "/tls-in-use");
+    if (!mirror.ok()) {
+      std::fprintf(stderr, "gpuprofd: %s\n", std::string(mirror.status().message()).c_str());
+      return 1;
+    }
+    tls_mirror = *std::move(mirror);
+  }
+  const std::shared_ptr<grpc::ServerCredentials> tcp_credentials = TcpCredentials(
+      tls_mirror ? std::optional<TlsFileMirror::Files>(tls_mirror->copies()) : std::nullopt);
   const bool tls = absl::GetFlag(FLAGS_tls_cert) != "";
   for (const std::string& address : addresses) {
     if (absl::StartsWith(address, "unix:") || tls || IsLoopbackListenAddress(address) ||
@@ -279,10 +346,14 @@ int Run() {
   options.access = access->get();
   options.max_watchers_per_experiment = absl::GetFlag(FLAGS_max_watchers_per_experiment);
   options.submits_per_minute_per_user = absl::GetFlag(FLAGS_submits_per_minute_per_user);
+  RaiseDescriptorLimitFor(absl::GetFlag(FLAGS_max_connections));
+  // Declared before the metrics, which sample it until they stop.
+  ConnectionLimit connection_limit(absl::GetFlag(FLAGS_max_connections));
   // Declared before the manager, which reports to it until its very end.
   std::unique_ptr<MetricsExporter> metrics;
   if (!absl::GetFlag(FLAGS_metrics_listen).empty()) {
-    metrics = std::make_unique<MetricsExporter>(std::string(GpuprofVersion()));
+    metrics = std::make_unique<MetricsExporter>(std::string(GpuprofVersion()),
+                                                absl::GetFlag(FLAGS_nvml_library));
   }
   auto manager = ExperimentManager::Create(options, *std::move(store),
                                            metrics ? metrics->manager_observer() : nullptr);
@@ -291,8 +362,36 @@ int Run() {
     return 1;
   }
 
+  // GPU health: NVML's Xid events and memory error counters, reported to the manager. Before
+  // metrics and gRPC, so that a GPU waiting for a reset is drained before anyone can lease it.
+  std::unique_ptr<GpuHealthMonitor> health_monitor;
+  {
+    const v1::ListGpusResponse inventory = (*manager)->ListGpus();
+    if (!inventory.gpus().empty()) {
+      ExperimentManager* const core = manager->get();
+      auto started = GpuHealthMonitor::Start(
+          std::vector<v1::GpuInfo>(inventory.gpus().begin(), inventory.gpus().end()),
+          absl::GetFlag(FLAGS_nvml_library), absl::GetFlag(FLAGS_gpu_health_interval),
+          GpuHealthMonitor::Callbacks{
+              .on_fault = [core](const GpuFault& fault) { core->ReportGpuFault(fault); },
+              .on_memory_errors =
+                  [core](int gpu, const v1::GpuMemoryErrors& errors) {
+                    core->ReportGpuMemoryErrors(gpu, errors);
+                  }});
+      if (started.ok()) {
+        health_monitor = *std::move(started);
+        (*manager)->SetGpuHealthWatched(health_monitor->xid_watched_gpus());
+        std::fprintf(stderr, "gpuprofd: %s\n", health_monitor->summary().c_str());
+      } else {
+        std::fprintf(stderr, "gpuprofd: GPU health is not watched: %s\n",
+                     started.status().ToString().c_str());
+      }
+    }
+  }
+
   // Metrics serve before gRPC does, so that a daemon that answers health checks can be scraped.
   if (metrics != nullptr) {
+    metrics->SampleConnections(&connection_limit);
     const absl::Status serving =
         metrics->Start(manager->get(), absl::GetFlag(FLAGS_metrics_listen));
     if (!serving.ok()) {
@@ -313,25 +412,46 @@ int Run() {
       Authenticator::Options{.tls_user_from = *tls_user_from,
                              .allow_insecure_tcp = absl::GetFlag(FLAGS_allow_insecure_tcp)},
       access->get(), &unix_peers);
+  if (absl::GetFlag(FLAGS_rpc_threads) < 1) {
+    std::fprintf(stderr, "gpuprofd: --rpc_threads must be at least 1, got %d\n",
+                 absl::GetFlag(FLAGS_rpc_threads));
+    (*manager)->Shutdown();
+    return 2;
+  }
   ProfilerService service(manager->get(), sweeps->get(), &authenticator,
-                          metrics ? metrics->rpc_observer() : nullptr);
+                          metrics ? metrics->rpc_observer() : nullptr,
+                          absl::GetFlag(FLAGS_rpc_threads));
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
-  // Unix sockets are the daemon's own (peer credentials); gRPC gets each accepted connection.
+  // Every listening socket is the daemon's own: each accepted connection passes the connection
+  // cap first, then gRPC gets it. Unix connections also have their peer credentials read;
+  // TCP ones go through an external connection acceptor with the TCP credentials (mutual TLS
+  // or plaintext), which handshakes exactly as a port of gRPC's own would.
+  std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> tcp_acceptor;
   std::vector<std::unique_ptr<UnixSocketListener>> unix_listeners;
+  std::vector<std::unique_ptr<TcpSocketListener>> tcp_listeners;
   for (const std::string& address : addresses) {
+    absl::Status bound;
     if (absl::StartsWith(address, "unix:")) {
-      auto listener =
-          UnixSocketListener::Bind(std::string(absl::StripPrefix(address, "unix:")), &unix_peers);
-      if (!listener.ok()) {
-        std::fprintf(stderr, "gpuprofd: %s\n", std::string(listener.status().message()).c_str());
-        (*manager)->Shutdown();
-        return 1;
-      }
-      unix_listeners.push_back(*std::move(listener));
-      continue;
+      auto listener = UnixSocketListener::Bind(std::string(absl::StripPrefix(address, "unix:")),
+                                               &unix_peers, &connection_limit);
+      if (listener.ok()) unix_listeners.push_back(*std::move(listener));
+      bound = listener.status();
+    } else {
+      auto listener = TcpSocketListener::Bind(address, &connection_limit);
+      if (listener.ok()) tcp_listeners.push_back(*std::move(listener));
+      bound = listener.status();
     }
-    builder.AddListeningPort(address, *tcp_credentials);
+    if (!bound.ok()) {
+      std::fprintf(stderr, "gpuprofd: %s\n", std::string(bound.message()).c_str());
+      (*manager)->Shutdown();
+      return 1;
+    }
+  }
+  if (!tcp_listeners.empty()) {
+    tcp_acceptor = builder.experimental().AddExternalConnectionAcceptor(
+        grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD,
+        tcp_credentials);
   }
   builder.SetMaxReceiveMessageSize(absl::GetFlag(FLAGS_max_message_bytes));
   // Limits against clients that hold resources or flood: see docs/security.md.
@@ -360,11 +480,15 @@ int Run() {
     return 1;
   }
   for (auto& listener : unix_listeners) listener->Serve(server.get());
+  for (auto& listener : tcp_listeners) listener->Serve(tcp_acceptor.get());
   std::unique_ptr<HealthOnlyServer> health_only;
   if (!absl::GetFlag(FLAGS_health_listen).empty()) {
     auto started = HealthOnlyServer::Start(absl::GetFlag(FLAGS_health_listen));
     if (!started.ok()) {
       std::fprintf(stderr, "gpuprofd: %s\n", started.status().ToString().c_str());
+      // The listeners hand connections to the server: they stop before it goes.
+      unix_listeners.clear();
+      tcp_listeners.clear();
       (*manager)->Shutdown();
       return 1;
     }
@@ -374,6 +498,28 @@ int Run() {
   std::fprintf(stderr, "gpuprofd %s listening on %s; database %s\n",
                std::string(GpuprofVersion()).c_str(),
                absl::StrJoin(addresses, ", ").c_str(), db_path.c_str());
+
+  // New TLS files are taken on SIGHUP, and when they change on disk (checked every
+  // --tls_reload_interval); a file that cannot be read leaves the ones in use.
+  auto refresh_tls = [&tls_mirror](const char* why) {
+    if (tls_mirror == nullptr) return;
+    const absl::StatusOr<std::vector<std::string>> copied = tls_mirror->Refresh();
+    if (!copied.ok()) {
+      std::fprintf(stderr, "gpuprofd: %s: TLS files not reloaded, the ones in use stay: %s\n",
+                   why, std::string(copied.status().message()).c_str());
+    } else if (!copied->empty()) {
+      std::fprintf(stderr, "gpuprofd: %s: TLS files reloaded (%s); new connections use them\n",
+                   why, absl::StrJoin(*copied, ", ").c_str());
+    }
+  };
+  std::unique_ptr<FileChangeWatcher> tls_watcher;
+  if (tls_mirror != nullptr) {
+    const TlsFileMirror::Files& files = **tls_files;
+    tls_watcher = std::make_unique<FileChangeWatcher>(
+        std::vector<std::string>{files.cert, files.key, files.ca},
+        absl::GetFlag(FLAGS_tls_reload_interval),
+        [&refresh_tls](const std::vector<std::string>&) { refresh_tls("changed on disk"); });
+  }
 
   // A changed file reloads exactly as SIGHUP does: the watcher raises it at this process.
   std::unique_ptr<FileChangeWatcher> watcher;
@@ -398,8 +544,9 @@ int Run() {
     sigwait(&signals, &signal_number);
     if (signal_number != SIGHUP) break;
     // Everything the daemon reads from files at run time reloads here (SIGHUP, or a file of
-    // --reload_when_changed changed). TLS files are re-read by their own watcher.
+    // --reload_when_changed changed).
     std::fprintf(stderr, "gpuprofd: SIGHUP: reloading configuration\n");
+    refresh_tls("SIGHUP");
     if ((*access)->path().empty()) {
       std::fprintf(stderr, "gpuprofd: no --policy file was given; no policy to reload\n");
       continue;
@@ -430,7 +577,9 @@ int Run() {
     _exit(3);
   }).detach();
   watcher.reset();
+  tls_watcher.reset();
   unix_listeners.clear();
+  tcp_listeners.clear();
   // Probes see NOT_SERVING first, so the daemon leaves load balancers before it stops.
   if (health_only != nullptr) health_only->SetNotServing();
   server->GetHealthCheckService()->Shutdown();
@@ -438,6 +587,7 @@ int Run() {
   // Streams end when the managers end them; give in-flight RPCs a moment to finish. Sweeps
   // first: a stopping experiment manager interrupts points, which the restart runs again.
   (*sweeps)->Shutdown();
+  health_monitor.reset();  // it reports into the manager
   (*manager)->Shutdown();
   const absl::Duration rpc_grace = std::min(absl::Seconds(5), shutdown_timeout / 4);
   server->Shutdown(absl::ToChronoTime(absl::Now() + rpc_grace));

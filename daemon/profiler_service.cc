@@ -76,9 +76,19 @@ class EventStreamReactor : public grpc::ServerWriteReactor<Event> {
   }
 
   void OnDone() override {
-    if (subscription_ > 0) manager_->Unsubscribe(id_, subscription_);
+    int64_t subscription = 0;
+    grpc::StatusCode final_code = grpc::StatusCode::OK;
+    {
+      // Finish may be called from a thread other than gRPC's (Begin on the call pool, a
+      // sink's OnEnd): the lock waits until that thread has let go of it before the delete,
+      // and makes what it wrote visible here.
+      absl::MutexLock lock(&mutex_);
+      subscription = subscription_;
+      final_code = final_code_;
+    }
+    if (subscription > 0) manager_->Unsubscribe(id_, subscription);
     sink_->Detach();
-    if (observer_) observer_(method_, final_code_);
+    if (observer_) observer_(method_, final_code);
     delete this;
   }
 
@@ -155,8 +165,8 @@ class EventStreamReactor : public grpc::ServerWriteReactor<Event> {
   const RpcObserver observer_;
   const std::shared_ptr<Sink> sink_;
   std::string id_;
-  int64_t subscription_ = 0;
   absl::Mutex mutex_;
+  int64_t subscription_ ABSL_GUARDED_BY(mutex_) = 0;
   std::deque<Event> pending_ ABSL_GUARDED_BY(mutex_);
   bool writing_ ABSL_GUARDED_BY(mutex_) = false;
   bool end_queued_ ABSL_GUARDED_BY(mutex_) = false;
@@ -164,8 +174,10 @@ class EventStreamReactor : public grpc::ServerWriteReactor<Event> {
   bool finished_ ABSL_GUARDED_BY(mutex_) = false;
   bool started_ ABSL_GUARDED_BY(mutex_) = false;
   std::optional<grpc::Status> deferred_finish_ ABSL_GUARDED_BY(mutex_);
-  grpc::StatusCode final_code_ = grpc::StatusCode::OK;
+  grpc::StatusCode final_code_ ABSL_GUARDED_BY(mutex_) = grpc::StatusCode::OK;
 };
+
+using ExperimentStream = EventStreamReactor<v1::ExperimentEvent, ExperimentManager>;
 
 }  // namespace
 
@@ -177,11 +189,13 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
 }
 
 ProfilerService::ProfilerService(ExperimentManager* manager, SweepManager* sweeps,
-                                 const Authenticator* authenticator, RpcObserver observer)
+                                 const Authenticator* authenticator, RpcObserver observer,
+                                 int call_threads)
     : manager_(manager),
       sweeps_(sweeps),
       authenticator_(authenticator),
-      observer_(std::move(observer)) {}
+      observer_(std::move(observer)),
+      pool_(call_threads) {}
 
 absl::StatusOr<Caller> ProfilerService::Identify(grpc::CallbackServerContext* context) const {
   if (authenticator_ == nullptr) {
@@ -206,36 +220,56 @@ grpc::ServerUnaryReactor* ProfilerService::FinishUnary(grpc::CallbackServerConte
   return reactor;
 }
 
-grpc::ServerWriteReactor<v1::ExperimentEvent>* ProfilerService::StartStream(
-    const std::string& method, const absl::Status& status, const std::string& id,
-    int64_t from_seq) {
-  auto* reactor = new EventStreamReactor<v1::ExperimentEvent, ExperimentManager>(
-      manager_, method, observer_);
-  if (!status.ok()) {
-    reactor->FinishNow(ToGrpcStatus(status));
-  } else {
-    reactor->Begin(id, from_seq);
-  }
+grpc::ServerUnaryReactor* ProfilerService::RunUnary(grpc::CallbackServerContext* context,
+                                                    std::string method,
+                                                    std::function<absl::Status()> call) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  // The reactor may be finished before this handler returns it: gRPC keeps the status until
+  // the call is bound.
+  pool_.Post([this, reactor, method = std::move(method), call = std::move(call)] {
+    const grpc::Status status = ToGrpcStatus(call());
+    if (observer_) observer_(method, status.error_code());
+    reactor->Finish(status);
+  });
   return reactor;
 }
 
 grpc::ServerWriteReactor<v1::ExperimentEvent>* ProfilerService::Submit(
     grpc::CallbackServerContext* context, const v1::ExperimentRequest* request) {
+  auto* reactor = new ExperimentStream(manager_, "Submit", observer_);
   auto caller = Identify(context);
-  if (!caller.ok()) return StartStream("Submit", caller.status(), "", 1);
+  if (!caller.ok()) {
+    reactor->FinishNow(ToGrpcStatus(caller.status()));
+    return reactor;
+  }
   Actor actor = ActorOf(*caller);
   if (actor.user.empty()) actor.user = request->user();
-  auto experiment = manager_->Submit(*request, actor);
-  return StartStream("Submit", experiment.status(), experiment.ok() ? experiment->id() : "", 1);
+  pool_.Post([this, reactor, request, actor = std::move(actor)] {
+    auto experiment = manager_->Submit(*request, actor);
+    if (!experiment.ok()) {
+      reactor->FinishNow(ToGrpcStatus(experiment.status()));
+      return;
+    }
+    // The stream starts with the stored QUEUED event: the acknowledgement, after its commit.
+    reactor->Begin(experiment->id(), 1);
+  });
+  return reactor;
 }
 
 grpc::ServerWriteReactor<v1::ExperimentEvent>* ProfilerService::Watch(
     grpc::CallbackServerContext* context, const v1::WatchRequest* request) {
+  auto* reactor = new ExperimentStream(manager_, "Watch", observer_);
   absl::Status status = Identify(context).status();
   if (status.ok() && request->experiment_id().empty()) {
     status = absl::InvalidArgumentError("experiment_id: must be set");
   }
-  return StartStream("Watch", status, request->experiment_id(), request->from_seq());
+  if (!status.ok()) {
+    reactor->FinishNow(ToGrpcStatus(status));
+    return reactor;
+  }
+  // The replay reads the store.
+  pool_.Post([reactor, request] { reactor->Begin(request->experiment_id(), request->from_seq()); });
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* ProfilerService::Cancel(grpc::CallbackServerContext* context,
@@ -243,9 +277,11 @@ grpc::ServerUnaryReactor* ProfilerService::Cancel(grpc::CallbackServerContext* c
                                                   v1::Experiment* response) {
   auto caller = Identify(context);
   if (!caller.ok()) return FinishUnary(context, "Cancel", caller.status());
-  auto experiment = manager_->Cancel(request->experiment_id(), request->reason(), ActorOf(*caller));
-  if (experiment.ok()) *response = *std::move(experiment);
-  return FinishUnary(context, "Cancel", experiment.status());
+  return RunUnary(context, "Cancel", [this, request, response, actor = ActorOf(*caller)] {
+    auto experiment = manager_->Cancel(request->experiment_id(), request->reason(), actor);
+    if (experiment.ok()) *response = *std::move(experiment);
+    return experiment.status();
+  });
 }
 
 grpc::ServerUnaryReactor* ProfilerService::GetExperiment(
@@ -254,9 +290,11 @@ grpc::ServerUnaryReactor* ProfilerService::GetExperiment(
   if (auto caller = Identify(context); !caller.ok()) {
     return FinishUnary(context, "GetExperiment", caller.status());
   }
-  auto experiment = manager_->Get(request->experiment_id());
-  if (experiment.ok()) *response = *std::move(experiment);
-  return FinishUnary(context, "GetExperiment", experiment.status());
+  return RunUnary(context, "GetExperiment", [this, request, response] {
+    auto experiment = manager_->Get(request->experiment_id());
+    if (experiment.ok()) *response = *std::move(experiment);
+    return experiment.status();
+  });
 }
 
 grpc::ServerUnaryReactor* ProfilerService::ListExperiments(
@@ -265,16 +303,20 @@ grpc::ServerUnaryReactor* ProfilerService::ListExperiments(
   if (auto caller = Identify(context); !caller.ok()) {
     return FinishUnary(context, "ListExperiments", caller.status());
   }
-  ExperimentFilter filter;
-  filter.user = request->user();
-  for (int state : request->states()) filter.states.push_back(v1::ExperimentState(state));
-  filter.workload = request->workload();
-  auto page = manager_->List(filter, request->page_size(), request->page_token());
-  if (page.ok()) {
-    for (auto& experiment : page->experiments) *response->add_experiments() = std::move(experiment);
-    response->set_next_page_token(page->next_page_token);
-  }
-  return FinishUnary(context, "ListExperiments", page.status());
+  return RunUnary(context, "ListExperiments", [this, request, response] {
+    ExperimentFilter filter;
+    filter.user = request->user();
+    for (int state : request->states()) filter.states.push_back(v1::ExperimentState(state));
+    filter.workload = request->workload();
+    auto page = manager_->List(filter, request->page_size(), request->page_token());
+    if (page.ok()) {
+      for (auto& experiment : page->experiments) {
+        *response->add_experiments() = std::move(experiment);
+      }
+      response->set_next_page_token(page->next_page_token);
+    }
+    return page.status();
+  });
 }
 
 grpc::ServerUnaryReactor* ProfilerService::ListGpus(grpc::CallbackServerContext* context,
@@ -283,8 +325,11 @@ grpc::ServerUnaryReactor* ProfilerService::ListGpus(grpc::CallbackServerContext*
   if (auto caller = Identify(context); !caller.ok()) {
     return FinishUnary(context, "ListGpus", caller.status());
   }
-  *response = manager_->ListGpus();
-  return FinishUnary(context, "ListGpus", absl::OkStatus());
+  // Takes the manager's lock, which a store write may hold.
+  return RunUnary(context, "ListGpus", [this, response] {
+    *response = manager_->ListGpus();
+    return absl::OkStatus();
+  });
 }
 
 grpc::ServerUnaryReactor* ProfilerService::SubmitSweep(grpc::CallbackServerContext* context,
@@ -294,9 +339,11 @@ grpc::ServerUnaryReactor* ProfilerService::SubmitSweep(grpc::CallbackServerConte
   if (!caller.ok()) return FinishUnary(context, "SubmitSweep", caller.status());
   Actor actor = ActorOf(*caller);
   if (actor.user.empty()) actor.user = request->user();
-  auto sweep = sweeps_->Submit(*request, actor);
-  if (sweep.ok()) *response = *std::move(sweep);
-  return FinishUnary(context, "SubmitSweep", sweep.status());
+  return RunUnary(context, "SubmitSweep", [this, request, response, actor = std::move(actor)] {
+    auto sweep = sweeps_->Submit(*request, actor);
+    if (sweep.ok()) *response = *std::move(sweep);
+    return sweep.status();
+  });
 }
 
 grpc::ServerWriteReactor<v1::SweepEvent>* ProfilerService::WatchSweep(
@@ -308,7 +355,7 @@ grpc::ServerWriteReactor<v1::SweepEvent>* ProfilerService::WatchSweep(
   } else if (request->sweep_id().empty()) {
     reactor->FinishNow(ToGrpcStatus(absl::InvalidArgumentError("sweep_id: must be set")));
   } else {
-    reactor->Begin(request->sweep_id(), request->from_seq());
+    pool_.Post([reactor, request] { reactor->Begin(request->sweep_id(), request->from_seq()); });
   }
   return reactor;
 }
@@ -319,9 +366,11 @@ grpc::ServerUnaryReactor* ProfilerService::GetSweep(grpc::CallbackServerContext*
   if (auto caller = Identify(context); !caller.ok()) {
     return FinishUnary(context, "GetSweep", caller.status());
   }
-  auto sweep = sweeps_->Get(request->sweep_id());
-  if (sweep.ok()) *response = *std::move(sweep);
-  return FinishUnary(context, "GetSweep", sweep.status());
+  return RunUnary(context, "GetSweep", [this, request, response] {
+    auto sweep = sweeps_->Get(request->sweep_id());
+    if (sweep.ok()) *response = *std::move(sweep);
+    return sweep.status();
+  });
 }
 
 grpc::ServerUnaryReactor* ProfilerService::ListSweeps(grpc::CallbackServerContext* context,
@@ -330,12 +379,14 @@ grpc::ServerUnaryReactor* ProfilerService::ListSweeps(grpc::CallbackServerContex
   if (auto caller = Identify(context); !caller.ok()) {
     return FinishUnary(context, "ListSweeps", caller.status());
   }
-  auto page = sweeps_->List(request->user(), request->page_size(), request->page_token());
-  if (page.ok()) {
-    for (auto& sweep : page->sweeps) *response->add_sweeps() = std::move(sweep);
-    response->set_next_page_token(page->next_page_token);
-  }
-  return FinishUnary(context, "ListSweeps", page.status());
+  return RunUnary(context, "ListSweeps", [this, request, response] {
+    auto page = sweeps_->List(request->user(), request->page_size(), request->page_token());
+    if (page.ok()) {
+      for (auto& sweep : page->sweeps) *response->add_sweeps() = std::move(sweep);
+      response->set_next_page_token(page->next_page_token);
+    }
+    return page.status();
+  });
 }
 
 grpc::ServerUnaryReactor* ProfilerService::CancelSweep(grpc::CallbackServerContext* context,
@@ -343,9 +394,11 @@ grpc::ServerUnaryReactor* ProfilerService::CancelSweep(grpc::CallbackServerConte
                                                        v1::Sweep* response) {
   auto caller = Identify(context);
   if (!caller.ok()) return FinishUnary(context, "CancelSweep", caller.status());
-  auto sweep = sweeps_->Cancel(request->sweep_id(), request->reason(), ActorOf(*caller));
-  if (sweep.ok()) *response = *std::move(sweep);
-  return FinishUnary(context, "CancelSweep", sweep.status());
+  return RunUnary(context, "CancelSweep", [this, request, response, actor = ActorOf(*caller)] {
+    auto sweep = sweeps_->Cancel(request->sweep_id(), request->reason(), actor);
+    if (sweep.ok()) *response = *std::move(sweep);
+    return sweep.status();
+  });
 }
 
 grpc::ServerUnaryReactor* ProfilerService::SaveBaseline(grpc::CallbackServerContext* context,
@@ -356,9 +409,11 @@ grpc::ServerUnaryReactor* ProfilerService::SaveBaseline(grpc::CallbackServerCont
   v1::SaveBaselineRequest named = *request;
   // A baseline records who named it: the authenticated caller, not what the request claims.
   if (!caller->user.empty()) named.set_user(caller->user);
-  auto baseline = sweeps_->SaveBaseline(named);
-  if (baseline.ok()) *response = *std::move(baseline);
-  return FinishUnary(context, "SaveBaseline", baseline.status());
+  return RunUnary(context, "SaveBaseline", [this, response, named = std::move(named)] {
+    auto baseline = sweeps_->SaveBaseline(named);
+    if (baseline.ok()) *response = *std::move(baseline);
+    return baseline.status();
+  });
 }
 
 grpc::ServerUnaryReactor* ProfilerService::ListBaselines(
@@ -367,11 +422,13 @@ grpc::ServerUnaryReactor* ProfilerService::ListBaselines(
   if (auto caller = Identify(context); !caller.ok()) {
     return FinishUnary(context, "ListBaselines", caller.status());
   }
-  auto baselines = sweeps_->ListBaselines(request->name());
-  if (baselines.ok()) {
-    for (auto& baseline : *baselines) *response->add_baselines() = std::move(baseline);
-  }
-  return FinishUnary(context, "ListBaselines", baselines.status());
+  return RunUnary(context, "ListBaselines", [this, request, response] {
+    auto baselines = sweeps_->ListBaselines(request->name());
+    if (baselines.ok()) {
+      for (auto& baseline : *baselines) *response->add_baselines() = std::move(baseline);
+    }
+    return baselines.status();
+  });
 }
 
 grpc::ServerUnaryReactor* ProfilerService::WhoAmI(grpc::CallbackServerContext* context,
@@ -405,9 +462,11 @@ grpc::ServerUnaryReactor* ProfilerService::GetQuota(grpc::CallbackServerContext*
     admin = authenticator_ != nullptr &&
             authenticator_->Describe(user, "", /*is_daemon_uid=*/false).admin;
   }
-  auto report = manager_->QuotaOf(user, admin);
-  if (report.ok()) *response = *std::move(report);
-  return FinishUnary(context, "GetQuota", report.status());
+  return RunUnary(context, "GetQuota", [this, response, user = std::move(user), admin] {
+    auto report = manager_->QuotaOf(user, admin);
+    if (report.ok()) *response = *std::move(report);
+    return report.status();
+  });
 }
 
 grpc::ServerUnaryReactor* ProfilerService::ListAudit(grpc::CallbackServerContext* context,
@@ -421,11 +480,23 @@ grpc::ServerUnaryReactor* ProfilerService::ListAudit(grpc::CallbackServerContext
                            "the audit trail is for admins (you are ", caller->user, ", ",
                            caller->authenticated_by, ")")));
   }
-  auto entries = manager_->Audit(*request);
-  if (entries.ok()) {
-    for (auto& entry : *entries) *response->add_entries() = std::move(entry);
-  }
-  return FinishUnary(context, "ListAudit", entries.status());
+  return RunUnary(context, "ListAudit", [this, request, response] {
+    auto entries = manager_->Audit(*request);
+    if (entries.ok()) {
+      for (auto& entry : *entries) *response->add_entries() = std::move(entry);
+    }
+    return entries.status();
+  });
+}
+
+grpc::ServerUnaryReactor* ProfilerService::ClearGpuHealth(
+    grpc::CallbackServerContext* context, const v1::ClearGpuHealthRequest* request,
+    v1::GpuInfo* response) {
+  auto caller = Identify(context);
+  if (!caller.ok()) return FinishUnary(context, "ClearGpuHealth", caller.status());
+  auto gpu = manager_->ClearGpuHealth(request->gpu_index(), request->reason(), ActorOf(*caller));
+  if (gpu.ok()) *response = *std::move(gpu);
+  return FinishUnary(context, "ClearGpuHealth", gpu.status());
 }
 
 }  // namespace gpuprof::daemon

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "daemon/blocking_call_pool.h"
 #include "daemon/caller_identity.h"
 #include "daemon/experiment_manager.h"
 #include "daemon/sweep_manager.h"
@@ -21,11 +22,14 @@ grpc::Status ToGrpcStatus(const absl::Status& status);
 
 class ProfilerService final : public v1::Profiler::CallbackService {
  public:
+  static constexpr int kDefaultCallThreads = 64;
+
   // Every RPC first identifies its caller through `authenticator`; null trusts request.user
-  // as an admin would be (in-process tests only).
+  // as an admin would be (in-process tests only). The work of every RPC that reaches the
+  // managers runs on `call_threads` threads of the service's own (see BlockingCallPool).
   ProfilerService(ExperimentManager* manager, SweepManager* sweeps,
-                  const Authenticator* authenticator,
-                  RpcObserver observer = nullptr);
+                  const Authenticator* authenticator, RpcObserver observer = nullptr,
+                  int call_threads = kDefaultCallThreads);
 
   grpc::ServerWriteReactor<v1::ExperimentEvent>* Submit(
       grpc::CallbackServerContext* context, const v1::ExperimentRequest* request) override;
@@ -52,6 +56,9 @@ class ProfilerService final : public v1::Profiler::CallbackService {
   grpc::ServerUnaryReactor* ListAudit(grpc::CallbackServerContext* context,
                                       const v1::ListAuditRequest* request,
                                       v1::ListAuditResponse* response) override;
+  grpc::ServerUnaryReactor* ClearGpuHealth(grpc::CallbackServerContext* context,
+                                           const v1::ClearGpuHealthRequest* request,
+                                           v1::GpuInfo* response) override;
 
   grpc::ServerUnaryReactor* SubmitSweep(grpc::CallbackServerContext* context,
                                         const v1::SweepRequest* request,
@@ -77,10 +84,9 @@ class ProfilerService final : public v1::Profiler::CallbackService {
  private:
   grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context,
                                         const std::string& method, const absl::Status& status);
-  grpc::ServerWriteReactor<v1::ExperimentEvent>* StartStream(const std::string& method,
-                                                             const absl::Status& status,
-                                                             const std::string& id,
-                                                             int64_t from_seq);
+  // Runs `call` on the pool and finishes the RPC with its status there.
+  grpc::ServerUnaryReactor* RunUnary(grpc::CallbackServerContext* context, std::string method,
+                                     std::function<absl::Status()> call);
 
   absl::StatusOr<Caller> Identify(grpc::CallbackServerContext* context) const;
 
@@ -88,6 +94,8 @@ class ProfilerService final : public v1::Profiler::CallbackService {
   SweepManager* const sweeps_;
   const Authenticator* const authenticator_;
   const RpcObserver observer_;
+  // Last member: destroyed first, it finishes the calls posted to it while the rest is alive.
+  BlockingCallPool pool_;
 };
 
 }  // namespace gpuprof::daemon

@@ -61,8 +61,17 @@ absl::Status ValidateMeasurement(const v1::MeasurementOptions& options) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "measurement.noise_target: got %g; must be in [0, 1)", options.noise_target()));
   }
-  return CheckRange("measurement.graph_launches_per_sample", options.graph_launches_per_sample(),
-                    0, 10'000);
+  RETURN_IF_ERROR(CheckRange("measurement.graph_launches_per_sample",
+                             options.graph_launches_per_sample(), 0, 10'000));
+  RETURN_IF_ERROR(CheckRange("measurement.eager_launches_per_sample",
+                             options.eager_launches_per_sample(), 0, 1'000));
+  if (options.graph_launches_per_sample() > 0 && options.eager_launches_per_sample() > 1) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "measurement.eager_launches_per_sample: got %d with graph_launches_per_sample %d; a "
+        "sample is either a graph or a batch of eager launches, set one of them",
+        options.eager_launches_per_sample(), options.graph_launches_per_sample()));
+  }
+  return absl::OkStatus();
 }
 
 bool IsLabelKeyChar(char c) {

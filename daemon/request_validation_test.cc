@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "google/protobuf/util/time_util.h"
+#include "workloads/attention/attention_spec.h"
 #include "workloads/spec_table.h"
 
 namespace gpuprof::daemon {
@@ -142,6 +143,86 @@ TEST(RequestValidation, StoreKernelShapeLimits) {
                         "is 524288 bytes per token and must be at most 262144"));
 }
 
+TEST(RequestValidation, AttentionHeadSizesDependOnTheBackend) {
+  v1::ListGpusResponse inventory = TwoNvlinkGpus();
+  inventory.add_supported_workloads("attention");
+  v1::ExperimentRequest request;
+  auto* attention = request.mutable_attention();
+  attention->set_phase(v1::ATTENTION_PHASE_PREFILL);
+  attention->set_head_dim(96);
+  EXPECT_EQ(Check(request, inventory).message(),
+            "attention.head_dim: got 96; prefill takes 64 or 128");
+  // cuDNN takes any multiple of 8 up to 256, for prefill and decode alike.
+  attention->set_backend(v1::ATTENTION_BACKEND_CUDNN);
+  EXPECT_TRUE(Check(request, inventory).ok()) << Check(request, inventory);
+  attention->set_head_dim(100);
+  EXPECT_EQ(Check(request, inventory).message(),
+            "attention.head_dim: got 100; the cuDNN backend takes multiples of 8 up to 256");
+  attention->set_head_dim(264);
+  EXPECT_THAT(Check(request, inventory).message(), HasSubstr("the cuDNN backend takes"));
+}
+
+TEST(RequestValidation, RaggedAttentionBatchesNameTheSequence) {
+  v1::ListGpusResponse inventory = TwoNvlinkGpus();
+  inventory.add_supported_workloads("attention");
+  v1::ExperimentRequest request;
+  auto* attention = request.mutable_attention();
+  attention->set_phase(v1::ATTENTION_PHASE_PREFILL);
+  for (int64_t q : {100, 257, 512}) attention->add_q_lens(q);
+  for (int64_t kv : {1000, 257}) attention->add_kv_lens(kv);
+  EXPECT_EQ(Check(request, inventory).message(),
+            "attention.kv_lens: got 2 entries; must have one per sequence, as q_lens (3)");
+  attention->add_kv_lens(300);
+  EXPECT_THAT(Check(request, inventory).message(),
+              HasSubstr("attention.q_lens[2]: got 512"));
+  attention->set_kv_lens(2, 512);
+  ASSERT_TRUE(Check(request, inventory).ok()) << Check(request, inventory);
+  attention->set_batch_size(4);
+  EXPECT_THAT(Check(request, inventory).message(),
+              HasSubstr("attention.batch_size: got 4; must be the number of q_lens/kv_lens"));
+  attention->set_batch_size(0);
+  attention->set_kv_len_max(8192);
+  EXPECT_THAT(Check(request, inventory).message(), HasSubstr("attention.kv_len_max: must be unset"));
+  // Decode: at most 8 queries, and never more than the sequence holds.
+  attention->clear_kv_len_max();
+  attention->set_phase(v1::ATTENTION_PHASE_DECODE);
+  attention->clear_q_lens();
+  attention->clear_kv_lens();
+  for (int64_t q : {1, 4}) attention->add_q_lens(q);
+  for (int64_t kv : {4096, 3}) attention->add_kv_lens(kv);
+  EXPECT_THAT(Check(request, inventory).message(), HasSubstr("attention.q_lens[1]: got 4"));
+}
+
+TEST(RequestValidation, AttentionLengthsFromADistribution) {
+  v1::ExperimentRequest request;
+  auto* attention = request.mutable_attention();
+  attention->set_phase(v1::ATTENTION_PHASE_PREFILL);
+  attention->set_batch_size(64);
+  attention->set_kv_len(1024);
+  attention->set_kv_len_max(8192);
+  attention->set_seed(3);
+  v1::ListGpusResponse inventory = TwoNvlinkGpus();
+  inventory.add_supported_workloads("attention");
+  ASSERT_TRUE(Check(request, inventory).ok()) << Check(request, inventory);
+  ApplyRequestDefaults({}, inventory, request);
+  EXPECT_EQ(request.attention().q_len(), 8192);  // prefill: every sequence whole
+  const workloads::AttentionLengths lengths = workloads::ExpandAttentionLengths(request.attention());
+  ASSERT_EQ(lengths.kv_lens.size(), 64u);
+  int64_t low = 1 << 30, high = 0;
+  for (size_t i = 0; i < lengths.kv_lens.size(); ++i) {
+    low = std::min(low, lengths.kv_lens[i]);
+    high = std::max(high, lengths.kv_lens[i]);
+    EXPECT_EQ(lengths.q_lens[i], lengths.kv_lens[i]);
+  }
+  EXPECT_GE(low, 1024);
+  EXPECT_LE(high, 8192);
+  EXPECT_LT(low, high);  // drawn, not all equal
+  // The same seed draws the same batch; the KV caches' bytes are checked against the GPU.
+  EXPECT_EQ(workloads::ExpandAttentionLengths(request.attention()).kv_lens, lengths.kv_lens);
+  attention->set_kv_len_max(512);
+  EXPECT_THAT(Check(request, inventory).message(), HasSubstr("attention.kv_len_max: got 512"));
+}
+
 TEST(RequestValidation, GpuWorkloadWithoutGpusIsFailedPrecondition) {
   const absl::Status status = Check(Index(64), NoGpus());
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
@@ -233,6 +314,18 @@ TEST(RequestValidation, TimeoutAndMeasurementBounds) {
   request.mutable_measurement()->set_max_iterations(10);
   EXPECT_EQ(Check(request, TwoNvlinkGpus()).message(),
             "measurement.max_iterations: got 10; must be in [50, 1000000]");
+
+  request = Index(64);
+  request.mutable_measurement()->set_eager_launches_per_sample(5000);
+  EXPECT_EQ(Check(request, TwoNvlinkGpus()).message(),
+            "measurement.eager_launches_per_sample: got 5000; must be in [0, 1000]");
+  request.mutable_measurement()->set_eager_launches_per_sample(10);
+  request.mutable_measurement()->set_graph_launches_per_sample(20);
+  EXPECT_THAT(Check(request, TwoNvlinkGpus()).message(),
+              HasSubstr("measurement.eager_launches_per_sample: got 10 with "
+                        "graph_launches_per_sample 20"));
+  request.mutable_measurement()->set_graph_launches_per_sample(0);
+  EXPECT_TRUE(Check(request, TwoNvlinkGpus()).ok());
 }
 
 TEST(RequestValidation, StrictPlacementThatCanNeverBeMetIsRefused) {
@@ -345,6 +438,8 @@ TEST(RequestValidation, EagerCollectivesTakeNoGraph) {
   request.mutable_gpus()->set_gpu_count(2);
   ApplyRequestDefaults({}, TwoNvlinkGpus(), request);
   EXPECT_EQ(request.measurement().graph_launches_per_sample(), 0);
+  // A batch of launches per sample, as NCCL driven directly runs them.
+  EXPECT_EQ(request.measurement().eager_launches_per_sample(), 20);
   request.mutable_collective()->set_eager(false);
   request.mutable_measurement()->clear_graph_launches_per_sample();
   ApplyRequestDefaults({}, TwoNvlinkGpus(), request);

@@ -82,6 +82,8 @@ std::vector<Dispatch> Scheduler::DispatchReady(absl::Time now) {
         auto chosen =
             ChooseGpus(candidate->selection, candidate->gpu_count, topology_, free_gpus_);
         if (!chosen.has_value()) {
+          // Waiting for a GPU that may never come back must not hold others back.
+          if (!drained_.empty() && !PlaceableOnHealthyGpus(*candidate)) continue;
           const absl::Time since = blocked_since_.try_emplace(candidate->id, now).first->second;
           if (now - since >= reserve_after_) reserving = true;
           continue;
@@ -113,7 +115,9 @@ void Scheduler::Release(const std::string& id) {
   const auto it = running_.find(id);
   if (it == running_.end()) return;
   if (it->second.cpu) --cpu_in_use_;
-  for (int gpu : it->second.gpus) free_gpus_.insert(gpu);
+  for (int gpu : it->second.gpus) {
+    if (!drained_.contains(gpu)) free_gpus_.insert(gpu);
+  }
   if (!it->second.group.empty() && !it->second.gpus.empty() &&
       (gpus_per_group_[it->second.group] -= static_cast<int>(it->second.gpus.size())) <= 0) {
     gpus_per_group_.erase(it->second.group);
@@ -132,6 +136,7 @@ Preemption Scheduler::ChoosePreemption(absl::Time now, const PreemptionRules& ru
   const PendingExperiment* needy = nullptr;
   for (const PendingExperiment* candidate : PolicyOrder()) {
     if (candidate->gpu_count == 0 || candidate->priority < rules.min_priority) continue;
+    if (!drained_.empty() && !PlaceableOnHealthyGpus(*candidate)) continue;
     const auto blocked = blocked_since_.find(candidate->id);
     if (blocked == blocked_since_.end() || now - blocked->second < rules.grace) continue;
     needy = candidate;
@@ -141,7 +146,10 @@ Preemption Scheduler::ChoosePreemption(absl::Time now, const PreemptionRules& ru
   // GPUs that will be free once the preemptions under way end.
   std::set<int> free = free_gpus_;
   for (const auto& [id, running] : running_) {
-    if (running.being_preempted) free.insert(running.gpus.begin(), running.gpus.end());
+    if (!running.being_preempted) continue;
+    for (int gpu : running.gpus) {
+      if (!drained_.contains(gpu)) free.insert(gpu);
+    }
   }
   if (ChooseGpus(needy->selection, needy->gpu_count, topology_, free).has_value()) {
     return preemption;
@@ -162,7 +170,9 @@ Preemption Scheduler::ChoosePreemption(absl::Time now, const PreemptionRules& ru
   std::vector<std::string> victims;
   for (const auto& [id, running] : lower) {
     victims.push_back(id);
-    free.insert(running->gpus.begin(), running->gpus.end());
+    for (int gpu : running->gpus) {
+      if (!drained_.contains(gpu)) free.insert(gpu);
+    }
     if (ChooseGpus(needy->selection, needy->gpu_count, topology_, free).has_value()) {
       for (const std::string& victim : victims) running_[victim].being_preempted = true;
       preemption.for_id = needy->id;
@@ -188,6 +198,26 @@ int Scheduler::QueuePosition(const std::string& id) const {
     if (order[i]->id == id) return static_cast<int>(i) + 1;
   }
   return 0;
+}
+
+void Scheduler::SetGpuDrained(int gpu, bool drained) {
+  if (gpu < 0 || gpu >= topology_.gpu_count()) return;
+  if (drained) {
+    drained_.insert(gpu);
+    free_gpus_.erase(gpu);
+    return;
+  }
+  drained_.erase(gpu);
+  const std::map<int, std::string> leases = GpuLeases();
+  if (!leases.contains(gpu)) free_gpus_.insert(gpu);
+}
+
+bool Scheduler::PlaceableOnHealthyGpus(const PendingExperiment& experiment) const {
+  std::set<int> healthy;
+  for (int gpu = 0; gpu < topology_.gpu_count(); ++gpu) {
+    if (!drained_.contains(gpu)) healthy.insert(gpu);
+  }
+  return ChooseGpus(experiment.selection, experiment.gpu_count, topology_, healthy).has_value();
 }
 
 std::map<int, std::string> Scheduler::GpuLeases() const {

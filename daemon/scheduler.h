@@ -95,6 +95,12 @@ class Scheduler {
   // GPU index -> experiment id, for every leased GPU.
   std::map<int, std::string> GpuLeases() const;
 
+  // A drained GPU (unhealthy) is never leased again until it is undrained; the experiment
+  // holding it keeps it until Release. Queued experiments that can only run on drained GPUs
+  // wait without reserving GPUs, so they hold nobody else back.
+  void SetGpuDrained(int gpu, bool drained);
+  bool IsDrained(int gpu) const { return drained_.contains(gpu); }
+
  private:
   struct Running {
     std::string user;
@@ -107,6 +113,8 @@ class Scheduler {
   };
   // Queued experiments in the order the policy would consider them.
   std::vector<const PendingExperiment*> PolicyOrder() const;
+  // Whether the experiment could be placed if every GPU that is not drained were free.
+  bool PlaceableOnHealthyGpus(const PendingExperiment& experiment) const;
 
   GpuTopology topology_;
   int cpu_slots_;
@@ -115,6 +123,7 @@ class Scheduler {
   std::map<std::string, absl::Time> blocked_since_;
   int cpu_in_use_ = 0;
   std::set<int> free_gpus_;
+  std::set<int> drained_;
   std::map<std::string, PendingExperiment> queue_;  // by id
   std::map<std::string, Running> running_;          // by id
   std::map<std::string, int> running_per_user_;

@@ -217,5 +217,49 @@ TEST(Scheduler, NoPreemptionWhenOffOrOnlyEqualPriorityRuns) {
   EXPECT_THAT(scheduler.ChoosePreemption(later, {.min_priority = 0}).victims, IsEmpty());
 }
 
+PendingExperiment OnGpus(const std::string& id, const std::string& user, int64_t order,
+                         std::vector<int> gpus) {
+  PendingExperiment experiment{id, user, 0, order, {}, static_cast<int>(gpus.size())};
+  for (int gpu : gpus) experiment.selection.add_gpu_ids(gpu);
+  return experiment;
+}
+
+TEST(Scheduler, DrainedGpuIsNeverLeasedUntilUndrained) {
+  Scheduler scheduler(FourGpus(), 1, /*reserve_after=*/absl::Minutes(2));
+  scheduler.SetGpuDrained(1, true);
+  EXPECT_TRUE(scheduler.IsDrained(1));
+  // A count goes around it; explicit ids on it wait.
+  scheduler.Enqueue(OnGpus("on1", "alice", 0, {0, 1}));
+  scheduler.Enqueue(Gpus("two", "bob", 1, 2));
+  scheduler.Enqueue(Gpus("one", "carol", 2, 1));
+  const std::vector<Dispatch> first = scheduler.DispatchReady(kNow);
+  ASSERT_THAT(Ids(first), ElementsAre("two", "one"));
+  EXPECT_THAT(first[0].gpus, ElementsAre(2, 3));
+  EXPECT_THAT(first[1].gpus, ElementsAre(0));
+  // Waiting far longer than reserve_after for a drained GPU reserves nothing: a later
+  // experiment still gets the free GPU.
+  scheduler.Release("one");
+  scheduler.Enqueue(Gpus("later", "dave", 3, 1));
+  EXPECT_THAT(Ids(scheduler.DispatchReady(kNow + absl::Hours(1))), ElementsAre("later"));
+  scheduler.Release("later");
+  scheduler.SetGpuDrained(1, false);
+  EXPECT_FALSE(scheduler.IsDrained(1));
+  EXPECT_THAT(Ids(scheduler.DispatchReady(kNow + absl::Hours(1))), ElementsAre("on1"));
+}
+
+TEST(Scheduler, AGpuDrainedWhileLeasedIsNotFreedByRelease) {
+  Scheduler scheduler(FourGpus(), 1);
+  scheduler.Enqueue(OnGpus("running", "alice", 0, {2}));
+  EXPECT_THAT(Ids(scheduler.DispatchReady(kNow)), ElementsAre("running"));
+  scheduler.SetGpuDrained(2, true);
+  EXPECT_EQ(scheduler.GpuLeases().at(2), "running");
+  scheduler.Release("running");
+  scheduler.Enqueue(OnGpus("next", "bob", 1, {2}));
+  EXPECT_THAT(scheduler.DispatchReady(kNow), IsEmpty());
+  // Undrained while free: leasable again.
+  scheduler.SetGpuDrained(2, false);
+  EXPECT_THAT(Ids(scheduler.DispatchReady(kNow)), ElementsAre("next"));
+}
+
 }  // namespace
 }  // namespace gpuprof::daemon

@@ -18,7 +18,7 @@
 namespace gpuprof::daemon {
 
 absl::StatusOr<std::unique_ptr<UnixSocketListener>> UnixSocketListener::Bind(
-    const std::string& path, PeerCredentialRegistry* registry) {
+    const std::string& path, PeerCredentialRegistry* registry, ConnectionLimit* limit) {
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
   if (path.size() >= sizeof(address.sun_path)) {
@@ -30,7 +30,9 @@ absl::StatusOr<std::unique_ptr<UnixSocketListener>> UnixSocketListener::Bind(
   if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", strerror(errno)));
   unlink(path.c_str());
   if (bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
-      chmod(path.c_str(), 0666) != 0 || listen(fd, 128) != 0) {
+      // SOMAXCONN (the kernel caps it at net.core.somaxconn): with a short backlog, a burst
+      // of clients connecting at once (200 in the load test) had some refused outright.
+      chmod(path.c_str(), 0666) != 0 || listen(fd, SOMAXCONN) != 0) {
     const int error = errno;
     close(fd);
     return absl::UnavailableError(absl::StrCat("cannot listen on unix:", path, ": ",
@@ -41,12 +43,16 @@ absl::StatusOr<std::unique_ptr<UnixSocketListener>> UnixSocketListener::Bind(
     close(fd);
     return absl::InternalError(absl::StrCat("eventfd: ", strerror(errno)));
   }
-  return std::unique_ptr<UnixSocketListener>(new UnixSocketListener(path, fd, wake, registry));
+  return std::unique_ptr<UnixSocketListener>(new UnixSocketListener(path, fd, wake, registry, limit));
 }
 
 UnixSocketListener::UnixSocketListener(std::string path, int listen_fd, int wake_fd,
-                                       PeerCredentialRegistry* registry)
-    : path_(std::move(path)), listen_fd_(listen_fd), wake_fd_(wake_fd), registry_(registry) {}
+                                       PeerCredentialRegistry* registry, ConnectionLimit* limit)
+    : path_(std::move(path)),
+      listen_fd_(listen_fd),
+      wake_fd_(wake_fd),
+      registry_(registry),
+      limit_(limit) {}
 
 UnixSocketListener::~UnixSocketListener() {
   const uint64_t one = 1;
@@ -77,6 +83,10 @@ void UnixSocketListener::AcceptLoop(grpc::Server* server) {
         // Out of descriptors: wait a little rather than spin.
         if (errno == EMFILE || errno == ENFILE) poll(nullptr, 0, 100);
       }
+      continue;
+    }
+    if (limit_ != nullptr && !limit_->Admit(connection)) {
+      close(connection);
       continue;
     }
     ucred credentials{};

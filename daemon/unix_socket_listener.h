@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "daemon/caller_identity.h"
+#include "daemon/connection_limit.h"
 #include "grpcpp/server.h"
 
 namespace gpuprof::daemon {
@@ -19,9 +20,10 @@ namespace gpuprof::daemon {
 class UnixSocketListener {
  public:
   // Binds `path` (a stale socket file from a killed daemon is replaced) and makes it
-  // connectable by every local user (0666): the kernel tells the daemon who they are.
+  // connectable by every local user (0666): the kernel tells the daemon who they are. Every
+  // connection must pass `limit` (null: no cap) before it is recorded and handed over.
   static absl::StatusOr<std::unique_ptr<UnixSocketListener>> Bind(
-      const std::string& path, PeerCredentialRegistry* registry);
+      const std::string& path, PeerCredentialRegistry* registry, ConnectionLimit* limit);
   // Stops accepting and removes the socket file; connections already handed over stay.
   ~UnixSocketListener();
   UnixSocketListener(const UnixSocketListener&) = delete;
@@ -33,13 +35,14 @@ class UnixSocketListener {
 
  private:
   UnixSocketListener(std::string path, int listen_fd, int wake_fd,
-                     PeerCredentialRegistry* registry);
+                     PeerCredentialRegistry* registry, ConnectionLimit* limit);
   void AcceptLoop(grpc::Server* server);
 
   const std::string path_;
   const int listen_fd_;
   const int wake_fd_;  // an eventfd that ends the accept loop
   PeerCredentialRegistry* const registry_;
+  ConnectionLimit* const limit_;
   std::atomic<int64_t> accepted_{0};
   std::thread thread_;
 };

@@ -70,8 +70,12 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Start(const Worker
   envp.push_back(nullptr);
   const pid_t parent = getpid();
 
-  const pid_t pid = fork();
-  if (pid < 0) return absl::InternalError(absl::StrCat("fork: ", strerror(errno)));
+  // vfork, not fork: the child shares the daemon's memory until execve instead of copying its
+  // page tables, so neither pays for the copy nor for the copy-on-write faults that follow in
+  // every daemon thread (a tenth of the daemon's CPU under the load test with fork). The
+  // child below only makes system calls and touches nothing but its own locals.
+  const pid_t pid = vfork();
+  if (pid < 0) return absl::InternalError(absl::StrCat("vfork: ", strerror(errno)));
   if (pid == 0) {
     // A worker must not outlive the daemon that supervises it. The signal comes when the
     // forking *thread* exits, so callers fork from a thread that lives as long as the daemon.

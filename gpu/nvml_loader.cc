@@ -59,6 +59,16 @@ struct NvmlLibrary::Api {
   Return (*device_get_temperature)(Device, int, unsigned*) = nullptr;
   Return (*device_get_power_usage)(Device, unsigned*) = nullptr;
   Return (*device_get_clocks_event_reasons)(Device, uint64_t*) = nullptr;
+  Return (*device_get_count)(unsigned*) = nullptr;
+  Return (*device_get_handle_by_index)(unsigned, Device*) = nullptr;
+  Return (*event_set_create)(nvml::EventSet*) = nullptr;
+  Return (*event_set_free)(nvml::EventSet) = nullptr;
+  Return (*device_register_events)(Device, unsigned long long, nvml::EventSet) = nullptr;
+  Return (*event_set_wait)(nvml::EventSet, nvml::EventData*, unsigned) = nullptr;
+  Return (*device_get_total_ecc_errors)(Device, int, int, unsigned long long*) = nullptr;
+  Return (*device_get_retired_pages)(Device, int, unsigned*, unsigned long long*) = nullptr;
+  Return (*device_get_retired_pages_pending_status)(Device, int*) = nullptr;
+  Return (*device_get_remapped_rows)(Device, unsigned*, unsigned*, unsigned*, unsigned*) = nullptr;
 };
 
 absl::StatusCode NvmlReturnToStatusCode(Return result) {
@@ -128,6 +138,18 @@ absl::StatusOr<NvmlLibrary> NvmlLibrary::Load(const std::string& path) {
     LoadSymbol(handle, "nvmlDeviceGetCurrentClocksThrottleReasons",
                &api->device_get_clocks_event_reasons);
   }
+
+  LoadSymbol(handle, "nvmlDeviceGetCount_v2", &api->device_get_count);
+  LoadSymbol(handle, "nvmlDeviceGetHandleByIndex_v2", &api->device_get_handle_by_index);
+  LoadSymbol(handle, "nvmlEventSetCreate", &api->event_set_create);
+  LoadSymbol(handle, "nvmlEventSetFree", &api->event_set_free);
+  LoadSymbol(handle, "nvmlDeviceRegisterEvents", &api->device_register_events);
+  LoadSymbol(handle, "nvmlEventSetWait_v2", &api->event_set_wait);
+  LoadSymbol(handle, "nvmlDeviceGetTotalEccErrors", &api->device_get_total_ecc_errors);
+  LoadSymbol(handle, "nvmlDeviceGetRetiredPages", &api->device_get_retired_pages);
+  LoadSymbol(handle, "nvmlDeviceGetRetiredPagesPendingStatus",
+             &api->device_get_retired_pages_pending_status);
+  LoadSymbol(handle, "nvmlDeviceGetRemappedRows", &api->device_get_remapped_rows);
 
   NvmlLibrary library(std::move(api));
   if (Return result = library.api_->init(); result != nvml::kSuccess) {
@@ -330,6 +352,114 @@ absl::StatusOr<uint64_t> NvmlLibrary::ClocksEventReasons(Device device) const {
     return Error("nvmlDeviceGetCurrentClocksEventReasons", result);
   }
   return reasons;
+}
+
+absl::StatusOr<unsigned> NvmlLibrary::DeviceCount() const {
+  if (api_->device_get_count == nullptr) return NotAvailable("nvmlDeviceGetCount_v2");
+  unsigned count = 0;
+  if (Return result = api_->device_get_count(&count); result != nvml::kSuccess) {
+    return Error("nvmlDeviceGetCount_v2", result);
+  }
+  return count;
+}
+
+absl::StatusOr<Device> NvmlLibrary::DeviceByIndex(unsigned index) const {
+  if (api_->device_get_handle_by_index == nullptr) {
+    return NotAvailable("nvmlDeviceGetHandleByIndex_v2");
+  }
+  Device device = nullptr;
+  if (Return result = api_->device_get_handle_by_index(index, &device);
+      result != nvml::kSuccess) {
+    return Error(absl::StrCat("nvmlDeviceGetHandleByIndex_v2(", index, ")"), result);
+  }
+  return device;
+}
+
+absl::StatusOr<nvml::EventSet> NvmlLibrary::CreateEventSet() const {
+  if (api_->event_set_create == nullptr || api_->event_set_free == nullptr) {
+    return NotAvailable("nvmlEventSetCreate");
+  }
+  nvml::EventSet set = nullptr;
+  if (Return result = api_->event_set_create(&set); result != nvml::kSuccess) {
+    return Error("nvmlEventSetCreate", result);
+  }
+  return set;
+}
+
+void NvmlLibrary::FreeEventSet(nvml::EventSet set) const {
+  if (set != nullptr && api_->event_set_free != nullptr) api_->event_set_free(set);
+}
+
+absl::Status NvmlLibrary::RegisterEvents(Device device, uint64_t event_types,
+                                         nvml::EventSet set) const {
+  if (api_->device_register_events == nullptr) return NotAvailable("nvmlDeviceRegisterEvents");
+  if (Return result = api_->device_register_events(device, event_types, set);
+      result != nvml::kSuccess) {
+    return Error("nvmlDeviceRegisterEvents", result);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<nvml::EventData>> NvmlLibrary::WaitForEvent(
+    nvml::EventSet set, unsigned timeout_ms) const {
+  if (api_->event_set_wait == nullptr) return NotAvailable("nvmlEventSetWait_v2");
+  nvml::EventData data = {};
+  const Return result = api_->event_set_wait(set, &data, timeout_ms);
+  if (result == nvml::kErrorTimeout) return std::optional<nvml::EventData>();
+  if (result != nvml::kSuccess) return Error("nvmlEventSetWait_v2", result);
+  return std::optional<nvml::EventData>(data);
+}
+
+absl::StatusOr<uint64_t> NvmlLibrary::TotalEccErrors(Device device,
+                                                     nvml::MemoryErrorType error_type,
+                                                     nvml::EccCounterType counter_type) const {
+  if (api_->device_get_total_ecc_errors == nullptr) {
+    return NotAvailable("nvmlDeviceGetTotalEccErrors");
+  }
+  unsigned long long count = 0;
+  if (Return result = api_->device_get_total_ecc_errors(
+          device, static_cast<int>(error_type), static_cast<int>(counter_type), &count);
+      result != nvml::kSuccess) {
+    return Error("nvmlDeviceGetTotalEccErrors", result);
+  }
+  return static_cast<uint64_t>(count);
+}
+
+absl::StatusOr<unsigned> NvmlLibrary::RetiredPageCount(Device device,
+                                                       nvml::PageRetirementCause cause) const {
+  if (api_->device_get_retired_pages == nullptr) return NotAvailable("nvmlDeviceGetRetiredPages");
+  // A count of 0 with no buffer asks for the count alone: NVML answers INSUFFICIENT_SIZE with
+  // the count when there are pages, SUCCESS when there are none.
+  unsigned count = 0;
+  const Return result =
+      api_->device_get_retired_pages(device, static_cast<int>(cause), &count, nullptr);
+  if (result != nvml::kSuccess && result != nvml::kErrorInsufficientSize) {
+    return Error("nvmlDeviceGetRetiredPages", result);
+  }
+  return count;
+}
+
+absl::StatusOr<bool> NvmlLibrary::RetiredPagesPending(Device device) const {
+  if (api_->device_get_retired_pages_pending_status == nullptr) {
+    return NotAvailable("nvmlDeviceGetRetiredPagesPendingStatus");
+  }
+  int pending = 0;  // nvmlEnableState_t
+  if (Return result = api_->device_get_retired_pages_pending_status(device, &pending);
+      result != nvml::kSuccess) {
+    return Error("nvmlDeviceGetRetiredPagesPendingStatus", result);
+  }
+  return pending == 1;
+}
+
+absl::StatusOr<nvml::RemappedRows> NvmlLibrary::RemappedRows(Device device) const {
+  if (api_->device_get_remapped_rows == nullptr) return NotAvailable("nvmlDeviceGetRemappedRows");
+  unsigned correctable = 0, uncorrectable = 0, pending = 0, failure = 0;
+  if (Return result = api_->device_get_remapped_rows(device, &correctable, &uncorrectable,
+                                                     &pending, &failure);
+      result != nvml::kSuccess) {
+    return Error("nvmlDeviceGetRemappedRows", result);
+  }
+  return nvml::RemappedRows{correctable, uncorrectable, pending != 0, failure != 0};
 }
 
 }  // namespace gpuprof::gpu

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -27,6 +28,7 @@ inline constexpr Return kErrorNoPermission = 4;
 inline constexpr Return kErrorNotFound = 6;
 inline constexpr Return kErrorInsufficientSize = 7;
 inline constexpr Return kErrorDriverNotLoaded = 9;
+inline constexpr Return kErrorTimeout = 10;
 inline constexpr Return kErrorLibraryNotFound = 12;
 inline constexpr Return kErrorFunctionNotFound = 13;
 inline constexpr Return kErrorGpuIsLost = 15;
@@ -91,6 +93,38 @@ struct Memory {
 };
 static_assert(sizeof(Memory) == 24, "must match nvmlMemory_t");
 
+// nvmlEventSet_t: an opaque handle owned by NVML.
+using EventSet = struct NvmlEventSetOpaque*;
+
+// nvmlEventType* bits (nvmlDeviceRegisterEvents).
+inline constexpr uint64_t kEventTypeSingleBitEccError = 0x1;
+inline constexpr uint64_t kEventTypeDoubleBitEccError = 0x2;
+inline constexpr uint64_t kEventTypeXidCriticalError = 0x8;
+
+// nvmlEventData_t.
+struct EventData {
+  Device device;
+  unsigned long long event_type;
+  unsigned long long event_data;  // the Xid, for kEventTypeXidCriticalError
+  unsigned int gpu_instance_id;
+  unsigned int compute_instance_id;
+};
+static_assert(sizeof(EventData) == 32, "must match nvmlEventData_t");
+
+// nvmlMemoryErrorType_t and nvmlEccCounterType_t.
+enum class MemoryErrorType : int { kCorrected = 0, kUncorrected = 1 };
+enum class EccCounterType : int { kVolatile = 0, kAggregate = 1 };
+// nvmlPageRetirementCause_t.
+enum class PageRetirementCause : int { kMultipleSingleBitEccErrors = 0, kDoubleBitEccError = 1 };
+
+// nvmlDeviceGetRemappedRows' outputs.
+struct RemappedRows {
+  unsigned correctable = 0;
+  unsigned uncorrectable = 0;
+  bool pending = false;
+  bool failure_occurred = false;
+};
+
 }  // namespace nvml
 
 // Maps an nvmlReturn_t to a status: NOT_SUPPORTED -> UNIMPLEMENTED, NO_PERMISSION ->
@@ -120,6 +154,10 @@ class NvmlLibrary {
   // Driver version, e.g. "580.95.05".
   absl::StatusOr<std::string> DriverVersion() const;
 
+  // How many GPUs NVML sees, and one of them by NVML's index (PCI bus order).
+  absl::StatusOr<unsigned> DeviceCount() const;
+  absl::StatusOr<nvml::Device> DeviceByIndex(unsigned index) const;
+
   // A GPU by PCI bus id ("0000:3b:00.0" or "00000000:3B:00.0") or by UUID ("GPU-...").
   absl::StatusOr<nvml::Device> DeviceByPciBusId(std::string_view pci_bus_id) const;
   absl::StatusOr<nvml::Device> DeviceByUuid(std::string_view uuid) const;
@@ -144,6 +182,25 @@ class NvmlLibrary {
   // Bit mask of why clocks are below their maximum (nvmlClocksEventReason*: 0x1 idle,
   // 0x4 software power cap, 0x20 software thermal, 0x40 hardware thermal, ...).
   absl::StatusOr<uint64_t> ClocksEventReasons(nvml::Device device) const;
+
+  // Health, for the GPU health monitor.
+  // An event set; free it with FreeEventSet.
+  absl::StatusOr<nvml::EventSet> CreateEventSet() const;
+  void FreeEventSet(nvml::EventSet set) const;
+  // Registers `event_types` (nvml::kEventType* bits) of `device` with `set`. UNIMPLEMENTED
+  // when the GPU cannot report them.
+  absl::Status RegisterEvents(nvml::Device device, uint64_t event_types, nvml::EventSet set) const;
+  // The next event, or nullopt when none came within `timeout_ms`.
+  absl::StatusOr<std::optional<nvml::EventData>> WaitForEvent(nvml::EventSet set,
+                                                              unsigned timeout_ms) const;
+  absl::StatusOr<uint64_t> TotalEccErrors(nvml::Device device, nvml::MemoryErrorType error_type,
+                                          nvml::EccCounterType counter_type) const;
+  // How many pages were retired for `cause`.
+  absl::StatusOr<unsigned> RetiredPageCount(nvml::Device device,
+                                            nvml::PageRetirementCause cause) const;
+  // Whether a page retirement waits for the next reset.
+  absl::StatusOr<bool> RetiredPagesPending(nvml::Device device) const;
+  absl::StatusOr<nvml::RemappedRows> RemappedRows(nvml::Device device) const;
 
  private:
   struct Api;  // dlopen handle and function pointers

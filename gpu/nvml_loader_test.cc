@@ -3,6 +3,8 @@
 #include <dlfcn.h>
 
 #include <cstdlib>
+#include <fstream>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -92,6 +94,54 @@ TEST(NvmlLibraryTest, ReportsUnsupportedAndMissingFunctions) {
   EXPECT_EQ(nvml->ClocksEventReasons(device).status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_EQ(nvml->P2pSupported(device, device, nvml::P2pCapability::kNvLink).status().code(),
             absl::StatusCode::kUnimplemented);
+}
+
+TEST(NvmlLibraryTest, WaitsForXidEventsAndReadsMemoryErrorCounters) {
+  const std::string control = std::string(std::getenv("TEST_TMPDIR")) + "/nvml_control";
+  std::ofstream(control) << "ecc GPU-55555555-6666-7777-8888-999999999999 7 2\n"
+                         << "retired GPU-55555555-6666-7777-8888-999999999999 3 1 1\n"
+                         << "remap GPU-55555555-6666-7777-8888-999999999999 5 1 0 1\n";
+  setenv("FAKE_NVML_CONTROL", control.c_str(), 1);
+  absl::StatusOr<NvmlLibrary> nvml = NvmlLibrary::Load(FakeNvmlPath());
+  ASSERT_TRUE(nvml.ok()) << nvml.status();
+  nvml::Device first = *nvml->DeviceByPciBusId("00000000:1B:00.0");
+  nvml::Device second = *nvml->DeviceByUuid("GPU-55555555-6666-7777-8888-999999999999");
+
+  EXPECT_EQ(*nvml->TotalEccErrors(second, nvml::MemoryErrorType::kCorrected,
+                                  nvml::EccCounterType::kVolatile),
+            7u);
+  EXPECT_EQ(*nvml->TotalEccErrors(second, nvml::MemoryErrorType::kUncorrected,
+                                  nvml::EccCounterType::kVolatile),
+            2u);
+  EXPECT_EQ(*nvml->RetiredPageCount(second, nvml::PageRetirementCause::kMultipleSingleBitEccErrors),
+            3u);
+  EXPECT_EQ(*nvml->RetiredPageCount(second, nvml::PageRetirementCause::kDoubleBitEccError), 1u);
+  EXPECT_TRUE(*nvml->RetiredPagesPending(second));
+  const nvml::RemappedRows rows = *nvml->RemappedRows(second);
+  EXPECT_EQ(rows.correctable, 5u);
+  EXPECT_EQ(rows.uncorrectable, 1u);
+  EXPECT_FALSE(rows.pending);
+  EXPECT_TRUE(rows.failure_occurred);
+  // A GPU without control lines has no errors.
+  EXPECT_EQ(*nvml->RetiredPageCount(first, nvml::PageRetirementCause::kDoubleBitEccError), 0u);
+
+  absl::StatusOr<nvml::EventSet> set = nvml->CreateEventSet();
+  ASSERT_TRUE(set.ok()) << set.status();
+  ASSERT_TRUE(nvml->RegisterEvents(second, nvml::kEventTypeXidCriticalError, *set).ok());
+  // Nothing happened yet: the wait times out empty.
+  absl::StatusOr<std::optional<nvml::EventData>> none = nvml->WaitForEvent(*set, 50);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_FALSE(none->has_value());
+  // An Xid on an unregistered GPU is not this set's; one on the registered GPU is.
+  std::ofstream(control, std::ios::app) << "xid GPU-00000000-1111-2222-3333-444444444444 13\n"
+                                        << "xid GPU-55555555-6666-7777-8888-999999999999 79\n";
+  absl::StatusOr<std::optional<nvml::EventData>> event = nvml->WaitForEvent(*set, 30'000);
+  ASSERT_TRUE(event.ok()) << event.status();
+  ASSERT_TRUE(event->has_value());
+  EXPECT_EQ((*event)->device, second);
+  EXPECT_EQ((*event)->event_type, nvml::kEventTypeXidCriticalError);
+  EXPECT_EQ((*event)->event_data, 79u);
+  nvml->FreeEventSet(*set);
 }
 
 TEST(NvmlLibraryTest, ShutsDownOnceAfterMoves) {

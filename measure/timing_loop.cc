@@ -93,9 +93,19 @@ absl::StatusOr<std::vector<StreamTimer>> PrepareStreams(const MeasurementSetup& 
   return timers;
 }
 
-absl::Status RunSample(const StreamTimer& timer) {
-  return timer.graph != nullptr ? timer.graph->Launch(timer.timed->stream)
-                                : timer.timed->launch(timer.timed->stream);
+absl::Status RunSample(const StreamTimer& timer, int eager_launches) {
+  if (timer.graph != nullptr) return timer.graph->Launch(timer.timed->stream);
+  for (int launch = 0; launch < eager_launches; ++launch) {
+    RETURN_IF_ERROR(timer.timed->launch(timer.timed->stream));
+  }
+  return absl::OkStatus();
+}
+
+// Launches a sample times: the graph's captured count, or the eager batch (at least one).
+int UnitsPerSample(const api::MeasurementOptions& options) {
+  return options.graph_launches_per_sample() > 0
+             ? options.graph_launches_per_sample()
+             : std::max(1, options.eager_launches_per_sample());
 }
 
 // Queues one sample on every stream behind the blocker, releases them together and returns
@@ -124,7 +134,7 @@ absl::StatusOr<double> TimeOneSample(const MeasurementSetup& setup,
     }
     // Everything of the sample is queued before the blocker lets the GPU start on it.
     if (queued.ok()) queued = timer.start.Record(stream);
-    if (queued.ok()) queued = RunSample(timer);
+    if (queued.ok()) queued = RunSample(timer, units_per_sample);
     if (queued.ok()) queued = timer.stop.Record(stream);
   }
   blocker.Release();  // never leave a blocker waiting
@@ -195,7 +205,8 @@ absl::StatusOr<MeasurementOutcome> MeasureStreams(const MeasurementSetup& setup,
   ASSIGN_OR_RETURN(StreamBlocker blocker, StreamBlocker::Create());
   ASSIGN_OR_RETURN(std::vector<StreamTimer> timers, PrepareStreams(setup, streams));
   measurement.set_used_cuda_graph(options.graph_launches_per_sample() > 0);
-  const int units_per_sample = std::max(1, options.graph_launches_per_sample());
+  const int units_per_sample = UnitsPerSample(options);
+  measurement.set_launches_per_sample(units_per_sample);
 
   // Warm-up: clocks up, caches and TLBs set, lazy module loading done.
   const int warmup = options.warmup_iterations();
@@ -203,7 +214,7 @@ absl::StatusOr<MeasurementOutcome> MeasureStreams(const MeasurementSetup& setup,
   for (int i = 0; i < warmup; ++i) {
     for (const StreamTimer& timer : timers) {
       CUDA_RETURN_IF_ERROR(cudaSetDevice(timer.timed->device));
-      RETURN_IF_ERROR(RunSample(timer));
+      RETURN_IF_ERROR(RunSample(timer, units_per_sample));
     }
   }
   for (const StreamTimer& timer : timers) {

@@ -166,6 +166,37 @@ TEST_F(GpuMeasurementGpuTest, GraphColdAndNoiseTarget) {
   EXPECT_EQ(outcome->measurement.kernel_time().samples(), 5);
 }
 
+TEST_F(GpuMeasurementGpuTest, EagerBatchLaunchesThatManyTimesAndReportsTimePerLaunch) {
+  int launches = 0;
+  const TimedStream counted{.stream = streams_[0].get(),
+                            .device = 0,
+                            .launch = [&](cudaStream_t stream) {
+                              ++launches;
+                              return CudaStatus(
+                                  cudaMemsetAsync(buffers_[0].data(), 1, kBytes, stream), "memset");
+                            }};
+  setup_.options.set_max_iterations(5);
+  auto one = MeasureStreams(setup_, {&counted, 1},
+                            [](api::Phase, int64_t, int64_t, const std::string&) {});
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ(launches, 3 + 5);  // warm-up and timed samples, one launch each
+  EXPECT_EQ(one->measurement.launches_per_sample(), 1);
+
+  launches = 0;
+  setup_.options.set_eager_launches_per_sample(8);
+  auto batch = MeasureStreams(setup_, {&counted, 1},
+                              [](api::Phase, int64_t, int64_t, const std::string&) {});
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  EXPECT_EQ(launches, 8 * (3 + 5));
+  EXPECT_FALSE(batch->measurement.used_cuda_graph());
+  EXPECT_EQ(batch->measurement.launches_per_sample(), 8);
+  // A 256 MiB memset is GPU-bound: the time per launch of a batch is one memset's, not eight.
+  const double single_us = one->measurement.kernel_time().median_us();
+  const double per_launch_us = batch->measurement.kernel_time().median_us();
+  EXPECT_GT(per_launch_us, 0.7 * single_us);
+  EXPECT_LT(per_launch_us, 1.3 * single_us);
+}
+
 TEST_F(GpuMeasurementGpuTest, TimeBudgetStopsEarly) {
   setup_.options.set_max_iterations(1'000'000);
   *setup_.options.mutable_time_budget() =

@@ -25,7 +25,8 @@ constexpr int kFirstGpuPid = 10;
 constexpr int kSynchronizationTid = 1;
 constexpr int kOverheadTid = 2;
 
-int GpuPid(int32_t gpu_id) { return kFirstGpuPid + std::max(gpu_id, 0); }
+// 64-bit: a record's gpu_id comes from a worker and may be any int32.
+int64_t GpuPid(int32_t gpu_id) { return kFirstGpuPid + int64_t{std::max(gpu_id, 0)}; }
 
 std::string JsonNumber(double value) {
   if (!std::isfinite(value)) return "null";  // JSON has no NaN or infinity
@@ -130,7 +131,7 @@ std::string Args(const api::ActivityRecord& record) {
   return args.Render();
 }
 
-std::string MetadataEvent(absl::string_view name, int pid, int tid, absl::string_view key,
+std::string MetadataEvent(absl::string_view name, int64_t pid, int64_t tid, absl::string_view key,
                           const std::string& value_json) {
   return absl::StrCat("{\"name\":", JsonString(name), ",\"ph\":\"M\",\"pid\":", pid,
                       ",\"tid\":", tid, ",\"args\":{", JsonString(key), ":", value_json, "}}");
@@ -207,7 +208,7 @@ std::string ExportChromeTrace(absl::string_view experiment_id,
     return a->start_ns() < b->start_ns();
   });
   for (const api::ActivityRecord* record : ordered) {
-    int pid = 0;
+    int64_t pid = 0;
     int64_t tid = 0;
     if (record->kind() == api::ActivityRecord::KIND_PHASE) {
       pid = kPhasesPid;
@@ -244,14 +245,14 @@ std::string ExportChromeTrace(absl::string_view experiment_id,
     metadata.push_back(MetadataEvent("thread_name", kPhasesPid, 0, "name", JsonString("phase")));
   }
   for (int32_t gpu : gpus) {
-    const int pid = GpuPid(gpu);
+    const int64_t pid = GpuPid(gpu);
     metadata.push_back(
         MetadataEvent("process_name", pid, 0, "name", JsonString(GpuLabel(gpu, result))));
     metadata.push_back(
-        MetadataEvent("process_sort_index", pid, 0, "sort_index", absl::StrCat(1 + gpu)));
+        MetadataEvent("process_sort_index", pid, 0, "sort_index", absl::StrCat(int64_t{1} + gpu)));
   }
   for (const auto& [gpu, stream] : streams) {
-    metadata.push_back(MetadataEvent("thread_name", GpuPid(gpu), static_cast<int>(stream), "name",
+    metadata.push_back(MetadataEvent("thread_name", GpuPid(gpu), int64_t{stream}, "name",
                                      JsonString(absl::StrCat("stream ", stream))));
   }
   if (any_sync || any_overhead) {

@@ -38,6 +38,26 @@ void AddDifference(const std::string& what, const std::string& a, const std::str
   }
 }
 
+std::vector<std::string> ProvenanceDifferences(const v1::Provenance& a, const v1::Provenance& b) {
+  std::vector<std::string> differences;
+  AddDifference("GPU", GpuNames(a), GpuNames(b), differences);
+  AddDifference("driver", a.driver_version(), b.driver_version(), differences);
+  AddDifference("CUDA runtime", a.cuda_runtime_version(), b.cuda_runtime_version(), differences);
+  AddDifference("NCCL", a.nccl_version(), b.nccl_version(), differences);
+  AddDifference("gpuprof", a.gpuprof_version(), b.gpuprof_version(), differences);
+  AddDifference("host", a.hostname(), b.hostname(), differences);
+  return differences;
+}
+
+std::string NodeOf(const CompareSide& side, size_t point) {
+  return point < side.point_nodes.size() ? side.point_nodes[point] : "";
+}
+
+const v1::Provenance& ProvenanceOf(const CompareSide& side, const std::string& node) {
+  const auto found = side.node_provenance.find(node);
+  return found == side.node_provenance.end() ? side.provenance : found->second;
+}
+
 }  // namespace
 
 std::string VerdictName(Verdict verdict) {
@@ -60,10 +80,18 @@ Comparison Compare(const CompareSide& a, const CompareSide& b, const CompareOpti
   Comparison comparison;
   // Parameters -> figure, in the order of A's points (then B's leftovers).
   std::map<std::string, std::optional<PointFigure>> figures_b;
-  for (const v1::Experiment& point : b.points) figures_b[ParametersOf(point, axes)] = FigureOf(point);
+  std::map<std::string, std::string> nodes_b;
+  for (size_t i = 0; i < b.points.size(); ++i) {
+    const std::string parameters = ParametersOf(b.points[i], axes);
+    figures_b[parameters] = FigureOf(b.points[i]);
+    nodes_b[parameters] = NodeOf(b, i);
+  }
   std::set<std::string> seen;
+  // Pairs of nodes whose points were compared, for the provenance each pair differs in.
+  std::set<std::pair<std::string, std::string>> node_pairs;
   double log_sum = 0;
-  for (const v1::Experiment& point : a.points) {
+  for (size_t i = 0; i < a.points.size(); ++i) {
+    const v1::Experiment& point = a.points[i];
     const std::string parameters = ParametersOf(point, axes);
     if (!seen.insert(parameters).second) continue;
     const auto other = figures_b.find(parameters);
@@ -79,6 +107,9 @@ Comparison Compare(const CompareSide& a, const CompareSide& b, const CompareOpti
     }
     ComparedPoint compared;
     compared.parameters = parameters;
+    compared.node_a = NodeOf(a, i);
+    compared.node_b = nodes_b[parameters];
+    node_pairs.insert({compared.node_a, compared.node_b});
     compared.a = *figure_a;
     compared.b = *other->second;
     compared.ratio = compared.a.higher_is_better ? compared.b.value / compared.a.value
@@ -108,18 +139,18 @@ Comparison Compare(const CompareSide& a, const CompareSide& b, const CompareOpti
   if (!comparison.points.empty()) {
     comparison.geomean_ratio = std::exp(log_sum / static_cast<double>(comparison.points.size()));
   }
-  AddDifference("GPU", GpuNames(a.provenance), GpuNames(b.provenance),
-                comparison.provenance_differences);
-  AddDifference("driver", a.provenance.driver_version(), b.provenance.driver_version(),
-                comparison.provenance_differences);
-  AddDifference("CUDA runtime", a.provenance.cuda_runtime_version(),
-                b.provenance.cuda_runtime_version(), comparison.provenance_differences);
-  AddDifference("NCCL", a.provenance.nccl_version(), b.provenance.nccl_version(),
-                comparison.provenance_differences);
-  AddDifference("gpuprof", a.provenance.gpuprof_version(), b.provenance.gpuprof_version(),
-                comparison.provenance_differences);
-  AddDifference("host", a.provenance.hostname(), b.provenance.hostname(),
-                comparison.provenance_differences);
+  if (a.node_provenance.empty() && b.node_provenance.empty()) {
+    comparison.provenance_differences = ProvenanceDifferences(a.provenance, b.provenance);
+    return comparison;
+  }
+  for (const auto& [node_a, node_b] : node_pairs) {
+    for (const std::string& difference :
+         ProvenanceDifferences(ProvenanceOf(a, node_a), ProvenanceOf(b, node_b))) {
+      comparison.provenance_differences.push_back(
+          absl::StrCat(node_a.empty() ? a.id : node_a, " vs ", node_b.empty() ? b.id : node_b, ": ",
+                       difference));
+    }
+  }
   return comparison;
 }
 

@@ -4,6 +4,7 @@
 #ifndef GPUPROF_SWEEP_COMPARE_H_
 #define GPUPROF_SWEEP_COMPARE_H_
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,6 +23,10 @@ struct CompareSide {
   std::vector<v1::Experiment> points;
   // Of one finished point: where the figures were measured.
   v1::Provenance provenance;
+  // Across a fleet: the node each point ran on (parallel to `points`; empty for one daemon),
+  // and where each node measured (its provenance replaces `provenance` for its points).
+  std::vector<std::string> point_nodes;
+  std::map<std::string, v1::Provenance> node_provenance;
 };
 
 struct CompareOptions {
@@ -42,6 +47,9 @@ struct ComparedPoint {
   // The relative noise of the ratio: sqrt(noise_a^2 + noise_b^2).
   double noise = 0;
   Verdict verdict = Verdict::kSame;
+  // The nodes the two figures came from, when a side spans a fleet (else empty).
+  std::string node_a;
+  std::string node_b;
 };
 
 struct Comparison {
@@ -55,7 +63,8 @@ struct Comparison {
   int regressions = 0;
   // The largest significant regression, as a positive percentage (0 without one).
   double worst_regression_pct = 0;
-  // "GPU: NVIDIA H100 80GB HBM3 vs NVIDIA H200", "driver: 550.54 vs 560.28", ...
+  // "GPU: NVIDIA H100 80GB HBM3 vs NVIDIA H200", "driver: 550.54 vs 560.28", ...; across
+  // nodes, per pair of nodes whose points were compared: "gpu-a vs gpu-c: driver: ...".
   std::vector<std::string> provenance_differences;
 };
 

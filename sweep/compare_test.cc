@@ -129,5 +129,26 @@ TEST(Compare, StatesWhereTheProvenanceDiffers) {
               ElementsAre("GPU: NVIDIA H100 80GB HBM3 vs NVIDIA H200", "gpuprof: 0.4.0 vs 0.5.0"));
 }
 
+TEST(Compare, AcrossNodesSaysWhichPairOfNodesDiffersInWhat) {
+  // A fleet sweep spread over gpu-a and gpu-b, against one run on gpu-c.
+  CompareSide a =
+      Side("fsw-1", {IndexPoint(64, 4096, 1000, 0.01), IndexPoint(64, 8192, 1000, 0.01)});
+  a.point_nodes = {"gpu-a", "gpu-b"};
+  a.node_provenance["gpu-a"].set_driver_version("550.54");
+  a.node_provenance["gpu-b"].set_driver_version("560.28");
+  CompareSide b = Side("gpu-c/swp-000002",
+                       {IndexPoint(64, 8192, 1000, 0.01), IndexPoint(64, 4096, 1000, 0.01)});
+  b.point_nodes = {"gpu-c", "gpu-c"};
+  b.node_provenance["gpu-c"].set_driver_version("550.54");
+  const Comparison comparison = Compare(a, b, {});
+  ASSERT_EQ(comparison.points.size(), 2u);
+  EXPECT_EQ(comparison.points[0].node_a, "gpu-a");
+  EXPECT_EQ(comparison.points[0].node_b, "gpu-c");
+  EXPECT_EQ(comparison.points[1].node_a, "gpu-b");
+  EXPECT_EQ(comparison.points[1].node_b, "gpu-c");
+  EXPECT_THAT(comparison.provenance_differences,
+              ElementsAre("gpu-b vs gpu-c: driver: 560.28 vs 550.54"));
+}
+
 }  // namespace
 }  // namespace gpuprof::sweep

@@ -20,8 +20,8 @@ PACKAGES=(
   # GCC's ASan/UBSan/TSan runtimes for --config=asan and --config=tsan come with g++.
   clang libclang-rt-dev
   # Tools used by scripts and tests; openssl makes the TLS tests' certificates, gnuplot draws
-  # `gpuprof sweep plot` (and its test).
-  python3 sqlite3 curl ca-certificates openssl gnuplot-nox
+  # `gpuprof sweep plot` (and its test); iproute2 gives the fleet test its network namespaces.
+  python3 sqlite3 curl ca-certificates openssl gnuplot-nox iproute2
   # The Kubernetes manifests' check (deploy/k8s): Node.js and npm for the schema packages.
   nodejs
 )

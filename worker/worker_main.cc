@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "comm/nccl_communicator.h"
+#include "comm/nccl_tuning_log.h"
 #include "common/message_pipe.h"
 #include "common/version.h"
 #include "gpu/gpu_probe.h"
@@ -106,4 +107,8 @@ int Serve() {
 }  // namespace
 }  // namespace gpuprof::worker
 
-int main() { return gpuprof::worker::Serve(); }
+int main() {
+  // Before anything can call NCCL: its tuning log tells collectives which algorithm it chose.
+  gpuprof::comm::ProcessNcclTuningLog();
+  return gpuprof::worker::Serve();
+}

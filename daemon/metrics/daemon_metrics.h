@@ -53,9 +53,13 @@ class DaemonMetrics : public ManagerObserver {
   // Quota use of the users named in the access policy, and of everyone else as "other"
   // (gpu_hours_last_day unset for "other"): replaces the previous set.
   virtual void SetUserQuotaUse(const std::vector<v1::QuotaReport>& use) {}
+  // Client connections open now, and refused over --max_connections since the start.
+  virtual void SetConnections(int64_t live, int64_t refused_total) {}
   // Whether NVML telemetry is collected (false on machines without the driver).
   virtual void SetTelemetryAvailable(bool available) = 0;
   virtual void SetGpuTelemetry(const GpuTelemetry& telemetry) = 0;
+  // Each GPU's health and memory error counters, as ListGpus shows them.
+  virtual void SetGpuHealth(const v1::ListGpusResponse& gpus) {}
 };
 
 }  // namespace gpuprof::daemon

@@ -3,6 +3,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "gpu/nvml_devices.h"
 
 namespace gpuprof::daemon {
 
@@ -12,25 +13,10 @@ absl::StatusOr<std::unique_ptr<GpuTelemetryReader>> GpuTelemetryReader::Create(
     const std::vector<v1::GpuInfo>& gpus, const std::string& nvml_path) {
   absl::StatusOr<gpu::NvmlLibrary> library = gpu::NvmlLibrary::Load(nvml_path);
   if (!library.ok()) return library.status();
-  std::vector<std::pair<int, nvml::Device>> devices;
-  std::vector<std::string> unknown;
-  for (const v1::GpuInfo& gpu : gpus) {
-    absl::StatusOr<nvml::Device> device = absl::NotFoundError("no PCI bus id or UUID");
-    if (!gpu.pci_bus_id().empty()) device = library->DeviceByPciBusId(gpu.pci_bus_id());
-    if (!device.ok() && !gpu.uuid().empty()) device = library->DeviceByUuid(gpu.uuid());
-    if (device.ok()) {
-      devices.emplace_back(gpu.index(), *device);
-    } else {
-      unknown.push_back(absl::StrCat(gpu.index(), " (", device.status().message(), ")"));
-    }
-  }
-  if (devices.empty()) {
-    return absl::NotFoundError(
-        absl::StrCat("NVML knows none of the GPUs: ",
-                     unknown.empty() ? "none listed" : absl::StrJoin(unknown, ", ")));
-  }
+  absl::StatusOr<gpu::NvmlDevices> devices = gpu::FindNvmlDevices(*library, gpus);
+  if (!devices.ok()) return devices.status();
   return std::unique_ptr<GpuTelemetryReader>(
-      new GpuTelemetryReader(*std::move(library), std::move(devices)));
+      new GpuTelemetryReader(*std::move(library), std::move(devices->found)));
 }
 
 GpuTelemetryReader::GpuTelemetryReader(gpu::NvmlLibrary nvml,

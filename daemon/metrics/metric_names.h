@@ -21,6 +21,8 @@ inline constexpr char kGrpcRequests[] = "gpuprof_grpc_requests_total";
 inline constexpr char kStoreSizeBytes[] = "gpuprof_store_size_bytes";
 inline constexpr char kAccessRefusals[] = "gpuprof_access_refusals_total";
 inline constexpr char kPreemptions[] = "gpuprof_preemptions_total";
+inline constexpr char kConnections[] = "gpuprof_connections";
+inline constexpr char kConnectionsRefused[] = "gpuprof_connections_refused_total";
 // Per user: only users with a `users` entry in the access policy get their own series, everyone
 // else is summed as user="other", so the label set is bounded by the policy.
 inline constexpr char kUserQueuedExperiments[] = "gpuprof_user_queued_experiments";
@@ -48,6 +50,11 @@ inline constexpr char kGpuTemperature[] = "gpuprof_gpu_temperature_celsius";
 inline constexpr char kGpuPower[] = "gpuprof_gpu_power_watts";
 inline constexpr char kGpuThrottleReason[] = "gpuprof_gpu_throttle_reason_active";
 
+// GPU health (NVML Xid events and memory error counters).
+inline constexpr char kGpuHealthy[] = "gpuprof_gpu_healthy";
+inline constexpr char kGpuXidEvents[] = "gpuprof_gpu_xid_events_total";
+inline constexpr char kGpuMemoryErrors[] = "gpuprof_gpu_memory_errors";
+
 inline constexpr const char* kAll[] = {
     kUp,
     kBuildInfo,
@@ -63,6 +70,8 @@ inline constexpr const char* kAll[] = {
     kStoreSizeBytes,
     kAccessRefusals,
     kPreemptions,
+    kConnections,
+    kConnectionsRefused,
     kUserQueuedExperiments,
     kUserGpusInUse,
     kUserGpuHoursLastDay,
@@ -81,6 +90,9 @@ inline constexpr const char* kAll[] = {
     kGpuTemperature,
     kGpuPower,
     kGpuThrottleReason,
+    kGpuHealthy,
+    kGpuXidEvents,
+    kGpuMemoryErrors,
 };
 
 }  // namespace gpuprof::daemon::metric_names

@@ -7,7 +7,8 @@
 
 namespace gpuprof::daemon {
 
-MetricsExporter::MetricsExporter(absl::string_view version) : metrics_(version) {}
+MetricsExporter::MetricsExporter(absl::string_view version, std::string nvml_path)
+    : metrics_(version), nvml_path_(std::move(nvml_path)) {}
 
 MetricsExporter::~MetricsExporter() { Stop(); }
 
@@ -26,7 +27,7 @@ absl::Status MetricsExporter::Start(ExperimentManager* manager, const std::strin
     std::fprintf(stderr, "gpuprofd: no GPUs, so no GPU telemetry metrics\n");
   } else {
     const std::vector<v1::GpuInfo> gpus(inventory.gpus().begin(), inventory.gpus().end());
-    auto reader = GpuTelemetryReader::Create(gpus);
+    auto reader = GpuTelemetryReader::Create(gpus, nvml_path_);
     if (reader.ok()) {
       telemetry_ = *std::move(reader);
     } else {
@@ -57,7 +58,11 @@ void MetricsExporter::Stop() {
 void MetricsExporter::SampleOnce() {
   metrics_.SetQueuedExperiments(manager_->queued_count());
   metrics_.SetGpuLeases(manager_->GpuLeases());
+  metrics_.SetGpuHealth(manager_->ListGpus());
   metrics_.SetUserQuotaUse(manager_->QuotaUseForMetrics());
+  if (connections_ != nullptr) {
+    metrics_.SetConnections(connections_->live(), connections_->refused());
+  }
   // A failed size query keeps the last value: the store's errors surface elsewhere.
   if (absl::StatusOr<int64_t> size = manager_->StoreSizeBytes(); size.ok()) {
     metrics_.SetStoreSizeBytes(*size);

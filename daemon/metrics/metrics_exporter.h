@@ -13,6 +13,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "daemon/connection_limit.h"
 #include "daemon/experiment_manager.h"
 #include "daemon/metrics/gpu_telemetry_reader.h"
 #include "daemon/metrics/prometheus_daemon_metrics.h"
@@ -26,7 +27,9 @@ class MetricsExporter {
   // keeps the gauges fresh for short scrape intervals.
   static constexpr absl::Duration kDefaultSampleInterval = absl::Seconds(2);
 
-  explicit MetricsExporter(absl::string_view version);
+  // `nvml_path`: the NVML library telemetry is read through.
+  explicit MetricsExporter(absl::string_view version,
+                           std::string nvml_path = "libnvidia-ml.so.1");
   // Stops sampling and serving.
   ~MetricsExporter();
   MetricsExporter(const MetricsExporter&) = delete;
@@ -40,6 +43,9 @@ class MetricsExporter {
   // can (logging why not), takes a first sample and starts the sampler thread.
   absl::Status Start(ExperimentManager* manager, const std::string& address,
                      absl::Duration sample_interval = kDefaultSampleInterval);
+  // Samples the connection count and refusals of `limit` too; call before Start. `limit` must
+  // outlive Stop.
+  void SampleConnections(ConnectionLimit* limit) { connections_ = limit; }
   // The bound port, 0 before Start.
   int port() const { return metrics_.port(); }
   // Reports the daemon down and stops the sampler; call before the manager shuts down.
@@ -51,7 +57,9 @@ class MetricsExporter {
   void SampleLoop(absl::Duration interval);
 
   PrometheusDaemonMetrics metrics_;
+  const std::string nvml_path_;
   ExperimentManager* manager_ = nullptr;
+  ConnectionLimit* connections_ = nullptr;
   std::unique_ptr<GpuTelemetryReader> telemetry_;  // null without NVML
 
   absl::Mutex mutex_;

@@ -1,5 +1,7 @@
 #include "daemon/metrics/prometheus_daemon_metrics.h"
 
+#include "daemon/gpu_faults.h"
+
 #include <algorithm>
 #include <exception>
 #include <optional>
@@ -188,6 +190,18 @@ PrometheusDaemonMetrics::PrometheusDaemonMetrics(absl::string_view version)
                              "again.")
                        .Register(*registry_)
                        .Add({})),
+      connections_(prometheus::BuildGauge()
+                       .Name(metric_names::kConnections)
+                       .Help("Client connections open (unix socket and TCP), counted against "
+                             "--max_connections.")
+                       .Register(*registry_)
+                       .Add({})),
+      connections_refused_(prometheus::BuildCounter()
+                               .Name(metric_names::kConnectionsRefused)
+                               .Help("Client connections closed at accept because "
+                                     "--max_connections were open.")
+                               .Register(*registry_)
+                               .Add({})),
       user_queued_(prometheus::BuildGauge()
                        .Name(metric_names::kUserQueuedExperiments)
                        .Help("QUEUED experiments per user (users named in the access policy; "
@@ -282,7 +296,26 @@ PrometheusDaemonMetrics::PrometheusDaemonMetrics(absl::string_view version)
                                .Name(metric_names::kGpuThrottleReason)
                                .Help("1 while the reason holds the GPU's clocks below their "
                                      "maximum (NVML clocks event reasons), else 0.")
-                               .Register(*registry_)) {
+                               .Register(*registry_)),
+      gpu_healthy_(prometheus::BuildGauge()
+                       .Name(metric_names::kGpuHealthy)
+                       .Help("1 while the GPU is healthy, 0 while it is drained by a hardware "
+                             "fault until an admin clears it; no series when its health is "
+                             "not watched (no NVML).")
+                       .Register(*registry_)),
+      gpu_xid_events_(prometheus::BuildCounter()
+                          .Name(metric_names::kGpuXidEvents)
+                          .Help("Xid events the driver reported, by GPU and class "
+                                "(application, hardware, other).")
+                          .Register(*registry_)),
+      gpu_memory_errors_(prometheus::BuildGauge()
+                             .Name(metric_names::kGpuMemoryErrors)
+                             .Help("Memory error counters as NVML reports them, by kind: "
+                                   "volatile ECC errors (ecc_corrected, ecc_uncorrected), "
+                                   "retired pages (retired_single_bit, retired_double_bit), "
+                                   "remapped rows (remapped_correctable, "
+                                   "remapped_uncorrectable).")
+                             .Register(*registry_)) {
   up_.Set(1);
   build_info_.Add({{"version", std::string(version)}}).Set(1);
   // Every bounded combination starts at zero, so that rate() and increase() see the first
@@ -417,6 +450,56 @@ void PrometheusDaemonMetrics::SetUserQuotaUse(const std::vector<v1::QuotaReport>
 }
 
 void PrometheusDaemonMetrics::Preempted() { preemptions_.Increment(); }
+
+void PrometheusDaemonMetrics::SetConnections(int64_t live, int64_t refused_total) {
+  connections_.Set(static_cast<double>(live));
+  // The limit keeps a running total; the counter takes what is new since the last sample.
+  absl::MutexLock lock(&connections_mutex_);
+  if (refused_total > connections_refused_reported_) {
+    connections_refused_.Increment(
+        static_cast<double>(refused_total - connections_refused_reported_));
+    connections_refused_reported_ = refused_total;
+  }
+}
+
+void PrometheusDaemonMetrics::GpuXid(int gpu, v1::GpuFaultClass fault_class) {
+  gpu_xid_events_.Add({{"gpu", absl::StrCat(gpu)}, {"class", FaultClassLabel(fault_class)}})
+      .Increment();
+}
+
+void PrometheusDaemonMetrics::SetGpuHealth(const v1::ListGpusResponse& gpus) {
+  for (const v1::GpuInfo& info : gpus.gpus()) {
+    const std::string gpu = absl::StrCat(info.index());
+    const Labels labels = {{"gpu", gpu}};
+    SetOrRemove(gpu_healthy_, labels,
+                info.health() == v1::GPU_HEALTH_UNSPECIFIED
+                    ? std::nullopt
+                    : std::optional<double>(info.health() == v1::GPU_HEALTH_HEALTHY ? 1 : 0));
+    // The Xid counter starts at zero for every class once a GPU is watched, so that
+    // increase() sees the first event.
+    if (info.health() != v1::GPU_HEALTH_UNSPECIFIED) {
+      for (auto fault_class : {v1::GPU_FAULT_CLASS_APPLICATION, v1::GPU_FAULT_CLASS_HARDWARE,
+                               v1::GPU_FAULT_CLASS_OTHER}) {
+        gpu_xid_events_.Add({{"gpu", gpu}, {"class", FaultClassLabel(fault_class)}});
+      }
+    }
+    const v1::GpuMemoryErrors& errors = info.memory_errors();
+    const bool read = info.has_memory_errors();
+    const std::pair<const char*, int64_t> counters[] = {
+        {"ecc_corrected", errors.ecc_corrected()},
+        {"ecc_uncorrected", errors.ecc_uncorrected()},
+        {"retired_single_bit", errors.retired_pages_single_bit()},
+        {"retired_double_bit", errors.retired_pages_double_bit()},
+        {"remapped_correctable", errors.remapped_rows_correctable()},
+        {"remapped_uncorrectable", errors.remapped_rows_uncorrectable()},
+    };
+    for (const auto& [kind, value] : counters) {
+      SetOrRemove(gpu_memory_errors_, {{"gpu", gpu}, {"kind", kind}},
+                  read && value >= 0 ? std::optional<double>(static_cast<double>(value))
+                                     : std::nullopt);
+    }
+  }
+}
 
 void PrometheusDaemonMetrics::RpcFinished(absl::string_view method, grpc::StatusCode code) {
   grpc_requests_.Add({{"method", std::string(method)}, {"code", GrpcCodeLabel(code)}}).Increment();

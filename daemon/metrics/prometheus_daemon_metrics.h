@@ -51,6 +51,7 @@ class PrometheusDaemonMetrics final : public DaemonMetrics {
   void WorkerFailed(bool timed_out) override;
   void Refused(const std::string& reason) override;
   void Preempted() override;
+  void GpuXid(int gpu, v1::GpuFaultClass fault_class) override;
 
   // DaemonMetrics.
   void RpcFinished(absl::string_view method, grpc::StatusCode code) override;
@@ -59,8 +60,10 @@ class PrometheusDaemonMetrics final : public DaemonMetrics {
   void SetGpuLeases(const std::map<int, std::string>& leases) override;
   void SetStoreSizeBytes(int64_t bytes) override;
   void SetUserQuotaUse(const std::vector<v1::QuotaReport>& use) override;
+  void SetConnections(int64_t live, int64_t refused_total) override;
   void SetTelemetryAvailable(bool available) override;
   void SetGpuTelemetry(const GpuTelemetry& telemetry) override;
+  void SetGpuHealth(const v1::ListGpusResponse& gpus) override;
 
  private:
   void RecordResult(const v1::Experiment& experiment);
@@ -82,6 +85,10 @@ class PrometheusDaemonMetrics final : public DaemonMetrics {
   prometheus::Family<prometheus::Counter>& grpc_requests_;
   prometheus::Family<prometheus::Counter>& access_refusals_;
   prometheus::Counter& preemptions_;
+  prometheus::Gauge& connections_;
+  prometheus::Counter& connections_refused_;
+  absl::Mutex connections_mutex_;
+  int64_t connections_refused_reported_ ABSL_GUARDED_BY(connections_mutex_) = 0;
   prometheus::Family<prometheus::Gauge>& user_queued_;
   prometheus::Family<prometheus::Gauge>& user_gpus_;
   prometheus::Family<prometheus::Gauge>& user_gpu_hours_;
@@ -107,6 +114,11 @@ class PrometheusDaemonMetrics final : public DaemonMetrics {
   prometheus::Family<prometheus::Gauge>& gpu_temperature_;
   prometheus::Family<prometheus::Gauge>& gpu_power_;
   prometheus::Family<prometheus::Gauge>& gpu_throttle_reason_;
+
+  // GPU health.
+  prometheus::Family<prometheus::Gauge>& gpu_healthy_;
+  prometheus::Family<prometheus::Counter>& gpu_xid_events_;
+  prometheus::Family<prometheus::Gauge>& gpu_memory_errors_;
 
   mutable absl::Mutex mutex_;
   std::vector<int> gpu_indices_ ABSL_GUARDED_BY(mutex_);

@@ -119,6 +119,10 @@ TEST(PrometheusDaemonMetricsTest, NamesFollowPrometheusRules) {
   policy_user.set_user("policy-user");
   policy_user.set_gpu_hours_last_day(1.5);
   metrics.SetUserQuotaUse({policy_user});
+  v1::ListGpusResponse health = inventory;
+  health.mutable_gpus(0)->set_health(v1::GPU_HEALTH_HEALTHY);
+  health.mutable_gpus(0)->mutable_memory_errors()->set_ecc_corrected(0);
+  metrics.SetGpuHealth(health);
 
   std::set<std::string> families;
   for (absl::string_view line : absl::StrSplit(metrics.ExpositionText(), '\n')) {
@@ -357,6 +361,35 @@ TEST(PrometheusDaemonMetricsTest, ServesTheScrapeOnLoopback) {
   PrometheusDaemonMetrics second("1.2.3");
   const absl::Status taken = second.Serve(absl::StrCat("127.0.0.1:", metrics.port()));
   EXPECT_EQ(taken.code(), absl::StatusCode::kUnavailable) << taken;
+}
+
+TEST(PrometheusDaemonMetricsTest, GpuHealthXidsAndMemoryErrorsPerGpu) {
+  PrometheusDaemonMetrics metrics("1.2.3");
+  v1::ListGpusResponse gpus;
+  v1::GpuInfo& healthy = *gpus.add_gpus();
+  healthy.set_index(0);
+  healthy.set_health(v1::GPU_HEALTH_HEALTHY);
+  healthy.mutable_memory_errors()->set_ecc_uncorrected(2);
+  healthy.mutable_memory_errors()->set_remapped_rows_correctable(-1);  // unreadable
+  v1::GpuInfo& drained = *gpus.add_gpus();
+  drained.set_index(1);
+  drained.set_health(v1::GPU_HEALTH_UNHEALTHY);
+  gpus.add_gpus()->set_index(2);  // not watched
+  metrics.SetGpuHealth(gpus);
+  metrics.GpuXid(1, v1::GPU_FAULT_CLASS_HARDWARE);
+  metrics.GpuXid(1, v1::GPU_FAULT_CLASS_HARDWARE);
+
+  const std::string text = metrics.ExpositionText();
+  const auto samples = ParseSamples(text);
+  EXPECT_EQ(ValueOf(samples, R"(gpuprof_gpu_healthy{gpu="0"})"), 1);
+  EXPECT_EQ(ValueOf(samples, R"(gpuprof_gpu_healthy{gpu="1"})"), 0);
+  EXPECT_EQ(text.find(R"(gpuprof_gpu_healthy{gpu="2"})"), std::string::npos);
+  EXPECT_EQ(ValueOf(samples, R"(gpuprof_gpu_xid_events_total{class="hardware",gpu="1"})"), 2);
+  EXPECT_EQ(ValueOf(samples, R"(gpuprof_gpu_xid_events_total{class="application",gpu="0"})"), 0);
+  EXPECT_EQ(ValueOf(samples, R"(gpuprof_gpu_memory_errors{gpu="0",kind="ecc_uncorrected"})"), 2);
+  EXPECT_EQ(text.find(R"(kind="remapped_correctable")"), std::string::npos);
+  // GPU 1 has no reading: no memory error series.
+  EXPECT_EQ(text.find(R"(gpuprof_gpu_memory_errors{gpu="1")"), std::string::npos);
 }
 
 }  // namespace

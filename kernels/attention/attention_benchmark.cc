@@ -25,6 +25,7 @@
 #include "common/cuda_status.h"
 #include "common/status_macros.h"
 #include "kernels/attention/attention_params.h"
+#include "kernels/attention/cudnn_attention.h"
 #include "kernels/attention/device_attention_problem.h"
 #include "kernels/attention/decode.h"
 #include "kernels/attention/prefill.h"
@@ -116,6 +117,28 @@ struct Row {
   int splits = 0;
 };
 
+// cuDNN's fused attention on the same problem, as one more row; a shape cuDNN has no engine
+// for is printed with cuDNN's reason instead.
+absl::Status AddCudnnRow(Bench& bench, const DeviceAttentionProblem& d, const std::string& kind,
+                         const std::string& shape_name, int warmup, int samples,
+                         std::vector<Row>& rows) {
+  auto cudnn = CudnnAttention::Create(d.problem, d.layout);
+  if (!cudnn.ok()) {
+    std::printf("  cudnn %s %s: %s\n", kind.c_str(), shape_name.c_str(),
+                cudnn.status().ToString().c_str());
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(Timing t, bench.Time([&] { return (*cudnn)->Run(bench.stream()); }, warmup,
+                                        samples));
+  rows.push_back(Row{.kind = "cudnn " + kind,
+                     .shape = shape_name,
+                     .config = (*cudnn)->info().ToString(),
+                     .timing = t,
+                     .flops = AttentionFlops(d.problem.shape, d.problem.lengths),
+                     .bytes = AttentionBytes(d.problem.shape, d.problem.lengths)});
+  return absl::OkStatus();
+}
+
 absl::Status Run(bool quick, const std::string& table_path) {
   int device = 0;
   CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
@@ -184,6 +207,7 @@ absl::Status Run(bool quick, const std::string& table_path) {
               .flops = AttentionFlops(shape, d.problem.lengths),
               .bytes = AttentionBytes(shape, d.problem.lengths)});
     }
+    RETURN_IF_ERROR(AddCudnnRow(bench, d, "prefill", rows.back().shape, 2, samples, rows));
     std::printf("  done %s %s\n", rows.back().kind.c_str(), rows.back().shape.c_str());
     std::fflush(stdout);
   }
@@ -226,6 +250,7 @@ absl::Status Run(bool quick, const std::string& table_path) {
                          .bytes = AttentionBytes(shape, d.problem.lengths),
                          .splits = info.plan.num_splits});
     }
+    RETURN_IF_ERROR(AddCudnnRow(bench, d, "decode", rows.back().shape, 3, quick ? 20 : 50, rows));
     std::printf("  done decode %s\n", rows.back().shape.c_str());
     std::fflush(stdout);
   }

@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "kernels/attention/attention_check.h"
 #include "kernels/attention/attention_params.h"
+#include "kernels/attention/cudnn_attention.h"
 #include "kernels/attention/device_attention_problem.h"
 #include "kernels/attention/decode.h"
 #include "kernels/attention/prefill.h"
@@ -41,6 +42,7 @@ struct AttentionCase {
   std::vector<int32_t> q_lens;
   std::vector<int32_t> kv_lens;
   std::vector<int> splits = {1};  // decode only; 0 = heuristic
+  bool cudnn_refuses = false;     // cuDNN cases: expected to have no engine
 };
 
 void PrintTo(const AttentionCase& c, std::ostream* os) { *os << c.name; }
@@ -183,6 +185,56 @@ INSTANTIATE_TEST_SUITE_P(
                       true, {8, 2}, {8, 3000}, {1, 0}},
         AttentionCase{"d128_gqa8_bf16_page1_spec_noncausal", 16, 2, 128, 1,
                       AttentionDtype::kBf16, false, {2, 2}, {700, 64}, {1, 4}}),
+    [](const ::testing::TestParamInfo<AttentionCase>& info) { return info.param.name; });
+// clang-format on
+
+// ---------------------------------------------------------------------------------------------
+// cuDNN's fused attention on the same paged inputs, against the same reference. A case cuDNN
+// has no engine for must say so with cuDNN's reason; the others must match.
+
+class CudnnGpuTest : public AttentionGpuTest {};
+
+TEST_P(CudnnGpuTest, MatchesReferenceOrSaysWhyNot) {
+  const auto version = CudnnVersion();
+  if (!version.ok()) GTEST_SKIP() << version.status();
+  const AttentionCase& c = GetParam();
+  ASSERT_OK_AND_ASSIGN(d, MakeDeviceAttentionProblem(
+                              ShapeOf(c), SequenceLengths{.q_lens = c.q_lens, .kv_lens = c.kv_lens},
+                              /*seed=*/c.q_lens.size() * 71 + c.head_dim));
+  ASSERT_OK(LaunchReferenceAttention(d.ReferenceProblem(), stream_.get()));
+  ASSERT_OK(PoisonBuffer(d.out, stream_.get()));
+  ASSERT_OK(PoisonBuffer(d.out_lse, stream_.get()));
+  const auto cudnn = CudnnAttention::Create(d.problem, d.layout);
+  if (c.cudnn_refuses) {
+    ASSERT_FALSE(cudnn.ok()) << c.name << " was expected to be refused by cuDNN " << *version;
+    EXPECT_NE(cudnn.status().message().find("cuDNN"), std::string::npos) << cudnn.status();
+    std::printf("[cudnn] %s refused: %s\n", c.name.c_str(), cudnn.status().ToString().c_str());
+    return;
+  }
+  ASSERT_TRUE(cudnn.ok()) << c.name << ": " << cudnn.status();
+  ASSERT_OK((*cudnn)->Run(stream_.get()));
+  ASSERT_OK(stream_.Synchronize());
+  ExpectMatchesReference(d, c.name + " (" + (*cudnn)->info().ToString() + ")");
+}
+
+// clang-format off
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, CudnnGpuTest,
+    ::testing::Values(
+        AttentionCase{"prefill_d128_gqa4_causal_bf16_page16_ragged", 8, 2, 128, 16,
+                      AttentionDtype::kBf16, true, {1, 100, 257, 512}, {1, 100, 257, 512}},
+        AttentionCase{"prefill_d64_gqa1_noncausal_fp16_page16_qshort", 4, 4, 64, 16,
+                      AttentionDtype::kFp16, false, {64, 130}, {64, 300}},
+        AttentionCase{"prefill_d128_gqa8_causal_fp16_page64_chunked", 8, 1, 128, 64,
+                      AttentionDtype::kFp16, true, {37, 128, 200}, {500, 128, 1000}},
+        AttentionCase{"prefill_d128_gqa8_causal_bf16_page16_long", 32, 4, 128, 16,
+                      AttentionDtype::kBf16, true, {1024}, {1024}},
+        AttentionCase{"decode_d128_gqa4_bf16_page16_ragged", 32, 8, 128, 16, AttentionDtype::kBf16,
+                      true, {1, 1, 1, 1, 1}, {1, 17, 1000, 4096, 333}},
+        AttentionCase{"decode_d128_gqa8_fp16_page64", 8, 1, 128, 64, AttentionDtype::kFp16, false,
+                      {1, 1}, {8000, 100}},
+        AttentionCase{"decode_d128_gqa4_bf16_page16_spec_causal", 16, 4, 128, 16,
+                      AttentionDtype::kBf16, true, {4, 8, 1}, {100, 900, 50}}),
     [](const ::testing::TestParamInfo<AttentionCase>& info) { return info.param.name; });
 // clang-format on
 

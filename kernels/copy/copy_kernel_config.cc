@@ -70,18 +70,34 @@ absl::StatusOr<CopyKernelConfig> ChooseCopyKernelConfig(const CopyKernelRequest&
       config.num_splits *= 2;
     }
   }
+  // Gathers with many tokens (whole rows per warp so far). Measured on an H100 over every
+  // hidden size of released models at 4Ki-64Ki tokens against torch.index_select
+  // (docs/benchmarks/RESULTS.md, "Retuning the gather's launch"):
+  //  - rows of 2-8 KiB: four warps per row in 256-thread blocks. At 4Ki tokens the working set
+  //    is L2-resident and the kernel waits on latency, so four times the warps took 3-6 KiB
+  //    rows from 101-110% to 107-130% of the copy bandwidth (h2048: 10.7 -> 8.8 us); at 16Ki-
+  //    64Ki tokens it is 0-1% faster. A 2 KiB row would split below two vectors a lane (slower).
+  //  - rows above 8 KiB: 128-thread blocks; 512-thread blocks were 1-2% slower there.
+  //  - rows up to 2 KiB (and 2-8 KiB rows that do not split in four): 512-thread blocks,
+  //    1-2% faster than 128 (H200, 2 and 8 KiB rows).
+  const bool choose_launch = request.num_splits == 0 && request.threads == 0;
+  const bool many_tokens =
+      config.num_splits == 1 &&
+      request.num_tokens >= int64_t{kTargetWarpsPerSm} * std::max(request.sm_count, 1);
+  const bool gather_many_rows = request.kind == CopyKernelKind::kIndex && many_tokens;
+  int chosen_threads = kDefaultThreadsPerBlock;
+  if (gather_many_rows && choose_launch && request.row_bytes > kLargeBatchMaxRowBytes &&
+      request.row_bytes <= kSplitRowMaxBytes &&
+      SplitFits(request.row_bytes, kMediumRowSplits) &&
+      request.max_occupancy * kMediumRowThreadsPerBlock <= 2048) {
+    config.num_splits = kMediumRowSplits;
+    chosen_threads = kMediumRowThreadsPerBlock;
+  } else if (gather_many_rows && request.row_bytes <= kSplitRowMaxBytes &&
+             request.max_occupancy * kLargeBatchThreadsPerBlock <= 2048) {
+    chosen_threads = kLargeBatchThreadsPerBlock;
+  }
   config.vec_bytes = WidestVectorBytes(request.row_bytes / config.num_splits);
-  // Gathers with whole rows per warp and warps to spare: 512-thread blocks measured 1-2%
-  // faster on an H200 (16k-64k rows of 8 KiB), while the scatter measured 1-1.5% slower with
-  // them, so it keeps 128. Few warps: small blocks spread them over more SMs. (Only where a
-  // requested occupancy still fits an SM's 2048 threads with the big blocks.)
-  const bool many_whole_rows =
-      request.kind == CopyKernelKind::kIndex && config.num_splits == 1 &&
-      request.num_tokens >= int64_t{kTargetWarpsPerSm} * std::max(request.sm_count, 1) &&
-      request.max_occupancy * kLargeBatchThreadsPerBlock <= 2048;
-  config.threads = request.threads != 0 ? request.threads
-                   : many_whole_rows    ? kLargeBatchThreadsPerBlock
-                                        : kDefaultThreadsPerBlock;
+  config.threads = request.threads != 0 ? request.threads : chosen_threads;
   if (config.threads % 32 != 0 || config.threads < 32 || config.threads > 1024) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "%s.threads: got %d; must be a multiple of 32 in [32, 1024]", prefix, config.threads));

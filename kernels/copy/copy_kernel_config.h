@@ -57,6 +57,13 @@ struct LaunchShape {
 inline constexpr int kDefaultThreadsPerBlock = 128;
 // Index (gather) blocks when many tokens each get a whole row per warp.
 inline constexpr int kLargeBatchThreadsPerBlock = 512;
+// ... for rows up to this size; longer rows keep kDefaultThreadsPerBlock.
+inline constexpr int64_t kLargeBatchMaxRowBytes = 2048;
+// Gathers of many rows longer than kLargeBatchMaxRowBytes and up to this size split each row
+// over kMediumRowSplits warps in blocks of kMediumRowThreadsPerBlock.
+inline constexpr int64_t kSplitRowMaxBytes = 8192;
+inline constexpr int kMediumRowSplits = 4;
+inline constexpr int kMediumRowThreadsPerBlock = 256;
 inline constexpr int kMaxSplits = 32;
 // The automatic split count adds warps until about this many per multiprocessor exist.
 inline constexpr int kTargetWarpsPerSm = 16;

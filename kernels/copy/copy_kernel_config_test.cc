@@ -23,15 +23,15 @@ TEST(WidestVectorBytesTest, LargestPowerOfTwoUpToSixteenThatDivides) {
   EXPECT_EQ(WidestVectorBytes(3), 1);
 }
 
-TEST(ChooseCopyKernelConfigTest, ManyTokensCopyWholeRowsPerWarp) {
-  auto config = ChooseCopyKernelConfig(IndexRequest(8192, 16384));
+TEST(ChooseCopyKernelConfigTest, ManyTokensOfShortRowsCopyWholeRowsInBigBlocks) {
+  auto config = ChooseCopyKernelConfig(IndexRequest(2048, 16384));
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->num_splits, 1);
   EXPECT_EQ(config->vec_bytes, 16);
   EXPECT_EQ(config->threads, kLargeBatchThreadsPerBlock);
   EXPECT_EQ(config->max_occupancy, 1);
   // An occupancy that 512-thread blocks cannot reach keeps the small blocks.
-  CopyKernelRequest request = IndexRequest(8192, 16384);
+  CopyKernelRequest request = IndexRequest(2048, 16384);
   request.max_occupancy = 8;
   config = ChooseCopyKernelConfig(request);
   ASSERT_TRUE(config.ok()) << config.status();
@@ -42,6 +42,53 @@ TEST(ChooseCopyKernelConfigTest, ManyTokensCopyWholeRowsPerWarp) {
   config = ChooseCopyKernelConfig(request);
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->threads, kDefaultThreadsPerBlock);
+  EXPECT_EQ(config->num_splits, 1);
+}
+
+TEST(ChooseCopyKernelConfigTest, ManyTokensOfMediumRowsSplitInFour) {
+  // 3, 4.5 and 8 KiB rows (hidden 1536, 2304, 4096 in bf16) at 4Ki tokens and more.
+  for (int64_t row_bytes : {3072, 4608, 8192}) {
+    for (int64_t tokens : {4096, 65536}) {
+      auto config = ChooseCopyKernelConfig(IndexRequest(row_bytes, tokens));
+      ASSERT_TRUE(config.ok()) << config.status();
+      EXPECT_EQ(config->num_splits, kMediumRowSplits) << row_bytes << " x " << tokens;
+      EXPECT_EQ(config->threads, kMediumRowThreadsPerBlock) << row_bytes << " x " << tokens;
+      EXPECT_EQ(config->vec_bytes, 16);
+    }
+  }
+  // An explicit thread count or split count is the caller's choice: no automatic split.
+  CopyKernelRequest request = IndexRequest(4096, 16384);
+  request.threads = 128;
+  auto config = ChooseCopyKernelConfig(request);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->num_splits, 1);
+  EXPECT_EQ(config->threads, 128);
+  request = IndexRequest(4096, 16384);
+  request.num_splits = 1;
+  config = ChooseCopyKernelConfig(request);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->num_splits, 1);
+  EXPECT_EQ(config->threads, kLargeBatchThreadsPerBlock);
+  // A row whose quarter would leave a lane less than one vector keeps whole rows.
+  config = ChooseCopyKernelConfig(IndexRequest(4095 * 2, 100000));
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->num_splits, 1);
+  EXPECT_EQ(config->threads, kLargeBatchThreadsPerBlock);
+  // The store keeps whole rows.
+  request = IndexRequest(4096, 65536);
+  request.kind = CopyKernelKind::kStore;
+  config = ChooseCopyKernelConfig(request);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->num_splits, 1);
+}
+
+TEST(ChooseCopyKernelConfigTest, ManyTokensOfLongRowsUseSmallBlocks) {
+  for (int64_t row_bytes : {10240, 16384, 32768}) {
+    auto config = ChooseCopyKernelConfig(IndexRequest(row_bytes, 16384));
+    ASSERT_TRUE(config.ok()) << config.status();
+    EXPECT_EQ(config->num_splits, 1) << row_bytes;
+    EXPECT_EQ(config->threads, kDefaultThreadsPerBlock) << row_bytes;
+  }
 }
 
 TEST(ChooseCopyKernelConfigTest, FewTokensSplitRowsUntilEveryLaneHasOneVector) {

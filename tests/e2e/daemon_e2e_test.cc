@@ -6,8 +6,11 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <chrono>
 #include <map>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gmock/gmock.h>
@@ -15,6 +18,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "grpcpp/grpcpp.h"
 #include <sys/wait.h>
 #include "tests/testing/daemon_harness.h"
 
@@ -272,6 +276,123 @@ TEST_F(DaemonE2eTest, CancelQueuedAndRunning) {
   EXPECT_THAT(again.err, HasSubstr("already ended: CANCELLED"));
   const std::string next = SubmitDetached(kSmallRadix, "tester");
   EXPECT_EQ(WaitUntilEnded(next).state(), v1::FINISHED);
+}
+
+// Many clients submitting, watching and cancelling at once over gRPC: a queued experiment's
+// cancel is committed without the manager's lock, so watchers that attach meanwhile, second
+// cancels and restarts must still see every experiment whole: QUEUED then CANCELLED, once each.
+TEST_F(DaemonE2eTest, ConcurrentSubmitsWatchesAndCancelsKeepEveryStreamWhole) {
+  // Holds the only CPU slot, so every experiment below stays queued until cancelled.
+  const std::string blocker =
+      SubmitDetached(With(kSmallRadix, {"--label", "gpuprof.fault=hang"}), "tester");
+  ASSERT_EQ(WaitForState(blocker, v1::RUNNING).state(), v1::RUNNING);
+
+  constexpr int kClients = 16;
+  constexpr int kRounds = 6;
+  std::mutex mutex;
+  std::vector<std::string> cancelled_ids;
+  std::vector<std::string> failures;
+  const auto fail = [&](const std::string& what) {
+    std::lock_guard<std::mutex> lock(mutex);
+    failures.push_back(what);
+  };
+  std::vector<std::thread> clients;
+  for (int client = 0; client < kClients; ++client) {
+    clients.emplace_back([&, client] {
+      auto stub = daemon_->NewStub();
+      const auto deadline = [] {
+        return std::chrono::system_clock::now() + std::chrono::seconds(120);
+      };
+      for (int round = 0; round < kRounds; ++round) {
+        v1::ExperimentRequest request;
+        request.mutable_radix()->set_num_requests(100);
+        request.set_user(absl::StrCat("client-", client));
+        grpc::ClientContext submit_context;
+        submit_context.set_deadline(deadline());
+        auto submit = stub->Submit(&submit_context, request);
+        v1::ExperimentEvent ack;
+        if (!submit->Read(&ack)) {
+          fail(absl::StrCat("submit: ", submit->Finish().error_message()));
+          return;
+        }
+        submit_context.TryCancel();
+        submit->Finish().IgnoreError();
+        const std::string id = ack.experiment_id();
+
+        // Watch and cancel race: the watch may attach before, during or after the cancel.
+        grpc::ClientContext watch_context;
+        watch_context.set_deadline(deadline());
+        v1::WatchRequest watch_request;
+        watch_request.set_experiment_id(id);
+        auto watch = stub->Watch(&watch_context, watch_request);
+        grpc::ClientContext cancel_context;
+        cancel_context.set_deadline(deadline());
+        v1::CancelRequest cancel;
+        cancel.set_experiment_id(id);
+        v1::Experiment cancelled;
+        const grpc::Status cancel_status = stub->Cancel(&cancel_context, cancel, &cancelled);
+        if (!cancel_status.ok() || cancelled.state() != v1::CANCELLED) {
+          fail(absl::StrCat("cancel ", id, ": ", cancel_status.error_message(), " state ",
+                            v1::ExperimentState_Name(cancelled.state())));
+        }
+        std::vector<std::string> seen;
+        v1::ExperimentEvent event;
+        while (watch->Read(&event)) {
+          seen.push_back(absl::StrCat(event.seq(), ":",
+                                      event.has_state()
+                                          ? v1::ExperimentState_Name(event.state().state())
+                                          : "other"));
+        }
+        const grpc::Status watch_status = watch->Finish();
+        const std::string stream = absl::StrJoin(seen, ",");
+        if (!watch_status.ok() || stream != "1:QUEUED,2:CANCELLED") {
+          fail(absl::StrCat("watch ", id, ": [", stream, "] ", watch_status.error_message()));
+        }
+
+        grpc::ClientContext again_context;
+        again_context.set_deadline(deadline());
+        v1::Experiment ignored;
+        const grpc::Status again = stub->Cancel(&again_context, cancel, &ignored);
+        if (again.error_code() != grpc::StatusCode::FAILED_PRECONDITION) {
+          fail(absl::StrCat("second cancel of ", id, ": code ", again.error_code(), " ",
+                            again.error_message()));
+        }
+        std::lock_guard<std::mutex> lock(mutex);
+        cancelled_ids.push_back(id);
+      }
+    });
+  }
+  for (std::thread& client : clients) client.join();
+  EXPECT_THAT(failures, ::testing::IsEmpty());
+  ASSERT_EQ(cancelled_ids.size(), size_t{kClients * kRounds});
+
+  // Each submit and each cancel is in the audit trail once.
+  auto stub = daemon_->NewStub();
+  for (const std::string& id : {cancelled_ids.front(), cancelled_ids.back()}) {
+    grpc::ClientContext context;
+    v1::ListAuditRequest request;
+    request.set_experiment_id(id);
+    v1::ListAuditResponse audit;
+    ASSERT_TRUE(stub->ListAudit(&context, request, &audit).ok());
+    std::vector<std::string> actions;
+    for (const v1::AuditEntry& entry : audit.entries()) actions.push_back(entry.action());
+    std::sort(actions.begin(), actions.end());
+    EXPECT_EQ(absl::StrJoin(actions, ","), "cancel,submit") << id;
+  }
+
+  // Every acknowledged cancel survives kill -9.
+  daemon_->KillHard();
+  StartDaemon();
+  stub = daemon_->NewStub();
+  for (const std::string& id : cancelled_ids) {
+    grpc::ClientContext context;
+    v1::GetExperimentRequest request;
+    request.set_experiment_id(id);
+    v1::Experiment experiment;
+    ASSERT_TRUE(stub->GetExperiment(&context, request, &experiment).ok()) << id;
+    EXPECT_EQ(experiment.state(), v1::CANCELLED) << id;
+    EXPECT_EQ(experiment.last_seq(), 2) << id;
+  }
 }
 
 TEST_F(DaemonE2eTest, OneUsersBacklogDoesNotHoldBackAnother) {

@@ -163,5 +163,75 @@ TEST_F(FleetCliTest, AFleetFileNamesNodesAndNodePicksOne) {
   EXPECT_THAT(Fleet({"list"}).err, HasSubstr("--node gpu-q: no such node; the fleet has gpu-a"));
 }
 
+// A node that does not answer at submit is left out of a fleet sweep, saying so; its share
+// goes to the others. The fleet sweep's id then works for get, watch and cancel, and a
+// node's own part by its qualified id.
+TEST_F(FleetCliTest, AFleetSweepLeavesOutANodeThatDoesNotAnswerAtSubmit) {
+  daemons_[2]->Signal(SIGSTOP);
+  const CommandResult submitted = Fleet(
+      {"--node-timeout=2s", "sweep", "radix", "--num-requests", "300,400,500,600,700", "--follow"});
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.out << submitted.err;
+  EXPECT_THAT(submitted.err,
+              HasSubstr("not answering, left out of the sweep: gpu-c (DEADLINE_EXCEEDED"));
+  EXPECT_THAT(submitted.err,
+              HasSubstr("5 points over 2 node(s): gpu-a/swp-000001 (running, 3 points), "
+                        "gpu-b/swp-000001 (running, 2 points)"));
+  const size_t at = submitted.err.find("submitted fsw-");
+  ASSERT_NE(at, std::string::npos);
+  const std::string fleet_id = submitted.err.substr(at + 10, 12);
+  EXPECT_THAT(submitted.out, HasSubstr(fleet_id + ": finished"));
+
+  // gpu-c holds no part: its silence does not make the answers partial.
+  const CommandResult got = Fleet({"--node-timeout=2s", "sweep", "get", fleet_id});
+  EXPECT_EQ(got.exit_code, 0) << got.err;
+  EXPECT_THAT(got.out, HasSubstr(fleet_id + "  finished  5 points on 2 node(s)"));
+  const CommandResult watched = Fleet({"--node-timeout=2s", "sweep", "watch", fleet_id, "--json"});
+  EXPECT_EQ(watched.exit_code, 0) << watched.err;
+  EXPECT_THAT(watched.out, HasSubstr(R"({"node":"gpu-b","sweep":"swp-000001","point":)"));
+  const CommandResult part = Fleet({"--node-timeout=2s", "sweep", "get", "gpu-b/swp-000001"});
+  EXPECT_EQ(part.exit_code, 0) << part.err;
+  EXPECT_THAT(part.out, HasSubstr("node: gpu-b"));
+  const CommandResult unknown = Fleet({"--node-timeout=2s", "sweep", "get", "fsw-00000000"});
+  EXPECT_EQ(unknown.exit_code, kExitPartial);
+  EXPECT_THAT(unknown.err, HasSubstr("no answer from gpu-c"));
+
+  // One plot of every node's points.
+  const std::string plot = MakeTempDir("fleet-plot") + "/radix.svg";
+  const CommandResult plotted =
+      Fleet({"--node-timeout=2s", "sweep", "plot", fleet_id, "-o", plot});
+  EXPECT_EQ(plotted.exit_code, 0) << plotted.err;
+  EXPECT_THAT(plotted.out, HasSubstr("5 point(s) from gpu-a/swp-000001"));
+  EXPECT_TRUE(std::ifstream(plot).good());
+
+  daemons_[2]->Signal(SIGCONT);
+  const CommandResult twice = Fleet({"sweep", "get", "swp-000001"});
+  EXPECT_EQ(twice.exit_code, 2);
+  EXPECT_THAT(twice.err, HasSubstr("swp-000001 exists on gpu-a, gpu-b: qualify it"));
+  const CommandResult missing = Fleet({"sweep", "get", "fsw-00000000"});
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_THAT(missing.err,
+              HasSubstr("NOT_FOUND: no node of the fleet (gpu-a, gpu-b, gpu-c) holds"));
+  const CommandResult too_late = Fleet({"sweep", "cancel", fleet_id});
+  EXPECT_EQ(too_late.exit_code, 2);
+  EXPECT_THAT(too_late.err, HasSubstr("gpu-a/swp-000001: not cancelled: FAILED_PRECONDITION"));
+
+  // Points that hang until cancelled, over every node: cancelling the fleet sweep ends them.
+  const CommandResult hanging =
+      Fleet({"sweep", "radix", "--num-requests", "300,400,500", "--label", "gpuprof.fault=hang"});
+  ASSERT_EQ(hanging.exit_code, 0) << hanging.err;
+  const size_t hanging_at = hanging.out.find("submitted fsw-");
+  ASSERT_NE(hanging_at, std::string::npos) << hanging.out;
+  const std::string hanging_id = hanging.out.substr(hanging_at + 10, 12);
+  const CommandResult cancelled = Fleet({"sweep", "cancel", hanging_id, "--reason", "enough"});
+  EXPECT_EQ(cancelled.exit_code, 0) << cancelled.err;
+  for (const char* part : {"gpu-a/swp-000002: cancelled (enough)", "gpu-b/swp-000002: cancelled",
+                           "gpu-c/swp-000001: cancelled"}) {
+    EXPECT_THAT(cancelled.out, HasSubstr(part));
+  }
+  const CommandResult ended = Fleet({"sweep", "watch", hanging_id});
+  EXPECT_EQ(ended.exit_code, 1) << "a cancelled sweep did not finish";
+  EXPECT_THAT(ended.out, HasSubstr(hanging_id + ": cancelled"));
+}
+
 }  // namespace
 }  // namespace gpuprof::testing

@@ -104,6 +104,8 @@ new_certs_dir = DIR/issued
 serial = DIR/serial
 default_md = sha256
 policy = any_name
+crlnumber = DIR/crlnumber
+default_crl_days = 30
 [ any_name ]
 commonName = supplied
 EOF
@@ -373,6 +375,44 @@ TEST_F(SecurityE2eTest, MutualTlsTakesTheUserFromTheCertificateAndRefusesBadOnes
     const grpc::Status status = stub->WhoAmI(&context, v1::WhoAmIRequest(), &caller);
     EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE) << user;
   }
+}
+
+TEST_F(SecurityE2eTest, ARevokedClientCertificateIsRefusedWhileOthersGetIn) {
+  // The CA revokes bob's certificate and publishes its CRL where --tls_crl_dir looks (by hash).
+  const CommandResult revoked = RunCommand(
+      {"/bin/sh", "-c",
+       absl::StrReplaceAll(R"sh(
+set -e
+cd DIR
+echo 01 > crlnumber
+openssl ca -config ca.cnf -cert ca1.pem -keyfile ca1.key -revoke bob.pem 2>&1
+mkdir -p crl
+openssl ca -config ca.cnf -cert ca1.pem -keyfile ca1.key -gencrl -out crl/ca1.crl.pem 2>&1
+openssl rehash crl
+openssl crl -in crl/ca1.crl.pem -noout -text | grep -A1 'Serial Number'
+)sh",
+                           {{"DIR", cert_dir_}})});
+  ASSERT_EQ(revoked.exit_code, 0) << revoked.out << revoked.err;
+  StartWithPolicy(/*tls=*/true, TestPolicy(), {"--tls_crl_dir=" + cert_dir_ + "/crl"});
+
+  // Alice's certificate, from the same CA and not revoked, still gets in.
+  const CommandResult alice = As("alice", {"whoami", "--json"});
+  ASSERT_EQ(alice.exit_code, 0) << alice.err << daemon_->Log();
+  EXPECT_THAT(alice.out, HasSubstr("\"user\":\"alice\""));
+  // Bob's is refused at the handshake, and the CLI says what to check.
+  const CommandResult bob = As("bob", {"whoami"});
+  EXPECT_EQ(bob.exit_code, 3) << bob.out;
+  EXPECT_THAT(bob.err, HasSubstr("no TLS session with gpuprofd"));
+  EXPECT_THAT(bob.err, HasSubstr("not revoked"));
+  std::printf("what a client with a revoked certificate is told:\n%s\n", bob.err.c_str());
+  // The daemon's log names the reason: OpenSSL's X509_V_ERR_CERT_REVOKED is 23.
+  EXPECT_TRUE(WaitForLog("Certificate verify failed with code 23")) << daemon_->Log();
+  auto stub = v1::Profiler::NewStub(grpc::CreateChannel(tcp_target_, certs_->Credentials("bob")));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+  v1::CallerInfo caller;
+  const grpc::Status status = stub->WhoAmI(&context, v1::WhoAmIRequest(), &caller);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE) << status.error_message();
 }
 
 TEST_F(SecurityE2eTest, BearerTokensOverTlsWhenClientCertificatesAreOptional) {
@@ -652,6 +692,37 @@ TEST_F(SecurityE2eTest, CertificatesAndTheCaRotateWithoutARestart) {
                               certs_->Path("alice", "key"), "whoami"})
                 .exit_code,
             3);
+}
+
+TEST_F(SecurityE2eTest, CertificatesAndTheCaReloadOnSighup) {
+  // Files are not checked for changes within the test: only SIGHUP can bring them in.
+  StartWithPolicy(/*tls=*/true, TestPolicy(), {"--tls_reload_interval=1h"});
+  ASSERT_EQ(As("alice", {"whoami"}).exit_code, 0);
+  WriteFile(cert_dir_ + "/client_ca.pem", ReadFile(certs_->Path("ca2", "pem")));
+  WriteFile(cert_dir_ + "/server.key", ReadFile(certs_->Path("server2", "key")));
+  WriteFile(cert_dir_ + "/server.pem", ReadFile(certs_->Path("server2", "pem")));
+  const std::vector<std::string> as_mallory = {
+      "--target", tcp_target_, "--tls-ca", certs_->Path("ca2", "pem"), "--tls-cert",
+      certs_->Path("mallory", "pem"), "--tls-key", certs_->Path("mallory", "key"), "whoami"};
+  // Before the signal the old files are in use: new clients still need ca1.
+  EXPECT_EQ(As("alice", {"whoami"}).exit_code, 0);
+  EXPECT_EQ(daemon_->CliAsIs(as_mallory).exit_code, 3);
+  daemon_->Hangup();
+  ASSERT_TRUE(WaitForLog("SIGHUP: TLS files reloaded")) << daemon_->Log();
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  CommandResult mallory;
+  while (absl::Now() < deadline) {
+    mallory = daemon_->CliAsIs(as_mallory);
+    if (mallory.exit_code == 0) break;
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+  EXPECT_EQ(mallory.exit_code, 0) << mallory.err << daemon_->Log();
+  EXPECT_THAT(mallory.out, HasSubstr("mallory"));
+  EXPECT_EQ(As("alice", {"whoami"}).exit_code, 3);
+  // A second SIGHUP with nothing changed reloads nothing and keeps serving.
+  daemon_->Hangup();
+  ASSERT_TRUE(WaitForLog("SIGHUP: reloading configuration", 2));
+  EXPECT_EQ(daemon_->CliAsIs(as_mallory).exit_code, 0);
 }
 
 TEST_F(SecurityE2eTest, APreemptedExperimentIsQueuedAgainAndLaterFinishes) {

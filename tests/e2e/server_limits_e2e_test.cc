@@ -1,13 +1,17 @@
 // gpuprofd's server limits, each shown working against the real daemon over real sockets:
 // watchers per experiment, per-user submit rate, concurrent streams per connection, the
-// handshake timeout, and keepalive enforcement (a ping flood gets GOAWAY).
+// handshake timeout, keepalive enforcement (a ping flood gets GOAWAY) and the connection cap.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <fstream>
+#include <sstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -15,8 +19,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "grpcpp/grpcpp.h"
+#include "tests/metrics/http_client.h"
 #include "tests/testing/daemon_harness.h"
 
 namespace gpuprof::testing {
@@ -34,6 +42,71 @@ int FreeLoopbackPort() {
   getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
   close(fd);
   return ntohs(address.sin_port);
+}
+
+// A raw client connection that says nothing (what a hostile client hoarding connections does).
+int ConnectUnix(const std::string& target) {
+  const std::string path(absl::StripPrefix(target, "unix:"));
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  snprintf(address.sun_path, sizeof(address.sun_path), "%s", path.c_str());
+  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+int ConnectTcp(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(port);
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// What the daemon did with a fresh connection: an admitted one is handed to gRPC, whose server
+// speaks first on plaintext (its HTTP/2 SETTINGS); a refused one is closed without a byte.
+enum class Fate { kAdmitted, kRefused, kUndecided };
+Fate FateOf(int fd) {
+  pollfd wait{fd, POLLIN, 0};
+  if (poll(&wait, 1, 60'000) != 1) return Fate::kUndecided;
+  char bytes[64];
+  return read(fd, bytes, sizeof(bytes)) > 0 ? Fate::kAdmitted : Fate::kRefused;
+}
+
+int64_t ResidentKib(pid_t pid) {
+  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
+  std::string line;
+  while (std::getline(status, line)) {
+    absl::string_view rest = line;
+    int64_t kib = 0;
+    if (absl::ConsumePrefix(&rest, "VmRSS:") &&
+        absl::SimpleAtoi(absl::StripSuffix(absl::StripAsciiWhitespace(rest), " kB"), &kib)) {
+      return kib;
+    }
+  }
+  return -1;
+}
+
+// One unlabelled series' value from a /metrics scrape, -1 when absent.
+double ScrapedValue(int metrics_port, const std::string& name) {
+  auto scraped = HttpGet(metrics_port, "/metrics");
+  if (!scraped.ok()) return -1;
+  std::istringstream lines(scraped->body);
+  std::string line;
+  while (std::getline(lines, line)) {
+    absl::string_view rest = line;
+    double value = 0;
+    if (absl::ConsumePrefix(&rest, name + " ") && absl::SimpleAtod(rest, &value)) return value;
+  }
+  return -1;
 }
 
 class ServerLimitsTest : public ::testing::Test {
@@ -200,6 +273,109 @@ TEST_F(ServerLimitsTest, APingFloodGetsGoaway) {
   while (calm.reader->Read(&event)) {
   }
   EXPECT_TRUE(calm.reader->Finish().ok());
+}
+
+TEST_F(ServerLimitsTest, ConnectionsOverTheCapAreRefusedAndMemoryStaysBounded) {
+  // The default cap (1000) when this process may hold that many descriptors, else a smaller
+  // one: the behaviour shown is the same.
+  rlimit descriptors{};
+  getrlimit(RLIMIT_NOFILE, &descriptors);
+  descriptors.rlim_cur = std::min<rlim_t>(descriptors.rlim_max, 4096);
+  setrlimit(RLIMIT_NOFILE, &descriptors);
+  const int cap = descriptors.rlim_cur >= 1300 ? 1000 : 200;
+  const int metrics_port = FreeLoopbackPort();
+  // Raw TCP clients that never handshake would otherwise be cut at the handshake timeout.
+  Start({absl::StrCat("--max_connections=", cap), "--handshake_timeout=10m",
+         absl::StrCat("--metrics_listen=127.0.0.1:", metrics_port)});
+  const pid_t daemon_pid = daemon_->pid();
+
+  // Two well-behaved clients connected before the flood, one per kind of address; each is
+  // identified by the kernel.
+  auto unix_client = daemon_->NewStub();
+  auto tcp_client = v1::Profiler::NewStub(grpc::CreateChannel(
+      absl::StrCat("127.0.0.1:", port_), grpc::InsecureChannelCredentials()));
+  auto who = [](v1::Profiler::Stub& stub) {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
+    v1::CallerInfo caller;
+    const grpc::Status status = stub.WhoAmI(&context, v1::WhoAmIRequest(), &caller);
+    return status.ok() ? caller.authenticated_by() : "error: " + status.error_message();
+  };
+  ASSERT_THAT(who(*unix_client), HasSubstr("unix peer credentials"));
+  ASSERT_THAT(who(*tcp_client), HasSubstr("loopback TCP owner"));
+  const int64_t rss_before_kib = ResidentKib(daemon_pid);
+
+  // Hoard connections, alternating unix and TCP, until the daemon refuses one.
+  std::vector<int> hoard;
+  int admitted = 0;
+  int refused_at = -1;
+  for (int i = 0; i < cap + 10 && refused_at < 0; ++i) {
+    const int fd = i % 2 == 0 ? ConnectUnix(daemon_->target()) : ConnectTcp(port_);
+    ASSERT_GE(fd, 0) << "connect " << i << ": " << strerror(errno);
+    const Fate fate = FateOf(fd);
+    ASSERT_NE(fate, Fate::kUndecided) << "connection " << i << " neither served nor closed";
+    if (fate == Fate::kAdmitted) {
+      ++admitted;
+      hoard.push_back(fd);
+    } else {
+      refused_at = i;
+      close(fd);
+    }
+  }
+  // The two clients above hold a place each; nothing else of this test is connected (the
+  // harness's start-up probe may not be gone yet, hence the slack of a few).
+  ASSERT_GE(refused_at, 0) << "no connection refused after " << admitted;
+  EXPECT_LE(admitted, cap - 2);
+  EXPECT_GE(admitted, cap - 6);
+  const int64_t rss_full_kib = ResidentKib(daemon_pid);
+
+  // Every further connection, on either address, is refused, and costs the daemon nothing
+  // that stays: many times the cap in refused connections leave its memory where it was.
+  const int kMoreAttempts = 4 * cap;
+  int refused = 0;
+  for (int i = 0; i < kMoreAttempts; ++i) {
+    const int fd = i % 2 == 0 ? ConnectUnix(daemon_->target()) : ConnectTcp(port_);
+    if (fd < 0) continue;
+    refused += FateOf(fd) == Fate::kRefused;
+    close(fd);
+  }
+  EXPECT_EQ(refused, kMoreAttempts);
+  const int64_t rss_after_kib = ResidentKib(daemon_pid);
+  std::printf("connection cap %d: daemon RSS %lld KiB before, %lld KiB with the cap's worth open, "
+              "%lld KiB after %d more refused\n",
+              cap, static_cast<long long>(rss_before_kib), static_cast<long long>(rss_full_kib),
+              static_cast<long long>(rss_after_kib), kMoreAttempts);
+  EXPECT_LT(rss_after_kib - rss_full_kib, 16 * 1024);
+  // Open connections cost bounded memory each (gRPC's buffers are under the resource quota).
+  EXPECT_LT(rss_full_kib - rss_before_kib, int64_t{cap} * 96);  // about 17 KiB each measured
+
+  // The clients connected before the flood are still served, and still identified.
+  EXPECT_THAT(who(*unix_client), HasSubstr("unix peer credentials"));
+  EXPECT_THAT(who(*tcp_client), HasSubstr("loopback TCP owner"));
+  // The refusals are counted and the open connections seen (sampled every 2 s).
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  double refused_metric = -1;
+  while (absl::Now() < deadline &&
+         (refused_metric = ScrapedValue(metrics_port, "gpuprof_connections_refused_total")) <
+             1 + kMoreAttempts) {
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+  EXPECT_GE(refused_metric, 1 + kMoreAttempts);
+  EXPECT_GE(ScrapedValue(metrics_port, "gpuprof_connections"), admitted);
+
+  // Once the hoarder lets go, its places are free again: a new client connects and is served.
+  for (const int fd : hoard) close(fd);
+  std::string fresh_caller;
+  while (absl::Now() < deadline + absl::Seconds(60) &&
+         !absl::StrContains(fresh_caller, "loopback TCP owner")) {
+    grpc::ChannelArguments separate;
+    separate.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    auto fresh = v1::Profiler::NewStub(grpc::CreateCustomChannel(
+        absl::StrCat("127.0.0.1:", port_), grpc::InsecureChannelCredentials(), separate));
+    fresh_caller = who(*fresh);
+  }
+  EXPECT_THAT(fresh_caller, HasSubstr("loopback TCP owner"));
+  EXPECT_THAT(daemon_->Log(), HasSubstr("refusing new ones"));
 }
 
 }  // namespace

@@ -7,6 +7,10 @@
 //   load_generator --target unix:/path/gpuprofd.sock --daemon_pid PID --clients 200
 //       --duration 60s --metrics_port 9464 [--prefill 100000]   (one line)
 //
+// Durability under load: run with --acked_ids_out=FILE, kill -9 the daemon mid-run, restart
+// it, then `load_generator --target ... --verify_acked_ids=FILE` checks every acknowledged
+// submission is there.
+//
 // --prefill first submits (and cancels) that many experiments as fast as the clients can, so
 // that List is measured over a large store.
 #include <dirent.h>
@@ -46,6 +50,17 @@ ABSL_FLAG(bool, cancel, true,
           "Cancel each experiment after its acknowledgement (keeps the queue short); without, "
           "the measured phase is submissions and lists only (the watchers still cancel)");
 ABSL_FLAG(int, watchers, 8, "Clients that keep a Watch open on their latest experiment");
+ABSL_FLAG(double, rate, 0,
+          "Submits per second offered by all clients together, evenly paced (open loop); 0: "
+          "each client submits again as soon as its previous round is done (closed loop, the "
+          "most the daemon sustains). Paced latencies count from the scheduled time, so a "
+          "daemon that falls behind is not hidden");
+ABSL_FLAG(std::string, acked_ids_out, "",
+          "Write the id of every acknowledged submission to this file, one a line (to check "
+          "after a kill -9 and restart with --verify_acked_ids)");
+ABSL_FLAG(std::string, verify_acked_ids, "",
+          "Instead of generating load: read ids (one a line) and check that the daemon has "
+          "every one; exit 1 if any is missing");
 
 namespace gpuprof::load {
 namespace {
@@ -83,10 +98,11 @@ v1::ExperimentRequest LoadRequest(int client) {
 }
 
 // Submits and returns the id from the acknowledgement (the first, stored event); "" on error.
-std::string Submit(v1::Profiler::Stub& stub, int client, Samples& latency) {
+// `start` is when the submission was due (the acknowledgement latency counts from it).
+std::string Submit(v1::Profiler::Stub& stub, int client, Samples& latency,
+                   Clock::time_point start = Clock::now()) {
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-  const auto start = Clock::now();
   auto stream = stub.Submit(&context, LoadRequest(client));
   v1::ExperimentEvent ack;
   if (!stream->Read(&ack)) {
@@ -139,11 +155,16 @@ std::string DaemonResources(int pid) {
   return absl::StrFormat("RSS %d MiB, %d open fds", ProcCount(pid, "VmRSS") / 1024, OpenFds(pid));
 }
 
+int VerifyAckedIds(const std::string& target, const std::string& path);
+
 int Run() {
   const std::string target = absl::GetFlag(FLAGS_target);
   if (target.empty()) {
     std::fprintf(stderr, "load_generator: --target is required\n");
     return 2;
+  }
+  if (const std::string path = absl::GetFlag(FLAGS_verify_acked_ids); !path.empty()) {
+    return VerifyAckedIds(target, path);
   }
   const int clients = absl::GetFlag(FLAGS_clients);
   const int pid = absl::GetFlag(FLAGS_daemon_pid);
@@ -179,6 +200,8 @@ int Run() {
   std::printf("daemon at start: %s\n", DaemonResources(pid).c_str());
   Samples submit_latency, list_latency, watch_latency, cancel_latency, scrape_latency;
   std::atomic<int64_t> acknowledged = 0;
+  std::mutex acked_mutex;
+  std::vector<std::string> acked_ids;
   std::atomic<bool> done = false;
   const auto start = Clock::now();
   const auto end = start + absl::ToChronoNanoseconds(absl::GetFlag(FLAGS_duration));
@@ -196,13 +219,32 @@ int Run() {
 
   std::vector<std::thread> threads;
   const int watchers = std::min(absl::GetFlag(FLAGS_watchers), clients);
+  const double rate = absl::GetFlag(FLAGS_rate);
+  // Each client's pace when paced: clients / rate seconds between its submissions, the
+  // clients staggered evenly over one interval.
+  const auto interval = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(rate > 0 ? clients / rate : 0));
   for (int i = 0; i < clients; ++i) {
     threads.emplace_back([&, i] {
       v1::Profiler::Stub& stub = *stubs[i];
+      Clock::time_point due = start + interval * i / clients;
       for (int round = 0; Clock::now() < end; ++round) {
-        const std::string id = Submit(stub, i, submit_latency);
-        if (id.empty()) continue;
+        if (rate > 0) {
+          std::this_thread::sleep_until(due);
+          if (due >= end) break;
+        }
+        const std::string id = Submit(stub, i, submit_latency, rate > 0 ? due : Clock::now());
+        due += interval;
+        if (id.empty()) {
+          // The daemon may be gone (a kill -9 test): do not spin.
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+          continue;
+        }
         acknowledged.fetch_add(1);
+        {
+          std::lock_guard<std::mutex> lock(acked_mutex);
+          acked_ids.push_back(id);
+        }
         if (i < watchers) {
           // Watch it and cancel it: the CANCELLED event's delivery time is measured from the
           // daemon's timestamp on it (same host, same clock).
@@ -247,7 +289,9 @@ int Run() {
   done.store(true);
   scraper.join();
 
-  std::printf("clients: %d for %.1f s\n", clients, seconds);
+  std::printf("clients: %d for %.1f s, %s\n", clients, seconds,
+              rate > 0 ? absl::StrFormat("paced at %.0f submits/s offered", rate).c_str()
+                       : "closed loop (each client as fast as it can)");
   std::printf("durable submits: %lld (%.1f per second)\n",
               static_cast<long long>(acknowledged.load()), acknowledged.load() / seconds);
   std::printf("Submit ack latency: %s\n", submit_latency.Summary().c_str());
@@ -256,7 +300,46 @@ int Run() {
   std::printf("List (page of 50) latency: %s\n", list_latency.Summary().c_str());
   std::printf("metrics scrape latency: %s\n", scrape_latency.Summary().c_str());
   std::printf("daemon at end: %s\n", DaemonResources(pid).c_str());
+  if (const std::string path = absl::GetFlag(FLAGS_acked_ids_out); !path.empty()) {
+    std::ofstream out(path);
+    for (const std::string& id : acked_ids) out << id << "\n";
+    if (!out.good()) {
+      std::fprintf(stderr, "load_generator: could not write %s\n", path.c_str());
+      return 1;
+    }
+    std::printf("acknowledged ids: %zu written to %s\n", acked_ids.size(), path.c_str());
+  }
   return 0;
+}
+
+// Checks that every id in `path` is stored: after a kill -9 mid-load and a restart, an
+// acknowledged submission that is missing would be a lost acknowledgement.
+int VerifyAckedIds(const std::string& target, const std::string& path) {
+  std::ifstream in(path);
+  if (!in.good()) {
+    std::fprintf(stderr, "load_generator: cannot read --verify_acked_ids=%s\n", path.c_str());
+    return 2;
+  }
+  auto stub = v1::Profiler::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+  int64_t checked = 0, missing = 0;
+  std::string id;
+  while (std::getline(in, id)) {
+    if (id.empty()) continue;
+    ++checked;
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    v1::GetExperimentRequest request;
+    request.set_experiment_id(id);
+    v1::Experiment experiment;
+    const grpc::Status status = stub->GetExperiment(&context, request, &experiment);
+    if (!status.ok()) {
+      ++missing;
+      std::fprintf(stderr, "missing: %s (%s)\n", id.c_str(), status.error_message().c_str());
+    }
+  }
+  std::printf("acknowledged ids checked: %lld, missing: %lld\n", static_cast<long long>(checked),
+              static_cast<long long>(missing));
+  return missing == 0 && checked > 0 ? 0 : 1;
 }
 
 }  // namespace

@@ -3,11 +3,16 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "tests/metrics/json_struct.h"
 
 namespace gpuprof::testing {
@@ -110,6 +115,74 @@ std::vector<std::string> ReferencedVariables(const std::string& text) {
     if (reference.length > 0) names.push_back(reference.name);
   }
   return names;
+}
+
+// Panels that can only show data on a machine with NVIDIA GPUs (and the matching GPU
+// experiments); a CPU-only run proves that their expressions parse, nothing more.
+// Key: "<dashboard uid>/<panel title>".
+const std::map<std::string, std::string>& GpuOnlyPanels() {
+  static const auto* const kPanels = new std::map<std::string, std::string>{
+      {"gpuprof-overview/GPUs leased",
+       "gpuprof_gpu_leased has one series per GPU; a machine without GPUs has none"},
+      {"gpuprof-overview/GPU leases", "gpuprof_gpu_leased: one series per GPU"},
+      {"gpuprof-workload-performance/Bandwidth vs measured copy bandwidth",
+       "index/store/attention results need a GPU and its measured copy bandwidth"},
+      {"gpuprof-workload-performance/Achieved bandwidth",
+       "index/store/attention results need a GPU"},
+      {"gpuprof-workload-performance/Latest bandwidth ratio per GPU",
+       "index/store/attention results need a GPU"},
+      {"gpuprof-workload-performance/Collective bus bandwidth",
+       "NCCL collectives need at least one GPU"},
+      {"gpuprof-workload-performance/Attention throughput", "attention kernels need a GPU"},
+      {"gpuprof-gpu-telemetry/GPU inventory", "gpuprof_gpu_info: one series per GPU"},
+      {"gpuprof-gpu-telemetry/GPU utilisation", "NVML telemetry needs the NVIDIA driver"},
+      {"gpuprof-gpu-telemetry/Memory used", "NVML telemetry needs the NVIDIA driver"},
+      {"gpuprof-gpu-telemetry/GPU leases", "gpuprof_gpu_leased: one series per GPU"},
+      {"gpuprof-gpu-telemetry/SM clock", "NVML telemetry needs the NVIDIA driver"},
+      {"gpuprof-gpu-telemetry/Temperature", "NVML telemetry needs the NVIDIA driver"},
+      {"gpuprof-gpu-telemetry/Power", "NVML telemetry needs the NVIDIA driver"},
+      {"gpuprof-gpu-telemetry/Throttle reasons", "NVML telemetry needs the NVIDIA driver"},
+      {"gpuprof-gpu-telemetry/GPU health", "GPU health is watched through NVML"},
+      {"gpuprof-gpu-telemetry/Xid events", "Xid events come from NVML"},
+      {"gpuprof-gpu-telemetry/Memory errors", "memory error counters come from NVML"},
+  };
+  return *kPanels;
+}
+
+// Template variables whose values only exist on a GPU machine; Grafana then offers only
+// "All", whose value (allValue) is used instead.
+const std::map<std::string, std::string>& GpuOnlyVariables() {
+  static const auto* const kVariables = new std::map<std::string, std::string>{
+      {"gpu", "gpuprof_gpu_info has one series per GPU; a machine without GPUs has none"},
+  };
+  return *kVariables;
+}
+
+// Grafana escapes regex metacharacters in the values of multi-value variables, which it then
+// joins as (a|b) inside =~ matchers.
+std::string GrafanaRegexValue(const std::vector<std::string>& values) {
+  std::vector<std::string> escaped;
+  for (const std::string& value : values) {
+    std::string out;
+    for (char c : value) {
+      if (std::string_view("\\^$*+?.()|{}[]").find(c) != std::string_view::npos) out += "\\\\";
+      out.push_back(c);
+    }
+    escaped.push_back(out);
+  }
+  return escaped.size() == 1 ? escaped[0] : absl::StrCat("(", absl::StrJoin(escaped, "|"), ")");
+}
+
+int SeriesWithSamples(const google::protobuf::Struct& data) {
+  int series = 0;
+  for (const auto& result : ListField(data, "result").values()) {
+    const auto& fields = result.struct_value();
+    if (ListField(fields, "values").values_size() > 0 ||
+        ListField(fields, "value").values_size() > 0) {
+      ++series;
+    }
+  }
+  return series;
 }
 
 }  // namespace gpuprof::testing

@@ -40,6 +40,19 @@ std::string ExpandVariables(const std::string& text,
 // The names of the variables that `text` refers to ($name, ${name}, ${name:format}).
 std::vector<std::string> ReferencedVariables(const std::string& text);
 
+// Panels that can only show data on a machine with NVIDIA GPUs, keyed "<dashboard uid>/<panel
+// title>", with the reason; a CPU-only run proves only that their expressions parse.
+const std::map<std::string, std::string>& GpuOnlyPanels();
+// Template variables whose values only exist on a GPU machine (Grafana then offers "All").
+const std::map<std::string, std::string>& GpuOnlyVariables();
+
+// The value Grafana puts in a multi-value variable: regex metacharacters escaped, several
+// values joined as (a|b).
+std::string GrafanaRegexValue(const std::vector<std::string>& values);
+
+// The series of a query answer that hold at least one sample.
+int SeriesWithSamples(const google::protobuf::Struct& data);
+
 }  // namespace gpuprof::testing
 
 #endif  // GPUPROF_TESTS_METRICS_GRAFANA_DASHBOARDS_H_

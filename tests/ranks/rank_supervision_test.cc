@@ -206,6 +206,11 @@ TEST_F(RankSupervisionTest, AHangingRankTimesOutTheGroupAtTheDeadline) {
   const absl::Duration took = absl::Now() - start;
   EXPECT_EQ(experiment.state(), v1::TIMED_OUT);
   EXPECT_THAT(experiment.reason(), HasSubstr("every rank's worker was killed"));
+  // What each rank's process was doing when the deadline passed, rank by rank.
+  EXPECT_THAT(experiment.reason(), HasSubstr("; at the deadline: rank 0 (GPU 2, pid "));
+  // The other rank finished its part and waits for its peer (or is done).
+  EXPECT_THAT(experiment.reason(), ::testing::ContainsRegex("; rank 1 (\\(GPU 3, pid |done)"));
+  EXPECT_THAT(experiment.reason(), HasSubstr(" s before"));
   EXPECT_LT(took, absl::Seconds(12)) << "ends within seconds of the deadline";
   for (const auto& [gpu, lease] : Leases()) EXPECT_EQ(lease, "") << "GPU " << gpu;
   const std::vector<v1::ExperimentEvent> next = Run(kTwoRankAllReduce, 0);

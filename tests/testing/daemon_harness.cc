@@ -123,6 +123,7 @@ void DaemonProcess::SpawnOnly() {
   // Tests run several daemons at once: no fixed metrics port unless a test asks for one.
   argv.push_back("--metrics_listen=");
   argv.insert(argv.end(), extra_flags_.begin(), extra_flags_.end());
+  argv.insert(argv.begin(), launcher_.begin(), launcher_.end());
   const int log_fd =
       open((state_dir_ + "/gpuprofd.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
   pid_ = Spawn(argv, log_fd, log_fd);

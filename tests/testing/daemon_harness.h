@@ -43,6 +43,10 @@ class DaemonProcess {
   void AddFlags(const std::vector<std::string>& flags) {
     extra_flags_.insert(extra_flags_.end(), flags.begin(), flags.end());
   }
+  // Runs gpuprofd through this command from the next Start on, e.g. {"/usr/sbin/ip", "netns",
+  // "exec", "NAME"} for a daemon in a network namespace (the launcher must exec the daemon,
+  // so that the process id is the daemon's).
+  void SetLauncher(std::vector<std::string> launcher) { launcher_ = std::move(launcher); }
   // SIGHUP: the daemon reloads its policy.
   void Hangup();
   // Starts gpuprofd and waits until its health service answers SERVING.
@@ -78,6 +82,7 @@ class DaemonProcess {
   // Unix socket paths are limited to 107 bytes; test temp dirs can be longer.
   std::string socket_dir_;
   std::vector<std::string> extra_flags_;
+  std::vector<std::string> launcher_;
   pid_t pid_ = -1;
 };
 

@@ -14,6 +14,8 @@ def _local_cuda_impl(ctx):
     # NCCL may sit beside the toolkit (lib/) or in the system's library path.
     nccl_dirs = [d for d in [cuda_path + "/lib", lib] if ctx.path(d + "/libnccl.so").exists]
     nccl_linkopts = ["-L" + d for d in nccl_dirs] + ["-lnccl"] + ["-Wl,-rpath," + d for d in nccl_dirs]
+    # cuDNN's headers come with some toolkit installs; the library is loaded at run time.
+    cudnn_defines = ["GPUPROF_HAVE_CUDNN"] if ctx.path(cuda_path + "/include/cudnn_graph.h").exists else []
     ctx.file("WORKSPACE", 'workspace(name = "%s")\n' % ctx.name)
     ctx.file("BUILD.bazel", """
 package(default_visibility = ["//visibility:public"])
@@ -55,11 +57,18 @@ cc_library(
     deps = [":headers"],
 )
 
+cc_library(
+    name = "cudnn",
+    defines = {cudnn_defines},
+    linkopts = ["-ldl"],
+    deps = [":headers"],
+)
+
 filegroup(
     name = "nvcc",
     srcs = [],
 )
-""".format(lib = lib, rpath = rpath, nccl = repr(nccl_linkopts)))
+""".format(lib = lib, rpath = rpath, nccl = repr(nccl_linkopts), cudnn_defines = repr(cudnn_defines)))
     ctx.file("cuda_path.bzl", 'CUDA_PATH = "%s"\n' % cuda_path)
 
 local_cuda = repository_rule(

@@ -3,6 +3,11 @@
 # fuzzes each for a bounded time, starting from its seed corpus in the repository.
 #   FUZZ_SECONDS   time per target (default 60)
 #   FUZZ_ARTIFACTS where crashing inputs are written (default /tmp/gpuprof-fuzz-artifacts)
+#   FUZZ_SEED      libFuzzer's random seed (default: a new one each run, to explore)
+#   FUZZ_RUNS      inputs per target (default: as many as fit in FUZZ_SECONDS)
+# With FUZZ_SEED and FUZZ_RUNS set (as CI sets them) a run tries the same inputs every time, so
+# a change fails CI for what it broke, not for what a lucky run happened to find; exploring with
+# a fresh seed and more time is how new findings are made (docs/reliability.md).
 # A crash fails the script. To keep it as a regression test, copy the input into the target's
 # <name>_corpus/ directory: <name>_corpus_test replays that directory in every build.
 set -euo pipefail
@@ -20,6 +25,10 @@ fi
 bazel build --config=fuzz "${targets[@]}"
 bin_dir="$(bazel info --config=fuzz bazel-bin 2>/dev/null)"
 
+repeatable=()
+[ -n "${FUZZ_SEED:-}" ] && repeatable+=("-seed=$FUZZ_SEED")
+[ -n "${FUZZ_RUNS:-}" ] && repeatable+=("-runs=$FUZZ_RUNS")
+
 failed=()
 for target in "${targets[@]}"; do
   package="${target#//}"; package="${package%%:*}"
@@ -27,7 +36,7 @@ for target in "${targets[@]}"; do
   work="$(mktemp -d)"
   echo "run_fuzzers: $target for ${seconds}s"
   # New inputs go to the scratch directory; the repository's corpus is only read.
-  if ! "$bin_dir/$package/$name" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+  if ! "$bin_dir/$package/$name" -max_total_time="$seconds" "${repeatable[@]}" -timeout=10 -rss_limit_mb=2048 \
       -print_final_stats=1 -artifact_prefix="$artifacts/$name-" \
       "$work" "$package/${name}_corpus" >"$artifacts/$name.log" 2>&1; then
     failed+=("$target")
@@ -42,4 +51,4 @@ if [ "${#failed[@]}" -gt 0 ]; then
   echo "run_fuzzers: crashes in ${failed[*]}; inputs in $artifacts" >&2
   exit 1
 fi
-echo "run_fuzzers: ${#targets[@]} targets ran ${seconds}s each without a finding"
+echo "run_fuzzers: ${#targets[@]} targets ran (${seconds}s cap${FUZZ_RUNS:+, $FUZZ_RUNS runs}${FUZZ_SEED:+, seed $FUZZ_SEED}) without a finding"

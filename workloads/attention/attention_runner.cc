@@ -4,7 +4,7 @@
 #include <nccl.h>
 
 #include <algorithm>
-
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,10 +20,12 @@
 #include "common/status_macros.h"
 #include "kernels/attention/attention_check.h"
 #include "kernels/attention/attention_params.h"
+#include "kernels/attention/cudnn_attention.h"
 #include "kernels/attention/decode.h"
 #include "kernels/attention/device_attention_problem.h"
 #include "kernels/attention/prefill.h"
 #include "kernels/attention/reference.h"
+#include "workloads/attention/attention_spec.h"
 #include "workloads/gpu_driver/gpu_run_driver.h"
 #include "workloads/gpu_driver/rank_group.h"
 
@@ -44,7 +46,8 @@ class AttentionPlan final : public GpuWorkloadPlan {
         assignment_(assignment),
         ranks_(std::max(1, assignment.world_size())),
         decode_(spec.phase() == v1::ATTENTION_PHASE_DECODE),
-        reference_backend_(spec.backend() == v1::ATTENTION_BACKEND_REFERENCE) {}
+        reference_backend_(spec.backend() == v1::ATTENTION_BACKEND_REFERENCE),
+        cudnn_backend_(spec.backend() == v1::ATTENTION_BACKEND_CUDNN) {}
 
   PlanMessages messages() const override {
     return {.jit = absl::StrCat(decode_ ? "decode" : "prefill", " kernels (built ahead of time)"),
@@ -73,22 +76,28 @@ class AttentionPlan final : public GpuWorkloadPlan {
         return absl::InvalidArgumentError(absl::StrCat(
             "attention.dtype: got ", EnumShortName(spec_.dtype()), "; must be one of bf16, fp16"));
     }
-    const int32_t pages = static_cast<int32_t>((spec_.kv_len() + spec_.page_size() - 1) /
-                                               spec_.page_size());
-    for (int64_t i = 0; i < spec_.batch_size(); ++i) {
-      lengths_.q_lens.push_back(static_cast<int32_t>(spec_.q_len()));
-      lengths_.kv_lens.push_back(static_cast<int32_t>(spec_.kv_len()));
-      lengths_.num_pages.push_back(pages);
+    // Uniform, ragged or drawn from the distribution: the spec says (attention_spec.h).
+    const AttentionLengths expanded = ExpandAttentionLengths(spec_);
+    for (size_t i = 0; i < expanded.kv_lens.size(); ++i) {
+      lengths_.q_lens.push_back(static_cast<int32_t>(expanded.q_lens[i]));
+      lengths_.kv_lens.push_back(static_cast<int32_t>(expanded.kv_lens[i]));
+      lengths_.num_pages.push_back(
+          static_cast<int32_t>((expanded.kv_lens[i] + spec_.page_size() - 1) / spec_.page_size()));
     }
-    const std::vector<int>& head_dims =
-        decode_ ? attention::DecodeHeadDims() : attention::PrefillHeadDims();
+    // cuDNN judges its own head sizes (its refusal carries the reason); ours are instantiated.
+    const std::vector<int> cudnn_head_dims = {shape_.head_dim};
+    const std::vector<int>& head_dims = cudnn_backend_ ? cudnn_head_dims
+                                        : decode_      ? attention::DecodeHeadDims()
+                                                       : attention::PrefillHeadDims();
     RETURN_IF_ERROR(attention::ValidateAttentionShape(shape_, head_dims));
     RETURN_IF_ERROR(attention::ValidateSequenceLengths(shape_, lengths_));
     v1::JitInfo& jit = *result.mutable_jit();
     jit.set_kernel(reference_backend_ ? "attention_reference (fp32, exact)"
+                   : cudnn_backend_   ? "cuDNN fused attention (graph API, paged K/V)"
                    : decode_          ? "attention_decode + split merge"
                                       : "attention_prefill (mma.sync, cp.async)");
-    jit.set_cache_key("ahead of time (nvcc, sm_80 and sm_90)");
+    jit.set_cache_key(cudnn_backend_ ? "cuDNN execution plan, built after allocation"
+                                     : "ahead of time (nvcc, sm_80 and sm_90)");
     return absl::OkStatus();
   }
 
@@ -114,6 +123,12 @@ class AttentionPlan final : public GpuWorkloadPlan {
 
   absl::StatusOr<std::string> Allocate(cudaStream_t) override {
     ASSIGN_OR_RETURN(problem_, attention::MakeDeviceAttentionProblem(shape_, lengths_, spec_.seed()));
+    if (cudnn_backend_) {
+      // The plan reads the buffers just allocated; cuDNN's refusal ends the experiment here,
+      // with its reason, before anything is timed.
+      ASSIGN_OR_RETURN(cudnn_, attention::CudnnAttention::Create(problem_->problem, problem_->layout));
+      launch_description_ = cudnn_->info().ToString();
+    }
     if (decode_) {
       workspace_bytes_ = attention::DecodeWorkspaceBytes(shape_, problem_->problem.lengths,
                                                          attention::kMaxDecodeSplits);
@@ -133,6 +148,7 @@ class AttentionPlan final : public GpuWorkloadPlan {
     if (reference_backend_) {
       return attention::LaunchReferenceAttention(problem_->ReferenceProblem(), stream);
     }
+    if (cudnn_backend_) return cudnn_->Run(stream);
     if (decode_) {
       ASSIGN_OR_RETURN(const attention::DecodeLaunchInfo info,
                        attention::LaunchDecode(problem_->problem,
@@ -193,6 +209,16 @@ class AttentionPlan final : public GpuWorkloadPlan {
     config["launch"] = reference_backend_ ? "one block per (query row, head)" : launch_description_;
     config["group_size"] = absl::StrCat(shape_.group_size());
     config["pages"] = absl::StrCat(problem_->layout.num_pages);
+    // The batch as the kernels saw it: ragged and drawn batches differ per sequence.
+    auto summary = [](const std::vector<int32_t>& lens) {
+      const auto [low, high] = std::minmax_element(lens.begin(), lens.end());
+      int64_t sum = 0;
+      for (int32_t len : lens) sum += len;
+      return *low == *high ? absl::StrCat(*low, " each")
+                           : absl::StrCat(*low, "..", *high, " (", sum, " in all)");
+    };
+    config["sequences"] = absl::StrCat(lengths_.batch(), "; q ", summary(lengths_.q_lens), "; kv ",
+                                       summary(lengths_.kv_lens));
   }
 
   absl::Status Verify(cudaStream_t stream, v1::Verification& verification) override {
@@ -231,9 +257,11 @@ class AttentionPlan final : public GpuWorkloadPlan {
   comm::NcclCommunicator* communicator_ = nullptr;
   const bool decode_;
   const bool reference_backend_;
+  const bool cudnn_backend_;
   attention::AttentionShape shape_;
   attention::SequenceLengths lengths_;
   std::optional<attention::DeviceAttentionProblem> problem_;
+  std::unique_ptr<attention::CudnnAttention> cudnn_;  // after problem_: freed before it
   DeviceBuffer workspace_;
   size_t workspace_bytes_ = 0;
   mutable std::string launch_description_;

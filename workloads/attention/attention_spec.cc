@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <random>
 
 #include "absl/strings/str_format.h"
 #include "common/data_types.h"
@@ -17,9 +18,16 @@ void ApplyAttentionDefaults(const v1::ListGpusResponse& inventory, v1::Experimen
   auto& spec = *request.mutable_attention();
   SetIfZero(spec.phase(), [&] { spec.set_phase(v1::ATTENTION_PHASE_DECODE); });
   const bool decode = spec.phase() == v1::ATTENTION_PHASE_DECODE;
-  SetIfZero(spec.batch_size(), [&] { spec.set_batch_size(decode ? 32 : 1); });
+  const bool ragged = spec.q_lens_size() > 0 || spec.kv_lens_size() > 0;
+  SetIfZero(spec.batch_size(), [&] {
+    spec.set_batch_size(ragged ? std::max(spec.q_lens_size(), spec.kv_lens_size())
+                        : decode ? 32
+                                 : 1);
+  });
   SetIfZero(spec.kv_len(), [&] { spec.set_kv_len(4096); });
-  SetIfZero(spec.q_len(), [&] { spec.set_q_len(decode ? 1 : spec.kv_len()); });
+  SetIfZero(spec.q_len(), [&] {
+    spec.set_q_len(decode ? 1 : std::max(spec.kv_len(), spec.kv_len_max()));
+  });
   SetIfZero(spec.num_qo_heads(), [&] { spec.set_num_qo_heads(32); });
   SetIfZero(spec.num_kv_heads(), [&] { spec.set_num_kv_heads(8); });
   SetIfZero(spec.head_dim(), [&] { spec.set_head_dim(128); });
@@ -28,15 +36,52 @@ void ApplyAttentionDefaults(const v1::ListGpusResponse& inventory, v1::Experimen
   SetIfZero(spec.backend(), [&] { spec.set_backend(v1::ATTENTION_BACKEND_GPUPROF); });
 }
 
-absl::Status ValidateAttentionSpec(const v1::AttentionSpec& spec, int64_t gpu_memory) {
+// The per-sequence lists and the distribution, each with its field named.
+absl::Status ValidateAttentionLengths(const v1::AttentionSpec& spec) {
+  const bool decode = spec.phase() == v1::ATTENTION_PHASE_DECODE;
+  const bool ragged = spec.q_lens_size() > 0 || spec.kv_lens_size() > 0;
+  if (ragged) {
+    if (spec.q_lens_size() != spec.kv_lens_size()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "attention.kv_lens: got %d entries; must have one per sequence, as q_lens (%d)",
+          spec.kv_lens_size(), spec.q_lens_size()));
+    }
+    if (spec.batch_size() != spec.q_lens_size()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "attention.batch_size: got %d; must be the number of q_lens/kv_lens entries (%d) or "
+          "unset",
+          spec.batch_size(), spec.q_lens_size()));
+    }
+    if (spec.kv_len_max() != 0) {
+      return absl::InvalidArgumentError(
+          "attention.kv_len_max: must be unset with per-sequence kv_lens (one or the other)");
+    }
+    RETURN_IF_ERROR(CheckRange("attention.batch_size", spec.batch_size(), 1, 4096));
+    for (int i = 0; i < spec.q_lens_size(); ++i) {
+      RETURN_IF_ERROR(CheckRange(absl::StrFormat("attention.kv_lens[%d]", i), spec.kv_lens(i), 1,
+                                 int64_t{1} << 20));
+      RETURN_IF_ERROR(CheckRange(absl::StrFormat("attention.q_lens[%d]", i), spec.q_lens(i),
+                                 decode ? 1 : 0,
+                                 decode ? std::min<int64_t>(8, spec.kv_lens(i)) : spec.kv_lens(i)));
+    }
+    return absl::OkStatus();
+  }
   RETURN_IF_ERROR(CheckRange("attention.batch_size", spec.batch_size(), 1, 4096));
   RETURN_IF_ERROR(CheckRange("attention.kv_len", spec.kv_len(), 1, int64_t{1} << 20));
-  if (spec.phase() == v1::ATTENTION_PHASE_DECODE) {
-    // One token, or a few draft tokens for speculative decoding.
-    RETURN_IF_ERROR(CheckRange("attention.q_len", spec.q_len(), 1, 8));
-  } else {
-    RETURN_IF_ERROR(CheckRange("attention.q_len", spec.q_len(), 1, spec.kv_len()));
+  if (spec.kv_len_max() != 0) {
+    RETURN_IF_ERROR(
+        CheckRange("attention.kv_len_max", spec.kv_len_max(), spec.kv_len(), int64_t{1} << 20));
   }
+  const int64_t longest = std::max(spec.kv_len(), spec.kv_len_max());
+  if (decode) {
+    // One token, or a few draft tokens for speculative decoding.
+    return CheckRange("attention.q_len", spec.q_len(), 1, 8);
+  }
+  return CheckRange("attention.q_len", spec.q_len(), 1, longest);
+}
+
+absl::Status ValidateAttentionSpec(const v1::AttentionSpec& spec, int64_t gpu_memory) {
+  RETURN_IF_ERROR(ValidateAttentionLengths(spec));
   RETURN_IF_ERROR(CheckRange("attention.num_qo_heads", spec.num_qo_heads(), 1, 256));
   RETURN_IF_ERROR(CheckRange("attention.num_kv_heads", spec.num_kv_heads(), 1, spec.num_qo_heads()));
   if (spec.num_qo_heads() % spec.num_kv_heads() != 0) {
@@ -44,8 +89,15 @@ absl::Status ValidateAttentionSpec(const v1::AttentionSpec& spec, int64_t gpu_me
         "attention.num_kv_heads: got %d; must divide num_qo_heads (%d)", spec.num_kv_heads(),
         spec.num_qo_heads()));
   }
-  // The head sizes the kernels are instantiated for (kernels/attention/prefill.h, decode.h).
-  if (spec.phase() == v1::ATTENTION_PHASE_DECODE) {
+  if (spec.backend() == v1::ATTENTION_BACKEND_CUDNN) {
+    // cuDNN's fused fp16/bf16 attention: any multiple of 8 up to 256.
+    if (spec.head_dim() % 8 != 0 || spec.head_dim() < 8 || spec.head_dim() > 256) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "attention.head_dim: got %d; the cuDNN backend takes multiples of 8 up to 256",
+          spec.head_dim()));
+    }
+  } else if (spec.phase() == v1::ATTENTION_PHASE_DECODE) {
+    // The head sizes our kernels are instantiated for (kernels/attention/prefill.h, decode.h).
     if (spec.head_dim() != 64 && spec.head_dim() != 128 && spec.head_dim() != 256) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "attention.head_dim: got %d; decode takes 64, 128 or 256", spec.head_dim()));
@@ -58,8 +110,11 @@ absl::Status ValidateAttentionSpec(const v1::AttentionSpec& spec, int64_t gpu_me
   RETURN_IF_ERROR(CheckPowerOfTwo("attention.page_size", spec.page_size()));
   RETURN_IF_ERROR(CheckDataType("attention.dtype", spec.dtype(),
                                 {v1::DATA_TYPE_FP16, v1::DATA_TYPE_BF16}));
+  // The caches hold every sequence's pages: 2 x sum(kv) x heads x head_dim x element bytes.
+  int64_t cached_tokens = 0;
+  for (int64_t kv_len : ExpandAttentionLengths(spec).kv_lens) cached_tokens += kv_len;
   return CheckBytesFit("attention (paged K and V caches)",
-                       {2, spec.batch_size(), spec.kv_len(), spec.num_kv_heads(), spec.head_dim(),
+                       {2, cached_tokens, spec.num_kv_heads(), spec.head_dim(),
                         DataTypeBytes(spec.dtype())},
                        gpu_memory, "the GPU's memory");
 }
@@ -77,6 +132,23 @@ absl::Status ValidateAttention(const v1::ExperimentRequest& request, const HostL
 }
 
 }  // namespace
+
+AttentionLengths ExpandAttentionLengths(const v1::AttentionSpec& spec) {
+  AttentionLengths lengths;
+  if (spec.q_lens_size() > 0) {
+    lengths.q_lens.assign(spec.q_lens().begin(), spec.q_lens().end());
+    lengths.kv_lens.assign(spec.kv_lens().begin(), spec.kv_lens().end());
+    return lengths;
+  }
+  std::mt19937_64 random(spec.seed());
+  std::uniform_int_distribution<int64_t> drawn(spec.kv_len(), std::max(spec.kv_len(), spec.kv_len_max()));
+  for (int64_t i = 0; i < spec.batch_size(); ++i) {
+    const int64_t kv_len = spec.kv_len_max() > spec.kv_len() ? drawn(random) : spec.kv_len();
+    lengths.kv_lens.push_back(kv_len);
+    lengths.q_lens.push_back(std::min(spec.q_len(), kv_len));
+  }
+  return lengths;
+}
 
 const WorkloadSpec kAttentionSpec = {
     .request_case = v1::ExperimentRequest::kAttention,

@@ -2,11 +2,23 @@
 #ifndef GPUPROF_WORKLOADS_ATTENTION_ATTENTION_SPEC_H_
 #define GPUPROF_WORKLOADS_ATTENTION_ATTENTION_SPEC_H_
 
+#include <cstdint>
+#include <vector>
+
+#include "gpuprof/v1/workloads.pb.h"
 #include "workloads/workload_spec.h"
 
 namespace gpuprof::workloads {
 
 extern const WorkloadSpec kAttentionSpec;
+
+// Each sequence's query and cached lengths, from the lists, the distribution or the uniform
+// q_len / kv_len of a spec with its defaults applied.
+struct AttentionLengths {
+  std::vector<int64_t> q_lens;
+  std::vector<int64_t> kv_lens;
+};
+AttentionLengths ExpandAttentionLengths(const v1::AttentionSpec& spec);
 
 }  // namespace gpuprof::workloads
 

@@ -7,6 +7,7 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,7 @@
 #include "comm/collective_testing.h"
 #include "comm/collective_types.h"
 #include "comm/nccl_communicator.h"
+#include "comm/nccl_tuning_log.h"
 #include "common/cuda_raii.h"
 #include "common/gpu_links.h"
 #include "common/cuda_status.h"
@@ -268,6 +270,10 @@ absl::StatusOr<v1::ExperimentResult> RunCollectiveWorkload(const RunContext& con
 
     context.progress(v1::PHASE_VERIFICATION, index, counts.size(),
                      absl::StrCat("checking ", size_label));
+    // Only the checked call's lines count: earlier ones (alignment, gathers) are passed over.
+    comm::NcclTuningLog& tuning_log = comm::ProcessNcclTuningLog();
+    const std::string nccl_operation = comm::NcclLogOperationName(comm::CollectiveOpName(op));
+    tuning_log.LatestChoice(nccl_operation);
     std::string mismatch;
     bool correct = true;
     if (wrapper) {
@@ -283,6 +289,7 @@ absl::StatusOr<v1::ExperimentResult> RunCollectiveWorkload(const RunContext& con
                                           on_buffers, stream.get(), deadline, mismatch));
     }
     if (!correct) result.add_not_collected(absl::StrCat("rank ", rank, " at ", size_label, ": ", mismatch));
+    const std::optional<comm::NcclChoice> nccl_choice = tuning_log.LatestChoice(nccl_operation);
 
     measure::MeasurementSetup setup{
         .options = assignment.request().measurement(),
@@ -323,6 +330,10 @@ absl::StatusOr<v1::ExperimentResult> RunCollectiveWorkload(const RunContext& con
     v1::CollectivePoint& point = *collective.add_points();
     point.set_bytes(static_cast<int64_t>(bytes));
     point.set_elements(static_cast<int64_t>(counts[index]));
+    if (nccl_choice.has_value()) {
+      point.set_nccl_algorithm(nccl_choice->algorithm);
+      point.set_nccl_protocol(nccl_choice->protocol);
+    }
     point.set_correct(true);
     int slowest = 0;
     int slowest_direct = 0;

@@ -54,7 +54,10 @@ void ApplyCollectiveDefaults(const v1::ListGpusResponse& inventory, v1::Experime
   *measurement.mutable_time_budget() = google::protobuf::util::TimeUtil::SecondsToDuration(600);
   SetIfZero(measurement.warmup_iterations(), [&] { measurement.set_warmup_iterations(5); });
   if (spec.eager()) {
+    // A batch of host launches per sample, as NCCL driven directly runs them back to back.
     measurement.set_graph_launches_per_sample(0);
+    SetIfZero(measurement.eager_launches_per_sample(),
+              [&] { measurement.set_eager_launches_per_sample(20); });
   } else {
     SetIfZero(measurement.graph_launches_per_sample(),
               [&] { measurement.set_graph_launches_per_sample(20); });

@@ -6,7 +6,12 @@
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 tar xJf .xfer/carry.tar.xz
+# Binaries rebuilt after the bundle was packed (e.g. the worker after a kernel change).
+[ -d .xfer2 ] && cp -f .xfer2/* .carry/bin/
 B=$PWD/.carry/bin; export LD_LIBRARY_PATH=$PWD/.carry/lib:/usr/local/cuda/lib64
+if [ -n "${COPY_KERNEL_TESTS:-}" ]; then
+  TEST_SRCDIR=$PWD/.carry/runfiles TEST_WORKSPACE=. timeout 120 $B/copy_kernels_gpu_test 2>&1 | tail -3
+fi
 S=/tmp/sweeps; mkdir -p $S; state=$S/state; mkdir -p $state
 gpus=${SWEEP_GPUS:-1}
 $B/gpuprofd --state_dir=$state --listen=unix:$state/sock --worker_binary=$B/gpuprof_worker \
