@@ -207,7 +207,15 @@ absl::Status Run(bool quick, const std::string& table_path) {
               .flops = AttentionFlops(shape, d.problem.lengths),
               .bytes = AttentionBytes(shape, d.problem.lengths)});
     }
-    RETURN_IF_ERROR(AddCudnnRow(bench, d, "prefill", rows.back().shape, 2, samples, rows));
+    const std::string shape_name = rows.back().shape;
+    RETURN_IF_ERROR(AddCudnnRow(bench, d, "prefill", shape_name, 2, samples, rows));
+    // The same problem with pages of 256 rows: how much of cuDNN's time is the paging.
+    AttentionShape large_pages = shape;
+    large_pages.page_size = 256;
+    ASSIGN_OR_RETURN(DeviceAttentionProblem d256,
+                     MakeDeviceAttentionProblem(
+                         large_pages, SequenceLengths{.q_lens = {c.len}, .kv_lens = {c.len}}, 7));
+    RETURN_IF_ERROR(AddCudnnRow(bench, d256, "prefill page256", shape_name, 2, samples, rows));
     std::printf("  done %s %s\n", rows.back().kind.c_str(), rows.back().shape.c_str());
     std::fflush(stdout);
   }

@@ -24,12 +24,29 @@
 
 namespace gpuprof::attention {
 
+#if defined(GPUPROF_HAVE_CUDNN)
+// Plans timed when the heuristic offers several (each costs a few launches in Create).
+constexpr int kMaxTimedPlans = 4;
+#endif
+
 std::string CudnnAttentionInfo::ToString() const {
-  return absl::StrFormat(
-      "cuDNN %d.%d.%d, engine %d (candidate %d of the heuristic's list), workspace %d B, plan "
-      "built in %.1f ms%s",
-      cudnn_version / 10000, cudnn_version / 100 % 100, cudnn_version % 100, engine_index,
-      engine_configs_tried, workspace_bytes, build_ms, writes_lse ? ", writes the LSE" : "");
+  std::string text = absl::StrFormat(
+      "cuDNN %d.%d.%d, engine %d (candidate %d of the heuristic's list", cudnn_version / 10000,
+      cudnn_version / 100 % 100, cudnn_version % 100, engine_index, chosen_rank);
+  if (timed_plans.size() > 1) {
+    absl::StrAppend(&text, ", fastest of ", timed_plans.size(), " timed:");
+    for (const TimedPlan& plan : timed_plans) {
+      absl::StrAppend(&text, " engine ", plan.engine_index,
+                      plan.time_ms >= 0 ? absl::StrFormat(" %.1f us", plan.time_ms * 1e3)
+                                        : std::string(" did not run"),
+                      ";");
+    }
+    text.pop_back();
+  }
+  absl::StrAppend(&text,
+                  absl::StrFormat("), workspace %d B, plan built in %.1f ms%s", workspace_bytes,
+                                  build_ms, writes_lse ? ", writes the LSE" : ""));
+  return text;
 }
 
 absl::StatusOr<CudnnIndexArrays> BuildCudnnIndexArrays(const AttentionShape& shape,
@@ -418,7 +435,6 @@ struct GraphSizes {
         with_lse(lse) {
     for (int32_t pages : lengths.num_pages) max_pages = std::max<int64_t>(max_pages, pages);
     for (int32_t q_len : lengths.q_lens) ragged = ragged || q_len != lengths.q_lens.front();
-  }
 };
 
 // Adds the attention graph's tensors and operations to `g` (see the header for its shape).
@@ -460,6 +476,8 @@ void AddAttentionGraph(GraphBuilder& g, const AttentionShape& shape, const Graph
   const Dims s_dims = {b, hq, sq, skv};
   const Dims s_strides = {hq * sq * skv, sq * skv, skv, 1};
   auto* s = g.Virtual(CUDNN_DATA_FLOAT, s_dims, s_strides);
+  // The per-sequence bounds and the padding mask stay even when every sequence has the same
+  // lengths: cuDNN 9.14 offers no engine for a paged graph without them (seen on an H100).
   g.Matmul(q, k_t, s, seq_q, seq_kv, nullptr, "Q K^T");
   // One pointwise operation over the scores' shape, its output a new virtual tensor.
   auto scores_op = [&](cudnnPointwiseMode_t mode, cudnnDataType_t math, cudnnDataType_t out,
@@ -546,24 +564,62 @@ absl::StatusOr<cudnnBackendDescriptor_t> FinalizeOperationGraph(const CudnnApi& 
   return graph;
 }
 
-// The first of the heuristic's ranked engine configurations that cuDNN can build a plan
-// for, on the GPU behind `handle`; `tried` counts the candidates.
-absl::StatusOr<cudnnBackendDescriptor_t> FindPlan(const CudnnApi& api,
-                                                  cudnnBackendDescriptor_t graph,
-                                                  cudnnHandle_t handle,
-                                                  std::vector<Descriptor>& owned, int& tried) {
-  auto create = [&](cudnnBackendDescriptorType_t type,
-                    absl::string_view what) -> absl::StatusOr<cudnnBackendDescriptor_t> {
-    cudnnBackendDescriptor_t descriptor = nullptr;
-    RETURN_IF_ERROR(CudnnError(api, api.CreateDescriptor(type, &descriptor), what));
-    owned.emplace_back(api, descriptor);
-    return descriptor;
-  };
-  absl::Status last_failure = absl::UnimplementedError("cuDNN offered no engine for this graph");
+// Creates a backend descriptor that `owned` keeps alive.
+absl::StatusOr<cudnnBackendDescriptor_t> CreateOwned(const CudnnApi& api,
+                                                     cudnnBackendDescriptorType_t type,
+                                                     absl::string_view what,
+                                                     std::vector<Descriptor>& owned) {
+  cudnnBackendDescriptor_t descriptor = nullptr;
+  RETURN_IF_ERROR(CudnnError(api, api.CreateDescriptor(type, &descriptor), what));
+  owned.emplace_back(api, descriptor);
+  return descriptor;
+}
+
+// One execution plan cuDNN built for the graph.
+struct PlanCandidate {
   cudnnBackendDescriptor_t plan = nullptr;
+  int rank = 0;                // 1-based position in the heuristic's ranked list
+  int64_t engine_index = -1;   // cuDNN's global engine index; -1 when cuDNN does not say
+  int64_t workspace_bytes = 0;
+  float time_ms = -1;          // per launch, when timed
+};
+
+// The plan's engine index and workspace, read back from cuDNN.
+absl::Status DescribePlan(const CudnnApi& api, std::vector<Descriptor>& owned,
+                          PlanCandidate& candidate) {
+  int64_t count = 0;
+  RETURN_IF_ERROR(CudnnError(api,
+                             api.GetAttribute(candidate.plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                              CUDNN_TYPE_INT64, 1, &count,
+                                              &candidate.workspace_bytes),
+                             "plan workspace size"));
+  ASSIGN_OR_RETURN(cudnnBackendDescriptor_t config,
+                   CreateOwned(api, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, "engine config", owned));
+  ASSIGN_OR_RETURN(cudnnBackendDescriptor_t engine,
+                   CreateOwned(api, CUDNN_BACKEND_ENGINE_DESCRIPTOR, "engine", owned));
+  // The index is for the record only: a cuDNN that does not say leaves -1.
+  if (api.GetAttribute(candidate.plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
+                       CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &count, &config) == CUDNN_STATUS_SUCCESS &&
+      api.GetAttribute(config, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                       &count, &engine) == CUDNN_STATUS_SUCCESS) {
+    api.GetAttribute(engine, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &count,
+                     &candidate.engine_index);
+  }
+  return absl::OkStatus();
+}
+
+// Plans for the first `max_plans` of the heuristic's ranked engine configurations that cuDNN
+// can build on the GPU behind `handle` (the fallback list when the ranked one yields none);
+// `tried` counts the candidates.
+absl::StatusOr<std::vector<PlanCandidate>> BuildPlans(const CudnnApi& api,
+                                                      cudnnBackendDescriptor_t graph,
+                                                      cudnnHandle_t handle, int max_plans,
+                                                      std::vector<Descriptor>& owned, int& tried) {
+  absl::Status last_failure = absl::UnimplementedError("cuDNN offered no engine for this graph");
+  std::vector<PlanCandidate> plans;
   for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
     ASSIGN_OR_RETURN(cudnnBackendDescriptor_t heuristic,
-                     create(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, "engine heuristic"));
+                     CreateOwned(api, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, "engine heuristic", owned));
     RETURN_IF_ERROR(CudnnError(api,
                                api.SetAttribute(heuristic, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH,
                                                  CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph),
@@ -584,7 +640,8 @@ absl::StatusOr<cudnnBackendDescriptor_t> FindPlan(const CudnnApi& api,
                                "counting the heuristic's results"));
     std::vector<cudnnBackendDescriptor_t> configs(count);
     for (auto& config : configs) {
-      ASSIGN_OR_RETURN(config, create(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, "engine config"));
+      ASSIGN_OR_RETURN(config,
+                       CreateOwned(api, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, "engine config", owned));
     }
     int64_t returned = 0;
     RETURN_IF_ERROR(CudnnError(api,
@@ -592,10 +649,11 @@ absl::StatusOr<cudnnBackendDescriptor_t> FindPlan(const CudnnApi& api,
                                                  CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &returned,
                                                  configs.data()),
                                "reading the heuristic's results"));
-    for (int64_t i = 0; i < returned && plan == nullptr; ++i) {
+    for (int64_t i = 0; i < returned && static_cast<int>(plans.size()) < max_plans; ++i) {
       ++tried;
       ASSIGN_OR_RETURN(cudnnBackendDescriptor_t candidate,
-                       create(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, "execution plan"));
+                       CreateOwned(api, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, "execution plan",
+                                   owned));
       RETURN_IF_ERROR(CudnnError(api,
                                  api.SetAttribute(candidate, CUDNN_ATTR_EXECUTION_PLAN_HANDLE,
                                                   CUDNN_TYPE_HANDLE, 1, &handle),
@@ -605,22 +663,69 @@ absl::StatusOr<cudnnBackendDescriptor_t> FindPlan(const CudnnApi& api,
                                                    CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &configs[i]),
                                  "plan engine config"));
       const cudnnStatus_t built = api.Finalize(candidate);
-      if (built == CUDNN_STATUS_SUCCESS) {
-        plan = candidate;
-        break;
+      if (built != CUDNN_STATUS_SUCCESS) {
+        last_failure =
+            CudnnError(api, built, absl::StrCat("building a plan from candidate ", i + 1));
+        continue;
       }
-      last_failure = CudnnError(api, built, absl::StrCat("building a plan from candidate ", i + 1));
+      PlanCandidate plan{.plan = candidate, .rank = static_cast<int>(i + 1)};
+      RETURN_IF_ERROR(DescribePlan(api, owned, plan));
+      plans.push_back(plan);
     }
-    if (plan != nullptr) break;
+    if (!plans.empty()) break;
   }
-  if (plan == nullptr) {
+  if (plans.empty()) {
     return absl::Status(
         last_failure.code(),
         absl::StrCat("cuDNN has no engine for this attention graph after ", tried,
                      " candidate(s); the last refusal: ", last_failure.message()));
   }
+  return plans;
+}
 
-  return plan;
+// A finalized variant pack: the tensors' ids, where they live, and the workspace.
+absl::StatusOr<cudnnBackendDescriptor_t> BuildVariantPack(const CudnnApi& api,
+                                                          const std::vector<int64_t>& uids,
+                                                          const std::vector<void*>& pointers,
+                                                          void* workspace,
+                                                          std::vector<Descriptor>& owned) {
+  ASSIGN_OR_RETURN(cudnnBackendDescriptor_t pack,
+                   CreateOwned(api, CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, "variant pack", owned));
+  RETURN_IF_ERROR(CudnnError(api,
+                             api.SetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS,
+                                              CUDNN_TYPE_INT64, static_cast<int64_t>(uids.size()),
+                                              uids.data()),
+                             "variant pack ids"));
+  RETURN_IF_ERROR(CudnnError(api,
+                             api.SetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS,
+                                              CUDNN_TYPE_VOID_PTR,
+                                              static_cast<int64_t>(pointers.size()),
+                                              pointers.data()),
+                             "variant pack pointers"));
+  RETURN_IF_ERROR(CudnnError(api,
+                             api.SetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE,
+                                              CUDNN_TYPE_VOID_PTR, 1, &workspace),
+                             "variant pack workspace"));
+  RETURN_IF_ERROR(CudnnError(api, api.Finalize(pack), "finalizing the variant pack"));
+  return pack;
+}
+
+// GPU time per launch of `plan`: one warm-up launch, then kTimedLaunches between two events.
+absl::StatusOr<float> TimePlan(const CudnnApi& api, cudnnHandle_t handle,
+                               cudnnBackendDescriptor_t plan, cudnnBackendDescriptor_t pack,
+                               cudaStream_t stream) {
+  constexpr int kTimedLaunches = 5;
+  ASSIGN_OR_RETURN(CudaEvent start, CudaEvent::Create());
+  ASSIGN_OR_RETURN(CudaEvent stop, CudaEvent::Create());
+  RETURN_IF_ERROR(CudnnError(api, api.Execute(handle, plan, pack), "executing a candidate plan"));
+  RETURN_IF_ERROR(start.Record(stream));
+  for (int i = 0; i < kTimedLaunches; ++i) {
+    RETURN_IF_ERROR(CudnnError(api, api.Execute(handle, plan, pack), "executing a candidate plan"));
+  }
+  RETURN_IF_ERROR(stop.Record(stream));
+  CUDA_RETURN_IF_ERROR(cudaEventSynchronize(stop.get()));
+  ASSIGN_OR_RETURN(const float elapsed_ms, ElapsedMilliseconds(start, stop));
+  return elapsed_ms / kTimedLaunches;
 }
 
 }  // namespace
@@ -630,8 +735,10 @@ struct CudnnAttention::State {
 
   const CudnnApi* api;
   Handle handle;
-  std::vector<Descriptor> graph;  // tensors and operations the plan was built from
-  std::vector<Descriptor> plan;   // the operation graph, engine configs and the plan (last)
+  std::vector<Descriptor> graph;  // tensors and operations the plans were built from
+  std::vector<Descriptor> owned;  // the operation graph, engine configs, plans, variant pack
+  cudnnBackendDescriptor_t plan = nullptr;          // the chosen one, owned above
+  cudnnBackendDescriptor_t variant_pack = nullptr;  // owned above
   DeviceBuffer seq_len_q, seq_len_kv, q_offsets, lse_offsets, page_table, workspace;
   float scale = 1.0f;
   float negative_infinity = -std::numeric_limits<float>::infinity();
@@ -687,50 +794,20 @@ absl::StatusOr<std::unique_ptr<CudnnAttention>> CudnnAttention::Create(
   AddAttentionGraph(g, shape, sizes);
   RETURN_IF_ERROR(g.status());
 
-  // The operation graph, the heuristic's ranked engine configurations, and the first of them
-  // that cuDNN can build a plan for.
-  std::vector<Descriptor> owned;
-  auto create = [&](cudnnBackendDescriptorType_t type,
-                    absl::string_view what) -> absl::StatusOr<cudnnBackendDescriptor_t> {
-    cudnnBackendDescriptor_t descriptor = nullptr;
-    RETURN_IF_ERROR(CudnnError(*api, api->CreateDescriptor(type, &descriptor), what));
-    owned.emplace_back(*api, descriptor);
-    return descriptor;
-  };
+  // The operation graph, then plans for the heuristic's best-ranked engine configurations.
   cudnnHandle_t handle = state->handle.get();
+  std::vector<Descriptor>& owned = state->owned;
   ASSIGN_OR_RETURN(cudnnBackendDescriptor_t graph, FinalizeOperationGraph(*api, g, handle, owned));
-
   int tried = 0;
-  ASSIGN_OR_RETURN(cudnnBackendDescriptor_t plan,
-                   FindPlan(*api, graph, handle, owned, tried));
-
-  CudnnAttentionInfo info;
-  info.cudnn_version = static_cast<int64_t>(api->GetVersion());
-  info.engine_configs_tried = tried;
-  info.writes_lse = with_lse;
-  int64_t count = 0;
-  RETURN_IF_ERROR(CudnnError(*api,
-                             api->GetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
-                                               CUDNN_TYPE_INT64, 1, &count, &info.workspace_bytes),
-                             "plan workspace size"));
-  {
-    // The engine's index, for the record; a cuDNN that does not say leaves -1.
-    cudnnBackendDescriptor_t config = nullptr, engine = nullptr;
-    if (create(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, "engine config").ok()) config = owned.back().get();
-    if (create(CUDNN_BACKEND_ENGINE_DESCRIPTOR, "engine").ok()) engine = owned.back().get();
-    if (config != nullptr && engine != nullptr &&
-        api->GetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
-                          CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &count, &config) == CUDNN_STATUS_SUCCESS &&
-        api->GetAttribute(config, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
-                          &count, &engine) == CUDNN_STATUS_SUCCESS) {
-      api->GetAttribute(engine, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &count,
-                        &info.engine_index);
-    }
+  ASSIGN_OR_RETURN(std::vector<PlanCandidate> plans,
+                   BuildPlans(*api, graph, handle, kMaxTimedPlans, owned, tried));
+  int64_t workspace_bytes = 16;
+  for (const PlanCandidate& plan : plans) {
+    workspace_bytes = std::max(workspace_bytes, plan.workspace_bytes);
   }
-  ASSIGN_OR_RETURN(state->workspace,
-                   DeviceBuffer::Allocate(std::max<int64_t>(info.workspace_bytes, 16)));
+  ASSIGN_OR_RETURN(state->workspace, DeviceBuffer::Allocate(workspace_bytes));
 
-  // The variant pack's tensors and where they live.
+  // The variant pack's tensors and where they live; built once, used by every launch.
   state->uids = {kQ, kKCache, kVCache, kO, kSeqLenQ, kSeqLenKv, kPageTable, kScale,
                  kNegativeInfinity};
   state->pointers = {const_cast<void*>(buffers.q), const_cast<void*>(buffers.k_cache),
@@ -749,17 +826,44 @@ absl::StatusOr<std::unique_ptr<CudnnAttention>> CudnnAttention::Create(
       state->pointers.push_back(state->lse_offsets.data());
     }
   }
-  state->graph = g.TakeOwned();
-  state->plan = std::move(owned);
-  // The plan must be the last descriptor: Run() finds it there.
-  for (auto it = state->plan.begin(); it != state->plan.end(); ++it) {
-    if (it->get() == plan) {
-      Descriptor kept = std::move(*it);
-      state->plan.erase(it);
-      state->plan.push_back(std::move(kept));
-      break;
+  ASSIGN_OR_RETURN(state->variant_pack, BuildVariantPack(*api, state->uids, state->pointers,
+                                                         state->workspace.data(), owned));
+
+  // The heuristic's first choice is not always the fastest (on an H100 the ranking changes
+  // with the shape), so when it offers several plans each runs on the real buffers and the
+  // fastest is kept, as cuDNN's frontend autotuning does. A plan that fails to run is skipped.
+  const PlanCandidate* chosen = &plans.front();
+  if (plans.size() > 1) {
+    ASSIGN_OR_RETURN(CudaStream stream, CudaStream::Create());
+    RETURN_IF_ERROR(CudnnError(*api, api->SetStream(handle, stream.get()), "setting the stream"));
+    chosen = nullptr;
+    for (PlanCandidate& plan : plans) {
+      absl::StatusOr<float> time_ms =
+          TimePlan(*api, handle, plan.plan, state->variant_pack, stream.get());
+      if (!time_ms.ok()) continue;
+      plan.time_ms = *time_ms;
+      if (chosen == nullptr || plan.time_ms < chosen->time_ms) chosen = &plan;
+    }
+    RETURN_IF_ERROR(stream.Synchronize());
+    RETURN_IF_ERROR(CudnnError(*api, api->SetStream(handle, nullptr), "setting the stream"));
+    if (chosen == nullptr) {
+      return absl::InternalError(absl::StrCat("cuDNN built ", plans.size(),
+                                              " plans for this attention graph and none ran"));
     }
   }
+  state->plan = chosen->plan;
+
+  CudnnAttentionInfo info;
+  info.cudnn_version = static_cast<int64_t>(api->GetVersion());
+  info.engine_index = chosen->engine_index;
+  info.engine_configs_tried = tried;
+  info.chosen_rank = chosen->rank;
+  info.workspace_bytes = chosen->workspace_bytes;
+  info.writes_lse = with_lse;
+  for (const PlanCandidate& plan : plans) {
+    info.timed_plans.push_back({plan.engine_index, plan.rank, plan.time_ms});
+  }
+  state->graph = g.TakeOwned();
   info.build_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
                                                             started)
                       .count();
@@ -769,27 +873,7 @@ absl::StatusOr<std::unique_ptr<CudnnAttention>> CudnnAttention::Create(
 absl::Status CudnnAttention::Run(cudaStream_t stream) const {
   const CudnnApi& api = *state_->api;
   RETURN_IF_ERROR(CudnnError(api, api.SetStream(state_->handle.get(), stream), "setting the stream"));
-  cudnnBackendDescriptor_t pack = nullptr;
-  RETURN_IF_ERROR(CudnnError(api, api.CreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack),
-                             "variant pack"));
-  const Descriptor owned(api, pack);
-  void* workspace = state_->workspace.data();
-  RETURN_IF_ERROR(CudnnError(
-      api,
-      api.SetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64,
-                       static_cast<int64_t>(state_->uids.size()), state_->uids.data()),
-      "variant pack ids"));
-  RETURN_IF_ERROR(CudnnError(
-      api,
-      api.SetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR,
-                       static_cast<int64_t>(state_->pointers.size()), state_->pointers.data()),
-      "variant pack pointers"));
-  RETURN_IF_ERROR(CudnnError(api,
-                             api.SetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE,
-                                              CUDNN_TYPE_VOID_PTR, 1, &workspace),
-                             "variant pack workspace"));
-  RETURN_IF_ERROR(CudnnError(api, api.Finalize(pack), "finalizing the variant pack"));
-  return CudnnError(api, api.Execute(state_->handle.get(), state_->plan.back().get(), pack),
+  return CudnnError(api, api.Execute(state_->handle.get(), state_->plan, state_->variant_pack),
                     "executing the plan");
 }
 

@@ -28,18 +28,28 @@ namespace gpuprof::attention {
 struct CudnnAttentionInfo {
   int64_t cudnn_version = 0;     // e.g. 91400 for 9.14.0
   int64_t engine_index = -1;     // cuDNN's global engine index of the chosen plan
-  int engine_configs_tried = 0;  // heuristic's candidates tried before one finalized
+  int chosen_rank = 0;           // its 1-based place in the heuristic's ranked list
+  int engine_configs_tried = 0;  // the heuristic's candidates tried
   int64_t workspace_bytes = 0;
-  double build_ms = 0;  // graph, heuristics and plan, on the host
+  double build_ms = 0;  // graph, heuristics, plans and timing them, on the host
   bool writes_lse = false;
+  // Every plan cuDNN built, in the heuristic's order, with its time per launch when timed
+  // (-1: not timed, or it failed to run).
+  struct TimedPlan {
+    int64_t engine_index = -1;
+    int rank = 0;
+    float time_ms = -1;
+  };
+  std::vector<TimedPlan> timed_plans;
 
   std::string ToString() const;
 };
 
 class CudnnAttention {
  public:
-  // Builds the graph and an execution plan for `problem` on the current device: its shape and
-  // host lengths, `layout`'s page tables (uploaded here as the padded [batch, max_pages] table
+  // Builds the graph and an execution plan for `problem` on the current device (when cuDNN's
+  // heuristic offers several plans, the fastest on these buffers; o and lse are written while
+  // timing them): its shape and host lengths, `layout`'s page tables (uploaded here as the padded [batch, max_pages] table
   // cuDNN reads), and the device buffers of problem.buffers, which Run() reads and writes.
   // The LSE is written when problem.buffers.lse is set.
   static absl::StatusOr<std::unique_ptr<CudnnAttention>> Create(const AttentionProblem& problem,

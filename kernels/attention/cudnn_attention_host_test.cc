@@ -82,6 +82,8 @@ TEST_F(CudnnGraphTest, CudnnAcceptsTheGraphsTheBackendBuilds) {
   };
   const std::vector<Case> cases = {
       {Shape(32, 8, 128, 16, true), {.q_lens = {4096}, .kv_lens = {4096}}, true},
+      {Shape(32, 8, 128, 16, false), {.q_lens = {1, 1}, .kv_lens = {4096, 4096}}, false},
+      {Shape(32, 8, 128, 16, true), {.q_lens = {4, 4}, .kv_lens = {100, 100}}, true},
       {Shape(32, 8, 128, 16, false), {.q_lens = {100, 257}, .kv_lens = {100, 300}}, false},
       {Shape(8, 1, 64, 64, true, AttentionDtype::kFp16),
        {.q_lens = {37, 128}, .kv_lens = {500, 128}},
