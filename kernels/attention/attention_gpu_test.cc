@@ -198,23 +198,31 @@ TEST_P(CudnnGpuTest, MatchesReferenceOrSaysWhyNot) {
   const auto version = CudnnVersion();
   if (!version.ok()) GTEST_SKIP() << version.status();
   const AttentionCase& c = GetParam();
-  ASSERT_OK_AND_ASSIGN(d, MakeDeviceAttentionProblem(
-                              ShapeOf(c), SequenceLengths{.q_lens = c.q_lens, .kv_lens = c.kv_lens},
-                              /*seed=*/c.q_lens.size() * 71 + c.head_dim));
-  ASSERT_OK(LaunchReferenceAttention(d.ReferenceProblem(), stream_.get()));
-  ASSERT_OK(PoisonBuffer(d.out, stream_.get()));
-  ASSERT_OK(PoisonBuffer(d.out_lse, stream_.get()));
-  const auto cudnn = CudnnAttention::Create(d.problem, d.layout);
-  if (c.cudnn_refuses) {
-    ASSERT_FALSE(cudnn.ok()) << c.name << " was expected to be refused by cuDNN " << *version;
-    EXPECT_NE(cudnn.status().message().find("cuDNN"), std::string::npos) << cudnn.status();
-    std::printf("[cudnn] %s refused: %s\n", c.name.c_str(), cudnn.status().ToString().c_str());
-    return;
+  // Scattered pages (read through the page table), then pages in order (read in place).
+  for (const uint64_t seed : {uint64_t{c.q_lens.size() * 71 + c.head_dim}, uint64_t{0}}) {
+    const std::string name = c.name + (seed == 0 ? " pages in order" : " pages scattered");
+    SCOPED_TRACE(name);
+    ASSERT_OK_AND_ASSIGN(d, MakeDeviceAttentionProblem(
+                                ShapeOf(c),
+                                SequenceLengths{.q_lens = c.q_lens, .kv_lens = c.kv_lens}, seed));
+    ASSERT_OK(LaunchReferenceAttention(d.ReferenceProblem(), stream_.get()));
+    ASSERT_OK(PoisonBuffer(d.out, stream_.get()));
+    ASSERT_OK(PoisonBuffer(d.out_lse, stream_.get()));
+    const auto cudnn = CudnnAttention::Create(d.problem, d.layout);
+    if (c.cudnn_refuses) {
+      ASSERT_FALSE(cudnn.ok()) << name << " was expected to be refused by cuDNN " << *version;
+      EXPECT_NE(cudnn.status().message().find("cuDNN"), std::string::npos) << cudnn.status();
+      std::printf("[cudnn] %s refused: %s\n", name.c_str(), cudnn.status().ToString().c_str());
+      continue;
+    }
+    ASSERT_TRUE(cudnn.ok()) << name << ": " << cudnn.status();
+    // Scattered pages can only be read through the page table; pages in order either way,
+    // whichever cuDNN ran faster.
+    if (seed != 0) EXPECT_FALSE((*cudnn)->info().reads_kv_in_place);
+    ASSERT_OK((*cudnn)->Run(stream_.get()));
+    ASSERT_OK(stream_.Synchronize());
+    ExpectMatchesReference(d, name + " (" + (*cudnn)->info().ToString() + ")");
   }
-  ASSERT_TRUE(cudnn.ok()) << c.name << ": " << cudnn.status();
-  ASSERT_OK((*cudnn)->Run(stream_.get()));
-  ASSERT_OK(stream_.Synchronize());
-  ExpectMatchesReference(d, c.name + " (" + (*cudnn)->info().ToString() + ")");
 }
 
 // clang-format off

@@ -5,9 +5,10 @@
 // cuDNN is loaded at run time (libcudnn.so.9), so machines without it build and run everything
 // else; the backend then says why it cannot run. The graph is the one cuDNN's fused flash
 // engines recognise: Q.K^T (K and V read through the page table by paged-cache-load
-// operations), scale, a padding mask from the per-sequence lengths, the bottom-right causal
-// mask, softmax (optionally with its log-sum-exp), P.V. When cuDNN has no engine for a shape,
-// Create() returns an error that carries cuDNN's own reason.
+// operations, or in place when every sequence's pages are consecutive), scale, a padding mask
+// from the per-sequence lengths, the bottom-right causal mask, softmax (optionally with its
+// log-sum-exp), P.V. When cuDNN has no engine for a shape, Create() returns an error that
+// carries cuDNN's own reason.
 #ifndef GPUPROF_KERNELS_ATTENTION_CUDNN_ATTENTION_H_
 #define GPUPROF_KERNELS_ATTENTION_CUDNN_ATTENTION_H_
 
@@ -33,12 +34,14 @@ struct CudnnAttentionInfo {
   int64_t workspace_bytes = 0;
   double build_ms = 0;  // graph, heuristics, plans and timing them, on the host
   bool writes_lse = false;
-  // Every plan cuDNN built, in the heuristic's order, with its time per launch when timed
-  // (-1: not timed, or it failed to run).
+  bool reads_kv_in_place = false;  // pages in order: K and V read without the page table
+  // Every plan cuDNN built (for each graph tried: pages in order are also read in place), in
+  // the heuristic's order, with its time per launch when timed (-1: not timed, or it failed).
   struct TimedPlan {
     int64_t engine_index = -1;
     int rank = 0;
     float time_ms = -1;
+    bool kv_in_place = false;
   };
   std::vector<TimedPlan> timed_plans;
 
@@ -48,8 +51,9 @@ struct CudnnAttentionInfo {
 class CudnnAttention {
  public:
   // Builds the graph and an execution plan for `problem` on the current device (when cuDNN's
-  // heuristic offers several plans, the fastest on these buffers; o and lse are written while
-  // timing them): its shape and host lengths, `layout`'s page tables (uploaded here as the padded [batch, max_pages] table
+  // heuristic offers several plans, or the pages are in order and K and V can also be read in
+  // place, the fastest on these buffers; o and lse are written while timing): its shape and
+  // host lengths, `layout`'s page tables (uploaded here as the padded [batch, max_pages] table
   // cuDNN reads), and the device buffers of problem.buffers, which Run() reads and writes.
   // The LSE is written when problem.buffers.lse is set.
   static absl::StatusOr<std::unique_ptr<CudnnAttention>> Create(const AttentionProblem& problem,
@@ -78,16 +82,20 @@ absl::StatusOr<int64_t> CudnnVersion();
 
 // Builds the graph Create() would build and has cuDNN finalize it, on the host: cuDNN checks
 // every tensor and operation without a GPU. Engines and plans need the GPU; this does not.
+// kv_in_place: the graph that reads K and V without the page table (pages in order).
 absl::Status CheckCudnnAttentionGraph(const AttentionShape& shape, const SequenceLengths& lengths,
-                                      int64_t cache_pages, bool with_lse);
+                                      int64_t cache_pages, bool with_lse, bool kv_in_place = false);
 
 // The index arrays cuDNN reads beside ours: element offsets of each sequence's first row in
 // Q/O ([batch + 1], rows * heads * head_dim) and in the LSE ([batch + 1], rows * heads), and
-// the page table padded to [batch, max_pages] (unused entries 0).
+// the page table padded to [batch, max_pages] (unused entries 0); when every sequence's pages
+// are consecutive and the sequences in page order, the element offsets of each sequence's first
+// KV row in the caches ([batch + 1]; empty otherwise).
 struct CudnnIndexArrays {
   std::vector<int32_t> q_offsets;
   std::vector<int32_t> lse_offsets;
   std::vector<int32_t> page_table;
+  std::vector<int32_t> kv_offsets;
   int64_t max_pages = 0;
 };
 absl::StatusOr<CudnnIndexArrays> BuildCudnnIndexArrays(const AttentionShape& shape,

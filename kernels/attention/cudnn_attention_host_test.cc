@@ -15,6 +15,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::IsEmpty;
 
 AttentionShape Shape(int qo_heads, int kv_heads, int head_dim, int page_size, bool causal,
                      AttentionDtype dtype = AttentionDtype::kBf16) {
@@ -38,6 +39,9 @@ TEST(CudnnIndexArraysTest, RaggedOffsetsAndAPaddedPageTable) {
   // 3, 1 and 1 pages, in order (seed 0), padded to 3 per sequence.
   EXPECT_EQ(arrays->max_pages, 3);
   EXPECT_THAT(arrays->page_table, ElementsAre(0, 1, 2, 3, 0, 0, 4, 0, 0));
+  // Pages in order: K and V read in place from rows 0, 48, 64 (and the end, 80); 2 KV heads x
+  // 8 elements per row.
+  EXPECT_THAT(arrays->kv_offsets, ElementsAre(0, 768, 1024, 1280));
 }
 
 TEST(CudnnIndexArraysTest, ShuffledPagesKeepTheirOrderWithinASequence) {
@@ -52,6 +56,8 @@ TEST(CudnnIndexArraysTest, ShuffledPagesKeepTheirOrderWithinASequence) {
       EXPECT_EQ(arrays->page_table[s * 4 + p - layout->page_indptr[s]], layout->page_indices[p]);
     }
   }
+  // Scattered pages are read through the page table only.
+  EXPECT_THAT(arrays->kv_offsets, IsEmpty());
 }
 
 TEST(CudnnIndexArraysTest, RefusesALayoutForAnotherBatch) {
@@ -95,11 +101,14 @@ TEST_F(CudnnGraphTest, CudnnAcceptsTheGraphsTheBackendBuilds) {
     SequenceLengths lengths = c.lengths;
     const auto layout = BuildPagedLayout(lengths, c.shape.page_size, 1);
     ASSERT_TRUE(layout.ok());
-    const absl::Status status =
-        CheckCudnnAttentionGraph(c.shape, lengths, layout->num_pages, c.with_lse);
-    EXPECT_TRUE(status.ok()) << "heads " << c.shape.num_qo_heads << "/" << c.shape.num_kv_heads
-                             << " d" << c.shape.head_dim << " causal " << c.shape.causal << ": "
-                             << status;
+    for (bool kv_in_place : {false, true}) {
+      const absl::Status status = CheckCudnnAttentionGraph(c.shape, lengths, layout->num_pages,
+                                                           c.with_lse, kv_in_place);
+      EXPECT_TRUE(status.ok()) << "heads " << c.shape.num_qo_heads << "/"
+                               << c.shape.num_kv_heads << " d" << c.shape.head_dim << " causal "
+                               << c.shape.causal << " kv in place " << kv_in_place << ": "
+                               << status;
+    }
   }
 }
 
