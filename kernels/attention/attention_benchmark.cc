@@ -234,21 +234,33 @@ absl::Status Run(bool quick, const std::string& table_path) {
     const size_t workspace_bytes = DecodeWorkspaceBytes(shape, d.problem.lengths, kMaxDecodeSplits);
     ASSIGN_OR_RETURN(DeviceBuffer workspace,
                      DeviceBuffer::Allocate(std::max<size_t>(workspace_bytes, 16)));
-    for (int requested : {1, 0}) {
+    // Unsplit and the plan's choice; then the plan's splits with each kernel forced, so that
+    // the choice between the plain and the prefetching kernel is checked in the same run.
+    struct DecodeVariant {
+      const char* kind;
+      int splits;
+      DecodeKernelChoice kernel;
+    };
+    for (const DecodeVariant& variant :
+         {DecodeVariant{"decode unsplit", 1, DecodeKernelChoice::kAuto},
+          DecodeVariant{"decode split", 0, DecodeKernelChoice::kAuto},
+          DecodeVariant{"decode split, plain kernel", 0, DecodeKernelChoice::kPlain},
+          DecodeVariant{"decode split, prefetching kernel", 0, DecodeKernelChoice::kPrefetch}}) {
       DecodeLaunchInfo info;
       ASSIGN_OR_RETURN(Timing t, bench.Time(
                                      [&]() -> absl::Status {
                                        ASSIGN_OR_RETURN(
                                            info,
                                            LaunchDecode(d.problem,
-                                                        {.num_splits = requested,
+                                                        {.num_splits = variant.splits,
                                                          .workspace = workspace.data(),
-                                                         .workspace_bytes = workspace.bytes()},
+                                                         .workspace_bytes = workspace.bytes(),
+                                                         .kernel = variant.kernel},
                                                         bench.stream()));
                                        return absl::OkStatus();
                                      },
                                      3, quick ? 20 : 50));
-      rows.push_back(Row{.kind = requested == 1 ? "decode unsplit" : "decode split",
+      rows.push_back(Row{.kind = variant.kind,
                          .shape = absl::StrFormat("b%d kv=%d", c.batch, c.kv),
                          .config = info.ToString(),
                          .timing = t,

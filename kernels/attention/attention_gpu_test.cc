@@ -151,19 +151,23 @@ TEST_P(DecodeGpuTest, MatchesReference) {
   const size_t workspace_bytes = DecodeWorkspaceBytes(shape, d.problem.lengths, kMaxDecodeSplits);
   ASSERT_OK_AND_ASSIGN(workspace, DeviceBuffer::Allocate(std::max<size_t>(workspace_bytes, 16)));
   for (int splits : c.splits) {
-    ASSERT_OK(PoisonBuffer(d.out, stream_.get()));
-    ASSERT_OK(PoisonBuffer(d.out_lse, stream_.get()));
-    ASSERT_OK_AND_ASSIGN(info, LaunchDecode(d.problem,
-                                            {.num_splits = splits,
-                                             .workspace = workspace.data(),
-                                             .workspace_bytes = workspace.bytes()},
-                                            stream_.get()));
-    ASSERT_OK(stream_.Synchronize());
-    if (splits > 0) {
-      EXPECT_EQ(info.plan.num_splits, std::min(splits, d.problem.lengths.max_kv_len()));
+    for (DecodeKernelChoice kernel : {DecodeKernelChoice::kPlain, DecodeKernelChoice::kPrefetch}) {
+      ASSERT_OK(PoisonBuffer(d.out, stream_.get()));
+      ASSERT_OK(PoisonBuffer(d.out_lse, stream_.get()));
+      ASSERT_OK_AND_ASSIGN(info, LaunchDecode(d.problem,
+                                              {.num_splits = splits,
+                                               .workspace = workspace.data(),
+                                               .workspace_bytes = workspace.bytes(),
+                                               .kernel = kernel},
+                                              stream_.get()));
+      ASSERT_OK(stream_.Synchronize());
+      EXPECT_EQ(info.plan.prefetch, kernel == DecodeKernelChoice::kPrefetch);
+      if (splits > 0) {
+        EXPECT_EQ(info.plan.num_splits, std::min(splits, d.problem.lengths.max_kv_len()));
+      }
+      ExpectMatchesReference(
+          d, absl::StrCat(c.name, " requested splits ", splits, " (", info.ToString(), ")"));
     }
-    ExpectMatchesReference(
-        d, absl::StrCat(c.name, " requested splits ", splits, " (", info.ToString(), ")"));
   }
 }
 

@@ -149,6 +149,40 @@ TEST(DecodePlanTest, FillsTheGpuAtSmallBatchAndStaysUnsplitAtLargeBatch) {
   EXPECT_EQ(PlanDecode(input)->num_splits, 5);  // no more splits than keys
 }
 
+TEST(DecodePlanTest, PrefetchesUnlessItsFewerResidentBlocksCostAWave) {
+  // H100-like: the plain kernel keeps 4 blocks per SM resident, the prefetching one 3.
+  DecodePlanInput input{.batch = 32,
+                        .num_kv_heads = 8,
+                        .group_size = 4,
+                        .max_q_len = 1,
+                        .max_kv_len = 4096,
+                        .sm_count = 132,
+                        .blocks_per_sm = 4,
+                        .prefetch_blocks_per_sm = 3};
+  // 256 blocks are one wave either way (plain would split in 2 to fill 528 slots): prefetch.
+  auto plan = PlanDecode(input);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_TRUE(plan->prefetch);
+  EXPECT_EQ(plan->num_splits, 1);
+  // 512 blocks: one wave of 528 plain slots, two of 396 prefetching ones (2 x 0.8 > 1).
+  input.batch = 64;
+  EXPECT_FALSE(PlanDecode(input)->prefetch);
+  // 1024 blocks: 2 plain waves against 3 prefetching (2.4).
+  input.batch = 128;
+  EXPECT_FALSE(PlanDecode(input)->prefetch);
+  // Batch 1, long KV: both fill one wave with splits; the prefetching kernel is faster.
+  input.batch = 1;
+  input.max_kv_len = 32768;
+  plan = PlanDecode(input);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_TRUE(plan->prefetch);
+  EXPECT_EQ(plan->num_splits, 49);  // floor(396 / 8)
+  // Without the prefetching kernel on offer the plain one is planned as before.
+  input.prefetch_blocks_per_sm = 0;
+  EXPECT_FALSE(PlanDecode(input)->prefetch);
+  EXPECT_EQ(PlanDecode(input)->num_splits, 64);
+}
+
 TEST(DecodePlanTest, GroupsRowsPerBlock) {
   DecodePlanInput input{.batch = 2,
                         .num_kv_heads = 2,

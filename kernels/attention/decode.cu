@@ -58,7 +58,10 @@ struct DecodeKernelParams {
   bool causal;
 };
 
-template <typename T, int kHeadDim, int kRows>
+// kPrefetch: the next iteration's rows (and their page-table entries, a dependent load) are
+// requested before this iteration's math, so the memory system always has a batch in flight;
+// it costs registers, so fewer blocks may be resident (PlanDecode weighs the two).
+template <typename T, int kHeadDim, int kRows, bool kPrefetch>
 __global__ void __launch_bounds__(kDecodeThreads)
     DecodeKernel(const __grid_constant__ DecodeKernelParams p) {
   static_assert(device::kIsAttentionType<T>, "T must be bf16 or fp16");
@@ -128,8 +131,7 @@ __global__ void __launch_bounds__(kDecodeThreads)
 
   // Every thread runs the same iterations (the shuffles below need the whole warp); row slots
   // past the split's end load nothing and mask their scores.
-  for (int base = kv_begin; base < kv_end; base += kSlots * kDecodeUnroll) {
-    uint4 k_bits[kDecodeUnroll], v_bits[kDecodeUnroll];
+  auto load_rows = [&](int base, uint4 (&k_bits)[kDecodeUnroll], uint4 (&v_bits)[kDecodeUnroll]) {
 #pragma unroll
     for (int u = 0; u < kDecodeUnroll; ++u) {
       const int j = base + slot + u * kSlots;
@@ -140,6 +142,22 @@ __global__ void __launch_bounds__(kDecodeThreads)
       } else {
         k_bits[u] = v_bits[u] = make_uint4(0, 0, 0, 0);
       }
+    }
+  };
+  constexpr int kStep = kSlots * kDecodeUnroll;
+  uint4 next_k[kDecodeUnroll], next_v[kDecodeUnroll];
+  if (kPrefetch && kv_begin < kv_end) load_rows(kv_begin, next_k, next_v);
+  for (int base = kv_begin; base < kv_end; base += kStep) {
+    uint4 k_bits[kDecodeUnroll], v_bits[kDecodeUnroll];
+    if constexpr (kPrefetch) {
+#pragma unroll
+      for (int u = 0; u < kDecodeUnroll; ++u) {
+        k_bits[u] = next_k[u];
+        v_bits[u] = next_v[u];
+      }
+      if (base + kStep < kv_end) load_rows(base + kStep, next_k, next_v);
+    } else {
+      load_rows(base, k_bits, v_bits);
     }
     float s[kDecodeUnroll][kRows];
 #pragma unroll
@@ -319,11 +337,16 @@ absl::StatusOr<DecodeLaunchInfo> LaunchDecodeTyped(DecodeKernelParams params,
                                                    const AttentionProblem& problem,
                                                    const DecodeOptions& options,
                                                    cudaStream_t stream) {
-  auto* kernel = DecodeKernel<T, kHeadDim, kRows>;
   DecodeLaunchInfo info;
   info.threads = kDecodeThreads;
-  CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&info.blocks_per_sm, kernel,
-                                                                     kDecodeThreads, 0));
+  int prefetch_blocks_per_sm = 0;
+  CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+      &info.blocks_per_sm, DecodeKernel<T, kHeadDim, kRows, false>, kDecodeThreads, 0));
+  CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+      &prefetch_blocks_per_sm, DecodeKernel<T, kHeadDim, kRows, true>, kDecodeThreads, 0));
+  if (options.kernel == DecodeKernelChoice::kPlain) prefetch_blocks_per_sm = 0;
+  // Planned with the prefetching kernel's residency both ways, it always wins.
+  if (options.kernel == DecodeKernelChoice::kPrefetch) info.blocks_per_sm = prefetch_blocks_per_sm;
   int device = 0;
   int sm_count = 0;
   CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
@@ -336,7 +359,11 @@ absl::StatusOr<DecodeLaunchInfo> LaunchDecodeTyped(DecodeKernelParams params,
                                           .max_kv_len = problem.lengths.max_kv_len(),
                                           .sm_count = sm_count,
                                           .blocks_per_sm = info.blocks_per_sm,
+                                          .prefetch_blocks_per_sm = prefetch_blocks_per_sm,
                                           .requested_splits = options.num_splits}));
+  if (info.plan.prefetch) info.blocks_per_sm = prefetch_blocks_per_sm;
+  auto* kernel = info.plan.prefetch ? DecodeKernel<T, kHeadDim, kRows, true>
+                                    : DecodeKernel<T, kHeadDim, kRows, false>;
   if (info.plan.rows_per_block != kRows) {
     return absl::InternalError(absl::StrCat("decode plan wants ", info.plan.rows_per_block,
                                             " rows per block, dispatched ", kRows));
@@ -444,9 +471,9 @@ size_t DecodeWorkspaceBytes(const AttentionShape& shape, const SequenceLengths& 
 std::string DecodeLaunchInfo::ToString() const {
   return absl::StrFormat(
       "splits=%d rows_per_block=%d row_chunks=%d blocks=%d threads=%d "
-      "resident_blocks_per_sm=%d merge=%s",
+      "resident_blocks_per_sm=%d prefetch=%s merge=%s",
       plan.num_splits, plan.rows_per_block, plan.row_chunks, plan.blocks, threads, blocks_per_sm,
-      merged ? "yes" : "no");
+      plan.prefetch ? "yes" : "no", merged ? "yes" : "no");
 }
 
 absl::StatusOr<DecodeLaunchInfo> LaunchDecode(const AttentionProblem& problem,

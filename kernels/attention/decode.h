@@ -21,6 +21,9 @@ namespace gpuprof::attention {
 // head_dim values the decode kernel is instantiated for.
 const std::vector<int>& DecodeHeadDims();
 
+// Which decode kernel runs: the plan's choice, or one forced (tests, comparisons).
+enum class DecodeKernelChoice { kAuto, kPlain, kPrefetch };
+
 struct DecodeOptions {
   // 0: the heuristic of PlanDecode (fill every SM's resident blocks); 1: unsplit; n: n splits.
   int num_splits = 0;
@@ -28,6 +31,7 @@ struct DecodeOptions {
   // split count needs. With a chosen split count the heuristic takes no more splits than fit.
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
+  DecodeKernelChoice kernel = DecodeKernelChoice::kAuto;
 };
 
 // Workspace for `num_splits` splits (0 when num_splits <= 1).

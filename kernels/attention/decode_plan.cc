@@ -22,31 +22,47 @@ absl::StatusOr<DecodePlan> PlanDecode(const DecodePlanInput& input) {
     return absl::InvalidArgumentError(
         absl::StrCat("requested_splits (", input.requested_splits, ") must be >= 0"));
   }
-  DecodePlan plan;
-  const int rows = input.group_size * input.max_q_len;
-  plan.rows_per_block = 1;
-  while (plan.rows_per_block < rows && plan.rows_per_block < kMaxDecodeRowsPerBlock) {
-    plan.rows_per_block *= 2;
-  }
-  plan.row_chunks = (rows + plan.rows_per_block - 1) / plan.rows_per_block;
-  const int64_t base_blocks =
-      static_cast<int64_t>(input.batch) * input.num_kv_heads * plan.row_chunks;
-  const int longest_useful = std::max(1, input.max_kv_len / kMinKvRowsPerSplit);
-  if (input.requested_splits > 0) {
-    plan.num_splits = std::clamp(input.requested_splits, 1,
-                                 std::max(1, std::min(input.max_kv_len, kMaxDecodeSplits)));
-  } else {
-    // As many splits as fit in one wave of resident blocks: a second, partial wave would leave
-    // most SMs idle at the end (seen on H100 at batch 32: 3 splits, 1.45 waves, no faster than
-    // unsplit).
+  // One kernel's plan for `blocks_per_sm` resident blocks.
+  auto plan_for = [&](int blocks_per_sm) {
+    DecodePlan plan;
+    const int rows = input.group_size * input.max_q_len;
+    plan.rows_per_block = 1;
+    while (plan.rows_per_block < rows && plan.rows_per_block < kMaxDecodeRowsPerBlock) {
+      plan.rows_per_block *= 2;
+    }
+    plan.row_chunks = (rows + plan.rows_per_block - 1) / plan.rows_per_block;
+    const int64_t base_blocks =
+        static_cast<int64_t>(input.batch) * input.num_kv_heads * plan.row_chunks;
+    const int longest_useful = std::max(1, input.max_kv_len / kMinKvRowsPerSplit);
+    if (input.requested_splits > 0) {
+      plan.num_splits = std::clamp(input.requested_splits, 1,
+                                   std::max(1, std::min(input.max_kv_len, kMaxDecodeSplits)));
+    } else {
+      // As many splits as fit in one wave of resident blocks: a second, partial wave would
+      // leave most SMs idle at the end (seen on H100 at batch 32: 3 splits, 1.45 waves, no
+      // faster than unsplit).
+      const int64_t slots =
+          static_cast<int64_t>(std::max(1, input.sm_count)) * std::max(1, blocks_per_sm);
+      const int64_t wanted = slots / base_blocks;
+      plan.num_splits = static_cast<int>(
+          std::clamp<int64_t>(wanted, 1, std::min(longest_useful, kMaxDecodeSplits)));
+    }
+    plan.blocks = base_blocks * plan.num_splits;
+    return plan;
+  };
+  auto waves = [&](const DecodePlan& plan, int blocks_per_sm) {
     const int64_t slots =
-        static_cast<int64_t>(std::max(1, input.sm_count)) * std::max(1, input.blocks_per_sm);
-    const int64_t wanted = slots / base_blocks;
-    plan.num_splits = static_cast<int>(
-        std::clamp<int64_t>(wanted, 1, std::min(longest_useful, kMaxDecodeSplits)));
-  }
-  plan.blocks = base_blocks * plan.num_splits;
-  return plan;
+        static_cast<int64_t>(std::max(1, input.sm_count)) * std::max(1, blocks_per_sm);
+    return static_cast<double>((plan.blocks + slots - 1) / slots);
+  };
+  DecodePlan plain = plan_for(input.blocks_per_sm);
+  if (input.prefetch_blocks_per_sm <= 0) return plain;
+  DecodePlan prefetching = plan_for(input.prefetch_blocks_per_sm);
+  prefetching.prefetch = true;
+  const double plain_cost = waves(plain, input.blocks_per_sm);
+  const double prefetch_cost =
+      waves(prefetching, input.prefetch_blocks_per_sm) * kPrefetchBlockCost;
+  return prefetch_cost <= plain_cost ? prefetching : plain;
 }
 
 }  // namespace gpuprof::attention
