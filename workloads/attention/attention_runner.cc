@@ -93,7 +93,7 @@ class AttentionPlan final : public GpuWorkloadPlan {
     RETURN_IF_ERROR(attention::ValidateSequenceLengths(shape_, lengths_));
     v1::JitInfo& jit = *result.mutable_jit();
     jit.set_kernel(reference_backend_ ? "attention_reference (fp32, exact)"
-                   : cudnn_backend_   ? "cuDNN fused attention (graph API, paged K/V)"
+                   : cudnn_backend_   ? "cuDNN fused attention (graph API)"
                    : decode_          ? "attention_decode + split merge"
                                       : "attention_prefill (mma.sync, cp.async)");
     jit.set_cache_key(cudnn_backend_ ? "cuDNN execution plan, built after allocation"
