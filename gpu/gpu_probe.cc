@@ -19,6 +19,7 @@
 #include "common/cuda_raii.h"
 #include "common/cuda_status.h"
 #include "common/status_macros.h"
+#include "gpu/datasheet_peaks.h"
 #include "google/protobuf/util/time_util.h"
 #include "measure/timing_loop.h"
 
@@ -138,8 +139,12 @@ absl::StatusOr<v1::GpuInfo> DescribeGpu(int device, const NvmlLibrary* nvml) {
 
   gpu.set_spec_peak_bandwidth_gbps(
       SpecPeakBandwidthGbps(memory_clock_mhz, properties.memoryBusWidth));
-  gpu.set_spec_peak_bf16_tflops(SpecPeakBf16Tflops(properties.multiProcessorCount, sm_clock_mhz,
-                                                   properties.major, properties.minor));
+  // The datasheet's figure where the product is known (Hopper's is quoted below the maximum
+  // clock the GPU reports), else derived from the clock.
+  gpu.set_spec_peak_bf16_tflops(DatasheetBf16DenseTflops(properties.name)
+                                    .value_or(SpecPeakBf16Tflops(properties.multiProcessorCount,
+                                                                 sm_clock_mhz, properties.major,
+                                                                 properties.minor)));
   gpu.set_spec_peak_fp32_tflops(SpecPeakFp32Tflops(properties.multiProcessorCount, sm_clock_mhz,
                                                    properties.major, properties.minor));
   if (!PeaksForComputeCapability(properties.major, properties.minor).has_value()) {

@@ -24,6 +24,7 @@
 #include "common/cuda_raii.h"
 #include "common/cuda_status.h"
 #include "common/status_macros.h"
+#include "gpu/datasheet_peaks.h"
 #include "kernels/attention/attention_params.h"
 #include "kernels/attention/cudnn_attention.h"
 #include "kernels/attention/device_attention_problem.h"
@@ -39,17 +40,6 @@ struct Timing {
   double p90_ms = 0;
   int samples = 0;
 };
-
-// Dense bf16 tensor-core peak from the spec sheet, TFLOP/s; 0 when the GPU is not in the table.
-double Bf16DensePeakTflops(const std::string& name) {
-  auto has = [&](const char* s) { return name.find(s) != std::string::npos; };
-  if (has("H100") && has("PCIe")) return 756.0;
-  if (has("H100") && has("NVL")) return 835.0;
-  if (has("H100") || has("H200") || has("GH200")) return 989.4;
-  if (has("A100")) return 312.0;
-  if (has("L40S")) return 362.0;
-  return 0.0;
-}
 
 class Bench {
  public:
@@ -147,7 +137,7 @@ absl::Status Run(bool quick, const std::string& table_path) {
   int driver = 0, runtime = 0;
   CUDA_RETURN_IF_ERROR(cudaDriverGetVersion(&driver));
   CUDA_RETURN_IF_ERROR(cudaRuntimeGetVersion(&runtime));
-  const double peak_tflops = Bf16DensePeakTflops(props.name);
+  const double peak_tflops = gpu::DatasheetBf16DenseTflops(props.name).value_or(0.0);
   ASSIGN_OR_RETURN(Bench bench, Bench::Create());
   const int samples = quick ? 10 : 30;
 
