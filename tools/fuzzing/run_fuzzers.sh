@@ -5,9 +5,9 @@
 #   FUZZ_ARTIFACTS where crashing inputs are written (default /tmp/gpuprof-fuzz-artifacts)
 #   FUZZ_SEED      libFuzzer's random seed (default: a new one each run, to explore)
 #   FUZZ_RUNS      inputs per target (default: as many as fit in FUZZ_SECONDS)
-# With FUZZ_SEED and FUZZ_RUNS set (as CI sets them) a run tries the same inputs every time, so
-# a change fails CI for what it broke, not for what a lucky run happened to find; exploring with
-# a fresh seed and more time is how new findings are made (docs/reliability.md).
+# FUZZ_SEED and FUZZ_RUNS (as CI sets them) bound a run; they do not make two machines try the
+# same inputs (abseil's per-process hash salt, the corpus's directory order), so fuzz longer with
+# fresh seeds before a change goes to CI (docs/reliability.md).
 # A crash fails the script. To keep it as a regression test, copy the input into the target's
 # <name>_corpus/ directory: <name>_corpus_test replays that directory in every build.
 set -euo pipefail
