@@ -220,5 +220,19 @@ TEST(ExportChromeTraceTest, EmptyAndNonFiniteInputsStayValid) {
   }
 }
 
+// A gpu_id at the top of int32 (a worker may send anything) gets its own track past it,
+// not a wrapped, negative id (CI's fuzzer found the overflow).
+TEST(ExportChromeTraceTest, TheLargestGpuIdGetsATrackWithoutOverflow) {
+  const api::ActivityRecord record =
+      Record("kind: KIND_KERNEL name: 'k' start_ns: 10 end_ns: 20 gpu_id: 2147483647 "
+             "stream_id: 4294967295");
+  const std::string json = ExportChromeTrace("big", {record}, api::ExperimentResult());
+  EXPECT_THAT(json, HasSubstr("\"pid\":2147483657,\"tid\":4294967295"));
+  const Struct trace = ParseJson(json);
+  for (const Value& value : Field(trace, "traceEvents").list_value().values()) {
+    EXPECT_GT(Field(value.struct_value(), "pid").number_value(), 0);
+  }
+}
+
 }  // namespace
 }  // namespace gpuprof::report
