@@ -345,9 +345,16 @@ TEST_F(ServerLimitsTest, ConnectionsOverTheCapAreRefusedAndMemoryStaysBounded) {
               "%lld KiB after %d more refused\n",
               cap, static_cast<long long>(rss_before_kib), static_cast<long long>(rss_full_kib),
               static_cast<long long>(rss_after_kib), kMoreAttempts);
-  EXPECT_LT(rss_after_kib - rss_full_kib, 16 * 1024);
+  // AddressSanitizer's redzones and quarantine make every allocation dearer: about 155 KiB a
+  // connection was seen under --config=asan against 17 KiB in the shipped build.
+#if defined(__SANITIZE_ADDRESS__)
+  constexpr int64_t kMemoryScale = 4;
+#else
+  constexpr int64_t kMemoryScale = 1;
+#endif
+  EXPECT_LT(rss_after_kib - rss_full_kib, 16 * 1024 * kMemoryScale);
   // Open connections cost bounded memory each (gRPC's buffers are under the resource quota).
-  EXPECT_LT(rss_full_kib - rss_before_kib, int64_t{cap} * 96);  // about 17 KiB each measured
+  EXPECT_LT(rss_full_kib - rss_before_kib, int64_t{cap} * 96 * kMemoryScale);  // ~17 KiB each
 
   // The clients connected before the flood are still served, and still identified.
   EXPECT_THAT(who(*unix_client), HasSubstr("unix peer credentials"));
