@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Sets up a Debian 12 machine and runs the checks that need no GPU; .ci/run (CI) calls it.
 # Stages (each timed; GPUPROF_CI_STAGES picks them, in this order). The default here is `plain`
-# (a quick local check); .ci/run asks for "plain fuzz" (100 000 inputs a fuzzer); tsan (green
-# here, not yet on CI's machines) and asan (past CI's budget) run on demand (docs/reliability.md).
+# (a quick local check); .ci/run asks for all four: "plain fuzz asan tsan" (docs/reliability.md).
 #   plain  bazel test //...                        the CPU suite as shipped (-O2)
 #   asan   bazel test --config=asan //...          the CPU suite under ASan + UBSan
 #   tsan   bazel test --config=tsan //:tsan_tests  the daemon's concurrent parts under TSan
