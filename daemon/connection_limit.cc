@@ -1,8 +1,14 @@
 #include "daemon/connection_limit.h"
 
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <string>
 
 namespace gpuprof::daemon {
 namespace {
@@ -55,6 +61,24 @@ void ConnectionLimit::SweepClosed() {
   for (auto it = connections_.begin(); it != connections_.end();) {
     it = SameSocket(it->first, it->second) ? std::next(it) : connections_.erase(it);
   }
+}
+
+int AcceptAdmitted(int listen_fd, ConnectionLimit* limit, absl::string_view listener) {
+  const int connection = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+  if (connection < 0) {
+    if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED) {
+      std::fprintf(stderr, "gpuprofd: %s accept: %s\n", std::string(listener).c_str(),
+                   strerror(errno));
+      // Out of descriptors: wait a little rather than spin.
+      if (errno == EMFILE || errno == ENFILE) poll(nullptr, 0, 100);
+    }
+    return -1;
+  }
+  if (limit != nullptr && !limit->Admit(connection)) {
+    close(connection);
+    return -1;
+  }
+  return connection;
 }
 
 }  // namespace gpuprof::daemon

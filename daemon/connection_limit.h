@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
@@ -50,6 +51,12 @@ class ConnectionLimit {
   int64_t refused_ ABSL_GUARDED_BY(mutex_) = 0;
   absl::Time last_sweep_ ABSL_GUARDED_BY(mutex_) = absl::InfinitePast();
 };
+
+// Accepts one connection from the non-blocking `listen_fd` (close-on-exec, non-blocking) and
+// admits it under `limit` (null: no cap). Returns its descriptor, or -1 when there was none to
+// take or it was over the cap (then it is closed). Errors other than "try again" are printed
+// naming `listener`; out of descriptors, it waits 100 ms so that the caller does not spin.
+int AcceptAdmitted(int listen_fd, ConnectionLimit* limit, absl::string_view listener);
 
 }  // namespace gpuprof::daemon
 

@@ -125,19 +125,8 @@ void TcpSocketListener::AcceptLoop(grpc::experimental::ExternalConnectionAccepto
     if (fds.back().revents != 0) return;
     for (size_t i = 0; i + 1 < fds.size(); ++i) {
       if (fds[i].revents == 0) continue;
-      const int connection = accept4(fds[i].fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-      if (connection < 0) {
-        if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED) {
-          std::fprintf(stderr, "gpuprofd: TCP accept: %s\n", strerror(errno));
-          // Out of descriptors: wait a little rather than spin.
-          if (errno == EMFILE || errno == ENFILE) poll(nullptr, 0, 100);
-        }
-        continue;
-      }
-      if (limit_ != nullptr && !limit_->Admit(connection)) {
-        close(connection);
-        continue;
-      }
+      const int connection = AcceptAdmitted(fds[i].fd, limit_, "TCP");
+      if (connection < 0) continue;
       const int on = 1;
       setsockopt(connection, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
       grpc::experimental::ExternalConnectionAcceptor::NewConnectionParameters handoff;

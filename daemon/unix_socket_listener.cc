@@ -76,19 +76,8 @@ void UnixSocketListener::AcceptLoop(grpc::Server* server) {
       return;
     }
     if (fds[1].revents != 0) return;
-    const int connection = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (connection < 0) {
-      if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED) {
-        std::fprintf(stderr, "gpuprofd: unix socket accept: %s\n", strerror(errno));
-        // Out of descriptors: wait a little rather than spin.
-        if (errno == EMFILE || errno == ENFILE) poll(nullptr, 0, 100);
-      }
-      continue;
-    }
-    if (limit_ != nullptr && !limit_->Admit(connection)) {
-      close(connection);
-      continue;
-    }
+    const int connection = AcceptAdmitted(listen_fd_, limit_, "unix socket");
+    if (connection < 0) continue;
     ucred credentials{};
     socklen_t length = sizeof(credentials);
     if (getsockopt(connection, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) {
