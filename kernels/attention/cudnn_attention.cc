@@ -231,6 +231,17 @@ class Descriptor {
   cudnnBackendDescriptor_t descriptor_;
 };
 
+// Creates a backend descriptor that `owned` keeps alive.
+absl::StatusOr<cudnnBackendDescriptor_t> CreateOwned(const CudnnApi& api,
+                                                     cudnnBackendDescriptorType_t type,
+                                                     absl::string_view what,
+                                                     std::vector<Descriptor>& owned) {
+  cudnnBackendDescriptor_t descriptor = nullptr;
+  RETURN_IF_ERROR(CudnnError(api, api.CreateDescriptor(type, &descriptor), what));
+  owned.emplace_back(api, descriptor);
+  return descriptor;
+}
+
 // Owns a cuDNN handle (bound to the device current at creation).
 class Handle {
  public:
@@ -278,11 +289,12 @@ class GraphBuilder {
   const absl::Status& status() const { return status_; }
 
   cudnnBackendDescriptor_t Create(cudnnBackendDescriptorType_t type, absl::string_view what) {
-    cudnnBackendDescriptor_t descriptor = nullptr;
-    Check(api_.CreateDescriptor(type, &descriptor), what);
-    if (descriptor == nullptr) return nullptr;
-    owned_.emplace_back(api_, descriptor);
-    return descriptor;
+    absl::StatusOr<cudnnBackendDescriptor_t> descriptor = CreateOwned(api_, type, what, owned_);
+    if (!descriptor.ok()) {
+      if (status_.ok()) status_ = descriptor.status();
+      return nullptr;
+    }
+    return *descriptor;
   }
 
   void Set(cudnnBackendDescriptor_t descriptor, cudnnBackendAttributeName_t name,
@@ -591,10 +603,9 @@ absl::StatusOr<cudnnBackendDescriptor_t> FinalizeOperationGraph(const CudnnApi& 
                                                                 const GraphBuilder& g,
                                                                 cudnnHandle_t handle,
                                                                 std::vector<Descriptor>& owned) {
-  cudnnBackendDescriptor_t graph = nullptr;
-  RETURN_IF_ERROR(CudnnError(api, api.CreateDescriptor(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, &graph),
-                             "operation graph"));
-  owned.emplace_back(api, graph);
+  ASSIGN_OR_RETURN(cudnnBackendDescriptor_t graph,
+                   CreateOwned(api, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, "operation graph",
+                               owned));
   if (handle != nullptr) {
     RETURN_IF_ERROR(CudnnError(api,
                                api.SetAttribute(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE,
@@ -609,17 +620,6 @@ absl::StatusOr<cudnnBackendDescriptor_t> FinalizeOperationGraph(const CudnnApi& 
       "operation graph operations"));
   RETURN_IF_ERROR(CudnnError(api, api.Finalize(graph), "finalizing the operation graph"));
   return graph;
-}
-
-// Creates a backend descriptor that `owned` keeps alive.
-absl::StatusOr<cudnnBackendDescriptor_t> CreateOwned(const CudnnApi& api,
-                                                     cudnnBackendDescriptorType_t type,
-                                                     absl::string_view what,
-                                                     std::vector<Descriptor>& owned) {
-  cudnnBackendDescriptor_t descriptor = nullptr;
-  RETURN_IF_ERROR(CudnnError(api, api.CreateDescriptor(type, &descriptor), what));
-  owned.emplace_back(api, descriptor);
-  return descriptor;
 }
 
 // One execution plan cuDNN built for the graph.
@@ -954,33 +954,25 @@ absl::StatusOr<std::unique_ptr<CudnnAttention>> CudnnAttention::Create(
   // prefill from about 230 to 500-620 TFLOP/s, but made its decode at batch 4-8 up to 3x slower
   // (no split over the KV), so both graphs are built and timed and the faster is kept.
   const bool in_place_possible = !arrays.kv_offsets.empty();
-  absl::StatusOr<BuiltVariant> paged =
+  absl::StatusOr<BuiltVariant> chosen =
       BuildVariant(*api, problem, arrays, /*kv_in_place=*/false, in_place_possible);
-  if (!in_place_possible) {
-    RETURN_IF_ERROR(paged.status());
-  }
-  absl::StatusOr<BuiltVariant> chosen = std::move(paged);
   if (in_place_possible) {
     absl::StatusOr<BuiltVariant> in_place =
         BuildVariant(*api, problem, arrays, /*kv_in_place=*/true, /*always_time=*/true);
-    if (!chosen.ok() && !in_place.ok()) return chosen.status();
     if (in_place.ok()) {
+      const bool paged_faster = chosen.ok() && chosen->time_ms >= 0 && in_place->time_ms >= 0 &&
+                                chosen->time_ms < in_place->time_ms;
+      // The record keeps every timed plan of both graphs, in place first.
+      std::vector<CudnnAttentionInfo::TimedPlan> both = in_place->info.timed_plans;
       if (chosen.ok()) {
-        // Both ran: the record keeps every timed plan of both graphs.
-        auto& both = in_place->info.timed_plans;
         both.insert(both.end(), chosen->info.timed_plans.begin(),
                     chosen->info.timed_plans.end());
-        if (in_place->time_ms >= 0 && chosen->time_ms >= 0 &&
-            chosen->time_ms < in_place->time_ms) {
-          chosen->info.timed_plans = both;
-        } else {
-          chosen = std::move(in_place);
-        }
-      } else {
-        chosen = std::move(in_place);
       }
+      if (!paged_faster) chosen = std::move(in_place);
+      chosen->info.timed_plans = std::move(both);
     }
   }
+  RETURN_IF_ERROR(chosen.status());
   chosen->info.build_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started)
           .count();
