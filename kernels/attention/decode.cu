@@ -339,29 +339,34 @@ absl::StatusOr<DecodeLaunchInfo> LaunchDecodeTyped(DecodeKernelParams params,
                                                    cudaStream_t stream) {
   DecodeLaunchInfo info;
   info.threads = kDecodeThreads;
+  int plain_blocks_per_sm = 0;
   int prefetch_blocks_per_sm = 0;
   CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-      &info.blocks_per_sm, DecodeKernel<T, kHeadDim, kRows, false>, kDecodeThreads, 0));
+      &plain_blocks_per_sm, DecodeKernel<T, kHeadDim, kRows, false>, kDecodeThreads, 0));
   CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
       &prefetch_blocks_per_sm, DecodeKernel<T, kHeadDim, kRows, true>, kDecodeThreads, 0));
-  if (options.kernel == DecodeKernelChoice::kPlain) prefetch_blocks_per_sm = 0;
-  // Planned with the prefetching kernel's residency both ways, it always wins.
-  if (options.kernel == DecodeKernelChoice::kPrefetch) info.blocks_per_sm = prefetch_blocks_per_sm;
   int device = 0;
   int sm_count = 0;
   CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
   CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device));
   const AttentionShape& shape = problem.shape;
-  ASSIGN_OR_RETURN(info.plan, PlanDecode({.batch = problem.lengths.batch(),
-                                          .num_kv_heads = shape.num_kv_heads,
-                                          .group_size = shape.group_size(),
-                                          .max_q_len = problem.lengths.max_q_len(),
-                                          .max_kv_len = problem.lengths.max_kv_len(),
-                                          .sm_count = sm_count,
-                                          .blocks_per_sm = info.blocks_per_sm,
-                                          .prefetch_blocks_per_sm = prefetch_blocks_per_sm,
-                                          .requested_splits = options.num_splits}));
-  if (info.plan.prefetch) info.blocks_per_sm = prefetch_blocks_per_sm;
+  DecodePlanInput input{.batch = problem.lengths.batch(),
+                        .num_kv_heads = shape.num_kv_heads,
+                        .group_size = shape.group_size(),
+                        .max_q_len = problem.lengths.max_q_len(),
+                        .max_kv_len = problem.lengths.max_kv_len(),
+                        .sm_count = sm_count,
+                        .blocks_per_sm = plain_blocks_per_sm,
+                        .prefetch_blocks_per_sm = prefetch_blocks_per_sm,
+                        .requested_splits = options.num_splits};
+  // A forced kernel is planned alone, with its own residency.
+  if (options.kernel != DecodeKernelChoice::kAuto) {
+    if (options.kernel == DecodeKernelChoice::kPrefetch) input.blocks_per_sm = prefetch_blocks_per_sm;
+    input.prefetch_blocks_per_sm = 0;
+  }
+  ASSIGN_OR_RETURN(info.plan, PlanDecode(input));
+  if (options.kernel == DecodeKernelChoice::kPrefetch) info.plan.prefetch = true;
+  info.blocks_per_sm = info.plan.prefetch ? prefetch_blocks_per_sm : plain_blocks_per_sm;
   auto* kernel = info.plan.prefetch ? DecodeKernel<T, kHeadDim, kRows, true>
                                     : DecodeKernel<T, kHeadDim, kRows, false>;
   if (info.plan.rows_per_block != kRows) {
