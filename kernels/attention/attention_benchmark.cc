@@ -180,7 +180,9 @@ absl::Status Run(bool quick, const std::string& table_path) {
     ASSIGN_OR_RETURN(DeviceAttentionProblem d,
                      MakeDeviceAttentionProblem(
                          shape, SequenceLengths{.q_lens = {c.len}, .kv_lens = {c.len}}, 7));
-    for (PrefillVariant variant : {PrefillVariant::kQInRegisters, PrefillVariant::kTwoRowTiles}) {
+    for (PrefillVariant variant : {PrefillVariant::kQInRegisters, PrefillVariant::kTwoRowTiles,
+                                   PrefillVariant::kHopperWgmma}) {
+      if (!PrefillVariantRunsHere(variant)) continue;
       PrefillLaunchInfo info;
       ASSIGN_OR_RETURN(Timing t, bench.Time(
                                      [&]() -> absl::Status {

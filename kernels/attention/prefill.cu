@@ -22,6 +22,8 @@
 #include "kernels/attention/attention_device.cuh"
 #include "kernels/attention/attention_params.h"
 #include "kernels/attention/prefill.h"
+#include "kernels/attention/prefill_kernel_params.h"
+#include "kernels/attention/prefill_sm90.h"
 
 namespace gpuprof::attention {
 namespace {
@@ -41,29 +43,11 @@ using device::SharedAddress;
 // does not fit in registers beside O (ptxas spills), so 32 keys.
 template <int kHeadDim>
 inline constexpr int kTwoRowTilesBlockN = kHeadDim == 128 ? 32 : 64;
-// Two row tiles per warp: on H100 (2026-11-23) 2% faster at 8k causal, 2.5% at 16k causal,
+// The portable default. Two row tiles per warp: on H100 (2026-11-23) 2% faster at 8k causal, 2.5% at 16k causal,
 // 12% at 4k non-causal, 1% slower at 4k causal (docs/gpu-runs/attention-kernels.md). Head_dim
 // 64 was checked for correctness only, not timed.
 inline constexpr PrefillVariant kDefaultPrefillVariant = PrefillVariant::kTwoRowTiles;
 inline constexpr int kPrefillStages = 2;
-
-struct PrefillKernelParams {
-  const void* q;
-  const void* k_cache;
-  const void* v_cache;
-  void* o;
-  float* lse;
-  const int32_t* q_indptr;
-  const int32_t* kv_lens;
-  const int32_t* page_indptr;
-  const int32_t* page_indices;
-  int num_qo_heads;
-  int group_size;
-  int log2_page_size;
-  int64_t q_row_stride;   // elements between consecutive tokens of Q and O
-  int64_t kv_row_stride;  // elements between consecutive KV slots
-  float scale_log2;       // softmax scale * log2(e): the softmax runs in base 2
-};
 
 template <int kHeadDim>
 __device__ __forceinline__ int Swizzle(int row, int chunk) {
@@ -407,8 +391,14 @@ std::string_view PrefillVariantName(PrefillVariant variant) {
       return "q_in_registers";
     case PrefillVariant::kTwoRowTiles:
       return "two_row_tiles";
+    case PrefillVariant::kHopperWgmma:
+      return "hopper_wgmma";
   }
   return "unknown";
+}
+
+bool PrefillVariantRunsHere(PrefillVariant variant) {
+  return variant != PrefillVariant::kHopperWgmma || CurrentDeviceIsSm90();
 }
 
 std::string PrefillLaunchInfo::ToString() const {
@@ -424,7 +414,14 @@ absl::StatusOr<PrefillLaunchInfo> LaunchPrefill(const AttentionProblem& problem,
   if (problem.lengths.max_q_len() == 0) {
     return PrefillLaunchInfo{};  // nothing to compute
   }
-  if (variant == PrefillVariant::kAuto) variant = kDefaultPrefillVariant;
+  if (variant == PrefillVariant::kAuto) {
+    variant = CurrentDeviceIsSm90() ? PrefillVariant::kHopperWgmma : kDefaultPrefillVariant;
+  }
+  if (!PrefillVariantRunsHere(variant)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("prefill variant ", std::string(PrefillVariantName(variant)),
+                     " needs a compute capability 9.0 GPU (H100, H200)"));
+  }
   const AttentionBuffers& b = problem.buffers;
   const PrefillKernelParams params{
       .q = b.q,
@@ -443,6 +440,7 @@ absl::StatusOr<PrefillLaunchInfo> LaunchPrefill(const AttentionProblem& problem,
       .kv_row_stride = static_cast<int64_t>(shape.num_kv_heads) * shape.head_dim,
       .scale_log2 = shape.EffectiveScale() * device::kLog2e,
   };
+  if (variant == PrefillVariant::kHopperWgmma) return LaunchPrefillSm90(problem, params, stream);
   switch (shape.dtype) {
     case AttentionDtype::kBf16:
       return LaunchPrefillForType<__nv_bfloat16>(problem, params, variant, stream);

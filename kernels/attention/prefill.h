@@ -19,15 +19,21 @@ namespace gpuprof::attention {
 // head_dim values the prefill kernel is instantiated for.
 const std::vector<int>& PrefillHeadDims();
 
-// Two ways of splitting the work among warps (see prefill.cu). kAuto picks kTwoRowTiles, the
-// faster one on H100 at 8k-16k (docs/gpu-runs/attention-kernels.md).
+// The prefill kernels. Two portable ones (mma.sync, sm_80 and newer: see prefill.cu) that split
+// the work among warps differently, and one for Hopper (wgmma, sm_90a only: prefill_sm90.cu).
+// kAuto picks kHopperWgmma on compute capability 9.0 and kTwoRowTiles elsewhere, the faster
+// ones on H100 (docs/benchmarks/RESULTS.md).
 enum class PrefillVariant {
   kAuto,
   kQInRegisters,  // 8 warps x 16 query rows, Q fragments in registers, 64-key tiles
   kTwoRowTiles,   // 4 warps x 32 query rows, Q re-read from shared memory, 32-key tiles
                   // at head_dim 128 (64 at 64)
+  kHopperWgmma,   // 2 warpgroups x 64 query rows, wgmma from shared memory, 128-key tiles
 };
 std::string_view PrefillVariantName(PrefillVariant variant);
+
+// Whether `variant` runs on the current device (kHopperWgmma needs compute capability 9.0).
+bool PrefillVariantRunsHere(PrefillVariant variant);
 
 // What a launch used, for results to record.
 struct PrefillLaunchInfo {

@@ -84,11 +84,18 @@ CUDA_GENCODE = [
     "-gencode=arch=compute_90,code=compute_90",
 ]
 
-def cuda_library(name, srcs, hdrs = [], deps = [], copts = [], **kwargs):
+# Hopper's architecture-specific code (wgmma, setmaxnreg): runs on compute capability 9.0 only,
+# so code built with it is launched after a device check.
+CUDA_GENCODE_SM90A = [
+    "-gencode=arch=compute_90a,code=sm_90a",
+]
+
+def cuda_library(name, srcs, hdrs = [], deps = [], copts = [], gencode = CUDA_GENCODE, **kwargs):
     """Compiles each .cu in srcs with nvcc and wraps the objects in a cc_library.
 
     Headers of deps that the .cu files include must be listed in `hdrs` or `cu_hdrs`
-    of this target so they are visible inside the genrule's sandbox.
+    of this target so they are visible inside the genrule's sandbox. `gencode` picks the
+    GPU architectures (default: CUDA_GENCODE).
     """
     cu_hdrs = kwargs.pop("cu_hdrs", [])
     objects = []
@@ -107,7 +114,7 @@ def cuda_library(name, srcs, hdrs = [], deps = [], copts = [], **kwargs):
                 "-Xcompiler=-fPIC",
                 "-I.",
                 "-I$(GENDIR)",
-            ] + CUDA_GENCODE + copts + ["-c", "$(location %s)" % src, "-o", "$@"]),
+            ] + gencode + copts + ["-c", "$(location %s)" % src, "-o", "$@"]),
             tags = ["cuda"],
         )
         objects.append(obj)

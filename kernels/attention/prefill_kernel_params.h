@@ -1,0 +1,30 @@
+// What both prefill kernels (the portable one in prefill.cu, the Hopper one in prefill_sm90.cu)
+// receive: device pointers and the strides of the paged layout. Internal to the prefill target.
+#ifndef GPUPROF_KERNELS_ATTENTION_PREFILL_KERNEL_PARAMS_H_
+#define GPUPROF_KERNELS_ATTENTION_PREFILL_KERNEL_PARAMS_H_
+
+#include <cstdint>
+
+namespace gpuprof::attention {
+
+struct PrefillKernelParams {
+  const void* q;
+  const void* k_cache;
+  const void* v_cache;
+  void* o;
+  float* lse;
+  const int32_t* q_indptr;
+  const int32_t* kv_lens;
+  const int32_t* page_indptr;
+  const int32_t* page_indices;
+  int num_qo_heads;
+  int group_size;
+  int log2_page_size;
+  int64_t q_row_stride;   // elements between consecutive tokens of Q and O
+  int64_t kv_row_stride;  // elements between consecutive KV slots
+  float scale_log2;       // softmax scale * log2(e): the softmax runs in base 2
+};
+
+}  // namespace gpuprof::attention
+
+#endif  // GPUPROF_KERNELS_ATTENTION_PREFILL_KERNEL_PARAMS_H_

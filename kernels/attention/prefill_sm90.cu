@@ -1,0 +1,470 @@
+// FlashAttention-3-style prefill for Hopper (sm_90a) over the paged KV cache, on wgmma.
+//
+// One block of two warpgroups per (query head, tile of 128 query rows, sequence); each
+// warpgroup owns 64 rows. S = Q K^T is a wgmma m64n128k16 per 16 of head_dim with both operands
+// in shared memory; P stays in registers as the A operand of O += P V. K and V tiles of 128 rows
+// are gathered through the page table with cp.async, three stages deep, so tile t + 2 is in
+// flight while tile t is multiplied. Within a warpgroup the next tile's S is issued before this
+// tile's P V, and its softmax runs while the tensor cores compute P V (the intra-warpgroup
+// overlap of FlashAttention-3). Shared-memory tiles are laid out as wgmma's 128-byte swizzle
+// expects: rows of 64 elements (128 bytes), 16-byte chunk index XOR row % 8, head_dim in
+// 64-wide slabs, every tile on a 1024-byte boundary.
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "common/cuda_status.h"
+#include "kernels/attention/attention_device.cuh"
+#include "kernels/attention/attention_params.h"
+#include "kernels/attention/prefill.h"
+#include "kernels/attention/prefill_kernel_params.h"
+#include "kernels/attention/prefill_sm90.h"
+
+// The accumulator operands of one wgmma: 32 (n64) or 64 (n128) fp32 registers a thread.
+#define GPUPROF_WGMMA_ACC32_REGS \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
+  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+
+#define GPUPROF_WGMMA_ACC32_OPERANDS \
+  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), \
+  "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), \
+  "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), \
+  "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), \
+  "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+
+#define GPUPROF_WGMMA_ACC64_REGS \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
+  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, " \
+  "%38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, " \
+  "%56, %57, %58, %59, %60, %61, %62, %63}"
+
+#define GPUPROF_WGMMA_ACC64_OPERANDS \
+  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), \
+  "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), \
+  "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), \
+  "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), \
+  "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), \
+  "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), \
+  "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), \
+  "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
+  "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), \
+  "+f"(d[63])
+
+
+namespace gpuprof::attention {
+namespace {
+
+using device::CpAsync16;
+using device::CpAsyncCommit;
+using device::CpAsyncWait;
+using device::FastExp2;
+using device::PackTwo;
+using device::PagedRow;
+using device::SharedAddress;
+
+inline constexpr int kWarpGroups = 2;
+inline constexpr int kThreads = kWarpGroups * 128;
+inline constexpr int kBlockM = kWarpGroups * 64;
+inline constexpr int kBlockN = 128;
+inline constexpr int kStages = 3;
+inline constexpr int kSlab = 64;             // elements in one 128-byte swizzled row
+inline constexpr int kSwizzleAlign = 1024;   // the swizzle pattern repeats every 8 rows
+
+template <int kHeadDim>
+constexpr int SharedBytes() {
+  return (kBlockM + 2 * kStages * kBlockN) * kHeadDim * 2 + kSwizzleAlign;
+}
+
+// Element offset of 16-byte chunk `chunk` of row `row` in a tile of `rows` rows.
+__device__ __forceinline__ int SlabOffset(int rows, int row, int chunk) {
+  const int slab = chunk >> 3, c = chunk & 7;
+  return (slab * rows + row) * kSlab + ((c ^ (row & 7)) << 3);
+}
+
+// wgmma shared-memory descriptor, 128-byte swizzle: start address, leading and stride byte
+// offsets, all in 16-byte units.
+__device__ __forceinline__ uint64_t Descriptor(uint32_t address, uint32_t leading_bytes,
+                                               uint32_t stride_bytes) {
+  return static_cast<uint64_t>((address & 0x3FFFF) >> 4) |
+         static_cast<uint64_t>((leading_bytes >> 4) & 0x3FFF) << 16 |
+         static_cast<uint64_t>((stride_bytes >> 4) & 0x3FFF) << 32 | 1ull << 62;
+}
+
+__device__ __forceinline__ void WgmmaFence() {
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void WgmmaCommit() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+template <int kPending>
+__device__ __forceinline__ void WgmmaWait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
+}
+// cp.async wrote through the generic proxy; wgmma reads through the async proxy.
+__device__ __forceinline__ void FenceProxyAsync() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+// Keeps the compiler from moving reads or writes of wgmma's registers across a wait: the
+// hardware writes them asynchronously, which the asm statements' operands cannot express.
+template <int N>
+__device__ __forceinline__ void PinRegisters(float (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+
+// D (m64n128, fp32) [+]= A (64x16 from shared memory) * B (16x128 from shared memory, K-major).
+template <typename T>
+__device__ __forceinline__ void WgmmaN128FromShared(float (&d)[64], uint64_t desc_a,
+                                                    uint64_t desc_b, int scale_d) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " GPUPROF_WGMMA_ACC64_REGS
+                 ", %64, %65, p, 1, 1, 0, 0;\n}\n"
+                 : GPUPROF_WGMMA_ACC64_OPERANDS
+                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+  } else {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " GPUPROF_WGMMA_ACC64_REGS
+                 ", %64, %65, p, 1, 1, 0, 0;\n}\n"
+                 : GPUPROF_WGMMA_ACC64_OPERANDS
+                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+  }
+}
+
+// D (m64nN, fp32) += A (64x16 in registers) * B (16xN from shared memory, N-major).
+template <typename T, int N>
+__device__ __forceinline__ void WgmmaFromRegisters(float (&d)[N / 2], const uint32_t (&a)[4],
+                                                   uint64_t desc_b) {
+  static_assert(N == 64 || N == 128);
+  if constexpr (N == 64 && std::is_same_v<T, __nv_bfloat16>) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " GPUPROF_WGMMA_ACC32_REGS
+                 ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+                 : GPUPROF_WGMMA_ACC32_OPERANDS
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
+  } else if constexpr (N == 64) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " GPUPROF_WGMMA_ACC32_REGS
+                 ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+                 : GPUPROF_WGMMA_ACC32_OPERANDS
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
+  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " GPUPROF_WGMMA_ACC64_REGS
+                 ", {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+                 : GPUPROF_WGMMA_ACC64_OPERANDS
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
+  } else {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " GPUPROF_WGMMA_ACC64_REGS
+                 ", {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+                 : GPUPROF_WGMMA_ACC64_OPERANDS
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
+  }
+}
+
+template <typename T, int kHeadDim, bool kCausal>
+__global__ void __launch_bounds__(kThreads, 1)
+    PrefillSm90Kernel(const __grid_constant__ PrefillKernelParams p) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  static_assert(device::kIsAttentionType<T>, "T must be bf16 or fp16");
+  static_assert(kHeadDim == 64 || kHeadDim == 128, "head_dim 64 or 128");
+  constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks per row
+  constexpr int kTileElements = kBlockN * kHeadDim;
+  constexpr uint32_t kRowBytes = kSlab * 2;
+  constexpr uint32_t kGroupBytes = 8 * kRowBytes;  // eight swizzled rows
+  static_assert((kBlockN * kChunks) % kThreads == 0 && (kBlockM * kChunks) % kThreads == 0);
+
+  extern __shared__ uint8_t shared_raw[];
+  const uint32_t raw_address = SharedAddress(shared_raw);
+  T* q_smem = reinterpret_cast<T*>(
+      shared_raw + (((raw_address + kSwizzleAlign - 1) & ~(kSwizzleAlign - 1)) - raw_address));
+  T* k_smem = q_smem + kBlockM * kHeadDim;       // [stages][slabs][kBlockN][64]
+  T* v_smem = k_smem + kStages * kTileElements;  // [stages][slabs][kBlockN][64]
+
+  const int qo_head = blockIdx.x;
+  // Heavy tiles first: with a causal mask the last query tiles see the most keys.
+  const int tile = kCausal ? gridDim.y - 1 - blockIdx.y : blockIdx.y;
+  const int seq = blockIdx.z;
+  const int q_start = p.q_indptr[seq];
+  const int q_len = p.q_indptr[seq + 1] - q_start;
+  const int q_tile_start = tile * kBlockM;
+  if (q_tile_start >= q_len) return;
+  const int kv_len = p.kv_lens[seq];
+  const int shift = kv_len - q_len;  // position of query 0 in the sequence (bottom-right mask)
+  int kv_end = kv_len;
+  if constexpr (kCausal) kv_end = min(kv_len, q_tile_start + kBlockM + shift);
+  const int num_kv_tiles = (kv_end + kBlockN - 1) / kBlockN;
+  const int32_t* pages = p.page_indices + p.page_indptr[seq];
+  const int kv_head = qo_head / p.group_size;
+
+  const T* q_base =
+      static_cast<const T*>(p.q) +
+      (static_cast<int64_t>(q_start + q_tile_start) * p.num_qo_heads + qo_head) * kHeadDim;
+#pragma unroll
+  for (int i = threadIdx.x; i < kBlockM * kChunks; i += kThreads) {
+    const int row = i / kChunks, chunk = i % kChunks;
+    const bool valid = q_tile_start + row < q_len;
+    const T* src = q_base + (valid ? row * p.q_row_stride + chunk * 8 : 0);
+    CpAsync16(SharedAddress(q_smem + SlabOffset(kBlockM, row, chunk)), src, valid);
+  }
+  const T* k_base = static_cast<const T*>(p.k_cache) + kv_head * kHeadDim;
+  const T* v_base = static_cast<const T*>(p.v_cache) + kv_head * kHeadDim;
+  auto load_kv_tile = [&](int kv_tile) {
+    T* ks = k_smem + (kv_tile % kStages) * kTileElements;
+    T* vs = v_smem + (kv_tile % kStages) * kTileElements;
+#pragma unroll
+    for (int i = threadIdx.x; i < kBlockN * kChunks; i += kThreads) {
+      const int row = i / kChunks, chunk = i % kChunks;
+      const int j = kv_tile * kBlockN + row;
+      const bool valid = j < kv_end;
+      int64_t offset = 0;
+      if (valid) offset = PagedRow(pages, j, p.log2_page_size) * p.kv_row_stride + chunk * 8;
+      const int dst = SlabOffset(kBlockN, row, chunk);
+      CpAsync16(SharedAddress(ks + dst), k_base + offset, valid);
+      CpAsync16(SharedAddress(vs + dst), v_base + offset, valid);
+    }
+  };
+  load_kv_tile(0);  // with Q: one cp.async group
+  CpAsyncCommit();
+  if (num_kv_tiles > 1) load_kv_tile(1);
+  CpAsyncCommit();
+
+  const int warp_group = threadIdx.x / 128;
+  const int warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
+  const int group = lane >> 2, quad_lane = lane & 3;
+  const int warp_row0 = warp_group * 64 + warp * 16;  // block row of the warp's 16 rows
+  const int qpos0 = q_tile_start + warp_row0 + group + shift;
+  const int warp_first_pos = q_tile_start + warp_row0 + shift;
+
+  // Descriptors: Q is K-major (head_dim contiguous), K is K-major, V is N-major (its rows are
+  // keys, the k of P V). A k16 step inside a 64-wide slab moves the start by 32 bytes.
+  const uint32_t q_address = SharedAddress(q_smem) + warp_group * 64 * kRowBytes;
+  auto q_desc = [&](int k_step) {
+    return Descriptor(q_address + (k_step / 4) * kBlockM * kRowBytes + (k_step % 4) * 32,
+                      kRowBytes, kGroupBytes);
+  };
+  auto k_desc = [&](int stage, int k_step) {
+    return Descriptor(SharedAddress(k_smem + stage * kTileElements) +
+                          (k_step / 4) * kBlockN * kRowBytes + (k_step % 4) * 32,
+                      kRowBytes, kGroupBytes);
+  };
+  auto v_desc = [&](int stage, int key_step) {
+    return Descriptor(SharedAddress(v_smem + stage * kTileElements) + key_step * 16 * kRowBytes,
+                      kBlockN * kRowBytes, kGroupBytes);
+  };
+
+  float s[kBlockN / 2];   // S, then P, of the warpgroup's 64 rows x kBlockN keys
+  float o[kHeadDim / 2];  // O of 64 rows x head_dim
+  uint32_t pa[kBlockN / 16][4];
+#pragma unroll
+  for (int i = 0; i < kBlockN / 2; ++i) s[i] = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kHeadDim / 2; ++i) o[i] = 0.0f;
+  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
+
+  auto issue_qk = [&](int stage) {
+#pragma unroll
+    for (int k_step = 0; k_step < kHeadDim / 16; ++k_step) {
+      WgmmaN128FromShared<T>(s, q_desc(k_step), k_desc(stage, k_step), k_step > 0);
+    }
+  };
+  auto issue_pv = [&](int stage) {
+#pragma unroll
+    for (int key_step = 0; key_step < kBlockN / 16; ++key_step) {
+      WgmmaFromRegisters<T, kHeadDim>(o, pa[key_step], v_desc(stage, key_step));
+    }
+  };
+  // Softmax of tile t in place (S -> unnormalised P, base 2); returns through `correction`
+  // the factor O must be scaled by once the previous P V is done.
+  auto softmax = [&](int t, float (&correction)[2]) {
+    const int kv0 = t * kBlockN;
+    bool need_mask = kv0 + kBlockN > kv_len;
+    if constexpr (kCausal) need_mask = need_mask || kv0 + kBlockN - 1 > warp_first_pos;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float tile_max = -INFINITY;
+#pragma unroll
+      for (int c = 0; c < kBlockN / 8; ++c) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float x = s[4 * c + 2 * r + e] * p.scale_log2;
+          if (need_mask) {
+            const int col = kv0 + c * 8 + quad_lane * 2 + e;
+            if (col >= kv_len || (kCausal && col > qpos0 + 8 * r)) x = -INFINITY;
+          }
+          s[4 * c + 2 * r + e] = x;
+          tile_max = fmaxf(tile_max, x);
+        }
+      }
+      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+      const float new_max = fmaxf(row_max[r], tile_max);
+      // A row with every key masked so far keeps max -inf; subtract 0 then to avoid NaN.
+      const float base = new_max == -INFINITY ? 0.0f : new_max;
+      correction[r] = FastExp2(row_max[r] - base);
+      row_max[r] = new_max;
+      float sum = 0.0f;
+#pragma unroll
+      for (int c = 0; c < kBlockN / 8; ++c) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const float prob = FastExp2(s[4 * c + 2 * r + e] - base);
+          s[4 * c + 2 * r + e] = prob;
+          sum += prob;
+        }
+      }
+      row_sum[r] = row_sum[r] * correction[r] + sum;
+    }
+  };
+  // P as wgmma A fragments: key step k covers the accumulators of n8 chunks 2k and 2k + 1.
+  auto pack_p = [&]() {
+#pragma unroll
+    for (int k = 0; k < kBlockN / 16; ++k) {
+      pa[k][0] = PackTwo<T>(s[8 * k + 0], s[8 * k + 1]);
+      pa[k][1] = PackTwo<T>(s[8 * k + 2], s[8 * k + 3]);
+      pa[k][2] = PackTwo<T>(s[8 * k + 4], s[8 * k + 5]);
+      pa[k][3] = PackTwo<T>(s[8 * k + 6], s[8 * k + 7]);
+    }
+  };
+
+  CpAsyncWait<1>();  // Q and tile 0
+  FenceProxyAsync();
+  __syncthreads();
+  float correction[2];
+  WgmmaFence();
+  issue_qk(0);
+  WgmmaCommit();
+  WgmmaWait<0>();
+  PinRegisters(s);
+  softmax(0, correction);
+  pack_p();
+
+  for (int t = 0; t < num_kv_tiles; ++t) {
+    if (t + 1 < num_kv_tiles) {
+      CpAsyncWait<0>();  // tile t + 1
+      FenceProxyAsync();
+      // Tile t + 1 is in for every thread, and every warpgroup is done with tile t - 1's stage.
+      __syncthreads();
+      if (t + 2 < num_kv_tiles) load_kv_tile(t + 2);
+      CpAsyncCommit();
+      WgmmaFence();
+      issue_qk((t + 1) % kStages);
+      WgmmaCommit();
+      issue_pv(t % kStages);
+      WgmmaCommit();
+      WgmmaWait<1>();  // S of tile t + 1; P V of tile t may still run
+      PinRegisters(s);
+      softmax(t + 1, correction);
+      WgmmaWait<0>();
+      PinRegisters(o);
+#pragma unroll
+      for (int c = 0; c < kHeadDim / 8; ++c) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          o[4 * c + 2 * r] *= correction[r];
+          o[4 * c + 2 * r + 1] *= correction[r];
+        }
+      }
+      pack_p();
+    } else {
+      WgmmaFence();
+      issue_pv(t % kStages);
+      WgmmaCommit();
+      WgmmaWait<0>();
+      PinRegisters(o);
+    }
+  }
+
+  // Normalise and write O (and the LSE, natural log) for the rows that exist.
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float sum = row_sum[r];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    const int row = q_tile_start + warp_row0 + group + 8 * r;
+    if (row >= q_len) continue;
+    const float inv = 1.0f / sum;
+    const int64_t token_head = static_cast<int64_t>(q_start + row) * p.num_qo_heads + qo_head;
+    T* out = static_cast<T*>(p.o) + token_head * kHeadDim + quad_lane * 2;
+#pragma unroll
+    for (int c = 0; c < kHeadDim / 8; ++c) {
+      *reinterpret_cast<uint32_t*>(out + c * 8) =
+          PackTwo<T>(o[4 * c + 2 * r] * inv, o[4 * c + 2 * r + 1] * inv);
+    }
+    if (p.lse != nullptr && quad_lane == 0) {
+      p.lse[token_head] = (row_max[r] + log2f(sum)) * device::kLn2;
+    }
+  }
+#else
+  __trap();  // built for sm_90a only; LaunchPrefill checks the device first
+#endif
+}
+
+template <typename T, int kHeadDim>
+absl::StatusOr<PrefillLaunchInfo> LaunchTyped(const AttentionProblem& problem,
+                                              const PrefillKernelParams& params,
+                                              cudaStream_t stream) {
+  constexpr int kShared = SharedBytes<kHeadDim>();
+  auto* kernel = problem.shape.causal ? PrefillSm90Kernel<T, kHeadDim, true>
+                                      : PrefillSm90Kernel<T, kHeadDim, false>;
+  CUDA_RETURN_IF_ERROR(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared));
+  const dim3 grid(params.num_qo_heads, (problem.lengths.max_q_len() + kBlockM - 1) / kBlockM,
+                  problem.lengths.batch());
+  kernel<<<grid, kThreads, kShared, stream>>>(params);
+  CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  return PrefillLaunchInfo{.block_m = kBlockM,
+                           .block_n = kBlockN,
+                           .warps = kThreads / 32,
+                           .stages = kStages,
+                           .shared_bytes = kShared,
+                           .blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z,
+                           .variant = PrefillVariant::kHopperWgmma};
+}
+
+template <typename T>
+absl::StatusOr<PrefillLaunchInfo> LaunchForType(const AttentionProblem& problem,
+                                                const PrefillKernelParams& params,
+                                                cudaStream_t stream) {
+  switch (problem.shape.head_dim) {
+    case 64:
+      return LaunchTyped<T, 64>(problem, params, stream);
+    case 128:
+      return LaunchTyped<T, 128>(problem, params, stream);
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "head_dim (", problem.shape.head_dim, ") has no Hopper prefill kernel (64, 128)"));
+  }
+}
+
+}  // namespace
+
+bool CurrentDeviceIsSm90() {
+  int device = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return false;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
+    return false;
+  }
+  return major == 9 && minor == 0;
+}
+
+absl::StatusOr<PrefillLaunchInfo> LaunchPrefillSm90(const AttentionProblem& problem,
+                                                    const PrefillKernelParams& params,
+                                                    cudaStream_t stream) {
+  switch (problem.shape.dtype) {
+    case AttentionDtype::kBf16:
+      return LaunchForType<__nv_bfloat16>(problem, params, stream);
+    case AttentionDtype::kFp16:
+      return LaunchForType<__half>(problem, params, stream);
+  }
+  return absl::InvalidArgumentError("dtype has no Hopper prefill kernel");
+}
+
+}  // namespace gpuprof::attention
