@@ -7,7 +7,7 @@
 // Bytes = Q + K + V (each KV row once per KV head) + O; FLOPs = 4 * heads * pairs * head_dim
 // with causal q == kv counted as half (attention_params.h).
 //
-//   attention_benchmark [--quick] [--table=PATH]
+//   attention_benchmark [--quick] [--only=prefill|decode] [--table=PATH]
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -129,7 +129,7 @@ absl::Status AddCudnnRow(Bench& bench, const DeviceAttentionProblem& d, const st
   return absl::OkStatus();
 }
 
-absl::Status Run(bool quick, const std::string& table_path) {
+absl::Status Run(bool quick, const std::string& only, const std::string& table_path) {
   int device = 0;
   CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
   cudaDeviceProp props;
@@ -175,6 +175,7 @@ absl::Status Run(bool quick, const std::string& table_path) {
   std::vector<PrefillCase> prefill_cases = {
       {4096, true}, {8192, true}, {16384, true}, {4096, false}};
   if (quick) prefill_cases = {{4096, true}};
+  if (only == "decode") prefill_cases.clear();
   for (const PrefillCase& c : prefill_cases) {
     const AttentionShape shape = ServingShape(c.causal);
     ASSIGN_OR_RETURN(DeviceAttentionProblem d,
@@ -218,6 +219,7 @@ absl::Status Run(bool quick, const std::string& table_path) {
                                           {4, 8192},  {8, 8192},  {1, 16384},  {4, 16384},
                                           {8, 16384}, {1, 32768}, {4, 32768},  {8, 32768}};
   if (quick) decode_cases = {{32, 4096}, {1, 32768}};
+  if (only == "prefill") decode_cases.clear();
   for (const DecodeCase& c : decode_cases) {
     const AttentionShape shape = ServingShape(false);
     SequenceLengths lengths{.q_lens = std::vector<int32_t>(c.batch, 1),
@@ -309,18 +311,21 @@ absl::Status Run(bool quick, const std::string& table_path) {
 
 int main(int argc, char** argv) {
   bool quick = false;
-  std::string table_path;
+  std::string table_path, only;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) {
       quick = true;
+    } else if (std::strcmp(argv[i], "--only=prefill") == 0 ||
+               std::strcmp(argv[i], "--only=decode") == 0) {
+      only = argv[i] + 7;
     } else if (std::strncmp(argv[i], "--table=", 8) == 0) {
       table_path = argv[i] + 8;
     } else {
-      std::fprintf(stderr, "usage: %s [--quick] [--table=PATH]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--quick] [--only=prefill|decode] [--table=PATH]\n", argv[0]);
       return 2;
     }
   }
-  const absl::Status status = gpuprof::attention::Run(quick, table_path);
+  const absl::Status status = gpuprof::attention::Run(quick, only, table_path);
   if (!status.ok()) {
     gpuprof::LogStatusToStderr(status);
     return 1;

@@ -206,8 +206,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   const T* q_base =
       static_cast<const T*>(p.q) +
       (static_cast<int64_t>(q_start + q_tile_start) * p.num_qo_heads + qo_head) * kHeadDim;
+  // Loops over a thread's share with a compile-time count, so that they unroll.
 #pragma unroll
-  for (int i = threadIdx.x; i < kBlockM * kChunks; i += kThreads) {
+  for (int k = 0; k < kBlockM * kChunks / kThreads; ++k) {
+    const int i = threadIdx.x + k * kThreads;
     const int row = i / kChunks, chunk = i % kChunks;
     const bool valid = q_tile_start + row < q_len;
     const T* src = q_base + (valid ? row * p.q_row_stride + chunk * 8 : 0);
@@ -219,7 +221,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     T* ks = k_smem + (kv_tile % kStages) * kTileElements;
     T* vs = v_smem + (kv_tile % kStages) * kTileElements;
 #pragma unroll
-    for (int i = threadIdx.x; i < kBlockN * kChunks; i += kThreads) {
+    for (int k = 0; k < kBlockN * kChunks / kThreads; ++k) {
+      const int i = threadIdx.x + k * kThreads;
       const int row = i / kChunks, chunk = i % kChunks;
       const int j = kv_tile * kBlockN + row;
       const bool valid = j < kv_end;
@@ -281,30 +284,35 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   };
   // Softmax of tile t in place (S -> unnormalised P, base 2); returns through `correction`
-  // the factor O must be scaled by once the previous P V is done.
+  // the factor O must be scaled by once the previous P V is done. The running max is kept
+  // scaled, so each probability is one FFMA and one exp2.
   auto softmax = [&](int t, float (&correction)[2]) {
     const int kv0 = t * kBlockN;
     bool need_mask = kv0 + kBlockN > kv_len;
     if constexpr (kCausal) need_mask = need_mask || kv0 + kBlockN - 1 > warp_first_pos;
+    if (need_mask) {
+#pragma unroll
+      for (int c = 0; c < kBlockN / 8; ++c) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int col = kv0 + c * 8 + quad_lane * 2 + e;
+            if (col >= kv_len || (kCausal && col > qpos0 + 8 * r)) s[4 * c + 2 * r + e] = -INFINITY;
+          }
+        }
+      }
+    }
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       float tile_max = -INFINITY;
 #pragma unroll
       for (int c = 0; c < kBlockN / 8; ++c) {
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          float x = s[4 * c + 2 * r + e] * p.scale_log2;
-          if (need_mask) {
-            const int col = kv0 + c * 8 + quad_lane * 2 + e;
-            if (col >= kv_len || (kCausal && col > qpos0 + 8 * r)) x = -INFINITY;
-          }
-          s[4 * c + 2 * r + e] = x;
-          tile_max = fmaxf(tile_max, x);
-        }
+        tile_max = fmaxf(tile_max, fmaxf(s[4 * c + 2 * r], s[4 * c + 2 * r + 1]));
       }
       tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
       tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
-      const float new_max = fmaxf(row_max[r], tile_max);
+      const float new_max = fmaxf(row_max[r], tile_max * p.scale_log2);
       // A row with every key masked so far keeps max -inf; subtract 0 then to avoid NaN.
       const float base = new_max == -INFINITY ? 0.0f : new_max;
       correction[r] = FastExp2(row_max[r] - base);
@@ -314,7 +322,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int c = 0; c < kBlockN / 8; ++c) {
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          const float prob = FastExp2(s[4 * c + 2 * r + e] - base);
+          const float prob = FastExp2(fmaf(s[4 * c + 2 * r + e], p.scale_log2, -base));
           s[4 * c + 2 * r + e] = prob;
           sum += prob;
         }
@@ -351,16 +359,21 @@ __global__ void __launch_bounds__(kThreads, 1)
       FenceProxyAsync();
       // Tile t + 1 is in for every thread, and every warpgroup is done with tile t - 1's stage.
       __syncthreads();
-      if (t + 2 < num_kv_tiles) load_kv_tile(t + 2);
-      CpAsyncCommit();
       WgmmaFence();
       issue_qk((t + 1) % kStages);
       WgmmaCommit();
       issue_pv(t % kStages);
       WgmmaCommit();
+      // While the tensor cores work (the page-table reads would stall the warp before them).
+      if (t + 2 < num_kv_tiles) load_kv_tile(t + 2);
+      CpAsyncCommit();
       WgmmaWait<1>();  // S of tile t + 1; P V of tile t may still run
       PinRegisters(s);
       softmax(t + 1, correction);
+      // Computed before the wait below, not moved after it: that is the overlap.
+      PinRegisters(s);
+      PinRegisters(correction);
+      PinRegisters(row_sum);
       WgmmaWait<0>();
       PinRegisters(o);
 #pragma unroll

@@ -2,7 +2,8 @@
 # One H100/H200: the Hopper (wgmma) prefill kernel. Here: kernels/attention/bundle_attention_gpu.sh
 # .xfer/attn, then this script with carry [".xfer"]. Steps (each optional, in order):
 #   check  - the prefill GPU tests (every variant against the fp32 reference) and memcheck on them
-#   quick  - the benchmark's 4k causal prefill and two decode shapes
+#   quick  - the benchmark's 4k causal prefill
+#   prefill - the benchmark's prefill shapes (4k-16k causal, 4k full)
 #   full   - the whole benchmark and PyTorch's backends on the same shapes
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -20,8 +21,12 @@ if [[ " $steps " == *" check "* ]]; then
   echo "memcheck rc=$?"; grep -E "ERROR SUMMARY|PASSED|FAILED" $OUT/prefill_memcheck.log | tail -3
 fi
 if [[ " $steps " == *" quick "* ]]; then
-  timeout 120 bin/attention_benchmark --quick --table=$OUT/quick.md > $OUT/quick.log 2>&1
+  timeout 120 bin/attention_benchmark --quick --only=prefill --table=$OUT/quick.md > $OUT/quick.log 2>&1
   echo "quick bench rc=$?"; cat $OUT/quick.md
+fi
+if [[ " $steps " == *" prefill "* ]]; then
+  timeout 200 bin/attention_benchmark --only=prefill --table=$OUT/prefill.md > $OUT/prefill.log 2>&1
+  echo "prefill bench rc=$?"; cat $OUT/prefill.md
 fi
 if [[ " $steps " == *" full "* ]]; then
   OUT=$OUT ./run_attention_gpu.sh . bench 2>&1 | tail -60
