@@ -351,9 +351,22 @@ __global__ void __launch_bounds__(kThreads, 1)
   WgmmaWait<0>();
   PinRegisters(s);
   softmax(0, correction);
-  pack_p();
 
+  // The wait for P V of tile t - 1 opens each iteration rather than following the softmax of
+  // tile t: ptxas schedules a wgmma wait at the top of its basic block and moves independent
+  // arithmetic below it, which put the softmax after the wait and lost the overlap.
   for (int t = 0; t < num_kv_tiles; ++t) {
+    WgmmaWait<0>();
+    PinRegisters(o);
+#pragma unroll
+    for (int c = 0; c < kHeadDim / 8; ++c) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        o[4 * c + 2 * r] *= correction[r];
+        o[4 * c + 2 * r + 1] *= correction[r];
+      }
+    }
+    pack_p();
     if (t + 1 < num_kv_tiles) {
       CpAsyncWait<0>();  // tile t + 1
       FenceProxyAsync();
@@ -370,29 +383,14 @@ __global__ void __launch_bounds__(kThreads, 1)
       WgmmaWait<1>();  // S of tile t + 1; P V of tile t may still run
       PinRegisters(s);
       softmax(t + 1, correction);
-      // Computed before the wait below, not moved after it: that is the overlap.
-      PinRegisters(s);
-      PinRegisters(correction);
-      PinRegisters(row_sum);
-      WgmmaWait<0>();
-      PinRegisters(o);
-#pragma unroll
-      for (int c = 0; c < kHeadDim / 8; ++c) {
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          o[4 * c + 2 * r] *= correction[r];
-          o[4 * c + 2 * r + 1] *= correction[r];
-        }
-      }
-      pack_p();
     } else {
       WgmmaFence();
       issue_pv(t % kStages);
       WgmmaCommit();
-      WgmmaWait<0>();
-      PinRegisters(o);
     }
   }
+  WgmmaWait<0>();
+  PinRegisters(o);
 
   // Normalise and write O (and the LSE, natural log) for the rows that exist.
 #pragma unroll
