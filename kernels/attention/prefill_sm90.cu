@@ -1,14 +1,16 @@
 // FlashAttention-3-style prefill for Hopper (sm_90a) over the paged KV cache, on wgmma.
 //
-// One block of two warpgroups per (query head, tile of 128 query rows, sequence); each
-// warpgroup owns 64 rows. S = Q K^T is a wgmma m64n128k16 per 16 of head_dim with both operands
-// in shared memory; P stays in registers as the A operand of O += P V. K and V tiles of 128 rows
-// are gathered through the page table with cp.async, three stages deep, so tile t + 2 is in
-// flight while tile t is multiplied. Within a warpgroup the next tile's S is issued before this
-// tile's P V, and its softmax runs while the tensor cores compute P V (the intra-warpgroup
-// overlap of FlashAttention-3). Shared-memory tiles are laid out as wgmma's 128-byte swizzle
-// expects: rows of 64 elements (128 bytes), 16-byte chunk index XOR row % 8, head_dim in
-// 64-wide slabs, every tile on a 1024-byte boundary.
+// One block per (query head, tile of 128 query rows, sequence), three warpgroups specialised:
+// warpgroup 0 (the producer, few registers) gathers K and V tiles of 128 rows through the page
+// table with cp.async into three shared-memory stages and signals each full stage on an
+// mbarrier; warpgroups 1 and 2 (the consumers, most registers) own 64 query rows each and never
+// load or wait on a block-wide barrier, only on their stage's mbarrier, so the two drift apart
+// and one's softmax runs under the other's matrix multiplies. S = Q K^T is a wgmma m64n128k16
+// per 16 of head_dim with both operands in shared memory; P stays in registers as the A operand
+// of O += P V; within a consumer the next tile's S is issued before this tile's P V and its
+// softmax runs while the tensor cores compute P V. Shared-memory tiles are laid out as wgmma's
+// 128-byte swizzle expects: rows of 64 elements (128 bytes), 16-byte chunk index XOR row % 8,
+// head_dim in 64-wide slabs, every tile on a 1024-byte boundary.
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -67,9 +69,16 @@ using device::PackTwo;
 using device::PagedRow;
 using device::SharedAddress;
 
-inline constexpr int kWarpGroups = 2;
-inline constexpr int kThreads = kWarpGroups * 128;
-inline constexpr int kBlockM = kWarpGroups * 64;
+// Warpgroup 0 loads (the producer), warpgroups 1 and 2 compute (the consumers).
+inline constexpr int kConsumerGroups = 2;
+inline constexpr int kProducerThreads = 128;
+inline constexpr int kConsumerThreads = kConsumerGroups * 128;
+inline constexpr int kConsumerWarps = kConsumerThreads / 32;
+inline constexpr int kThreads = kProducerThreads + kConsumerThreads;
+// Registers a thread after the split (setmaxnreg): 128 x 40 + 256 x 232 <= 65536.
+inline constexpr int kProducerRegisters = 40;
+inline constexpr int kConsumerRegisters = 232;
+inline constexpr int kBlockM = kConsumerGroups * 64;
 inline constexpr int kBlockN = 128;
 inline constexpr int kStages = 3;
 inline constexpr int kSlab = 64;             // elements in one 128-byte swizzled row
@@ -109,6 +118,32 @@ __device__ __forceinline__ void WgmmaWait() {
 __device__ __forceinline__ void FenceProxyAsync() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
+// mbarriers: the producer's cp.async completions fill a stage, the consumers' warps empty it.
+__device__ __forceinline__ void MbarrierInit(uint32_t barrier, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(barrier), "r"(count) : "memory");
+}
+__device__ __forceinline__ void MbarrierArrive(uint32_t barrier) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(barrier) : "memory");
+}
+// Arrives once this thread's earlier cp.async copies have landed (the count set at init
+// includes this arrival: .noinc).
+__device__ __forceinline__ void CpAsyncArriveOn(uint32_t barrier) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(barrier)
+               : "memory");
+}
+// Waits until the barrier's phase of parity `parity` has completed.
+__device__ __forceinline__ void MbarrierWait(uint32_t barrier, uint32_t parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(barrier), "r"(parity)
+        : "memory");
+  } while (done == 0);
+}
+
 // Keeps the compiler from moving reads or writes of wgmma's registers across a wait: the
 // hardware writes them asynchronously, which the asm statements' operands cannot express.
 template <int N>
@@ -178,9 +213,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   constexpr int kTileElements = kBlockN * kHeadDim;
   constexpr uint32_t kRowBytes = kSlab * 2;
   constexpr uint32_t kGroupBytes = 8 * kRowBytes;  // eight swizzled rows
-  static_assert((kBlockN * kChunks) % kThreads == 0 && (kBlockM * kChunks) % kThreads == 0);
+  static_assert((kBlockN * kChunks) % kProducerThreads == 0 &&
+                (kBlockM * kChunks) % kProducerThreads == 0);
 
   extern __shared__ uint8_t shared_raw[];
+  __shared__ uint64_t stage_full[kStages], stage_empty[kStages];
   const uint32_t raw_address = SharedAddress(shared_raw);
   T* q_smem = reinterpret_cast<T*>(
       shared_raw + (((raw_address + kSwizzleAlign - 1) & ~(kSwizzleAlign - 1)) - raw_address));
@@ -199,55 +236,82 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int shift = kv_len - q_len;  // position of query 0 in the sequence (bottom-right mask)
   int kv_end = kv_len;
   if constexpr (kCausal) kv_end = min(kv_len, q_tile_start + kBlockM + shift);
+  // >= 1: validation refuses a causal q_len above kv_len, and kv_len 0 with q_len > 0.
   const int num_kv_tiles = (kv_end + kBlockN - 1) / kBlockN;
-  const int32_t* pages = p.page_indices + p.page_indptr[seq];
-  const int kv_head = qo_head / p.group_size;
 
-  const T* q_base =
-      static_cast<const T*>(p.q) +
-      (static_cast<int64_t>(q_start + q_tile_start) * p.num_qo_heads + qo_head) * kHeadDim;
-  // Loops over a thread's share with a compile-time count, so that they unroll.
+  if (threadIdx.x == 0) {
 #pragma unroll
-  for (int k = 0; k < kBlockM * kChunks / kThreads; ++k) {
-    const int i = threadIdx.x + k * kThreads;
-    const int row = i / kChunks, chunk = i % kChunks;
-    const bool valid = q_tile_start + row < q_len;
-    const T* src = q_base + (valid ? row * p.q_row_stride + chunk * 8 : 0);
-    CpAsync16(SharedAddress(q_smem + SlabOffset(kBlockM, row, chunk)), src, valid);
-  }
-  const T* k_base = static_cast<const T*>(p.k_cache) + kv_head * kHeadDim;
-  const T* v_base = static_cast<const T*>(p.v_cache) + kv_head * kHeadDim;
-  auto load_kv_tile = [&](int kv_tile) {
-    T* ks = k_smem + (kv_tile % kStages) * kTileElements;
-    T* vs = v_smem + (kv_tile % kStages) * kTileElements;
-#pragma unroll
-    for (int k = 0; k < kBlockN * kChunks / kThreads; ++k) {
-      const int i = threadIdx.x + k * kThreads;
-      const int row = i / kChunks, chunk = i % kChunks;
-      const int j = kv_tile * kBlockN + row;
-      const bool valid = j < kv_end;
-      int64_t offset = 0;
-      if (valid) offset = PagedRow(pages, j, p.log2_page_size) * p.kv_row_stride + chunk * 8;
-      const int dst = SlabOffset(kBlockN, row, chunk);
-      CpAsync16(SharedAddress(ks + dst), k_base + offset, valid);
-      CpAsync16(SharedAddress(vs + dst), v_base + offset, valid);
+    for (int stage = 0; stage < kStages; ++stage) {
+      MbarrierInit(SharedAddress(&stage_full[stage]), kProducerThreads);
+      MbarrierInit(SharedAddress(&stage_empty[stage]), kConsumerWarps);
     }
-  };
-  load_kv_tile(0);  // with Q: one cp.async group
-  CpAsyncCommit();
-  if (num_kv_tiles > 1) load_kv_tile(1);
-  CpAsyncCommit();
-
+  }
+  __syncthreads();
   const int warp_group = threadIdx.x / 128;
+
+  if (warp_group == 0) {
+    // The producer: Q with tile 0, then each KV tile into its stage once the consumers have
+    // emptied it. Its threads take 16-byte chunks of 8 rows side by side (coalesced).
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegisters));
+    const int thread = threadIdx.x;
+    const T* q_base =
+        static_cast<const T*>(p.q) +
+        (static_cast<int64_t>(q_start + q_tile_start) * p.num_qo_heads + qo_head) * kHeadDim;
+#pragma unroll 4
+    for (int k = 0; k < kBlockM * kChunks / kProducerThreads; ++k) {
+      const int i = thread + k * kProducerThreads;
+      const int row = i / kChunks, chunk = i % kChunks;
+      const bool valid = q_tile_start + row < q_len;
+      const T* src = q_base + (valid ? row * p.q_row_stride + chunk * 8 : 0);
+      CpAsync16(SharedAddress(q_smem + SlabOffset(kBlockM, row, chunk)), src, valid);
+    }
+    const int32_t* pages = p.page_indices + p.page_indptr[seq];
+    const int kv_head = qo_head / p.group_size;
+    const T* k_base = static_cast<const T*>(p.k_cache) + kv_head * kHeadDim;
+    const T* v_base = static_cast<const T*>(p.v_cache) + kv_head * kHeadDim;
+    for (int t = 0; t < num_kv_tiles; ++t) {
+      const int stage = t % kStages;
+      if (t >= kStages) MbarrierWait(SharedAddress(&stage_empty[stage]), (t / kStages - 1) & 1);
+      T* ks = k_smem + stage * kTileElements;
+      T* vs = v_smem + stage * kTileElements;
+#pragma unroll 4
+      for (int k = 0; k < kBlockN * kChunks / kProducerThreads; ++k) {
+        const int i = thread + k * kProducerThreads;
+        const int row = i / kChunks, chunk = i % kChunks;
+        const int j = t * kBlockN + row;
+        const bool valid = j < kv_end;
+        int64_t offset = 0;
+        if (valid) offset = PagedRow(pages, j, p.log2_page_size) * p.kv_row_stride + chunk * 8;
+        const int dst = SlabOffset(kBlockN, row, chunk);
+        CpAsync16(SharedAddress(ks + dst), k_base + offset, valid);
+        CpAsync16(SharedAddress(vs + dst), v_base + offset, valid);
+      }
+      CpAsyncArriveOn(SharedAddress(&stage_full[stage]));
+    }
+    CpAsyncWait<0>();
+    return;
+  }
+
+  // The consumers: two warpgroups of 64 query rows each.
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegisters));
+  const int consumer = warp_group - 1;
   const int warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
   const int group = lane >> 2, quad_lane = lane & 3;
-  const int warp_row0 = warp_group * 64 + warp * 16;  // block row of the warp's 16 rows
+  const int warp_row0 = consumer * 64 + warp * 16;  // block row of the warp's 16 rows
   const int qpos0 = q_tile_start + warp_row0 + group + shift;
   const int warp_first_pos = q_tile_start + warp_row0 + shift;
+  auto wait_full = [&](int t) {
+    MbarrierWait(SharedAddress(&stage_full[t % kStages]), (t / kStages) & 1);
+    FenceProxyAsync();  // the producer's cp.async writes, seen by wgmma's async proxy
+  };
+  auto release = [&](int t) {
+    __syncwarp();
+    if (lane == 0) MbarrierArrive(SharedAddress(&stage_empty[t % kStages]));
+  };
 
   // Descriptors: Q is K-major (head_dim contiguous), K is K-major, V is N-major (its rows are
   // keys, the k of P V). A k16 step inside a 64-wide slab moves the start by 32 bytes.
-  const uint32_t q_address = SharedAddress(q_smem) + warp_group * 64 * kRowBytes;
+  const uint32_t q_address = SharedAddress(q_smem) + consumer * 64 * kRowBytes;
   auto q_desc = [&](int k_step) {
     return Descriptor(q_address + (k_step / 4) * kBlockM * kRowBytes + (k_step % 4) * 32,
                       kRowBytes, kGroupBytes);
@@ -341,9 +405,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   };
 
-  CpAsyncWait<1>();  // Q and tile 0
-  FenceProxyAsync();
-  __syncthreads();
+  wait_full(0);  // Q and tile 0
   float correction[2];
   WgmmaFence();
   issue_qk(0);
@@ -358,6 +420,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int t = 0; t < num_kv_tiles; ++t) {
     WgmmaWait<0>();
     PinRegisters(o);
+    if (t > 0) release(t - 1);  // its K (S, long done) and V (P V, just done) are read
 #pragma unroll
     for (int c = 0; c < kHeadDim / 8; ++c) {
 #pragma unroll
@@ -368,18 +431,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     pack_p();
     if (t + 1 < num_kv_tiles) {
-      CpAsyncWait<0>();  // tile t + 1
-      FenceProxyAsync();
-      // Tile t + 1 is in for every thread, and every warpgroup is done with tile t - 1's stage.
-      __syncthreads();
+      wait_full(t + 1);
       WgmmaFence();
       issue_qk((t + 1) % kStages);
       WgmmaCommit();
       issue_pv(t % kStages);
       WgmmaCommit();
-      // While the tensor cores work (the page-table reads would stall the warp before them).
-      if (t + 2 < num_kv_tiles) load_kv_tile(t + 2);
-      CpAsyncCommit();
       WgmmaWait<1>();  // S of tile t + 1; P V of tile t may still run
       PinRegisters(s);
       softmax(t + 1, correction);
@@ -432,7 +489,7 @@ absl::StatusOr<PrefillLaunchInfo> LaunchTyped(const AttentionProblem& problem,
   CUDA_RETURN_IF_ERROR(cudaGetLastError());
   return PrefillLaunchInfo{.block_m = kBlockM,
                            .block_n = kBlockN,
-                           .warps = kThreads / 32,
+                           .warps = kConsumerThreads / 32,
                            .stages = kStages,
                            .shared_bytes = kShared,
                            .blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z,
