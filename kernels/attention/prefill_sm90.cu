@@ -308,6 +308,17 @@ __global__ void __launch_bounds__(kThreads, 1)
     __syncwarp();
     if (lane == 0) MbarrierArrive(SharedAddress(&stage_empty[t % kStages]));
   };
+  // Ping-pong: the consumers take turns to issue their matrix multiplies (named barrier 1 + c
+  // is consumer c's turn), so one's softmax runs while the other's multiplies use the tensor
+  // cores instead of both waiting on them at once. Consumer 1 lets consumer 0 go first.
+  const int my_turn = 1 + consumer, their_turn = 2 - consumer;
+  auto take_turn = [&]() {
+    asm volatile("bar.sync %0, %1;\n" ::"r"(my_turn), "n"(kConsumerThreads) : "memory");
+  };
+  auto pass_turn = [&]() {
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(their_turn), "n"(kConsumerThreads) : "memory");
+  };
+  if (consumer == 1) pass_turn();
 
   // Descriptors: Q is K-major (head_dim contiguous), K is K-major, V is N-major (its rows are
   // keys, the k of P V). A k16 step inside a 64-wide slab moves the start by 32 bytes.
@@ -407,9 +418,11 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   wait_full(0);  // Q and tile 0
   float correction[2];
+  take_turn();
   WgmmaFence();
   issue_qk(0);
   WgmmaCommit();
+  pass_turn();
   WgmmaWait<0>();
   PinRegisters(s);
   softmax(0, correction);
@@ -432,20 +445,27 @@ __global__ void __launch_bounds__(kThreads, 1)
     pack_p();
     if (t + 1 < num_kv_tiles) {
       wait_full(t + 1);
+      take_turn();
       WgmmaFence();
       issue_qk((t + 1) % kStages);
       WgmmaCommit();
       issue_pv(t % kStages);
       WgmmaCommit();
+      pass_turn();
       WgmmaWait<1>();  // S of tile t + 1; P V of tile t may still run
       PinRegisters(s);
       softmax(t + 1, correction);
     } else {
+      take_turn();
       WgmmaFence();
       issue_pv(t % kStages);
       WgmmaCommit();
+      pass_turn();
     }
   }
+  // Consumer 1 passed one turn more than consumer 0 took (the first); take it, so that both
+  // named barriers end empty.
+  if (consumer == 0) take_turn();
   WgmmaWait<0>();
   PinRegisters(o);
 
