@@ -251,7 +251,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   if (warp_group == 0) {
     // The producer: Q with tile 0, then each KV tile into its stage once the consumers have
-    // emptied it. Its threads take 16-byte chunks of 8 rows side by side (coalesced).
+    // emptied it.
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegisters));
     const int thread = threadIdx.x;
     const T* q_base =
@@ -274,17 +274,23 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (t >= kStages) MbarrierWait(SharedAddress(&stage_empty[stage]), (t / kStages - 1) & 1);
       T* ks = k_smem + stage * kTileElements;
       T* vs = v_smem + stage * kTileElements;
-#pragma unroll 4
-      for (int k = 0; k < kBlockN * kChunks / kProducerThreads; ++k) {
-        const int i = thread + k * kProducerThreads;
-        const int row = i / kChunks, chunk = i % kChunks;
+      // Two threads a row, one page-table read each per row; the pair's 16-byte chunks are
+      // adjacent, so a warp reads whole 32-byte sectors.
+#pragma unroll
+      for (int k = 0; k < kBlockN * 2 / kProducerThreads; ++k) {
+        const int row = thread / 2 + k * (kProducerThreads / 2), half = thread % 2;
         const int j = t * kBlockN + row;
         const bool valid = j < kv_end;
-        int64_t offset = 0;
-        if (valid) offset = PagedRow(pages, j, p.log2_page_size) * p.kv_row_stride + chunk * 8;
-        const int dst = SlabOffset(kBlockN, row, chunk);
-        CpAsync16(SharedAddress(ks + dst), k_base + offset, valid);
-        CpAsync16(SharedAddress(vs + dst), v_base + offset, valid);
+        const int64_t row_offset =
+            valid ? PagedRow(pages, j, p.log2_page_size) * p.kv_row_stride + half * 8 : 0;
+#pragma unroll
+        for (int c = 0; c < kChunks / 2; ++c) {
+          const int chunk = 2 * c + half;
+          const int dst = SlabOffset(kBlockN, row, chunk);
+          const int64_t src = valid ? row_offset + c * 16 : 0;
+          CpAsync16(SharedAddress(ks + dst), k_base + src, valid);
+          CpAsync16(SharedAddress(vs + dst), v_base + src, valid);
+        }
       }
       CpAsyncArriveOn(SharedAddress(&stage_full[stage]));
     }
