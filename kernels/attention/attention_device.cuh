@@ -63,12 +63,16 @@ __device__ __forceinline__ float ToFloat(T v) {
   }
 }
 
-// Flat row (page * page_size + slot) of KV row `row` of a sequence whose page list starts at
-// `pages`.
+// Flat row (page * page_size + slot) of KV row `row` of a sequence, `page` being the entry of
+// its page list that holds the row.
+__device__ __forceinline__ int64_t PagedSlot(int page, int row, int log2_page_size) {
+  return (static_cast<int64_t>(page) << log2_page_size) | (row & ((1 << log2_page_size) - 1));
+}
+
+// The same, reading the page list that starts at `pages`.
 __device__ __forceinline__ int64_t PagedRow(const int32_t* __restrict__ pages, int row,
                                             int log2_page_size) {
-  const int page = __ldg(pages + (row >> log2_page_size));
-  return (static_cast<int64_t>(page) << log2_page_size) | (row & ((1 << log2_page_size) - 1));
+  return PagedSlot(__ldg(pages + (row >> log2_page_size)), row, log2_page_size);
 }
 
 // 2^x on the special-function unit (flushes denormals; -inf gives 0).

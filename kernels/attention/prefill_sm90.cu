@@ -66,7 +66,7 @@ using device::CpAsyncCommit;
 using device::CpAsyncWait;
 using device::FastExp2;
 using device::PackTwo;
-using device::PagedRow;
+using device::PagedSlot;
 using device::SharedAddress;
 
 // Warpgroup 0 loads (the producer), warpgroups 1 and 2 compute (the consumers).
@@ -269,20 +269,36 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int kv_head = qo_head / p.group_size;
     const T* k_base = static_cast<const T*>(p.k_cache) + kv_head * kHeadDim;
     const T* v_base = static_cast<const T*>(p.v_cache) + kv_head * kHeadDim;
+    // Two threads a row, one page-table read each per row; the pair's 16-byte chunks are
+    // adjacent, so a warp reads whole 32-byte sectors. The next tile's page entries are read
+    // before waiting for its stage, so their latency hides behind the wait.
+    constexpr int kRowsPerThread = kBlockN * 2 / kProducerThreads;
+    const int half = thread % 2;
+    auto read_pages = [&](int t, int (&page)[kRowsPerThread]) {
+#pragma unroll
+      for (int k = 0; k < kRowsPerThread; ++k) {
+        const int j = t * kBlockN + thread / 2 + k * (kProducerThreads / 2);
+        page[k] = j < kv_end ? __ldg(pages + (j >> p.log2_page_size)) : 0;
+      }
+    };
+    int next_page[kRowsPerThread];
+    read_pages(0, next_page);
     for (int t = 0; t < num_kv_tiles; ++t) {
       const int stage = t % kStages;
+      int page[kRowsPerThread];
+#pragma unroll
+      for (int k = 0; k < kRowsPerThread; ++k) page[k] = next_page[k];
+      if (t + 1 < num_kv_tiles) read_pages(t + 1, next_page);
       if (t >= kStages) MbarrierWait(SharedAddress(&stage_empty[stage]), (t / kStages - 1) & 1);
       T* ks = k_smem + stage * kTileElements;
       T* vs = v_smem + stage * kTileElements;
-      // Two threads a row, one page-table read each per row; the pair's 16-byte chunks are
-      // adjacent, so a warp reads whole 32-byte sectors.
 #pragma unroll
-      for (int k = 0; k < kBlockN * 2 / kProducerThreads; ++k) {
-        const int row = thread / 2 + k * (kProducerThreads / 2), half = thread % 2;
+      for (int k = 0; k < kRowsPerThread; ++k) {
+        const int row = thread / 2 + k * (kProducerThreads / 2);
         const int j = t * kBlockN + row;
         const bool valid = j < kv_end;
         const int64_t row_offset =
-            valid ? PagedRow(pages, j, p.log2_page_size) * p.kv_row_stride + half * 8 : 0;
+            valid ? PagedSlot(page[k], j, p.log2_page_size) * p.kv_row_stride + half * 8 : 0;
 #pragma unroll
         for (int c = 0; c < kChunks / 2; ++c) {
           const int chunk = 2 * c + half;
