@@ -3,14 +3,18 @@
 // One block per (query head, tile of 128 query rows, sequence), three warpgroups specialised:
 // warpgroup 0 (the producer, few registers) gathers K and V tiles of 128 rows through the page
 // table with cp.async into three shared-memory stages and signals each full stage on an
-// mbarrier; warpgroups 1 and 2 (the consumers, most registers) own 64 query rows each and never
-// load or wait on a block-wide barrier, only on their stage's mbarrier, so the two drift apart
-// and one's softmax runs under the other's matrix multiplies. S = Q K^T is a wgmma m64n128k16
-// per 16 of head_dim with both operands in shared memory; P stays in registers as the A operand
-// of O += P V; within a consumer the next tile's S is issued before this tile's P V and its
-// softmax runs while the tensor cores compute P V. Shared-memory tiles are laid out as wgmma's
-// 128-byte swizzle expects: rows of 64 elements (128 bytes), 16-byte chunk index XOR row % 8,
-// head_dim in 64-wide slabs, every tile on a 1024-byte boundary.
+// mbarrier; warpgroups 1 and 2 (the consumers, most registers) own 64 query rows each and wait
+// only on their stage's mbarrier, never on a block-wide barrier. The consumers take turns to
+// issue their matrix multiplies (ping-pong), so one's softmax runs under the other's. S = Q K^T
+// is a wgmma m64n128k16 per 16 of head_dim with both operands in shared memory; P stays in
+// registers as the A operand of O += P V; within a consumer the next tile's S is issued before
+// this tile's P V and its softmax runs while the tensor cores compute P V. Shared-memory tiles
+// are laid out as wgmma's 128-byte swizzle expects: rows of 64 elements (128 bytes), 16-byte
+// chunk index XOR row % 8, head_dim in 64-wide slabs, every tile on a 1024-byte boundary.
+//
+// Measured on H100 (docs/benchmarks/RESULTS.md): what mattered was the producer (one
+// page-table read per row, not per chunk: +20%) and keeping the softmax where the compiler
+// would not move it; ping-pong and the warp specialisation alone changed little.
 #include <cuda_runtime.h>
 
 #include <cmath>
