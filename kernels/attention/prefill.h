@@ -1,7 +1,6 @@
 // Prefill attention on tensor cores (FlashAttention-2 style; FlashAttention-3 style on H100/H200)
-// over the paged KV cache: a ragged
-// batch, causal or not, grouped-query heads, bf16 or fp16, head_dim 64 or 128. Writes O and,
-// when buffers.lse is set, the log-sum-exp of every (row, head).
+// over the paged KV cache: a ragged batch, causal or not, grouped-query heads, bf16 or fp16,
+// head_dim 64 or 128. Writes O and, when buffers.lse is set, the log-sum-exp of every (row, head).
 #ifndef GPUPROF_KERNELS_ATTENTION_PREFILL_H_
 #define GPUPROF_KERNELS_ATTENTION_PREFILL_H_
 
