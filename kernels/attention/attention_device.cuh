@@ -96,9 +96,10 @@ __device__ __forceinline__ void CpAsync16(uint32_t shared, const void* global, b
 
 __device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
 
+// The memory clobber keeps the compiler from moving shared-memory reads above the wait.
 template <int kPending>
 __device__ __forceinline__ void CpAsyncWait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
 // Four 8x8 b16 matrices; lane l gives the address of row l % 8 of matrix l / 8.
