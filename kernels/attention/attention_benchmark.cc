@@ -239,7 +239,8 @@ absl::Status Run(bool quick, const std::string& only, const std::string& table_p
          {DecodeVariant{"decode unsplit", 1, DecodeKernelChoice::kAuto},
           DecodeVariant{"decode split", 0, DecodeKernelChoice::kAuto},
           DecodeVariant{"decode split, plain kernel", 0, DecodeKernelChoice::kPlain},
-          DecodeVariant{"decode split, prefetching kernel", 0, DecodeKernelChoice::kPrefetch}}) {
+          DecodeVariant{"decode split, prefetching kernel", 0, DecodeKernelChoice::kPrefetch},
+          DecodeVariant{"decode split, tensor-core kernel", 0, DecodeKernelChoice::kTensorCores}}) {
       DecodeLaunchInfo info;
       ASSIGN_OR_RETURN(Timing t, bench.Time(
                                      [&]() -> absl::Status {

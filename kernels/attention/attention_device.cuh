@@ -75,6 +75,14 @@ __device__ __forceinline__ int64_t PagedRow(const int32_t* __restrict__ pages, i
   return PagedSlot(__ldg(pages + (row >> log2_page_size)), row, log2_page_size);
 }
 
+// Element offset of 16-byte chunk `chunk` of row `row` in a shared-memory tile of rows of
+// kHeadDim elements, the chunk index XORed with row % 8 so that ldmatrix reads of eight rows
+// are free of bank conflicts.
+template <int kHeadDim>
+__device__ __forceinline__ int SwizzledOffset(int row, int chunk) {
+  return row * kHeadDim + ((chunk ^ (row & 7)) << 3);
+}
+
 // 2^x on the special-function unit (flushes denormals; -inf gives 0).
 __device__ __forceinline__ float FastExp2(float x) {
   float y;

@@ -2,6 +2,7 @@
 // masks, ragged lengths (q_len < kv_len too), page sizes, dtypes and decode split counts.
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -157,8 +158,14 @@ TEST_P(DecodeGpuTest, MatchesReference) {
   ASSERT_OK(LaunchReferenceAttention(d.ReferenceProblem(), stream_.get()));
   const size_t workspace_bytes = DecodeWorkspaceBytes(shape, d.problem.lengths, kMaxDecodeSplits);
   ASSERT_OK_AND_ASSIGN(workspace, DeviceBuffer::Allocate(std::max<size_t>(workspace_bytes, 16)));
+  const int rows = c.num_qo_heads / c.num_kv_heads *
+                   *std::max_element(c.q_lens.begin(), c.q_lens.end());
   for (int splits : c.splits) {
-    for (DecodeKernelChoice kernel : {DecodeKernelChoice::kPlain, DecodeKernelChoice::kPrefetch}) {
+    for (DecodeKernelChoice kernel : {DecodeKernelChoice::kPlain, DecodeKernelChoice::kPrefetch,
+                                      DecodeKernelChoice::kTensorCores}) {
+      if (kernel == DecodeKernelChoice::kTensorCores && (c.head_dim > 128 || rows > 16)) {
+        continue;  // outside the tensor-core kernel's shapes
+      }
       ASSERT_OK(PoisonBuffer(d.out, stream_.get()));
       ASSERT_OK(PoisonBuffer(d.out_lse, stream_.get()));
       ASSERT_OK_AND_ASSIGN(info, LaunchDecode(d.problem,
@@ -169,6 +176,7 @@ TEST_P(DecodeGpuTest, MatchesReference) {
                                               stream_.get()));
       ASSERT_OK(stream_.Synchronize());
       EXPECT_EQ(info.plan.prefetch, kernel == DecodeKernelChoice::kPrefetch);
+      EXPECT_EQ(info.plan.tensor_cores, kernel == DecodeKernelChoice::kTensorCores);
       if (splits > 0) {
         EXPECT_EQ(info.plan.num_splits, std::min(splits, d.problem.lengths.max_kv_len()));
       }

@@ -23,6 +23,8 @@
 #include "kernels/attention/attention_device.cuh"
 #include "kernels/attention/attention_params.h"
 #include "kernels/attention/decode.h"
+#include "kernels/attention/decode_kernel_params.h"
+#include "kernels/attention/decode_mma.h"
 #include "kernels/attention/decode_plan.h"
 
 namespace gpuprof::attention {
@@ -34,29 +36,6 @@ using device::UnpackEight;
 
 inline constexpr int kDecodeThreads = 128;
 inline constexpr int kDecodeUnroll = 4;
-
-struct DecodeKernelParams {
-  const void* q;
-  const void* k_cache;
-  const void* v_cache;
-  void* o;
-  float* lse;
-  float* partial_o;    // [num_splits][total_q][num_qo_heads][head_dim], normalised per split
-  float* partial_lse;  // [num_splits][total_q][num_qo_heads], base-2 log-sum-exp
-  const int32_t* q_indptr;
-  const int32_t* kv_lens;
-  const int32_t* page_indptr;
-  const int32_t* page_indices;
-  int num_qo_heads;
-  int group_size;
-  int log2_page_size;
-  int num_splits;
-  int row_chunks;
-  int64_t total_q;
-  int64_t kv_row_stride;
-  float scale_log2;
-  bool causal;
-};
 
 // kPrefetch: the next iteration's rows (and their page-table entries, a dependent load) are
 // requested before this iteration's math, so the memory system always has a batch in flight;
@@ -332,8 +311,63 @@ __global__ void __launch_bounds__(kHeadDim / 4)
   if (p.lse != nullptr && threadIdx.x == 0) p.lse[row] = (m + __log2f(sum)) * device::kLn2;
 }
 
+// The kernel `info.plan` names over its splits, then the merge when there is more than one.
+// The split count is first clamped to what options.workspace holds.
 template <typename T, int kHeadDim, int kRows>
-absl::StatusOr<DecodeLaunchInfo> LaunchDecodeTyped(DecodeKernelParams params,
+absl::StatusOr<DecodeLaunchInfo> LaunchPlanned(DecodeKernelParams params,
+                                               const AttentionProblem& problem,
+                                               const DecodeOptions& options, DecodeLaunchInfo info,
+                                               cudaStream_t stream) {
+  const AttentionShape& shape = problem.shape;
+  if (info.plan.num_splits > 1) {
+    const size_t per_split = DecodeWorkspaceBytes(shape, problem.lengths, 2) / 2;
+    const int64_t fits =
+        per_split == 0 ? 0 : static_cast<int64_t>(options.workspace_bytes / per_split);
+    if (options.num_splits > 1 && fits < info.plan.num_splits) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("workspace_bytes (", options.workspace_bytes, ") holds ", fits,
+                       " splits; num_splits ", info.plan.num_splits, " needs ",
+                       DecodeWorkspaceBytes(shape, problem.lengths, info.plan.num_splits)));
+    }
+    info.plan.num_splits = static_cast<int>(std::clamp<int64_t>(fits, 1, info.plan.num_splits));
+  }
+  const int64_t base_blocks =
+      static_cast<int64_t>(problem.lengths.batch()) * shape.num_kv_heads * info.plan.row_chunks;
+  info.plan.blocks = base_blocks * info.plan.num_splits;
+  params.num_splits = info.plan.num_splits;
+  params.row_chunks = info.plan.row_chunks;
+  const int64_t rows = params.total_q * shape.num_qo_heads;
+  if (params.num_splits > 1) {
+    params.partial_o = static_cast<float*>(options.workspace);
+    params.partial_lse = params.partial_o + params.num_splits * rows * kHeadDim;
+  }
+  if (info.plan.tensor_cores) {
+    RETURN_IF_ERROR(LaunchMmaDecode(params, kHeadDim, shape.dtype, shape.num_kv_heads,
+                                    problem.lengths.batch(), stream));
+  } else {
+    auto* kernel = info.plan.prefetch ? DecodeKernel<T, kHeadDim, kRows, true>
+                                      : DecodeKernel<T, kHeadDim, kRows, false>;
+    const dim3 grid(params.num_splits, shape.num_kv_heads * info.plan.row_chunks,
+                    problem.lengths.batch());
+    kernel<<<grid, kDecodeThreads, 0, stream>>>(params);
+    CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  }
+  if (params.num_splits > 1 && rows > 0) {
+    const DecodeMergeParams merge{.partial_o = params.partial_o,
+                                  .partial_lse = params.partial_lse,
+                                  .o = params.o,
+                                  .lse = params.lse,
+                                  .rows = rows,
+                                  .num_splits = params.num_splits};
+    DecodeMergeKernel<T, kHeadDim><<<rows, kHeadDim / 4, 0, stream>>>(merge);
+    CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    info.merged = true;
+  }
+  return info;
+}
+
+template <typename T, int kHeadDim, int kRows>
+absl::StatusOr<DecodeLaunchInfo> LaunchDecodeTyped(const DecodeKernelParams& params,
                                                    const AttentionProblem& problem,
                                                    const DecodeOptions& options,
                                                    cudaStream_t stream) {
@@ -359,6 +393,25 @@ absl::StatusOr<DecodeLaunchInfo> LaunchDecodeTyped(DecodeKernelParams params,
                         .blocks_per_sm = plain_blocks_per_sm,
                         .prefetch_blocks_per_sm = prefetch_blocks_per_sm,
                         .requested_splits = options.num_splits};
+  if (options.kernel == DecodeKernelChoice::kTensorCores) {
+    const int rows = shape.group_size() * problem.lengths.max_q_len();
+    if (!MmaDecodeSupportsHeadDim(kHeadDim) || rows > kMmaDecodeMaxRows) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the tensor-core decode kernel takes head_dim 64 or 128 and group_size x q_len <= ",
+          kMmaDecodeMaxRows, "; got head_dim ", kHeadDim, " and ", rows, " rows"));
+    }
+    ASSIGN_OR_RETURN(info.blocks_per_sm, MmaDecodeBlocksPerSm(kHeadDim, shape.dtype));
+    // One block holds all of a KV head's rows: plan the splits for one row per block.
+    input.group_size = 1;
+    input.max_q_len = 1;
+    input.blocks_per_sm = info.blocks_per_sm;
+    input.prefetch_blocks_per_sm = 0;
+    ASSIGN_OR_RETURN(info.plan, PlanDecode(input));
+    info.plan.rows_per_block = kMmaDecodeMaxRows;
+    info.plan.tensor_cores = true;
+    info.threads = 128;
+    return LaunchPlanned<T, kHeadDim, kRows>(params, problem, options, info, stream);
+  }
   // A forced kernel is planned alone, with its own residency.
   if (options.kernel != DecodeKernelChoice::kAuto) {
     if (options.kernel == DecodeKernelChoice::kPrefetch) input.blocks_per_sm = prefetch_blocks_per_sm;
@@ -367,50 +420,11 @@ absl::StatusOr<DecodeLaunchInfo> LaunchDecodeTyped(DecodeKernelParams params,
   ASSIGN_OR_RETURN(info.plan, PlanDecode(input));
   if (options.kernel == DecodeKernelChoice::kPrefetch) info.plan.prefetch = true;
   info.blocks_per_sm = info.plan.prefetch ? prefetch_blocks_per_sm : plain_blocks_per_sm;
-  auto* kernel = info.plan.prefetch ? DecodeKernel<T, kHeadDim, kRows, true>
-                                    : DecodeKernel<T, kHeadDim, kRows, false>;
   if (info.plan.rows_per_block != kRows) {
     return absl::InternalError(absl::StrCat("decode plan wants ", info.plan.rows_per_block,
                                             " rows per block, dispatched ", kRows));
   }
-  if (info.plan.num_splits > 1) {
-    const size_t per_split = DecodeWorkspaceBytes(shape, problem.lengths, 2) / 2;
-    const int64_t fits =
-        per_split == 0 ? 0 : static_cast<int64_t>(options.workspace_bytes / per_split);
-    if (options.num_splits > 1 && fits < info.plan.num_splits) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("workspace_bytes (", options.workspace_bytes, ") holds ", fits,
-                       " splits; num_splits ", info.plan.num_splits, " needs ",
-                       DecodeWorkspaceBytes(shape, problem.lengths, info.plan.num_splits)));
-    }
-    info.plan.num_splits = static_cast<int>(std::clamp<int64_t>(fits, 1, info.plan.num_splits));
-  }
-  const int64_t base_blocks =
-      static_cast<int64_t>(problem.lengths.batch()) * shape.num_kv_heads * info.plan.row_chunks;
-  info.plan.blocks = base_blocks * info.plan.num_splits;
-  params.num_splits = info.plan.num_splits;
-  params.row_chunks = info.plan.row_chunks;
-  const int64_t rows = params.total_q * shape.num_qo_heads;
-  if (params.num_splits > 1) {
-    params.partial_o = static_cast<float*>(options.workspace);
-    params.partial_lse = params.partial_o + params.num_splits * rows * kHeadDim;
-  }
-  const dim3 grid(params.num_splits, shape.num_kv_heads * info.plan.row_chunks,
-                  problem.lengths.batch());
-  kernel<<<grid, kDecodeThreads, 0, stream>>>(params);
-  CUDA_RETURN_IF_ERROR(cudaGetLastError());
-  if (params.num_splits > 1 && rows > 0) {
-    const DecodeMergeParams merge{.partial_o = params.partial_o,
-                                  .partial_lse = params.partial_lse,
-                                  .o = params.o,
-                                  .lse = params.lse,
-                                  .rows = rows,
-                                  .num_splits = params.num_splits};
-    DecodeMergeKernel<T, kHeadDim><<<rows, kHeadDim / 4, 0, stream>>>(merge);
-    CUDA_RETURN_IF_ERROR(cudaGetLastError());
-    info.merged = true;
-  }
-  return info;
+  return LaunchPlanned<T, kHeadDim, kRows>(params, problem, options, info, stream);
 }
 
 template <typename T, int kHeadDim>
@@ -476,9 +490,10 @@ size_t DecodeWorkspaceBytes(const AttentionShape& shape, const SequenceLengths& 
 std::string DecodeLaunchInfo::ToString() const {
   return absl::StrFormat(
       "splits=%d rows_per_block=%d row_chunks=%d blocks=%d threads=%d "
-      "resident_blocks_per_sm=%d prefetch=%s merge=%s",
+      "resident_blocks_per_sm=%d prefetch=%s merge=%s%s",
       plan.num_splits, plan.rows_per_block, plan.row_chunks, plan.blocks, threads, blocks_per_sm,
-      plan.prefetch ? "yes" : "no", merged ? "yes" : "no");
+      plan.prefetch ? "yes" : "no", merged ? "yes" : "no",
+      plan.tensor_cores ? " tensor_cores=yes" : "");
 }
 
 absl::StatusOr<DecodeLaunchInfo> LaunchDecode(const AttentionProblem& problem,

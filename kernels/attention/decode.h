@@ -22,7 +22,9 @@ namespace gpuprof::attention {
 const std::vector<int>& DecodeHeadDims();
 
 // Which decode kernel runs: the plan's choice, or one forced (tests, comparisons).
-enum class DecodeKernelChoice { kAuto, kPlain, kPrefetch };
+// kTensorCores: the query rows of a KV head as one mma tile (decode_mma.h); head_dim 64 or 128,
+// group_size x q_len <= 16.
+enum class DecodeKernelChoice { kAuto, kPlain, kPrefetch, kTensorCores };
 
 struct DecodeOptions {
   // 0: the heuristic of PlanDecode (fill every SM's resident blocks); 1: unsplit; n: n splits.

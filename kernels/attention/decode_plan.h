@@ -37,6 +37,7 @@ struct DecodePlan {
   int num_splits = 0;      // blocks along the KV length
   int64_t blocks = 0;      // the whole grid
   bool prefetch = false;   // the kernel that loads the next rows before this rows' math
+  bool tensor_cores = false;  // the mma kernel (decode_mma.h): all rows in one block
 };
 
 // A prefetching block streams its rows in about 0.8 of the time of one that does not (H100,

@@ -38,6 +38,7 @@ using device::MmaM16N8K16;
 using device::PackTwo;
 using device::PagedRow;
 using device::SharedAddress;
+using device::SwizzledOffset;
 
 // KV rows per tile of the two-row-tiles variant: at head_dim 128 a 64-key S tile for 32 rows
 // does not fit in registers beside O (ptxas spills), so 32 keys.
@@ -48,11 +49,6 @@ inline constexpr int kTwoRowTilesBlockN = kHeadDim == 128 ? 32 : 64;
 // 64 was checked for correctness only, not timed.
 inline constexpr PrefillVariant kDefaultPrefillVariant = PrefillVariant::kTwoRowTiles;
 inline constexpr int kPrefillStages = 2;
-
-template <int kHeadDim>
-__device__ __forceinline__ int Swizzle(int row, int chunk) {
-  return row * kHeadDim + ((chunk ^ (row & 7)) << 3);
-}
 
 // A kernel variant: warps x row tiles of 16 query rows per warp, and KV rows per tile.
 // kRowTiles 1 keeps the warp's Q fragments in registers for the whole KV loop; kRowTiles 2
@@ -107,7 +103,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
     const int row = i / kChunks, chunk = i % kChunks;
     const bool valid = q_tile_start + row < q_len;
     const T* src = q_base + (valid ? row * p.q_row_stride + chunk * 8 : 0);
-    CpAsync16(SharedAddress(q_smem + Swizzle<kHeadDim>(row, chunk)), src, valid);
+    CpAsync16(SharedAddress(q_smem + SwizzledOffset<kHeadDim>(row, chunk)), src, valid);
   }
 
   const T* k_base = static_cast<const T*>(p.k_cache) + kv_head * kHeadDim;
@@ -122,7 +118,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
       const bool valid = j < kv_end;
       int64_t offset = 0;
       if (valid) offset = PagedRow(pages, j, p.log2_page_size) * p.kv_row_stride + chunk * 8;
-      const int dst = Swizzle<kHeadDim>(row, chunk);
+      const int dst = SwizzledOffset<kHeadDim>(row, chunk);
       CpAsync16(SharedAddress(ks + dst), k_base + offset, valid);
       CpAsync16(SharedAddress(vs + dst), v_base + offset, valid);
     }
@@ -162,7 +158,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
         for (int ks = 0; ks < kHeadDim / 16; ++ks) {
           const int row = warp_row0 + (lane & 15);
           const int chunk = ks * 2 + (lane >> 4);
-          LdMatrixX4(q_frag[ks], SharedAddress(q_smem + Swizzle<kHeadDim>(row, chunk)));
+          LdMatrixX4(q_frag[ks], SharedAddress(q_smem + SwizzledOffset<kHeadDim>(row, chunk)));
         }
       }
     }
@@ -194,7 +190,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
           for (int h = 0; h < 2; ++h) {
             const int row = warp_row0 + mt * 16 + (lane & 15);
             const int chunk = (2 * kk + h) * 2 + (lane >> 4);
-            LdMatrixX4(a[mt][h], SharedAddress(q_smem + Swizzle<kHeadDim>(row, chunk)));
+            LdMatrixX4(a[mt][h], SharedAddress(q_smem + SwizzledOffset<kHeadDim>(row, chunk)));
           }
         }
       }
@@ -203,7 +199,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
         uint32_t b[4];
         const int row = nt * 8 + (lane & 7);
         const int chunk = kk * 4 + (lane >> 3);
-        LdMatrixX4(b, SharedAddress(ks_tile + Swizzle<kHeadDim>(row, chunk)));
+        LdMatrixX4(b, SharedAddress(ks_tile + SwizzledOffset<kHeadDim>(row, chunk)));
 #pragma unroll
         for (int mt = 0; mt < kRowTiles; ++mt) {
           MmaM16N8K16<T>(s[mt][nt], a[mt][0], b[0], b[1]);
@@ -283,7 +279,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
         uint32_t b[4];
         const int row = kt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
         const int chunk = dt * 2 + (lane >> 4);
-        LdMatrixX4Trans(b, SharedAddress(vs_tile + Swizzle<kHeadDim>(row, chunk)));
+        LdMatrixX4Trans(b, SharedAddress(vs_tile + SwizzledOffset<kHeadDim>(row, chunk)));
 #pragma unroll
         for (int mt = 0; mt < kRowTiles; ++mt) {
           MmaM16N8K16<T>(o_acc[mt][2 * dt], a[mt], b[0], b[1]);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One GPU: the decode kernels (plain and prefetching) - their GPU tests, memcheck over
+# One GPU: the decode kernels (plain, prefetching, tensor cores) - their GPU tests, memcheck over
 # them, and the benchmark's decode shapes with every kernel forced beside the plan's choice.
 # Here: kernels/attention/bundle_attention_gpu.sh .xfer/attn, then this script, carry [".xfer"].
 set -uo pipefail

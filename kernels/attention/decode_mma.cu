@@ -1,0 +1,331 @@
+// Paged decode on tensor cores (mma.sync m16n8k16, sm_80+), split along the KV length.
+//
+// One block of kWarps warps per (split, KV head, sequence). The block's query rows (the
+// group's query heads x draft tokens, padded to 16) sit in registers as mma A fragments for the
+// whole split. Each warp takes every kWarps-th tile of kTileKeys keys, gathers it through the
+// page table with cp.async into its own shared-memory stages (kStages deep; a warp reads only
+// what its own lanes copied, so it waits on nothing but __syncwarp), computes S = Q K^T and
+// O += P V on tensor cores with its own online softmax, and the warps' results are merged in
+// shared memory at the end. Tiles are stored as the prefill stores them (16-byte chunk index
+// XOR row % 8) so ldmatrix reads them without bank conflicts.
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "common/cuda_status.h"
+#include "kernels/attention/attention_device.cuh"
+#include "kernels/attention/attention_params.h"
+#include "kernels/attention/decode_kernel_params.h"
+#include "kernels/attention/decode_mma.h"
+
+namespace gpuprof::attention {
+namespace {
+
+using device::CpAsync16;
+using device::CpAsyncCommit;
+using device::CpAsyncWait;
+using device::FastExp2;
+using device::LdMatrixX4;
+using device::LdMatrixX4Trans;
+using device::MmaM16N8K16;
+using device::PackTwo;
+using device::PagedRow;
+using device::SharedAddress;
+using device::SwizzledOffset;
+
+inline constexpr int kWarps = 4;
+inline constexpr int kThreads = kWarps * 32;
+inline constexpr int kTileKeys = 16;  // one k16 step of P V
+inline constexpr int kStages = 3;
+
+template <int kHeadDim>
+constexpr int SharedBytes() {
+  // The stages; the merge reuses them ([kWarps][16][kHeadDim] floats plus max and sum).
+  constexpr int stages = kWarps * kStages * 2 * kTileKeys * kHeadDim * 2;
+  constexpr int merge = (kWarps * kMmaDecodeMaxRows * (kHeadDim + 2)) * 4;
+  return stages > merge ? stages : merge;
+}
+
+template <typename T, int kHeadDim>
+__global__ void __launch_bounds__(kThreads)
+    MmaDecodeKernel(const __grid_constant__ DecodeKernelParams p) {
+  static_assert(device::kIsAttentionType<T>, "T must be bf16 or fp16");
+  static_assert(kHeadDim == 64 || kHeadDim == 128, "head_dim 64 or 128");
+  constexpr int kChunks = kHeadDim / 8;
+  constexpr int kTileElements = kTileKeys * kHeadDim;
+  static_assert(kTileKeys * 2 == 32, "two lanes a key");
+
+  extern __shared__ uint4 shared_raw[];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int group = lane >> 2, quad_lane = lane & 3;
+  T* warp_tiles = reinterpret_cast<T*>(shared_raw) + warp * kStages * 2 * kTileElements;
+
+  const int split = blockIdx.x;
+  const int kv_head = blockIdx.y;
+  const int seq = blockIdx.z;
+  const int q_start = p.q_indptr[seq];
+  const int q_len = p.q_indptr[seq + 1] - q_start;
+  const int rows_total = q_len * p.group_size;
+  const int kv_len = p.kv_lens[seq];
+  const int chunk_len = (kv_len + p.num_splits - 1) / p.num_splits;
+  const int kv_begin = min(kv_len, split * chunk_len);
+  const int kv_end = min(kv_len, kv_begin + chunk_len);
+  const int num_tiles = (kv_end - kv_begin + kTileKeys - 1) / kTileKeys;
+  const int my_tiles = warp < num_tiles ? (num_tiles - warp + kWarps - 1) / kWarps : 0;
+
+  // Row r is query token r / group_size, head kv_head * group_size + r % group_size. This
+  // thread holds rows `group` and `group + 8` of the A fragments and of S and O.
+  const T* q_row[2];
+  int last_key[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = group + 8 * h;
+    const int qi = r / p.group_size;
+    q_row[h] = r < rows_total
+                   ? static_cast<const T*>(p.q) +
+                         (static_cast<int64_t>(q_start + qi) * p.num_qo_heads +
+                          kv_head * p.group_size + r % p.group_size) *
+                             kHeadDim
+                   : nullptr;
+    last_key[h] = r < rows_total && p.causal ? kv_len - q_len + qi : kv_len - 1;
+  }
+  uint32_t q_frag[kHeadDim / 16][4];
+#pragma unroll
+  for (int ks = 0; ks < kHeadDim / 16; ++ks) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const T* row = q_row[i & 1];
+      const int col = ks * 16 + (i >> 1) * 8 + quad_lane * 2;
+      q_frag[ks][i] = row != nullptr ? __ldg(reinterpret_cast<const uint32_t*>(row + col)) : 0u;
+    }
+  }
+
+  const int32_t* pages = p.page_indices + p.page_indptr[seq];
+  const T* k_base = static_cast<const T*>(p.k_cache) + kv_head * kHeadDim;
+  const T* v_base = static_cast<const T*>(p.v_cache) + kv_head * kHeadDim;
+  // Two lanes a key, one page-table read each; the pair's chunks are adjacent (whole sectors).
+  auto load_tile = [&](int tile, int stage) {
+    T* ks = warp_tiles + stage * 2 * kTileElements;
+    T* vs = ks + kTileElements;
+    const int key = lane / 2, half = lane % 2;
+    const int j = kv_begin + (warp + kWarps * tile) * kTileKeys + key;
+    const bool valid = j < kv_end;
+    const int64_t row_offset =
+        valid ? PagedRow(pages, j, p.log2_page_size) * p.kv_row_stride + half * 8 : 0;
+#pragma unroll
+    for (int c = 0; c < kChunks / 2; ++c) {
+      const int dst = SwizzledOffset<kHeadDim>(key, 2 * c + half);
+      const int64_t src = valid ? row_offset + c * 16 : 0;
+      CpAsync16(SharedAddress(ks + dst), k_base + src, valid);
+      CpAsync16(SharedAddress(vs + dst), v_base + src, valid);
+    }
+  };
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < my_tiles) load_tile(s, s);
+    CpAsyncCommit();
+  }
+
+  float o[kHeadDim / 8][4];
+#pragma unroll
+  for (int d = 0; d < kHeadDim / 8; ++d) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.0f;
+  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
+
+  for (int i = 0; i < my_tiles; ++i) {
+    CpAsyncWait<kStages - 2>();  // this lane's copies of tile i
+    __syncwarp();                // and every lane's; the stage read last iteration is free
+    if (i + kStages - 1 < my_tiles) load_tile(i + kStages - 1, (i + kStages - 1) % kStages);
+    CpAsyncCommit();
+    const T* ks = warp_tiles + (i % kStages) * 2 * kTileElements;
+    const T* vs = ks + kTileElements;
+
+    // S = Q K^T: 16 rows x 16 keys, two k16 steps per K ldmatrix.
+    float s[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+#pragma unroll
+    for (int kk = 0; kk < kHeadDim / 32; ++kk) {
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        uint32_t b[4];
+        LdMatrixX4(b, SharedAddress(ks + SwizzledOffset<kHeadDim>(nt * 8 + (lane & 7),
+                                                                  kk * 4 + (lane >> 3))));
+        MmaM16N8K16<T>(s[nt], q_frag[2 * kk], b[0], b[1]);
+        MmaM16N8K16<T>(s[nt], q_frag[2 * kk + 1], b[2], b[3]);
+      }
+    }
+
+    // Mask keys past the split or (causal drafts) past the row's token; online softmax, base 2.
+    const int key0 = kv_begin + (warp + kWarps * i) * kTileKeys;
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int col = key0 + nt * 8 + quad_lane * 2 + (e & 1);
+        if (col >= kv_end || col > last_key[e >> 1]) s[nt][e] = -INFINITY;
+      }
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float tile_max = fmaxf(fmaxf(s[0][2 * h], s[0][2 * h + 1]), fmaxf(s[1][2 * h], s[1][2 * h + 1]));
+      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+      const float new_max = fmaxf(row_max[h], tile_max * p.scale_log2);
+      const float base = new_max == -INFINITY ? 0.0f : new_max;
+      const float correction = FastExp2(row_max[h] - base);
+      row_max[h] = new_max;
+      float sum = 0.0f;
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+        for (int e = 2 * h; e < 2 * h + 2; ++e) {
+          s[nt][e] = FastExp2(fmaf(s[nt][e], p.scale_log2, -base));
+          sum += s[nt][e];
+        }
+      }
+      row_sum[h] = row_sum[h] * correction + sum;
+#pragma unroll
+      for (int d = 0; d < kHeadDim / 8; ++d) {
+        o[d][2 * h] *= correction;
+        o[d][2 * h + 1] *= correction;
+      }
+    }
+
+    // O += P V: the two 8-key S tiles are the A fragment of one k16 step.
+    uint32_t a[4];
+    a[0] = PackTwo<T>(s[0][0], s[0][1]);
+    a[1] = PackTwo<T>(s[0][2], s[0][3]);
+    a[2] = PackTwo<T>(s[1][0], s[1][1]);
+    a[3] = PackTwo<T>(s[1][2], s[1][3]);
+#pragma unroll
+    for (int dt = 0; dt < kHeadDim / 16; ++dt) {
+      uint32_t b[4];
+      LdMatrixX4Trans(b, SharedAddress(vs + SwizzledOffset<kHeadDim>(
+                                                (lane & 7) + ((lane >> 3) & 1) * 8,
+                                                dt * 2 + (lane >> 4))));
+      MmaM16N8K16<T>(o[2 * dt], a, b[0], b[1]);
+      MmaM16N8K16<T>(o[2 * dt + 1], a, b[2], b[3]);
+    }
+  }
+  CpAsyncWait<0>();
+
+  // Merge the warps: weight each by 2^(its max - the largest max).
+  __syncthreads();  // every warp is done with its stages, which the merge reuses
+  float* merge_o = reinterpret_cast<float*>(shared_raw);            // [warp][row][kHeadDim]
+  float* merge_max = merge_o + kWarps * kMmaDecodeMaxRows * kHeadDim;  // [warp][row]
+  float* merge_sum = merge_max + kWarps * kMmaDecodeMaxRows;         // [warp][row]
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float sum = row_sum[h];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    const int r = group + 8 * h;
+    if (quad_lane == 0) {
+      merge_max[warp * kMmaDecodeMaxRows + r] = row_max[h];
+      merge_sum[warp * kMmaDecodeMaxRows + r] = sum;
+    }
+    float* out = merge_o + (warp * kMmaDecodeMaxRows + r) * kHeadDim + quad_lane * 2;
+#pragma unroll
+    for (int d = 0; d < kHeadDim / 8; ++d) {
+      out[d * 8] = o[d][2 * h];
+      out[d * 8 + 1] = o[d][2 * h + 1];
+    }
+  }
+  __syncthreads();
+  for (int idx = threadIdx.x; idx < rows_total * kHeadDim; idx += kThreads) {
+    const int r = idx / kHeadDim, col = idx % kHeadDim;
+    float m = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) m = fmaxf(m, merge_max[w * kMmaDecodeMaxRows + r]);
+    float sum = 0.0f, acc = 0.0f;
+    if (m != -INFINITY) {
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) {
+        const float weight = FastExp2(merge_max[w * kMmaDecodeMaxRows + r] - m);
+        sum += weight * merge_sum[w * kMmaDecodeMaxRows + r];
+        acc += weight * merge_o[(w * kMmaDecodeMaxRows + r) * kHeadDim + col];
+      }
+    }
+    const float value = sum > 0.0f ? acc / sum : 0.0f;
+    const float lse2 = sum > 0.0f ? m + __log2f(sum) : -INFINITY;
+    const int qi = r / p.group_size;
+    const int head = kv_head * p.group_size + r % p.group_size;
+    const int64_t token_head = static_cast<int64_t>(q_start + qi) * p.num_qo_heads + head;
+    if (p.num_splits == 1) {
+      T* out = static_cast<T*>(p.o) + token_head * kHeadDim + col;
+      if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+        *out = __float2bfloat16_rn(value);
+      } else {
+        *out = __float2half_rn(value);
+      }
+      if (p.lse != nullptr && col == 0) p.lse[token_head] = lse2 * device::kLn2;
+    } else {
+      const int64_t partial = split * p.total_q * p.num_qo_heads + token_head;
+      p.partial_o[partial * kHeadDim + col] = value;
+      if (col == 0) p.partial_lse[partial] = lse2;
+    }
+  }
+}
+
+template <typename T>
+auto* KernelFor(int head_dim) {
+  return head_dim == 64 ? MmaDecodeKernel<T, 64> : MmaDecodeKernel<T, 128>;
+}
+
+int SharedBytesFor(int head_dim) {
+  return head_dim == 64 ? SharedBytes<64>() : SharedBytes<128>();
+}
+
+template <typename T>
+absl::StatusOr<int> BlocksPerSmTyped(int head_dim) {
+  auto* kernel = KernelFor<T>(head_dim);
+  const int shared = SharedBytesFor(head_dim);
+  CUDA_RETURN_IF_ERROR(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared));
+  int blocks = 0;
+  CUDA_RETURN_IF_ERROR(
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kThreads, shared));
+  return blocks;
+}
+
+template <typename T>
+absl::Status LaunchTyped(const DecodeKernelParams& params, int head_dim, int num_kv_heads,
+                         int batch, cudaStream_t stream) {
+  auto* kernel = KernelFor<T>(head_dim);
+  const int shared = SharedBytesFor(head_dim);
+  CUDA_RETURN_IF_ERROR(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared));
+  const dim3 grid(params.num_splits, num_kv_heads, batch);
+  kernel<<<grid, kThreads, shared, stream>>>(params);
+  CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+bool MmaDecodeSupportsHeadDim(int head_dim) { return head_dim == 64 || head_dim == 128; }
+
+absl::StatusOr<int> MmaDecodeBlocksPerSm(int head_dim, AttentionDtype dtype) {
+  if (!MmaDecodeSupportsHeadDim(head_dim)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("head_dim (", head_dim, ") has no tensor-core decode kernel (64, 128)"));
+  }
+  return dtype == AttentionDtype::kBf16 ? BlocksPerSmTyped<__nv_bfloat16>(head_dim)
+                                        : BlocksPerSmTyped<__half>(head_dim);
+}
+
+absl::Status LaunchMmaDecode(const DecodeKernelParams& params, int head_dim, AttentionDtype dtype,
+                             int num_kv_heads, int batch, cudaStream_t stream) {
+  if (!MmaDecodeSupportsHeadDim(head_dim)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("head_dim (", head_dim, ") has no tensor-core decode kernel (64, 128)"));
+  }
+  return dtype == AttentionDtype::kBf16
+             ? LaunchTyped<__nv_bfloat16>(params, head_dim, num_kv_heads, batch, stream)
+             : LaunchTyped<__half>(params, head_dim, num_kv_heads, batch, stream);
+}
+
+}  // namespace gpuprof::attention
