@@ -34,7 +34,7 @@ using device::LdMatrixX4;
 using device::LdMatrixX4Trans;
 using device::MmaM16N8K16;
 using device::PackTwo;
-using device::PagedRow;
+using device::PagedSlot;
 using device::SharedAddress;
 using device::SwizzledOffset;
 
@@ -109,14 +109,21 @@ __global__ void __launch_bounds__(kThreads)
   const T* k_base = static_cast<const T*>(p.k_cache) + kv_head * kHeadDim;
   const T* v_base = static_cast<const T*>(p.v_cache) + kv_head * kHeadDim;
   // Two lanes a key, one page-table read each; the pair's chunks are adjacent (whole sectors).
-  auto load_tile = [&](int tile, int stage) {
+  // The page entry of a tile is read one tile before its copies are issued, so the dependent
+  // read is not on the copies' path.
+  const int key = lane / 2, half = lane % 2;
+  auto key_of = [&](int tile) { return kv_begin + (warp + kWarps * tile) * kTileKeys + key; };
+  auto read_page = [&](int tile) {
+    const int j = key_of(tile);
+    return j < kv_end ? __ldg(pages + (j >> p.log2_page_size)) : 0;
+  };
+  auto load_tile = [&](int tile, int stage, int page) {
     T* ks = warp_tiles + stage * 2 * kTileElements;
     T* vs = ks + kTileElements;
-    const int key = lane / 2, half = lane % 2;
-    const int j = kv_begin + (warp + kWarps * tile) * kTileKeys + key;
+    const int j = key_of(tile);
     const bool valid = j < kv_end;
     const int64_t row_offset =
-        valid ? PagedRow(pages, j, p.log2_page_size) * p.kv_row_stride + half * 8 : 0;
+        valid ? PagedSlot(page, j, p.log2_page_size) * p.kv_row_stride + half * 8 : 0;
 #pragma unroll
     for (int c = 0; c < kChunks / 2; ++c) {
       const int dst = SwizzledOffset<kHeadDim>(key, 2 * c + half);
@@ -127,9 +134,10 @@ __global__ void __launch_bounds__(kThreads)
   };
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < my_tiles) load_tile(s, s);
+    if (s < my_tiles) load_tile(s, s, read_page(s));
     CpAsyncCommit();
   }
+  int next_page = kStages - 1 < my_tiles ? read_page(kStages - 1) : 0;
 
   float o[kHeadDim / 8][4];
 #pragma unroll
@@ -139,7 +147,10 @@ __global__ void __launch_bounds__(kThreads)
   for (int i = 0; i < my_tiles; ++i) {
     CpAsyncWait<kStages - 2>();  // this lane's copies of tile i
     __syncwarp();                // and every lane's; the stage read last iteration is free
-    if (i + kStages - 1 < my_tiles) load_tile(i + kStages - 1, (i + kStages - 1) % kStages);
+    if (i + kStages - 1 < my_tiles) {
+      load_tile(i + kStages - 1, (i + kStages - 1) % kStages, next_page);
+      if (i + kStages < my_tiles) next_page = read_page(i + kStages);
+    }
     CpAsyncCommit();
     const T* ks = warp_tiles + (i % kStages) * 2 * kTileElements;
     const T* vs = ks + kTileElements;
