@@ -183,6 +183,43 @@ TEST(DecodePlanTest, PrefetchesUnlessItsFewerResidentBlocksCostAWave) {
   EXPECT_EQ(PlanDecode(input)->num_splits, 64);
 }
 
+TEST(DecodePlanTest, TensorCoresForOneSequenceWhereOffered) {
+  DecodePlanInput input{.batch = 1,
+                        .num_kv_heads = 8,
+                        .group_size = 4,
+                        .max_q_len = 1,
+                        .max_kv_len = 8192,
+                        .sm_count = 132,
+                        .blocks_per_sm = 4,
+                        .prefetch_blocks_per_sm = 3,
+                        .tensor_core_blocks_per_sm = 2};
+  auto plan = PlanDecode(input);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_TRUE(plan->tensor_cores);
+  EXPECT_FALSE(plan->prefetch);
+  EXPECT_EQ(plan->rows_per_block, kTensorCoreRowsPerBlock);
+  EXPECT_EQ(plan->row_chunks, 1);
+  EXPECT_EQ(plan->num_splits, 32);  // min(264 slots / 8 blocks, 8192 / 256)
+  EXPECT_EQ(plan->blocks, 256);
+  // Batch 4 x 8 KV heads: the CUDA-core kernels, as before.
+  input.batch = 4;
+  plan = PlanDecode(input);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_FALSE(plan->tensor_cores);
+  EXPECT_EQ(plan->rows_per_block, 4);
+  // Not offered: never.
+  input.batch = 1;
+  input.tensor_core_blocks_per_sm = 0;
+  EXPECT_FALSE(PlanDecode(input)->tensor_cores);
+  // Forced with more rows than one tile holds: refused with the count.
+  input.group_size = 8;
+  input.max_q_len = 4;
+  input.tensor_core_blocks_per_sm = 2;
+  const absl::StatusOr<DecodePlan> too_many = PlanTensorCoreDecode(input);
+  ASSERT_FALSE(too_many.ok());
+  EXPECT_NE(too_many.status().message().find("(32)"), std::string::npos) << too_many.status();
+}
+
 TEST(DecodePlanTest, GroupsRowsPerBlock) {
   DecodePlanInput input{.batch = 2,
                         .num_kv_heads = 2,

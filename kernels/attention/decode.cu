@@ -393,32 +393,39 @@ absl::StatusOr<DecodeLaunchInfo> LaunchDecodeTyped(const DecodeKernelParams& par
                         .blocks_per_sm = plain_blocks_per_sm,
                         .prefetch_blocks_per_sm = prefetch_blocks_per_sm,
                         .requested_splits = options.num_splits};
+  const bool tensor_cores_fit =
+      MmaDecodeSupportsHeadDim(kHeadDim) &&
+      shape.group_size() * problem.lengths.max_q_len() <= kMmaDecodeMaxRows;
+  if (options.kernel == DecodeKernelChoice::kTensorCores && !tensor_cores_fit) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the tensor-core decode kernel takes head_dim 64 or 128 and group_size x q_len <= ",
+        kMmaDecodeMaxRows, "; got head_dim ", kHeadDim, " and ",
+        shape.group_size() * problem.lengths.max_q_len(), " rows"));
+  }
+  int tensor_core_blocks_per_sm = 0;
+  if (tensor_cores_fit && (options.kernel == DecodeKernelChoice::kAuto ||
+                           options.kernel == DecodeKernelChoice::kTensorCores)) {
+    ASSIGN_OR_RETURN(tensor_core_blocks_per_sm, MmaDecodeBlocksPerSm(kHeadDim, shape.dtype));
+  }
+  input.tensor_core_blocks_per_sm = tensor_core_blocks_per_sm;
+  // A forced kernel is planned alone, with its own residency.
   if (options.kernel == DecodeKernelChoice::kTensorCores) {
-    const int rows = shape.group_size() * problem.lengths.max_q_len();
-    if (!MmaDecodeSupportsHeadDim(kHeadDim) || rows > kMmaDecodeMaxRows) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "the tensor-core decode kernel takes head_dim 64 or 128 and group_size x q_len <= ",
-          kMmaDecodeMaxRows, "; got head_dim ", kHeadDim, " and ", rows, " rows"));
+    ASSIGN_OR_RETURN(info.plan, PlanTensorCoreDecode(input));
+  } else {
+    if (options.kernel != DecodeKernelChoice::kAuto) {
+      if (options.kernel == DecodeKernelChoice::kPrefetch) {
+        input.blocks_per_sm = prefetch_blocks_per_sm;
+      }
+      input.prefetch_blocks_per_sm = 0;
     }
-    ASSIGN_OR_RETURN(info.blocks_per_sm, MmaDecodeBlocksPerSm(kHeadDim, shape.dtype));
-    // One block holds all of a KV head's rows: plan the splits for one row per block.
-    input.group_size = 1;
-    input.max_q_len = 1;
-    input.blocks_per_sm = info.blocks_per_sm;
-    input.prefetch_blocks_per_sm = 0;
     ASSIGN_OR_RETURN(info.plan, PlanDecode(input));
-    info.plan.rows_per_block = kMmaDecodeMaxRows;
-    info.plan.tensor_cores = true;
+  }
+  if (options.kernel == DecodeKernelChoice::kPrefetch) info.plan.prefetch = true;
+  if (info.plan.tensor_cores) {
+    info.blocks_per_sm = tensor_core_blocks_per_sm;
     info.threads = 128;
     return LaunchPlanned<T, kHeadDim, kRows>(params, problem, options, info, stream);
   }
-  // A forced kernel is planned alone, with its own residency.
-  if (options.kernel != DecodeKernelChoice::kAuto) {
-    if (options.kernel == DecodeKernelChoice::kPrefetch) input.blocks_per_sm = prefetch_blocks_per_sm;
-    input.prefetch_blocks_per_sm = 0;
-  }
-  ASSIGN_OR_RETURN(info.plan, PlanDecode(input));
-  if (options.kernel == DecodeKernelChoice::kPrefetch) info.plan.prefetch = true;
   info.blocks_per_sm = info.plan.prefetch ? prefetch_blocks_per_sm : plain_blocks_per_sm;
   if (info.plan.rows_per_block != kRows) {
     return absl::InternalError(absl::StrCat("decode plan wants ", info.plan.rows_per_block,

@@ -12,10 +12,11 @@
 #include "absl/status/statusor.h"
 #include "kernels/attention/attention_params.h"
 #include "kernels/attention/decode_kernel_params.h"
+#include "kernels/attention/decode_plan.h"
 
 namespace gpuprof::attention {
 
-inline constexpr int kMmaDecodeMaxRows = 16;
+inline constexpr int kMmaDecodeMaxRows = kTensorCoreRowsPerBlock;
 
 // Whether the tensor-core kernel exists for this head_dim.
 bool MmaDecodeSupportsHeadDim(int head_dim);

@@ -4,6 +4,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace gpuprof::attention {
 
@@ -21,6 +22,10 @@ absl::StatusOr<DecodePlan> PlanDecode(const DecodePlanInput& input) {
   if (input.requested_splits < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("requested_splits (", input.requested_splits, ") must be >= 0"));
+  }
+  if (input.tensor_core_blocks_per_sm > 0 &&
+      static_cast<int64_t>(input.batch) * input.num_kv_heads <= kTensorCoreMaxSequenceHeads) {
+    return PlanTensorCoreDecode(input);
   }
   // One kernel's plan for `blocks_per_sm` resident blocks.
   auto plan_for = [&](int blocks_per_sm) {
@@ -63,6 +68,25 @@ absl::StatusOr<DecodePlan> PlanDecode(const DecodePlanInput& input) {
   const double prefetch_cost =
       waves(prefetching, input.prefetch_blocks_per_sm) * kPrefetchBlockCost;
   return prefetch_cost <= plain_cost ? prefetching : plain;
+}
+
+absl::StatusOr<DecodePlan> PlanTensorCoreDecode(const DecodePlanInput& input) {
+  const int rows = input.group_size * input.max_q_len;
+  if (rows > kTensorCoreRowsPerBlock) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "group_size x max_q_len (", rows, ") exceeds the tensor-core kernel's ",
+        kTensorCoreRowsPerBlock, " rows"));
+  }
+  DecodePlanInput one_row = input;
+  one_row.group_size = 1;
+  one_row.max_q_len = 1;
+  one_row.blocks_per_sm = std::max(1, input.tensor_core_blocks_per_sm);
+  one_row.prefetch_blocks_per_sm = 0;
+  one_row.tensor_core_blocks_per_sm = 0;
+  ASSIGN_OR_RETURN(DecodePlan plan, PlanDecode(one_row));
+  plan.rows_per_block = kTensorCoreRowsPerBlock;
+  plan.tensor_cores = true;
+  return plan;
 }
 
 }  // namespace gpuprof::attention

@@ -28,6 +28,9 @@ struct DecodePlanInput {
   // Resident blocks of the kernel that prefetches the next rows (more registers, so often
   // fewer blocks); 0: that kernel is not offered.
   int prefetch_blocks_per_sm = 0;
+  // Resident blocks of the tensor-core kernel (decode_mma.h); 0: not offered (the shape is
+  // outside it: head_dim other than 64/128, or more than kTensorCoreRowsPerBlock rows).
+  int tensor_core_blocks_per_sm = 0;
   int requested_splits = 0;  // 0: choose; otherwise used as given (clamped to the KV length)
 };
 
@@ -44,6 +47,12 @@ struct DecodePlan {
 // batch 32 x 4k, one wave each: 217 vs 272 us), but fewer of them are resident; the plan
 // takes whichever kernel needs less time as waves x per-block cost.
 inline constexpr double kPrefetchBlockCost = 0.8;
+// Query rows the tensor-core kernel holds in one block (one mma tile).
+inline constexpr int kTensorCoreRowsPerBlock = 16;
+// The tensor-core kernel is planned when offered and batch x num_kv_heads is at most this:
+// measured faster on H100 and H200 for one sequence of 8 KV heads at every KV length (8k-32k:
+// +3 to +29%), slower on the H100 from batch 8 (docs/benchmarks/RESULTS.md).
+inline constexpr int kTensorCoreMaxSequenceHeads = 8;
 
 // Rows per block: group_size * max_q_len rounded up to a power of two, capped at
 // kMaxDecodeRowsPerBlock; with q_len 1 and groups up to 8 one block holds the whole group, so
@@ -53,7 +62,13 @@ inline constexpr double kPrefetchBlockCost = 0.8;
 // A requested count is clamped to 1..min(max_kv_len, kMaxDecodeSplits). With
 // prefetch_blocks_per_sm set, both kernels are planned so and the one with the lower
 // waves x kPrefetchBlockCost (1 for the plain kernel) is chosen; ties go to prefetching.
+// With tensor_core_blocks_per_sm set and batch x num_kv_heads <= kTensorCoreMaxSequenceHeads,
+// the plan is PlanTensorCoreDecode's.
 absl::StatusOr<DecodePlan> PlanDecode(const DecodePlanInput& input);
+
+// The tensor-core kernel's plan: one block holds all of a KV head's rows, so splits are planned
+// as for one row a block with tensor_core_blocks_per_sm resident.
+absl::StatusOr<DecodePlan> PlanTensorCoreDecode(const DecodePlanInput& input);
 
 }  // namespace gpuprof::attention
 
