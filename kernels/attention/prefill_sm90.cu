@@ -29,6 +29,7 @@
 #include "kernels/attention/attention_params.h"
 #include "kernels/attention/prefill.h"
 #include "kernels/attention/prefill_kernel_params.h"
+#include "kernels/attention/prefill_tile.cuh"
 #include "kernels/attention/prefill_sm90.h"
 
 // The accumulator operands of one wgmma: 32 (n64) or 64 (n128) fp32 registers a thread.
@@ -228,20 +229,13 @@ __global__ void __launch_bounds__(kThreads, 1)
   T* k_smem = q_smem + kBlockM * kHeadDim;       // [stages][slabs][kBlockN][64]
   T* v_smem = k_smem + kStages * kTileElements;  // [stages][slabs][kBlockN][64]
 
-  const int qo_head = blockIdx.x;
-  // Heavy tiles first: with a causal mask the last query tiles see the most keys.
-  const int tile = kCausal ? gridDim.y - 1 - blockIdx.y : blockIdx.y;
-  const int seq = blockIdx.z;
-  const int q_start = p.q_indptr[seq];
-  const int q_len = p.q_indptr[seq + 1] - q_start;
-  const int q_tile_start = tile * kBlockM;
-  if (q_tile_start >= q_len) return;
-  const int kv_len = p.kv_lens[seq];
-  const int shift = kv_len - q_len;  // position of query 0 in the sequence (bottom-right mask)
-  int kv_end = kv_len;
-  if constexpr (kCausal) kv_end = min(kv_len, q_tile_start + kBlockM + shift);
+  const device::PrefillTile at = device::LocatePrefillTile<kBlockM, kBlockN, kCausal>(p);
+  if (at.q_tile_start >= at.q_len) return;
+  const int qo_head = at.qo_head, seq = at.seq, q_start = at.q_start, q_len = at.q_len;
+  const int q_tile_start = at.q_tile_start, kv_len = at.kv_len, shift = at.shift;
+  const int kv_end = at.kv_end;
   // >= 1: validation refuses a causal q_len above kv_len, and kv_len 0 with q_len > 0.
-  const int num_kv_tiles = (kv_end + kBlockN - 1) / kBlockN;
+  const int num_kv_tiles = at.num_kv_tiles;
 
   if (threadIdx.x == 0) {
 #pragma unroll

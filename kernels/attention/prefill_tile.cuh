@@ -1,0 +1,47 @@
+// Where a prefill block's work lies, for both prefill kernels: its query head, sequence and
+// tile of kBlockM query rows (heavy tiles first under a causal mask), and the keys it reads.
+// Only .cu files include this.
+#ifndef GPUPROF_KERNELS_ATTENTION_PREFILL_TILE_CUH_
+#define GPUPROF_KERNELS_ATTENTION_PREFILL_TILE_CUH_
+
+#include <cuda_runtime.h>
+
+#include "kernels/attention/prefill_kernel_params.h"
+
+namespace gpuprof::attention::device {
+
+struct PrefillTile {
+  int qo_head;
+  int seq;
+  int q_start;       // first token of the sequence in Q and O
+  int q_len;
+  int q_tile_start;  // first query row of this block within the sequence
+  int kv_len;
+  int shift;         // position of query 0 in the sequence (bottom-right causal mask)
+  int kv_end;        // keys past this are not read (causal: past the tile's last row)
+  int num_kv_tiles;  // of kBlockN keys
+};
+
+// For the block (blockIdx.x = query head, y = query tile, z = sequence). A tile that starts at
+// or past q_len has nothing to do (q_tile_start >= q_len).
+template <int kBlockM, int kBlockN, bool kCausal>
+__device__ __forceinline__ PrefillTile LocatePrefillTile(const PrefillKernelParams& p) {
+  PrefillTile t;
+  t.qo_head = blockIdx.x;
+  // Heavy tiles first: with a causal mask the last query tiles see the most keys.
+  const int tile = kCausal ? gridDim.y - 1 - blockIdx.y : blockIdx.y;
+  t.seq = blockIdx.z;
+  t.q_start = p.q_indptr[t.seq];
+  t.q_len = p.q_indptr[t.seq + 1] - t.q_start;
+  t.q_tile_start = tile * kBlockM;
+  t.kv_len = p.kv_lens[t.seq];
+  t.shift = t.kv_len - t.q_len;
+  t.kv_end = t.kv_len;
+  if constexpr (kCausal) t.kv_end = min(t.kv_len, t.q_tile_start + kBlockM + t.shift);
+  t.num_kv_tiles = (t.kv_end + kBlockN - 1) / kBlockN;
+  return t;
+}
+
+}  // namespace gpuprof::attention::device
+
+#endif  // GPUPROF_KERNELS_ATTENTION_PREFILL_TILE_CUH_
