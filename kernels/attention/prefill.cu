@@ -79,12 +79,9 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   T* k_smem = q_smem + kBlockM * kHeadDim;                   // [stages][kBlockN][kHeadDim]
   T* v_smem = k_smem + kPrefillStages * kBlockN * kHeadDim;  // [stages][kBlockN][kHeadDim]
 
-  const device::PrefillTile at = device::LocatePrefillTile<kBlockM, kBlockN, kCausal>(p);
-  if (at.q_tile_start >= at.q_len) return;
-  const int qo_head = at.qo_head, seq = at.seq, q_start = at.q_start, q_len = at.q_len;
-  const int q_tile_start = at.q_tile_start, kv_len = at.kv_len, shift = at.shift;
-  const int kv_end = at.kv_end;
-  const int num_kv_tiles = at.num_kv_tiles;
+  const auto [qo_head, seq, q_start, q_len, q_tile_start, kv_len, shift, kv_end, num_kv_tiles] =
+      device::LocatePrefillTile<kBlockM, kBlockN, kCausal>(p);
+  if (q_tile_start >= q_len) return;
   const int32_t* pages = p.page_indices + p.page_indptr[seq];
   const int kv_head = qo_head / p.group_size;
 

@@ -229,13 +229,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   T* k_smem = q_smem + kBlockM * kHeadDim;       // [stages][slabs][kBlockN][64]
   T* v_smem = k_smem + kStages * kTileElements;  // [stages][slabs][kBlockN][64]
 
-  const device::PrefillTile at = device::LocatePrefillTile<kBlockM, kBlockN, kCausal>(p);
-  if (at.q_tile_start >= at.q_len) return;
-  const int qo_head = at.qo_head, seq = at.seq, q_start = at.q_start, q_len = at.q_len;
-  const int q_tile_start = at.q_tile_start, kv_len = at.kv_len, shift = at.shift;
-  const int kv_end = at.kv_end;
-  // >= 1: validation refuses a causal q_len above kv_len, and kv_len 0 with q_len > 0.
-  const int num_kv_tiles = at.num_kv_tiles;
+  const auto [qo_head, seq, q_start, q_len, q_tile_start, kv_len, shift, kv_end, num_kv_tiles] =
+      device::LocatePrefillTile<kBlockM, kBlockN, kCausal>(p);
+  if (q_tile_start >= q_len) return;
+  // num_kv_tiles >= 1: validation refuses a causal q_len above kv_len, and kv_len 0 with
+  // q_len > 0.
 
   if (threadIdx.x == 0) {
 #pragma unroll
