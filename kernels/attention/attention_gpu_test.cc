@@ -16,6 +16,7 @@
 #include "kernels/attention/cudnn_attention.h"
 #include "kernels/attention/device_attention_problem.h"
 #include "kernels/attention/decode.h"
+#include "kernels/attention/decode_plan.h"
 #include "kernels/attention/prefill.h"
 #include "kernels/attention/reference.h"
 
@@ -164,7 +165,8 @@ TEST_P(DecodeGpuTest, MatchesReference) {
     for (DecodeKernelChoice kernel : {DecodeKernelChoice::kAuto, DecodeKernelChoice::kPlain,
                                       DecodeKernelChoice::kPrefetch,
                                       DecodeKernelChoice::kTensorCores}) {
-      if (kernel == DecodeKernelChoice::kTensorCores && (c.head_dim > 128 || rows > 16)) {
+      if (kernel == DecodeKernelChoice::kTensorCores &&
+          (c.head_dim > 128 || rows > kTensorCoreRowsPerBlock)) {
         continue;  // outside the tensor-core kernel's shapes
       }
       ASSERT_OK(PoisonBuffer(d.out, stream_.get()));
@@ -240,7 +242,9 @@ TEST_P(CudnnGpuTest, MatchesReferenceOrSaysWhyNot) {
     ASSERT_TRUE(cudnn.ok()) << name << ": " << cudnn.status();
     // Scattered pages can only be read through the page table; pages in order either way,
     // whichever cuDNN ran faster.
-    if (seed != 0) EXPECT_FALSE((*cudnn)->info().reads_kv_in_place);
+    if (seed != 0) {
+      EXPECT_FALSE((*cudnn)->info().reads_kv_in_place);
+    }
     ASSERT_OK((*cudnn)->Run(stream_.get()));
     ASSERT_OK(stream_.Synchronize());
     ExpectMatchesReference(d, name + " (" + (*cudnn)->info().ToString() + ")");

@@ -423,7 +423,7 @@ absl::StatusOr<DecodeLaunchInfo> LaunchDecodeTyped(const DecodeKernelParams& par
   if (options.kernel == DecodeKernelChoice::kPrefetch) info.plan.prefetch = true;
   if (info.plan.tensor_cores) {
     info.blocks_per_sm = tensor_core_blocks_per_sm;
-    info.threads = 128;
+    info.threads = kMmaDecodeThreads;
     return LaunchPlanned<T, kHeadDim, kRows>(params, problem, options, info, stream);
   }
   info.blocks_per_sm = info.plan.prefetch ? prefetch_blocks_per_sm : plain_blocks_per_sm;

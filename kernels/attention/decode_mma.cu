@@ -38,8 +38,8 @@ using device::PagedSlot;
 using device::SharedAddress;
 using device::SwizzledOffset;
 
-inline constexpr int kWarps = 4;
-inline constexpr int kThreads = kWarps * 32;
+inline constexpr int kThreads = kMmaDecodeThreads;
+inline constexpr int kWarps = kThreads / 32;
 inline constexpr int kTileKeys = 16;  // one k16 step of P V
 inline constexpr int kStages = 3;
 

@@ -17,6 +17,7 @@
 namespace gpuprof::attention {
 
 inline constexpr int kMmaDecodeMaxRows = kTensorCoreRowsPerBlock;
+inline constexpr int kMmaDecodeThreads = 128;  // per block: 4 warps
 
 // Whether the tensor-core kernel exists for this head_dim.
 bool MmaDecodeSupportsHeadDim(int head_dim);

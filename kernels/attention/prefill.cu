@@ -23,8 +23,8 @@
 #include "kernels/attention/attention_params.h"
 #include "kernels/attention/prefill.h"
 #include "kernels/attention/prefill_kernel_params.h"
-#include "kernels/attention/prefill_tile.cuh"
 #include "kernels/attention/prefill_sm90.h"
+#include "kernels/attention/prefill_tile.cuh"
 
 namespace gpuprof::attention {
 namespace {
@@ -45,9 +45,9 @@ using device::SwizzledOffset;
 // does not fit in registers beside O (ptxas spills), so 32 keys.
 template <int kHeadDim>
 inline constexpr int kTwoRowTilesBlockN = kHeadDim == 128 ? 32 : 64;
-// The portable default. Two row tiles per warp: on H100 (2026-11-23) 2% faster at 8k causal, 2.5% at 16k causal,
-// 12% at 4k non-causal, 1% slower at 4k causal (docs/gpu-runs/attention-kernels.md). Head_dim
-// 64 was checked for correctness only, not timed.
+// The portable default. Two row tiles per warp: on H100 (2026-11-23) 2% faster at 8k causal,
+// 2.5% at 16k causal, 12% at 4k non-causal, 1% slower at 4k causal
+// (docs/gpu-runs/attention-kernels.md). Head_dim 64 was checked for correctness only, not timed.
 inline constexpr PrefillVariant kDefaultPrefillVariant = PrefillVariant::kTwoRowTiles;
 inline constexpr int kPrefillStages = 2;
 
@@ -401,10 +401,11 @@ absl::StatusOr<PrefillLaunchInfo> LaunchPrefill(const AttentionProblem& problem,
   if (problem.lengths.max_q_len() == 0) {
     return PrefillLaunchInfo{};  // nothing to compute
   }
+  const bool sm90 = CurrentDeviceIsSm90();
   if (variant == PrefillVariant::kAuto) {
-    variant = CurrentDeviceIsSm90() ? PrefillVariant::kHopperWgmma : kDefaultPrefillVariant;
+    variant = sm90 ? PrefillVariant::kHopperWgmma : kDefaultPrefillVariant;
   }
-  if (!PrefillVariantRunsHere(variant)) {
+  if (variant == PrefillVariant::kHopperWgmma && !sm90) {
     return absl::FailedPreconditionError(
         absl::StrCat("prefill variant ", std::string(PrefillVariantName(variant)),
                      " needs a compute capability 9.0 GPU (H100, H200)"));

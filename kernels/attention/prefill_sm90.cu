@@ -62,7 +62,6 @@
   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), \
   "+f"(d[63])
 
-
 namespace gpuprof::attention {
 namespace {
 
