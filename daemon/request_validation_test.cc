@@ -151,7 +151,11 @@ TEST(RequestValidation, AttentionHeadSizesDependOnTheBackend) {
   attention->set_phase(v1::ATTENTION_PHASE_PREFILL);
   attention->set_head_dim(96);
   EXPECT_EQ(Check(request, inventory).message(),
-            "attention.head_dim: got 96; prefill takes 64 or 128");
+            "attention.head_dim: got 96; prefill takes 64, 128 or 256 (the cuDNN backend any "
+            "multiple of 8 up to 256)");
+  attention->set_head_dim(256);
+  EXPECT_TRUE(Check(request, inventory).ok()) << Check(request, inventory);
+  attention->set_head_dim(96);
   // cuDNN takes any multiple of 8 up to 256, for prefill and decode alike.
   attention->set_backend(v1::ATTENTION_BACKEND_CUDNN);
   EXPECT_TRUE(Check(request, inventory).ok()) << Check(request, inventory);

@@ -27,8 +27,8 @@
 #include "gpu/datasheet_peaks.h"
 #include "kernels/attention/attention_params.h"
 #include "kernels/attention/cudnn_attention.h"
-#include "kernels/attention/device_attention_problem.h"
 #include "kernels/attention/decode.h"
+#include "kernels/attention/device_attention_problem.h"
 #include "kernels/attention/prefill.h"
 
 namespace gpuprof::attention {
@@ -118,8 +118,8 @@ absl::Status AddCudnnRow(Bench& bench, const DeviceAttentionProblem& d, const st
                 cudnn.status().ToString().c_str());
     return absl::OkStatus();
   }
-  ASSIGN_OR_RETURN(Timing t, bench.Time([&] { return (*cudnn)->Run(bench.stream()); }, warmup,
-                                        samples));
+  ASSIGN_OR_RETURN(Timing t,
+                   bench.Time([&] { return (*cudnn)->Run(bench.stream()); }, warmup, samples));
   rows.push_back(Row{.kind = "cudnn " + kind,
                      .shape = shape_name,
                      .config = (*cudnn)->info().ToString(),
@@ -167,23 +167,31 @@ absl::Status Run(bool quick, const std::string& only, const std::string& table_p
   std::fflush(stdout);
 
   std::vector<Row> rows;
-  // Prefill: batch 1, causal (and 4k non-causal), GQA 32/8, d128, bf16.
+  // Prefill: batch 1, causal (and 4k non-causal), GQA 32/8, d128, bf16; and a head_dim 256
+  // model's heads (16/8, as Gemma 2 9B).
   struct PrefillCase {
     int len;
     bool causal;
+    int head_dim = 128;
   };
   std::vector<PrefillCase> prefill_cases = {
-      {4096, true}, {8192, true}, {16384, true}, {4096, false}};
-  if (quick) prefill_cases = {{4096, true}};
+      {4096, true}, {8192, true}, {16384, true}, {4096, false}, {4096, true, 256}};
+  if (quick) prefill_cases = {{4096, true}, {4096, true, 256}};
   if (only == "decode") prefill_cases.clear();
   for (const PrefillCase& c : prefill_cases) {
-    const AttentionShape shape = ServingShape(c.causal);
+    AttentionShape shape = ServingShape(c.causal);
+    if (c.head_dim != shape.head_dim) {
+      shape.head_dim = c.head_dim;
+      shape.num_qo_heads = 16;
+    }
     ASSIGN_OR_RETURN(DeviceAttentionProblem d,
                      MakeDeviceAttentionProblem(
                          shape, SequenceLengths{.q_lens = {c.len}, .kv_lens = {c.len}}, 7));
     for (PrefillVariant variant : {PrefillVariant::kQInRegisters, PrefillVariant::kTwoRowTiles,
-                                   PrefillVariant::kHopperWgmma}) {
-      if (!PrefillVariantRunsHere(variant)) continue;
+                                   PrefillVariant::kHopperWgmma, PrefillVariant::kWideHead}) {
+      if (!PrefillVariantRunsHere(variant) || !PrefillVariantTakesHeadDim(variant, c.head_dim)) {
+        continue;
+      }
       PrefillLaunchInfo info;
       ASSIGN_OR_RETURN(Timing t, bench.Time(
                                      [&]() -> absl::Status {
@@ -192,13 +200,17 @@ absl::Status Run(bool quick, const std::string& only, const std::string& table_p
                                        return absl::OkStatus();
                                      },
                                      2, samples));
-      rows.push_back(
-          Row{.kind = "prefill",
-              .shape = absl::StrFormat("b1 q=kv=%d %s", c.len, c.causal ? "causal" : "full"),
-              .config = info.ToString(),
-              .timing = t,
-              .flops = AttentionFlops(shape, d.problem.lengths),
-              .bytes = AttentionBytes(shape, d.problem.lengths)});
+      rows.push_back(Row{
+          .kind = "prefill",
+          .shape = absl::StrFormat("b1 q=kv=%d %s%s", c.len, c.causal ? "causal" : "full",
+                                   c.head_dim == 128
+                                       ? ""
+                                       : absl::StrFormat(" d%d %d/%d", c.head_dim,
+                                                         shape.num_qo_heads, shape.num_kv_heads)),
+          .config = info.ToString(),
+          .timing = t,
+          .flops = AttentionFlops(shape, d.problem.lengths),
+          .bytes = AttentionBytes(shape, d.problem.lengths)});
     }
     const std::string shape_name = rows.back().shape;
     RETURN_IF_ERROR(AddCudnnRow(bench, d, "prefill", shape_name, 2, samples, rows));
@@ -211,17 +223,25 @@ absl::Status Run(bool quick, const std::string& only, const std::string& table_p
     std::fflush(stdout);
   }
 
-  // Decode: q_len 1, unsplit vs the heuristic's splits.
+  // Decode: q_len 1, unsplit vs the heuristic's splits. The 4/1-head case reads the same bytes
+  // as b32 x 4k at 32/8 but each page's rows of a KV head are contiguous (one KV head per token),
+  // where at 32/8 a head's 256-byte row pieces lie 2 KB apart: it isolates what the paged
+  // cache's interleaved heads cost the memory system.
   struct DecodeCase {
     int batch, kv;
+    int num_qo_heads = 32, num_kv_heads = 8;
   };
-  std::vector<DecodeCase> decode_cases = {{32, 4096}, {64, 4096}, {128, 4096}, {1, 8192},
-                                          {4, 8192},  {8, 8192},  {1, 16384},  {4, 16384},
-                                          {8, 16384}, {1, 32768}, {4, 32768},  {8, 32768}};
-  if (quick) decode_cases = {{32, 4096}, {1, 32768}};
+  std::vector<DecodeCase> decode_cases = {
+      {32, 4096}, {64, 4096}, {128, 4096}, {256, 4096, 4, 1}, {1, 8192},  {4, 8192}, {8, 8192},
+      {1, 16384}, {4, 16384}, {8, 16384},  {1, 32768},        {4, 32768}, {8, 32768}};
+  if (quick) decode_cases = {{32, 4096}, {256, 4096, 4, 1}, {1, 32768}};
   if (only == "prefill") decode_cases.clear();
   for (const DecodeCase& c : decode_cases) {
-    const AttentionShape shape = ServingShape(false);
+    AttentionShape shape = ServingShape(false);
+    shape.num_qo_heads = c.num_qo_heads;
+    shape.num_kv_heads = c.num_kv_heads;
+    const std::string heads_note =
+        c.num_kv_heads == 8 ? "" : absl::StrFormat(" %d/%d", c.num_qo_heads, c.num_kv_heads);
     SequenceLengths lengths{.q_lens = std::vector<int32_t>(c.batch, 1),
                             .kv_lens = std::vector<int32_t>(c.batch, c.kv)};
     ASSIGN_OR_RETURN(DeviceAttentionProblem d, MakeDeviceAttentionProblem(shape, lengths, 11));
@@ -245,18 +265,17 @@ absl::Status Run(bool quick, const std::string& only, const std::string& table_p
       ASSIGN_OR_RETURN(Timing t, bench.Time(
                                      [&]() -> absl::Status {
                                        ASSIGN_OR_RETURN(
-                                           info,
-                                           LaunchDecode(d.problem,
-                                                        {.num_splits = variant.splits,
-                                                         .workspace = workspace.data(),
-                                                         .workspace_bytes = workspace.bytes(),
-                                                         .kernel = variant.kernel},
-                                                        bench.stream()));
+                                           info, LaunchDecode(d.problem,
+                                                              {.num_splits = variant.splits,
+                                                               .workspace = workspace.data(),
+                                                               .workspace_bytes = workspace.bytes(),
+                                                               .kernel = variant.kernel},
+                                                              bench.stream()));
                                        return absl::OkStatus();
                                      },
                                      3, quick ? 20 : 50));
       rows.push_back(Row{.kind = variant.kind,
-                         .shape = absl::StrFormat("b%d kv=%d", c.batch, c.kv),
+                         .shape = absl::StrFormat("b%d kv=%d%s", c.batch, c.kv, heads_note),
                          .config = info.ToString(),
                          .timing = t,
                          .flops = AttentionFlops(shape, d.problem.lengths),
@@ -277,7 +296,8 @@ absl::Status Run(bool quick, const std::string& only, const std::string& table_p
 
   std::string table = absl::StrFormat(
       "\n%s, %d SMs; bf16 dense peak %.1f TFLOP/s (spec); copy %.0f GB/s (measured)\n"
-      "GQA 32/8, head_dim 128, bf16, page 16; median of %d (decode 50) L2-flushed launches\n\n",
+      "GQA 32/8, head_dim 128 (where the shape names no other), bf16, page 16; median of %d "
+      "(decode 50) L2-flushed launches\n\n",
       props.name, props.multiProcessorCount, peak_tflops, copy_gbs, samples);
   table +=
       "| kernel | shape | splits | median us | min us | p90 us | TFLOP/s | % bf16 peak | "

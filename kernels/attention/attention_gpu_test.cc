@@ -106,7 +106,8 @@ TEST_P(PrefillGpuTest, MatchesReference) {
                               /*seed=*/c.q_lens.size() * 131 + c.head_dim));
   ASSERT_OK(LaunchReferenceAttention(d.ReferenceProblem(), stream_.get()));
   for (PrefillVariant variant : {PrefillVariant::kQInRegisters, PrefillVariant::kTwoRowTiles,
-                                 PrefillVariant::kHopperWgmma}) {
+                                 PrefillVariant::kHopperWgmma, PrefillVariant::kWideHead}) {
+    if (!PrefillVariantTakesHeadDim(variant, c.head_dim)) continue;
     if (!PrefillVariantRunsHere(variant)) {
       std::printf("[skip] %s: %s needs compute capability 9.0\n", c.name.c_str(),
                   std::string(PrefillVariantName(variant)).c_str());
@@ -138,6 +139,10 @@ INSTANTIATE_TEST_SUITE_P(
                       false, {129, 1}, {129, 2000}},
         AttentionCase{"d64_gqa4_causal_fp16_page16_empty_seq", 8, 2, 64, 16,
                       AttentionDtype::kFp16, true, {0, 50, 190}, {10, 60, 190}},
+        AttentionCase{"d256_gqa2_causal_bf16_page16_ragged", 8, 4, 256, 16,
+                      AttentionDtype::kBf16, true, {1, 77, 300}, {1, 77, 300}},
+        AttentionCase{"d256_gqa8_noncausal_fp16_page1_chunked", 8, 1, 256, 1,
+                      AttentionDtype::kFp16, false, {50, 129}, {400, 129}},
         AttentionCase{"d128_gqa4_noncausal_fp16_page16_qlong", 8, 2, 128, 16,
                       AttentionDtype::kFp16, false, {300}, {70}},
         AttentionCase{"d128_gqa8_causal_bf16_page16_long", 32, 4, 128, 16, AttentionDtype::kBf16,

@@ -218,6 +218,12 @@ TEST(DecodePlanTest, TensorCoresForOneSequenceWhereOffered) {
   const absl::StatusOr<DecodePlan> too_many = PlanTensorCoreDecode(input);
   ASSERT_FALSE(too_many.ok());
   EXPECT_NE(too_many.status().message().find("(32)"), std::string::npos) << too_many.status();
+  // Offered but those rows do not fit one tile: the plan takes the CUDA-core kernels itself.
+  EXPECT_FALSE(PlanMayUseTensorCores(input));
+  plan = PlanDecode(input);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_FALSE(plan->tensor_cores);
+  EXPECT_EQ(plan->rows_per_block, kMaxDecodeRowsPerBlock);
 }
 
 TEST(DecodePlanTest, GroupsRowsPerBlock) {

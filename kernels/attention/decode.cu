@@ -393,18 +393,16 @@ absl::StatusOr<DecodeLaunchInfo> LaunchDecodeTyped(const DecodeKernelParams& par
                         .blocks_per_sm = plain_blocks_per_sm,
                         .prefetch_blocks_per_sm = prefetch_blocks_per_sm,
                         .requested_splits = options.num_splits};
-  const bool tensor_cores_fit =
-      MmaDecodeSupportsHeadDim(kHeadDim) &&
-      shape.group_size() * problem.lengths.max_q_len() <= kMmaDecodeMaxRows;
-  if (options.kernel == DecodeKernelChoice::kTensorCores && !tensor_cores_fit) {
+  if (options.kernel == DecodeKernelChoice::kTensorCores && !MmaDecodeSupportsHeadDim(kHeadDim)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "the tensor-core decode kernel takes head_dim 64 or 128 and group_size x q_len <= ",
-        kMmaDecodeMaxRows, "; got head_dim ", kHeadDim, " and ",
-        shape.group_size() * problem.lengths.max_q_len(), " rows"));
+        "the tensor-core decode kernel takes head_dim 64 or 128; got ", kHeadDim));
   }
+  // The tensor-core kernel's residency is measured only where it may run: forced (the plan then
+  // refuses rows it cannot hold) or offered to a plan that could pick it.
   int tensor_core_blocks_per_sm = 0;
-  if (tensor_cores_fit && (options.kernel == DecodeKernelChoice::kAuto ||
-                           options.kernel == DecodeKernelChoice::kTensorCores)) {
+  if (MmaDecodeSupportsHeadDim(kHeadDim) &&
+      (options.kernel == DecodeKernelChoice::kTensorCores ||
+       (options.kernel == DecodeKernelChoice::kAuto && PlanMayUseTensorCores(input)))) {
     ASSIGN_OR_RETURN(tensor_core_blocks_per_sm, MmaDecodeBlocksPerSm(kHeadDim, shape.dtype));
   }
   input.tensor_core_blocks_per_sm = tensor_core_blocks_per_sm;

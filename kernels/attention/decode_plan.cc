@@ -23,8 +23,7 @@ absl::StatusOr<DecodePlan> PlanDecode(const DecodePlanInput& input) {
     return absl::InvalidArgumentError(
         absl::StrCat("requested_splits (", input.requested_splits, ") must be >= 0"));
   }
-  if (input.tensor_core_blocks_per_sm > 0 &&
-      static_cast<int64_t>(input.batch) * input.num_kv_heads <= kTensorCoreMaxSequenceHeads) {
+  if (input.tensor_core_blocks_per_sm > 0 && PlanMayUseTensorCores(input)) {
     return PlanTensorCoreDecode(input);
   }
   // One kernel's plan for `blocks_per_sm` resident blocks.
@@ -68,6 +67,11 @@ absl::StatusOr<DecodePlan> PlanDecode(const DecodePlanInput& input) {
   const double prefetch_cost =
       waves(prefetching, input.prefetch_blocks_per_sm) * kPrefetchBlockCost;
   return prefetch_cost <= plain_cost ? prefetching : plain;
+}
+
+bool PlanMayUseTensorCores(const DecodePlanInput& input) {
+  return input.group_size * input.max_q_len <= kTensorCoreRowsPerBlock &&
+         static_cast<int64_t>(input.batch) * input.num_kv_heads <= kTensorCoreMaxSequenceHeads;
 }
 
 absl::StatusOr<DecodePlan> PlanTensorCoreDecode(const DecodePlanInput& input) {

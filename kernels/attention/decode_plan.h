@@ -28,8 +28,8 @@ struct DecodePlanInput {
   // Resident blocks of the kernel that prefetches the next rows (more registers, so often
   // fewer blocks); 0: that kernel is not offered.
   int prefetch_blocks_per_sm = 0;
-  // Resident blocks of the tensor-core kernel (decode_mma.h); 0: not offered (the shape is
-  // outside it: head_dim other than 64/128, or more than kTensorCoreRowsPerBlock rows).
+  // Resident blocks of the tensor-core kernel (decode_mma.h); 0: not offered (a head_dim it
+  // is not built for). Whether the rows fit is the plan's rule (PlanMayUseTensorCores).
   int tensor_core_blocks_per_sm = 0;
   int requested_splits = 0;  // 0: choose; otherwise used as given (clamped to the KV length)
 };
@@ -54,6 +54,11 @@ inline constexpr int kTensorCoreRowsPerBlock = 16;
 // +3 to +29%), slower on the H100 from batch 8 (docs/benchmarks/RESULTS.md).
 inline constexpr int kTensorCoreMaxSequenceHeads = 8;
 
+// Whether PlanDecode would plan the tensor-core kernel were it offered: one sequence-head block
+// holds every row (group_size x max_q_len <= kTensorCoreRowsPerBlock) and batch x num_kv_heads
+// <= kTensorCoreMaxSequenceHeads. Launchers ask before measuring that kernel's residency.
+bool PlanMayUseTensorCores(const DecodePlanInput& input);
+
 // Rows per block: group_size * max_q_len rounded up to a power of two, capped at
 // kMaxDecodeRowsPerBlock; with q_len 1 and groups up to 8 one block holds the whole group, so
 // each KV head is read once. Splits: the most that still fit in one wave of resident blocks
@@ -62,8 +67,8 @@ inline constexpr int kTensorCoreMaxSequenceHeads = 8;
 // A requested count is clamped to 1..min(max_kv_len, kMaxDecodeSplits). With
 // prefetch_blocks_per_sm set, both kernels are planned so and the one with the lower
 // waves x kPrefetchBlockCost (1 for the plain kernel) is chosen; ties go to prefetching.
-// With tensor_core_blocks_per_sm set and batch x num_kv_heads <= kTensorCoreMaxSequenceHeads,
-// the plan is PlanTensorCoreDecode's.
+// With tensor_core_blocks_per_sm set and PlanMayUseTensorCores, the plan is
+// PlanTensorCoreDecode's.
 absl::StatusOr<DecodePlan> PlanDecode(const DecodePlanInput& input);
 
 // The tensor-core kernel's plan: one block holds all of a KV head's rows, so splits are planned

@@ -45,30 +45,34 @@ using device::SwizzledOffset;
 // does not fit in registers beside O (ptxas spills), so 32 keys.
 template <int kHeadDim>
 inline constexpr int kTwoRowTilesBlockN = kHeadDim == 128 ? 32 : 64;
+// KV rows per tile of the wide-head variant (head_dim 256): O alone is 128 registers a thread
+// there, so Q stays in shared memory and S is a 32-key tile.
+inline constexpr int kWideHeadBlockN = 32;
 // The portable default. Two row tiles per warp: on H100 (2026-11-23) 2% faster at 8k causal,
 // 2.5% at 16k causal, 12% at 4k non-causal, 1% slower at 4k causal
 // (docs/gpu-runs/attention-kernels.md). Head_dim 64 was checked for correctness only, not timed.
 inline constexpr PrefillVariant kDefaultPrefillVariant = PrefillVariant::kTwoRowTiles;
 inline constexpr int kPrefillStages = 2;
 
-// A kernel variant: warps x row tiles of 16 query rows per warp, and KV rows per tile.
-// kRowTiles 1 keeps the warp's Q fragments in registers for the whole KV loop; kRowTiles 2
-// re-reads them from shared memory every tile but uses every K and V fragment it loads for two
-// MMAs, halving the shared-memory reads per FLOP (FlashAttention-2's balance on sm_80).
+// A kernel variant: warps x row tiles of 16 query rows per warp, KV rows per tile, and whether
+// the warp's Q fragments stay in registers for the whole KV loop (one row tile at head_dim <= 128)
+// or are re-read from shared memory every tile. kRowTiles 2 uses every K and V fragment it loads
+// for two MMAs, halving the shared-memory reads per FLOP (FlashAttention-2's balance on sm_80).
 template <int kHeadDim, int kWarps, int kRowTiles, int kBlockN>
 constexpr int PrefillSharedBytes() {
   return (kWarps * 16 * kRowTiles + 2 * kPrefillStages * kBlockN) * kHeadDim * 2;
 }
 
-template <typename T, int kHeadDim, int kWarps, int kRowTiles, int kBlockN, bool kCausal>
+template <typename T, int kHeadDim, int kWarps, int kRowTiles, int kBlockN, bool kQInRegisters,
+          bool kCausal>
 __global__ void __launch_bounds__(kWarps * 32, 1)
     PrefillKernel(const __grid_constant__ PrefillKernelParams p) {
   static_assert(device::kIsAttentionType<T>, "T must be bf16 or fp16");
-  static_assert(kHeadDim == 64 || kHeadDim == 128, "head_dim 64 or 128");
+  static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "head_dim 64, 128, 256");
   static_assert(kWarps == 4 || kWarps == 8, "4 or 8 warps");
   static_assert(kRowTiles == 1 || kRowTiles == 2, "16 or 32 query rows per warp");
   static_assert(kBlockN == 32 || kBlockN == 64, "32 or 64 KV rows per tile");
-  constexpr bool kQInRegisters = kRowTiles == 1;
+  static_assert(!kQInRegisters || kRowTiles == 1, "Q fragments in registers for one row tile");
   constexpr int kBlockM = kWarps * 16 * kRowTiles;
   constexpr int kThreads = kWarps * 32;
   constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks per row
@@ -305,27 +309,27 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   }
 }
 
-template <typename T, int kHeadDim, int kWarps, int kRowTiles, int kBlockN>
+template <typename T, int kHeadDim, int kWarps, int kRowTiles, int kBlockN, bool kQInRegisters>
 absl::StatusOr<PrefillLaunchInfo> LaunchPrefillTyped(const PrefillKernelParams& params, bool causal,
                                                      int batch, int max_q_len,
-                                                     cudaStream_t stream) {
+                                                     PrefillVariant variant, cudaStream_t stream) {
   constexpr int kShared = PrefillSharedBytes<kHeadDim, kWarps, kRowTiles, kBlockN>();
   constexpr int kBlockM = kWarps * 16 * kRowTiles;
-  auto* kernel = causal ? PrefillKernel<T, kHeadDim, kWarps, kRowTiles, kBlockN, true>
-                        : PrefillKernel<T, kHeadDim, kWarps, kRowTiles, kBlockN, false>;
+  auto* kernel = causal
+                     ? PrefillKernel<T, kHeadDim, kWarps, kRowTiles, kBlockN, kQInRegisters, true>
+                     : PrefillKernel<T, kHeadDim, kWarps, kRowTiles, kBlockN, kQInRegisters, false>;
   CUDA_RETURN_IF_ERROR(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared));
   const dim3 grid(params.num_qo_heads, (max_q_len + kBlockM - 1) / kBlockM, batch);
   kernel<<<grid, kWarps * 32, kShared, stream>>>(params);
   CUDA_RETURN_IF_ERROR(cudaGetLastError());
-  return PrefillLaunchInfo{
-      .block_m = kBlockM,
-      .block_n = kBlockN,
-      .warps = kWarps,
-      .stages = kPrefillStages,
-      .shared_bytes = kShared,
-      .blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z,
-      .variant = kRowTiles == 1 ? PrefillVariant::kQInRegisters : PrefillVariant::kTwoRowTiles};
+  return PrefillLaunchInfo{.block_m = kBlockM,
+                           .block_n = kBlockN,
+                           .warps = kWarps,
+                           .stages = kPrefillStages,
+                           .shared_bytes = kShared,
+                           .blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z,
+                           .variant = variant};
 }
 
 template <typename T, int kHeadDim>
@@ -336,14 +340,20 @@ absl::StatusOr<PrefillLaunchInfo> LaunchPrefillForHeadDim(const AttentionProblem
   const bool causal = problem.shape.causal;
   const int batch = problem.lengths.batch();
   const int max_q = problem.lengths.max_q_len();
-  switch (variant) {
-    case PrefillVariant::kQInRegisters:
-      return LaunchPrefillTyped<T, kHeadDim, 8, 1, 64>(params, causal, batch, max_q, stream);
-    case PrefillVariant::kTwoRowTiles:
-      return LaunchPrefillTyped<T, kHeadDim, 4, 2, kTwoRowTilesBlockN<kHeadDim>>(
-          params, causal, batch, max_q, stream);
-    default:
-      return absl::InvalidArgumentError("unknown prefill variant");
+  if constexpr (kHeadDim == 256) {
+    return LaunchPrefillTyped<T, kHeadDim, 4, 1, kWideHeadBlockN, false>(
+        params, causal, batch, max_q, PrefillVariant::kWideHead, stream);
+  } else {
+    switch (variant) {
+      case PrefillVariant::kQInRegisters:
+        return LaunchPrefillTyped<T, kHeadDim, 8, 1, 64, true>(params, causal, batch, max_q,
+                                                               variant, stream);
+      case PrefillVariant::kTwoRowTiles:
+        return LaunchPrefillTyped<T, kHeadDim, 4, 2, kTwoRowTilesBlockN<kHeadDim>, false>(
+            params, causal, batch, max_q, variant, stream);
+      default:
+        return absl::InvalidArgumentError("unknown prefill variant");
+    }
   }
 }
 
@@ -357,17 +367,51 @@ absl::StatusOr<PrefillLaunchInfo> LaunchPrefillForType(const AttentionProblem& p
       return LaunchPrefillForHeadDim<T, 64>(problem, params, variant, stream);
     case 128:
       return LaunchPrefillForHeadDim<T, 128>(problem, params, variant, stream);
+    case 256:
+      return LaunchPrefillForHeadDim<T, 256>(problem, params, variant, stream);
     default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("head_dim (", problem.shape.head_dim, ") has no prefill kernel (64, 128)"));
+      return absl::InvalidArgumentError(absl::StrCat("head_dim (", problem.shape.head_dim,
+                                                     ") has no prefill kernel (64, 128, 256)"));
   }
 }
 
 }  // namespace
 
 const std::vector<int>& PrefillHeadDims() {
-  static const std::vector<int> kDims = {64, 128};
+  static const std::vector<int> kDims = {64, 128, 256};
   return kDims;
+}
+
+bool PrefillVariantTakesHeadDim(PrefillVariant variant, int head_dim) {
+  switch (variant) {
+    case PrefillVariant::kAuto:
+      return head_dim == 64 || head_dim == 128 || head_dim == 256;
+    case PrefillVariant::kWideHead:
+      return head_dim == 256;
+    default:
+      return head_dim == 64 || head_dim == 128;
+  }
+}
+
+absl::StatusOr<PrefillVariant> ChoosePrefillVariant(PrefillVariant requested, int head_dim,
+                                                    bool sm90) {
+  const bool wide = head_dim == 256;
+  if (requested == PrefillVariant::kAuto) {
+    if (wide) return PrefillVariant::kWideHead;
+    return sm90 ? PrefillVariant::kHopperWgmma : kDefaultPrefillVariant;
+  }
+  const std::string name(PrefillVariantName(requested));
+  if (!PrefillVariantTakesHeadDim(requested, head_dim)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("prefill variant ", name, " takes head_dim ",
+                     requested == PrefillVariant::kWideHead ? "256" : "64 or 128", "; got ",
+                     head_dim, wide ? " (head_dim 256 runs on wide_head)" : ""));
+  }
+  if (requested == PrefillVariant::kHopperWgmma && !sm90) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("prefill variant ", name, " needs a compute capability 9.0 GPU (H100, H200)"));
+  }
+  return requested;
 }
 
 std::string_view PrefillVariantName(PrefillVariant variant) {
@@ -380,6 +424,8 @@ std::string_view PrefillVariantName(PrefillVariant variant) {
       return "two_row_tiles";
     case PrefillVariant::kHopperWgmma:
       return "hopper_wgmma";
+    case PrefillVariant::kWideHead:
+      return "wide_head";
   }
   return "unknown";
 }
@@ -401,15 +447,7 @@ absl::StatusOr<PrefillLaunchInfo> LaunchPrefill(const AttentionProblem& problem,
   if (problem.lengths.max_q_len() == 0) {
     return PrefillLaunchInfo{};  // nothing to compute
   }
-  const bool sm90 = CurrentDeviceIsSm90();
-  if (variant == PrefillVariant::kAuto) {
-    variant = sm90 ? PrefillVariant::kHopperWgmma : kDefaultPrefillVariant;
-  }
-  if (variant == PrefillVariant::kHopperWgmma && !sm90) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("prefill variant ", std::string(PrefillVariantName(variant)),
-                     " needs a compute capability 9.0 GPU (H100, H200)"));
-  }
+  ASSIGN_OR_RETURN(variant, ChoosePrefillVariant(variant, shape.head_dim, CurrentDeviceIsSm90()));
   const AttentionBuffers& b = problem.buffers;
   const PrefillKernelParams params{
       .q = b.q,

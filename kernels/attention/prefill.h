@@ -1,6 +1,7 @@
 // Prefill attention on tensor cores (FlashAttention-2 style; FlashAttention-3 style on H100/H200)
 // over the paged KV cache: a ragged batch, causal or not, grouped-query heads, bf16 or fp16,
-// head_dim 64 or 128. Writes O and, when buffers.lse is set, the log-sum-exp of every (row, head).
+// head_dim 64, 128 or 256. Writes O and, when buffers.lse is set, the log-sum-exp of every
+// (row, head).
 #ifndef GPUPROF_KERNELS_ATTENTION_PREFILL_H_
 #define GPUPROF_KERNELS_ATTENTION_PREFILL_H_
 
@@ -19,18 +20,28 @@ namespace gpuprof::attention {
 // head_dim values the prefill kernel is instantiated for.
 const std::vector<int>& PrefillHeadDims();
 
-// The prefill kernels. Two portable ones (mma.sync, sm_80 and newer: see prefill.cu) that split
+// The prefill kernels. Three portable ones (mma.sync, sm_80 and newer: see prefill.cu) that split
 // the work among warps differently, and one for Hopper (wgmma, sm_90a only: prefill_sm90.cu).
-// kAuto picks kHopperWgmma on compute capability 9.0 and kTwoRowTiles elsewhere, the faster
-// ones on H100 (docs/benchmarks/RESULTS.md).
+// At head_dim 64 and 128 kAuto picks kHopperWgmma on compute capability 9.0 and kTwoRowTiles
+// elsewhere, the faster ones on H100 (docs/benchmarks/RESULTS.md); head_dim 256 runs kWideHead.
 enum class PrefillVariant {
   kAuto,
   kQInRegisters,  // 8 warps x 16 query rows, Q fragments in registers, 64-key tiles
   kTwoRowTiles,   // 4 warps x 32 query rows, Q re-read from shared memory, 32-key tiles
                   // at head_dim 128 (64 at 64)
   kHopperWgmma,   // 2 warpgroups x 64 query rows, wgmma from shared memory, 128-key tiles
+  kWideHead,      // head_dim 256 only: 4 warps x 16 query rows, Q re-read from shared memory,
+                  // 32-key tiles
 };
 std::string_view PrefillVariantName(PrefillVariant variant);
+
+// Whether `variant` is instantiated for `head_dim` (kAuto: whether any variant is).
+bool PrefillVariantTakesHeadDim(PrefillVariant variant, int head_dim);
+
+// The variant a launch runs: kAuto resolved by head_dim and GPU (`sm90`: compute capability 9.0),
+// or `requested` itself; an error naming the variant when it cannot run that head_dim or here.
+absl::StatusOr<PrefillVariant> ChoosePrefillVariant(PrefillVariant requested, int head_dim,
+                                                    bool sm90);
 
 // Whether `variant` runs on the current device (kHopperWgmma needs compute capability 9.0).
 bool PrefillVariantRunsHere(PrefillVariant variant);

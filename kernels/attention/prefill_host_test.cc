@@ -1,5 +1,6 @@
-// LaunchPrefill's choice among the prefill kernels, without a Hopper GPU: the Hopper kernel is
-// refused with a reason before anything is launched, and every variant has its own name.
+// LaunchPrefill's choice among the prefill kernels, without a GPU: which variant kAuto resolves
+// to per head_dim and GPU, a variant refused with a reason before anything is launched where it
+// cannot run, and every variant has its own name.
 #include <set>
 #include <string>
 
@@ -12,12 +13,47 @@ namespace {
 
 TEST(PrefillVariantTest, EveryVariantHasItsOwnName) {
   std::set<std::string> names;
-  for (PrefillVariant variant : {PrefillVariant::kAuto, PrefillVariant::kQInRegisters,
-                                 PrefillVariant::kTwoRowTiles, PrefillVariant::kHopperWgmma}) {
+  for (PrefillVariant variant :
+       {PrefillVariant::kAuto, PrefillVariant::kQInRegisters, PrefillVariant::kTwoRowTiles,
+        PrefillVariant::kHopperWgmma, PrefillVariant::kWideHead}) {
     names.insert(std::string(PrefillVariantName(variant)));
   }
-  EXPECT_EQ(names.size(), 4u);
+  EXPECT_EQ(names.size(), 5u);
   EXPECT_EQ(PrefillVariantName(PrefillVariant::kHopperWgmma), "hopper_wgmma");
+  EXPECT_EQ(PrefillVariantName(PrefillVariant::kWideHead), "wide_head");
+}
+
+TEST(PrefillVariantTest, AutoPicksByHeadDimAndGpu) {
+  for (int head_dim : {64, 128}) {
+    EXPECT_EQ(ChoosePrefillVariant(PrefillVariant::kAuto, head_dim, /*sm90=*/true).value(),
+              PrefillVariant::kHopperWgmma);
+    EXPECT_EQ(ChoosePrefillVariant(PrefillVariant::kAuto, head_dim, /*sm90=*/false).value(),
+              PrefillVariant::kTwoRowTiles);
+  }
+  for (bool sm90 : {true, false}) {
+    EXPECT_EQ(ChoosePrefillVariant(PrefillVariant::kAuto, 256, sm90).value(),
+              PrefillVariant::kWideHead);
+    EXPECT_EQ(ChoosePrefillVariant(PrefillVariant::kQInRegisters, 128, sm90).value(),
+              PrefillVariant::kQInRegisters);
+  }
+}
+
+TEST(PrefillVariantTest, AVariantIsRefusedForAHeadDimItIsNotBuiltFor) {
+  const absl::StatusOr<PrefillVariant> narrow =
+      ChoosePrefillVariant(PrefillVariant::kTwoRowTiles, 256, /*sm90=*/false);
+  ASSERT_FALSE(narrow.ok());
+  EXPECT_EQ(narrow.status().message(),
+            "prefill variant two_row_tiles takes head_dim 64 or 128; got 256 (head_dim 256 runs on "
+            "wide_head)");
+  const absl::StatusOr<PrefillVariant> hopper =
+      ChoosePrefillVariant(PrefillVariant::kHopperWgmma, 256, /*sm90=*/true);
+  EXPECT_EQ(hopper.status().code(), absl::StatusCode::kInvalidArgument) << hopper.status();
+  const absl::StatusOr<PrefillVariant> wide =
+      ChoosePrefillVariant(PrefillVariant::kWideHead, 128, /*sm90=*/true);
+  ASSERT_FALSE(wide.ok());
+  EXPECT_EQ(wide.status().message(), "prefill variant wide_head takes head_dim 256; got 128");
+  EXPECT_FALSE(PrefillVariantTakesHeadDim(PrefillVariant::kAuto, 96));
+  EXPECT_TRUE(PrefillVariantTakesHeadDim(PrefillVariant::kAuto, 256));
 }
 
 TEST(PrefillVariantTest, TheHopperKernelIsRefusedWhereItCannotRun) {

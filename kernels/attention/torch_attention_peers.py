@@ -2,7 +2,7 @@
 """PyTorch's scaled_dot_product_attention backends on the shapes of attention_benchmark.
 
 Same conventions as the C++ benchmark: GQA 32/8, head_dim 128, bf16; prefill batch 1 causal
-4k/8k/16k (and 4k non-causal), decode q_len 1 at batch 32/64/128 x KV 4k and batch 1/4/8 x KV
+4k/8k/16k (and 4k non-causal, and 4k causal at head_dim 256 with 16/8 heads), decode q_len 1 at batch 32/64/128 x KV 4k and batch 1/4/8 x KV
 8k/16k/32k. K/V are contiguous [batch, kv_heads, len, dim] (PyTorch has no paged cache). Timing:
 CUDA events around each call, L2 flushed (memset of 2x its size) before each, warm-up excluded,
 median. FLOPs = 4 * heads * pairs * dim (causal q == kv counts half); bytes = Q + K + V (once per
@@ -80,23 +80,28 @@ def main():
              "| backend | kernel | shape | median us | TFLOP/s | GB/s | % copy | note |",
              "|---|---|---|---|---|---|---|---|"]
 
-    prefill = [(4096, True), (8192, True), (16384, True), (4096, False)]
+    # (length, causal, query heads, KV heads, head_dim): the serving shape, then a head_dim 256
+    # model's (16/8 heads, as Gemma 2 9B).
+    prefill = [(4096, True, HEADS, KV_HEADS, DIM), (8192, True, HEADS, KV_HEADS, DIM),
+               (16384, True, HEADS, KV_HEADS, DIM), (4096, False, HEADS, KV_HEADS, DIM),
+               (4096, True, 16, 8, 256)]
     decode = [(32, 4096), (64, 4096), (128, 4096), (1, 8192), (4, 8192), (8, 8192),
               (1, 16384), (4, 16384), (8, 16384), (1, 32768), (4, 32768), (8, 32768)]
     if args.quick:
-        prefill, decode = [(4096, True)], [(32, 4096), (1, 32768)]
-    cases = [("prefill", 1, n, n, c) for n, c in prefill] + \
-            [("decode", b, 1, kv, False) for b, kv in decode]
-    for kind, batch, q_len, kv_len, causal in cases:
-        q = torch.empty(batch, HEADS, q_len, DIM, dtype=torch.bfloat16, device=dev).uniform_(-2, 2)
-        k = torch.empty(batch, KV_HEADS, kv_len, DIM, dtype=torch.bfloat16,
+        prefill, decode = [prefill[0], prefill[-1]], [(32, 4096), (1, 32768)]
+    cases = [("prefill", 1, n, n, c, h, kvh, d) for n, c, h, kvh, d in prefill] + \
+            [("decode", b, 1, kv, False, HEADS, KV_HEADS, DIM) for b, kv in decode]
+    for kind, batch, q_len, kv_len, causal, heads, kv_heads, dim in cases:
+        q = torch.empty(batch, heads, q_len, dim, dtype=torch.bfloat16, device=dev).uniform_(-2, 2)
+        k = torch.empty(batch, kv_heads, kv_len, dim, dtype=torch.bfloat16,
                         device=dev).uniform_(-1, 1)
         v = torch.empty_like(k).uniform_(-1, 1)
         pairs = batch * q_len * kv_len / (2 if causal and q_len == kv_len else 1)
-        flops = 4 * HEADS * DIM * pairs
-        bytes_ = 2 * (2 * batch * HEADS * q_len * DIM + 2 * batch * KV_HEADS * kv_len * DIM)
-        shape = (f"b{batch} q=kv={kv_len} {'causal' if causal else 'full'}" if kind == "prefill"
-                 else f"b{batch} kv={kv_len}")
+        flops = 4 * heads * dim * pairs
+        bytes_ = 2 * (2 * batch * heads * q_len * dim + 2 * batch * kv_heads * kv_len * dim)
+        heads_note = "" if dim == DIM else f" d{dim} {heads}/{kv_heads}"
+        shape = (f"b{batch} q=kv={kv_len} {'causal' if causal else 'full'}{heads_note}"
+                 if kind == "prefill" else f"b{batch} kv={kv_len}")
         for name, backend in BACKENDS:
             ms, note = run_case(backend, q, k, v, causal, flush,
                                 samples if kind == "prefill" else 2 * samples)

@@ -96,15 +96,12 @@ absl::Status ValidateAttentionSpec(const v1::AttentionSpec& spec, int64_t gpu_me
           "attention.head_dim: got %d; the cuDNN backend takes multiples of 8 up to 256",
           spec.head_dim()));
     }
-  } else if (spec.phase() == v1::ATTENTION_PHASE_DECODE) {
+  } else if (spec.head_dim() != 64 && spec.head_dim() != 128 && spec.head_dim() != 256) {
     // The head sizes our kernels are instantiated for (kernels/attention/prefill.h, decode.h).
-    if (spec.head_dim() != 64 && spec.head_dim() != 128 && spec.head_dim() != 256) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "attention.head_dim: got %d; decode takes 64, 128 or 256", spec.head_dim()));
-    }
-  } else if (spec.head_dim() != 64 && spec.head_dim() != 128) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "attention.head_dim: got %d; prefill takes 64 or 128", spec.head_dim()));
+        "attention.head_dim: got %d; %s takes 64, 128 or 256 (the cuDNN backend any multiple of "
+        "8 up to 256)",
+        spec.head_dim(), spec.phase() == v1::ATTENTION_PHASE_DECODE ? "decode" : "prefill"));
   }
   RETURN_IF_ERROR(CheckRange("attention.page_size", spec.page_size(), 1, 1024));
   RETURN_IF_ERROR(CheckPowerOfTwo("attention.page_size", spec.page_size()));
