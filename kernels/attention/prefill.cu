@@ -3,9 +3,9 @@
 // One block per (query head, tile of kBlockM query rows, sequence). Each warp owns 16 or 32
 // query rows (the two variants below); S = Q K^T and O += P V are accumulated in fp32
 // registers, and the softmax is the online one (running max and sum per row), so neither S nor
-// P ever reaches global memory. K and V tiles of kBlockN rows are
-// gathered through the page table with cp.async into shared memory, two stages deep, so the
-// next tile is in flight while the current one is multiplied. Shared-memory rows are swizzled
+// P ever reaches global memory. K and V tiles of kBlockN rows are gathered through the page
+// table (each row's entry read two tiles ahead into shared memory) with cp.async into shared
+// memory, two stages deep, so the next tile is in flight while the current one is multiplied. Shared-memory rows are swizzled
 // (16-byte chunk index XOR row % 8) so that ldmatrix reads are free of bank conflicts.
 #include <cuda_runtime.h>
 
@@ -13,11 +13,13 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/cuda_status.h"
 #include "kernels/attention/attention_device.cuh"
 #include "kernels/attention/attention_params.h"
@@ -37,14 +39,14 @@ using device::LdMatrixX4;
 using device::LdMatrixX4Trans;
 using device::MmaM16N8K16;
 using device::PackTwo;
-using device::PagedRow;
+using device::PagedSlot;
 using device::SharedAddress;
 using device::SwizzledOffset;
 
-// KV rows per tile of the two-row-tiles variant: at head_dim 128 a 64-key S tile for 32 rows
-// does not fit in registers beside O (ptxas spills), so 32 keys.
-template <int kHeadDim>
-inline constexpr int kTwoRowTilesBlockN = kHeadDim == 128 ? 32 : 64;
+// KV rows per tile of the two-row-tiles variant. At head_dim 128 a 64-key S tile for 32 rows
+// beside O makes ptxas spill ~100 bytes a thread, and is still faster than 32 keys on H100
+// (4k-16k causal +6 to +9%, 4k full -1%: docs/benchmarks/RESULTS.md), so 64 at both sizes.
+inline constexpr int kTwoRowTilesBlockN = 64;
 // KV rows per tile of the wide-head variant (head_dim 256): O alone is 128 registers a thread
 // there, so Q stays in shared memory and S is a 32-key tile.
 inline constexpr int kWideHeadBlockN = 32;
@@ -101,6 +103,19 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
     CpAsync16(SharedAddress(q_smem + SwizzledOffset<kHeadDim>(row, chunk)), src, valid);
   }
 
+  // The page entry of every row of the next two KV tiles, in shared memory: a tile's loads then
+  // wait on no global read, and the entries of tile t + 2 are read while tile t is multiplied.
+  __shared__ int32_t row_pages[2][kBlockN];
+  auto read_row_page = [&](int kv_tile) {
+    const int j = kv_tile * kBlockN + static_cast<int>(threadIdx.x);
+    return threadIdx.x < kBlockN && j < kv_end ? __ldg(pages + (j >> p.log2_page_size)) : 0;
+  };
+  if (threadIdx.x < kBlockN) {
+    row_pages[0][threadIdx.x] = read_row_page(0);
+    row_pages[1][threadIdx.x] = read_row_page(1);
+  }
+  __syncthreads();
+
   const T* k_base = static_cast<const T*>(p.k_cache) + kv_head * kHeadDim;
   const T* v_base = static_cast<const T*>(p.v_cache) + kv_head * kHeadDim;
   auto load_kv_tile = [&](int kv_tile, int stage) {
@@ -112,7 +127,10 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
       const int j = kv_tile * kBlockN + row;
       const bool valid = j < kv_end;
       int64_t offset = 0;
-      if (valid) offset = PagedRow(pages, j, p.log2_page_size) * p.kv_row_stride + chunk * 8;
+      if (valid) {
+        offset = PagedSlot(row_pages[kv_tile % 2][row], j, p.log2_page_size) * p.kv_row_stride +
+                 chunk * 8;
+      }
       const int dst = SwizzledOffset<kHeadDim>(row, chunk);
       CpAsync16(SharedAddress(ks + dst), k_base + offset, valid);
       CpAsync16(SharedAddress(vs + dst), v_base + offset, valid);
@@ -146,6 +164,9 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
     __syncthreads();  // tile t is in; every warp is done with tile t - 1's stage
     if (t + 1 < num_kv_tiles) load_kv_tile(t + 1, (t + 1) % kPrefillStages);
     CpAsyncCommit();
+    // Stored after this tile's math into the entries tile t last used (read before the barrier
+    // above), so the read's latency hides behind the math.
+    const int pending_page = read_row_page(t + 2);
 
     if constexpr (kQInRegisters) {
       if (t == 0) {
@@ -203,28 +224,27 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
       }
     }
 
-    // Scale into base 2 and mask keys past the sequence or (causal) past the query.
+    // Mask keys past the sequence or (causal) past the query.
     const int kv0 = t * kBlockN;
     bool need_mask = kv0 + kBlockN > kv_len;
     if constexpr (kCausal) need_mask = need_mask || kv0 + kBlockN - 1 > warp_first_pos;
+    if (need_mask) {
 #pragma unroll
-    for (int mt = 0; mt < kRowTiles; ++mt) {
+      for (int mt = 0; mt < kRowTiles; ++mt) {
 #pragma unroll
-      for (int nt = 0; nt < kBlockN / 8; ++nt) {
+        for (int nt = 0; nt < kBlockN / 8; ++nt) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          float x = s[mt][nt][e] * p.scale_log2;
-          if (need_mask) {
+          for (int e = 0; e < 4; ++e) {
             const int col = kv0 + nt * 8 + quad_lane * 2 + (e & 1);
             const int qpos = qpos0 + mt * 16 + (e >= 2 ? 8 : 0);
-            if (col >= kv_len || (kCausal && col > qpos)) x = -INFINITY;
+            if (col >= kv_len || (kCausal && col > qpos)) s[mt][nt][e] = -INFINITY;
           }
-          s[mt][nt][e] = x;
         }
       }
     }
 
-    // Online softmax: rescale what was accumulated by exp2(old max - new max).
+    // Online softmax: rescale what was accumulated by exp2(old max - new max). The running max
+    // is kept scaled into base 2, so each probability is one FFMA and one exp2.
 #pragma unroll
     for (int mt = 0; mt < kRowTiles; ++mt) {
 #pragma unroll
@@ -236,7 +256,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
         }
         tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
         tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
-        const float new_max = fmaxf(row_max[mt][r], tile_max);
+        const float new_max = fmaxf(row_max[mt][r], tile_max * p.scale_log2);
         // A row with every key masked so far keeps max -inf; subtract 0 then to avoid NaN.
         const float base = new_max == -INFINITY ? 0.0f : new_max;
         const float correction = FastExp2(row_max[mt][r] - base);
@@ -249,8 +269,8 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
         }
 #pragma unroll
         for (int nt = 0; nt < kBlockN / 8; ++nt) {
-          const float p0 = FastExp2(s[mt][nt][2 * r] - base);
-          const float p1 = FastExp2(s[mt][nt][2 * r + 1] - base);
+          const float p0 = FastExp2(fmaf(s[mt][nt][2 * r], p.scale_log2, -base));
+          const float p1 = FastExp2(fmaf(s[mt][nt][2 * r + 1], p.scale_log2, -base));
           s[mt][nt][2 * r] = p0;
           s[mt][nt][2 * r + 1] = p1;
           row_sum[mt][r] += p0 + p1;
@@ -282,6 +302,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
         }
       }
     }
+    if (threadIdx.x < kBlockN) row_pages[t % 2][threadIdx.x] = pending_page;
   }
 
   // Normalise and write O (and the LSE, natural log) for the rows that exist.
@@ -349,7 +370,7 @@ absl::StatusOr<PrefillLaunchInfo> LaunchPrefillForHeadDim(const AttentionProblem
         return LaunchPrefillTyped<T, kHeadDim, 8, 1, 64, true>(params, causal, batch, max_q,
                                                                variant, stream);
       case PrefillVariant::kTwoRowTiles:
-        return LaunchPrefillTyped<T, kHeadDim, 4, 2, kTwoRowTilesBlockN<kHeadDim>, false>(
+        return LaunchPrefillTyped<T, kHeadDim, 4, 2, kTwoRowTilesBlockN, false>(
             params, causal, batch, max_q, variant, stream);
       default:
         return absl::InvalidArgumentError("unknown prefill variant");
@@ -385,31 +406,35 @@ const std::vector<int>& PrefillHeadDims() {
 bool PrefillVariantTakesHeadDim(PrefillVariant variant, int head_dim) {
   switch (variant) {
     case PrefillVariant::kAuto:
+    case PrefillVariant::kHopperWgmma:
       return head_dim == 64 || head_dim == 128 || head_dim == 256;
     case PrefillVariant::kWideHead:
       return head_dim == 256;
-    default:
+    case PrefillVariant::kQInRegisters:
+    case PrefillVariant::kTwoRowTiles:
       return head_dim == 64 || head_dim == 128;
   }
+  return false;
 }
 
 absl::StatusOr<PrefillVariant> ChoosePrefillVariant(PrefillVariant requested, int head_dim,
                                                     bool sm90) {
-  const bool wide = head_dim == 256;
   if (requested == PrefillVariant::kAuto) {
-    if (wide) return PrefillVariant::kWideHead;
-    return sm90 ? PrefillVariant::kHopperWgmma : kDefaultPrefillVariant;
+    if (sm90) return PrefillVariant::kHopperWgmma;
+    return head_dim == 256 ? PrefillVariant::kWideHead : kDefaultPrefillVariant;
   }
   const std::string name(PrefillVariantName(requested));
   if (!PrefillVariantTakesHeadDim(requested, head_dim)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("prefill variant ", name, " takes head_dim ",
-                     requested == PrefillVariant::kWideHead ? "256" : "64 or 128", "; got ",
-                     head_dim, wide ? " (head_dim 256 runs on wide_head)" : ""));
+    std::vector<std::string> dims;
+    for (int dim : PrefillHeadDims()) {
+      if (PrefillVariantTakesHeadDim(requested, dim)) dims.push_back(absl::StrCat(dim));
+    }
+    return absl::InvalidArgumentError(absl::StrCat("prefill variant ", name, " takes head_dim ",
+                                                   absl::StrJoin(dims, ", "), "; got ", head_dim));
   }
   if (requested == PrefillVariant::kHopperWgmma && !sm90) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("prefill variant ", name, " needs a compute capability 9.0 GPU (H100, H200)"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "prefill variant ", name, " needs a compute capability 9.0 GPU (H100, H200)"));
   }
   return requested;
 }

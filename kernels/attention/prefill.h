@@ -22,14 +22,15 @@ const std::vector<int>& PrefillHeadDims();
 
 // The prefill kernels. Three portable ones (mma.sync, sm_80 and newer: see prefill.cu) that split
 // the work among warps differently, and one for Hopper (wgmma, sm_90a only: prefill_sm90.cu).
-// At head_dim 64 and 128 kAuto picks kHopperWgmma on compute capability 9.0 and kTwoRowTiles
-// elsewhere, the faster ones on H100 (docs/benchmarks/RESULTS.md); head_dim 256 runs kWideHead.
+// kAuto picks kHopperWgmma on compute capability 9.0, and elsewhere kTwoRowTiles (head_dim 64,
+// 128) or kWideHead (256): the faster ones on H100 (docs/benchmarks/RESULTS.md).
 enum class PrefillVariant {
   kAuto,
   kQInRegisters,  // 8 warps x 16 query rows, Q fragments in registers, 64-key tiles
   kTwoRowTiles,   // 4 warps x 32 query rows, Q re-read from shared memory, 32-key tiles
                   // at head_dim 128 (64 at 64)
   kHopperWgmma,   // 2 warpgroups x 64 query rows, wgmma from shared memory, 128-key tiles
+                  // (64 at head_dim 256)
   kWideHead,      // head_dim 256 only: 4 warps x 16 query rows, Q re-read from shared memory,
                   // 32-key tiles
 };

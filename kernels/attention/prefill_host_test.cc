@@ -24,14 +24,18 @@ TEST(PrefillVariantTest, EveryVariantHasItsOwnName) {
 }
 
 TEST(PrefillVariantTest, AutoPicksByHeadDimAndGpu) {
-  for (int head_dim : {64, 128}) {
+  for (int head_dim : {64, 128, 256}) {
     EXPECT_EQ(ChoosePrefillVariant(PrefillVariant::kAuto, head_dim, /*sm90=*/true).value(),
               PrefillVariant::kHopperWgmma);
+  }
+  for (int head_dim : {64, 128}) {
     EXPECT_EQ(ChoosePrefillVariant(PrefillVariant::kAuto, head_dim, /*sm90=*/false).value(),
               PrefillVariant::kTwoRowTiles);
   }
+  EXPECT_EQ(ChoosePrefillVariant(PrefillVariant::kAuto, 256, /*sm90=*/false).value(),
+            PrefillVariant::kWideHead);
   for (bool sm90 : {true, false}) {
-    EXPECT_EQ(ChoosePrefillVariant(PrefillVariant::kAuto, 256, sm90).value(),
+    EXPECT_EQ(ChoosePrefillVariant(PrefillVariant::kWideHead, 256, sm90).value(),
               PrefillVariant::kWideHead);
     EXPECT_EQ(ChoosePrefillVariant(PrefillVariant::kQInRegisters, 128, sm90).value(),
               PrefillVariant::kQInRegisters);
@@ -42,16 +46,19 @@ TEST(PrefillVariantTest, AVariantIsRefusedForAHeadDimItIsNotBuiltFor) {
   const absl::StatusOr<PrefillVariant> narrow =
       ChoosePrefillVariant(PrefillVariant::kTwoRowTiles, 256, /*sm90=*/false);
   ASSERT_FALSE(narrow.ok());
+  EXPECT_EQ(narrow.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(narrow.status().message(),
-            "prefill variant two_row_tiles takes head_dim 64 or 128; got 256 (head_dim 256 runs on "
-            "wide_head)");
-  const absl::StatusOr<PrefillVariant> hopper =
-      ChoosePrefillVariant(PrefillVariant::kHopperWgmma, 256, /*sm90=*/true);
-  EXPECT_EQ(hopper.status().code(), absl::StatusCode::kInvalidArgument) << hopper.status();
+            "prefill variant two_row_tiles takes head_dim 64, 128; got 256");
   const absl::StatusOr<PrefillVariant> wide =
       ChoosePrefillVariant(PrefillVariant::kWideHead, 128, /*sm90=*/true);
   ASSERT_FALSE(wide.ok());
   EXPECT_EQ(wide.status().message(), "prefill variant wide_head takes head_dim 256; got 128");
+  // The head_dim is checked before the GPU: a Hopper request at 96 says what 96 lacks.
+  const absl::StatusOr<PrefillVariant> hopper =
+      ChoosePrefillVariant(PrefillVariant::kHopperWgmma, 96, /*sm90=*/false);
+  ASSERT_FALSE(hopper.ok());
+  EXPECT_EQ(hopper.status().message(),
+            "prefill variant hopper_wgmma takes head_dim 64, 128, 256; got 96");
   EXPECT_FALSE(PrefillVariantTakesHeadDim(PrefillVariant::kAuto, 96));
   EXPECT_TRUE(PrefillVariantTakesHeadDim(PrefillVariant::kAuto, 256));
 }

@@ -32,7 +32,8 @@
 #include "kernels/attention/prefill_tile.cuh"
 #include "kernels/attention/prefill_sm90.h"
 
-// The accumulator operands of one wgmma: 32 (n64) or 64 (n128) fp32 registers a thread.
+// The accumulator operands of one wgmma: 32 (n64), 40 (n80), 64 (n128) or 128 (n256) fp32
+// registers a thread.
 #define GPUPROF_WGMMA_ACC32_REGS \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
   "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
@@ -43,6 +44,19 @@
   "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), \
   "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), \
   "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+
+#define GPUPROF_WGMMA_ACC40_REGS \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
+  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, " \
+  "%38, %39}"
+
+#define GPUPROF_WGMMA_ACC40_OPERANDS \
+  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), \
+  "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), \
+  "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), \
+  "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), \
+  "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39])
 
 #define GPUPROF_WGMMA_ACC64_REGS \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
@@ -62,6 +76,40 @@
   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), \
   "+f"(d[63])
 
+#define GPUPROF_WGMMA_ACC128_REGS \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
+  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, " \
+  "%38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, " \
+  "%56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, " \
+  "%74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, " \
+  "%92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, " \
+  "%108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, " \
+  "%123, %124, %125, %126, %127}"
+
+#define GPUPROF_WGMMA_ACC128_OPERANDS \
+  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), \
+  "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), \
+  "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), \
+  "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), \
+  "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), \
+  "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), \
+  "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), \
+  "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), \
+  "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), \
+  "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), \
+  "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), \
+  "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), \
+  "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), \
+  "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), \
+  "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), \
+  "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), \
+  "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), \
+  "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+
+#ifndef GPUPROF_D256_BLOCK_N
+#define GPUPROF_D256_BLOCK_N 64
+#endif
 namespace gpuprof::attention {
 namespace {
 
@@ -83,14 +131,20 @@ inline constexpr int kThreads = kProducerThreads + kConsumerThreads;
 inline constexpr int kProducerRegisters = 40;
 inline constexpr int kConsumerRegisters = 232;
 inline constexpr int kBlockM = kConsumerGroups * 64;
-inline constexpr int kBlockN = 128;
-inline constexpr int kStages = 3;
 inline constexpr int kSlab = 64;             // elements in one 128-byte swizzled row
 inline constexpr int kSwizzleAlign = 1024;   // the swizzle pattern repeats every 8 rows
 
+// KV rows per tile and tiles in flight. At head_dim 256 O alone is 128 registers a consumer
+// thread and a 128-key tile takes 64 KB a stage for K and V, so 64-key tiles, two stages
+// (Q 64 KB + 2 x 2 x 32 KB fits the 227 KB a block may have).
+template <int kHeadDim>
+inline constexpr int kBlockNFor = kHeadDim == 256 ? GPUPROF_D256_BLOCK_N : 128;
+template <int kHeadDim>
+inline constexpr int kStagesFor = kHeadDim == 256 ? 2 : 3;
+
 template <int kHeadDim>
 constexpr int SharedBytes() {
-  return (kBlockM + 2 * kStages * kBlockN) * kHeadDim * 2 + kSwizzleAlign;
+  return (kBlockM + 2 * kStagesFor<kHeadDim> * kBlockNFor<kHeadDim>) * kHeadDim * 2 + kSwizzleAlign;
 }
 
 // Element offset of 16-byte chunk `chunk` of row `row` in a tile of `rows` rows.
@@ -156,11 +210,36 @@ __device__ __forceinline__ void PinRegisters(float (&r)[N]) {
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
 }
 
-// D (m64n128, fp32) [+]= A (64x16 from shared memory) * B (16x128 from shared memory, K-major).
-template <typename T>
-__device__ __forceinline__ void WgmmaN128FromShared(float (&d)[64], uint64_t desc_a,
-                                                    uint64_t desc_b, int scale_d) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+// D (m64nN, fp32) [+]= A (64x16 from shared memory) * B (16xN from shared memory, K-major).
+template <typename T, int N>
+__device__ __forceinline__ void WgmmaFromShared(float (&d)[N / 2], uint64_t desc_a,
+                                                uint64_t desc_b, int scale_d) {
+  static_assert(N == 64 || N == 80 || N == 128);
+  if constexpr (N == 80 && std::is_same_v<T, __nv_bfloat16>) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %42, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n80k16.f32.bf16.bf16 " GPUPROF_WGMMA_ACC40_REGS
+                 ", %40, %41, p, 1, 1, 0, 0;\n}\n"
+                 : GPUPROF_WGMMA_ACC40_OPERANDS
+                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+  } else if constexpr (N == 80) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %42, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n80k16.f32.f16.f16 " GPUPROF_WGMMA_ACC40_REGS
+                 ", %40, %41, p, 1, 1, 0, 0;\n}\n"
+                 : GPUPROF_WGMMA_ACC40_OPERANDS
+                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+  } else if constexpr (N == 64 && std::is_same_v<T, __nv_bfloat16>) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " GPUPROF_WGMMA_ACC32_REGS
+                 ", %32, %33, p, 1, 1, 0, 0;\n}\n"
+                 : GPUPROF_WGMMA_ACC32_OPERANDS
+                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+  } else if constexpr (N == 64) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " GPUPROF_WGMMA_ACC32_REGS
+                 ", %32, %33, p, 1, 1, 0, 0;\n}\n"
+                 : GPUPROF_WGMMA_ACC32_OPERANDS
+                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " GPUPROF_WGMMA_ACC64_REGS
                  ", %64, %65, p, 1, 1, 0, 0;\n}\n"
@@ -179,8 +258,20 @@ __device__ __forceinline__ void WgmmaN128FromShared(float (&d)[64], uint64_t des
 template <typename T, int N>
 __device__ __forceinline__ void WgmmaFromRegisters(float (&d)[N / 2], const uint32_t (&a)[4],
                                                    uint64_t desc_b) {
-  static_assert(N == 64 || N == 128);
-  if constexpr (N == 64 && std::is_same_v<T, __nv_bfloat16>) {
+  static_assert(N == 64 || N == 128 || N == 256);
+  if constexpr (N == 256 && std::is_same_v<T, __nv_bfloat16>) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " GPUPROF_WGMMA_ACC128_REGS
+                 ", {%128, %129, %130, %131}, %132, p, 1, 1, 1;\n}\n"
+                 : GPUPROF_WGMMA_ACC128_OPERANDS
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
+  } else if constexpr (N == 256) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " GPUPROF_WGMMA_ACC128_REGS
+                 ", {%128, %129, %130, %131}, %132, p, 1, 1, 1;\n}\n"
+                 : GPUPROF_WGMMA_ACC128_OPERANDS
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
+  } else if constexpr (N == 64 && std::is_same_v<T, __nv_bfloat16>) {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " GPUPROF_WGMMA_ACC32_REGS
                  ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
@@ -212,13 +303,14 @@ __global__ void __launch_bounds__(kThreads, 1)
     PrefillSm90Kernel(const __grid_constant__ PrefillKernelParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   static_assert(device::kIsAttentionType<T>, "T must be bf16 or fp16");
-  static_assert(kHeadDim == 64 || kHeadDim == 128, "head_dim 64 or 128");
+  static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "head_dim 64, 128, 256");
+  constexpr int kBlockN = kBlockNFor<kHeadDim>;
+  constexpr int kStages = kStagesFor<kHeadDim>;
   constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks per row
   constexpr int kTileElements = kBlockN * kHeadDim;
   constexpr uint32_t kRowBytes = kSlab * 2;
   constexpr uint32_t kGroupBytes = 8 * kRowBytes;  // eight swizzled rows
-  static_assert((kBlockN * kChunks) % kProducerThreads == 0 &&
-                (kBlockM * kChunks) % kProducerThreads == 0);
+  static_assert(kBlockN % 16 == 0 && (kBlockM * kChunks) % kProducerThreads == 0);
 
   extern __shared__ uint8_t shared_raw[];
   __shared__ uint64_t stage_full[kStages], stage_empty[kStages];
@@ -267,13 +359,14 @@ __global__ void __launch_bounds__(kThreads, 1)
     // Two threads a row, one page-table read each per row; the pair's 16-byte chunks are
     // adjacent, so a warp reads whole 32-byte sectors. The next tile's page entries are read
     // before waiting for its stage, so their latency hides behind the wait.
-    constexpr int kRowsPerThread = kBlockN * 2 / kProducerThreads;
+    constexpr int kRowsPerThread = (kBlockN * 2 + kProducerThreads - 1) / kProducerThreads;
     const int half = thread % 2;
     auto read_pages = [&](int t, int (&page)[kRowsPerThread]) {
 #pragma unroll
       for (int k = 0; k < kRowsPerThread; ++k) {
-        const int j = t * kBlockN + thread / 2 + k * (kProducerThreads / 2);
-        page[k] = j < kv_end ? __ldg(pages + (j >> p.log2_page_size)) : 0;
+        const int row = thread / 2 + k * (kProducerThreads / 2);
+        const int j = t * kBlockN + row;
+        page[k] = row < kBlockN && j < kv_end ? __ldg(pages + (j >> p.log2_page_size)) : 0;
       }
     };
     int next_page[kRowsPerThread];
@@ -290,6 +383,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (int k = 0; k < kRowsPerThread; ++k) {
         const int row = thread / 2 + k * (kProducerThreads / 2);
+        if (kBlockN % (kProducerThreads / 2) != 0 && row >= kBlockN) break;
         const int j = t * kBlockN + row;
         const bool valid = j < kv_end;
         const int64_t row_offset =
@@ -366,7 +460,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   auto issue_qk = [&](int stage) {
 #pragma unroll
     for (int k_step = 0; k_step < kHeadDim / 16; ++k_step) {
-      WgmmaN128FromShared<T>(s, q_desc(k_step), k_desc(stage, k_step), k_step > 0);
+      WgmmaFromShared<T, kBlockN>(s, q_desc(k_step), k_desc(stage, k_step), k_step > 0);
     }
   };
   auto issue_pv = [&](int stage) {
@@ -516,6 +610,7 @@ absl::StatusOr<PrefillLaunchInfo> LaunchTyped(const AttentionProblem& problem,
                                               const PrefillKernelParams& params,
                                               cudaStream_t stream) {
   constexpr int kShared = SharedBytes<kHeadDim>();
+  constexpr int kBlockN = kBlockNFor<kHeadDim>;
   auto* kernel = problem.shape.causal ? PrefillSm90Kernel<T, kHeadDim, true>
                                       : PrefillSm90Kernel<T, kHeadDim, false>;
   CUDA_RETURN_IF_ERROR(
@@ -527,7 +622,7 @@ absl::StatusOr<PrefillLaunchInfo> LaunchTyped(const AttentionProblem& problem,
   return PrefillLaunchInfo{.block_m = kBlockM,
                            .block_n = kBlockN,
                            .warps = kConsumerThreads / 32,
-                           .stages = kStages,
+                           .stages = kStagesFor<kHeadDim>,
                            .shared_bytes = kShared,
                            .blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z,
                            .variant = PrefillVariant::kHopperWgmma};
@@ -542,9 +637,11 @@ absl::StatusOr<PrefillLaunchInfo> LaunchForType(const AttentionProblem& problem,
       return LaunchTyped<T, 64>(problem, params, stream);
     case 128:
       return LaunchTyped<T, 128>(problem, params, stream);
+    case 256:
+      return LaunchTyped<T, 256>(problem, params, stream);
     default:
       return absl::InvalidArgumentError(absl::StrCat(
-          "head_dim (", problem.shape.head_dim, ") has no Hopper prefill kernel (64, 128)"));
+          "head_dim (", problem.shape.head_dim, ") has no Hopper prefill kernel (64, 128, 256)"));
   }
 }
 
