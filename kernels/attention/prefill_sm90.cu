@@ -107,9 +107,6 @@
   "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), \
   "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
 
-#ifndef GPUPROF_D256_BLOCK_N
-#define GPUPROF_D256_BLOCK_N 64
-#endif
 namespace gpuprof::attention {
 namespace {
 
@@ -136,9 +133,10 @@ inline constexpr int kSwizzleAlign = 1024;   // the swizzle pattern repeats ever
 
 // KV rows per tile and tiles in flight. At head_dim 256 O alone is 128 registers a consumer
 // thread and a 128-key tile takes 64 KB a stage for K and V, so 64-key tiles, two stages
-// (Q 64 KB + 2 x 2 x 32 KB fits the 227 KB a block may have).
+// (Q 64 KB + 2 x 2 x 32 KB fits the 227 KB a block may have); 80-key tiles (the most that fit)
+// measured 5% slower on H100 (docs/benchmarks/RESULTS.md).
 template <int kHeadDim>
-inline constexpr int kBlockNFor = kHeadDim == 256 ? GPUPROF_D256_BLOCK_N : 128;
+inline constexpr int kBlockNFor = kHeadDim == 256 ? 64 : 128;
 template <int kHeadDim>
 inline constexpr int kStagesFor = kHeadDim == 256 ? 2 : 3;
 

@@ -95,9 +95,7 @@ class AttentionPlan final : public GpuWorkloadPlan {
     jit.set_kernel(reference_backend_ ? "attention_reference (fp32, exact)"
                    : cudnn_backend_   ? "cuDNN fused attention (graph API)"
                    : decode_          ? "attention_decode + split merge"
-                   : shape_.head_dim == 256
-                       ? "attention_prefill (wide_head, mma.sync)"
-                       : "attention_prefill (wgmma on sm_90a, mma.sync elsewhere)");
+                                      : "attention_prefill (wgmma on sm_90a, mma.sync elsewhere)");
     jit.set_cache_key(cudnn_backend_ ? "cuDNN execution plan, built after allocation"
                                      : "ahead of time (nvcc: sm_80, sm_90, sm_90a)");
     return absl::OkStatus();
