@@ -187,8 +187,7 @@ absl::Status Run(bool quick, const std::string& only, const std::string& table_p
     ASSIGN_OR_RETURN(DeviceAttentionProblem d,
                      MakeDeviceAttentionProblem(
                          shape, SequenceLengths{.q_lens = {c.len}, .kv_lens = {c.len}}, 7));
-    for (PrefillVariant variant : {PrefillVariant::kQInRegisters, PrefillVariant::kTwoRowTiles,
-                                   PrefillVariant::kHopperWgmma, PrefillVariant::kWideHead}) {
+    for (PrefillVariant variant : ConcretePrefillVariants()) {
       if (!PrefillVariantRunsHere(variant) || !PrefillVariantTakesHeadDim(variant, c.head_dim)) {
         continue;
       }

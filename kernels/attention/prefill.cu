@@ -50,40 +50,59 @@ inline constexpr int kTwoRowTilesBlockN = 64;
 // KV rows per tile of the wide-head variant (head_dim 256): O alone is 128 registers a thread
 // there, so Q stays in shared memory and S is a 32-key tile.
 inline constexpr int kWideHeadBlockN = 32;
-// The portable default. Two row tiles per warp: on H100 (2026-11-23) 2% faster at 8k causal,
-// 2.5% at 16k causal, 12% at 4k non-causal, 1% slower at 4k causal
-// (docs/gpu-runs/attention-kernels.md). Head_dim 64 was checked for correctness only, not timed.
+// The portable default where as many of its blocks fit an SM as of kStaggered's. Two row tiles
+// per warp: on H100 faster than 8 warps x 16 rows by 12-15% at 4k-16k causal and 4k full
+// (docs/benchmarks/RESULTS.md). Head_dim 64 was checked for correctness only, not timed.
 inline constexpr PrefillVariant kDefaultPrefillVariant = PrefillVariant::kTwoRowTiles;
-inline constexpr int kPrefillStages = 2;
 
-// A kernel variant: warps x row tiles of 16 query rows per warp, KV rows per tile, and whether
-// the warp's Q fragments stay in registers for the whole KV loop (one row tile at head_dim <= 128)
-// or are re-read from shared memory every tile. kRowTiles 2 uses every K and V fragment it loads
-// for two MMAs, halving the shared-memory reads per FLOP (FlashAttention-2's balance on sm_80).
-template <int kHeadDim, int kWarps, int kRowTiles, int kBlockN>
-constexpr int PrefillSharedBytes() {
-  return (kWarps * 16 * kRowTiles + 2 * kPrefillStages * kBlockN) * kHeadDim * 2;
-}
+// A kernel variant: warps x row tiles of 16 query rows per warp, KV rows per tile, whether the
+// warp's Q fragments stay in registers for the whole KV loop (one row tile at head_dim <= 128)
+// or are re-read from shared memory every tile, and the K/V buffering. kRowTiles 2 uses every K
+// and V fragment it loads for two MMAs, halving the shared-memory reads per FLOP
+// (FlashAttention-2's balance on sm_80). Stages 2: K and V of the next tile load while this
+// one is multiplied. Stages 1: one K and one V buffer, staggered - V of tile t loads under
+// S = Q K^T, K of tile t + 1 under O += P V - a third less shared memory, so more blocks fit
+// an SM (on an A100's 164 KB, two instead of one at head_dim 128).
+template <int HeadDim, int Warps, int RowTiles, int BlockN, bool QInRegisters, int Stages>
+struct PrefillConfig {
+  static constexpr int kHeadDim = HeadDim;
+  static constexpr int kWarps = Warps;
+  static constexpr int kRowTiles = RowTiles;
+  static constexpr int kBlockN = BlockN;
+  static constexpr bool kQInRegisters = QInRegisters;
+  static constexpr int kStages = Stages;
+  static constexpr int kBlockM = Warps * 16 * RowTiles;
+  static constexpr int kThreads = Warps * 32;
+  static constexpr int kSharedBytes = (kBlockM + 2 * Stages * BlockN) * HeadDim * 2;
+};
 
-template <typename T, int kHeadDim, int kWarps, int kRowTiles, int kBlockN, bool kQInRegisters,
-          bool kCausal>
-__global__ void __launch_bounds__(kWarps * 32, 1)
+// kTwoRowTiles (two stages) and kStaggered (one).
+template <int kHeadDim, int kStages>
+using TwoRowTilesConfig = PrefillConfig<kHeadDim, 4, 2, kTwoRowTilesBlockN, false, kStages>;
+
+template <typename T, typename Config, bool kCausal>
+__global__ void __launch_bounds__(Config::kThreads, 1)
     PrefillKernel(const __grid_constant__ PrefillKernelParams p) {
+  constexpr int kHeadDim = Config::kHeadDim, kWarps = Config::kWarps;
+  constexpr int kRowTiles = Config::kRowTiles, kBlockN = Config::kBlockN;
+  constexpr bool kQInRegisters = Config::kQInRegisters;
+  constexpr int kStages = Config::kStages;
   static_assert(device::kIsAttentionType<T>, "T must be bf16 or fp16");
   static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "head_dim 64, 128, 256");
   static_assert(kWarps == 4 || kWarps == 8, "4 or 8 warps");
   static_assert(kRowTiles == 1 || kRowTiles == 2, "16 or 32 query rows per warp");
   static_assert(kBlockN == 32 || kBlockN == 64, "32 or 64 KV rows per tile");
   static_assert(!kQInRegisters || kRowTiles == 1, "Q fragments in registers for one row tile");
-  constexpr int kBlockM = kWarps * 16 * kRowTiles;
-  constexpr int kThreads = kWarps * 32;
+  static_assert(kStages == 1 || kStages == 2, "staggered single buffers or two stages");
+  constexpr int kBlockM = Config::kBlockM;
+  constexpr int kThreads = Config::kThreads;
   constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks per row
   static_assert((kBlockN * kChunks) % kThreads == 0 && (kBlockM * kChunks) % kThreads == 0);
 
   extern __shared__ uint4 shared_raw[];
   T* q_smem = reinterpret_cast<T*>(shared_raw);
-  T* k_smem = q_smem + kBlockM * kHeadDim;                   // [stages][kBlockN][kHeadDim]
-  T* v_smem = k_smem + kPrefillStages * kBlockN * kHeadDim;  // [stages][kBlockN][kHeadDim]
+  T* k_smem = q_smem + kBlockM * kHeadDim;            // [stages][kBlockN][kHeadDim]
+  T* v_smem = k_smem + kStages * kBlockN * kHeadDim;  // [stages][kBlockN][kHeadDim]
 
   const auto [qo_head, seq, q_start, q_len, q_tile_start, kv_len, shift, kv_end, num_kv_tiles] =
       device::LocatePrefillTile<kBlockM, kBlockN, kCausal>(p);
@@ -118,7 +137,8 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
 
   const T* k_base = static_cast<const T*>(p.k_cache) + kv_head * kHeadDim;
   const T* v_base = static_cast<const T*>(p.v_cache) + kv_head * kHeadDim;
-  auto load_kv_tile = [&](int kv_tile, int stage) {
+  // K and/or V rows of `kv_tile` into buffer `stage`.
+  auto load_kv_tile = [&](int kv_tile, int stage, bool load_k, bool load_v) {
     T* ks = k_smem + stage * kBlockN * kHeadDim;
     T* vs = v_smem + stage * kBlockN * kHeadDim;
 #pragma unroll
@@ -132,11 +152,11 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
                  chunk * 8;
       }
       const int dst = SwizzledOffset<kHeadDim>(row, chunk);
-      CpAsync16(SharedAddress(ks + dst), k_base + offset, valid);
-      CpAsync16(SharedAddress(vs + dst), v_base + offset, valid);
+      if (load_k) CpAsync16(SharedAddress(ks + dst), k_base + offset, valid);
+      if (load_v) CpAsync16(SharedAddress(vs + dst), v_base + offset, valid);
     }
   };
-  load_kv_tile(0, 0);
+  load_kv_tile(0, 0, true, kStages == 2);
   CpAsyncCommit();
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -161,8 +181,13 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
 
   for (int t = 0; t < num_kv_tiles; ++t) {
     CpAsyncWait<0>();
-    __syncthreads();  // tile t is in; every warp is done with tile t - 1's stage
-    if (t + 1 < num_kv_tiles) load_kv_tile(t + 1, (t + 1) % kPrefillStages);
+    __syncthreads();  // K of tile t is in (and V with two stages); every warp is done with
+                      // tile t - 1's V
+    if constexpr (kStages == 2) {
+      if (t + 1 < num_kv_tiles) load_kv_tile(t + 1, (t + 1) % 2, true, true);
+    } else {
+      load_kv_tile(t, 0, false, true);
+    }
     CpAsyncCommit();
     // Stored after this tile's math into the entries tile t last used (read before the barrier
     // above), so the read's latency hides behind the math.
@@ -178,8 +203,8 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
         }
       }
     }
-    const T* ks_tile = k_smem + (t % kPrefillStages) * kBlockN * kHeadDim;
-    const T* vs_tile = v_smem + (t % kPrefillStages) * kBlockN * kHeadDim;
+    const T* ks_tile = k_smem + (t % kStages) * kBlockN * kHeadDim;
+    const T* vs_tile = v_smem + (t % kStages) * kBlockN * kHeadDim;
 
     // S = Q K^T for the warp's rows x kBlockN keys, two k16 steps per K ldmatrix.
     float s[kRowTiles][kBlockN / 8][4];
@@ -278,6 +303,13 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
       }
     }
 
+    if constexpr (kStages == 1) {
+      CpAsyncWait<0>();
+      __syncthreads();  // V of tile t is in; every warp is done with K of tile t
+      if (t + 1 < num_kv_tiles) load_kv_tile(t + 1, 0, true, false);
+      CpAsyncCommit();
+    }
+
     // O += P V: the S accumulators of two adjacent 8-key tiles are the A fragment of a k16 step.
 #pragma unroll
     for (int kt = 0; kt < kBlockN / 16; ++kt) {
@@ -330,25 +362,21 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   }
 }
 
-template <typename T, int kHeadDim, int kWarps, int kRowTiles, int kBlockN, bool kQInRegisters>
+template <typename T, typename Config>
 absl::StatusOr<PrefillLaunchInfo> LaunchPrefillTyped(const PrefillKernelParams& params, bool causal,
                                                      int batch, int max_q_len,
                                                      PrefillVariant variant, cudaStream_t stream) {
-  constexpr int kShared = PrefillSharedBytes<kHeadDim, kWarps, kRowTiles, kBlockN>();
-  constexpr int kBlockM = kWarps * 16 * kRowTiles;
-  auto* kernel = causal
-                     ? PrefillKernel<T, kHeadDim, kWarps, kRowTiles, kBlockN, kQInRegisters, true>
-                     : PrefillKernel<T, kHeadDim, kWarps, kRowTiles, kBlockN, kQInRegisters, false>;
-  CUDA_RETURN_IF_ERROR(
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared));
-  const dim3 grid(params.num_qo_heads, (max_q_len + kBlockM - 1) / kBlockM, batch);
-  kernel<<<grid, kWarps * 32, kShared, stream>>>(params);
+  auto* kernel = causal ? PrefillKernel<T, Config, true> : PrefillKernel<T, Config, false>;
+  CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            Config::kSharedBytes));
+  const dim3 grid(params.num_qo_heads, (max_q_len + Config::kBlockM - 1) / Config::kBlockM, batch);
+  kernel<<<grid, Config::kThreads, Config::kSharedBytes, stream>>>(params);
   CUDA_RETURN_IF_ERROR(cudaGetLastError());
-  return PrefillLaunchInfo{.block_m = kBlockM,
-                           .block_n = kBlockN,
-                           .warps = kWarps,
-                           .stages = kPrefillStages,
-                           .shared_bytes = kShared,
+  return PrefillLaunchInfo{.block_m = Config::kBlockM,
+                           .block_n = Config::kBlockN,
+                           .warps = Config::kWarps,
+                           .stages = Config::kStages,
+                           .shared_bytes = Config::kSharedBytes,
                            .blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z,
                            .variant = variant};
 }
@@ -362,16 +390,19 @@ absl::StatusOr<PrefillLaunchInfo> LaunchPrefillForHeadDim(const AttentionProblem
   const int batch = problem.lengths.batch();
   const int max_q = problem.lengths.max_q_len();
   if constexpr (kHeadDim == 256) {
-    return LaunchPrefillTyped<T, kHeadDim, 4, 1, kWideHeadBlockN, false>(
+    return LaunchPrefillTyped<T, PrefillConfig<kHeadDim, 4, 1, kWideHeadBlockN, false, 2>>(
         params, causal, batch, max_q, PrefillVariant::kWideHead, stream);
   } else {
     switch (variant) {
       case PrefillVariant::kQInRegisters:
-        return LaunchPrefillTyped<T, kHeadDim, 8, 1, 64, true>(params, causal, batch, max_q,
-                                                               variant, stream);
-      case PrefillVariant::kTwoRowTiles:
-        return LaunchPrefillTyped<T, kHeadDim, 4, 2, kTwoRowTilesBlockN, false>(
+        return LaunchPrefillTyped<T, PrefillConfig<kHeadDim, 8, 1, 64, true, 2>>(
             params, causal, batch, max_q, variant, stream);
+      case PrefillVariant::kTwoRowTiles:
+        return LaunchPrefillTyped<T, TwoRowTilesConfig<kHeadDim, 2>>(params, causal, batch, max_q,
+                                                                     variant, stream);
+      case PrefillVariant::kStaggered:
+        return LaunchPrefillTyped<T, TwoRowTilesConfig<kHeadDim, 1>>(params, causal, batch, max_q,
+                                                                     variant, stream);
       default:
         return absl::InvalidArgumentError("unknown prefill variant");
     }
@@ -396,6 +427,44 @@ absl::StatusOr<PrefillLaunchInfo> LaunchPrefillForType(const AttentionProblem& p
   }
 }
 
+template <typename T, typename Config>
+absl::StatusOr<int> BlocksPerSm(bool causal) {
+  int blocks = 0;
+  CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+      &blocks, causal ? PrefillKernel<T, Config, true> : PrefillKernel<T, Config, false>,
+      Config::kThreads, Config::kSharedBytes));
+  return blocks;
+}
+
+// The GPU facts kAuto needs for `shape` on the current device.
+template <typename T, int kHeadDim>
+absl::StatusOr<PrefillGpu> CurrentPrefillGpuTyped(bool causal) {
+  PrefillGpu gpu{.sm90 = CurrentDeviceIsSm90()};
+  if constexpr (kHeadDim != 256) {
+    if (!gpu.sm90) {
+      ASSIGN_OR_RETURN(gpu.two_row_tiles_blocks_per_sm,
+                       (BlocksPerSm<T, TwoRowTilesConfig<kHeadDim, 2>>(causal)));
+      ASSIGN_OR_RETURN(gpu.staggered_blocks_per_sm,
+                       (BlocksPerSm<T, TwoRowTilesConfig<kHeadDim, 1>>(causal)));
+    }
+  }
+  return gpu;
+}
+
+absl::StatusOr<PrefillGpu> CurrentPrefillGpu(const AttentionShape& shape) {
+  const bool bf16 = shape.dtype == AttentionDtype::kBf16;
+  switch (shape.head_dim) {
+    case 64:
+      return bf16 ? CurrentPrefillGpuTyped<__nv_bfloat16, 64>(shape.causal)
+                  : CurrentPrefillGpuTyped<__half, 64>(shape.causal);
+    case 128:
+      return bf16 ? CurrentPrefillGpuTyped<__nv_bfloat16, 128>(shape.causal)
+                  : CurrentPrefillGpuTyped<__half, 128>(shape.causal);
+    default:
+      return PrefillGpu{.sm90 = CurrentDeviceIsSm90()};
+  }
+}
+
 }  // namespace
 
 const std::vector<int>& PrefillHeadDims() {
@@ -412,16 +481,20 @@ bool PrefillVariantTakesHeadDim(PrefillVariant variant, int head_dim) {
       return head_dim == 256;
     case PrefillVariant::kQInRegisters:
     case PrefillVariant::kTwoRowTiles:
+    case PrefillVariant::kStaggered:
       return head_dim == 64 || head_dim == 128;
   }
   return false;
 }
 
 absl::StatusOr<PrefillVariant> ChoosePrefillVariant(PrefillVariant requested, int head_dim,
-                                                    bool sm90) {
+                                                    const PrefillGpu& gpu) {
   if (requested == PrefillVariant::kAuto) {
-    if (sm90) return PrefillVariant::kHopperWgmma;
-    return head_dim == 256 ? PrefillVariant::kWideHead : kDefaultPrefillVariant;
+    if (gpu.sm90) return PrefillVariant::kHopperWgmma;
+    if (head_dim == 256) return PrefillVariant::kWideHead;
+    return gpu.staggered_blocks_per_sm > gpu.two_row_tiles_blocks_per_sm
+               ? PrefillVariant::kStaggered
+               : kDefaultPrefillVariant;
   }
   const std::string name(PrefillVariantName(requested));
   if (!PrefillVariantTakesHeadDim(requested, head_dim)) {
@@ -432,11 +505,18 @@ absl::StatusOr<PrefillVariant> ChoosePrefillVariant(PrefillVariant requested, in
     return absl::InvalidArgumentError(absl::StrCat("prefill variant ", name, " takes head_dim ",
                                                    absl::StrJoin(dims, ", "), "; got ", head_dim));
   }
-  if (requested == PrefillVariant::kHopperWgmma && !sm90) {
+  if (requested == PrefillVariant::kHopperWgmma && !gpu.sm90) {
     return absl::FailedPreconditionError(absl::StrCat(
         "prefill variant ", name, " needs a compute capability 9.0 GPU (H100, H200)"));
   }
   return requested;
+}
+
+const std::vector<PrefillVariant>& ConcretePrefillVariants() {
+  static const std::vector<PrefillVariant> kVariants = {
+      PrefillVariant::kQInRegisters, PrefillVariant::kTwoRowTiles, PrefillVariant::kStaggered,
+      PrefillVariant::kWideHead, PrefillVariant::kHopperWgmma};
+  return kVariants;
 }
 
 std::string_view PrefillVariantName(PrefillVariant variant) {
@@ -451,6 +531,8 @@ std::string_view PrefillVariantName(PrefillVariant variant) {
       return "hopper_wgmma";
     case PrefillVariant::kWideHead:
       return "wide_head";
+    case PrefillVariant::kStaggered:
+      return "staggered";
   }
   return "unknown";
 }
@@ -472,7 +554,13 @@ absl::StatusOr<PrefillLaunchInfo> LaunchPrefill(const AttentionProblem& problem,
   if (problem.lengths.max_q_len() == 0) {
     return PrefillLaunchInfo{};  // nothing to compute
   }
-  ASSIGN_OR_RETURN(variant, ChoosePrefillVariant(variant, shape.head_dim, CurrentDeviceIsSm90()));
+  PrefillGpu gpu;
+  if (variant == PrefillVariant::kAuto) {
+    ASSIGN_OR_RETURN(gpu, CurrentPrefillGpu(shape));
+  } else {
+    gpu.sm90 = CurrentDeviceIsSm90();
+  }
+  ASSIGN_OR_RETURN(variant, ChoosePrefillVariant(variant, shape.head_dim, gpu));
   const AttentionBuffers& b = problem.buffers;
   const PrefillKernelParams params{
       .q = b.q,

@@ -22,8 +22,7 @@ const std::vector<int>& PrefillHeadDims();
 
 // The prefill kernels. Three portable ones (mma.sync, sm_80 and newer: see prefill.cu) that split
 // the work among warps differently, and one for Hopper (wgmma, sm_90a only: prefill_sm90.cu).
-// kAuto picks kHopperWgmma on compute capability 9.0, and elsewhere kTwoRowTiles (head_dim 64,
-// 128) or kWideHead (256): the faster ones on H100 (docs/benchmarks/RESULTS.md).
+// kAuto's choice among them: ChoosePrefillVariant below (figures in docs/benchmarks/RESULTS.md).
 enum class PrefillVariant {
   kAuto,
   kQInRegisters,  // 8 warps x 16 query rows, Q fragments in registers, 64-key tiles
@@ -33,16 +32,34 @@ enum class PrefillVariant {
                   // (64 at head_dim 256)
   kWideHead,      // head_dim 256 only: 4 warps x 16 query rows, Q re-read from shared memory,
                   // 32-key tiles
+  kStaggered,     // as kTwoRowTiles with one K and one V buffer loaded in turn (less shared
+                  // memory, more blocks a SM)
 };
 std::string_view PrefillVariantName(PrefillVariant variant);
+
+// Every variant but kAuto, for tests and benchmarks that run each one.
+const std::vector<PrefillVariant>& ConcretePrefillVariants();
 
 // Whether `variant` is instantiated for `head_dim` (kAuto: whether any variant is).
 bool PrefillVariantTakesHeadDim(PrefillVariant variant, int head_dim);
 
-// The variant a launch runs: kAuto resolved by head_dim and GPU (`sm90`: compute capability 9.0),
-// or `requested` itself; an error naming the variant when it cannot run that head_dim or here.
+// What the choice among prefill variants depends on, for the GPU a launch runs on.
+struct PrefillGpu {
+  bool sm90 = false;  // compute capability 9.0 (H100, H200): the wgmma kernel runs
+  // Resident blocks per SM of kTwoRowTiles and kStaggered at the problem's head_dim and dtype
+  // (shared memory and registers decide; 0: not known, e.g. head_dim 256).
+  int two_row_tiles_blocks_per_sm = 0;
+  int staggered_blocks_per_sm = 0;
+};
+
+// The variant a launch runs: `requested` itself, or for kAuto kHopperWgmma on compute
+// capability 9.0; elsewhere kWideHead at head_dim 256, and at 64/128 kTwoRowTiles unless
+// kStaggered has more blocks resident per SM (an A100's 164 KB hold one two-stage block of
+// 96 KB but two staggered ones of 64 KB: on H100 forced to that residency, the staggered kernel
+// was 16-20% faster; at equal residency the two-stage one is 12-17% faster). An error naming
+// the variant when it cannot run that head_dim or on this GPU.
 absl::StatusOr<PrefillVariant> ChoosePrefillVariant(PrefillVariant requested, int head_dim,
-                                                    bool sm90);
+                                                    const PrefillGpu& gpu);
 
 // Whether `variant` runs on the current device (kHopperWgmma needs compute capability 9.0).
 bool PrefillVariantRunsHere(PrefillVariant variant);

@@ -12,50 +12,56 @@ namespace gpuprof::attention {
 namespace {
 
 TEST(PrefillVariantTest, EveryVariantHasItsOwnName) {
-  std::set<std::string> names;
-  for (PrefillVariant variant :
-       {PrefillVariant::kAuto, PrefillVariant::kQInRegisters, PrefillVariant::kTwoRowTiles,
-        PrefillVariant::kHopperWgmma, PrefillVariant::kWideHead}) {
+  std::set<std::string> names = {std::string(PrefillVariantName(PrefillVariant::kAuto))};
+  for (PrefillVariant variant : ConcretePrefillVariants()) {
     names.insert(std::string(PrefillVariantName(variant)));
   }
-  EXPECT_EQ(names.size(), 5u);
+  EXPECT_EQ(names.size(), ConcretePrefillVariants().size() + 1);
+  EXPECT_EQ(names.count("unknown"), 0u);
   EXPECT_EQ(PrefillVariantName(PrefillVariant::kHopperWgmma), "hopper_wgmma");
   EXPECT_EQ(PrefillVariantName(PrefillVariant::kWideHead), "wide_head");
 }
 
 TEST(PrefillVariantTest, AutoPicksByHeadDimAndGpu) {
+  const PrefillGpu hopper{.sm90 = true};
+  // Both portable kernels two blocks an SM (registers limit them alike on an H100).
+  const PrefillGpu equal{.two_row_tiles_blocks_per_sm = 2, .staggered_blocks_per_sm = 2};
+  // An A100's 164 KB hold one two-stage block (96 KB at head_dim 128) but two staggered ones.
+  const PrefillGpu a100{.two_row_tiles_blocks_per_sm = 1, .staggered_blocks_per_sm = 2};
   for (int head_dim : {64, 128, 256}) {
-    EXPECT_EQ(ChoosePrefillVariant(PrefillVariant::kAuto, head_dim, /*sm90=*/true).value(),
+    EXPECT_EQ(ChoosePrefillVariant(PrefillVariant::kAuto, head_dim, hopper).value(),
               PrefillVariant::kHopperWgmma);
   }
   for (int head_dim : {64, 128}) {
-    EXPECT_EQ(ChoosePrefillVariant(PrefillVariant::kAuto, head_dim, /*sm90=*/false).value(),
+    EXPECT_EQ(ChoosePrefillVariant(PrefillVariant::kAuto, head_dim, equal).value(),
               PrefillVariant::kTwoRowTiles);
+    EXPECT_EQ(ChoosePrefillVariant(PrefillVariant::kAuto, head_dim, a100).value(),
+              PrefillVariant::kStaggered);
   }
-  EXPECT_EQ(ChoosePrefillVariant(PrefillVariant::kAuto, 256, /*sm90=*/false).value(),
+  EXPECT_EQ(ChoosePrefillVariant(PrefillVariant::kAuto, 256, a100).value(),
             PrefillVariant::kWideHead);
-  for (bool sm90 : {true, false}) {
-    EXPECT_EQ(ChoosePrefillVariant(PrefillVariant::kWideHead, 256, sm90).value(),
+  for (const PrefillGpu& gpu : {hopper, a100}) {
+    EXPECT_EQ(ChoosePrefillVariant(PrefillVariant::kWideHead, 256, gpu).value(),
               PrefillVariant::kWideHead);
-    EXPECT_EQ(ChoosePrefillVariant(PrefillVariant::kQInRegisters, 128, sm90).value(),
+    EXPECT_EQ(ChoosePrefillVariant(PrefillVariant::kQInRegisters, 128, gpu).value(),
               PrefillVariant::kQInRegisters);
   }
 }
 
 TEST(PrefillVariantTest, AVariantIsRefusedForAHeadDimItIsNotBuiltFor) {
   const absl::StatusOr<PrefillVariant> narrow =
-      ChoosePrefillVariant(PrefillVariant::kTwoRowTiles, 256, /*sm90=*/false);
+      ChoosePrefillVariant(PrefillVariant::kTwoRowTiles, 256, PrefillGpu{});
   ASSERT_FALSE(narrow.ok());
   EXPECT_EQ(narrow.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(narrow.status().message(),
             "prefill variant two_row_tiles takes head_dim 64, 128; got 256");
   const absl::StatusOr<PrefillVariant> wide =
-      ChoosePrefillVariant(PrefillVariant::kWideHead, 128, /*sm90=*/true);
+      ChoosePrefillVariant(PrefillVariant::kWideHead, 128, PrefillGpu{.sm90 = true});
   ASSERT_FALSE(wide.ok());
   EXPECT_EQ(wide.status().message(), "prefill variant wide_head takes head_dim 256; got 128");
   // The head_dim is checked before the GPU: a Hopper request at 96 says what 96 lacks.
   const absl::StatusOr<PrefillVariant> hopper =
-      ChoosePrefillVariant(PrefillVariant::kHopperWgmma, 96, /*sm90=*/false);
+      ChoosePrefillVariant(PrefillVariant::kHopperWgmma, 96, PrefillGpu{});
   ASSERT_FALSE(hopper.ok());
   EXPECT_EQ(hopper.status().message(),
             "prefill variant hopper_wgmma takes head_dim 64, 128, 256; got 96");
