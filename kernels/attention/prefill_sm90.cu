@@ -32,8 +32,8 @@
 #include "kernels/attention/prefill_tile.cuh"
 #include "kernels/attention/prefill_sm90.h"
 
-// The accumulator operands of one wgmma: 32 (n64), 40 (n80), 64 (n128) or 128 (n256) fp32
-// registers a thread.
+// The accumulator operands of one wgmma: 32 (n64), 64 (n128) or 128 (n256) fp32 registers a
+// thread.
 #define GPUPROF_WGMMA_ACC32_REGS \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
   "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
@@ -44,19 +44,6 @@
   "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), \
   "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), \
   "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-
-#define GPUPROF_WGMMA_ACC40_REGS \
-  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
-  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, " \
-  "%38, %39}"
-
-#define GPUPROF_WGMMA_ACC40_OPERANDS \
-  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
-  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), \
-  "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), \
-  "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), \
-  "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), \
-  "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39])
 
 #define GPUPROF_WGMMA_ACC64_REGS \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
@@ -212,20 +199,8 @@ __device__ __forceinline__ void PinRegisters(float (&r)[N]) {
 template <typename T, int N>
 __device__ __forceinline__ void WgmmaFromShared(float (&d)[N / 2], uint64_t desc_a,
                                                 uint64_t desc_b, int scale_d) {
-  static_assert(N == 64 || N == 80 || N == 128);
-  if constexpr (N == 80 && std::is_same_v<T, __nv_bfloat16>) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %42, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n80k16.f32.bf16.bf16 " GPUPROF_WGMMA_ACC40_REGS
-                 ", %40, %41, p, 1, 1, 0, 0;\n}\n"
-                 : GPUPROF_WGMMA_ACC40_OPERANDS
-                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));
-  } else if constexpr (N == 80) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %42, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n80k16.f32.f16.f16 " GPUPROF_WGMMA_ACC40_REGS
-                 ", %40, %41, p, 1, 1, 0, 0;\n}\n"
-                 : GPUPROF_WGMMA_ACC40_OPERANDS
-                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));
-  } else if constexpr (N == 64 && std::is_same_v<T, __nv_bfloat16>) {
+  static_assert(N == 64 || N == 128);
+  if constexpr (N == 64 && std::is_same_v<T, __nv_bfloat16>) {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " GPUPROF_WGMMA_ACC32_REGS
                  ", %32, %33, p, 1, 1, 0, 0;\n}\n"
@@ -308,7 +283,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   constexpr int kTileElements = kBlockN * kHeadDim;
   constexpr uint32_t kRowBytes = kSlab * 2;
   constexpr uint32_t kGroupBytes = 8 * kRowBytes;  // eight swizzled rows
-  static_assert(kBlockN % 16 == 0 && (kBlockM * kChunks) % kProducerThreads == 0);
+  static_assert((kBlockN * 2) % kProducerThreads == 0 &&
+                (kBlockM * kChunks) % kProducerThreads == 0);
 
   extern __shared__ uint8_t shared_raw[];
   __shared__ uint64_t stage_full[kStages], stage_empty[kStages];
@@ -357,14 +333,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     // Two threads a row, one page-table read each per row; the pair's 16-byte chunks are
     // adjacent, so a warp reads whole 32-byte sectors. The next tile's page entries are read
     // before waiting for its stage, so their latency hides behind the wait.
-    constexpr int kRowsPerThread = (kBlockN * 2 + kProducerThreads - 1) / kProducerThreads;
+    constexpr int kRowsPerThread = kBlockN * 2 / kProducerThreads;
     const int half = thread % 2;
     auto read_pages = [&](int t, int (&page)[kRowsPerThread]) {
 #pragma unroll
       for (int k = 0; k < kRowsPerThread; ++k) {
-        const int row = thread / 2 + k * (kProducerThreads / 2);
-        const int j = t * kBlockN + row;
-        page[k] = row < kBlockN && j < kv_end ? __ldg(pages + (j >> p.log2_page_size)) : 0;
+        const int j = t * kBlockN + thread / 2 + k * (kProducerThreads / 2);
+        page[k] = j < kv_end ? __ldg(pages + (j >> p.log2_page_size)) : 0;
       }
     };
     int next_page[kRowsPerThread];
@@ -381,7 +356,6 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (int k = 0; k < kRowsPerThread; ++k) {
         const int row = thread / 2 + k * (kProducerThreads / 2);
-        if (kBlockN % (kProducerThreads / 2) != 0 && row >= kBlockN) break;
         const int j = t * kBlockN + row;
         const bool valid = j < kv_end;
         const int64_t row_offset =
