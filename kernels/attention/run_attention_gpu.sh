@@ -17,7 +17,7 @@ want() { [[ " $steps " == *" $1 "* || " $steps " == *" all "* ]]; }
 nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw \
   --format=csv | tee "$out/gpu.txt"
 if want tests; then
-  timeout 120 "$bundle/bin/attention_gpu_test" >"$out/gpu_test.log" 2>&1 || status=1
+  timeout 200 "$bundle/bin/attention_gpu_test" >"$out/gpu_test.log" 2>&1 || status=1
   grep -E "^\[check\]|^\[  FAILED|^\[  PASSED|tests? ran" "$out/gpu_test.log"
   grep -B2 -A6 "Failure" "$out/gpu_test.log" | head -60
 fi
@@ -30,7 +30,7 @@ if want bench; then
 fi
 if want sanitize; then
   # The long shapes are left out: the reference kernel is slow under memcheck.
-  timeout 150 compute-sanitizer --tool memcheck --error-exitcode 3 "$bundle/bin/attention_gpu_test" \
+  timeout 300 compute-sanitizer --tool memcheck --error-exitcode 3 "$bundle/bin/attention_gpu_test" \
     --gtest_filter='-*long*:*page64*' >"$out/sanitizer.log" 2>&1 || status=1
   grep -E "ERROR SUMMARY|PASSED|FAILED" "$out/sanitizer.log" | tail -4
 fi
