@@ -222,25 +222,28 @@ absl::Status Run(bool quick, const std::string& only, const std::string& table_p
     std::fflush(stdout);
   }
 
-  // Decode: q_len 1, unsplit vs the heuristic's splits. The 4/1-head case reads the same bytes
-  // as b32 x 4k at 32/8 but each page's rows of a KV head are contiguous (one KV head per token),
-  // where at 32/8 a head's 256-byte row pieces lie 2 KB apart: it isolates what the paged
-  // cache's interleaved heads cost the memory system.
+  // Decode: q_len 1, unsplit vs the heuristic's splits. Two probes read the same bytes as
+  // b32 x 4k at 32/8: 4/1 heads, where each page's rows of a KV head are contiguous (one KV head
+  // per token; at 32/8 a head's 256-byte row pieces lie 2 KB apart), isolates what the paged
+  // cache's interleaved heads cost; 16/8 heads halves the arithmetic per byte (2 query heads a
+  // KV head instead of 4), isolating what the CUDA-core math costs.
   struct DecodeCase {
     int batch, kv;
     int num_qo_heads = 32, num_kv_heads = 8;
   };
   std::vector<DecodeCase> decode_cases = {
-      {32, 4096}, {64, 4096}, {128, 4096}, {256, 4096, 4, 1}, {1, 8192},  {4, 8192}, {8, 8192},
-      {1, 16384}, {4, 16384}, {8, 16384},  {1, 32768},        {4, 32768}, {8, 32768}};
-  if (quick) decode_cases = {{32, 4096}, {256, 4096, 4, 1}, {1, 32768}};
+      {32, 4096}, {64, 4096}, {128, 4096}, {256, 4096, 4, 1}, {32, 4096, 16, 8},
+      {1, 8192},  {4, 8192},  {8, 8192},   {1, 16384},        {4, 16384},
+      {8, 16384}, {1, 32768}, {4, 32768},  {8, 32768}};
+  if (quick) decode_cases = {{32, 4096}, {256, 4096, 4, 1}, {32, 4096, 16, 8}, {1, 32768}};
   if (only == "prefill") decode_cases.clear();
   for (const DecodeCase& c : decode_cases) {
     AttentionShape shape = ServingShape(false);
     shape.num_qo_heads = c.num_qo_heads;
     shape.num_kv_heads = c.num_kv_heads;
-    const std::string heads_note =
-        c.num_kv_heads == 8 ? "" : absl::StrFormat(" %d/%d", c.num_qo_heads, c.num_kv_heads);
+    const std::string heads_note = c.num_qo_heads == 32 && c.num_kv_heads == 8
+                                       ? ""
+                                       : absl::StrFormat(" %d/%d", c.num_qo_heads, c.num_kv_heads);
     SequenceLengths lengths{.q_lens = std::vector<int32_t>(c.batch, 1),
                             .kv_lens = std::vector<int32_t>(c.batch, c.kv)};
     ASSIGN_OR_RETURN(DeviceAttentionProblem d, MakeDeviceAttentionProblem(shape, lengths, 11));
