@@ -28,6 +28,7 @@
 #include "kernels/attention/attention_params.h"
 #include "kernels/attention/cudnn_attention.h"
 #include "kernels/attention/decode.h"
+#include "kernels/attention/decode_tuning.h"
 #include "kernels/attention/device_attention_problem.h"
 #include "kernels/attention/prefill.h"
 
@@ -279,6 +280,31 @@ absl::Status Run(bool quick, const std::string& only, const std::string& table_p
       rows.push_back(Row{.kind = variant.kind,
                          .shape = absl::StrFormat("b%d kv=%d%s", c.batch, c.kv, heads_note),
                          .config = info.ToString(),
+                         .timing = t,
+                         .flops = AttentionFlops(shape, d.problem.lengths),
+                         .bytes = AttentionBytes(shape, d.problem.lengths),
+                         .splits = info.plan.num_splits});
+    }
+    // The kernel a tuning pass picks on this GPU (what the daemon runs), timed like the others.
+    {
+      const DecodeOptions options{.workspace = workspace.data(),
+                                  .workspace_bytes = workspace.bytes()};
+      ASSIGN_OR_RETURN(const DecodeTuning tuning,
+                       TuneDecodeKernel(d.problem, options, bench.stream()));
+      DecodeOptions tuned = options;
+      tuned.kernel = tuning.fastest;
+      DecodeLaunchInfo info;
+      ASSIGN_OR_RETURN(Timing t, bench.Time(
+                                     [&]() -> absl::Status {
+                                       ASSIGN_OR_RETURN(info, LaunchDecode(d.problem, tuned,
+                                                                           bench.stream()));
+                                       return absl::OkStatus();
+                                     },
+                                     3, quick ? 20 : 50));
+      rows.push_back(Row{.kind = "decode tuned",
+                         .shape = rows.back().shape,
+                         .config = absl::StrCat("tuning: ", tuning.ToString(), "; ",
+                                                info.ToString()),
                          .timing = t,
                          .flops = AttentionFlops(shape, d.problem.lengths),
                          .bytes = AttentionBytes(shape, d.problem.lengths),

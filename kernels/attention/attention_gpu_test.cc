@@ -17,6 +17,7 @@
 #include "kernels/attention/device_attention_problem.h"
 #include "kernels/attention/decode.h"
 #include "kernels/attention/decode_plan.h"
+#include "kernels/attention/decode_tuning.h"
 #include "kernels/attention/prefill.h"
 #include "kernels/attention/reference.h"
 
@@ -200,6 +201,24 @@ TEST_P(DecodeGpuTest, MatchesReference) {
           d, absl::StrCat(c.name, " requested splits ", splits, " (", info.ToString(), ")"));
     }
   }
+
+  // Tuning times every kernel that takes the shape and names the fastest, which then runs.
+  const DecodeOptions options{.workspace = workspace.data(), .workspace_bytes = workspace.bytes()};
+  ASSERT_OK_AND_ASSIGN(tuning, TuneDecodeKernel(d.problem, options, stream_.get(), 3));
+  const bool tensor_cores_fit = c.head_dim <= 128 && rows <= kTensorCoreRowsPerBlock;
+  ASSERT_EQ(tuning.candidates.size(), tensor_cores_fit ? 3u : 2u) << tuning.ToString();
+  bool fastest_is_a_candidate = false;
+  for (const DecodeTuning::Candidate& candidate : tuning.candidates) {
+    EXPECT_GT(candidate.median_us, 0.0) << tuning.ToString();
+    fastest_is_a_candidate |= candidate.kernel == tuning.fastest;
+  }
+  EXPECT_TRUE(fastest_is_a_candidate) << tuning.ToString();
+  ASSERT_OK(PoisonBuffer(d.out, stream_.get()));
+  DecodeOptions tuned = options;
+  tuned.kernel = tuning.fastest;
+  ASSERT_OK_AND_ASSIGN(info, LaunchDecode(d.problem, tuned, stream_.get()));
+  ASSERT_OK(stream_.Synchronize());
+  ExpectMatchesReference(d, absl::StrCat(c.name, " tuned (", tuning.ToString(), ")"));
 }
 
 // clang-format off

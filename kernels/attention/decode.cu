@@ -485,6 +485,20 @@ const std::vector<int>& DecodeHeadDims() {
   return kDims;
 }
 
+std::string_view DecodeKernelChoiceName(DecodeKernelChoice kernel) {
+  switch (kernel) {
+    case DecodeKernelChoice::kAuto:
+      return "auto";
+    case DecodeKernelChoice::kPlain:
+      return "plain";
+    case DecodeKernelChoice::kPrefetch:
+      return "prefetch";
+    case DecodeKernelChoice::kTensorCores:
+      return "tensor_cores";
+  }
+  return "unknown";
+}
+
 size_t DecodeWorkspaceBytes(const AttentionShape& shape, const SequenceLengths& lengths,
                             int num_splits) {
   if (num_splits <= 1) return 0;

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -25,6 +26,7 @@ const std::vector<int>& DecodeHeadDims();
 // kTensorCores: the query rows of a KV head as one mma tile (decode_mma.h); head_dim 64 or 128,
 // group_size x q_len <= 16.
 enum class DecodeKernelChoice { kAuto, kPlain, kPrefetch, kTensorCores };
+std::string_view DecodeKernelChoiceName(DecodeKernelChoice kernel);
 
 struct DecodeOptions {
   // 0: the heuristic of PlanDecode (fill every SM's resident blocks); 1: unsplit; n: n splits.

@@ -22,6 +22,7 @@
 #include "kernels/attention/attention_params.h"
 #include "kernels/attention/cudnn_attention.h"
 #include "kernels/attention/decode.h"
+#include "kernels/attention/decode_tuning.h"
 #include "kernels/attention/device_attention_problem.h"
 #include "kernels/attention/prefill.h"
 #include "kernels/attention/reference.h"
@@ -121,7 +122,7 @@ class AttentionPlan final : public GpuWorkloadPlan {
             .host_purpose = "both outputs in fp32 for the comparison"};
   }
 
-  absl::StatusOr<std::string> Allocate(cudaStream_t) override {
+  absl::StatusOr<std::string> Allocate(cudaStream_t stream) override {
     ASSIGN_OR_RETURN(problem_, attention::MakeDeviceAttentionProblem(shape_, lengths_, spec_.seed()));
     if (cudnn_backend_) {
       // The plan reads the buffers just allocated; cuDNN's refusal ends the experiment here,
@@ -133,6 +134,14 @@ class AttentionPlan final : public GpuWorkloadPlan {
       workspace_bytes_ = attention::DecodeWorkspaceBytes(shape_, problem_->problem.lengths,
                                                          attention::kMaxDecodeSplits);
       ASSIGN_OR_RETURN(workspace_, DeviceBuffer::Allocate(std::max<size_t>(workspace_bytes_, 16)));
+    }
+    if (decode_ && !cudnn_backend_ && !reference_backend_) {
+      // Which decode kernel is fastest differs by GPU (the plan's weights are the H100's): time
+      // each on this problem once and run the fastest; the trial is in the result.
+      ASSIGN_OR_RETURN(const attention::DecodeTuning tuning,
+                       attention::TuneDecodeKernel(problem_->problem, DecodeOptionsFor(), stream));
+      decode_kernel_ = tuning.fastest;
+      decode_tuning_ = tuning.ToString();
     }
     return absl::StrCat(problem_->layout.num_pages, " pages of ", shape_.page_size, " tokens, ",
                         lengths_.batch(), " sequence(s)");
@@ -150,12 +159,10 @@ class AttentionPlan final : public GpuWorkloadPlan {
     }
     if (cudnn_backend_) return cudnn_->Run(stream);
     if (decode_) {
+      attention::DecodeOptions options = DecodeOptionsFor();
+      options.kernel = decode_kernel_;
       ASSIGN_OR_RETURN(const attention::DecodeLaunchInfo info,
-                       attention::LaunchDecode(problem_->problem,
-                                               {.num_splits = 0,
-                                                .workspace = workspace_.data(),
-                                                .workspace_bytes = workspace_bytes_},
-                                               stream));
+                       attention::LaunchDecode(problem_->problem, options, stream));
       launch_description_ = info.ToString();
       return absl::OkStatus();
     }
@@ -207,6 +214,7 @@ class AttentionPlan final : public GpuWorkloadPlan {
     config["phase"] = decode_ ? "decode" : "prefill";
     config["backend"] = EnumShortName(spec_.backend());
     config["launch"] = reference_backend_ ? "one block per (query row, head)" : launch_description_;
+    if (!decode_tuning_.empty()) config["decode_tuning"] = decode_tuning_;
     config["group_size"] = absl::StrCat(shape_.group_size());
     config["pages"] = absl::StrCat(problem_->layout.num_pages);
     // The batch as the kernels saw it: ragged and drawn batches differ per sequence.
@@ -251,6 +259,11 @@ class AttentionPlan final : public GpuWorkloadPlan {
   }
 
  private:
+  // Splits chosen by the plan, into the workspace sized for the most splits.
+  attention::DecodeOptions DecodeOptionsFor() const {
+    return {.num_splits = 0, .workspace = workspace_.data(), .workspace_bytes = workspace_bytes_};
+  }
+
   const v1::AttentionSpec& spec_;
   const worker_protocol::ExperimentAssignment& assignment_;
   const int ranks_;
@@ -264,6 +277,8 @@ class AttentionPlan final : public GpuWorkloadPlan {
   std::unique_ptr<attention::CudnnAttention> cudnn_;  // after problem_: freed before it
   DeviceBuffer workspace_;
   size_t workspace_bytes_ = 0;
+  attention::DecodeKernelChoice decode_kernel_ = attention::DecodeKernelChoice::kAuto;
+  std::string decode_tuning_;  // each kernel's trial time and the pick
   mutable std::string launch_description_;
 };
 
