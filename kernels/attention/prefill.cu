@@ -5,8 +5,9 @@
 // registers, and the softmax is the online one (running max and sum per row), so neither S nor
 // P ever reaches global memory. K and V tiles of kBlockN rows are gathered through the page
 // table (each row's entry read two tiles ahead into shared memory) with cp.async into shared
-// memory, two stages deep, so the next tile is in flight while the current one is multiplied. Shared-memory rows are swizzled
-// (16-byte chunk index XOR row % 8) so that ldmatrix reads are free of bank conflicts.
+// memory, two stages deep, so the next tile is in flight while the current one is multiplied
+// (or one K and one V buffer loaded in turn: the staggered variant). Shared-memory rows are
+// swizzled (16-byte chunk index XOR row % 8) so that ldmatrix reads are free of bank conflicts.
 #include <cuda_runtime.h>
 
 #include <bit>
@@ -63,7 +64,8 @@ inline constexpr PrefillVariant kDefaultPrefillVariant = PrefillVariant::kTwoRow
 // one is multiplied. Stages 1: one K and one V buffer, staggered - V of tile t loads under
 // S = Q K^T, K of tile t + 1 under O += P V - a third less shared memory, so more blocks fit
 // an SM (on an A100's 164 KB, two instead of one at head_dim 128).
-template <int HeadDim, int Warps, int RowTiles, int BlockN, bool QInRegisters, int Stages>
+template <int HeadDim, int Warps, int RowTiles, int BlockN, bool QInRegisters, int Stages,
+          int QkSteps = 2>
 struct PrefillConfig {
   static constexpr int kHeadDim = HeadDim;
   static constexpr int kWarps = Warps;
@@ -71,14 +73,18 @@ struct PrefillConfig {
   static constexpr int kBlockN = BlockN;
   static constexpr bool kQInRegisters = QInRegisters;
   static constexpr int kStages = Stages;
+  static constexpr int kQkSteps = QkSteps;  // k16 steps of S = Q K^T per K ldmatrix
   static constexpr int kBlockM = Warps * 16 * RowTiles;
   static constexpr int kThreads = Warps * 32;
   static constexpr int kSharedBytes = (kBlockM + 2 * Stages * BlockN) * HeadDim * 2;
 };
 
-// kTwoRowTiles (two stages) and kStaggered (one).
+// kTwoRowTiles (two stages) and kStaggered (one). The staggered kernel reads K one k16 step at
+// a time: on H100 3-4% faster for it, 2-3% slower for the two-stage one
+// (docs/benchmarks/RESULTS.md).
 template <int kHeadDim, int kStages>
-using TwoRowTilesConfig = PrefillConfig<kHeadDim, 4, 2, kTwoRowTilesBlockN, false, kStages>;
+using TwoRowTilesConfig =
+    PrefillConfig<kHeadDim, 4, 2, kTwoRowTilesBlockN, false, kStages, kStages == 1 ? 1 : 2>;
 
 template <typename T, typename Config, bool kCausal>
 __global__ void __launch_bounds__(Config::kThreads, 1)
@@ -86,8 +92,9 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
   constexpr int kHeadDim = Config::kHeadDim, kWarps = Config::kWarps;
   constexpr int kRowTiles = Config::kRowTiles, kBlockN = Config::kBlockN;
   constexpr bool kQInRegisters = Config::kQInRegisters;
-  constexpr int kStages = Config::kStages;
+  constexpr int kStages = Config::kStages, kQkSteps = Config::kQkSteps;
   static_assert(device::kIsAttentionType<T>, "T must be bf16 or fp16");
+  static_assert(kQkSteps == 1 || kQkSteps == 2, "one or two k16 steps per K ldmatrix");
   static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "head_dim 64, 128, 256");
   static_assert(kWarps == 4 || kWarps == 8, "4 or 8 warps");
   static_assert(kRowTiles == 1 || kRowTiles == 2, "16 or 32 query rows per warp");
@@ -206,7 +213,9 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
     const T* ks_tile = k_smem + (t % kStages) * kBlockN * kHeadDim;
     const T* vs_tile = v_smem + (t % kStages) * kBlockN * kHeadDim;
 
-    // S = Q K^T for the warp's rows x kBlockN keys, two k16 steps per K ldmatrix.
+    // S = Q K^T for the warp's rows x kBlockN keys, kQkSteps k16 steps at a time. Two: each K
+    // ldmatrix holds one 8-key tile for both steps. One: each holds two 8-key tiles of one
+    // step, so only one step's Q fragments are live (fewer registers, ptxas spills less).
     float s[kRowTiles][kBlockN / 8][4];
 #pragma unroll
     for (int mt = 0; mt < kRowTiles; ++mt) {
@@ -216,35 +225,39 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
       }
     }
 #pragma unroll
-    for (int kk = 0; kk < kHeadDim / 32; ++kk) {
-      uint32_t a[kRowTiles][2][4];
-      if constexpr (kQInRegisters) {
+    for (int k0 = 0; k0 < kHeadDim / 16; k0 += kQkSteps) {
+      uint32_t a[kRowTiles][kQkSteps][4];
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          a[0][0][i] = q_frag[2 * kk][i];
-          a[0][1][i] = q_frag[2 * kk + 1][i];
-        }
-      } else {
+      for (int mt = 0; mt < kRowTiles; ++mt) {
 #pragma unroll
-        for (int mt = 0; mt < kRowTiles; ++mt) {
+        for (int h = 0; h < kQkSteps; ++h) {
+          if constexpr (kQInRegisters) {
 #pragma unroll
-          for (int h = 0; h < 2; ++h) {
+            for (int i = 0; i < 4; ++i) a[0][h][i] = q_frag[k0 + h][i];
+          } else {
             const int row = warp_row0 + mt * 16 + (lane & 15);
-            const int chunk = (2 * kk + h) * 2 + (lane >> 4);
+            const int chunk = (k0 + h) * 2 + (lane >> 4);
             LdMatrixX4(a[mt][h], SharedAddress(q_smem + SwizzledOffset<kHeadDim>(row, chunk)));
           }
         }
       }
 #pragma unroll
-      for (int nt = 0; nt < kBlockN / 8; ++nt) {
+      for (int nt = 0; nt < kBlockN / 8; nt += 3 - kQkSteps) {
         uint32_t b[4];
-        const int row = nt * 8 + (lane & 7);
-        const int chunk = kk * 4 + (lane >> 3);
+        // Lanes 8i..8i+7 address matrix i: rows of 8-key tile nt (and nt + 1 with one step),
+        // 16-byte chunks of the steps' k columns.
+        const int row = kQkSteps == 2 ? nt * 8 + (lane & 7) : (nt + (lane >> 4)) * 8 + (lane & 7);
+        const int chunk = kQkSteps == 2 ? k0 * 2 + (lane >> 3) : k0 * 2 + ((lane >> 3) & 1);
         LdMatrixX4(b, SharedAddress(ks_tile + SwizzledOffset<kHeadDim>(row, chunk)));
 #pragma unroll
         for (int mt = 0; mt < kRowTiles; ++mt) {
-          MmaM16N8K16<T>(s[mt][nt], a[mt][0], b[0], b[1]);
-          MmaM16N8K16<T>(s[mt][nt], a[mt][1], b[2], b[3]);
+          if constexpr (kQkSteps == 2) {
+            MmaM16N8K16<T>(s[mt][nt], a[mt][0], b[0], b[1]);
+            MmaM16N8K16<T>(s[mt][nt], a[mt][1], b[2], b[3]);
+          } else {
+            MmaM16N8K16<T>(s[mt][nt], a[mt][0], b[0], b[1]);
+            MmaM16N8K16<T>(s[mt][nt + 1], a[mt][0], b[2], b[3]);
+          }
         }
       }
     }
