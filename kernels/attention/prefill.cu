@@ -519,8 +519,8 @@ absl::StatusOr<PrefillVariant> ChoosePrefillVariant(PrefillVariant requested, in
                                                    absl::StrJoin(dims, ", "), "; got ", head_dim));
   }
   if (requested == PrefillVariant::kHopperWgmma && !gpu.sm90) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "prefill variant ", name, " needs a compute capability 9.0 GPU (H100, H200)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("prefill variant ", name, " needs a compute capability 9.0 GPU (H100, H200)"));
   }
   return requested;
 }
