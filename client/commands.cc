@@ -358,14 +358,11 @@ std::optional<int> ListRequestFromArgs(Session& session, const ParsedArgs& args,
     }
     request.set_workload(static_cast<v1::Workload>((*value)->number()));
   }
-  if (const auto limit = args.Get("limit"); limit.has_value()) {
-    absl::StatusOr<int64_t> page_size = ParseSizedInteger(*limit, SizeUnits::kCount);
-    if (!page_size.ok() || *page_size < 0 || *page_size > INT32_MAX) {
-      return ReportUsageError(session.env(),
-                              absl::StrCat("--limit: \"", *limit, "\" is not a page size"), "list");
-    }
-    request.set_page_size(static_cast<int32_t>(*page_size));
+  const absl::StatusOr<std::optional<int32_t>> page_size = ParseCountFlag(args, "limit");
+  if (!page_size.ok()) {
+    return ReportUsageError(session.env(), std::string(page_size.status().message()), "list");
   }
+  if (page_size->has_value()) request.set_page_size(**page_size);
   request.set_page_token(args.Get("page-token").value_or(""));
   return std::nullopt;
 }
@@ -599,14 +596,11 @@ int RunAudit(Session& session, const ParsedArgs& args) {
   v1::ListAuditRequest request;
   request.set_user(args.Get("user").value_or(""));
   request.set_experiment_id(args.Get("experiment").value_or(""));
-  if (const auto limit = args.Get("limit"); limit.has_value()) {
-    absl::StatusOr<int64_t> parsed = ParseSizedInteger(*limit, SizeUnits::kCount);
-    if (!parsed.ok()) {
-      return ReportUsageError(session.env(), absl::StrCat("--limit: ", parsed.status().message()),
-                              "audit");
-    }
-    request.set_limit(static_cast<int32_t>(*parsed));
+  const absl::StatusOr<std::optional<int32_t>> limit = ParseCountFlag(args, "limit");
+  if (!limit.ok()) {
+    return ReportUsageError(session.env(), std::string(limit.status().message()), "audit");
   }
+  if (limit->has_value()) request.set_limit(**limit);
   ClientContext context;
   session.SetUnaryDeadline(context);
   v1::ListAuditResponse response;

@@ -308,6 +308,19 @@ absl::StatusOr<int64_t> ParseSizedInteger(absl::string_view text, SizeUnits unit
                        std::numeric_limits<int64_t>::max());
 }
 
+absl::StatusOr<std::optional<int32_t>> ParseCountFlag(const ParsedArgs& args,
+                                                      absl::string_view name) {
+  const std::optional<std::string> text = args.Get(name);
+  if (!text.has_value()) return std::optional<int32_t>();
+  const absl::StatusOr<int64_t> value = ParseSizedInteger(*text, SizeUnits::kCount);
+  if (!value.ok() || *value < 0 || *value > std::numeric_limits<int32_t>::max()) {
+    return absl::InvalidArgumentError(absl::StrCat("--", name, ": \"", *text,
+                                                   "\" is not a count from 0 to ",
+                                                   std::numeric_limits<int32_t>::max()));
+  }
+  return std::optional<int32_t>(static_cast<int32_t>(*value));
+}
+
 bool IsByteSizedField(const FieldDescriptor* field) {
   return absl::StrContains(field->name(), "bytes");
 }

@@ -10,6 +10,7 @@
 #define GPUPROF_CLIENT_FIELD_TEXT_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 #include "absl/strings/string_view.h"
@@ -17,6 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "google/protobuf/descriptor.h"
+#include "client/command_line.h"
 #include "common/enum_names.h"
 #include "google/protobuf/message.h"
 
@@ -26,6 +28,11 @@ enum class SizeUnits { kCount, kBytes };
 
 // A signed integer with the size suffixes described above. Syntax only: negative values pass.
 absl::StatusOr<int64_t> ParseSizedInteger(absl::string_view text, SizeUnits units);
+
+// A count flag's value (--limit N): nullopt when `name` is absent, else a whole count from 0 to
+// 2^31 - 1 in ParseSizedInteger's syntax (so "2k" is 2000). The error names the flag.
+absl::StatusOr<std::optional<int32_t>> ParseCountFlag(const ParsedArgs& args,
+                                                      absl::string_view name);
 
 // Whether K/M/G on this field are 1024-based: the field holds a number of bytes.
 bool IsByteSizedField(const google::protobuf::FieldDescriptor* field);

@@ -18,6 +18,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "client/command_line.h"
+#include "client/field_text.h"
 #include "client/render.h"
 #include "client/sweep_commands.h"
 #include "client/sweep_plot.h"
@@ -682,14 +683,11 @@ int ListFleetSweeps(FleetClients& clients, const ParsedArgs& args) {
   if (args.Switch("mine")) {
     request.set_user(clients.fleet().user.value_or(clients.env().local_user));
   }
-  if (const auto limit = args.Get("limit"); limit.has_value()) {
-    int32_t page_size = 0;
-    if (!absl::SimpleAtoi(*limit, &page_size) || page_size < 0) {
-      return Usage(clients.env(), absl::StrCat("--limit: \"", *limit, "\" is not a page size"),
-                   "sweep list");
-    }
-    request.set_page_size(page_size);
+  const absl::StatusOr<std::optional<int32_t>> page_size = ParseCountFlag(args, "limit");
+  if (!page_size.ok()) {
+    return Usage(clients.env(), std::string(page_size.status().message()), "sweep list");
   }
+  if (page_size->has_value()) request.set_page_size(**page_size);
   const std::vector<grpc::Status> statuses = clients.OnEveryNode([&](size_t i) {
     ClientContext context;
     clients.SetDeadline(context);

@@ -463,14 +463,11 @@ int RunSweepList(Connection& connection, const ParsedArgs& args) {
   v1::ListSweepsRequest request;
   if (args.Switch("mine")) request.set_user(connection.user());
   if (const auto user = args.Get("user"); user.has_value()) request.set_user(*user);
-  if (const auto limit = args.Get("limit"); limit.has_value()) {
-    int32_t page_size = 0;
-    if (!absl::SimpleAtoi(*limit, &page_size) || page_size < 0) {
-      return Usage(connection.env(), absl::StrCat("--limit: \"", *limit, "\" is not a page size"),
-                   "sweep list");
-    }
-    request.set_page_size(page_size);
+  const absl::StatusOr<std::optional<int32_t>> page_size = ParseCountFlag(args, "limit");
+  if (!page_size.ok()) {
+    return Usage(connection.env(), std::string(page_size.status().message()), "sweep list");
   }
+  if (page_size->has_value()) request.set_page_size(**page_size);
   request.set_page_token(args.Get("page-token").value_or(""));
   ClientContext context;
   connection.SetUnaryDeadline(context);
