@@ -109,14 +109,23 @@ TEST(PagedLayoutTest, BuildsAPermutationOfPagesPerSequence) {
   EXPECT_FALSE(BuildPagedLayout(lengths, 12, 1).ok());
 }
 
+// A GQA 32/8 decode on an H100 (132 SMs): `batch` sequences of `kv_len` keys, one query each;
+// the residencies are the tests' own.
+DecodePlanInput H100Decode(int batch, int kv_len, int blocks_per_sm,
+                           int prefetch_blocks_per_sm = 0, int tensor_core_blocks_per_sm = 0) {
+  return DecodePlanInput{.batch = batch,
+                         .num_kv_heads = 8,
+                         .group_size = 4,
+                         .max_q_len = 1,
+                         .max_kv_len = kv_len,
+                         .sm_count = 132,
+                         .blocks_per_sm = blocks_per_sm,
+                         .prefetch_blocks_per_sm = prefetch_blocks_per_sm,
+                         .tensor_core_blocks_per_sm = tensor_core_blocks_per_sm};
+}
+
 TEST(DecodePlanTest, FillsTheGpuAtSmallBatchAndStaysUnsplitAtLargeBatch) {
-  DecodePlanInput input{.batch = 1,
-                        .num_kv_heads = 8,
-                        .group_size = 4,
-                        .max_q_len = 1,
-                        .max_kv_len = 32768,
-                        .sm_count = 132,
-                        .blocks_per_sm = 3};
+  DecodePlanInput input = H100Decode(/*batch=*/1, /*kv_len=*/32768, /*blocks_per_sm=*/3);
   auto small = PlanDecode(input);
   ASSERT_TRUE(small.ok()) << small.status();
   EXPECT_EQ(small->rows_per_block, 4);
@@ -151,14 +160,8 @@ TEST(DecodePlanTest, FillsTheGpuAtSmallBatchAndStaysUnsplitAtLargeBatch) {
 
 TEST(DecodePlanTest, PrefetchesUnlessItsFewerResidentBlocksCostAWave) {
   // H100-like: the plain kernel keeps 4 blocks per SM resident, the prefetching one 3.
-  DecodePlanInput input{.batch = 32,
-                        .num_kv_heads = 8,
-                        .group_size = 4,
-                        .max_q_len = 1,
-                        .max_kv_len = 4096,
-                        .sm_count = 132,
-                        .blocks_per_sm = 4,
-                        .prefetch_blocks_per_sm = 3};
+  DecodePlanInput input = H100Decode(/*batch=*/32, /*kv_len=*/4096, /*blocks_per_sm=*/4,
+                                     /*prefetch_blocks_per_sm=*/3);
   // 256 blocks are one wave either way (plain would split in 2 to fill 528 slots): prefetch.
   auto plan = PlanDecode(input);
   ASSERT_TRUE(plan.ok());
@@ -184,15 +187,9 @@ TEST(DecodePlanTest, PrefetchesUnlessItsFewerResidentBlocksCostAWave) {
 }
 
 TEST(DecodePlanTest, TensorCoresForOneSequenceWhereOffered) {
-  DecodePlanInput input{.batch = 1,
-                        .num_kv_heads = 8,
-                        .group_size = 4,
-                        .max_q_len = 1,
-                        .max_kv_len = 8192,
-                        .sm_count = 132,
-                        .blocks_per_sm = 4,
-                        .prefetch_blocks_per_sm = 3,
-                        .tensor_core_blocks_per_sm = 2};
+  DecodePlanInput input = H100Decode(/*batch=*/1, /*kv_len=*/8192, /*blocks_per_sm=*/4,
+                                     /*prefetch_blocks_per_sm=*/3,
+                                     /*tensor_core_blocks_per_sm=*/2);
   auto plan = PlanDecode(input);
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_TRUE(plan->tensor_cores);
