@@ -2,8 +2,8 @@
 """PyTorch's scaled_dot_product_attention backends on the shapes of attention_benchmark.
 
 Same conventions as the C++ benchmark: GQA 32/8, head_dim 128, bf16; prefill batch 1 causal
-4k/8k/16k (and 4k non-causal, and 4k causal at head_dim 256 with 16/8 heads), decode q_len 1 at batch 32/64/128 x KV 4k and batch 1/4/8 x KV
-8k/16k/32k. K/V are contiguous [batch, kv_heads, len, dim] (PyTorch has no paged cache). Timing:
+4k/8k/16k (and 4k non-causal, and 4k causal at head_dim 256 with 16/8 heads), decode q_len 1
+at batch 32/64/128 x KV 4k and batch 1/4/8 x KV 8k/16k/32k. K/V are contiguous [batch, kv_heads, len, dim] (PyTorch has no paged cache). Timing:
 CUDA events around each call, L2 flushed (memset of 2x its size) before each, warm-up excluded,
 median. FLOPs = 4 * heads * pairs * dim (causal q == kv counts half); bytes = Q + K + V (once per
 KV head) + O. A backend that refuses enable_gqa is retried with K/V expanded to all query heads
