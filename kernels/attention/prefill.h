@@ -29,7 +29,7 @@ enum class PrefillVariant {
   kTwoRowTiles,   // 4 warps x 32 query rows, Q re-read from shared memory, 32-key tiles
                   // at head_dim 128 (64 at 64)
   kHopperWgmma,   // 2 warpgroups x 64 query rows, wgmma from shared memory, 128-key tiles
-                  // (64 at head_dim 256)
+                  // (48 at head_dim 256)
   kWideHead,      // head_dim 256 only: 4 warps x 16 query rows, Q re-read from shared memory,
                   // 32-key tiles
   kStaggered,     // as kTwoRowTiles with one K and one V buffer loaded in turn (less shared

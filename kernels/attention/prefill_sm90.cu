@@ -32,8 +32,18 @@
 #include "kernels/attention/prefill_tile.cuh"
 #include "kernels/attention/prefill_sm90.h"
 
-// The accumulator operands of one wgmma: 32 (n64), 64 (n128) or 128 (n256) fp32 registers a
-// thread.
+// The accumulator operands of one wgmma: 24 (n48), 32 (n64), 64 (n128) or 128 (n256) fp32
+// registers a thread.
+#define GPUPROF_WGMMA_ACC24_REGS \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
+  "%20, %21, %22, %23}"
+
+#define GPUPROF_WGMMA_ACC24_OPERANDS \
+  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), \
+  "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), \
+  "+f"(d[22]), "+f"(d[23])
+
 #define GPUPROF_WGMMA_ACC32_REGS \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
   "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
@@ -119,17 +129,17 @@ inline constexpr int kSlab = 64;             // elements in one 128-byte swizzle
 inline constexpr int kSwizzleAlign = 1024;   // the swizzle pattern repeats every 8 rows
 
 // KV rows per tile and tiles in flight. At head_dim 256 O alone is 128 registers a consumer
-// thread and a 128-key tile takes 64 KB a stage for K and V, so 64-key tiles, two stages
-// (Q 64 KB + 2 x 2 x 32 KB fits the 227 KB a block may have); 80-key tiles (the most that fit)
-// measured 5% slower on H100 (docs/benchmarks/RESULTS.md).
+// thread and Q takes 64 KB, so 48-key tiles, three stages (64 + 3 x 2 x 24 KB fits the 227 KB a
+// block may have). On H100 at 4k causal: 64-key tiles in two stages ran 301.7 TFLOP/s with the
+// consumers waiting on K/V (long_scoreboard 64% of stalls), 80 keys in two 289.8, 48 in three
+// 414.2 (docs/benchmarks/RESULTS.md).
 template <int kHeadDim>
-inline constexpr int kBlockNFor = kHeadDim == 256 ? 64 : 128;
-template <int kHeadDim>
-inline constexpr int kStagesFor = kHeadDim == 256 ? 2 : 3;
+inline constexpr int kBlockNFor = kHeadDim == 256 ? 48 : 128;
+inline constexpr int kStages = 3;
 
 template <int kHeadDim>
 constexpr int SharedBytes() {
-  return (kBlockM + 2 * kStagesFor<kHeadDim> * kBlockNFor<kHeadDim>) * kHeadDim * 2 + kSwizzleAlign;
+  return (kBlockM + 2 * kStages * kBlockNFor<kHeadDim>) * kHeadDim * 2 + kSwizzleAlign;
 }
 
 // Element offset of 16-byte chunk `chunk` of row `row` in a tile of `rows` rows.
@@ -199,8 +209,20 @@ __device__ __forceinline__ void PinRegisters(float (&r)[N]) {
 template <typename T, int N>
 __device__ __forceinline__ void WgmmaFromShared(float (&d)[N / 2], uint64_t desc_a,
                                                 uint64_t desc_b, int scale_d) {
-  static_assert(N == 64 || N == 128);
-  if constexpr (N == 64 && std::is_same_v<T, __nv_bfloat16>) {
+  static_assert(N == 48 || N == 64 || N == 128);
+  if constexpr (N == 48 && std::is_same_v<T, __nv_bfloat16>) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %26, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n48k16.f32.bf16.bf16 " GPUPROF_WGMMA_ACC24_REGS
+                 ", %24, %25, p, 1, 1, 0, 0;\n}\n"
+                 : GPUPROF_WGMMA_ACC24_OPERANDS
+                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+  } else if constexpr (N == 48) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %26, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n48k16.f32.f16.f16 " GPUPROF_WGMMA_ACC24_REGS
+                 ", %24, %25, p, 1, 1, 0, 0;\n}\n"
+                 : GPUPROF_WGMMA_ACC24_OPERANDS
+                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+  } else if constexpr (N == 64 && std::is_same_v<T, __nv_bfloat16>) {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " GPUPROF_WGMMA_ACC32_REGS
                  ", %32, %33, p, 1, 1, 0, 0;\n}\n"
@@ -278,13 +300,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   static_assert(device::kIsAttentionType<T>, "T must be bf16 or fp16");
   static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "head_dim 64, 128, 256");
   constexpr int kBlockN = kBlockNFor<kHeadDim>;
-  constexpr int kStages = kStagesFor<kHeadDim>;
   constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks per row
   constexpr int kTileElements = kBlockN * kHeadDim;
   constexpr uint32_t kRowBytes = kSlab * 2;
   constexpr uint32_t kGroupBytes = 8 * kRowBytes;  // eight swizzled rows
-  static_assert((kBlockN * 2) % kProducerThreads == 0 &&
-                (kBlockM * kChunks) % kProducerThreads == 0);
+  static_assert(kBlockN % 16 == 0 && (kBlockM * kChunks) % kProducerThreads == 0);
 
   extern __shared__ uint8_t shared_raw[];
   __shared__ uint64_t stage_full[kStages], stage_empty[kStages];
@@ -333,13 +353,19 @@ __global__ void __launch_bounds__(kThreads, 1)
     // Two threads a row, one page-table read each per row; the pair's 16-byte chunks are
     // adjacent, so a warp reads whole 32-byte sectors. The next tile's page entries are read
     // before waiting for its stage, so their latency hides behind the wait.
-    constexpr int kRowsPerThread = kBlockN * 2 / kProducerThreads;
+    // Pairs of threads take rows kProducerThreads / 2 apart; with fewer rows than pairs some
+    // pairs idle.
+    constexpr int kRowsPerThread = (kBlockN * 2 + kProducerThreads - 1) / kProducerThreads;
+    constexpr bool kAllPairsBusy = (kBlockN * 2) % kProducerThreads == 0;
     const int half = thread % 2;
     auto read_pages = [&](int t, int (&page)[kRowsPerThread]) {
 #pragma unroll
       for (int k = 0; k < kRowsPerThread; ++k) {
-        const int j = t * kBlockN + thread / 2 + k * (kProducerThreads / 2);
-        page[k] = j < kv_end ? __ldg(pages + (j >> p.log2_page_size)) : 0;
+        const int row = thread / 2 + k * (kProducerThreads / 2);
+        const int j = t * kBlockN + row;
+        page[k] = (kAllPairsBusy || row < kBlockN) && j < kv_end
+                      ? __ldg(pages + (j >> p.log2_page_size))
+                      : 0;
       }
     };
     int next_page[kRowsPerThread];
@@ -356,6 +382,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (int k = 0; k < kRowsPerThread; ++k) {
         const int row = thread / 2 + k * (kProducerThreads / 2);
+        if (!kAllPairsBusy && row >= kBlockN) break;
         const int j = t * kBlockN + row;
         const bool valid = j < kv_end;
         const int64_t row_offset =
@@ -594,7 +621,7 @@ absl::StatusOr<PrefillLaunchInfo> LaunchTyped(const AttentionProblem& problem,
   return PrefillLaunchInfo{.block_m = kBlockM,
                            .block_n = kBlockN,
                            .warps = kConsumerThreads / 32,
-                           .stages = kStagesFor<kHeadDim>,
+                           .stages = kStages,
                            .shared_bytes = kShared,
                            .blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z,
                            .variant = PrefillVariant::kHopperWgmma};
