@@ -52,7 +52,7 @@ inline constexpr int kTwoRowTilesBlockN = 64;
 // there, so Q stays in shared memory and S is a 32-key tile.
 inline constexpr int kWideHeadBlockN = 32;
 // The portable default where as many of its blocks fit an SM as of kStaggered's. Two row tiles
-// per warp: on H100 faster than 8 warps x 16 rows by 12-15% at 4k-16k causal and 4k full
+// per warp: on H100 faster than 8 warps x 16 rows by 12-17% at 4k-16k causal and 4k full
 // (docs/benchmarks/RESULTS.md). Head_dim 64 was checked for correctness only, not timed.
 inline constexpr PrefillVariant kDefaultPrefillVariant = PrefillVariant::kTwoRowTiles;
 
@@ -62,8 +62,8 @@ inline constexpr PrefillVariant kDefaultPrefillVariant = PrefillVariant::kTwoRow
 // and V fragment it loads for two MMAs, halving the shared-memory reads per FLOP
 // (FlashAttention-2's balance on sm_80). Stages 2: K and V of the next tile load while this
 // one is multiplied. Stages 1: one K and one V buffer, staggered - V of tile t loads under
-// S = Q K^T, K of tile t + 1 under O += P V - a third less shared memory, so more blocks fit
-// an SM (on an A100's 164 KB, two instead of one at head_dim 128).
+// S = Q K^T and the softmax, K of tile t + 1 under O += P V - a third less shared memory, so
+// more blocks fit an SM (on an A100's 164 KB, two instead of one at head_dim 128).
 template <int HeadDim, int Warps, int RowTiles, int BlockN, bool QInRegisters, int Stages,
           int QkSteps = 2>
 struct PrefillConfig {
@@ -80,7 +80,7 @@ struct PrefillConfig {
 };
 
 // kTwoRowTiles (two stages) and kStaggered (one). The staggered kernel reads K one k16 step at
-// a time: on H100 3-4% faster for it, 2-3% slower for the two-stage one
+// a time: on H100 2-5% faster for it, 1-3% slower for the two-stage one
 // (docs/benchmarks/RESULTS.md).
 template <int kHeadDim, int kStages>
 using TwoRowTilesConfig =
