@@ -38,15 +38,15 @@ absl::StatusOr<DecodeTuning> TuneDecodeKernel(const AttentionProblem& problem,
                                     DecodeKernelChoice::kTensorCores}) {
     DecodeOptions forced = options;
     forced.kernel = kernel;
-    absl::StatusOr<DecodeLaunchInfo> info = LaunchDecode(problem, forced, stream);
-    if (!info.ok()) {
-      // A kernel refused for the shape (the tensor-core one outside its head sizes and rows)
-      // is no candidate; any other failure is the caller's.
+    // The untimed launch. A kernel refused for the shape (the tensor-core one outside its head
+    // sizes and rows) is no candidate; any other failure is the caller's.
+    const absl::Status first = LaunchDecode(problem, forced, stream).status();
+    if (!first.ok()) {
       if (kernel == DecodeKernelChoice::kTensorCores &&
-          info.status().code() == absl::StatusCode::kInvalidArgument) {
+          first.code() == absl::StatusCode::kInvalidArgument) {
         continue;
       }
-      return info.status();
+      return first;
     }
     for (int i = 0; i < launches; ++i) {
       RETURN_IF_ERROR(events[2 * i].Record(stream));
@@ -60,8 +60,7 @@ absl::StatusOr<DecodeTuning> TuneDecodeKernel(const AttentionProblem& problem,
       us.push_back(ms * 1e3);
     }
     std::sort(us.begin(), us.end());
-    tuning.candidates.push_back(
-        {.kernel = kernel, .median_us = us[us.size() / 2], .launch = info->ToString()});
+    tuning.candidates.push_back({.kernel = kernel, .median_us = us[us.size() / 2]});
   }
   if (tuning.candidates.empty()) {
     return absl::InternalError("no decode kernel took the problem");

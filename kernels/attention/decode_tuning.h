@@ -21,7 +21,6 @@ struct DecodeTuning {
   struct Candidate {
     DecodeKernelChoice kernel = DecodeKernelChoice::kAuto;
     double median_us = 0;
-    std::string launch;  // DecodeLaunchInfo::ToString() of its launch
   };
   DecodeKernelChoice fastest = DecodeKernelChoice::kAuto;
   std::vector<Candidate> candidates;  // every kernel that takes the problem, in trial order

@@ -449,32 +449,28 @@ absl::StatusOr<int> BlocksPerSm(bool causal) {
   return blocks;
 }
 
-// The GPU facts kAuto needs for `shape` on the current device.
+// The two-stage and staggered kernels' resident blocks per SM for `shape` on the current device,
+// into `gpu` (kAuto's choice between them); nothing at head_dim 256, where neither runs.
 template <typename T, int kHeadDim>
-absl::StatusOr<PrefillGpu> CurrentPrefillGpuTyped(bool causal) {
-  PrefillGpu gpu{.sm90 = CurrentDeviceIsSm90()};
-  if constexpr (kHeadDim != 256) {
-    if (!gpu.sm90) {
-      ASSIGN_OR_RETURN(gpu.two_row_tiles_blocks_per_sm,
-                       (BlocksPerSm<T, TwoRowTilesConfig<kHeadDim, 2>>(causal)));
-      ASSIGN_OR_RETURN(gpu.staggered_blocks_per_sm,
-                       (BlocksPerSm<T, TwoRowTilesConfig<kHeadDim, 1>>(causal)));
-    }
-  }
-  return gpu;
+absl::Status FillPortableResidencyTyped(bool causal, PrefillGpu& gpu) {
+  ASSIGN_OR_RETURN(gpu.two_row_tiles_blocks_per_sm,
+                   (BlocksPerSm<T, TwoRowTilesConfig<kHeadDim, 2>>(causal)));
+  ASSIGN_OR_RETURN(gpu.staggered_blocks_per_sm,
+                   (BlocksPerSm<T, TwoRowTilesConfig<kHeadDim, 1>>(causal)));
+  return absl::OkStatus();
 }
 
-absl::StatusOr<PrefillGpu> CurrentPrefillGpu(const AttentionShape& shape) {
+absl::Status FillPortableResidency(const AttentionShape& shape, PrefillGpu& gpu) {
   const bool bf16 = shape.dtype == AttentionDtype::kBf16;
   switch (shape.head_dim) {
     case 64:
-      return bf16 ? CurrentPrefillGpuTyped<__nv_bfloat16, 64>(shape.causal)
-                  : CurrentPrefillGpuTyped<__half, 64>(shape.causal);
+      return bf16 ? FillPortableResidencyTyped<__nv_bfloat16, 64>(shape.causal, gpu)
+                  : FillPortableResidencyTyped<__half, 64>(shape.causal, gpu);
     case 128:
-      return bf16 ? CurrentPrefillGpuTyped<__nv_bfloat16, 128>(shape.causal)
-                  : CurrentPrefillGpuTyped<__half, 128>(shape.causal);
+      return bf16 ? FillPortableResidencyTyped<__nv_bfloat16, 128>(shape.causal, gpu)
+                  : FillPortableResidencyTyped<__half, 128>(shape.causal, gpu);
     default:
-      return PrefillGpu{.sm90 = CurrentDeviceIsSm90()};
+      return absl::OkStatus();
   }
 }
 
@@ -567,11 +563,9 @@ absl::StatusOr<PrefillLaunchInfo> LaunchPrefill(const AttentionProblem& problem,
   if (problem.lengths.max_q_len() == 0) {
     return PrefillLaunchInfo{};  // nothing to compute
   }
-  PrefillGpu gpu;
-  if (variant == PrefillVariant::kAuto) {
-    ASSIGN_OR_RETURN(gpu, CurrentPrefillGpu(shape));
-  } else {
-    gpu.sm90 = CurrentDeviceIsSm90();
+  PrefillGpu gpu{.sm90 = CurrentDeviceIsSm90()};
+  if (variant == PrefillVariant::kAuto && !gpu.sm90) {
+    RETURN_IF_ERROR(FillPortableResidency(shape, gpu));
   }
   ASSIGN_OR_RETURN(variant, ChoosePrefillVariant(variant, shape.head_dim, gpu));
   const AttentionBuffers& b = problem.buffers;
