@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,17 +20,25 @@
 #include "google/protobuf/util/json_util.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
+#include "tests/testing/local_account.h"
 
 extern char** environ;
 
 namespace gpuprof::testing {
 namespace {
 
-pid_t Spawn(const std::vector<std::string>& argv, int out_fd, int err_fd) {
+pid_t Spawn(const std::vector<std::string>& argv, int out_fd, int err_fd,
+            const std::vector<std::string>& environment = {},
+            const std::function<void()>& child_setup = nullptr) {
   std::vector<std::string> args = argv;
   std::vector<char*> c_args;
   for (auto& arg : args) c_args.push_back(arg.data());
   c_args.push_back(nullptr);
+  // Built before fork: the child may only make async-signal-safe calls.
+  std::vector<std::string> env = environment;
+  std::vector<char*> c_env;
+  for (auto& entry : env) c_env.push_back(entry.data());
+  c_env.push_back(nullptr);
   const pid_t pid = fork();
   if (pid == 0) {
     setpgid(0, 0);
@@ -37,7 +46,12 @@ pid_t Spawn(const std::vector<std::string>& argv, int out_fd, int err_fd) {
     dup2(devnull, STDIN_FILENO);
     dup2(out_fd, STDOUT_FILENO);
     dup2(err_fd, STDERR_FILENO);
-    execv(c_args[0], c_args.data());
+    if (child_setup) child_setup();
+    if (env.empty()) {
+      execv(c_args[0], c_args.data());
+    } else {
+      execve(c_args[0], c_args.data(), c_env.data());
+    }
     _exit(127);
   }
   return pid;
@@ -70,10 +84,16 @@ std::string MakeTempDir(const std::string& name) {
 }
 
 CommandResult RunCommand(const std::vector<std::string>& argv, absl::Duration timeout) {
+  return RunCommandWithSetup(argv, timeout, {}, nullptr);
+}
+
+CommandResult RunCommandWithSetup(const std::vector<std::string>& argv, absl::Duration timeout,
+                                  const std::vector<std::string>& environment,
+                                  const std::function<void()>& child_setup) {
   int out_pipe[2], err_pipe[2];
   CommandResult result;
-  if (pipe(out_pipe) != 0 || pipe(err_pipe) != 0) return result;
-  const pid_t pid = Spawn(argv, out_pipe[1], err_pipe[1]);
+  if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0) return result;
+  const pid_t pid = Spawn(argv, out_pipe[1], err_pipe[1], environment, child_setup);
   close(out_pipe[1]);
   close(err_pipe[1]);
   std::thread out_reader([&] { DrainInto(out_pipe[0], result.out); });
@@ -104,6 +124,8 @@ DaemonProcess::DaemonProcess(std::string state_dir, std::vector<std::string> ext
   char pattern[] = "/tmp/gpuprof-test-XXXXXX";
   const char* made = mkdtemp(pattern);
   socket_dir_ = made == nullptr ? "/tmp" : made;
+  // Other local accounts reach the socket in tests of a shared box (mkdtemp makes it 0700).
+  if (made != nullptr) chmod(made, 0755);
 }
 
 DaemonProcess::~DaemonProcess() {
@@ -221,6 +243,14 @@ CommandResult DaemonProcess::Cli(const std::vector<std::string>& args, const std
                                    "--user=" + user};
   argv.insert(argv.end(), args.begin(), args.end());
   return RunCommand(argv, timeout);
+}
+
+CommandResult DaemonProcess::CliAs(const LocalAccount& account,
+                                   const std::vector<std::string>& args,
+                                   absl::Duration timeout) const {
+  std::vector<std::string> argv = {SharedBinary("client/gpuprof"), "--target=" + target()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return RunCommandAs(account, argv, timeout);
 }
 
 std::string DaemonProcess::Log() const {

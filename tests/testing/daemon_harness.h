@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,6 +26,14 @@ struct CommandResult {
 // Runs a program to completion, capturing its output; kills it after `timeout`.
 CommandResult RunCommand(const std::vector<std::string>& argv,
                          absl::Duration timeout = absl::Seconds(120));
+
+// RunCommand with `environment` (the child's whole environment; empty: the test's own) and
+// `child_setup` run in the child between fork and exec (async-signal-safe calls only).
+CommandResult RunCommandWithSetup(const std::vector<std::string>& argv, absl::Duration timeout,
+                                  const std::vector<std::string>& environment,
+                                  const std::function<void()>& child_setup);
+
+struct LocalAccount;  // tests/testing/local_account.h
 
 // Path of a binary built by Bazel and listed in the test's data, e.g. "daemon/gpuprofd".
 std::string RunfilePath(const std::string& workspace_relative);
@@ -74,6 +83,11 @@ class DaemonProcess {
   // give their own --target.
   CommandResult CliAsIs(const std::vector<std::string>& args,
                         absl::Duration timeout = absl::Seconds(120)) const;
+  // The CLI run as another local account against the daemon's unix socket (no --user): how a
+  // second user of a shared box reaches the daemon. The socket directory is open to every
+  // account; the daemon decides who may connect.
+  CommandResult CliAs(const LocalAccount& account, const std::vector<std::string>& args,
+                      absl::Duration timeout = absl::Seconds(60)) const;
   // Daemon's stderr so far, for diagnostics.
   std::string Log() const;
 
