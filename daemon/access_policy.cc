@@ -13,6 +13,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -64,6 +65,76 @@ void CheckName(const std::string& field, const std::string& value, absl::string_
   }
 }
 
+// A user name as the policy may write it: a local account ("alice", "uid:1001"), a
+// certificate subject ("tls:alice") or a token's user. Parentheses are reserved, so that the
+// catch-all "(other)" of the metrics is nobody's name.
+void CheckUserName(const std::string& field, const std::string& value,
+                   const v1::AccessPolicy& policy, std::vector<std::string>& errors) {
+  CheckName(field, value, "user", errors);
+  if (value.find_first_of("()") != std::string::npos) {
+    errors.push_back(absl::StrCat(field, ": got \"", absl::CEscape(value),
+                                  "\"; a user name has no parentheses (\"", kOtherUsers,
+                                  "\" stands for every user without a users entry)"));
+  }
+  constexpr absl::string_view kTlsPrefix = "tls:";
+  if (!absl::StartsWith(value, kTlsPrefix)) return;
+  const absl::string_view subject = absl::string_view(value).substr(kTlsPrefix.size());
+  if (subject.empty()) {
+    errors.push_back(absl::StrCat(field,
+                                  ": got \"tls:\"; name the certificate subject after "
+                                  "tls: (\"tls:alice\" for CN=alice)"));
+  } else if (policy.tls_subjects_are_local_users()) {
+    errors.push_back(absl::StrCat(
+        field, ": got \"", absl::CEscape(value),
+        "\", which names no one: with tls_subjects_are_local_users: true a certificate's "
+        "subject is the local user of the same name; write \"",
+        absl::CEscape(subject), "\""));
+  }
+}
+
+// The first and last fields written in the text: `policy_version` must open the policy and
+// `end_of_policy` close it. A textproto cut at a line break still parses, so the closing field
+// is what shows that the file was read to its end.
+void CheckHeaderAndEnd(const v1::AccessPolicy& policy,
+                       const google::protobuf::TextFormat::ParseInfoTree& tree,
+                       std::vector<std::string>& errors) {
+  using Location = google::protobuf::TextFormat::ParseLocation;
+  struct Seen {
+    const google::protobuf::FieldDescriptor* field;
+    Location start;
+  };
+  const auto before = [](const Location& a, const Location& b) {
+    return a.line < b.line || (a.line == b.line && a.column < b.column);
+  };
+  const google::protobuf::Descriptor* descriptor = policy.GetDescriptor();
+  const google::protobuf::Reflection* reflection = policy.GetReflection();
+  std::vector<Seen> seen;
+  for (int i = 0; i < descriptor->field_count(); ++i) {
+    const google::protobuf::FieldDescriptor* field = descriptor->field(i);
+    const int count = field->is_repeated() ? reflection->FieldSize(policy, field) : 1;
+    for (int index = 0; index < count; ++index) {
+      const Location start = tree.GetLocation(field, field->is_repeated() ? index : -1);
+      if (start.line >= 0) seen.push_back({field, start});
+    }
+  }
+  if (seen.empty()) return;  // the missing fields are named by validation
+  // A top-level field that starts after another also ends after it: starts order them.
+  const auto by_start = [&](const Seen& a, const Seen& b) { return before(a.start, b.start); };
+  const auto first = std::min_element(seen.begin(), seen.end(), by_start);
+  const auto last = std::max_element(seen.begin(), seen.end(), by_start);
+  // Lines as an editor counts them (the parser counts from 0).
+  if (policy.has_policy_version() && first->field->name() != "policy_version") {
+    errors.push_back(absl::StrCat("policy_version: must be the first field; line ",
+                                  first->start.line + 1, " sets ", first->field->name(),
+                                  " before it"));
+  }
+  if (policy.has_end_of_policy() && last->field->name() != "end_of_policy") {
+    errors.push_back(absl::StrCat("end_of_policy: must be the last field; line ",
+                                  last->start.line + 1, " sets ", last->field->name(),
+                                  " after it"));
+  }
+}
+
 void CheckQuota(const std::string& field, const v1::Quota& quota,
                 std::vector<std::string>& errors) {
   if (quota.has_max_queued_experiments() && quota.max_queued_experiments() < 0) {
@@ -71,14 +142,13 @@ void CheckQuota(const std::string& field, const v1::Quota& quota,
                                   quota.max_queued_experiments(), "; must be >= 0"));
   }
   if (quota.has_max_concurrent_gpus() && quota.max_concurrent_gpus() < 0) {
-    errors.push_back(absl::StrCat(field, ".max_concurrent_gpus: got ",
-                                  quota.max_concurrent_gpus(), "; must be >= 0"));
+    errors.push_back(absl::StrCat(field, ".max_concurrent_gpus: got ", quota.max_concurrent_gpus(),
+                                  "; must be >= 0"));
   }
   if (quota.has_max_gpu_hours_per_day() &&
       (!std::isfinite(quota.max_gpu_hours_per_day()) || quota.max_gpu_hours_per_day() < 0)) {
     errors.push_back(absl::StrCat(field, ".max_gpu_hours_per_day: got ",
-                                  quota.max_gpu_hours_per_day(),
-                                  "; must be a finite number >= 0"));
+                                  quota.max_gpu_hours_per_day(), "; must be a finite number >= 0"));
   }
   if (quota.has_max_timeout()) {
     const auto& timeout = quota.max_timeout();
@@ -100,14 +170,29 @@ absl::StatusOr<v1::AccessPolicy> ParseAccessPolicy(const std::string& text,
   v1::AccessPolicy policy;
   CollectErrors errors(origin);
   google::protobuf::TextFormat::Parser parser;
+  google::protobuf::TextFormat::ParseInfoTree locations;
   parser.RecordErrorsTo(&errors);
+  parser.WriteLocationsTo(&locations);
   if (!parser.ParseFromString(text, &policy)) {
-    return absl::InvalidArgumentError(
-        errors.errors().empty() ? absl::StrCat(origin, ": not a gpuprof.v1.AccessPolicy")
-                                : absl::StrJoin(errors.errors(), "; "));
+    return absl::InvalidArgumentError(errors.errors().empty()
+                                          ? absl::StrCat(origin, ": not a gpuprof.v1.AccessPolicy")
+                                          : absl::StrJoin(errors.errors(), "; "));
   }
-  const absl::Status valid = ValidateAccessPolicy(policy);
-  if (!valid.ok()) return absl::InvalidArgumentError(absl::StrCat(origin, ": ", valid.message()));
+  if (policy.ByteSizeLong() == 0 && !policy.has_policy_version()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        origin, ": empty (no field set); a policy file holds at least \"policy_version: ",
+        kSupportedPolicyVersion,
+        "\" as its first line and \"end_of_policy: true\" as its last (without --policy the "
+        "daemon runs the built-in policy)"));
+  }
+  std::vector<std::string> problems;
+  CheckHeaderAndEnd(policy, locations, problems);
+  if (const absl::Status valid = ValidateAccessPolicy(policy); !valid.ok()) {
+    problems.push_back(std::string(valid.message()));
+  }
+  if (!problems.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(origin, ": ", absl::StrJoin(problems, "; ")));
+  }
   return policy;
 }
 
@@ -123,8 +208,24 @@ absl::StatusOr<v1::AccessPolicy> LoadAccessPolicyFile(const std::string& path) {
 
 absl::Status ValidateAccessPolicy(const v1::AccessPolicy& policy) {
   std::vector<std::string> errors;
+  if (!policy.has_policy_version()) {
+    errors.push_back(
+        absl::StrCat("policy_version: missing; a policy's first line is "
+                     "\"policy_version: ",
+                     kSupportedPolicyVersion, "\""));
+  } else if (policy.policy_version() != kSupportedPolicyVersion) {
+    errors.push_back(absl::StrCat("policy_version: got ", policy.policy_version(),
+                                  "; this gpuprofd reads version ", kSupportedPolicyVersion));
+  }
+  if (!policy.has_end_of_policy()) {
+    errors.push_back(
+        "end_of_policy: missing; a policy's last line is \"end_of_policy: true\", and a file "
+        "without it is taken to be cut short");
+  } else if (!policy.end_of_policy()) {
+    errors.push_back("end_of_policy: got false; must be true");
+  }
   for (int i = 0; i < policy.admins_size(); ++i) {
-    CheckName(absl::StrCat("admins[", i, "]"), policy.admins(i), "user", errors);
+    CheckUserName(absl::StrCat("admins[", i, "]"), policy.admins(i), policy, errors);
   }
   for (int i = 0; i < policy.admin_groups_size(); ++i) {
     CheckName(absl::StrCat("admin_groups[", i, "]"), policy.admin_groups(i), "group", errors);
@@ -133,7 +234,7 @@ absl::Status ValidateAccessPolicy(const v1::AccessPolicy& policy) {
   std::map<std::string, int> seen_users;
   for (int i = 0; i < policy.users_size(); ++i) {
     const std::string field = absl::StrCat("users[", i, "]");
-    CheckName(field + ".user", policy.users(i).user(), "user", errors);
+    CheckUserName(field + ".user", policy.users(i).user(), policy, errors);
     const auto [it, inserted] = seen_users.emplace(policy.users(i).user(), i);
     if (!inserted && !policy.users(i).user().empty()) {
       errors.push_back(absl::StrCat(field, ".user: \"", policy.users(i).user(),
@@ -156,7 +257,7 @@ absl::Status ValidateAccessPolicy(const v1::AccessPolicy& policy) {
   for (int i = 0; i < policy.tokens_size(); ++i) {
     const std::string field = absl::StrCat("tokens[", i, "]");
     const auto& token = policy.tokens(i);
-    CheckName(field + ".user", token.user(), "user", errors);
+    CheckUserName(field + ".user", token.user(), policy, errors);
     const bool hex = token.sha256().size() == 64 &&
                      std::all_of(token.sha256().begin(), token.sha256().end(), [](char c) {
                        return absl::ascii_isdigit(c) || (c >= 'a' && c <= 'f');
@@ -169,8 +270,8 @@ absl::Status ValidateAccessPolicy(const v1::AccessPolicy& policy) {
     } else {
       const auto [it, inserted] = seen_hashes.emplace(token.sha256(), i);
       if (!inserted) {
-        errors.push_back(absl::StrCat(field, ".sha256: the same token as tokens[", it->second,
-                                      "]"));
+        errors.push_back(
+            absl::StrCat(field, ".sha256: the same token as tokens[", it->second, "]"));
       }
     }
   }
@@ -181,8 +282,8 @@ absl::Status ValidateAccessPolicy(const v1::AccessPolicy& policy) {
   }
   const auto& grace = policy.preemption().grace_period();
   if (!IsValidDuration(grace) || grace.seconds() < 0 || grace.nanos() < 0) {
-    errors.push_back(absl::StrCat("preemption.grace_period: got ", TimeUtil::ToString(grace),
-                                  "; must be >= 0"));
+    errors.push_back(
+        absl::StrCat("preemption.grace_period: got ", TimeUtil::ToString(grace), "; must be >= 0"));
   }
   if (errors.empty()) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrJoin(errors, "; "));
@@ -306,6 +407,10 @@ ResolvedQuota AccessControl::QuotaForUser(const std::string& user) const {
   const auto current = policy();
   return ResolveQuota(*current, user,
                       current->groups().empty() ? std::vector<std::string>() : UnixGroupsOf(user));
+}
+
+bool AccessControl::TlsSubjectsAreLocalUsers() const {
+  return policy()->tls_subjects_are_local_users();
 }
 
 std::optional<std::string> AccessControl::UserForToken(absl::string_view token) const {

@@ -21,12 +21,23 @@ namespace gpuprof::daemon {
 
 namespace v1 = ::gpuprof::v1;
 
+// The policy format this daemon reads (AccessPolicy.policy_version).
+inline constexpr int kSupportedPolicyVersion = 1;
+
+// The name under which users without a `users` entry are summed (the metrics' user label).
+// No user can have it: a policy user name never contains parentheses.
+inline constexpr char kOtherUsers[] = "(other)";
+
 // Parses policy text; errors carry "<origin>:line:column: ..." as the parser reports them
-// (an unknown field is named), then validation errors name the field path.
+// (an unknown field is named), then validation errors name the field path. The text must be a
+// whole policy: `policy_version` its first field and `end_of_policy: true` its last, so that an
+// empty file or one cut short is refused rather than read as a policy without its limits.
 absl::StatusOr<v1::AccessPolicy> ParseAccessPolicy(const std::string& text,
                                                    const std::string& origin);
 absl::StatusOr<v1::AccessPolicy> LoadAccessPolicyFile(const std::string& path);
 // Every problem in one error: "users[1].quota.max_queued_experiments: got -1; must be >= 0".
+// Includes the header and end marker (present, supported, true); where they stand in the text
+// is ParseAccessPolicy's to check.
 absl::Status ValidateAccessPolicy(const v1::AccessPolicy& policy);
 
 // Lower-case hex SHA-256, how tokens are stored.
@@ -70,6 +81,10 @@ class AccessControl {
   ResolvedQuota QuotaForUser(const std::string& user) const;
   // The user a bearer token belongs to, if any.
   std::optional<std::string> UserForToken(absl::string_view token) const;
+  // Whether a TLS certificate's subject names the local account of the same name (policy
+  // field tls_subjects_are_local_users); false: certificate users are "tls:<subject>". Reads
+  // the policy in force, so a reload changes the answer for the next caller.
+  bool TlsSubjectsAreLocalUsers() const;
 
  private:
   AccessControl(std::string path, v1::AccessPolicy policy);
