@@ -134,6 +134,15 @@ TEST(ParseAccessPolicyTest, TheEndMarkerComesLastAndIsTrue) {
   EXPECT_TRUE(ParseAccessPolicy("policy_version: 1 admins: \"a\" end_of_policy: true", "p").ok());
 }
 
+// The policies the repository ships are complete ones (paths in the runfiles tree).
+TEST(ParseAccessPolicyTest, TheShippedPoliciesAreAccepted) {
+  for (const std::string path :
+       {"deploy/k8s/base/policy.textproto", "deploy/k8s/overlays/example/policy.textproto"}) {
+    const auto policy = LoadAccessPolicyFile(path);
+    EXPECT_TRUE(policy.ok()) << policy.status();
+  }
+}
+
 TEST(ValidateAccessPolicyTest, UserNamesNeverCollideWithTheCatchAll) {
   auto policy = ParseAccessPolicy(
       Whole(R"pb(

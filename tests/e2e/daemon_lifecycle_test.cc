@@ -161,10 +161,13 @@ TEST(DaemonLifecycleTest, SighupAndAWatchedFileChangeReloadWithoutStopping) {
   fs::create_directories(mount + "/..v1");
   fs::create_directories(mount + "/..v2");
   // The second policy caps this user's priority at 1 and takes the daemon user's admin role.
-  std::ofstream(mount + "/..v1/policy.textproto") << "# first\n";
+  std::ofstream(mount + "/..v1/policy.textproto")
+      << "# first\npolicy_version: 1\nend_of_policy: true\n";
   std::ofstream(mount + "/..v2/policy.textproto")
+      << "policy_version: 1\n"
       << "daemon_user_is_admin: false\n"
-      << "default_quota { max_priority: 1 }\n";
+      << "default_quota { max_priority: 1 }\n"
+      << "end_of_policy: true\n";
   fs::create_directory_symlink("..v1", mount + "/..data");
   fs::create_symlink("..data/policy.textproto", mount + "/policy.textproto");
 

@@ -52,7 +52,8 @@ class GpuHealthE2eTest : public ::testing::Test {
     };
     if (!caller_is_admin) {
       const std::string policy = state_dir_ + "/policy.textproto";
-      std::ofstream(policy) << "admins: \"carol\"\ndaemon_user_is_admin: false\n";
+      std::ofstream(policy) << "policy_version: 1\nadmins: \"carol\"\ndaemon_user_is_admin: false\n"
+                               "end_of_policy: true\n";
       flags.push_back("--policy=" + policy);
     }
     daemon_ = std::make_unique<DaemonProcess>(state_dir_, flags);

@@ -150,8 +150,10 @@ std::string RobotTokenHash() {
   return hashed.out.substr(0, 64);
 }
 
+// Open-ended: tests append entries, and whoever writes the file closes it (kEndOfPolicy).
 std::string TestPolicy(int alice_max_priority = 5) {
   return absl::StrCat(R"pb(
+policy_version: 1
 admins: "carol"
 daemon_user_is_admin: false
 users {
@@ -167,6 +169,8 @@ users { user: "dave" quota { max_gpu_hours_per_day: 0.0002 } }
 tokens { user: "robot" sha256: ")pb", RobotTokenHash(), R"pb(" }
 )pb");
 }
+
+constexpr char kEndOfPolicy[] = "end_of_policy: true\n";
 
 class SecurityE2eTest : public ::testing::Test {
  protected:
@@ -204,7 +208,7 @@ class SecurityE2eTest : public ::testing::Test {
   }
 
   void StartWithPolicy(bool tls, const std::string& policy, std::vector<std::string> flags = {}) {
-    std::ofstream(policy_path_) << policy;
+    std::ofstream(policy_path_) << policy << kEndOfPolicy;
     flags.push_back("--policy=" + policy_path_);
     StartDaemon(tls, flags);
   }
@@ -648,7 +652,8 @@ TEST_F(SecurityE2eTest, ASweepCountsAgainstTheQuotasAndIsRefusedWhole) {
 TEST_F(SecurityE2eTest, APolicyReloadWithAnErrorKeepsTheOldPolicy) {
   StartWithPolicy(/*tls=*/true, TestPolicy(/*alice_max_priority=*/5));
   std::ofstream(policy_path_) << TestPolicy(9) << "users { user: \"erin\" quota { "
-                                                  "max_queued_experiments: -1 } }\n";
+                                                  "max_queued_experiments: -1 } }\n"
+                              << kEndOfPolicy;
   daemon_->Hangup();
   ASSERT_TRUE(WaitForLog("policy reload refused")) << daemon_->Log();
   EXPECT_THAT(daemon_->Log(), HasSubstr("users[2].quota.max_queued_experiments: got -1"));
@@ -657,7 +662,7 @@ TEST_F(SecurityE2eTest, APolicyReloadWithAnErrorKeepsTheOldPolicy) {
   EXPECT_EQ(still.exit_code, 2);
   EXPECT_THAT(still.err, HasSubstr("quota max_priority for alice (users entry) is 5"));
 
-  std::ofstream(policy_path_) << TestPolicy(9);
+  std::ofstream(policy_path_) << TestPolicy(9) << kEndOfPolicy;
   daemon_->Hangup();
   ASSERT_TRUE(WaitForLog("policy reloaded from")) << daemon_->Log();
   const CommandResult now =

@@ -190,7 +190,7 @@ TEST_F(ServerLimitsTest, WatchersPerExperimentAreCapped) {
 TEST_F(ServerLimitsTest, SubmitsPerUserAreRateLimited) {
   // The daemon's own user is an admin, and admins are exempt: make it an ordinary user.
   const std::string policy = MakeTempDir("policy") + "/policy.textproto";
-  std::ofstream(policy) << "daemon_user_is_admin: false\n";
+  std::ofstream(policy) << "policy_version: 1\ndaemon_user_is_admin: false\nend_of_policy: true\n";
   Start({"--submits_per_minute_per_user=3", "--policy=" + policy});
   for (int i = 0; i < 3; ++i) {
     const CommandResult submitted =

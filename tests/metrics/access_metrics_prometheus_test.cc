@@ -47,10 +47,12 @@ TEST(AccessMetricsPrometheusTest, QuotaRefusalPreemptionAndUseReachPrometheus) {
   const std::string me = ThisUser();
   const std::string policy = MakeTempDir("policy") + "/policy.textproto";
   std::ofstream(policy) << absl::StrCat(R"pb(
+policy_version: 1
 daemon_user_is_admin: false
 users { user: ")pb", me, R"pb(" quota { max_priority: 9 } }
 users { user: "nobody-here" quota { max_queued_experiments: 1 } }
 preemption { min_preempting_priority: 5 grace_period { seconds: 1 } }
+end_of_policy: true
 )pb");
   DaemonProcess daemon(MakeTempDir("gpuprofd-access-metrics"),
                        {"--enable_test_faults",
