@@ -761,7 +761,7 @@ std::vector<v1::QuotaReport> ExperimentManager::QuotaUseForMetrics() {
     if (report.ok()) reports.push_back(*std::move(report));
   }
   v1::QuotaReport other;
-  other.set_user("other");
+  other.set_user(kOtherUsers);
   absl::MutexLock lock(&mutex_);
   for (const auto& [id, active] : active_) {
     if (named.contains(active.experiment.user())) continue;

@@ -139,7 +139,7 @@ class ExperimentManager {
                                         const Actor& actor);
   // The user's limits (from the policy) and use now.
   absl::StatusOr<v1::QuotaReport> QuotaOf(const std::string& user, bool admin);
-  // Use by each user with a `users` entry in the policy, then everyone else summed as "other".
+  // Use by each user with a `users` entry in the policy, then everyone else as kOtherUsers.
   std::vector<v1::QuotaReport> QuotaUseForMetrics();
   absl::StatusOr<std::vector<v1::AuditEntry>> Audit(const v1::ListAuditRequest& request);
   // Records an entry (time filled in); failures are logged, not returned.

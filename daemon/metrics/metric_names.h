@@ -24,7 +24,8 @@ inline constexpr char kPreemptions[] = "gpuprof_preemptions_total";
 inline constexpr char kConnections[] = "gpuprof_connections";
 inline constexpr char kConnectionsRefused[] = "gpuprof_connections_refused_total";
 // Per user: only users with a `users` entry in the access policy get their own series, everyone
-// else is summed as user="other", so the label set is bounded by the policy.
+// else is summed as user="(other)" (kOtherUsers, which no policy user name can be), so the
+// label set is bounded by the policy.
 inline constexpr char kUserQueuedExperiments[] = "gpuprof_user_queued_experiments";
 inline constexpr char kUserGpusInUse[] = "gpuprof_user_gpus_in_use";
 inline constexpr char kUserGpuHoursLastDay[] = "gpuprof_user_gpu_hours_last_day";

@@ -10,6 +10,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "daemon/access_policy.h"
 #include "daemon/metrics/metric_names.h"
 #include "gpuprof/v1/workloads.pb.h"
 #include "prometheus/text_serializer.h"
@@ -437,7 +438,9 @@ void PrometheusDaemonMetrics::SetUserQuotaUse(const std::vector<v1::QuotaReport>
     users.insert(report.user());
     user_queued_.Add(labels).Set(report.queued_experiments());
     user_gpus_.Add(labels).Set(report.running_gpus());
-    if (report.user() != "other") user_gpu_hours_.Add(labels).Set(report.gpu_hours_last_day());
+    if (report.user() != kOtherUsers) {
+      user_gpu_hours_.Add(labels).Set(report.gpu_hours_last_day());
+    }
   }
   for (const std::string& gone : quota_users_) {
     if (users.contains(gone)) continue;

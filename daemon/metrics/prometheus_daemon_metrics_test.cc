@@ -17,6 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "daemon/access_policy.h"
 #include "daemon/metrics/metric_names.h"
 #include "gpuprof/v1/experiment.pb.h"
 
@@ -147,18 +148,37 @@ TEST(PrometheusDaemonMetricsTest, QuotaUseSeriesFollowThePolicyUsers) {
   bob.set_running_gpus(2);
   bob.set_gpu_hours_last_day(0.5);
   v1::QuotaReport other;
-  other.set_user("other");
+  other.set_user(kOtherUsers);
   other.set_queued_experiments(3);
   metrics.SetUserQuotaUse({bob, other});
   std::string text = metrics.ExpositionText();
   EXPECT_THAT(text, HasSubstr("gpuprof_user_gpus_in_use{user=\"bob\"} 2"));
   EXPECT_THAT(text, HasSubstr("gpuprof_user_gpu_hours_last_day{user=\"bob\"} 0.5"));
-  EXPECT_THAT(text, HasSubstr("gpuprof_user_queued_experiments{user=\"other\"} 3"));
-  EXPECT_THAT(text, Not(HasSubstr("gpuprof_user_gpu_hours_last_day{user=\"other\"}")));
+  EXPECT_THAT(text, HasSubstr("gpuprof_user_queued_experiments{user=\"(other)\"} 3"));
+  EXPECT_THAT(text, Not(HasSubstr("gpuprof_user_gpu_hours_last_day{user=\"(other)\"}")));
   // bob left the policy: his series go.
   metrics.SetUserQuotaUse({other});
   text = metrics.ExpositionText();
   EXPECT_THAT(text, Not(HasSubstr("user=\"bob\"")));
+}
+
+// A policy user literally named "other" is a user like any other: own series, GPU-hours
+// included, apart from the catch-all's.
+TEST(PrometheusDaemonMetricsTest, AUserNamedOtherIsNotTheCatchAll) {
+  PrometheusDaemonMetrics metrics("1.2.3");
+  v1::QuotaReport named_other;
+  named_other.set_user("other");
+  named_other.set_queued_experiments(1);
+  named_other.set_gpu_hours_last_day(0.25);
+  v1::QuotaReport everyone_else;
+  everyone_else.set_user(kOtherUsers);
+  everyone_else.set_queued_experiments(7);
+  metrics.SetUserQuotaUse({named_other, everyone_else});
+  const std::string text = metrics.ExpositionText();
+  EXPECT_THAT(text, HasSubstr("gpuprof_user_queued_experiments{user=\"other\"} 1"));
+  EXPECT_THAT(text, HasSubstr("gpuprof_user_gpu_hours_last_day{user=\"other\"} 0.25"));
+  EXPECT_THAT(text, HasSubstr("gpuprof_user_queued_experiments{user=\"(other)\"} 7"));
+  EXPECT_THAT(text, Not(HasSubstr("gpuprof_user_gpu_hours_last_day{user=\"(other)\"}")));
 }
 
 TEST(PrometheusDaemonMetricsTest, CountsEndedExperimentsAndTimesThem) {

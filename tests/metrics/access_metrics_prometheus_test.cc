@@ -110,7 +110,7 @@ end_of_policy: true
       absl::Seconds(60));
   EXPECT_TRUE(queued.ok()) << queued;
 
-  // The user label holds the policy's users and "other", nothing else.
+  // The user label holds the policy's users and "(other)", nothing else.
   absl::StatusOr<google::protobuf::Struct> series =
       server.Query("gpuprof_user_queued_experiments");
   ASSERT_TRUE(series.ok()) << series.status();
@@ -118,7 +118,7 @@ end_of_policy: true
   for (const auto& result : ListField(*series, "result").values()) {
     users.push_back(StringField(StructField(result.struct_value(), "metric"), "user"));
   }
-  EXPECT_THAT(users, ::testing::UnorderedElementsAre(me, "nobody-here", "other"));
+  EXPECT_THAT(users, ::testing::UnorderedElementsAre(me, "nobody-here", "(other)"));
   for (const std::string& id : {urgent, background}) daemon.CliAsIs({"cancel", id});
 }
 
