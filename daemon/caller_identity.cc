@@ -1,8 +1,14 @@
 #include "daemon/caller_identity.h"
 
 #include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pwd.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 
 #include <cstring>
 #include <fstream>
@@ -73,7 +79,13 @@ std::string ProcAddress(const PeerAddress& address) {
   return absl::StrCat(text, ":", absl::AsciiStrToUpper(absl::StrFormat("%04X", address.port)));
 }
 
-std::optional<uid_t> FindOwner(const std::string& table, const std::string& local_address) {
+// TCP_ESTABLISHED as /proc/net/tcp writes it ("st" column).
+constexpr absl::string_view kEstablished = "01";
+
+// The uid of the ESTABLISHED socket whose ends are exactly `local` and `remote` (one at most:
+// an established connection's four-tuple is unique in a network namespace).
+std::optional<uid_t> FindOwner(const std::string& table, const std::string& local,
+                               const std::string& remote) {
   std::ifstream file(table);
   std::string line;
   std::getline(file, line);  // header
@@ -81,11 +93,89 @@ std::optional<uid_t> FindOwner(const std::string& table, const std::string& loca
     std::vector<absl::string_view> columns =
         absl::StrSplit(line, ' ', absl::SkipWhitespace());
     // sl local_address rem_address st tx:rx tr:when retrnsmt uid ...
-    if (columns.size() < 8 || columns[1] != local_address) continue;
+    if (columns.size() < 8 || columns[1] != local || columns[2] != remote ||
+        columns[3] != kEstablished) {
+      continue;
+    }
     uint32_t uid = 0;
     if (absl::SimpleAtoi(columns[7], &uid)) return static_cast<uid_t>(uid);
   }
   return std::nullopt;
+}
+
+// The same address as IPv4-mapped IPv6, or as plain IPv4 when it is mapped; none otherwise.
+std::optional<PeerAddress> OtherFamily(const PeerAddress& address) {
+  PeerAddress other = address;
+  if (!address.ipv6) {
+    other.ipv6 = true;
+    memset(&other.v6, 0, sizeof(other.v6));
+    other.v6.s6_addr[10] = 0xff;
+    other.v6.s6_addr[11] = 0xff;
+    memcpy(other.v6.s6_addr + 12, &address.v4.s_addr, 4);
+    return other;
+  }
+  if (!IN6_IS_ADDR_V4MAPPED(&address.v6)) return std::nullopt;
+  other.ipv6 = false;
+  memcpy(&other.v4.s_addr, address.v6.s6_addr + 12, 4);
+  return other;
+}
+
+bool IsLoopbackAddress(const PeerAddress& address) {
+  if (!address.ipv6) return (ntohl(address.v4.s_addr) >> 24) == 127;
+  if (IN6_IS_ADDR_LOOPBACK(&address.v6)) return true;
+  return IN6_IS_ADDR_V4MAPPED(&address.v6) && address.v6.s6_addr[12] == 127;
+}
+
+// The client socket lives in tcp or tcp6 according to its own family, which the server cannot
+// see (a dual-stack IPv6 client socket talks to an IPv4 listener with mapped addresses), so
+// both tables are read, each with the pair written in its family.
+absl::StatusOr<uid_t> OwnerOfConnection(const PeerAddress& client, const PeerAddress& server,
+                                        const std::string& proc_root) {
+  if (!IsLoopbackAddress(client)) {
+    return absl::InvalidArgumentError("not a loopback TCP connection");
+  }
+  std::vector<std::pair<PeerAddress, PeerAddress>> forms = {{client, server}};
+  const auto other_client = OtherFamily(client);
+  const auto other_server = OtherFamily(server);
+  if (other_client.has_value() && other_server.has_value()) {
+    forms.push_back({*other_client, *other_server});
+  }
+  for (const auto& [client_form, server_form] : forms) {
+    const std::string table =
+        absl::StrCat(proc_root, client_form.ipv6 ? "/net/tcp6" : "/net/tcp");
+    if (auto uid = FindOwner(table, ProcAddress(client_form), ProcAddress(server_form));
+        uid.has_value()) {
+      return *uid;
+    }
+  }
+  return absl::NotFoundError(
+      "no established client socket for this connection in /proc/net/tcp{,6} (the client "
+      "closed it, or lives in another network namespace)");
+}
+
+std::optional<PeerAddress> FromSockaddr(const sockaddr_storage& storage) {
+  PeerAddress address;
+  if (storage.ss_family == AF_INET) {
+    const auto* v4 = reinterpret_cast<const sockaddr_in*>(&storage);
+    address.v4 = v4->sin_addr;
+    address.port = ntohs(v4->sin_port);
+    return address;
+  }
+  if (storage.ss_family == AF_INET6) {
+    const auto* v6 = reinterpret_cast<const sockaddr_in6*>(&storage);
+    address.ipv6 = true;
+    address.v6 = v6->sin6_addr;
+    address.port = ntohs(v6->sin6_port);
+    return address;
+  }
+  return std::nullopt;
+}
+
+bool Established(int fd) {
+  tcp_info info{};
+  socklen_t length = sizeof(info);
+  return getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &length) == 0 &&
+         info.tcpi_state == TCP_ESTABLISHED;
 }
 
 std::string FirstProperty(const grpc::AuthContext& auth, const char* name) {
@@ -97,61 +187,100 @@ std::string FirstProperty(const grpc::AuthContext& auth, const char* name) {
 
 }  // namespace
 
-void PeerCredentialRegistry::Record(const std::string& peer, uid_t uid) {
+bool PeerCredentialRegistry::Live(const Entry& entry) {
+  if (entry.fd < 0) return true;
+  struct stat now {};
+  return fstat(entry.fd, &now) == 0 && now.st_dev == entry.device && now.st_ino == entry.inode;
+}
+
+void PeerCredentialRegistry::SweepClosedLocked() {
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    it = Live(it->second) ? std::next(it) : entries_.erase(it);
+  }
+  sweep_at_ = std::max<size_t>(1024, 2 * entries_.size());
+}
+
+void PeerCredentialRegistry::Record(const std::string& peer, std::optional<uid_t> uid, int fd) {
+  Entry entry{uid, fd};
+  struct stat socket_stat {};
+  if (fd >= 0 && fstat(fd, &socket_stat) == 0) {
+    entry.device = socket_stat.st_dev;
+    entry.inode = socket_stat.st_ino;
+  }
   absl::MutexLock lock(&mutex_);
-  uids_[peer] = uid;
+  if (entries_.size() >= sweep_at_) SweepClosedLocked();
+  const auto it = entries_.find(peer);
+  // Another live connection under the same name (a different descriptor): neither can be
+  // told from the other by the name gRPC reports, so the name identifies nobody.
+  if (it != entries_.end() && fd >= 0 && it->second.fd >= 0 && it->second.fd != fd &&
+      Live(it->second)) {
+    entry.ambiguous = true;
+  }
+  entries_[peer] = entry;
 }
 
 std::optional<uid_t> PeerCredentialRegistry::Find(const std::string& peer) const {
   absl::MutexLock lock(&mutex_);
-  const auto it = uids_.find(peer);
-  if (it == uids_.end()) return std::nullopt;
-  return it->second;
+  const auto it = entries_.find(peer);
+  if (it == entries_.end() || it->second.ambiguous || !Live(it->second)) return std::nullopt;
+  return it->second.uid;
+}
+
+std::string GrpcPeerName(const sockaddr* address, socklen_t length) {
+  sockaddr_storage storage{};
+  memcpy(&storage, address, std::min<size_t>(length, sizeof(storage)));
+  auto parsed = FromSockaddr(storage);
+  if (!parsed.has_value()) return "";
+  if (parsed->ipv6 && IN6_IS_ADDR_V4MAPPED(&parsed->v6)) parsed = OtherFamily(*parsed);
+  char text[INET6_ADDRSTRLEN] = {};
+  if (!parsed->ipv6) {
+    inet_ntop(AF_INET, &parsed->v4, text, sizeof(text));
+    return absl::StrCat("ipv4:", text, ":", parsed->port);
+  }
+  inet_ntop(AF_INET6, &parsed->v6, text, sizeof(text));
+  return absl::StrCat("ipv6:[", text, "]:", parsed->port);
 }
 
 bool IsLoopbackPeer(absl::string_view peer) {
   const auto address = ParsePeer(peer);
-  if (!address.has_value()) return false;
-  if (!address->ipv6) return (ntohl(address->v4.s_addr) >> 24) == 127;
-  if (IN6_IS_ADDR_LOOPBACK(&address->v6)) return true;
-  return IN6_IS_ADDR_V4MAPPED(&address->v6) && address->v6.s6_addr[12] == 127;
+  return address.has_value() && IsLoopbackAddress(*address);
 }
 
-absl::StatusOr<uid_t> LoopbackTcpOwner(absl::string_view peer, const std::string& proc_root) {
-  const auto address = ParsePeer(peer);
-  if (!address.has_value() || !IsLoopbackPeer(peer)) {
-    return absl::InvalidArgumentError(absl::StrCat("not a loopback TCP peer: ", peer));
+absl::StatusOr<uid_t> LoopbackTcpOwner(absl::string_view client, absl::string_view server,
+                                       const std::string& proc_root) {
+  const auto client_address = ParsePeer(client);
+  const auto server_address = ParsePeer(server);
+  if (!client_address.has_value() || !server_address.has_value()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("not a TCP connection: ", client, " -> ", server));
   }
-  // An IPv4 client may hold a dual-stack IPv6 socket (gRPC's own clients do), listed in tcp6
-  // under the IPv4-mapped address; gRPC names such a peer ipv4: all the same.
-  std::vector<std::pair<std::string, PeerAddress>> candidates;
-  if (!address->ipv6) {
-    candidates.push_back({"/net/tcp", *address});
-    PeerAddress mapped = *address;
-    mapped.ipv6 = true;
-    memset(&mapped.v6, 0, sizeof(mapped.v6));
-    mapped.v6.s6_addr[10] = 0xff;
-    mapped.v6.s6_addr[11] = 0xff;
-    memcpy(mapped.v6.s6_addr + 12, &address->v4.s_addr, 4);
-    candidates.push_back({"/net/tcp6", mapped});
-  } else {
-    candidates.push_back({"/net/tcp6", *address});
-    if (IN6_IS_ADDR_V4MAPPED(&address->v6)) {
-      PeerAddress plain = *address;
-      plain.ipv6 = false;
-      memcpy(&plain.v4.s_addr, address->v6.s6_addr + 12, 4);
-      candidates.push_back({"/net/tcp", plain});
-    }
+  return OwnerOfConnection(*client_address, *server_address, proc_root);
+}
+
+absl::StatusOr<uid_t> AcceptedLoopbackOwner(int fd, const std::string& proc_root) {
+  sockaddr_storage client{};
+  sockaddr_storage server{};
+  socklen_t client_length = sizeof(client);
+  socklen_t server_length = sizeof(server);
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&client), &client_length) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&server), &server_length) != 0) {
+    return absl::NotFoundError(absl::StrCat("the connection is gone: ", strerror(errno)));
   }
-  for (const auto& [table, candidate] : candidates) {
-    if (auto uid = FindOwner(absl::StrCat(proc_root, table), ProcAddress(candidate));
-        uid.has_value()) {
-      return *uid;
-    }
+  const auto client_address = FromSockaddr(client);
+  const auto server_address = FromSockaddr(server);
+  if (!client_address.has_value() || !server_address.has_value()) {
+    return absl::InvalidArgumentError("not a TCP connection");
   }
-  return absl::NotFoundError(
-      absl::StrCat("no local socket ", peer, " in ", proc_root, "/net/tcp{,6} (the client is "
-                   "gone, or lives in another network namespace)"));
+  if (!Established(fd)) {
+    return absl::NotFoundError("the connection was closed before it could be identified");
+  }
+  auto uid = OwnerOfConnection(*client_address, *server_address, proc_root);
+  // Still established after the read: the client had not closed, so the line read was this
+  // connection's other end and not a later socket that reused its four-tuple.
+  if (uid.ok() && !Established(fd)) {
+    return absl::NotFoundError("the connection was closed while it was identified");
+  }
+  return uid;
 }
 
 std::string UserNameOfUid(uid_t uid) {
@@ -228,17 +357,25 @@ absl::StatusOr<Caller> Authenticator::Identify(const grpc::ServerContextBase& co
         "bearer tokens are accepted only over TLS, and this connection is plaintext; the token "
         "was not checked (it crossed the wire in clear: consider it exposed)");
   }
-  if (absl::StartsWith(peer, "fd:") && unix_peers_ != nullptr) {
-    if (const auto uid = unix_peers_->Find(peer); uid.has_value()) {
-      return Describe(UserNameOfUid(*uid),
-                      absl::StrCat("unix peer credentials (uid ", *uid, ")"), *uid == geteuid());
+  if (absl::StartsWith(peer, "fd:")) {
+    const std::optional<uid_t> uid =
+        unix_peers_ == nullptr ? std::nullopt : unix_peers_->Find(peer);
+    if (!uid.has_value()) {
+      return absl::UnauthenticatedError(
+          absl::StrCat("no peer credentials recorded for the unix connection ", peer));
     }
+    return Describe(UserNameOfUid(*uid), absl::StrCat("unix peer credentials (uid ", *uid, ")"),
+                    *uid == geteuid());
   }
   if (IsLoopbackPeer(peer)) {
-    auto uid = LoopbackTcpOwner(peer);
-    if (!uid.ok()) {
-      return absl::UnauthenticatedError(
-          absl::StrCat("cannot tell which local user owns this connection: ", uid.status().message()));
+    const std::optional<uid_t> uid =
+        unix_peers_ == nullptr ? std::nullopt : unix_peers_->Find(peer);
+    if (!uid.has_value()) {
+      // Anonymous: the kernel did not vouch for this connection when it was accepted.
+      return absl::UnauthenticatedError(absl::StrCat(
+          "cannot tell which local user owns the loopback connection from ", peer,
+          " (it was not an established connection of this network namespace when the daemon "
+          "accepted it); use the unix socket"));
     }
     return Describe(UserNameOfUid(*uid), absl::StrCat("loopback TCP owner (uid ", *uid, ")"),
                     *uid == geteuid());

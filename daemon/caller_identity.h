@@ -1,13 +1,18 @@
 // Who is calling: the daemon never takes a client's word for it.
 //   - unix socket: the kernel's peer credentials (SO_PEERCRED), read when UnixSocketListener
 //     accepts the connection and looked up here by the connection's peer string;
-//   - loopback TCP (plaintext): the uid owning the client's socket, from /proc/net/tcp{,6};
-//   - TLS: the verified client certificate (CN or first SAN), else a bearer token;
+//   - loopback TCP (plaintext): the uid owning the client's socket, from /proc/net/tcp{,6},
+//     matched on the whole connection (both ends, ESTABLISHED) when the daemon accepts it;
+//   - TLS: the verified client certificate (CN or first SAN; "tls:NAME" unless the policy says
+//     certificate subjects are local accounts), else a bearer token (the user the policy maps
+//     it to);
 //   - plaintext TCP from elsewhere: only with --allow_insecure_tcp, and then the name the client
 //     claims (the flag says it is unsafe).
+// A caller whose identity cannot be established is anonymous: refused, never taken for root.
 #ifndef GPUPROF_DAEMON_CALLER_IDENTITY_H_
 #define GPUPROF_DAEMON_CALLER_IDENTITY_H_
 
+#include <sys/socket.h>
 #include <sys/types.h>
 
 #include <map>
@@ -36,25 +41,52 @@ struct Caller {
   std::vector<std::string> groups;
 };
 
-// Kernel-verified uids of the connections UnixSocketListener handed to gRPC, by the peer
-// string gRPC reports for them ("fd:N"). An entry is replaced when the descriptor number is
-// reused: gRPC closes a connection's descriptor only once every call on it is gone, so a call
-// never sees the entry of a later connection.
+// What the kernel says about each connection the daemon's listeners accepted, recorded before
+// gRPC sees the connection and looked up by the peer name gRPC reports for it: "fd:N" for a
+// unix connection (handed over by descriptor), the client's address ("ipv4:127.0.0.1:P",
+// "ipv6:[::1]:P") for TCP. An entry holds only while its descriptor still refers to the socket
+// that was accepted (same inode): a closed connection's entry is never found, and a later
+// connection under the same name replaces it.
+//
+// Two live TCP connections can share a client address when the daemon listens on several
+// addresses; that name is then ambiguous and identifies nobody.
 class PeerCredentialRegistry {
  public:
-  void Record(const std::string& peer, uid_t uid);
+  // `uid`: the kernel-verified owner, none when it could not be established (the connection
+  // is then anonymous). `fd` is the accepted socket (-1: no liveness check, for tests).
+  void Record(const std::string& peer, std::optional<uid_t> uid, int fd = -1);
+  // The owner of the live connection named `peer`; none if unknown, closed or ambiguous.
   std::optional<uid_t> Find(const std::string& peer) const;
 
  private:
+  struct Entry {
+    std::optional<uid_t> uid;
+    int fd = -1;
+    dev_t device = 0;
+    ino_t inode = 0;
+    bool ambiguous = false;
+  };
+  static bool Live(const Entry& entry);
+  void SweepClosedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+
   mutable absl::Mutex mutex_;
-  std::map<std::string, uid_t> uids_ ABSL_GUARDED_BY(mutex_);
+  std::map<std::string, Entry> entries_ ABSL_GUARDED_BY(mutex_);
+  size_t sweep_at_ ABSL_GUARDED_BY(mutex_) = 1024;
 };
 
-// The uid owning the local end of a loopback TCP connection whose client end is `peer`
-// ("ipv4:127.0.0.1:PORT" or "ipv6:[::1]:PORT"), from the kernel's socket tables. `proc_root`
-// is "/proc" except in tests.
-absl::StatusOr<uid_t> LoopbackTcpOwner(absl::string_view peer,
+// The uid owning the client end of the loopback TCP connection accepted as `fd`, from the
+// kernel's socket tables: the one line whose local address is the client's, whose remote
+// address is this socket's own, and whose state is ESTABLISHED (closed and TIME_WAIT sockets
+// of the same port carry other uids, root's among them). The accepted socket must still be
+// ESTABLISHED after the lookup, so the line read was its peer's. `proc_root` is "/proc" except
+// in tests.
+absl::StatusOr<uid_t> AcceptedLoopbackOwner(int fd, const std::string& proc_root = "/proc");
+// The same for a connection given by its two ends, "ipv4:127.0.0.1:P" (client) and the server
+// end, read from the tables only (no liveness check): for tests of the table matching.
+absl::StatusOr<uid_t> LoopbackTcpOwner(absl::string_view client, absl::string_view server,
                                        const std::string& proc_root = "/proc");
+// The peer name gRPC gives a TCP connection from `address` (IPv4-mapped IPv6 named as IPv4).
+std::string GrpcPeerName(const sockaddr* address, socklen_t length);
 // "ipv4:127.x.x.x:N", "ipv6:[::1]:N", "ipv6:[::ffff:127.x.x.x]:N".
 bool IsLoopbackPeer(absl::string_view peer);
 // The password database's name, else "uid:N".

@@ -5,6 +5,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
+
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
@@ -24,7 +27,7 @@ TEST(IsLoopbackPeerTest, Addresses) {
 }
 
 // A real loopback connection: the kernel's table names this process's uid as the owner of
-// the client end.
+// the client end, matched on both ends of the connection.
 TEST(LoopbackTcpOwnerTest, FindsTheUidOfARealClientSocket) {
   const int server = socket(AF_INET, SOCK_STREAM, 0);
   ASSERT_GE(server, 0);
@@ -41,14 +44,17 @@ TEST(LoopbackTcpOwnerTest, FindsTheUidOfARealClientSocket) {
   length = sizeof(client_address);
   ASSERT_EQ(getsockname(client, reinterpret_cast<sockaddr*>(&client_address), &length), 0);
   const std::string peer = absl::StrCat("ipv4:127.0.0.1:", ntohs(client_address.sin_port));
+  const std::string listener = absl::StrCat("ipv4:127.0.0.1:", ntohs(address.sin_port));
 
-  auto uid = LoopbackTcpOwner(peer);
+  auto uid = LoopbackTcpOwner(peer, listener);
   ASSERT_TRUE(uid.ok()) << uid.status();
   EXPECT_EQ(*uid, geteuid());
+  // The same client port towards another server address is another connection: nobody's.
+  EXPECT_FALSE(LoopbackTcpOwner(peer, "ipv4:127.0.0.1:1").ok());
   close(client);
   close(server);
   // Nobody owns a port that is not connected.
-  EXPECT_FALSE(LoopbackTcpOwner("ipv4:127.0.0.1:1").ok());
+  EXPECT_FALSE(LoopbackTcpOwner("ipv4:127.0.0.1:1", listener).ok());
 }
 
 // gRPC's clients use dual-stack sockets: an IPv4 connection listed in tcp6, IPv4-mapped.
@@ -72,12 +78,49 @@ TEST(LoopbackTcpOwnerTest, FindsADualStackClientSocket) {
   sockaddr_in6 client_address{};
   length = sizeof(client_address);
   ASSERT_EQ(getsockname(client, reinterpret_cast<sockaddr*>(&client_address), &length), 0);
-  auto uid =
-      LoopbackTcpOwner(absl::StrCat("ipv4:127.0.0.1:", ntohs(client_address.sin6_port)));
+  auto uid = LoopbackTcpOwner(absl::StrCat("ipv4:127.0.0.1:", ntohs(client_address.sin6_port)),
+                              absl::StrCat("ipv4:127.0.0.1:", ntohs(address.sin_port)));
   ASSERT_TRUE(uid.ok()) << uid.status();
   EXPECT_EQ(*uid, geteuid());
   close(client);
   close(server);
+}
+
+// The attack that made any local user root: a closed connection's TIME_WAIT line for the same
+// client port, owned by uid 0, listed before the live connection. Only the ESTABLISHED line
+// whose both ends match counts.
+TEST(LoopbackTcpOwnerTest, IgnoresTimeWaitAndOtherConnectionsOfTheSamePort) {
+  const std::string root = ::testing::TempDir() + "/fake-proc";
+  std::filesystem::create_directories(root + "/net");
+  {
+    std::ofstream tcp(root + "/net/tcp");
+    tcp << "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  "
+           "timeout inode\n"
+        // 127.0.0.1:40000 -> 127.0.0.1:7070, TIME_WAIT, uid 0
+        << "   0: 0100007F:9C40 0100007F:1B9E 06 00000000:00000000 03:00000000 00000000     0 "
+           "       0 0 3 0000000000000000\n"
+        // 127.0.0.1:40000 -> 127.0.0.1:9000, ESTABLISHED, uid 0: another connection
+        << "   1: 0100007F:9C40 0100007F:2328 01 00000000:00000000 00:00000000 00000000     0 "
+           "       0 12 1 0000000000000000\n"
+        // the daemon's own end of the connection, owned by the daemon
+        << "   2: 0100007F:1B9E 0100007F:9C40 01 00000000:00000000 00:00000000 00000000     0 "
+           "       0 13 1 0000000000000000\n"
+        // the client end: 127.0.0.1:40000 -> 127.0.0.1:7070, ESTABLISHED, uid 1234
+        << "   3: 0100007F:9C40 0100007F:1B9E 01 00000000:00000000 00:00000000 00000000  1234 "
+           "       0 14 1 0000000000000000\n";
+  }
+  std::ofstream(root + "/net/tcp6") << "header\n";
+  auto uid = LoopbackTcpOwner("ipv4:127.0.0.1:40000", "ipv4:127.0.0.1:7070", root);
+  ASSERT_TRUE(uid.ok()) << uid.status();
+  EXPECT_EQ(*uid, 1234u);
+  // Without the established client line there is no owner, not root.
+  {
+    std::ofstream tcp(root + "/net/tcp");
+    tcp << "header\n"
+        << "   0: 0100007F:9C40 0100007F:1B9E 06 00000000:00000000 03:00000000 00000000     0 "
+           "       0 0 3 0000000000000000\n";
+  }
+  EXPECT_FALSE(LoopbackTcpOwner("ipv4:127.0.0.1:40000", "ipv4:127.0.0.1:7070", root).ok());
 }
 
 TEST(PeerCredentialRegistryTest, LaterConnectionOnTheSameDescriptorReplaces) {
@@ -87,6 +130,29 @@ TEST(PeerCredentialRegistryTest, LaterConnectionOnTheSameDescriptorReplaces) {
   EXPECT_EQ(registry.Find("fd:7"), 1000u);
   registry.Record("fd:7", 1001);
   EXPECT_EQ(registry.Find("fd:7"), 1001u);
+}
+
+// An entry holds only while its socket is open; two live sockets under one name identify
+// nobody.
+TEST(PeerCredentialRegistryTest, ClosedAndAmbiguousConnectionsIdentifyNobody) {
+  PeerCredentialRegistry registry;
+  int first[2];
+  int second[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, first), 0);
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, second), 0);
+  registry.Record("ipv4:127.0.0.1:40000", 1000, first[0]);
+  EXPECT_EQ(registry.Find("ipv4:127.0.0.1:40000"), 1000u);
+  registry.Record("ipv4:127.0.0.1:40000", 0, second[0]);
+  EXPECT_EQ(registry.Find("ipv4:127.0.0.1:40000"), std::nullopt);
+  // Unknown owner: anonymous, not root.
+  registry.Record("ipv4:127.0.0.1:40001", std::nullopt, second[1]);
+  EXPECT_EQ(registry.Find("ipv4:127.0.0.1:40001"), std::nullopt);
+  registry.Record("fd:99", 1000, first[1]);
+  close(first[1]);
+  EXPECT_EQ(registry.Find("fd:99"), std::nullopt);
+  close(first[0]);
+  close(second[0]);
+  close(second[1]);
 }
 
 TEST(UserNameOfUidTest, RootAndUnknown) {

@@ -29,6 +29,9 @@ std::string DefaultDatabasePath(const std::string& state_dir) {
 }
 
 std::vector<std::string> DefaultListenAddresses(const std::string& state_dir) {
+  // The state directory is private (0700): a daemon serving the whole box (root) puts its
+  // socket where every account can reach it; a user's own daemon keeps it private.
+  if (geteuid() == 0) return {kDefaultTcpAddress, "unix:/run/gpuprof/gpuprofd.sock"};
   return {kDefaultTcpAddress, "unix:" + state_dir + "/gpuprofd.sock"};
 }
 

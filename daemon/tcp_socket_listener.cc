@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "daemon/accepted_connection.h"
 
 namespace gpuprof::daemon {
 namespace {
@@ -45,7 +46,7 @@ absl::StatusOr<HostPort> SplitHostPort(const std::string& address) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<TcpSocketListener>> TcpSocketListener::Bind(
-    const std::string& address, ConnectionLimit* limit) {
+    const std::string& address, ConnectionLimit* limit, PeerCredentialRegistry* registry) {
   auto parts = SplitHostPort(address);
   if (!parts.ok()) return parts.status();
   addrinfo hints{};
@@ -93,12 +94,12 @@ absl::StatusOr<std::unique_ptr<TcpSocketListener>> TcpSocketListener::Bind(
     for (const int fd : fds) close(fd);
     return absl::InternalError(absl::StrCat("eventfd: ", strerror(errno)));
   }
-  return std::unique_ptr<TcpSocketListener>(new TcpSocketListener(std::move(fds), wake, limit));
+  return std::unique_ptr<TcpSocketListener>(new TcpSocketListener(std::move(fds), wake, limit, registry));
 }
 
 TcpSocketListener::TcpSocketListener(std::vector<int> listen_fds, int wake_fd,
-                                     ConnectionLimit* limit)
-    : listen_fds_(std::move(listen_fds)), wake_fd_(wake_fd), limit_(limit) {}
+                                     ConnectionLimit* limit, PeerCredentialRegistry* registry)
+    : listen_fds_(std::move(listen_fds)), wake_fd_(wake_fd), limit_(limit), registry_(registry) {}
 
 TcpSocketListener::~TcpSocketListener() {
   const uint64_t one = 1;
@@ -125,7 +126,8 @@ void TcpSocketListener::AcceptLoop(grpc::experimental::ExternalConnectionAccepto
     if (fds.back().revents != 0) return;
     for (size_t i = 0; i + 1 < fds.size(); ++i) {
       if (fds[i].revents == 0) continue;
-      const int connection = AcceptAdmitted(fds[i].fd, limit_, "TCP");
+      const int connection =
+          AcceptConnection(fds[i].fd, ListenerKind::kTcp, limit_, registry_, "TCP");
       if (connection < 0) continue;
       const int on = 1;
       setsockopt(connection, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));

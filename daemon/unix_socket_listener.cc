@@ -13,12 +13,14 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/accepted_connection.h"
 #include "grpcpp/server_posix.h"
 
 namespace gpuprof::daemon {
 
 absl::StatusOr<std::unique_ptr<UnixSocketListener>> UnixSocketListener::Bind(
-    const std::string& path, PeerCredentialRegistry* registry, ConnectionLimit* limit) {
+    const std::string& path, PeerCredentialRegistry* registry, ConnectionLimit* limit,
+    std::optional<gid_t> group) {
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
   if (path.size() >= sizeof(address.sun_path)) {
@@ -28,11 +30,21 @@ absl::StatusOr<std::unique_ptr<UnixSocketListener>> UnixSocketListener::Bind(
   memcpy(address.sun_path, path.c_str(), path.size() + 1);
   const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", strerror(errno)));
+  // Only a socket is replaced: a mistyped path must not delete someone's file.
+  struct stat existing {};
+  if (lstat(path.c_str(), &existing) == 0 && !S_ISSOCK(existing.st_mode)) {
+    close(fd);
+    return absl::FailedPreconditionError(absl::StrCat(
+        "unix socket path ", path, " exists and is not a socket; not replacing it"));
+  }
   unlink(path.c_str());
+  // The daemon's umask (077) makes the socket private from bind until the chmod below.
   if (bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
+      (group.has_value() && chown(path.c_str(), static_cast<uid_t>(-1), *group) != 0) ||
+      chmod(path.c_str(), group.has_value() ? 0660 : 0666) != 0 ||
       // SOMAXCONN (the kernel caps it at net.core.somaxconn): with a short backlog, a burst
       // of clients connecting at once (200 in the load test) had some refused outright.
-      chmod(path.c_str(), 0666) != 0 || listen(fd, SOMAXCONN) != 0) {
+      listen(fd, SOMAXCONN) != 0) {
     const int error = errno;
     close(fd);
     return absl::UnavailableError(absl::StrCat("cannot listen on unix:", path, ": ",
@@ -76,16 +88,10 @@ void UnixSocketListener::AcceptLoop(grpc::Server* server) {
       return;
     }
     if (fds[1].revents != 0) return;
-    const int connection = AcceptAdmitted(listen_fd_, limit_, "unix socket");
+    // Peer credentials read and recorded before gRPC can run a call on the connection.
+    const int connection =
+        AcceptConnection(listen_fd_, ListenerKind::kUnix, limit_, registry_, "unix socket");
     if (connection < 0) continue;
-    ucred credentials{};
-    socklen_t length = sizeof(credentials);
-    if (getsockopt(connection, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) {
-      close(connection);
-      continue;
-    }
-    // gRPC names a connection it was handed by its descriptor number.
-    registry_->Record(absl::StrCat("fd:", connection), credentials.uid);
     ++accepted_;
     grpc::AddInsecureChannelFromFd(server, connection);
   }

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -19,11 +20,13 @@ namespace gpuprof::daemon {
 
 class UnixSocketListener {
  public:
-  // Binds `path` (a stale socket file from a killed daemon is replaced) and makes it
-  // connectable by every local user (0666): the kernel tells the daemon who they are. Every
-  // connection must pass `limit` (null: no cap) before it is recorded and handed over.
+  // Binds `path` (a stale socket file from a killed daemon is replaced; anything else there is
+  // refused) and makes it connectable by every local user (0666: the kernel tells the daemon
+  // who they are), or with `group` by that group's members only (0660). Every connection must
+  // pass `limit` (null: no cap) before it is recorded and handed over.
   static absl::StatusOr<std::unique_ptr<UnixSocketListener>> Bind(
-      const std::string& path, PeerCredentialRegistry* registry, ConnectionLimit* limit);
+      const std::string& path, PeerCredentialRegistry* registry, ConnectionLimit* limit,
+      std::optional<gid_t> group = std::nullopt);
   // Stops accepting and removes the socket file; connections already handed over stay.
   ~UnixSocketListener();
   UnixSocketListener(const UnixSocketListener&) = delete;
