@@ -33,6 +33,7 @@
 #include "daemon/gpu_health_monitor.h"
 #include "daemon/health_only_server.h"
 #include "daemon/metrics/metrics_exporter.h"
+#include "daemon/private_state.h"
 #include "daemon/profiler_service.h"
 #include "daemon/sweep_manager.h"
 #include "daemon/tcp_socket_listener.h"
@@ -51,8 +52,9 @@ ABSL_FLAG(std::string, state_dir, "",
           "else ~/.local/state/gpuprof).");
 ABSL_FLAG(std::string, db, "", "SQLite database path (default: <state_dir>/gpuprof.db).");
 ABSL_FLAG(std::string, listen, "",
-          "Comma-separated gRPC listen addresses (default: 127.0.0.1:7070 and "
-          "unix:<state_dir>/gpuprofd.sock). Use 0.0.0.0:7070 to accept remote clients.");
+          "Comma-separated gRPC listen addresses (default: 127.0.0.1:7070 and, for root, "
+          "unix:/run/gpuprof/gpuprofd.sock, else unix:<state_dir>/gpuprofd.sock, which only the "
+          "daemon's account can reach). Use 0.0.0.0:7070 to accept remote clients (with TLS).");
 ABSL_FLAG(std::string, worker_binary, "",
           "Path of gpuprof_worker (default: beside gpuprofd).");
 ABSL_FLAG(int, cpu_slots, 1, "CPU workloads (radix) that may run at the same time.");
@@ -129,8 +131,18 @@ ABSL_FLAG(absl::Duration, max_connection_idle, absl::Minutes(30),
           "A connection with no RPC for this long is closed (GOAWAY), so idle connections do "
           "not accumulate.");
 ABSL_FLAG(int, max_connections, 1000,
-          "Client connections (unix socket and TCP together) the daemon holds at once; a "
-          "connection over the cap is closed as soon as it is accepted.");
+          "Client connections (unix socket and TCP together) the daemon holds at once. When "
+          "every place is taken, a newcomer evicts the oldest connection of whoever holds the "
+          "most (if that is someone else holding more), else it is closed as soon as accepted.");
+ABSL_FLAG(int, max_connections_per_user, 256,
+          "Connections one local account (or one remote host, before TLS names its user) may "
+          "hold at once; more are refused. The daemon's own uid is exempt. 0: no cap.");
+ABSL_FLAG(int, reserved_local_connections, 64,
+          "Places of --max_connections that TCP connections may not take: the unix socket "
+          "always has room.");
+ABSL_FLAG(std::string, socket_group, "",
+          "Group whose members may connect to the unix socket (mode 0660); empty: every local "
+          "account may (0666; the kernel tells the daemon who connects).");
 ABSL_FLAG(absl::Duration, handshake_timeout, absl::Seconds(10),
           "A TCP client that has not completed its (TLS and HTTP/2) handshake by then is "
           "disconnected.");
@@ -179,6 +191,18 @@ absl::Status ValidateLifecycleFlags(const std::vector<std::string>& watched) {
     return absl::InvalidArgumentError(
         absl::StrCat("--max_connections=", absl::GetFlag(FLAGS_max_connections),
                      ": must be at least 1 (e.g. 1000)"));
+  }
+  if (absl::GetFlag(FLAGS_max_connections_per_user) < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_connections_per_user=", absl::GetFlag(FLAGS_max_connections_per_user),
+                     ": must be >= 0 (0: no cap; e.g. 256)"));
+  }
+  if (absl::GetFlag(FLAGS_reserved_local_connections) < 0 ||
+      absl::GetFlag(FLAGS_reserved_local_connections) >= absl::GetFlag(FLAGS_max_connections)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--reserved_local_connections=", absl::GetFlag(FLAGS_reserved_local_connections),
+        ": must be >= 0 and below --max_connections (", absl::GetFlag(FLAGS_max_connections),
+        ")"));
   }
   for (const std::string& path : watched) {
     if (!FileChangeWatcher::Take(path).exists) {
@@ -275,12 +299,30 @@ int Run() {
     std::printf("%s\n", verdict->c_str());
     return 0;
   }
-  std::error_code error;
-  std::filesystem::create_directories(state_dir, error);
-  if (error) {
-    std::fprintf(stderr, "gpuprofd: cannot create state directory %s: %s\n", state_dir.c_str(),
-                 error.message().c_str());
-    return 1;
+  // Private state: the directory 0700, the database and its companions 0600 (the umask set in
+  // main keeps everything created later private too).
+  {
+    auto directory = SecureStateDirectory(state_dir);
+    auto database = directory.ok() ? SecureDatabaseFiles(db_path) : directory;
+    if (!database.ok()) {
+      std::fprintf(stderr, "gpuprofd: not starting: %s\n",
+                   std::string(database.status().message()).c_str());
+      return 1;
+    }
+    for (const auto& changes : {*directory, *database}) {
+      for (const std::string& change : changes) {
+        std::fprintf(stderr, "gpuprofd: %s\n", change.c_str());
+      }
+    }
+  }
+  std::optional<gid_t> socket_group;
+  if (!absl::GetFlag(FLAGS_socket_group).empty()) {
+    auto group = GroupByName(absl::GetFlag(FLAGS_socket_group));
+    if (!group.ok()) {
+      std::fprintf(stderr, "gpuprofd: %s\n", std::string(group.status().message()).c_str());
+      return 2;
+    }
+    socket_group = *group;
   }
   std::vector<std::string> addresses = absl::GetFlag(FLAGS_listen).empty()
                                            ? DefaultListenAddresses(state_dir)
@@ -348,7 +390,10 @@ int Run() {
   options.submits_per_minute_per_user = absl::GetFlag(FLAGS_submits_per_minute_per_user);
   RaiseDescriptorLimitFor(absl::GetFlag(FLAGS_max_connections));
   // Declared before the metrics, which sample it until they stop.
-  ConnectionLimit connection_limit(absl::GetFlag(FLAGS_max_connections));
+  ConnectionLimit connection_limit(ConnectionLimit::Options{
+      .max_connections = absl::GetFlag(FLAGS_max_connections),
+      .max_per_owner = absl::GetFlag(FLAGS_max_connections_per_user),
+      .reserved_local = absl::GetFlag(FLAGS_reserved_local_connections)});
   // Declared before the manager, which reports to it until its very end.
   std::unique_ptr<MetricsExporter> metrics;
   if (!absl::GetFlag(FLAGS_metrics_listen).empty()) {
@@ -407,6 +452,7 @@ int Run() {
     (*manager)->Shutdown();
     return 1;
   }
+  // Who owns each accepted connection (unix and loopback TCP), from the kernel.
   PeerCredentialRegistry unix_peers;
   Authenticator authenticator(
       Authenticator::Options{.tls_user_from = *tls_user_from,
@@ -433,12 +479,25 @@ int Run() {
   for (const std::string& address : addresses) {
     absl::Status bound;
     if (absl::StartsWith(address, "unix:")) {
-      auto listener = UnixSocketListener::Bind(std::string(absl::StripPrefix(address, "unix:")),
-                                               &unix_peers, &connection_limit);
+      const std::string path(absl::StripPrefix(address, "unix:"));
+      auto prepared = PrepareSocketDirectory(path);
+      if (prepared.ok()) {
+        for (const std::string& change : *prepared) {
+          std::fprintf(stderr, "gpuprofd: %s\n", change.c_str());
+        }
+      }
+      if (std::filesystem::path(path).parent_path() == std::filesystem::path(state_dir)) {
+        std::fprintf(stderr,
+                     "gpuprofd: the unix socket %s is in the private state directory: only "
+                     "this daemon's account can reach it (serve others with --listen "
+                     "unix:/run/gpuprof/gpuprofd.sock or loopback TCP)\n",
+                     path.c_str());
+      }
+      auto listener = UnixSocketListener::Bind(path, &unix_peers, &connection_limit, socket_group);
       if (listener.ok()) unix_listeners.push_back(*std::move(listener));
       bound = listener.status();
     } else {
-      auto listener = TcpSocketListener::Bind(address, &connection_limit);
+      auto listener = TcpSocketListener::Bind(address, &connection_limit, &unix_peers);
       if (listener.ok()) tcp_listeners.push_back(*std::move(listener));
       bound = listener.status();
     }
@@ -618,5 +677,8 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
+  // Everything the daemon and its workers create (database, WAL, JIT caches, TLS copies) is
+  // private to its account; the socket's mode is set explicitly.
+  umask(077);
   return gpuprof::daemon::Run();
 }
