@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <set>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -68,10 +69,34 @@ std::vector<std::string> WorkerEnvironment() {
 
 }  // namespace
 
-ExperimentManager::ExperimentManager(ManagerOptions options,
-                                     std::unique_ptr<ExperimentStore> store,
+ExperimentManager::ExperimentManager(ManagerOptions options, std::unique_ptr<ExperimentStore> store,
                                      ManagerObserver* observer)
-    : options_(std::move(options)), store_(std::move(store)), observer_(observer) {}
+    : options_(std::move(options)),
+      store_(std::move(store)),
+      observer_(observer),
+      admission_(options_.submits_per_minute_per_user),
+      watch_slots_(WatchLimits{options_.max_watchers_per_experiment,
+                               options_.max_watchers_per_user_per_experiment,
+                               options_.max_watch_streams_per_user}) {}
+
+Admission& Admission::operator=(Admission&& other) noexcept {
+  if (this != &other) {
+    GiveBack();
+    manager_ = std::exchange(other.manager_, nullptr);
+    user_ = std::move(other.user_);
+    places_ = std::exchange(other.places_, 0);
+    token_of_ = std::move(other.token_of_);
+    other.token_of_.clear();
+  }
+  return *this;
+}
+
+Admission::~Admission() { GiveBack(); }
+
+void Admission::GiveBack() {
+  if (manager_ != nullptr && (places_ > 0 || !token_of_.empty())) manager_->GiveBack(*this);
+  manager_ = nullptr;
+}
 
 absl::StatusOr<std::unique_ptr<ExperimentManager>> ExperimentManager::Create(
     ManagerOptions options, std::unique_ptr<ExperimentStore> store, ManagerObserver* observer) {
@@ -235,8 +260,8 @@ absl::StatusOr<v1::Experiment> ExperimentManager::SubmitSweepPoint(v1::Experimen
       sweep_id, point, max_concurrent_gpus);
 }
 
-absl::Status ExperimentManager::AdmitSweep(std::vector<v1::ExperimentRequest>& requests,
-                                           const std::string& user, const Actor& actor) {
+absl::StatusOr<Admission> ExperimentManager::AdmitSweep(
+    std::vector<v1::ExperimentRequest>& requests, const std::string& user, const Actor& actor) {
   if (user != actor.user && !actor.admin) {
     return Refuse(actor, user, "on-behalf-of",
                   absl::PermissionDeniedError(absl::StrCat(
@@ -249,34 +274,83 @@ absl::Status ExperimentManager::AdmitSweep(std::vector<v1::ExperimentRequest>& r
     quota = options_.access->QuotaForUser(user);
     for (v1::ExperimentRequest& request : requests) ApplyQuotaTimeout(*quota, request);
   }
-  absl::MutexLock lock(&mutex_);
-  if (stopping_) return absl::UnavailableError("gpuprofd is shutting down");
-  // The sweep is one submission for the rate limit; its points count against the quotas.
-  RETURN_IF_ERROR(TakeSubmitTokenLocked(actor));
-  if (!quota.has_value()) return absl::OkStatus();
-  bool needs_gpus = false;
-  for (size_t index = 0; index < requests.size(); ++index) {
-    v1::ExperimentRequest request = requests[index];
+  // Checked as they will be stored (SubmitSweepPoints applies the same defaults).
+  std::vector<v1::ExperimentRequest> checked = requests;
+  for (v1::ExperimentRequest& request : checked) {
     ApplyRequestDefaults(options_.limits, inventory_, request);
-    needs_gpus = needs_gpus || workloads::RequiredGpuCount(request) > 0;
-    absl::Status allowed = CheckRequestQuota(request, user, *quota);
-    if (!allowed.ok()) {
-      allowed = absl::Status(allowed.code(),
-                             absl::StrCat("point ", index, ": ", allowed.message()));
-      return Refuse(actor, user == actor.user ? "" : user, QuotaReason(allowed), allowed);
+  }
+  return Admit(actor, user, quota, checked, /*for_sweep=*/true);
+}
+
+absl::StatusOr<Admission> ExperimentManager::Admit(
+    const Actor& actor, const std::string& user, const std::optional<ResolvedQuota>& quota,
+    const std::vector<v1::ExperimentRequest>& requests, bool for_sweep) {
+  const bool rate_limited = !actor.admin && options_.submits_per_minute_per_user > 0;
+  std::string reason;
+  absl::Status refusal;
+  {
+    absl::MutexLock lock(&mutex_);
+    if (stopping_) return absl::UnavailableError("gpuprofd is shutting down");
+    const absl::Time now = absl::Now();
+    // Everything is checked before anything is taken: a refusal changes nothing.
+    if (rate_limited) {
+      refusal = admission_.CheckRate(actor.user, now);
+      if (!refusal.ok()) reason = "submit-rate";
+    }
+    if (refusal.ok() && quota.has_value()) {
+      bool needs_gpus = false;
+      for (size_t index = 0; index < requests.size() && refusal.ok(); ++index) {
+        needs_gpus = needs_gpus || workloads::RequiredGpuCount(requests[index]) > 0;
+        refusal = CheckRequestQuota(requests[index], user, *quota);
+        if (!refusal.ok() && for_sweep) {
+          refusal =
+              absl::Status(refusal.code(), absl::StrCat("point ", index, ": ", refusal.message()));
+        }
+      }
+      if (refusal.ok()) {
+        refusal =
+            CheckUsageQuotaLocked(user, *quota, static_cast<int>(requests.size()), needs_gpus);
+      }
+      if (!refusal.ok()) reason = QuotaReason(refusal);
+    }
+    if (refusal.ok()) {
+      // ...and taken in the same critical section as the check.
+      Admission admission;
+      admission.manager_ = this;
+      admission.user_ = user;
+      admission.places_ = static_cast<int>(requests.size());
+      admission_.Reserve(user, admission.places_);
+      if (rate_limited) {
+        admission_.TakeToken(actor.user, now);
+        admission.token_of_ = actor.user;
+      }
+      return admission;
     }
   }
-  const absl::Status allowed =
-      CheckUsageQuotaLocked(user, *quota, static_cast<int>(requests.size()), needs_gpus);
-  if (!allowed.ok()) {
-    return Refuse(actor, user == actor.user ? "" : user, QuotaReason(allowed), allowed);
-  }
-  return absl::OkStatus();
+  // Audited without the lock: the audit entry is a durable write.
+  if (reason == "submit-rate") return Refuse(actor, "", reason, refusal);
+  const std::string on_behalf_of = for_sweep && user != actor.user ? user : "";
+  return Refuse(actor, on_behalf_of, reason, refusal);
+}
+
+void ExperimentManager::SettleLocked(Admission& admission) {
+  admission_.Release(admission.user_, admission.places_);
+  admission.places_ = 0;
+  // The token was spent on a request that is now stored.
+  admission.token_of_.clear();
+}
+
+void ExperimentManager::GiveBack(Admission& admission) {
+  absl::MutexLock lock(&mutex_);
+  admission_.Release(admission.user_, admission.places_);
+  if (!admission.token_of_.empty()) admission_.RefundToken(admission.token_of_);
+  admission.places_ = 0;
+  admission.token_of_.clear();
 }
 
 absl::StatusOr<std::vector<v1::Experiment>> ExperimentManager::SubmitSweepPoints(
     std::vector<v1::ExperimentRequest> requests, const std::string& sweep_id,
-    int max_concurrent_gpus, const Actor& actor) {
+    int max_concurrent_gpus, const Actor& actor, Admission admission) {
   std::vector<std::pair<v1::Experiment, v1::ExperimentEvent>> created;
   const google::protobuf::Timestamp now = Now();
   for (size_t point = 0; point < requests.size(); ++point) {
@@ -300,29 +374,40 @@ absl::StatusOr<std::vector<v1::Experiment>> ExperimentManager::SubmitSweepPoints
     *first.mutable_time() = now;
     created.emplace_back(std::move(experiment), std::move(first));
   }
-  absl::MutexLock lock(&mutex_);
-  if (stopping_) return absl::UnavailableError("gpuprofd is shutting down");
+  {
+    absl::MutexLock lock(&mutex_);
+    if (stopping_) return absl::UnavailableError("gpuprofd is shutting down");
+  }
+  // Stored without the manager's lock, as Submit does (the store's group commit); the
+  // admission holds the points' queue places meanwhile.
   absl::StatusOr<std::vector<std::string>> stored = store_->CreateMany(created);
   if (!stored.ok()) {
-    // Nothing was acknowledged (the points are stored all together or not at all).
+    // Nothing was acknowledged (the points are stored all together or not at all); the
+    // admission gives its places back.
     return NotStoredError(stored.status(),
                           "the sweep's points could not be stored, so none was queued");
   }
   const std::vector<std::string> ids = *std::move(stored);
   std::vector<v1::Experiment> experiments;
+  absl::MutexLock lock(&mutex_);
+  // The places become queued experiments in this critical section: the quota never sees
+  // them twice or not at all.
+  SettleLocked(admission);
   for (size_t point = 0; point < created.size(); ++point) {
     v1::Experiment& experiment = created[point].first;
     experiment.set_id(ids[point]);
-    scheduler_->Enqueue(PendingExperiment{ids[point], experiment.user(),
-                                          experiment.request().priority(), next_submit_order_++,
-                                          experiment.request().gpus(),
-                                          workloads::RequiredGpuCount(experiment.request()),
-                                          sweep_id, max_concurrent_gpus});
-    active_[ids[point]].experiment = experiment;
+    // Stored, so acknowledged: if gpuprofd is stopping, they run after the restart.
+    if (!stopping_) {
+      scheduler_->Enqueue(PendingExperiment{
+          ids[point], experiment.user(), experiment.request().priority(), next_submit_order_++,
+          experiment.request().gpus(), workloads::RequiredGpuCount(experiment.request()), sweep_id,
+          max_concurrent_gpus});
+      active_[ids[point]].experiment = experiment;
+    }
     experiments.push_back(std::move(experiment));
   }
   for (v1::Experiment& experiment : experiments) {
-    experiment.set_queue_position(scheduler_->QueuePosition(experiment.id()));
+    experiment.set_queue_position(stopping_ ? 0 : scheduler_->QueuePosition(experiment.id()));
   }
   wake_.Signal();
   return experiments;
@@ -427,10 +512,13 @@ absl::Status ExperimentManager::CheckUsageQuotaLocked(const std::string& user,
     for (const auto& [id, active] : active_) {
       if (active.experiment.user() == user && active.experiment.state() == v1::QUEUED) ++queued;
     }
-    if (queued + adding > limits.max_queued_experiments()) {
+    // Admitted requests still being stored count as queued: they will be.
+    const int being_stored = admission_.reserved(user);
+    if (queued + being_stored + adding > limits.max_queued_experiments()) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "quota max_queued_experiments", whose, " is ", limits.max_queued_experiments(),
-          "; in use: ", queued, " queued experiment(s)",
+          "; in use: ", queued + being_stored, " queued experiment(s)",
+          being_stored > 0 ? absl::StrCat(" (", being_stored, " of them being stored)") : "",
           adding > 1 ? absl::StrCat("; the sweep would add ", adding, " points") : ""));
     }
   }
@@ -442,33 +530,6 @@ absl::Status ExperimentManager::CheckUsageQuotaLocked(const std::string& user,
           "; in use: ", absl::StrFormat("%.3f", used), " GPU-hours over the last 24 hours"));
     }
   }
-  return absl::OkStatus();
-}
-
-absl::Status ExperimentManager::TakeSubmitTokenLocked(const Actor& actor) {
-  if (actor.admin || options_.submits_per_minute_per_user <= 0) return absl::OkStatus();
-  // A token bucket per submitting user: a burst of the per-minute limit, refilled steadily.
-  const double capacity = options_.submits_per_minute_per_user;
-  const absl::Time now = absl::Now();
-  auto [bucket, fresh] = submit_buckets_.try_emplace(actor.user);
-  if (fresh) {
-    bucket->second.tokens = capacity;
-  } else {
-    bucket->second.tokens =
-        std::min(capacity, bucket->second.tokens +
-                               absl::ToDoubleMinutes(now - bucket->second.refilled) * capacity);
-  }
-  bucket->second.refilled = now;
-  if (bucket->second.tokens < 1) {
-    const absl::Duration wait = absl::Minutes((1 - bucket->second.tokens) / capacity);
-    return Refuse(actor, "", "submit-rate",
-                  absl::ResourceExhaustedError(absl::StrCat(
-                      "submit rate limit for ", actor.user, " is ",
-                      options_.submits_per_minute_per_user,
-                      " per minute (--submits_per_minute_per_user); retry in ",
-                      absl::FormatDuration(absl::Ceil(wait, absl::Milliseconds(100))))));
-  }
-  bucket->second.tokens -= 1;
   return absl::OkStatus();
 }
 
@@ -510,21 +571,17 @@ absl::StatusOr<v1::Experiment> ExperimentManager::SubmitInternal(v1::ExperimentR
   v1::ExperimentEvent first = StateEvent(v1::QUEUED);
   first.set_seq(1);
   *first.mutable_time() = experiment.created();
+  // Rate and quotas before anything is stored, checked and taken in one step: a refused
+  // request leaves no trace but the audit entry, and parallel submits cannot all pass a check
+  // that only some of them fit. A point run again after a restart is not checked again.
+  std::optional<Admission> admission;
+  if (sweep_id.empty()) {
+    ASSIGN_OR_RETURN(admission, Admit(actor, user, quota, {experiment.request()},
+                                      /*for_sweep=*/false));
+  }
   {
     absl::MutexLock lock(&mutex_);
     if (stopping_) return absl::UnavailableError("gpuprofd is shutting down");
-    // Rate and quotas before anything is stored: a refused request leaves no trace but the
-    // audit entry. (Two submits racing past the same quota between this check and their
-    // commits can exceed it by one.)
-    RETURN_IF_ERROR(TakeSubmitTokenLocked(actor));
-    if (quota.has_value()) {
-      absl::Status allowed = CheckRequestQuota(experiment.request(), user, *quota);
-      if (allowed.ok()) {
-        allowed = CheckUsageQuotaLocked(user, *quota, 1,
-                                        workloads::RequiredGpuCount(experiment.request()) > 0);
-      }
-      if (!allowed.ok()) return Refuse(actor, "", QuotaReason(allowed), allowed);
-    }
     // Position among what is queued now, plus this one; recomputed live by Get.
     first.mutable_state()->set_queue_position(static_cast<int>(scheduler_->queued_count()) + 1);
   }
@@ -543,13 +600,16 @@ absl::StatusOr<v1::Experiment> ExperimentManager::SubmitInternal(v1::ExperimentR
   // entry goes into the same transaction, so a submit costs one commit, not two.
   absl::StatusOr<std::string> created = store_->Create(experiment, first, &audit);
   if (!created.ok()) {
-    // Nothing was acknowledged: the client sees the refusal and can submit again.
+    // Nothing was acknowledged: the client sees the refusal and can submit again (the
+    // admission gives its place and token back).
     return NotStoredError(created.status(),
                           "the experiment could not be stored, so it was not queued");
   }
   const std::string id = *std::move(created);
   experiment.set_id(id);
   absl::MutexLock lock(&mutex_);
+  // Its place becomes a queued experiment in this critical section.
+  if (admission.has_value()) SettleLocked(*admission);
   // Stored, so acknowledged: if gpuprofd is stopping, it runs after the restart.
   if (!stopping_) {
     // First come, first served in the order the commits were acknowledged.
@@ -570,7 +630,8 @@ absl::StatusOr<v1::Experiment> ExperimentManager::SubmitInternal(v1::ExperimentR
 }
 
 absl::StatusOr<int64_t> ExperimentManager::Subscribe(const std::string& id, int64_t from_seq,
-                                                     std::shared_ptr<EventSink> sink) {
+                                                     std::shared_ptr<EventSink> sink,
+                                                     const Watcher& watcher) {
   if (from_seq < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("from_seq: got ", from_seq, "; must be >= 0"));
@@ -580,17 +641,21 @@ absl::StatusOr<int64_t> ExperimentManager::Subscribe(const std::string& id, int6
   absl::MutexLock lock(&mutex_);
   // A cancel storing the final event without the lock: replay after it, not beside it.
   WaitForFinalWriteLocked(id);
-  if (const auto live = active_.find(id);
-      live != active_.end() && options_.max_watchers_per_experiment > 0 &&
-      static_cast<int>(live->second.sinks.size()) >= options_.max_watchers_per_experiment) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "experiment ", id, " already has ", live->second.sinks.size(),
-        " live streams, the most gpuprofd allows (--max_watchers_per_experiment); detach one or "
-        "poll with gpuprof get"));
+  const auto active = active_.find(id);
+  const bool live = active != active_.end() && !stopping_;
+  // Only a live stream holds a place: a replay of an ended experiment ends by itself.
+  int64_t subscription = 0;
+  if (live) {
+    ASSIGN_OR_RETURN(subscription, watch_slots_.Acquire("experiment", id,
+                                                        active->second.experiment.user(), watcher));
   }
-  ASSIGN_OR_RETURN(auto events, store_->Events(id, from_seq));
+  absl::StatusOr<std::vector<v1::ExperimentEvent>> events = store_->Events(id, from_seq);
+  if (!events.ok()) {
+    watch_slots_.Release(subscription);
+    return events.status();
+  }
   int64_t replayed_seq = from_seq - 1;
-  for (const auto& event : events) {
+  for (const auto& event : *events) {
     sink->OnEvent(event);
     replayed_seq = event.seq();
   }
@@ -601,20 +666,22 @@ absl::StatusOr<int64_t> ExperimentManager::Subscribe(const std::string& id, int6
       replayed_seq = event.seq();
     }
   }
-  const auto active = active_.find(id);
-  if (active == active_.end() || stopping_) {
+  if (!live) {
     sink->OnEnd();
     return 0;
   }
-  const int64_t subscription = next_subscription_++;
   active->second.sinks[subscription] = std::move(sink);
   return subscription;
 }
 
 void ExperimentManager::Unsubscribe(const std::string& id, int64_t subscription) {
-  absl::MutexLock lock(&mutex_);
-  const auto active = active_.find(id);
-  if (active != active_.end()) active->second.sinks.erase(subscription);
+  {
+    absl::MutexLock lock(&mutex_);
+    const auto active = active_.find(id);
+    if (active != active_.end()) active->second.sinks.erase(subscription);
+  }
+  // Also when the experiment has ended meanwhile: its streams held places until now.
+  watch_slots_.Release(subscription);
 }
 
 absl::StatusOr<v1::Experiment> ExperimentManager::Cancel(const std::string& id,

@@ -19,11 +19,12 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/access_policy.h"
+#include "daemon/admission.h"
 #include "daemon/experiment_store.h"
 #include "daemon/gpu_faults.h"
-#include "daemon/stream_sink.h"
 #include "daemon/request_validation.h"
 #include "daemon/scheduler.h"
+#include "daemon/stream_sink.h"
 #include "daemon/worker_process.h"
 #include "gpuprof/v1/experiment.pb.h"
 #include "gpuprof/v1/gpus.pb.h"
@@ -49,8 +50,13 @@ struct ManagerOptions {
   int64_t max_report_bytes_per_experiment = int64_t{1} << 30;
   // Quotas come from here; null means none (in-process tests).
   const AccessControl* access = nullptr;
-  // Live Watch/Submit streams one experiment may have; more are refused (0: no cap).
+  // Live Watch/Submit streams one experiment (or sweep) may have; more are refused (0: no
+  // cap). Part of it is kept for the owner and admins (WatchSlots::ReservedForOwner).
   int max_watchers_per_experiment = 0;
+  // Live streams one non-admin user may hold on one experiment or sweep, and over all of them
+  // (0: no cap).
+  int max_watchers_per_user_per_experiment = 0;
+  int max_watch_streams_per_user = 0;
   // Submits one (non-admin) user may make per minute, as a token bucket holding this many
   // (0: no limit).
   int submits_per_minute_per_user = 0;
@@ -86,6 +92,34 @@ class ManagerObserver {
   virtual void GpuXid(int gpu, v1::GpuFaultClass fault_class) {}
 };
 
+class ExperimentManager;
+
+// What admission took for one request (a submit or a whole sweep), in the same critical
+// section as the quota check: `places` queue places of `user`'s quota and, unless the actor is
+// exempt, a submit token of the actor's. Held until the experiments are queued; whatever was
+// not used is given back when it is destroyed (a request that was never stored).
+class Admission {
+ public:
+  Admission() = default;
+  Admission(Admission&& other) noexcept { *this = std::move(other); }
+  Admission& operator=(Admission&& other) noexcept;
+  Admission(const Admission&) = delete;
+  Admission& operator=(const Admission&) = delete;
+  ~Admission();
+
+  int places() const { return places_; }
+
+ private:
+  friend class ExperimentManager;
+  void GiveBack();
+
+  ExperimentManager* manager_ = nullptr;
+  std::string user_;
+  int places_ = 0;
+  // The actor whose submit token was taken; empty if none.
+  std::string token_of_;
+};
+
 class ExperimentManager {
  public:
   // Probes the GPUs through a worker, recovers state from the store (running experiments
@@ -112,17 +146,20 @@ class ExperimentManager {
                                                   const std::string& sweep_id, int point,
                                                   int max_concurrent_gpus);
   // SubmitSweepPoint for points 0..n-1 of a new sweep, stored in one transaction: all are
-  // queued or none is.
+  // queued or none is. `admission` (from AdmitSweep) holds their queue places until they are
+  // queued; the store's commit is made without the manager's lock.
   absl::StatusOr<std::vector<v1::Experiment>> SubmitSweepPoints(
       std::vector<v1::ExperimentRequest> requests, const std::string& sweep_id,
-      int max_concurrent_gpus, const Actor& actor);
+      int max_concurrent_gpus, const Actor& actor, Admission admission);
   // Whether `actor` may submit these points of a sweep for `user`, as Submit decides for one
   // experiment: on behalf of another user needs an admin; the sweep is one submission for the
   // rate limit; each point must fit the per-request quotas and all of them together
   // max_queued_experiments. Applies the quota's timeout cap to points without a timeout.
-  // A refusal is audited and counted like Submit's.
-  absl::Status AdmitSweep(std::vector<v1::ExperimentRequest>& requests, const std::string& user,
-                          const Actor& actor);
+  // The check and the taking of the token and of every point's queue place are one step: the
+  // returned Admission holds them. A refusal takes nothing and is audited and counted like
+  // Submit's.
+  absl::StatusOr<Admission> AdmitSweep(std::vector<v1::ExperimentRequest>& requests,
+                                       const std::string& user, const Actor& actor);
   // PERMISSION_DENIED or RESOURCE_EXHAUSTED `status`, recorded as a refusal (metric, audit).
   absl::Status Refuse(const Actor& actor, const std::string& on_behalf_of,
                       const std::string& reason, absl::Status status);
@@ -130,10 +167,15 @@ class ExperimentManager {
   void SetSweepPointListener(SweepPointListener listener);
   ExperimentStore& store() { return *store_; }
   // Replays stored events with seq >= from_seq to `sink`, then live ones; returns a handle for
-  // Unsubscribe. For an experiment that already ended, the replay is followed by OnEnd.
+  // Unsubscribe. For an experiment that already ended, the replay is followed by OnEnd (and 0
+  // is returned). A live stream takes a place of `watcher`'s in watch_slots(): refused with
+  // RESOURCE_EXHAUSTED naming the cap when none is left.
   absl::StatusOr<int64_t> Subscribe(const std::string& id, int64_t from_seq,
-                                    std::shared_ptr<EventSink> sink);
+                                    std::shared_ptr<EventSink> sink, const Watcher& watcher);
+  // Ends the stream and frees its place, also after the experiment ended.
   void Unsubscribe(const std::string& id, int64_t subscription);
+  // The live-stream caps, shared with the sweep manager's streams.
+  WatchSlots& watch_slots() { return watch_slots_; }
   // Only the experiment's owner or an admin may cancel it.
   absl::StatusOr<v1::Experiment> Cancel(const std::string& id, const std::string& reason,
                                         const Actor& actor);
@@ -171,6 +213,10 @@ class ExperimentManager {
   void Shutdown();
 
  private:
+  friend class Admission;
+  // Gives back what an admission still holds (Admission's destructor).
+  void GiveBack(Admission& admission) ABSL_LOCKS_EXCLUDED(mutex_);
+
   struct Active {
     v1::Experiment experiment;
     std::map<int64_t, std::shared_ptr<EventSink>> sinks;
@@ -217,6 +263,18 @@ class ExperimentManager {
   absl::StatusOr<v1::Experiment> SubmitInternal(v1::ExperimentRequest request, const Actor& actor,
                                                 const std::string& sweep_id, int point,
                                                 int max_concurrent_gpus);
+  // The admission step of Submit and AdmitSweep, under one lock: the rate limit (unless the
+  // actor is an admin), then, with a quota, each request's per-request limits and their sum
+  // against the usage quotas, counting queued experiments and places already reserved; then
+  // takes the token and requests.size() places. `requests` have their defaults applied. A
+  // refusal (`for_sweep`: its message names the point) takes nothing and is audited.
+  absl::StatusOr<Admission> Admit(const Actor& actor, const std::string& user,
+                                  const std::optional<ResolvedQuota>& quota,
+                                  const std::vector<v1::ExperimentRequest>& requests,
+                                  bool for_sweep) ABSL_LOCKS_EXCLUDED(mutex_);
+  // The places of an admission whose experiments are now queued (the token stays taken).
+  void SettleLocked(Admission& admission) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+
   // GPU-hours `user`'s experiments used over the 24 hours before `now`.
   absl::StatusOr<double> GpuHoursLastDay(const std::string& user, absl::Time now);
   // A request without a timeout gets the daemon's default capped by the quota's max_timeout.
@@ -229,8 +287,6 @@ class ExperimentManager {
   absl::Status CheckUsageQuotaLocked(const std::string& user, const ResolvedQuota& quota,
                                      int adding, bool needs_gpus)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // The per-user submit rate limit; admins are not limited.
-  absl::Status TakeSubmitTokenLocked(const Actor& actor) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // "quota:max_priority" and so on, for the refusal metric and the audit trail.
   static std::string QuotaReason(const absl::Status& refusal);
   absl::Status Recover() ABSL_LOCKS_EXCLUDED(mutex_);
@@ -318,12 +374,11 @@ class ExperimentManager {
       ABSL_GUARDED_BY(mutex_);
   std::string storage_error_ ABSL_GUARDED_BY(mutex_);
   int64_t next_slot_ ABSL_GUARDED_BY(mutex_) = 1;
-  int64_t next_subscription_ ABSL_GUARDED_BY(mutex_) = 1;
-  struct SubmitBucket {
-    double tokens = 0;
-    absl::Time refilled;
-  };
-  std::map<std::string, SubmitBucket> submit_buckets_ ABSL_GUARDED_BY(mutex_);
+  // Submit tokens and the queue places of requests admitted and not yet queued: the quota
+  // check counts them with the queue, so parallel requests cannot all pass it.
+  AdmissionLedger admission_ ABSL_GUARDED_BY(mutex_);
+  // Live streams of experiments and sweeps (thread-safe on its own).
+  WatchSlots watch_slots_;
   int64_t next_submit_order_ ABSL_GUARDED_BY(mutex_) = 0;
   // The JIT cache as the last worker to finish saw it (the probe's view is stale after runs).
   int64_t jit_cache_entries_ ABSL_GUARDED_BY(mutex_) = 0;

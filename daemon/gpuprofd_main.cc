@@ -150,8 +150,15 @@ ABSL_FLAG(int64_t, server_memory_bytes, int64_t{512} << 20,
           "Memory gRPC may use for buffers across every connection (a resource quota); under "
           "pressure it stops reading from connections instead of growing.");
 ABSL_FLAG(int, max_watchers_per_experiment, 64,
-          "Live Watch/Submit streams one experiment may have; more are refused "
-          "(RESOURCE_EXHAUSTED). 0: no cap.");
+          "Live Watch/Submit streams one experiment (or sweep) may have; more are refused "
+          "(RESOURCE_EXHAUSTED). Users other than its owner and admins may fill all but "
+          "min(--max_watchers_per_user_per_experiment, half of it). 0: no cap.");
+ABSL_FLAG(int, max_watchers_per_user_per_experiment, 8,
+          "Live streams one user (admins exempt) may hold on one experiment or sweep; more are "
+          "refused (RESOURCE_EXHAUSTED). 0: no cap.");
+ABSL_FLAG(int, max_watch_streams_per_user, 256,
+          "Live Watch/WatchSweep streams one user (admins exempt) may hold over all experiments "
+          "and sweeps; more are refused (RESOURCE_EXHAUSTED). 0: no cap.");
 ABSL_FLAG(int, submits_per_minute_per_user, 120,
           "Submits one user (admins exempt) may make per minute, in bursts up to the same "
           "number; more are refused (RESOURCE_EXHAUSTED). 0: no limit.");
@@ -400,6 +407,9 @@ int Run() {
     metrics = std::make_unique<MetricsExporter>(std::string(GpuprofVersion()),
                                                 absl::GetFlag(FLAGS_nvml_library));
   }
+  options.max_watchers_per_user_per_experiment =
+      absl::GetFlag(FLAGS_max_watchers_per_user_per_experiment);
+  options.max_watch_streams_per_user = absl::GetFlag(FLAGS_max_watch_streams_per_user);
   auto manager = ExperimentManager::Create(options, *std::move(store),
                                            metrics ? metrics->manager_observer() : nullptr);
   if (!manager.ok()) {

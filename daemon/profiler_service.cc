@@ -28,10 +28,11 @@ class EventStreamReactor : public grpc::ServerWriteReactor<Event> {
         sink_(std::make_shared<Sink>(this)) {}
 
   // Events the replay delivers are only buffered until Begin returns: no write or Finish may
-  // start before then, or OnDone could delete the reactor under Begin's feet.
-  void Begin(const std::string& id, int64_t from_seq) {
+  // start before then, or OnDone could delete the reactor under Begin's feet. `watcher`'s
+  // caps on live streams apply (RESOURCE_EXHAUSTED when one is reached).
+  void Begin(const std::string& id, int64_t from_seq, const Watcher& watcher) {
     id_ = id;
-    auto subscription = manager_->Subscribe(id, from_seq, sink_);
+    auto subscription = manager_->Subscribe(id, from_seq, sink_, watcher);
     absl::MutexLock lock(&mutex_);
     started_ = true;
     if (!subscription.ok()) {
@@ -208,6 +209,7 @@ namespace {
 Actor ActorOf(const Caller& caller) {
   return Actor{caller.user, caller.authenticated_by, caller.admin};
 }
+Watcher WatcherOf(const Caller& caller) { return Watcher{caller.user, caller.admin}; }
 }  // namespace
 
 grpc::ServerUnaryReactor* ProfilerService::FinishUnary(grpc::CallbackServerContext* context,
@@ -251,7 +253,8 @@ grpc::ServerWriteReactor<v1::ExperimentEvent>* ProfilerService::Submit(
       return;
     }
     // The stream starts with the stored QUEUED event: the acknowledgement, after its commit.
-    reactor->Begin(experiment->id(), 1);
+    // It is always admitted (and counted against the submitter's stream caps).
+    reactor->Begin(experiment->id(), 1, Watcher{actor.user, actor.admin, /*own_submission=*/true});
   });
   return reactor;
 }
@@ -259,7 +262,8 @@ grpc::ServerWriteReactor<v1::ExperimentEvent>* ProfilerService::Submit(
 grpc::ServerWriteReactor<v1::ExperimentEvent>* ProfilerService::Watch(
     grpc::CallbackServerContext* context, const v1::WatchRequest* request) {
   auto* reactor = new ExperimentStream(manager_, "Watch", observer_);
-  absl::Status status = Identify(context).status();
+  auto caller = Identify(context);
+  absl::Status status = caller.status();
   if (status.ok() && request->experiment_id().empty()) {
     status = absl::InvalidArgumentError("experiment_id: must be set");
   }
@@ -267,8 +271,11 @@ grpc::ServerWriteReactor<v1::ExperimentEvent>* ProfilerService::Watch(
     reactor->FinishNow(ToGrpcStatus(status));
     return reactor;
   }
-  // The replay reads the store.
-  pool_.Post([reactor, request] { reactor->Begin(request->experiment_id(), request->from_seq()); });
+  // The replay reads the store. The stream counts against the caller's caps, and the owner
+  // and admins have room kept for them.
+  pool_.Post([reactor, request, watcher = WatcherOf(*caller)] {
+    reactor->Begin(request->experiment_id(), request->from_seq(), watcher);
+  });
   return reactor;
 }
 
@@ -350,12 +357,14 @@ grpc::ServerWriteReactor<v1::SweepEvent>* ProfilerService::WatchSweep(
     grpc::CallbackServerContext* context, const v1::WatchSweepRequest* request) {
   auto* reactor =
       new EventStreamReactor<v1::SweepEvent, SweepManager>(sweeps_, "WatchSweep", observer_);
-  if (absl::Status caller = Identify(context).status(); !caller.ok()) {
-    reactor->FinishNow(ToGrpcStatus(caller));
+  if (auto caller = Identify(context); !caller.ok()) {
+    reactor->FinishNow(ToGrpcStatus(caller.status()));
   } else if (request->sweep_id().empty()) {
     reactor->FinishNow(ToGrpcStatus(absl::InvalidArgumentError("sweep_id: must be set")));
   } else {
-    pool_.Post([reactor, request] { reactor->Begin(request->sweep_id(), request->from_seq()); });
+    pool_.Post([reactor, request, watcher = WatcherOf(*caller)] {
+      reactor->Begin(request->sweep_id(), request->from_seq(), watcher);
+    });
   }
   return reactor;
 }

@@ -322,7 +322,9 @@ absl::StatusOr<v1::Sweep> SweepManager::Submit(v1::SweepRequest request, const A
   // Identity and quotas first, as for a single experiment: nothing is stored when refused.
   std::vector<v1::ExperimentRequest> requests;
   for (const sweep::ExpandedPoint& point : points) requests.push_back(point.request);
-  RETURN_IF_ERROR(experiments_->AdmitSweep(requests, request.user(), actor));
+  // The check takes every point's queue place at once (and the submit token): parallel sweeps
+  // cannot all pass it. Held until the points are queued, given back if they never are.
+  ASSIGN_OR_RETURN(Admission admission, experiments_->AdmitSweep(requests, request.user(), actor));
   for (size_t index = 0; index < points.size(); ++index) points[index].request = requests[index];
   for (size_t index = 0; index < points.size(); ++index) {
     const absl::Status valid = experiments_->Validate(points[index].request);
@@ -385,7 +387,8 @@ absl::StatusOr<v1::Sweep> SweepManager::Submit(v1::SweepRequest request, const A
   }
   // One transaction for every point: a 100-point sweep costs one sync, not a hundred.
   absl::StatusOr<std::vector<v1::Experiment>> queued_points = experiments_->SubmitSweepPoints(
-      std::move(requests), id, active.sweep.request().max_concurrent_gpus(), actor);
+      std::move(requests), id, active.sweep.request().max_concurrent_gpus(), actor,
+      std::move(admission));
   if (queued_points.ok()) {
     for (size_t index = 0; index < queued_points->size(); ++index) {
       v1::SweepPoint& point = *active.sweep.mutable_points(static_cast<int>(index));
@@ -480,27 +483,41 @@ absl::StatusOr<v1::Sweep> SweepManager::Cancel(const std::string& id, const std:
 }
 
 absl::StatusOr<int64_t> SweepManager::Subscribe(const std::string& id, int64_t from_seq,
-                                                std::shared_ptr<SweepEventSink> sink) {
+                                                std::shared_ptr<SweepEventSink> sink,
+                                                const Watcher& watcher) {
   if (from_seq < 0) {
     return absl::InvalidArgumentError(absl::StrCat("from_seq: got ", from_seq, "; must be >= 0"));
   }
   absl::MutexLock lock(&mutex_);
-  ASSIGN_OR_RETURN(auto events, store_.SweepEvents(id, from_seq));
-  for (const auto& event : events) sink->OnEvent(event);
   const auto active = active_.find(id);
-  if (active == active_.end() || stopping_) {
+  const bool live = active != active_.end() && !stopping_;
+  // Only a live stream holds a place: a replay of an ended sweep ends by itself.
+  int64_t subscription = 0;
+  if (live) {
+    ASSIGN_OR_RETURN(subscription, experiments_->watch_slots().Acquire(
+                                       "sweep", id, active->second.sweep.user(), watcher));
+  }
+  absl::StatusOr<std::vector<v1::SweepEvent>> events = store_.SweepEvents(id, from_seq);
+  if (!events.ok()) {
+    experiments_->watch_slots().Release(subscription);
+    return events.status();
+  }
+  for (const auto& event : *events) sink->OnEvent(event);
+  if (!live) {
     sink->OnEnd();
     return 0;
   }
-  const int64_t subscription = next_subscription_++;
   active->second.sinks[subscription] = std::move(sink);
   return subscription;
 }
 
 void SweepManager::Unsubscribe(const std::string& id, int64_t subscription) {
-  absl::MutexLock lock(&mutex_);
-  const auto active = active_.find(id);
-  if (active != active_.end()) active->second.sinks.erase(subscription);
+  {
+    absl::MutexLock lock(&mutex_);
+    const auto active = active_.find(id);
+    if (active != active_.end()) active->second.sinks.erase(subscription);
+  }
+  experiments_->watch_slots().Release(subscription);
 }
 
 absl::StatusOr<v1::Baseline> SweepManager::SaveBaseline(const v1::SaveBaselineRequest& request) {

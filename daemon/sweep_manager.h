@@ -55,9 +55,12 @@ class SweepManager {
                                    const Actor& actor);
   // As an admin (in-process callers).
   absl::StatusOr<v1::Sweep> Cancel(const std::string& id, const std::string& reason);
-  // Replays stored events with seq >= from_seq, then live ones (as ExperimentManager does).
+  // Replays stored events with seq >= from_seq, then live ones (as ExperimentManager does); a
+  // live stream takes a place of `watcher`'s in the experiment manager's watch_slots(), under
+  // the same caps as an experiment's streams.
   absl::StatusOr<int64_t> Subscribe(const std::string& id, int64_t from_seq,
-                                    std::shared_ptr<SweepEventSink> sink);
+                                    std::shared_ptr<SweepEventSink> sink, const Watcher& watcher);
+  // Ends the stream and frees its place, also after the sweep ended.
   void Unsubscribe(const std::string& id, int64_t subscription);
 
   // Baselines: target_id must name an existing experiment or sweep.
@@ -99,7 +102,6 @@ class SweepManager {
   absl::Mutex mutex_;
   bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
   std::map<std::string, ActiveSweep> active_ ABSL_GUARDED_BY(mutex_);
-  int64_t next_subscription_ ABSL_GUARDED_BY(mutex_) = 1;
 
   // Point changes reported by the experiment manager (under its lock), applied by FollowLoop.
   absl::Mutex pending_mutex_;

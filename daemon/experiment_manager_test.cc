@@ -1,0 +1,316 @@
+// ExperimentManager's admission (quotas, rate limit, reservations) and watch-stream caps,
+// against a real ExperimentStore on a temporary file and a real worker process: the fake rank
+// worker (tests/ranks), which speaks the worker protocol and reports two fake GPUs, so that a
+// hanging experiment holds them and everything after it stays queued.
+#include "daemon/experiment_manager.h"
+
+#include <stdlib.h>
+
+#include <atomic>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "daemon/access_policy.h"
+#include "daemon/experiment_store.h"
+#include "gmock/gmock.h"
+#include "gpuprof/v1/experiment.pb.h"
+#include "gtest/gtest.h"
+
+namespace gpuprof::daemon {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string Runfile(const std::string& path) {
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  const char* workspace = std::getenv("TEST_WORKSPACE");
+  if (srcdir == nullptr) return path;
+  return absl::StrCat(srcdir, "/", workspace == nullptr ? "gpuprof" : workspace, "/", path);
+}
+
+std::string TempDir() {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  std::string pattern = absl::StrCat(tmp == nullptr ? "/tmp" : tmp, "/manager-XXXXXX");
+  char* made = mkdtemp(pattern.data());
+  return made == nullptr ? "" : std::string(made);
+}
+
+// A sink that keeps what it is told.
+class RecordingSink : public EventSink {
+ public:
+  void OnEvent(const v1::ExperimentEvent& event) override {
+    absl::MutexLock lock(&mutex_);
+    ++events_;
+  }
+  void OnEnd() override {
+    absl::MutexLock lock(&mutex_);
+    ended_ = true;
+  }
+  bool ended() {
+    absl::MutexLock lock(&mutex_);
+    return ended_;
+  }
+
+ private:
+  absl::Mutex mutex_;
+  int events_ = 0;
+  bool ended_ = false;
+};
+
+// The fake worker's collective on both fake GPUs; `hang`: it runs until cancelled.
+v1::ExperimentRequest Collective(bool hang) {
+  v1::ExperimentRequest request;
+  request.mutable_collective();
+  request.mutable_gpus()->add_gpu_ids(0);
+  request.mutable_gpus()->add_gpu_ids(1);
+  if (hang) (*request.mutable_labels())["gpuprof.fault"] = "hang";
+  return request;
+}
+
+const Actor kMallory{"mallory", "test", /*admin=*/false};
+const Actor kAdmin{"root", "test", /*admin=*/true};
+
+class ExperimentManagerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // The fake worker's inventory.
+    setenv("FAKE_RANK_GPUS", "2", /*overwrite=*/1);
+    dir_ = TempDir();
+    ASSERT_FALSE(dir_.empty());
+    const std::string policy = dir_ + "/policy.textproto";
+    std::ofstream(policy) << "policy_version: 1\n"
+                             "daemon_user_is_admin: false\n"
+                             "users { user: \"mallory\" quota { max_queued_experiments: 2 } }\n"
+                             "end_of_policy: true\n";
+    auto access = AccessControl::Create(policy);
+    ASSERT_TRUE(access.ok()) << access.status();
+    access_ = *std::move(access);
+  }
+
+  void TearDown() override {
+    if (manager_ != nullptr) manager_->Shutdown();
+  }
+
+  void StartManager(int submits_per_minute = 0) {
+    auto store = ExperimentStore::Open(dir_ + "/gpuprof.db");
+    ASSERT_TRUE(store.ok()) << store.status();
+    ManagerOptions options;
+    options.worker_binary = Runfile("tests/ranks/fake_rank_worker");
+    options.limits.allow_test_faults = true;
+    options.measure_copy_bandwidth = false;
+    options.access = access_.get();
+    options.submits_per_minute_per_user = submits_per_minute;
+    options.max_watchers_per_experiment = 64;
+    options.max_watchers_per_user_per_experiment = 8;
+    options.max_watch_streams_per_user = 12;
+    auto manager = ExperimentManager::Create(options, *std::move(store));
+    ASSERT_TRUE(manager.ok()) << manager.status();
+    manager_ = *std::move(manager);
+  }
+
+  // An admin's experiment holding both GPUs until cancelled: what is submitted after it stays
+  // queued.
+  std::string Blocker() {
+    auto running = manager_->Submit(Collective(/*hang=*/true), kAdmin);
+    EXPECT_TRUE(running.ok()) << running.status();
+    if (!running.ok()) return "";
+    const absl::Time deadline = absl::Now() + absl::Seconds(60);
+    while (absl::Now() < deadline) {
+      auto now = manager_->Get(running->id());
+      if (now.ok() && now->state() == v1::RUNNING) return running->id();
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    ADD_FAILURE() << "the blocking experiment never ran";
+    return running->id();
+  }
+
+  int QueuedOf(const std::string& user) {
+    auto report = manager_->QuotaOf(user, /*admin=*/false);
+    EXPECT_TRUE(report.ok()) << report.status();
+    return report.ok() ? report->queued_experiments() : -1;
+  }
+
+  // Every experiment of `user` in the store (what a refusal must not have added to).
+  int StoredOf(const std::string& user) {
+    ExperimentFilter filter;
+    filter.user = user;
+    auto page = manager_->List(filter, ExperimentStore::kMaxPageSize, "");
+    EXPECT_TRUE(page.ok()) << page.status();
+    return page.ok() ? static_cast<int>(page->experiments.size()) : -1;
+  }
+
+  std::string dir_;
+  std::unique_ptr<AccessControl> access_;
+  std::unique_ptr<ExperimentManager> manager_;
+};
+
+TEST_F(ExperimentManagerTest, ParallelSubmitsNeverExceedTheQueueQuota) {
+  StartManager();
+  Blocker();
+  constexpr int kThreads = 32;
+  std::atomic<int> admitted{0};
+  std::atomic<int> refused_by_quota{0};
+  std::vector<std::string> other_errors(kThreads);
+  std::atomic<bool> go{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      while (!go.load()) std::this_thread::yield();
+      auto submitted = manager_->Submit(Collective(/*hang=*/false), kMallory);
+      if (submitted.ok()) {
+        ++admitted;
+      } else if (absl::IsResourceExhausted(submitted.status()) &&
+                 absl::StrContains(submitted.status().message(),
+                                   "quota max_queued_experiments for mallory (users entry) is "
+                                   "2; in use: 2 queued experiment(s)")) {
+        ++refused_by_quota;
+      } else {
+        other_errors[t] = submitted.status().ToString();
+      }
+    });
+  }
+  go = true;
+  for (std::thread& thread : threads) thread.join();
+  for (const std::string& error : other_errors) EXPECT_EQ(error, "");
+  EXPECT_EQ(admitted.load(), 2);
+  EXPECT_EQ(refused_by_quota.load(), kThreads - 2);
+  EXPECT_EQ(QueuedOf("mallory"), 2);
+  EXPECT_EQ(StoredOf("mallory"), 2);
+  // Every refusal is in the audit trail.
+  v1::ListAuditRequest audit;
+  audit.set_user("mallory");
+  audit.set_limit(1000);
+  auto entries = manager_->Audit(audit);
+  ASSERT_TRUE(entries.ok()) << entries.status();
+  int refusals = 0;
+  for (const v1::AuditEntry& entry : *entries) {
+    if (entry.action() == "refuse") ++refusals;
+  }
+  EXPECT_EQ(refusals, kThreads - 2);
+}
+
+TEST_F(ExperimentManagerTest, AnAdmissionHoldsItsPlacesUntilDroppedThenGivesThemBack) {
+  StartManager(/*submits_per_minute=*/2);
+  Blocker();
+  std::vector<v1::ExperimentRequest> points = {Collective(false), Collective(false)};
+  for (v1::ExperimentRequest& point : points) point.set_user("mallory");
+  {
+    absl::StatusOr<Admission> held = manager_->AdmitSweep(points, "mallory", kMallory);
+    ASSERT_TRUE(held.ok()) << held.status();
+    // Nothing is queued yet, but both places are taken: a submit does not fit.
+    EXPECT_EQ(QueuedOf("mallory"), 0);
+    auto refused = manager_->Submit(Collective(false), kMallory);
+    ASSERT_TRUE(absl::IsResourceExhausted(refused.status())) << refused.status();
+    EXPECT_THAT(refused.status().message(),
+                HasSubstr("in use: 2 queued experiment(s) (2 of them being stored)"));
+    // Dropped without being queued (e.g. the store refused the points): given back, token too.
+  }
+  EXPECT_TRUE(manager_->Submit(Collective(false), kMallory).ok());
+  EXPECT_TRUE(manager_->Submit(Collective(false), kMallory).ok());
+  EXPECT_EQ(QueuedOf("mallory"), 2);
+}
+
+TEST_F(ExperimentManagerTest, ARefusalTakesNoRateTokenAndStoresNothing) {
+  StartManager(/*submits_per_minute=*/3);
+  Blocker();
+  auto first = manager_->Submit(Collective(false), kMallory);
+  auto second = manager_->Submit(Collective(false), kMallory);
+  ASSERT_TRUE(first.ok() && second.ok());
+  // Refused by the queue quota, again and again: no token is spent on them.
+  for (int i = 0; i < 5; ++i) {
+    auto refused = manager_->Submit(Collective(false), kMallory);
+    ASSERT_TRUE(absl::IsResourceExhausted(refused.status())) << refused.status();
+    EXPECT_THAT(refused.status().message(), HasSubstr("quota max_queued_experiments"));
+  }
+  std::vector<v1::ExperimentRequest> points = {Collective(false), Collective(false)};
+  for (v1::ExperimentRequest& point : points) point.set_user("mallory");
+  EXPECT_TRUE(
+      absl::IsResourceExhausted(manager_->AdmitSweep(points, "mallory", kMallory).status()));
+  EXPECT_EQ(QueuedOf("mallory"), 2);
+  EXPECT_EQ(StoredOf("mallory"), 2);
+  // The third token is still there once a place frees up.
+  ASSERT_TRUE(manager_->Cancel(first->id(), "", kMallory).ok());
+  auto third = manager_->Submit(Collective(false), kMallory);
+  EXPECT_TRUE(third.ok()) << third.status();
+  // And that was the last one.
+  ASSERT_TRUE(manager_->Cancel(second->id(), "", kMallory).ok());
+  auto fourth = manager_->Submit(Collective(false), kMallory);
+  ASSERT_TRUE(absl::IsResourceExhausted(fourth.status())) << fourth.status();
+  EXPECT_THAT(fourth.status().message(), HasSubstr("--submits_per_minute_per_user"));
+  EXPECT_EQ(StoredOf("mallory"), 3);
+}
+
+TEST_F(ExperimentManagerTest, AnotherUserCannotTakeTheOwnersWatchSlots) {
+  StartManager();
+  Blocker();
+  // alice's experiment (she has no quota entry: the default, none).
+  const Actor alice{"alice", "test", /*admin=*/false};
+  auto experiment = manager_->Submit(Collective(false), alice);
+  ASSERT_TRUE(experiment.ok()) << experiment.status();
+  const std::string id = experiment->id();
+  std::vector<int64_t> mallorys;
+  absl::Status refused;
+  for (int i = 0; i < 64 && refused.ok(); ++i) {
+    auto subscription =
+        manager_->Subscribe(id, 1, std::make_shared<RecordingSink>(), Watcher{"mallory"});
+    if (subscription.ok()) {
+      mallorys.push_back(*subscription);
+    } else {
+      refused = subscription.status();
+    }
+  }
+  EXPECT_EQ(mallorys.size(), 8u);
+  ASSERT_TRUE(absl::IsResourceExhausted(refused)) << refused;
+  EXPECT_THAT(refused.message(),
+              HasSubstr("mallory already holds 8 live streams on experiment " + id));
+  EXPECT_THAT(refused.message(), HasSubstr("--max_watchers_per_user_per_experiment=8"));
+  // The owner and an admin are answered.
+  auto owners = manager_->Subscribe(id, 1, std::make_shared<RecordingSink>(), Watcher{"alice"});
+  ASSERT_TRUE(owners.ok()) << owners.status();
+  auto admins =
+      manager_->Subscribe(id, 1, std::make_shared<RecordingSink>(), Watcher{"root", true});
+  ASSERT_TRUE(admins.ok()) << admins.status();
+  EXPECT_EQ(manager_->watch_slots().LiveOn(id), 10);
+
+  // mallory's other streams (12 in all) hit the per-user cap on other experiments.
+  auto other = manager_->Submit(Collective(false), alice);
+  ASSERT_TRUE(other.ok());
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(
+        manager_->Subscribe(other->id(), 1, std::make_shared<RecordingSink>(), Watcher{"mallory"})
+            .ok());
+  }
+  auto over =
+      manager_->Subscribe(other->id(), 1, std::make_shared<RecordingSink>(), Watcher{"mallory"});
+  ASSERT_TRUE(absl::IsResourceExhausted(over.status()));
+  EXPECT_THAT(over.status().message(), HasSubstr("--max_watch_streams_per_user=12"));
+
+  // A stream's place is freed when it ends, also after the experiment ended.
+  auto sink = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(manager_->Cancel(id, "", alice).ok());
+  EXPECT_EQ(manager_->watch_slots().LiveOn(id), 10);
+  for (int64_t subscription : mallorys) manager_->Unsubscribe(id, subscription);
+  manager_->Unsubscribe(id, *owners);
+  manager_->Unsubscribe(id, *admins);
+  EXPECT_EQ(manager_->watch_slots().LiveOn(id), 0);
+  EXPECT_EQ(manager_->watch_slots().LiveOf("mallory"), 4);
+  // A replay of an ended experiment holds no place.
+  auto replay = manager_->Subscribe(id, 1, sink, Watcher{"mallory"});
+  ASSERT_TRUE(replay.ok());
+  EXPECT_EQ(*replay, 0);
+  EXPECT_TRUE(sink->ended());
+  EXPECT_EQ(manager_->watch_slots().LiveOf("mallory"), 4);
+}
+
+}  // namespace
+}  // namespace gpuprof::daemon

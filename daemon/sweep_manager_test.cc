@@ -1,0 +1,240 @@
+// SweepManager's admission (a sweep's points take their queue places in one step with the
+// check) and its watch-stream caps, against a real ExperimentStore on a temporary file and the
+// fake rank worker (tests/ranks: the worker protocol over two fake GPUs).
+#include "daemon/sweep_manager.h"
+
+#include <stdlib.h>
+
+#include <atomic>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "daemon/access_policy.h"
+#include "daemon/experiment_manager.h"
+#include "daemon/experiment_store.h"
+#include "gmock/gmock.h"
+#include "gpuprof/v1/sweep.pb.h"
+#include "gtest/gtest.h"
+
+namespace gpuprof::daemon {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string Runfile(const std::string& path) {
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  const char* workspace = std::getenv("TEST_WORKSPACE");
+  if (srcdir == nullptr) return path;
+  return absl::StrCat(srcdir, "/", workspace == nullptr ? "gpuprof" : workspace, "/", path);
+}
+
+std::string TempDir() {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  std::string pattern = absl::StrCat(tmp == nullptr ? "/tmp" : tmp, "/sweeps-XXXXXX");
+  char* made = mkdtemp(pattern.data());
+  return made == nullptr ? "" : std::string(made);
+}
+
+class NullSweepSink : public SweepEventSink {
+ public:
+  void OnEvent(const v1::SweepEvent& event) override {}
+  void OnEnd() override {}
+};
+
+// The fake worker's collective on both fake GPUs; `hang`: it runs until cancelled.
+v1::ExperimentRequest Collective(bool hang) {
+  v1::ExperimentRequest request;
+  request.mutable_collective();
+  request.mutable_gpus()->add_gpu_ids(0);
+  request.mutable_gpus()->add_gpu_ids(1);
+  if (hang) (*request.mutable_labels())["gpuprof.fault"] = "hang";
+  return request;
+}
+
+// Two points: two message sizes.
+v1::SweepRequest TwoPointSweep(const std::string& user) {
+  v1::SweepRequest request;
+  *request.mutable_base() = Collective(/*hang=*/false);
+  request.set_user(user);
+  v1::SweepAxis& sizes = *request.add_axes();
+  sizes.set_field("bytes_per_rank");
+  sizes.add_values("1M");
+  sizes.add_values("2M");
+  return request;
+}
+
+const Actor kMallory{"mallory", "test", /*admin=*/false};
+const Actor kAdmin{"root", "test", /*admin=*/true};
+
+class SweepManagerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    setenv("FAKE_RANK_GPUS", "2", /*overwrite=*/1);
+    dir_ = TempDir();
+    ASSERT_FALSE(dir_.empty());
+    const std::string policy = dir_ + "/policy.textproto";
+    std::ofstream(policy) << "policy_version: 1\n"
+                             "daemon_user_is_admin: false\n"
+                             "users { user: \"mallory\" quota { max_queued_experiments: 2 } }\n"
+                             "end_of_policy: true\n";
+    auto access = AccessControl::Create(policy);
+    ASSERT_TRUE(access.ok()) << access.status();
+    access_ = *std::move(access);
+    auto store = ExperimentStore::Open(dir_ + "/gpuprof.db");
+    ASSERT_TRUE(store.ok()) << store.status();
+    ManagerOptions options;
+    options.worker_binary = Runfile("tests/ranks/fake_rank_worker");
+    options.limits.allow_test_faults = true;
+    options.measure_copy_bandwidth = false;
+    options.access = access_.get();
+    options.submits_per_minute_per_user = 1000;
+    options.max_watchers_per_experiment = 64;
+    options.max_watchers_per_user_per_experiment = 8;
+    options.max_watch_streams_per_user = 256;
+    auto manager = ExperimentManager::Create(options, *std::move(store));
+    ASSERT_TRUE(manager.ok()) << manager.status();
+    experiments_ = *std::move(manager);
+    auto sweeps = SweepManager::Create(experiments_.get());
+    ASSERT_TRUE(sweeps.ok()) << sweeps.status();
+    sweeps_ = *std::move(sweeps);
+    // An admin's experiment holds both GPUs until cancelled: every point stays queued.
+    auto running = experiments_->Submit(Collective(/*hang=*/true), kAdmin);
+    ASSERT_TRUE(running.ok()) << running.status();
+    const absl::Time deadline = absl::Now() + absl::Seconds(60);
+    while (absl::Now() < deadline) {
+      auto now = experiments_->Get(running->id());
+      if (now.ok() && now->state() == v1::RUNNING) return;
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    FAIL() << "the blocking experiment never ran";
+  }
+
+  void TearDown() override {
+    if (sweeps_ != nullptr) sweeps_->Shutdown();
+    if (experiments_ != nullptr) experiments_->Shutdown();
+  }
+
+  int QueuedOf(const std::string& user) {
+    auto report = experiments_->QuotaOf(user, /*admin=*/false);
+    EXPECT_TRUE(report.ok()) << report.status();
+    return report.ok() ? report->queued_experiments() : -1;
+  }
+
+  int SweepsOf(const std::string& user) {
+    auto page = experiments_->store().ListSweeps(user, ExperimentStore::kMaxPageSize, "");
+    EXPECT_TRUE(page.ok()) << page.status();
+    return page.ok() ? static_cast<int>(page->sweeps.size()) : -1;
+  }
+
+  std::string dir_;
+  std::unique_ptr<AccessControl> access_;
+  std::unique_ptr<ExperimentManager> experiments_;
+  std::unique_ptr<SweepManager> sweeps_;
+};
+
+TEST_F(SweepManagerTest, ParallelSweepsNeverExceedTheQueueQuota) {
+  constexpr int kThreads = 16;
+  std::atomic<int> accepted{0};
+  std::vector<std::string> unexpected(kThreads);
+  std::atomic<bool> go{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      while (!go.load()) std::this_thread::yield();
+      auto sweep = sweeps_->Submit(TwoPointSweep("mallory"), kMallory);
+      if (sweep.ok()) {
+        ++accepted;
+        if (sweep->points_size() != 2 || sweep->points_failed() != 0) {
+          unexpected[t] = sweep->DebugString();
+        }
+      } else if (!absl::IsResourceExhausted(sweep.status()) ||
+                 !absl::StrContains(sweep.status().message(),
+                                    "quota max_queued_experiments for mallory")) {
+        unexpected[t] = sweep.status().ToString();
+      }
+    });
+  }
+  go = true;
+  for (std::thread& thread : threads) thread.join();
+  for (const std::string& error : unexpected) EXPECT_EQ(error, "");
+  // Two places: one 2-point sweep, whole.
+  EXPECT_EQ(accepted.load(), 1);
+  EXPECT_EQ(QueuedOf("mallory"), 2);
+  // The refused ones stored nothing.
+  EXPECT_EQ(SweepsOf("mallory"), 1);
+}
+
+TEST_F(SweepManagerTest, SweepsAndSubmitsRacingShareTheSamePlaces) {
+  constexpr int kThreads = 18;
+  std::atomic<int> points{0};
+  std::atomic<bool> go{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      while (!go.load()) std::this_thread::yield();
+      if (t % 2 == 0) {
+        if (experiments_->Submit(Collective(false), kMallory).ok()) ++points;
+      } else {
+        auto sweep = sweeps_->Submit(TwoPointSweep("mallory"), kMallory);
+        if (sweep.ok()) points += sweep->points_size();
+      }
+    });
+  }
+  go = true;
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_GE(points.load(), 1);
+  EXPECT_LE(points.load(), 2);
+  EXPECT_EQ(QueuedOf("mallory"), points.load());
+}
+
+TEST_F(SweepManagerTest, ARefusedSweepChangesNothing) {
+  ASSERT_TRUE(experiments_->Submit(Collective(false), kMallory).ok());
+  const auto refused = sweeps_->Submit(TwoPointSweep("mallory"), kMallory);
+  ASSERT_TRUE(absl::IsResourceExhausted(refused.status())) << refused.status();
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("quota max_queued_experiments for mallory (users entry) is 2; in use: 1 "
+                        "queued experiment(s); the sweep would add 2 points"));
+  EXPECT_EQ(QueuedOf("mallory"), 1);
+  EXPECT_EQ(SweepsOf("mallory"), 0);
+  // The place it did not get is still there for a submit.
+  EXPECT_TRUE(experiments_->Submit(Collective(false), kMallory).ok());
+}
+
+TEST_F(SweepManagerTest, AnotherUserCannotTakeTheOwnersSweepStreams) {
+  auto sweep = sweeps_->Submit(TwoPointSweep("alice"), kAdmin);
+  ASSERT_TRUE(sweep.ok()) << sweep.status();
+  std::vector<int64_t> held;
+  absl::Status refused;
+  for (int i = 0; i < 64 && refused.ok(); ++i) {
+    auto subscription =
+        sweeps_->Subscribe(sweep->id(), 1, std::make_shared<NullSweepSink>(), Watcher{"mallory"});
+    if (subscription.ok()) {
+      held.push_back(*subscription);
+    } else {
+      refused = subscription.status();
+    }
+  }
+  EXPECT_EQ(held.size(), 8u);
+  ASSERT_TRUE(absl::IsResourceExhausted(refused)) << refused;
+  EXPECT_THAT(refused.message(),
+              HasSubstr("mallory already holds 8 live streams on sweep " + sweep->id()));
+  auto owners =
+      sweeps_->Subscribe(sweep->id(), 1, std::make_shared<NullSweepSink>(), Watcher{"alice"});
+  EXPECT_TRUE(owners.ok()) << owners.status();
+  // The sweep's streams count in the same per-user total as experiments'.
+  EXPECT_EQ(experiments_->watch_slots().LiveOf("mallory"), 8);
+  for (int64_t subscription : held) sweeps_->Unsubscribe(sweep->id(), subscription);
+  EXPECT_EQ(experiments_->watch_slots().LiveOf("mallory"), 0);
+}
+
+}  // namespace
+}  // namespace gpuprof::daemon
