@@ -27,6 +27,7 @@
 #include "client/table.h"
 #include "client/trace_command.h"
 #include "common/status_macros.h"
+#include "common/terminal_text.h"
 #include "common/version.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/support/sync_stream.h"
@@ -149,7 +150,7 @@ class Session {
 
 int ReportUsageError(const ClientEnvironment& env, absl::string_view message,
                      absl::string_view help_command) {
-  *env.err << "error: " << message << "\n";
+  *env.err << "error: " << EscapeForTerminal(message) << "\n";
   if (!help_command.empty()) *env.err << "(see gpuprof " << help_command << " --help)\n";
   return kExitUsage;
 }
@@ -225,8 +226,8 @@ int FollowEvents(Session& session, grpc::ClientReaderInterface<v1::ExperimentEve
   if (!status.ok()) {
     const int exit_code = session.ReportRpcError(status);
     if (!printer.experiment_id().empty()) {
-      session.err() << "resume with: gpuprof watch " << printer.experiment_id() << " --from-seq "
-                    << last_seq + 1 << "\n";
+      session.err() << "resume with: gpuprof watch " << EscapeForTerminal(printer.experiment_id())
+                    << " --from-seq " << last_seq + 1 << "\n";
     }
     return exit_code;
   }
@@ -234,8 +235,8 @@ int FollowEvents(Session& session, grpc::ClientReaderInterface<v1::ExperimentEve
   if (!IsTerminalState(printer.state())) {
     session.err() << "error: the event stream ended before the experiment did";
     if (!printer.experiment_id().empty()) {
-      session.err() << "; resume with: gpuprof watch " << printer.experiment_id() << " --from-seq "
-                    << last_seq + 1;
+      session.err() << "; resume with: gpuprof watch " << EscapeForTerminal(printer.experiment_id())
+                    << " --from-seq " << last_seq + 1;
     }
     session.err() << "\n";
   }
@@ -409,7 +410,8 @@ int RunList(Session& session, const ParsedArgs& args) {
                                            session.env().time_zone);
   }
   if (!listed.next_page_token().empty()) {
-    session.out() << "more: add --page-token " << listed.next_page_token() << " (or --all)\n";
+    session.out() << "more: add --page-token " << EscapeForTerminal(listed.next_page_token())
+                  << " (or --all)\n";
   }
   return kExitOk;
 }
@@ -461,8 +463,10 @@ int RunCancel(Session& session, const ParsedArgs& args) {
     session.out() << JsonLine(experiment) << "\n";
     return kExitOk;
   }
-  session.out() << experiment.id() << ": " << StateName(experiment.state());
-  if (!experiment.reason().empty()) session.out() << " (" << experiment.reason() << ")";
+  session.out() << EscapeForTerminal(experiment.id()) << ": " << StateName(experiment.state());
+  if (!experiment.reason().empty()) {
+    session.out() << " (" << EscapeForTerminal(experiment.reason()) << ")";
+  }
   session.out() << "\n";
   return kExitOk;
 }
@@ -503,7 +507,8 @@ int RunGpu(Session& session, const ParsedArgs& args) {
     session.out() << JsonLine(gpu) << "\n";
     return kExitOk;
   }
-  session.out() << "GPU " << gpu.index() << " (" << gpu.uuid() << "): back in service\n";
+  session.out() << "GPU " << gpu.index() << " (" << EscapeForTerminal(gpu.uuid())
+                << "): back in service\n";
   return kExitOk;
 }
 
@@ -523,14 +528,15 @@ int RunWhoAmI(Session& session, const ParsedArgs& args) {
     session.out() << JsonLine(caller) << "\n";
     return kExitOk;
   }
-  session.out() << "user:   " << caller.user() << "\n"
-                << "by:     " << caller.authenticated_by() << "\n"
+  session.out() << "user:   " << EscapeForTerminal(caller.user()) << "\n"
+                << "by:     " << EscapeForTerminal(caller.authenticated_by()) << "\n"
                 << "role:   "
-                << (caller.admin() ? absl::StrCat("admin (", caller.admin_reason(), ")")
-                                   : std::string("user"))
+                << (caller.admin()
+                        ? absl::StrCat("admin (", EscapeForTerminal(caller.admin_reason()), ")")
+                        : std::string("user"))
                 << "\n";
   if (caller.groups_size() > 0) {
-    session.out() << "groups: " << absl::StrJoin(caller.groups(), ", ") << "\n";
+    session.out() << "groups: " << EscapeForTerminal(absl::StrJoin(caller.groups(), ", ")) << "\n";
   }
   return kExitOk;
 }
@@ -578,7 +584,8 @@ int RunQuota(Session& session, const ParsedArgs& args) {
                 "-"});
   table.AddRow({"max_priority",
                 limit(limits.has_max_priority(), absl::StrCat(limits.max_priority())), "-"});
-  session.out() << "user " << report.user() << " (limits from " << report.source() << ")\n"
+  session.out() << "user " << EscapeForTerminal(report.user()) << " (limits from "
+                << EscapeForTerminal(report.source()) << ")\n"
                 << table.Render("");
   return kExitOk;
 }
@@ -961,7 +968,7 @@ int RunSubmit(const ClientEnvironment& env, const GlobalOptions& globals,
   if (json) {
     session.out() << JsonLine(first) << "\n";
   } else {
-    session.out() << "submitted " << first.experiment_id() << ": "
+    session.out() << "submitted " << EscapeForTerminal(first.experiment_id()) << ": "
                   << StateName(first.state().state());
     if (first.state().queue_position() > 0) {
       session.out() << " (position " << first.state().queue_position() << ")";
@@ -978,24 +985,7 @@ int RunSubmit(const ClientEnvironment& env, const GlobalOptions& globals,
 // ---- across a fleet ----
 
 // A JSON string literal for `text`.
-std::string JsonString(absl::string_view text) {
-  std::string out = "\"";
-  for (char c : text) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          absl::StrAppend(&out, "\\u00", absl::Hex(static_cast<unsigned char>(c), absl::kZeroPad2));
-        } else {
-          out.push_back(c);
-        }
-    }
-  }
-  return out + "\"";
-}
+std::string JsonString(absl::string_view text) { return JsonQuoted(text); }
 
 struct NodeOutcome {
   int exit_code = kExitOk;
@@ -1360,22 +1350,22 @@ std::string StatusCodeName(grpc::StatusCode code) {
 
 int ReportRpcError(std::ostream& err, const grpc::Status& status,
                  const ConnectionOptions& connection) {
+  // Refusals echo what was asked (an id, a label), which may be someone else's text.
+  const std::string message = EscapeForTerminal(status.error_message());
   if (status.error_code() == grpc::StatusCode::UNAVAILABLE && connection.tls()) {
     err << "error: UNAVAILABLE: no TLS session with gpuprofd at " << connection.target << ": "
-        << status.error_message()
+        << message
         << "\nif the daemon is running, it refused the handshake: check that --tls-ca is "
            "the CA that signed the daemon's certificate and that your --tls-cert is signed "
            "by the daemon's client CA, not expired and not revoked (the daemon requires a "
            "client certificate unless it accepts tokens)\n";
   } else if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
-    err << "error: UNAVAILABLE: cannot reach gpuprofd at " << connection.target << ": "
-        << status.error_message() << "; is it running? set --target or GPUPROF_TARGET\n";
+    err << "error: UNAVAILABLE: cannot reach gpuprofd at " << connection.target << ": " << message
+        << "; is it running? set --target or GPUPROF_TARGET\n";
   } else if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
-    err << "error: UNAUTHENTICATED: gpuprofd does not know who you are: "
-        << status.error_message() << "\n";
+    err << "error: UNAUTHENTICATED: gpuprofd does not know who you are: " << message << "\n";
   } else {
-    err << "error: " << StatusCodeName(status.error_code()) << ": " << status.error_message()
-        << "\n";
+    err << "error: " << StatusCodeName(status.error_code()) << ": " << message << "\n";
   }
   return ExitCodeForRpcStatus(status.error_code());
 }

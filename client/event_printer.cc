@@ -9,6 +9,8 @@
 #include "absl/strings/str_join.h"
 #include "client/field_text.h"
 #include "client/render.h"
+#include "client/terminal_output.h"
+#include "common/terminal_text.h"
 
 namespace gpuprof::client {
 namespace {
@@ -81,7 +83,7 @@ void EventPrinter::PrintState(const v1::StateChange& change, absl::Time time) {
   if (state_ == v1::RUNNING && !running_since_.has_value()) running_since_ = time;
 
   if (IsTerminalState(state_)) {
-    std::string line = absl::StrCat(experiment_id_, " ");
+    std::string line = absl::StrCat(EscapeForTerminal(experiment_id_), " ");
     if (state_ == v1::FINISHED) {
       absl::StrAppend(&line, "finished");
       if (running_since_.has_value()) {
@@ -145,15 +147,19 @@ void EventPrinter::RedrawLiveLine(absl::Time time) {
   if (kernel_records_ > 0) parts.push_back(absl::StrCat(kernel_records_, " kernel records"));
   if (dropped_records_ > 0) parts.push_back(absl::StrCat(dropped_records_, " dropped"));
   parts.push_back(FormatElapsed(Elapsed(time)));
-  const std::string line = CutToColumns(
-      absl::StrJoin(parts, " | "), options_.terminal_width > 0 ? options_.terminal_width - 1 : 0);
-  out_ << "\r" << line << kClearToEndOfLine;
+  // One line, whatever the texts in it hold: it is rewritten in place.
+  const std::string line =
+      CutToColumns(EscapeForTerminal(absl::StrJoin(parts, " | ")),
+                   options_.terminal_width > 0 ? options_.terminal_width - 1 : 0);
+  WriteTerminalControl(out_, "\r");
+  out_ << line;
+  WriteTerminalControl(out_, kClearToEndOfLine);
   live_line_showing_ = true;
 }
 
 // "exp-000001 running on GPUs 0,1" / "exp-000001 queued (position 2)".
 std::string EventPrinter::StatusSummary() const {
-  std::string summary = absl::StrCat(experiment_id_, " ", StateName(state_));
+  std::string summary = absl::StrCat(EscapeForTerminal(experiment_id_), " ", StateName(state_));
   if (state_ == v1::QUEUED && queue_position_ > 0) {
     absl::StrAppend(&summary, " (position ", queue_position_, ")");
   }
@@ -178,7 +184,9 @@ std::string EventPrinter::ProgressSummary() const {
   } else if (progress_->done() > 0) {
     absl::StrAppend(&summary, " ", progress_->done());
   }
-  if (!progress_->message().empty()) absl::StrAppend(&summary, ": ", progress_->message());
+  if (!progress_->message().empty()) {
+    absl::StrAppend(&summary, ": ", EscapeForTerminal(progress_->message()));
+  }
   return summary;
 }
 

@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "client/terminal_output.h"
 #include "google/protobuf/text_format.h"
 
 namespace gpuprof::client {
@@ -126,6 +127,32 @@ TEST(EventPrinterTest, FailureShowsReasonAndStderr) {
             "worker stderr (last lines):\n"
             "  | illegal address\n");
   EXPECT_EQ(printer.state(), v1::FAILED);
+}
+
+// A workload's progress message and a failure reason that carry terminal controls: the live
+// line stays one line with only the printer's own carriage return and clear-to-end-of-line,
+// even through the CLI's output filter.
+TEST(EventPrinterTest, ControlCharactersInEventTextAreShownEscaped) {
+  std::ostringstream terminal;
+  TerminalSafeStreambuf filter(terminal.rdbuf());
+  std::ostream out(&filter);
+  EventPrinter printer(out, {.live_line = true});
+  printer.Print(Event(1, 0, "state { state: RUNNING }"));
+  terminal.str("");
+  v1::ExperimentEvent progress = Event(2, 0, "progress { phase: PHASE_TIMED done: 1 total: 2 }");
+  progress.mutable_progress()->set_message("\x1b]0;owned\x07\x1b[2J\rforged\n");
+  printer.Print(progress);
+  EXPECT_EQ(terminal.str(),
+            "\rexp-000001 running | timed 1/2 (50%): "
+            "\\x1b]0;owned\\x07\\x1b[2J\\rforged\\n | 0ms\033[K");
+  terminal.str("");
+  v1::ExperimentEvent failed = Event(3, 10, "state { state: FAILED }");
+  failed.mutable_state()->set_reason(
+      "\xc2\x9b"
+      "2J\x1b[H");
+  printer.Print(failed);
+  printer.Finish();
+  EXPECT_EQ(terminal.str(), "\nexp-000001 failed: \\u009b2J\\x1b[H\n");
 }
 
 TEST(EventPrinterTest, JsonIsOneEventPerLine) {

@@ -24,7 +24,9 @@
 #include "client/sweep_plot.h"
 #include "client/sweep_render.h"
 #include "client/table.h"
+#include "client/terminal_output.h"
 #include "common/experiment_states.h"
+#include "common/terminal_text.h"
 #include "grpcpp/client_context.h"
 
 namespace gpuprof::client {
@@ -39,13 +41,14 @@ constexpr absl::Duration kFollowPollInterval = absl::Seconds(1);
 constexpr absl::Duration kDefaultNodeWait = absl::Minutes(10);
 
 int Usage(const ClientEnvironment& env, absl::string_view message, absl::string_view command) {
-  *env.err << "error: " << message << "\n";
+  *env.err << "error: " << EscapeForTerminal(message) << "\n";
   if (!command.empty()) *env.err << "(see gpuprof " << command << " --help)\n";
   return kExitUsage;
 }
 
 std::string StatusText(const grpc::Status& status) {
-  return absl::StrCat(StatusCodeName(status.error_code()), ": ", status.error_message());
+  return absl::StrCat(StatusCodeName(status.error_code()), ": ",
+                      EscapeForTerminal(status.error_message()));
 }
 
 // One connection per node, made once and shared by the threads that call the nodes.
@@ -361,7 +364,7 @@ int FollowFleetSweep(FleetClients& clients, FleetSweep fleet_sweep, const Follow
         const bool ended =
             IsTerminalState(point.state()) && (point.state() != v1::INTERRUPTED || part_ended);
         if (!ended || !printed.insert({i, point.index()}).second) continue;
-        if (live_showing) out << kClearLine;
+        if (live_showing) WriteTerminalControl(out, kClearLine);
         live_showing = false;
         if (options.json) {
           out << "{\"node\":\"" << clients.node(i).name << "\",\"sweep\":\"" << part.id()
@@ -382,8 +385,8 @@ int FollowFleetSweep(FleetClients& clients, FleetSweep fleet_sweep, const Follow
     for (size_t i : fleet_sweep.share_nodes) {
       if (fleet_sweep.statuses[i].ok()) {
         if (down_since[i].has_value()) {
-          *env.err << (live_showing ? kClearLine : "") << clients.node(i).name
-                   << " answers again\n";
+          if (live_showing) WriteTerminalControl(*env.err, kClearLine);
+          *env.err << clients.node(i).name << " answers again\n";
           live_showing = false;
         }
         down_since[i].reset();
@@ -391,7 +394,7 @@ int FollowFleetSweep(FleetClients& clients, FleetSweep fleet_sweep, const Follow
       }
       if (!down_since[i].has_value()) {
         down_since[i] = now;
-        if (live_showing) out << kClearLine;
+        if (live_showing) WriteTerminalControl(out, kClearLine);
         live_showing = false;
         *env.err << clients.node(i).name << ": no answer (" << StatusText(fleet_sweep.statuses[i])
                  << "); waiting up to " << absl::FormatDuration(options.node_wait)
@@ -405,7 +408,7 @@ int FollowFleetSweep(FleetClients& clients, FleetSweep fleet_sweep, const Follow
       return part->state() != v1::SWEEP_RUNNING;
     });
     if (waiting_for.empty() && (all_parts_ended || !given_up.empty())) {
-      if (live_showing) out << kClearLine;
+      if (live_showing) WriteTerminalControl(out, kClearLine);
       const v1::SweepState state = CombinedState(parts);
       std::ostream& notes = options.json ? *env.err : out;
       notes << fleet_sweep.id << ": "
@@ -426,7 +429,8 @@ int FollowFleetSweep(FleetClients& clients, FleetSweep fleet_sweep, const Follow
         running += part->points_running();
         failed += part->points_failed();
       }
-      out << kClearLine << SweepProgressLine(total, ended, running, failed, now - options.started);
+      WriteTerminalControl(out, kClearLine);
+      out << SweepProgressLine(total, ended, running, failed, now - options.started);
       if (!waiting_for.empty()) out << "  waiting for " << waiting_for.size() << " node(s)";
       live_showing = true;
     }
@@ -759,8 +763,8 @@ int CancelFleetSweep(FleetClients& clients, const std::string& id, const ParsedA
       continue;
     }
     *clients.env().out << clients.node(i).name << "/" << part.id() << ": "
-                       << SweepStateName(part.state()) << " (" << part.reason() << "); "
-                       << part.points_finished() << " points had finished\n";
+                       << SweepStateName(part.state()) << " (" << EscapeForTerminal(part.reason())
+                       << "); " << part.points_finished() << " points had finished\n";
   }
   return WithPartial(clients, fleet_sweep.Missing(clients), code);
 }

@@ -14,6 +14,7 @@
 #include "client/commands.h"
 #include "client/connection_options.h"
 #include "client/node_channel.h"
+#include "client/terminal_output.h"
 
 namespace {
 
@@ -43,6 +44,10 @@ gpuprof::client::DaemonStubs ConnectNode(const gpuprof::client::DaemonNode& node
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Whatever a command prints (another user's label, a worker's stderr, a daemon's message)
+  // reaches the terminal with its control characters made visible.
+  gpuprof::client::ScopedTerminalSafeOutput safe_stdout(std::cout);
+  gpuprof::client::ScopedTerminalSafeOutput safe_stderr(std::cerr);
   gpuprof::client::ClientEnvironment env;
   env.out = &std::cout;
   env.err = &std::cerr;

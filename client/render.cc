@@ -14,6 +14,7 @@
 #include "client/field_text.h"
 #include "client/table.h"
 #include "common/gpu_links.h"
+#include "common/terminal_text.h"
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/json_util.h"
 
@@ -66,7 +67,7 @@ std::string DescribeVersions(const std::vector<std::pair<absl::string_view, std:
   for (const auto& [name, version] : named) {
     if (!version.empty()) parts.push_back(absl::StrCat(name, " ", version));
   }
-  return absl::StrJoin(parts, ", ");
+  return EscapeForTerminal(absl::StrJoin(parts, ", "));
 }
 
 std::string DescribeTiming(const v1::TimingStats& stats) {
@@ -194,11 +195,12 @@ std::string RenderTopology(const v1::ListGpusResponse& response) {
       "bridge,\n  SYS = across NUMA nodes, ? = unknown\n");
 }
 
-// The worker's last stderr lines, marked off from our own output.
+// The worker's last stderr lines, marked off from our own output. Each line escaped: a workload
+// prints what its request told it to, and a carriage return could overwrite the "  | " margin.
 std::string RenderStderrTail(absl::string_view tail) {
   std::string out = "worker stderr (last lines):\n";
   for (absl::string_view line : absl::StrSplit(absl::StripTrailingAsciiWhitespace(tail), '\n')) {
-    absl::StrAppend(&out, "  | ", line, "\n");
+    absl::StrAppend(&out, "  | ", EscapeForTerminal(line), "\n");
   }
   return out;
 }
@@ -268,7 +270,8 @@ std::string JsonLine(const google::protobuf::Message& message) {
     // Only invalid messages (bad UTF-8, say) fail; keep the output a valid JSON line.
     return absl::StrCat("{\"error\":\"cannot convert ", message.GetTypeName(), " to JSON\"}");
   }
-  return json;
+  // Protobuf escapes C0, DEL and C1 in strings but leaves the bidi isolates (U+2066-U+2069) raw.
+  return EscapeUnsafeInJson(json);
 }
 
 namespace {
@@ -286,14 +289,14 @@ std::string HealthWord(const v1::GpuInfo& gpu) {
 
 std::string RenderGpus(const v1::ListGpusResponse& response) {
   const v1::HostInfo& host = response.host();
-  std::string out =
-      absl::StrCat("host ", host.hostname().empty() ? "(unnamed)" : host.hostname(), ": ",
-                   DescribeVersions({{"driver", host.driver_version()},
-                                     {"CUDA driver API", host.cuda_driver_version()},
-                                     {"CUDA runtime", host.cuda_runtime_version()},
-                                     {"NCCL", host.nccl_version()},
-                                     {"CUPTI", host.cupti_version()},
-                                     {"gpuprof", host.gpuprof_version()}}));
+  std::string out = absl::StrCat(
+      "host ", host.hostname().empty() ? "(unnamed)" : EscapeForTerminal(host.hostname()), ": ",
+      DescribeVersions({{"driver", host.driver_version()},
+                        {"CUDA driver API", host.cuda_driver_version()},
+                        {"CUDA runtime", host.cuda_runtime_version()},
+                        {"NCCL", host.nccl_version()},
+                        {"CUPTI", host.cupti_version()},
+                        {"gpuprof", host.gpuprof_version()}}));
   if (host.numa_nodes() > 0) {
     absl::StrAppend(&out, ", ", host.numa_nodes(), " NUMA node", host.numa_nodes() == 1 ? "" : "s");
   }
@@ -330,7 +333,8 @@ std::string RenderGpus(const v1::ListGpusResponse& response) {
     // Why each drained GPU is drained, under the table (a reason is too long for a column).
     for (const v1::GpuInfo& gpu : response.gpus()) {
       if (gpu.health() != v1::GPU_HEALTH_UNHEALTHY) continue;
-      absl::StrAppend(&out, "GPU ", gpu.index(), " drained: ", gpu.health_reason(),
+      absl::StrAppend(&out, "GPU ", gpu.index(),
+                      " drained: ", EscapeForTerminal(gpu.health_reason()),
                       "; an admin returns it with gpuprof gpu clear ", gpu.index(), "\n");
     }
   }
@@ -338,7 +342,7 @@ std::string RenderGpus(const v1::ListGpusResponse& response) {
     absl::StrAppend(&out, "\ntopology:\n", RenderTopology(response));
   }
   if (!response.probe_error().empty()) {
-    absl::StrAppend(&out, "\nno GPUs: ", response.probe_error(), "\n");
+    absl::StrAppend(&out, "\nno GPUs: ", EscapeForTerminal(response.probe_error()), "\n");
   }
   KeyValueLines lines;
   lines.Add("workloads", response.supported_workloads().empty()
@@ -546,7 +550,8 @@ std::string RenderExperiment(const v1::Experiment& experiment, absl::Time now,
 
 std::string RenderFailure(v1::ExperimentState state, absl::string_view reason,
                           absl::string_view worker_stderr_tail) {
-  std::string out = absl::StrCat(StateName(state), reason.empty() ? "" : ": ", reason, "\n");
+  std::string out =
+      absl::StrCat(StateName(state), reason.empty() ? "" : ": ", EscapeForTerminal(reason), "\n");
   if (!worker_stderr_tail.empty()) {
     absl::StrAppend(&out, RenderStderrTail(worker_stderr_tail));
   }

@@ -1,9 +1,13 @@
 #include "client/render.h"
 
+#include <algorithm>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "google/protobuf/text_format.h"
+#include "google/protobuf/util/json_util.h"
 
 namespace gpuprof::client {
 namespace {
@@ -428,6 +432,68 @@ TEST(RenderFailureTest, StateReasonAndStderr) {
   EXPECT_EQ(RenderFailure(v1::TIMED_OUT, "ran past 10m", "last line\n"),
             "timed-out: ran past 10m\nworker stderr (last lines):\n  | last line\n");
   EXPECT_EQ(RenderFailure(v1::CANCELLED, "", ""), "cancelled\n");
+}
+
+// Text another user typed, as an old database or a daemon that echoes it may still hold it:
+// an OSC title sequence, a screen clear, a C1 CSI, a bidi override, a forged line.
+constexpr char kHostileText[] =
+    "\x1b]0;owned\x07\x1b[2J\xc2\x9b"
+    "31m\xe2\x80\xae"
+    "evil\nstate: finished";
+
+bool HasRawControl(const std::string& text) {
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte == 0x1b || byte == 0x07 || byte == 0x7f || byte == 0x9b) return true;
+  }
+  return text.find("\xe2\x80\xae") != std::string::npos;
+}
+
+TEST(RenderExperimentTest, OtherPeoplesTextIsEscaped) {
+  v1::Experiment experiment;
+  experiment.set_id("exp-000009");
+  experiment.set_user("mallory");
+  experiment.set_state(v1::FAILED);
+  experiment.set_reason(kHostileText);
+  experiment.set_worker_stderr_tail(absl::StrCat("line 1\n", kHostileText, "\roverwritten\n"));
+  experiment.mutable_request()->set_description(kHostileText);
+  (*experiment.mutable_request()->mutable_labels())["team"] = kHostileText;
+  const std::string text = RenderExperiment(experiment, kNow, kUtc);
+  EXPECT_FALSE(HasRawControl(text)) << text;
+  const std::string shown = "\\x1b]0;owned\\x07\\x1b[2J\\u009b31m\\u202eevil\\nstate: finished";
+  EXPECT_THAT(text, HasSubstr(absl::StrCat("description:  ", shown, "\n")));
+  EXPECT_THAT(text, HasSubstr(absl::StrCat("labels:       team=", shown, "\n")));
+  EXPECT_THAT(text, HasSubstr(absl::StrCat("reason:       ", shown, "\n")));
+  // The stderr tail keeps its lines; within a line, everything is shown.
+  EXPECT_THAT(text, HasSubstr("  | line 1\n  | \\x1b]0;owned\\x07"));
+  EXPECT_THAT(text, HasSubstr("\\u202eevil\n  | state: finished\\roverwritten\n"));
+}
+
+TEST(RenderExperimentTest, ListAndFailureEscapeToo) {
+  google::protobuf::RepeatedPtrField<v1::Experiment> experiments;
+  v1::Experiment& experiment = *experiments.Add();
+  experiment.set_id("exp-000009");
+  experiment.set_user(kHostileText);
+  const std::string table = RenderExperimentTable(experiments, kNow, kUtc);
+  EXPECT_FALSE(HasRawControl(table)) << table;
+  // One header and one row: the newline in the text did not start a line of its own.
+  EXPECT_EQ(std::count(table.begin(), table.end(), '\n'), 2);
+  const std::string failure = RenderFailure(v1::FAILED, kHostileText, kHostileText);
+  EXPECT_FALSE(HasRawControl(failure)) << failure;
+  EXPECT_EQ(std::count(failure.begin(), failure.end(), '\n'), 4);
+}
+
+TEST(FormatTest, JsonLineEscapesEveryUnsafeCharacter) {
+  v1::ExperimentRequest request;
+  request.set_description(absl::StrCat(kHostileText, "\xe2\x81\xa6\x7f"));
+  const std::string json = JsonLine(request);
+  EXPECT_FALSE(HasRawControl(json)) << json;
+  EXPECT_EQ(json.find('\n'), std::string::npos);
+  // Protobuf leaves U+2066 raw; JsonLine does not.
+  EXPECT_THAT(json, HasSubstr("\\u2066"));
+  v1::ExperimentRequest parsed;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json, &parsed).ok()) << json;
+  EXPECT_EQ(parsed.description(), request.description());
 }
 
 }  // namespace

@@ -6,13 +6,13 @@
 #include <set>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "client/command_line.h"
@@ -22,7 +22,9 @@
 #include "client/sweep_plot.h"
 #include "client/sweep_render.h"
 #include "client/table.h"
+#include "client/terminal_output.h"
 #include "common/experiment_states.h"
+#include "common/terminal_text.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/support/sync_stream.h"
 #include "sweep/compare.h"
@@ -49,7 +51,7 @@ FlagSpec FormatFlag() {
 }
 
 int Usage(const ClientEnvironment& env, absl::string_view message, absl::string_view command) {
-  *env.err << "error: " << message << "\n";
+  *env.err << "error: " << EscapeForTerminal(message) << "\n";
   if (!command.empty()) *env.err << "(see gpuprof " << command << " --help)\n";
   return kExitUsage;
 }
@@ -212,7 +214,7 @@ int FollowSweep(Connection& connection, const std::string& id, int64_t from_seq,
     if (json_events) {
       connection.out() << JsonLine(event) << "\n";
     } else if (event.has_point() && IsTerminalState(event.point().state())) {
-      if (live_showing) connection.out() << kClearLine;
+      if (live_showing) WriteTerminalControl(connection.out(), kClearLine);
       live_showing = false;
       connection.out() << (table ? FixedWidthRow(SweepPointCells(event.point(), axes, true),
                                                  widths, axes.size() + 3)
@@ -221,15 +223,15 @@ int FollowSweep(Connection& connection, const std::string& id, int64_t from_seq,
     if (event.payload_case() == v1::SweepEvent::kEnded) ended = event.ended();
     if (live) {
       const int total = event.points_total() > 0 ? event.points_total() : sweep.points_size();
-      connection.out() << kClearLine
-                       << SweepProgressLine(total, event.points_finished() + event.points_failed(),
+      WriteTerminalControl(connection.out(), kClearLine);
+      connection.out() << SweepProgressLine(total, event.points_finished() + event.points_failed(),
                                             event.points_running(), event.points_failed(),
                                             connection.now() - created);
       live_showing = true;
     }
     connection.out().flush();
   }
-  if (live_showing) connection.out() << kClearLine;
+  if (live_showing) WriteTerminalControl(connection.out(), kClearLine);
   const grpc::Status status = reader->Finish();
   if (!status.ok()) {
     const int code = connection.ReportRpcError(status);
@@ -243,8 +245,9 @@ int FollowSweep(Connection& connection, const std::string& id, int64_t from_seq,
     return kExitNotFinished;
   }
   if (!json_events) {
-    notes << id << ": " << SweepStateName(state) << (ended.empty() ? "" : " (" + ended + ")")
-          << ", took " << FormatElapsed(connection.now() - created) << "\n";
+    notes << id << ": " << SweepStateName(state)
+          << (ended.empty() ? "" : " (" + EscapeForTerminal(ended) + ")") << ", took "
+          << FormatElapsed(connection.now() - created) << "\n";
   }
   return state == v1::SWEEP_FINISHED ? kExitOk : kExitNotFinished;
 }
@@ -507,9 +510,9 @@ int RunSweepCancel(Connection& connection, const ParsedArgs& args) {
   if (args.Switch("json")) {
     connection.out() << JsonLine(sweep) << "\n";
   } else {
-    connection.out() << sweep.id() << ": " << SweepStateName(sweep.state()) << " ("
-                     << sweep.reason() << "); " << sweep.points_finished()
-                     << " points had finished\n";
+    connection.out() << EscapeForTerminal(sweep.id()) << ": " << SweepStateName(sweep.state())
+                     << " (" << EscapeForTerminal(sweep.reason()) << "); "
+                     << sweep.points_finished() << " points had finished\n";
   }
   return kExitOk;
 }
@@ -753,7 +756,7 @@ int CompareAndPrint(const ClientEnvironment& env, const ParsedArgs& args,
       TextTable rows(columns);
       for (size_t column = 1; column <= 5; ++column) rows.SetAlign(column, TextTable::Align::kRight);
       for (const auto& point : comparison.points) {
-        std::vector<std::string> cells = {point.parameters,
+        std::vector<std::string> cells = {point.parameters,  // TextTable escapes it
                                           figure(point.a),
                                           figure(point.b),
                                           absl::StrFormat("%.3f", point.ratio),
@@ -766,13 +769,15 @@ int CompareAndPrint(const ClientEnvironment& env, const ParsedArgs& args,
         }
         rows.AddRow(cells);
       }
-      out << "A: " << a.id << "\nB: " << b.id << "\n\n" << rows.Render();
+      out << "A: " << EscapeForTerminal(a.id) << "\nB: " << EscapeForTerminal(b.id) << "\n\n"
+          << rows.Render();
       break;
     }
     case SweepFormat::kCsv:
       out << "point,a,b,unit,ratio,noise,verdict" << (by_node ? ",node_a,node_b" : "") << "\n";
       for (const auto& point : comparison.points) {
-        out << "\"" << point.parameters << "\"," << absl::StrFormat("%.6g", point.a.value) << ","
+        out << "\"" << absl::StrReplaceAll(EscapeForTerminal(point.parameters), {{"\"", "\"\""}})
+            << "\"," << absl::StrFormat("%.6g", point.a.value) << ","
             << absl::StrFormat("%.6g", point.b.value) << "," << point.a.unit << ","
             << absl::StrFormat("%.6g", point.ratio) << "," << absl::StrFormat("%.6g", point.noise)
             << "," << sweep::VerdictName(point.verdict)
@@ -782,12 +787,12 @@ int CompareAndPrint(const ClientEnvironment& env, const ParsedArgs& args,
     case SweepFormat::kJsonLines:
       for (const auto& point : comparison.points) {
         out << absl::StrFormat(
-            "{\"point\":\"%s\",\"a\":%.6g,\"b\":%.6g,\"unit\":\"%s\",\"ratio\":%.6g,"
+            "{\"point\":%s,\"a\":%.6g,\"b\":%.6g,\"unit\":%s,\"ratio\":%.6g,"
             "\"noise\":%.6g,\"verdict\":\"%s\"%s}\n",
-            absl::StrReplaceAll(point.parameters, {{"\"", "\\\""}}), point.a.value, point.b.value,
-            point.a.unit, point.ratio, point.noise, sweep::VerdictName(point.verdict),
-            by_node ? absl::StrCat(",\"node_a\":\"", point.node_a, "\",\"node_b\":\"", point.node_b,
-                                   "\"")
+            JsonQuoted(point.parameters), point.a.value, point.b.value, JsonQuoted(point.a.unit),
+            point.ratio, point.noise, sweep::VerdictName(point.verdict),
+            by_node ? absl::StrCat(",\"node_a\":", JsonQuoted(point.node_a),
+                                   ",\"node_b\":", JsonQuoted(point.node_b))
                     : "");
       }
       break;
@@ -795,8 +800,9 @@ int CompareAndPrint(const ClientEnvironment& env, const ParsedArgs& args,
       out << "| " << absl::StrJoin(header, " | ") << " |\n|"
           << absl::StrJoin(std::vector<std::string>(header.size(), "---"), "|") << "|\n";
       for (const auto& point : comparison.points) {
-        out << "| " << point.parameters << " | " << figure(point.a) << " | " << figure(point.b)
-            << " | " << absl::StrFormat("%.3f", point.ratio) << " | "
+        out << "| " << absl::StrReplaceAll(EscapeForTerminal(point.parameters), {{"|", "\\|"}})
+            << " | " << figure(point.a) << " | " << figure(point.b) << " | "
+            << absl::StrFormat("%.3f", point.ratio) << " | "
             << absl::StrFormat("%.1f%%", 100 * point.noise) << " | "
             << sweep::VerdictName(point.verdict)
             << (by_node ? absl::StrCat(" | ", point.node_a, " | ", point.node_b) : "") << " |\n";
@@ -806,7 +812,9 @@ int CompareAndPrint(const ClientEnvironment& env, const ParsedArgs& args,
   for (const auto& [label, list] : {std::pair{"only in A", &comparison.only_in_a},
                                     std::pair{"only in B", &comparison.only_in_b},
                                     std::pair{"no result to compare", &comparison.without_result}}) {
-    if (!list->empty()) notes << label << ": " << absl::StrJoin(*list, "; ") << "\n";
+    if (!list->empty()) {
+      notes << label << ": " << EscapeForTerminal(absl::StrJoin(*list, "; ")) << "\n";
+    }
   }
   const int same = static_cast<int>(comparison.points.size()) - comparison.improvements -
                    comparison.regressions;
@@ -819,8 +827,10 @@ int CompareAndPrint(const ClientEnvironment& env, const ParsedArgs& args,
   notes << ", " << comparison.improvements << " better, " << same << " within noise\n";
   notes << (comparison.provenance_differences.empty()
                 ? std::string("provenance: same GPU, driver and gpuprof version\n")
-                : absl::StrCat("provenance differs: ",
-                               absl::StrJoin(comparison.provenance_differences, "; "), "\n"));
+                : absl::StrCat(
+                      "provenance differs: ",
+                      EscapeForTerminal(absl::StrJoin(comparison.provenance_differences, "; ")),
+                      "\n"));
   if (comparison.points.empty()) {
     *env.err << "error: nothing to compare: no point of A matches a point of B\n";
     return kExitUsage;

@@ -11,6 +11,7 @@
 #include "client/render.h"
 #include "client/table.h"
 #include "common/enum_names.h"
+#include "common/terminal_text.h"
 #include "sweep/point_figure.h"
 
 namespace gpuprof::client {
@@ -54,7 +55,7 @@ std::vector<std::string> SweepAxisNames(const v1::Sweep& sweep) {
 
 std::vector<std::string> SweepColumns(const std::vector<std::string>& axes) {
   std::vector<std::string> columns = {"point"};
-  columns.insert(columns.end(), axes.begin(), axes.end());
+  for (const std::string& axis : axes) columns.push_back(EscapeForTerminal(axis));
   for (const char* name : {"state", "experiment", "median_us", "figure", "value", "unit", "noise",
                            "pct_of_copy"}) {
     columns.push_back(name);
@@ -67,12 +68,13 @@ std::vector<std::string> SweepPointCells(const v1::SweepPoint& point,
   std::vector<std::string> cells = {absl::StrCat(point.index())};
   for (const std::string& axis : axes) {
     const auto it = point.parameters().find(axis);
-    cells.push_back(it == point.parameters().end() ? "" : it->second);
+    // Values as the submitter typed them: shown, never acted on, in every format.
+    cells.push_back(it == point.parameters().end() ? "" : EscapeForTerminal(it->second));
   }
   std::string state = StateName(point.state());
   if (for_people && point.attempt() > 1) absl::StrAppend(&state, " (run ", point.attempt(), ")");
   cells.push_back(state);
-  cells.push_back(point.experiment_id());
+  cells.push_back(EscapeForTerminal(point.experiment_id()));
   const auto figure = sweep::FigureOf(point.experiment());
   if (!figure.has_value()) {
     for (int i = 0; i < 6; ++i) cells.push_back(for_people ? "-" : "");
@@ -165,7 +167,9 @@ std::vector<size_t> SweepColumnWidths(const v1::Sweep& sweep) {
     size_t width = axis.size();
     for (const v1::SweepPoint& point : sweep.points()) {
       const auto it = point.parameters().find(axis);
-      if (it != point.parameters().end()) width = std::max(width, DisplayWidth(it->second));
+      if (it != point.parameters().end()) {
+        width = std::max(width, DisplayWidth(EscapeForTerminal(it->second)));
+      }
     }
     widths.push_back(width);
   }
@@ -189,10 +193,10 @@ std::string FixedWidthRow(const std::vector<std::string>& cells, const std::vect
 
 std::string RenderSweepSummary(const v1::Sweep& sweep, absl::Time now, absl::TimeZone time_zone) {
   std::string text = absl::StrCat(
-      sweep.id(), "  ", SweepStateName(sweep.state()), "  ", sweep.points_size(), " points: ",
-      sweep.points_finished(), " finished, ", sweep.points_running(), " running, ",
+      EscapeForTerminal(sweep.id()), "  ", SweepStateName(sweep.state()), "  ", sweep.points_size(),
+      " points: ", sweep.points_finished(), " finished, ", sweep.points_running(), " running, ",
       sweep.points_queued(), " queued, ", sweep.points_failed(), " failed\n");
-  absl::StrAppend(&text, "  user      ", sweep.user(), "\n");
+  absl::StrAppend(&text, "  user      ", EscapeForTerminal(sweep.user()), "\n");
   const v1::ExperimentRequest& base = sweep.request().base();
   absl::StrAppend(&text, "  base      ", CompactText(base), "\n");
   for (const v1::SweepAxis& axis : sweep.request().axes()) {
@@ -206,7 +210,8 @@ std::string RenderSweepSummary(const v1::Sweep& sweep, absl::Time now, absl::Tim
       values = absl::StrCat("powers of two in [", axis.powers_of_two().min(), ", ",
                             axis.powers_of_two().max(), "]");
     }
-    absl::StrAppend(&text, "  axis      ", axis.field(), " = ", values, "\n");
+    absl::StrAppend(&text, "  axis      ", EscapeForTerminal(axis.field()), " = ",
+                    EscapeForTerminal(values), "\n");
   }
   if (sweep.request().combination() == v1::SweepRequest::ZIPPED) {
     absl::StrAppend(&text, "  axes      zipped\n");
@@ -220,9 +225,11 @@ std::string RenderSweepSummary(const v1::Sweep& sweep, absl::Time now, absl::Tim
     absl::StrAppend(&text, " (", sweep.has_finished() ? "took " : "running for ",
                     FormatElapsed(end - ToTime(sweep.created())), ")\n");
   }
-  if (!sweep.reason().empty()) absl::StrAppend(&text, "  reason    ", sweep.reason(), "\n");
+  if (!sweep.reason().empty()) {
+    absl::StrAppend(&text, "  reason    ", EscapeForTerminal(sweep.reason()), "\n");
+  }
   if (!sweep.request().description().empty()) {
-    absl::StrAppend(&text, "  about     ", sweep.request().description(), "\n");
+    absl::StrAppend(&text, "  about     ", EscapeForTerminal(sweep.request().description()), "\n");
   }
   return text;
 }

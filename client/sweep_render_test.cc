@@ -1,8 +1,11 @@
 #include "client/sweep_render.h"
 
+#include <algorithm>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "google/protobuf/text_format.h"
 
 namespace gpuprof::client {
@@ -71,6 +74,40 @@ TEST(SweepRender, FormatNames) {
   EXPECT_EQ(*ParseSweepFormat("md"), SweepFormat::kMarkdown);
   EXPECT_THAT(ParseSweepFormat("xml").status().message(),
               HasSubstr("choose table, csv, jsonl or markdown"));
+}
+
+// Axis values, a description and a reason carrying terminal controls are shown escaped in the
+// table, CSV and Markdown, and JSON stays one valid line.
+TEST(SweepRender, ControlCharactersAreShownEscapedInEveryFormat) {
+  v1::Sweep sweep = RecordedSweep();
+  const std::string hostile =
+      "64\x1b]0;owned\x07\n\xc2\x9b"
+      "2J";
+  (*sweep.mutable_points(0)->mutable_parameters())["num_tokens"] = hostile;
+  sweep.mutable_request()->set_description(hostile);
+  sweep.set_reason(hostile);
+  const std::string shown = "64\\x1b]0;owned\\x07\\n\\u009b2J";
+  for (const SweepFormat format :
+       {SweepFormat::kTable, SweepFormat::kCsv, SweepFormat::kMarkdown, SweepFormat::kJsonLines}) {
+    const std::string text = RenderSweepPoints(sweep, format);
+    EXPECT_EQ(text.find('\x1b'), std::string::npos) << text;
+    EXPECT_EQ(text.find('\x07'), std::string::npos) << text;
+    EXPECT_EQ(text.find("\xc2\x9b"), std::string::npos) << text;
+    if (format != SweepFormat::kJsonLines) {
+      EXPECT_THAT(text, HasSubstr(shown));
+    }
+    // Still a header (two lines for Markdown) and one line per point.
+    const size_t lines = std::count(text.begin(), text.end(), '\n');
+    EXPECT_EQ(lines, format == SweepFormat::kMarkdown    ? 4u
+                     : format == SweepFormat::kJsonLines ? 2u
+                                                         : 3u)
+        << text;
+  }
+  const std::string summary =
+      RenderSweepSummary(sweep, absl::FromUnixSeconds(0), absl::UTCTimeZone());
+  EXPECT_THAT(summary, HasSubstr(absl::StrCat("  reason    ", shown, "\n")));
+  EXPECT_THAT(summary, HasSubstr(absl::StrCat("  about     ", shown, "\n")));
+  EXPECT_EQ(summary.find('\x1b'), std::string::npos) << summary;
 }
 
 }  // namespace

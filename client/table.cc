@@ -3,8 +3,19 @@
 #include <algorithm>
 #include <utility>
 
+#include "common/terminal_text.h"
+
 namespace gpuprof::client {
 namespace {
+
+// A cell is one line of visible text: a control character in it (a newline in a label, an
+// escape sequence in a description) is shown escaped, and counted as what is shown.
+std::vector<std::string> EscapeCells(std::vector<std::string> cells) {
+  for (std::string& cell : cells) {
+    if (FindUnsafeCharacter(cell).has_value()) cell = EscapeForTerminal(cell);
+  }
+  return cells;
+}
 
 void AppendPadded(std::string& line, absl::string_view cell, size_t width, TextTable::Align align) {
   const size_t padding = width - std::min(width, DisplayWidth(cell));
@@ -21,14 +32,16 @@ size_t DisplayWidth(absl::string_view text) {
                        [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; });
 }
 
-TextTable::TextTable(std::vector<std::string> header) : header_(std::move(header)) {}
+TextTable::TextTable(std::vector<std::string> header) : header_(EscapeCells(std::move(header))) {}
 
 void TextTable::SetAlign(size_t column, Align align) {
   if (aligns_.size() <= column) aligns_.resize(column + 1, Align::kLeft);
   aligns_[column] = align;
 }
 
-void TextTable::AddRow(std::vector<std::string> cells) { rows_.push_back(std::move(cells)); }
+void TextTable::AddRow(std::vector<std::string> cells) {
+  rows_.push_back(EscapeCells(std::move(cells)));
+}
 
 std::string TextTable::Render(absl::string_view indent) const {
   size_t num_columns = header_.size();

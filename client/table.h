@@ -20,6 +20,8 @@ class TextTable {
   void SetAlign(size_t column, Align align);
 
   // Rows may be shorter than the header (missing cells are empty) or longer (the table widens).
+  // Control characters in a cell are shown escaped (EscapeForTerminal): every cell is one line,
+  // whoever wrote its text.
   void AddRow(std::vector<std::string> cells);
 
   size_t num_rows() const { return rows_.size(); }

@@ -23,6 +23,21 @@ TEST(TextTableTest, LastLeftAlignedColumnHasNoTrailingSpaces) {
   EXPECT_EQ(table.Render(), "A           B\nlong value  x\ny\n");
 }
 
+TEST(TextTableTest, ControlCharactersInCellsAreShownEscapedAndMeasuredAsShown) {
+  // Another user's description: a title-setting OSC sequence, a screen clear and a forged line.
+  TextTable table({"ID", "DESCRIPTION", "N"});
+  table.SetAlign(2, TextTable::Align::kRight);
+  table.AddRow({"exp-1", "\x1b]0;owned\x07\x1b[2J\nFINISHED", "1"});
+  table.AddRow({"exp-2",
+                "rtl \xe2\x80\xae"
+                "gnp.exe",
+                "22"});
+  EXPECT_EQ(table.Render(),
+            "ID     DESCRIPTION                         N\n"
+            "exp-1  \\x1b]0;owned\\x07\\x1b[2J\\nFINISHED   1\n"
+            "exp-2  rtl \\u202egnp.exe                  22\n");
+}
+
 TEST(TextTableTest, IndentsEveryLine) {
   TextTable table({"K", "V"});
   table.AddRow({"a", "1"});
