@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -91,10 +92,19 @@ CommandResult RunCommandAs(const LocalAccount& account, const std::vector<std::s
   const uid_t uid = account.uid;
   const gid_t gid = account.gid;
   const std::string home = account.home;
-  return RunCommandWithSetup(argv, timeout, environment, [uid, gid, home] {
+  // The account's groups, looked up before fork (the group database is not safe to read
+  // between fork and exec).
+  std::vector<gid_t> groups(64);
+  int count = static_cast<int>(groups.size());
+  if (getgrouplist(account.name.c_str(), gid, groups.data(), &count) < 0) {
+    groups.resize(count);
+    getgrouplist(account.name.c_str(), gid, groups.data(), &count);
+  }
+  groups.resize(std::max(count, 0));
+  return RunCommandWithSetup(argv, timeout, environment, [uid, gid, home, &groups] {
     // Between fork and exec: async-signal-safe calls only. A failure must not run the command
     // with the test's own (root) identity.
-    if (setgroups(0, nullptr) != 0 || setgid(gid) != 0 || setuid(uid) != 0 ||
+    if (setgroups(groups.size(), groups.data()) != 0 || setgid(gid) != 0 || setuid(uid) != 0 ||
         chdir(home.c_str()) != 0) {
       _exit(126);
     }
