@@ -333,7 +333,12 @@ absl::StatusOr<Caller> Authenticator::Identify(const grpc::ServerContextBase& co
     const std::string from_certificate =
         FirstProperty(*auth, use_cn ? GRPC_X509_CN_PROPERTY_NAME : GRPC_X509_SAN_PROPERTY_NAME);
     if (!from_certificate.empty()) {
-      return Describe(from_certificate,
+      // A certificate names someone the CA vouches for, not a local account: CN=root is not
+      // local root unless the policy says the CA's subjects are this box's accounts.
+      std::string user = access_->TlsSubjectsAreLocalUsers()
+                             ? from_certificate
+                             : absl::StrCat(kTlsUserPrefix, from_certificate);
+      return Describe(std::move(user),
                       use_cn ? "TLS client certificate (CN)" : "TLS client certificate (SAN)",
                       false);
     }

@@ -32,6 +32,9 @@ namespace gpuprof::daemon {
 // The metadata key the CLI puts its local user name in; trusted only under
 // --allow_insecure_tcp.
 inline constexpr char kClaimedUserMetadata[] = "gpuprof-user";
+// The name space of users known by a TLS certificate, unless the policy maps certificate
+// subjects to local accounts (tls_subjects_are_local_users).
+inline constexpr char kTlsUserPrefix[] = "tls:";
 
 struct Caller {
   std::string user;
