@@ -2,7 +2,10 @@
 
 #include <sys/stat.h>
 
+#include <filesystem>
 #include <utility>
+
+#include "absl/hash/hash.h"
 
 namespace gpuprof::daemon {
 
@@ -17,6 +20,18 @@ FileChangeWatcher::Fingerprint FileChangeWatcher::Take(const std::string& path) 
   fingerprint.size = info.st_size;
   fingerprint.modified_ns =
       static_cast<long long>(info.st_mtim.tv_sec) * 1000000000LL + info.st_mtim.tv_nsec;
+  if (S_ISDIR(info.st_mode)) {
+    // A file rewritten in place inside the directory changes neither the directory's size
+    // nor its time: fold in each entry's own fingerprint (one level, not recursive), summed so
+    // that the order in which the directory lists them does not matter.
+    std::error_code error;
+    for (const auto& entry : std::filesystem::directory_iterator(path, error)) {
+      if (std::filesystem::is_directory(entry.path(), error)) continue;
+      const Fingerprint file = Take(entry.path().string());
+      fingerprint.entries += absl::HashOf(entry.path().filename().string(), file.exists,
+                                          file.device, file.inode, file.size, file.modified_ns);
+    }
+  }
   return fingerprint;
 }
 

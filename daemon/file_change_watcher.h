@@ -21,7 +21,8 @@ class FileChangeWatcher {
   using OnChange = std::function<void(const std::vector<std::string>& changed)>;
 
   // Starts polling `paths` every `interval`. A file that is missing counts as a state of its
-  // own: appearing or disappearing is a change.
+  // own: appearing or disappearing is a change. A path that is a directory (a CRL directory)
+  // changes when any entry in it appears, goes or changes (each stat()ed through symlinks).
   FileChangeWatcher(std::vector<std::string> paths, absl::Duration interval, OnChange on_change);
   // Stops the thread; no callback runs after it returns.
   ~FileChangeWatcher();
@@ -35,6 +36,8 @@ class FileChangeWatcher {
     unsigned long long inode = 0;
     long long size = 0;
     long long modified_ns = 0;
+    // For a directory: a hash of its entries' names and fingerprints; else 0.
+    unsigned long long entries = 0;
     bool operator==(const Fingerprint&) const = default;
   };
   static Fingerprint Take(const std::string& path);

@@ -47,8 +47,8 @@ class Recorder {
 };
 
 std::string TempDir() {
-  std::string pattern = fs::path(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") /
-                        "watch-XXXXXX";
+  std::string pattern =
+      fs::path(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") / "watch-XXXXXX";
   return mkdtemp(pattern.data());
 }
 
@@ -111,6 +111,25 @@ TEST(FileChangeWatcherTest, RemovalAndReappearanceAreChanges) {
   EXPECT_EQ(recorder.WaitFor(2).size(), 2u);
   EXPECT_TRUE(FileChangeWatcher::Take(dir + "/cert.pem").exists);
   EXPECT_FALSE(FileChangeWatcher::Take(dir + "/missing").exists);
+}
+
+// A CRL directory: `openssl ca -gencrl -out crl/ca.crl.pem` rewrites the file in place, behind
+// the hashed symlink, which changes neither the directory's size nor its time.
+TEST(FileChangeWatcherTest, ADirectoryChangesWithTheFilesInIt) {
+  const std::string dir = TempDir();
+  fs::create_directory(dir + "/crl");
+  Write(dir + "/crl/ca.crl.pem", "crl 1");
+  fs::create_symlink("ca.crl.pem", dir + "/crl/0123abcd.r0");
+  const FileChangeWatcher::Fingerprint before = FileChangeWatcher::Take(dir + "/crl");
+  EXPECT_EQ(FileChangeWatcher::Take(dir + "/crl"), before);
+  Recorder recorder;
+  FileChangeWatcher watcher({dir + "/crl"}, absl::Milliseconds(20),
+                            [&](const auto& changed) { recorder.Record(changed); });
+  std::ofstream(dir + "/crl/ca.crl.pem", std::ios::trunc) << "crl 2, longer";
+  EXPECT_THAT(recorder.WaitFor(1), ElementsAre(dir + "/crl"));
+  const FileChangeWatcher::Fingerprint after = FileChangeWatcher::Take(dir + "/crl");
+  EXPECT_EQ(after.modified_ns, before.modified_ns);  // the directory itself did not change
+  EXPECT_NE(after, before);
 }
 
 }  // namespace

@@ -111,7 +111,8 @@ ABSL_FLAG(bool, tls_require_client_cert, true,
           "cannot hold one in, to authenticate with a bearer token from the policy instead.");
 ABSL_FLAG(std::string, tls_crl_dir, "",
           "Directory of CRLs (hashed names, as openssl rehash writes them): revoked client "
-          "certificates are refused.");
+          "certificates are refused. Re-read on SIGHUP and when a CRL in it changes; a CRL that "
+          "does not parse leaves the ones in use.");
 ABSL_FLAG(absl::Duration, tls_reload_interval, absl::Seconds(60),
           "How often the certificate, key and CA files are checked for changes (rotation "
           "without restart); SIGHUP re-reads them at once.");
@@ -225,10 +226,22 @@ absl::StatusOr<std::optional<TlsFileMirror::Files>> TlsFilesFromFlags() {
   const std::string cert = absl::GetFlag(FLAGS_tls_cert);
   const std::string key = absl::GetFlag(FLAGS_tls_key);
   const std::string ca = absl::GetFlag(FLAGS_tls_client_ca);
-  if (cert.empty() && key.empty() && ca.empty()) return std::nullopt;
+  const std::string crl_dir = absl::GetFlag(FLAGS_tls_crl_dir);
+  if (cert.empty() && key.empty() && ca.empty()) {
+    if (!crl_dir.empty()) {
+      return absl::InvalidArgumentError(
+          "--tls_crl_dir: CRLs are checked only with TLS; give --tls_cert, --tls_key and "
+          "--tls_client_ca too");
+    }
+    return std::nullopt;
+  }
   if (cert.empty() || key.empty() || ca.empty()) {
     return absl::InvalidArgumentError(
         "--tls_cert, --tls_key and --tls_client_ca go together: give all three or none");
+  }
+  if (!crl_dir.empty() && !std::filesystem::is_directory(crl_dir)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--tls_crl_dir: ", crl_dir, " is not a directory"));
   }
   for (const std::string& file : {cert, key, ca}) {
     if (!std::filesystem::is_regular_file(file)) {
@@ -238,11 +251,13 @@ absl::StatusOr<std::optional<TlsFileMirror::Files>> TlsFilesFromFlags() {
   if (absl::GetFlag(FLAGS_tls_reload_interval) < absl::Seconds(1)) {
     return absl::InvalidArgumentError("--tls_reload_interval: must be at least 1s");
   }
-  return TlsFileMirror::Files{cert, key, ca};
+  return TlsFileMirror::Files{cert, key, ca, crl_dir};
 }
 
 // Plaintext without `files`; else mutual TLS from the daemon's copies of the files, which gRPC
-// re-reads every second: a refreshed copy is used for new connections without a restart.
+// re-reads every second: a refreshed copy is used for new connections without a restart. The
+// CRLs are copies too; a change to them rewrites the CA copy, so that gRPC builds a new TLS
+// context, which reads them afresh (OpenSSL keeps a CRL it has read for a context's life).
 std::shared_ptr<grpc::ServerCredentials> TcpCredentials(
     const std::optional<TlsFileMirror::Files>& files) {
   if (!files.has_value()) return grpc::InsecureServerCredentials();
@@ -254,9 +269,7 @@ std::shared_ptr<grpc::ServerCredentials> TcpCredentials(
   options.set_cert_request_type(absl::GetFlag(FLAGS_tls_require_client_cert)
                                     ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
                                     : GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY);
-  if (!absl::GetFlag(FLAGS_tls_crl_dir).empty()) {
-    options.set_crl_directory(absl::GetFlag(FLAGS_tls_crl_dir));
-  }
+  if (!files->crl_dir.empty()) options.set_crl_directory(files->crl_dir);
   return grpc::experimental::TlsServerCredentials(options);
 }
 
@@ -568,8 +581,9 @@ int Run() {
                std::string(GpuprofVersion()).c_str(),
                absl::StrJoin(addresses, ", ").c_str(), db_path.c_str());
 
-  // New TLS files are taken on SIGHUP, and when they change on disk (checked every
-  // --tls_reload_interval); a file that cannot be read leaves the ones in use.
+  // New TLS files and CRLs are taken on SIGHUP, and when they change on disk (checked every
+  // --tls_reload_interval); a file that cannot be read, or a CRL that does not parse, leaves
+  // the ones in use.
   auto refresh_tls = [&tls_mirror](const char* why) {
     if (tls_mirror == nullptr) return;
     const absl::StatusOr<std::vector<std::string>> copied = tls_mirror->Refresh();
@@ -584,9 +598,10 @@ int Run() {
   std::unique_ptr<FileChangeWatcher> tls_watcher;
   if (tls_mirror != nullptr) {
     const TlsFileMirror::Files& files = **tls_files;
+    std::vector<std::string> tls_paths = {files.cert, files.key, files.ca};
+    if (!files.crl_dir.empty()) tls_paths.push_back(files.crl_dir);
     tls_watcher = std::make_unique<FileChangeWatcher>(
-        std::vector<std::string>{files.cert, files.key, files.ca},
-        absl::GetFlag(FLAGS_tls_reload_interval),
+        std::move(tls_paths), absl::GetFlag(FLAGS_tls_reload_interval),
         [&refresh_tls](const std::vector<std::string>&) { refresh_tls("changed on disk"); });
   }
 

@@ -25,6 +25,7 @@
 #include "gpuprof/v1/sweep.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "tests/testing/daemon_harness.h"
+#include "tests/testing/tls_fixture.h"
 
 namespace gpuprof::testing {
 namespace {
@@ -36,111 +37,10 @@ std::vector<std::string> HangingCollective(const std::string& gpus) {
   return {"submit", "collective", "--gpus", gpus, "--label", "gpuprof.fault=hang", "--json"};
 }
 
-int FreeLoopbackPort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-  socklen_t length = sizeof(address);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  close(fd);
-  return ntohs(address.sin_port);
-}
-
 std::string ThisUser() {
   const passwd* entry = getpwuid(geteuid());
   return entry == nullptr ? absl::StrCat("uid:", geteuid()) : entry->pw_name;
 }
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream file(path);
-  std::stringstream contents;
-  contents << file.rdbuf();
-  return contents.str();
-}
-
-void WriteFile(const std::string& path, const std::string& contents) {
-  // Written beside and renamed, so a reader never sees half a file.
-  std::ofstream(path + ".new") << contents;
-  std::filesystem::rename(path + ".new", path);
-}
-
-// Two CAs; a server certificate for localhost from each; client certificates (CN = user) from
-// the first, one from the second ("mallory") and an expired one ("old").
-class Certificates {
- public:
-  static Certificates Make(const std::string& dir) {
-    const std::string script = absl::StrReplaceAll(R"sh(
-set -e
-cd DIR
-key() { openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$1.key" 2>/dev/null; }
-for ca in ca1 ca2; do
-  key $ca
-  openssl req -x509 -new -key $ca.key -out $ca.pem -days 30 -subj "/CN=gpuprof test $ca"
-done
-printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n' > server.ext
-printf 'extendedKeyUsage=clientAuth\n' > client.ext
-leaf() {  # name ca extfile
-  key $1
-  openssl req -new -key $1.key -out $1.csr -subj "/CN=$1"
-  openssl x509 -req -in $1.csr -CA $2.pem -CAkey $2.key -CAcreateserial -out $1.pem -days 30 \
-    -extfile $3 2>/dev/null
-}
-leaf server1 ca1 server.ext
-leaf server2 ca2 server.ext
-for user in alice bob carol dave; do leaf $user ca1 client.ext; done
-leaf mallory ca2 client.ext
-# An expired certificate needs explicit dates, which only `openssl ca` sets.
-key old
-openssl req -new -key old.key -out old.csr -subj "/CN=old"
-mkdir -p issued && : > index.txt && echo 1000 > serial
-cat > ca.cnf <<EOF
-[ ca ]
-default_ca = test_ca
-[ test_ca ]
-database = DIR/index.txt
-new_certs_dir = DIR/issued
-serial = DIR/serial
-default_md = sha256
-policy = any_name
-crlnumber = DIR/crlnumber
-default_crl_days = 30
-[ any_name ]
-commonName = supplied
-EOF
-openssl ca -batch -config ca.cnf -cert ca1.pem -keyfile ca1.key -in old.csr -out old.pem \
-  -startdate 20200101000000Z -enddate 20200102000000Z -notext 2>/dev/null
-)sh",
-                                                   {{"DIR", dir}});
-    const CommandResult made = RunCommand({"/bin/sh", "-c", script});
-    EXPECT_EQ(made.exit_code, 0) << made.err;
-    return Certificates(dir);
-  }
-
-  std::string Path(const std::string& name, const std::string& extension) const {
-    return absl::StrCat(dir_, "/", name, ".", extension);
-  }
-  // CLI flags to connect as `user` with the daemon's CA `ca`.
-  std::vector<std::string> ClientFlags(const std::string& user, const std::string& ca = "ca1") const {
-    return {"--tls-ca", Path(ca, "pem"), "--tls-cert", Path(user, "pem"), "--tls-key",
-            Path(user, "key")};
-  }
-  std::shared_ptr<grpc::ChannelCredentials> Credentials(const std::string& user,
-                                                        const std::string& ca = "ca1") const {
-    grpc::SslCredentialsOptions options;
-    options.pem_root_certs = ReadFile(Path(ca, "pem"));
-    if (!user.empty()) {
-      options.pem_cert_chain = ReadFile(Path(user, "pem"));
-      options.pem_private_key = ReadFile(Path(user, "key"));
-    }
-    return grpc::SslCredentials(options);
-  }
-
- private:
-  explicit Certificates(std::string dir) : dir_(std::move(dir)) {}
-  std::string dir_;
-};
 
 constexpr char kRobotToken[] = "robot-token-0123456789";
 // sha256("robot-token-0123456789")
