@@ -3,15 +3,18 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <set>
+#include <string>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
-#include "absl/strings/string_view.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
 #include "common/status_macros.h"
+#include "common/terminal_text.h"
 #include "daemon/gpu_placement.h"
 #include "google/protobuf/util/time_util.h"
 #include "workloads/spec_checks.h"
@@ -74,6 +77,13 @@ absl::Status ValidateMeasurement(const v1::MeasurementOptions& options) {
   return absl::OkStatus();
 }
 
+// " (U+000A (newline) at byte 1)" when `text` holds an unsafe character, else "".
+std::string UnsafeCharacterNote(absl::string_view text) {
+  const std::optional<UnsafeCharacter> unsafe = FindUnsafeCharacter(text);
+  if (!unsafe.has_value()) return "";
+  return absl::StrFormat(" (%s at byte %d)", DescribeUnsafeCharacter(*unsafe), unsafe->byte_offset);
+}
+
 bool IsLabelKeyChar(char c) {
   return absl::ascii_isalnum(c) || c == '.' || c == '_' || c == '-' || c == '/';
 }
@@ -87,14 +97,15 @@ absl::Status ValidateLabels(const v1::ExperimentRequest& request, const Validati
     if (key.empty() || key.size() > kMaxLabelKeyBytes ||
         !std::all_of(key.begin(), key.end(), IsLabelKeyChar)) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "labels: key \"%s\" is not allowed; keys are 1-%d characters of [A-Za-z0-9._/-]",
-          absl::CEscape(key.substr(0, 80)), kMaxLabelKeyBytes));
+          "labels: key \"%s\"%s is not allowed; keys are 1-%d characters of [A-Za-z0-9._/-]",
+          absl::CEscape(key.substr(0, 80)), UnsafeCharacterNote(key), kMaxLabelKeyBytes));
     }
     if (value.size() > kMaxLabelValueBytes) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "labels[%s]: value of %d bytes; at most %d allowed", key, value.size(),
           kMaxLabelValueBytes));
     }
+    RETURN_IF_ERROR(CheckPrintableText(absl::StrCat("labels[", key, "]"), value));
     if (key == kFaultLabel) {
       if (!limits.allow_test_faults) {
         return absl::InvalidArgumentError(absl::StrFormat(
@@ -122,14 +133,15 @@ absl::Status ValidateCommon(const v1::ExperimentRequest& request, const Validati
         return absl::ascii_isalnum(c) || c == '.' || c == '_' || c == '-' || c == '@';
       })) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "user: got \"%s\"; must be 1-%d characters of [A-Za-z0-9._@-]",
-        absl::CEscape(user.substr(0, 80)), kMaxUserBytes));
+        "user: got \"%s\"%s; must be 1-%d characters of [A-Za-z0-9._@-]",
+        absl::CEscape(user.substr(0, 80)), UnsafeCharacterNote(user), kMaxUserBytes));
   }
   if (request.description().size() > kMaxDescriptionBytes) {
     return absl::InvalidArgumentError(
         absl::StrFormat("description: %d bytes; at most %d allowed",
                         request.description().size(), kMaxDescriptionBytes));
   }
+  RETURN_IF_ERROR(CheckPrintableText("description", request.description()));
   RETURN_IF_ERROR(CheckRange("priority", request.priority(), -kMaxPriority, kMaxPriority));
   const int64_t timeout_s = TimeUtil::DurationToSeconds(request.timeout());
   RETURN_IF_ERROR(CheckRange("timeout (seconds)", timeout_s, 1,
@@ -141,6 +153,7 @@ absl::Status ValidateCommon(const v1::ExperimentRequest& request, const Validati
       return absl::InvalidArgumentError(absl::StrFormat(
           "tracing.extra_metrics[%d]: must be a metric name of 1-256 characters", i));
     }
+    RETURN_IF_ERROR(CheckPrintableText(absl::StrFormat("tracing.extra_metrics[%d]", i), metric));
   }
   if (request.tracing().extra_metrics_size() > 64) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -270,6 +283,36 @@ void ApplyRequestDefaults(const ValidationLimits& limits, const v1::ListGpusResp
     *request.mutable_timeout() =
         TimeUtil::SecondsToDuration(absl::ToInt64Seconds(limits.default_timeout));
   }
+}
+
+absl::Status CheckPrintableText(absl::string_view field, absl::string_view text) {
+  const std::optional<UnsafeCharacter> unsafe = FindUnsafeCharacter(text);
+  if (!unsafe.has_value()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "%s: %s at byte %d is not allowed; must be printable UTF-8 text without control "
+      "characters (U+0000-U+001F, U+007F-U+009F; newlines and tabs included) or bidirectional "
+      "formatting characters (U+061C, U+200E, U+200F, U+2028, U+2029, U+202A-U+202E, "
+      "U+2066-U+2069): other users' terminals show it",
+      field, DescribeUnsafeCharacter(*unsafe), unsafe->byte_offset));
+}
+
+absl::Status ValidateSweepRequestText(const v1::SweepRequest& request) {
+  RETURN_IF_ERROR(CheckPrintableText("description", request.description()));
+  RETURN_IF_ERROR(CheckPrintableText("user", request.user()));
+  for (int i = 0; i < request.axes_size(); ++i) {
+    const v1::SweepAxis& axis = request.axes(i);
+    RETURN_IF_ERROR(CheckPrintableText(absl::StrFormat("axes[%d].field", i), axis.field()));
+    for (int k = 0; k < axis.values_size(); ++k) {
+      RETURN_IF_ERROR(
+          CheckPrintableText(absl::StrFormat("axes[%d].values[%d]", i, k), axis.values(k)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateBaselineText(const v1::SaveBaselineRequest& request) {
+  RETURN_IF_ERROR(CheckPrintableText("name", request.name()));
+  return CheckPrintableText("description", request.description());
 }
 
 absl::Status ValidateExperimentRequest(const v1::ExperimentRequest& request,

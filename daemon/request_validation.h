@@ -9,10 +9,12 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "common/fault_label.h"
 #include "gpuprof/v1/experiment.pb.h"
 #include "gpuprof/v1/gpus.pb.h"
+#include "gpuprof/v1/sweep.pb.h"
 
 namespace gpuprof::daemon {
 
@@ -34,6 +36,20 @@ absl::Status ValidateExperimentRequest(const v1::ExperimentRequest& request,
                                        const v1::ListGpusResponse& inventory,
                                        const ValidationLimits& limits);
 
+// Text people write for each other (labels, descriptions, reasons) is shown on other users'
+// terminals, where a control character is acted on instead of shown (an OSC sequence sets the
+// window title, CSI 2J clears the screen, a bidi override reorders the line). No such field
+// has a use for one, so they are refused: INVALID_ARGUMENT naming `field`, the character, its
+// byte offset and what is allowed. (The CLI escapes what it prints as well, for text stored
+// before this check.)
+absl::Status CheckPrintableText(absl::string_view field, absl::string_view text);
+
+// The SweepRequest's own text (description, user, axis fields and values); its base request is
+// validated point by point with ValidateExperimentRequest.
+absl::Status ValidateSweepRequestText(const v1::SweepRequest& request);
+
+// A baseline's name and description.
+absl::Status ValidateBaselineText(const v1::SaveBaselineRequest& request);
 
 }  // namespace gpuprof::daemon
 

@@ -307,6 +307,90 @@ TEST(RequestValidation, LabelsDescriptionUserAndFaults) {
               HasSubstr("optionally followed by @RANK (a rank below tp_degree)"));
 }
 
+// Text another user's terminal will show: control characters are refused, naming the field,
+// the character and where it is.
+TEST(RequestValidation, ControlCharactersInTextAreRefused) {
+  // An OSC sequence that sets the window title, then a screen clear.
+  const std::string title_and_clear = "ok\x1b]0;owned\x07\x1b[2J";
+  v1::ExperimentRequest request = Radix();
+  (*request.mutable_labels())["team"] = title_and_clear;
+  absl::Status status = Check(request, NoGpus());
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("labels[team]: U+001B (escape) at byte 2 is not allowed; "
+                                          "must be printable UTF-8 text"));
+
+  request = Radix();
+  request.set_description("step 1\nstep 2");
+  EXPECT_THAT(Check(request, NoGpus()).message(),
+              HasSubstr("description: U+000A (newline) at byte 6 is not allowed"));
+  // C1 controls and bidi overrides count too: U+009B is a one-character CSI.
+  request.set_description(
+      "a\xc2\x9b"
+      "2J");
+  EXPECT_THAT(Check(request, NoGpus()).message(),
+              HasSubstr("description: U+009B (control sequence introducer) at byte 1"));
+  request.set_description("invoice\xe2\x80\xae" "fdp.exe");
+  EXPECT_THAT(Check(request, NoGpus()).message(),
+              HasSubstr("description: U+202E (right-to-left override) at byte 7"));
+  request.set_description("DEL\x7f");
+  EXPECT_THAT(Check(request, NoGpus()).message(), HasSubstr("U+007F (delete) at byte 3"));
+  // Printable text of any script is fine.
+  request.set_description("prefix cache 90% hit, 日本語, µs, tab-free");
+  EXPECT_TRUE(Check(request, NoGpus()).ok());
+
+  request = Radix();
+  (*request.mutable_labels())["a\x1b"] = "x";
+  EXPECT_THAT(
+      Check(request, NoGpus()).message(),
+      HasSubstr("labels: key \"a\\033\" (U+001B (escape) at byte 1) is not allowed; keys are "
+                "1-63 characters of [A-Za-z0-9._/-]"));
+
+  request = Radix();
+  request.set_user("a\nb");
+  EXPECT_THAT(
+      Check(request, NoGpus()).message(),
+      HasSubstr("user: got \"a\\nb\" (U+000A (newline) at byte 1); must be 1-64 characters"));
+
+  v1::ExperimentRequest index = Index(64);
+  index.mutable_tracing()->add_extra_metrics("sm__cycles\x1b[2J");
+  EXPECT_THAT(Check(index, TwoNvlinkGpus()).message(),
+              HasSubstr("tracing.extra_metrics[0]: U+001B (escape) at byte 10"));
+}
+
+TEST(RequestValidation, CheckPrintableTextNamesEverything) {
+  EXPECT_TRUE(CheckPrintableText("reason", "").ok());
+  EXPECT_TRUE(CheckPrintableText("reason", "GPU reset, nvidia-smi -q clean").ok());
+  EXPECT_EQ(CheckPrintableText("reason", "x\x07").message(),
+            "reason: U+0007 (bell) at byte 1 is not allowed; must be printable UTF-8 text without "
+            "control characters (U+0000-U+001F, U+007F-U+009F; newlines and tabs included) or "
+            "bidirectional formatting characters (U+061C, U+200E, U+200F, U+2028, U+2029, "
+            "U+202A-U+202E, U+2066-U+2069): other users' terminals show it");
+  EXPECT_THAT(CheckPrintableText("reason", "bad \xff").message(),
+              HasSubstr("reason: byte 0xFF (not UTF-8) at byte 4"));
+}
+
+TEST(RequestValidation, SweepAndBaselineText) {
+  v1::SweepRequest sweep;
+  sweep.set_description("tokens sweep");
+  auto* axis = sweep.add_axes();
+  axis->set_field("num_tokens");
+  axis->add_values("64");
+  EXPECT_TRUE(ValidateSweepRequestText(sweep).ok());
+  axis->add_values("4Ki\x1b[2J");
+  EXPECT_THAT(ValidateSweepRequestText(sweep).message(),
+              HasSubstr("axes[0].values[1]: U+001B (escape) at byte 3"));
+  sweep.set_description("\x1b]0;owned\x07");
+  EXPECT_THAT(ValidateSweepRequestText(sweep).message(), HasSubstr("description: U+001B"));
+
+  v1::SaveBaselineRequest baseline;
+  baseline.set_name("main-nov");
+  baseline.set_description("before the change");
+  EXPECT_TRUE(ValidateBaselineText(baseline).ok());
+  baseline.set_description("\xe2\x81\xa6hidden");
+  EXPECT_THAT(ValidateBaselineText(baseline).message(),
+              HasSubstr("description: U+2066 (left-to-right isolate) at byte 0"));
+}
+
 TEST(RequestValidation, TimeoutAndMeasurementBounds) {
   v1::ExperimentRequest request = Radix();
   *request.mutable_timeout() = TimeUtil::SecondsToDuration(100 * 3600);
