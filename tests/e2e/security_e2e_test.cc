@@ -31,6 +31,7 @@ namespace gpuprof::testing {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // A collective on two fake GPUs that runs until cancelled.
 std::vector<std::string> HangingCollective(const std::string& gpus) {
@@ -56,6 +57,7 @@ std::string TestPolicy(int alice_max_priority = 5) {
 policy_version: 1
 admins: "carol"
 daemon_user_is_admin: false
+tls_subjects_are_local_users: true
 users {
   user: "alice"
   quota {
@@ -241,6 +243,30 @@ TEST_F(SecurityE2eTest, PlaintextTcpOffLoopbackAndTokensOverPlaintextAreRefused)
   const grpc::Status status = stub->WhoAmI(&context, v1::WhoAmIRequest(), &caller);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED);
   EXPECT_THAT(status.error_message(), HasSubstr("accepted only over TLS"));
+}
+
+// A certificate's subject is not a local account unless the policy says so: without
+// tls_subjects_are_local_users, CN=carol is "tls:carol", neither the admin "carol" of the
+// policy nor the owner of local carol's experiments.
+TEST_F(SecurityE2eTest, CertificateSubjectsAreTheirOwnNameSpace) {
+  StartWithPolicy(/*tls=*/true,
+                  "policy_version: 1\nadmins: \"carol\"\ndaemon_user_is_admin: true\n");
+  const CommandResult carol = As("carol", {"whoami", "--json"});
+  ASSERT_EQ(carol.exit_code, 0) << carol.err << daemon_->Log();
+  EXPECT_THAT(carol.out, HasSubstr("\"user\":\"tls:carol\""));
+  EXPECT_THAT(carol.out, Not(HasSubstr("\"admin\":true")));
+  // The daemon's own account (root in CI) submits over the unix socket; a certificate naming
+  // the same account cannot touch it.
+  const CommandResult local = daemon_->CliAsIs(
+      {"submit", "collective", "--gpus", "0,1", "--label", "gpuprof.fault=hang", "--json"});
+  ASSERT_EQ(local.exit_code, 0) << local.err;
+  auto events = ParseEventLines(local.out);
+  ASSERT_TRUE(events.ok() && !events->empty());
+  const CommandResult cancel = As("carol", {"cancel", events->front().experiment_id()});
+  EXPECT_NE(cancel.exit_code, 0) << cancel.out;
+  EXPECT_THAT(cancel.err, HasSubstr("tls:carol"));
+  const CommandResult audit = As("carol", {"audit"});
+  EXPECT_NE(audit.exit_code, 0);
 }
 
 TEST_F(SecurityE2eTest, MutualTlsTakesTheUserFromTheCertificateAndRefusesBadOnes) {
