@@ -703,6 +703,7 @@ absl::StatusOr<v1::Experiment> ExperimentManager::Cancel(const std::string& id,
         "(you are ", actor.user, ", ", actor.authenticated_by, ")"));
     return Refuse(actor, owner, "not-owner", denied);
   }
+  RETURN_IF_ERROR(CheckPrintableText("reason", reason));
   const std::string why = reason.empty() ? absl::StrCat("cancelled by ", actor.user) : reason;
   v1::AuditEntry entry;
   entry.set_actor(actor.user);
@@ -1524,6 +1525,7 @@ absl::StatusOr<v1::GpuInfo> ExperimentManager::ClearGpuHealth(int gpu, const std
                       "only admins may return a drained GPU to service (you are ", actor.user,
                       ", ", actor.authenticated_by, ")")));
   }
+  RETURN_IF_ERROR(CheckPrintableText("reason", reason));
   GpuHealthState& health = gpu_health_[gpu];
   if (!health.drained) {
     return absl::FailedPreconditionError(

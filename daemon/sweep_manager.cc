@@ -307,6 +307,7 @@ absl::StatusOr<v1::Sweep> SweepManager::Submit(v1::SweepRequest request) {
 }
 
 absl::StatusOr<v1::Sweep> SweepManager::Submit(v1::SweepRequest request, const Actor& actor) {
+  RETURN_IF_ERROR(ValidateSweepRequestText(request));
   if (request.user().empty()) request.set_user(request.base().user());
   if (request.user().empty()) request.set_user(actor.user);
   if (request.user().empty()) {
@@ -452,6 +453,7 @@ absl::StatusOr<v1::Sweep> SweepManager::Cancel(const std::string& id, const std:
             "sweep ", id, " belongs to ", owner, "; only its owner or an admin may cancel it "
             "(you are ", actor.user, ", ", actor.authenticated_by, ")")));
   }
+  RETURN_IF_ERROR(CheckPrintableText("reason", reason));
   active.sweep.set_cancel_requested(true);
   active.sweep.set_reason(reason.empty() ? absl::StrCat("cancelled by ", actor.user) : reason);
   {
@@ -522,6 +524,7 @@ void SweepManager::Unsubscribe(const std::string& id, int64_t subscription) {
 
 absl::StatusOr<v1::Baseline> SweepManager::SaveBaseline(const v1::SaveBaselineRequest& request) {
   RETURN_IF_ERROR(CheckBaselineName(request.name()));
+  RETURN_IF_ERROR(ValidateBaselineText(request));
   if (absl::StartsWith(request.target_id(), "exp-")) {
     RETURN_IF_ERROR(store_.Get(request.target_id()).status());
   } else if (absl::StartsWith(request.target_id(), "swp-")) {
