@@ -861,9 +861,13 @@ std::vector<FlagSpec> BaselineFlags() {
 
 constexpr absl::string_view kBaselineHelp =
     "usage: gpuprof baseline save NAME ID [--replace] [--description TEXT]\n"
+    "       gpuprof baseline delete NAME\n"
     "       gpuprof baseline list [--json]\n\n"
     "Names an experiment (exp-...) or a sweep (swp-...) so that `gpuprof compare NAME ID`\n"
-    "compares a new run against it. Names: letters, digits, '-', '_' and '.'.\n";
+    "compares a new run against it. Names: letters, digits, '-', '_' and '.'.\n"
+    "A baseline belongs to who first saved it: only its owner or an admin may replace\n"
+    "(--replace) or delete it. Baselines saved before owners were recorded have none\n"
+    "(OWNER -): only admins may change them.\n";
 
 }  // namespace
 
@@ -956,6 +960,18 @@ int RunBaselineCommand(const std::vector<std::string>& args, const ClientEnviron
     connection.out() << "baseline " << baseline.name() << " -> " << baseline.target_id() << "\n";
     return kExitOk;
   }
+  if (action == "delete" && parsed->positionals.size() == 2) {
+    v1::DeleteBaselineRequest request;
+    request.set_name(parsed->positionals[1]);
+    ClientContext context;
+    connection.SetUnaryDeadline(context);
+    v1::Baseline baseline;
+    const grpc::Status status = connection.profiler().DeleteBaseline(&context, request, &baseline);
+    if (!status.ok()) return connection.ReportRpcError(status);
+    connection.out() << "baseline " << baseline.name() << " deleted (it named "
+                     << baseline.target_id() << ")\n";
+    return kExitOk;
+  }
   if (action == "list" && parsed->positionals.size() == 1) {
     ClientContext context;
     connection.SetUnaryDeadline(context);
@@ -966,16 +982,21 @@ int RunBaselineCommand(const std::vector<std::string>& args, const ClientEnviron
       connection.out() << JsonLine(response) << "\n";
       return kExitOk;
     }
-    TextTable table({"NAME", "TARGET", "USER", "CREATED", "DESCRIPTION"});
+    // OWNER may replace or delete it; SAVED BY saved this version (the owner or an admin).
+    TextTable table({"NAME", "TARGET", "OWNER", "SAVED BY", "CREATED", "DESCRIPTION"});
     for (const v1::Baseline& baseline : response.baselines()) {
-      table.AddRow({baseline.name(), baseline.target_id(), baseline.user(),
+      table.AddRow({baseline.name(), baseline.target_id(),
+                    baseline.owner().empty() ? "-" : baseline.owner(), baseline.user(),
                     FormatLocalTime(ToTime(baseline.created()), env.time_zone),
                     baseline.description()});
     }
     connection.out() << (response.baselines().empty() ? "no baselines\n" : table.Render());
     return kExitOk;
   }
-  return Usage(env, "usage: gpuprof baseline save NAME ID | gpuprof baseline list", "baseline");
+  return Usage(env,
+               "usage: gpuprof baseline save NAME ID | gpuprof baseline delete NAME | gpuprof "
+               "baseline list",
+               "baseline");
 }
 
 }  // namespace gpuprof::client

@@ -1511,6 +1511,14 @@ void ExperimentManager::FillGpuHealthLocked(v1::GpuInfo& gpu) const {
 
 absl::StatusOr<v1::GpuInfo> ExperimentManager::ClearGpuHealth(int gpu, const std::string& reason,
                                                                const Actor& actor) {
+  // Who asks comes first: a non-admin learns nothing about the GPUs (which index exists,
+  // which is drained), and the refusal is audited and counted without the manager's lock.
+  if (!actor.admin) {
+    return Refuse(actor, "", "not-admin",
+                  absl::PermissionDeniedError(absl::StrCat(
+                      "only admins may return a drained GPU to service (ClearGpuHealth of GPU ",
+                      gpu, "; you are ", actor.user, ", ", actor.authenticated_by, ")")));
+  }
   absl::MutexLock lock(&mutex_);
   if (gpu < 0 || gpu >= inventory_.gpus_size()) {
     return absl::InvalidArgumentError(
@@ -1518,12 +1526,6 @@ absl::StatusOr<v1::GpuInfo> ExperimentManager::ClearGpuHealth(int gpu, const std
             ? absl::StrCat("gpu_index: got ", gpu, "; this host has no GPUs")
             : absl::StrCat("gpu_index: got ", gpu, "; this host has GPUs 0 to ",
                            inventory_.gpus_size() - 1));
-  }
-  if (!actor.admin) {
-    return Refuse(actor, "", "not-admin",
-                  absl::PermissionDeniedError(absl::StrCat(
-                      "only admins may return a drained GPU to service (you are ", actor.user,
-                      ", ", actor.authenticated_by, ")")));
   }
   RETURN_IF_ERROR(CheckPrintableText("reason", reason));
   GpuHealthState& health = gpu_health_[gpu];

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -23,6 +24,8 @@
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/status_macros.h"
 #include "gpuprof/v1/experiment.pb.h"
 
@@ -467,6 +470,18 @@ absl::Status InsertAudit(SqliteDatabase& database, const v1::AuditEntry& entry) 
   return insert.Run();
 }
 
+// Baselines got owners after they were introduced: an older table gets the column, and its rows
+// an empty owner (nobody's; only admins may change them). Idempotent, run at every open.
+absl::Status AddBaselineOwnerColumn(SqliteDatabase& database) {
+  ASSIGN_OR_RETURN(int64_t has_owner,
+                   database.QueryInt64("SELECT count(*) FROM pragma_table_info('baselines') "
+                                       "WHERE name = 'owner'",
+                                       "checking the baselines table"));
+  if (has_owner > 0) return absl::OkStatus();
+  return database.Execute("ALTER TABLE baselines ADD COLUMN owner TEXT NOT NULL DEFAULT ''",
+                          "adding the baselines' owner column");
+}
+
 // Binds the experiment's filter columns and proto to parameters ?1 .. ?5.
 absl::Status BindExperimentColumns(SqliteStatement& statement,
                                    const v1::Experiment& experiment) {
@@ -578,6 +593,7 @@ using experiment_store_internal::kApplicationId;
 using experiment_store_internal::DecodePageToken;
 using experiment_store_internal::EncodePageToken;
 using experiment_store_internal::ExperimentId;
+using experiment_store_internal::AddBaselineOwnerColumn;
 using experiment_store_internal::InsertAudit;
 using experiment_store_internal::InsertEvent;
 using experiment_store_internal::kNextExperimentNumberSql;
@@ -623,6 +639,7 @@ absl::StatusOr<std::unique_ptr<ExperimentStore>> ExperimentStore::Open(const std
                                         "setting schema version"));
     }
     RETURN_IF_ERROR(database->Execute(kSweepSchema, "creating the sweep tables"));
+    RETURN_IF_ERROR(AddBaselineOwnerColumn(*database));
     // Databases created before the id was introduced get it on their next start.
     RETURN_IF_ERROR(database->Execute(absl::StrCat("PRAGMA application_id = ", kApplicationId),
                                       "setting application id"));
@@ -1249,39 +1266,72 @@ absl::StatusOr<std::vector<v1::Experiment>> ExperimentStore::ListUserCreatedSinc
   return experiments;
 }
 
-absl::Status ExperimentStore::SaveBaseline(const v1::Baseline& baseline, bool replace) {
-  return CommitWrite(absl::StrCat("saving baseline ", baseline.name()), [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(SqliteStatement insert,
-                     database_->Prepare(replace ? "INSERT OR REPLACE INTO baselines (name, proto) "
-                                                  "VALUES (?1, ?2)"
-                                                : "INSERT INTO baselines (name, proto) "
-                                                  "VALUES (?1, ?2)",
-                                        absl::StrCat("saving baseline ", baseline.name())));
-    RETURN_IF_ERROR(insert.BindText(1, baseline.name()));
-    RETURN_IF_ERROR(insert.BindBlob(2, baseline.SerializeAsString()));
-    absl::Status status = insert.Run();
-    if (absl::IsAlreadyExists(status)) {
-      return absl::AlreadyExistsError(absl::StrCat(
-          "baseline \"", baseline.name(), "\" already exists; replace it explicitly"));
+absl::Status ExperimentStore::ChangeBaseline(const std::string& name,
+                                             const BaselineDecision& decide) {
+  const std::string operation = absl::StrCat("changing baseline ", name);
+  return CommitWrite(operation, [&]() -> absl::Status {
+    // Read through the write connection, inside the write transaction: what `decide` sees is
+    // what the write replaces.
+    std::optional<v1::Baseline> stored;
+    {
+      ASSIGN_OR_RETURN(
+          SqliteStatement select,
+          database_->Prepare("SELECT proto, owner FROM baselines WHERE name = ?1", operation));
+      RETURN_IF_ERROR(select.BindText(1, name));
+      ASSIGN_OR_RETURN(bool has_row, select.Step());
+      if (has_row) {
+        RETURN_IF_ERROR(ParseStored(select.ColumnBlob(0), stored.emplace(), "baseline"));
+        // The column is the owner of record: a baseline written by a gpuprofd older than
+        // owners has none, whatever its proto says.
+        stored->set_owner(select.ColumnText(1));
+      }
     }
-    return status;
+    ASSIGN_OR_RETURN(BaselineWrite write, decide(stored.has_value() ? &*stored : nullptr));
+    if (write.baseline.has_value()) {
+      if (write.baseline->name() != name) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            operation, ": the decision wrote baseline \"", write.baseline->name(), "\""));
+      }
+      ASSIGN_OR_RETURN(SqliteStatement insert,
+                       database_->Prepare("INSERT OR REPLACE INTO baselines (name, proto, owner) "
+                                          "VALUES (?1, ?2, ?3)",
+                                          operation));
+      RETURN_IF_ERROR(insert.BindText(1, name));
+      RETURN_IF_ERROR(insert.BindBlob(2, write.baseline->SerializeAsString()));
+      RETURN_IF_ERROR(insert.BindText(3, write.baseline->owner()));
+      RETURN_IF_ERROR(insert.Run());
+    } else if (stored.has_value()) {
+      ASSIGN_OR_RETURN(SqliteStatement remove,
+                       database_->Prepare("DELETE FROM baselines WHERE name = ?1", operation));
+      RETURN_IF_ERROR(remove.BindText(1, name));
+      RETURN_IF_ERROR(remove.Run());
+    }
+    // The change and its audit entry are committed together or not at all.
+    if (!write.audit.has_time()) {
+      const int64_t now = absl::ToUnixNanos(absl::Now());
+      write.audit.mutable_time()->set_seconds(now / 1'000'000'000);
+      write.audit.mutable_time()->set_nanos(static_cast<int32_t>(now % 1'000'000'000));
+    }
+    return InsertAudit(*database_, write.audit);
   });
 }
 
 absl::StatusOr<std::vector<v1::Baseline>> ExperimentStore::ListBaselines(
     const std::string& name) {
   absl::MutexLock lock(&read_mutex_);
-  ASSIGN_OR_RETURN(SqliteStatement select,
-                   reader_->Prepare(name.empty()
-                                          ? "SELECT proto FROM baselines ORDER BY name"
-                                          : "SELECT proto FROM baselines WHERE name = ?1",
-                                      "listing baselines"));
+  ASSIGN_OR_RETURN(
+      SqliteStatement select,
+      reader_->Prepare(name.empty() ? "SELECT proto, owner FROM baselines ORDER BY name"
+                                    : "SELECT proto, owner FROM baselines WHERE name = ?1",
+                       "listing baselines"));
   if (!name.empty()) RETURN_IF_ERROR(select.BindText(1, name));
   std::vector<v1::Baseline> baselines;
   while (true) {
     ASSIGN_OR_RETURN(bool has_row, select.Step());
     if (!has_row) break;
-    RETURN_IF_ERROR(ParseStored(select.ColumnBlob(0), baselines.emplace_back(), "baseline"));
+    v1::Baseline& baseline = baselines.emplace_back();
+    RETURN_IF_ERROR(ParseStored(select.ColumnBlob(0), baseline, "baseline"));
+    baseline.set_owner(select.ColumnText(1));
   }
   return baselines;
 }

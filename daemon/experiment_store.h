@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -149,9 +150,22 @@ class ExperimentStore {
 
   // ---- Baselines ----
 
-  // AlreadyExists unless `replace`.
-  absl::Status SaveBaseline(const v1::Baseline& baseline, bool replace);
-  // Every baseline, by name; only `name` when it is not empty.
+  // What a baseline change writes: `baseline` stored under its name (owner included), or the
+  // baseline deleted when it is empty; `audit` in the same transaction.
+  struct BaselineWrite {
+    std::optional<v1::Baseline> baseline;
+    v1::AuditEntry audit;
+  };
+  // Decides a change on the baseline stored under the name (nullptr if there is none).
+  using BaselineDecision = std::function<absl::StatusOr<BaselineWrite>(const v1::Baseline* stored)>;
+  // One change of the baseline `name`, decided and written in one transaction: `decide` sees
+  // the baseline stored now and returns what to write, or an error, which is returned with
+  // nothing written. No other write comes between what `decide` saw and what it wrote, so a
+  // check it makes (ownership) cannot be raced. It runs under the store's write lock: it must
+  // not call the store. A written baseline must keep the name.
+  absl::Status ChangeBaseline(const std::string& name, const BaselineDecision& decide);
+  // Every baseline, by name; only `name` when it is not empty. Baselines saved before owners
+  // were recorded have an empty owner.
   absl::StatusOr<std::vector<v1::Baseline>> ListBaselines(const std::string& name);
   // `user`'s experiments created at or after the time, oldest first (GPU-hours over a day).
   absl::StatusOr<std::vector<v1::Experiment>> ListUserCreatedSince(const std::string& user,

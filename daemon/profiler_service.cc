@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 
@@ -415,11 +416,24 @@ grpc::ServerUnaryReactor* ProfilerService::SaveBaseline(grpc::CallbackServerCont
                                                         v1::Baseline* response) {
   auto caller = Identify(context);
   if (!caller.ok()) return FinishUnary(context, "SaveBaseline", caller.status());
-  v1::SaveBaselineRequest named = *request;
-  // A baseline records who named it: the authenticated caller, not what the request claims.
-  if (!caller->user.empty()) named.set_user(caller->user);
-  return RunUnary(context, "SaveBaseline", [this, response, named = std::move(named)] {
-    auto baseline = sweeps_->SaveBaseline(named);
+  // A baseline belongs to the authenticated caller, not to whom the request names
+  // (request.user counts only for in-process callers, who have no identity).
+  Actor actor = ActorOf(*caller);
+  if (actor.user.empty()) actor.user = request->user();
+  return RunUnary(context, "SaveBaseline", [this, request, response, actor = std::move(actor)] {
+    auto baseline = sweeps_->SaveBaseline(*request, actor);
+    if (baseline.ok()) *response = *std::move(baseline);
+    return baseline.status();
+  });
+}
+
+grpc::ServerUnaryReactor* ProfilerService::DeleteBaseline(grpc::CallbackServerContext* context,
+                                                          const v1::DeleteBaselineRequest* request,
+                                                          v1::Baseline* response) {
+  auto caller = Identify(context);
+  if (!caller.ok()) return FinishUnary(context, "DeleteBaseline", caller.status());
+  return RunUnary(context, "DeleteBaseline", [this, request, response, actor = ActorOf(*caller)] {
+    auto baseline = sweeps_->DeleteBaseline(request->name(), actor);
     if (baseline.ok()) *response = *std::move(baseline);
     return baseline.status();
   });
@@ -463,10 +477,18 @@ grpc::ServerUnaryReactor* ProfilerService::GetQuota(grpc::CallbackServerContext*
   bool admin = caller->admin;
   if (user != caller->user) {
     if (!caller->admin) {
-      return FinishUnary(context, "GetQuota",
-                         absl::PermissionDeniedError(absl::StrCat(
-                             "user: only admins may read another user's quota (you are ",
-                             caller->user, ")")));
+      // Audited (the user asked about as the one acted for) and counted like every refusal;
+      // on the pool, since the audit entry waits for the disk. The name is the caller's
+      // text: bounded and escaped before it is stored.
+      std::string asked = absl::CEscape(user.substr(0, 80));
+      if (user.size() > 80) absl::StrAppend(&asked, "... (", user.size(), " bytes)");
+      return RunUnary(context, "GetQuota", [this, actor = ActorOf(*caller), asked] {
+        return manager_->Refuse(
+            actor, asked, "not-admin",
+            absl::PermissionDeniedError(
+                absl::StrCat("user: only admins may read another user's quota (GetQuota for ",
+                             asked, "; you are ", actor.user, ", ", actor.authenticated_by, ")")));
+      });
     }
     admin = authenticator_ != nullptr &&
             authenticator_->Describe(user, "", /*is_daemon_uid=*/false).admin;
@@ -484,10 +506,13 @@ grpc::ServerUnaryReactor* ProfilerService::ListAudit(grpc::CallbackServerContext
   auto caller = Identify(context);
   if (!caller.ok()) return FinishUnary(context, "ListAudit", caller.status());
   if (!caller->admin) {
-    return FinishUnary(context, "ListAudit",
-                       absl::PermissionDeniedError(absl::StrCat(
-                           "the audit trail is for admins (you are ", caller->user, ", ",
-                           caller->authenticated_by, ")")));
+    // Audited and counted like every refusal; on the pool, since the entry waits for the disk.
+    return RunUnary(context, "ListAudit", [this, actor = ActorOf(*caller)] {
+      return manager_->Refuse(actor, "", "not-admin",
+                              absl::PermissionDeniedError(
+                                  absl::StrCat("the audit trail is for admins (ListAudit; you are ",
+                                               actor.user, ", ", actor.authenticated_by, ")")));
+    });
   }
   return RunUnary(context, "ListAudit", [this, request, response] {
     auto entries = manager_->Audit(*request);
@@ -503,9 +528,12 @@ grpc::ServerUnaryReactor* ProfilerService::ClearGpuHealth(
     v1::GpuInfo* response) {
   auto caller = Identify(context);
   if (!caller.ok()) return FinishUnary(context, "ClearGpuHealth", caller.status());
-  auto gpu = manager_->ClearGpuHealth(request->gpu_index(), request->reason(), ActorOf(*caller));
-  if (gpu.ok()) *response = *std::move(gpu);
-  return FinishUnary(context, "ClearGpuHealth", gpu.status());
+  // On the pool: the clear (or its refusal) waits for the disk and the manager's lock.
+  return RunUnary(context, "ClearGpuHealth", [this, request, response, actor = ActorOf(*caller)] {
+    auto gpu = manager_->ClearGpuHealth(request->gpu_index(), request->reason(), actor);
+    if (gpu.ok()) *response = *std::move(gpu);
+    return gpu.status();
+  });
 }
 
 }  // namespace gpuprof::daemon

@@ -80,6 +80,9 @@ class ProfilerService final : public v1::Profiler::CallbackService {
   grpc::ServerUnaryReactor* ListBaselines(grpc::CallbackServerContext* context,
                                           const v1::ListBaselinesRequest* request,
                                           v1::ListBaselinesResponse* response) override;
+  grpc::ServerUnaryReactor* DeleteBaseline(grpc::CallbackServerContext* context,
+                                           const v1::DeleteBaselineRequest* request,
+                                           v1::Baseline* response) override;
 
  private:
   grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context,

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/experiment_states.h"
 #include "common/status_macros.h"
+#include "daemon/baseline_ownership.h"
 #include "google/protobuf/util/time_util.h"
 #include "sweep/sweep_expansion.h"
 
@@ -522,7 +523,8 @@ void SweepManager::Unsubscribe(const std::string& id, int64_t subscription) {
   experiments_->watch_slots().Release(subscription);
 }
 
-absl::StatusOr<v1::Baseline> SweepManager::SaveBaseline(const v1::SaveBaselineRequest& request) {
+absl::StatusOr<v1::Baseline> SweepManager::SaveBaseline(const v1::SaveBaselineRequest& request,
+                                                        const Actor& actor) {
   RETURN_IF_ERROR(CheckBaselineName(request.name()));
   RETURN_IF_ERROR(ValidateBaselineText(request));
   if (absl::StartsWith(request.target_id(), "exp-")) {
@@ -537,11 +539,46 @@ absl::StatusOr<v1::Baseline> SweepManager::SaveBaseline(const v1::SaveBaselineRe
   v1::Baseline baseline;
   baseline.set_name(request.name());
   baseline.set_target_id(request.target_id());
-  baseline.set_user(request.user());
   baseline.set_description(request.description());
   *baseline.mutable_created() = Now();
-  RETURN_IF_ERROR(store_.SaveBaseline(baseline, request.replace()));
-  return baseline;
+  const BaselineEditor editor{actor.user, actor.authenticated_by, actor.admin};
+  // The ownership check runs inside the store's write transaction: nothing can replace or
+  // delete the baseline between the check and the write.
+  std::string owner;
+  v1::Baseline saved;
+  const absl::Status status = store_.ChangeBaseline(
+      request.name(),
+      [&](const v1::Baseline* stored) -> absl::StatusOr<ExperimentStore::BaselineWrite> {
+        if (stored != nullptr) owner = stored->owner();
+        auto write = DecideBaselineSave(stored, baseline, request.replace(), editor);
+        if (write.ok()) saved = *write->baseline;
+        return write;
+      });
+  if (absl::IsPermissionDenied(status)) {
+    return experiments_->Refuse(actor, owner, kBaselineNotOwner, status);
+  }
+  RETURN_IF_ERROR(status);
+  return saved;
+}
+
+absl::StatusOr<v1::Baseline> SweepManager::DeleteBaseline(const std::string& name,
+                                                          const Actor& actor) {
+  const BaselineEditor editor{actor.user, actor.authenticated_by, actor.admin};
+  std::string owner;
+  v1::Baseline deleted;
+  const absl::Status status = store_.ChangeBaseline(
+      name, [&](const v1::Baseline* stored) -> absl::StatusOr<ExperimentStore::BaselineWrite> {
+        if (stored != nullptr) {
+          owner = stored->owner();
+          deleted = *stored;
+        }
+        return DecideBaselineDelete(stored, name, editor);
+      });
+  if (absl::IsPermissionDenied(status)) {
+    return experiments_->Refuse(actor, owner, kBaselineNotOwner, status);
+  }
+  RETURN_IF_ERROR(status);
+  return deleted;
 }
 
 absl::StatusOr<std::vector<v1::Baseline>> SweepManager::ListBaselines(const std::string& name) {

@@ -63,8 +63,13 @@ class SweepManager {
   // Ends the stream and frees its place, also after the sweep ended.
   void Unsubscribe(const std::string& id, int64_t subscription);
 
-  // Baselines: target_id must name an existing experiment or sweep.
-  absl::StatusOr<v1::Baseline> SaveBaseline(const v1::SaveBaselineRequest& request);
+  // Baselines: target_id must name an existing experiment or sweep. A new name belongs to
+  // `actor`; only its owner or an admin may replace or delete it (daemon/baseline_ownership.h).
+  // Every change is audited; a refusal is audited and counted as the manager's are.
+  absl::StatusOr<v1::Baseline> SaveBaseline(const v1::SaveBaselineRequest& request,
+                                            const Actor& actor);
+  // Returns the baseline as it was.
+  absl::StatusOr<v1::Baseline> DeleteBaseline(const std::string& name, const Actor& actor);
   absl::StatusOr<std::vector<v1::Baseline>> ListBaselines(const std::string& name);
 
   // Stops following points and ends every stream. Idempotent.
