@@ -67,9 +67,12 @@ void CheckName(const std::string& field, const std::string& value, absl::string_
 
 // A user name as the policy may write it: a local account ("alice", "uid:1001"), a
 // certificate subject ("tls:alice") or a token's user. Parentheses are reserved, so that the
-// catch-all "(other)" of the metrics is nobody's name.
+// catch-all "(other)" of the metrics is nobody's name. With tls_subjects_are_local_users a
+// certificate is never "tls:<subject>", so an admins or users entry of that form would name no
+// one, unless a token's user has that name: `entry_of_no_one` asks for that check.
 void CheckUserName(const std::string& field, const std::string& value,
-                   const v1::AccessPolicy& policy, std::vector<std::string>& errors) {
+                   const v1::AccessPolicy& policy, bool entry_of_no_one,
+                   std::vector<std::string>& errors) {
   CheckName(field, value, "user", errors);
   if (value.find_first_of("()") != std::string::npos) {
     errors.push_back(absl::StrCat(field, ": got \"", absl::CEscape(value),
@@ -83,7 +86,13 @@ void CheckUserName(const std::string& field, const std::string& value,
     errors.push_back(absl::StrCat(field,
                                   ": got \"tls:\"; name the certificate subject after "
                                   "tls: (\"tls:alice\" for CN=alice)"));
-  } else if (policy.tls_subjects_are_local_users()) {
+    return;
+  }
+  if (!entry_of_no_one || !policy.tls_subjects_are_local_users()) return;
+  const bool a_token_user =
+      std::any_of(policy.tokens().begin(), policy.tokens().end(),
+                  [&](const v1::BearerToken& token) { return token.user() == value; });
+  if (!a_token_user) {
     errors.push_back(absl::StrCat(
         field, ": got \"", absl::CEscape(value),
         "\", which names no one: with tls_subjects_are_local_users: true a certificate's "
@@ -225,7 +234,8 @@ absl::Status ValidateAccessPolicy(const v1::AccessPolicy& policy) {
     errors.push_back("end_of_policy: got false; must be true");
   }
   for (int i = 0; i < policy.admins_size(); ++i) {
-    CheckUserName(absl::StrCat("admins[", i, "]"), policy.admins(i), policy, errors);
+    CheckUserName(absl::StrCat("admins[", i, "]"), policy.admins(i), policy,
+                  /*entry_of_no_one=*/true, errors);
   }
   for (int i = 0; i < policy.admin_groups_size(); ++i) {
     CheckName(absl::StrCat("admin_groups[", i, "]"), policy.admin_groups(i), "group", errors);
@@ -234,7 +244,8 @@ absl::Status ValidateAccessPolicy(const v1::AccessPolicy& policy) {
   std::map<std::string, int> seen_users;
   for (int i = 0; i < policy.users_size(); ++i) {
     const std::string field = absl::StrCat("users[", i, "]");
-    CheckUserName(field + ".user", policy.users(i).user(), policy, errors);
+    CheckUserName(field + ".user", policy.users(i).user(), policy, /*entry_of_no_one=*/true,
+                  errors);
     const auto [it, inserted] = seen_users.emplace(policy.users(i).user(), i);
     if (!inserted && !policy.users(i).user().empty()) {
       errors.push_back(absl::StrCat(field, ".user: \"", policy.users(i).user(),
@@ -257,7 +268,7 @@ absl::Status ValidateAccessPolicy(const v1::AccessPolicy& policy) {
   for (int i = 0; i < policy.tokens_size(); ++i) {
     const std::string field = absl::StrCat("tokens[", i, "]");
     const auto& token = policy.tokens(i);
-    CheckUserName(field + ".user", token.user(), policy, errors);
+    CheckUserName(field + ".user", token.user(), policy, /*entry_of_no_one=*/false, errors);
     const bool hex = token.sha256().size() == 64 &&
                      std::all_of(token.sha256().begin(), token.sha256().end(), [](char c) {
                        return absl::ascii_isdigit(c) || (c >= 'a' && c <= 'f');

@@ -201,6 +201,13 @@ TEST(ValidateAccessPolicyTest, CertificateUsersAreNamedWithTheTlsPrefix) {
               HasSubstr("users[0].user: got \"tls:alice\", which names no one: with "
                         "tls_subjects_are_local_users: true a certificate's subject is the "
                         "local user of the same name; write \"alice\""));
+  // ...unless a token's user has that name: the entry is the token holder's.
+  EXPECT_TRUE(ParseAccessPolicy(Whole(R"txt(tls_subjects_are_local_users: true
+users { user: "tls:robot" quota { max_priority: 1 } }
+tokens { user: "tls:robot" sha256: "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824" }
+)txt"),
+                                "p")
+                  .ok());
 }
 
 TEST(ValidateAccessPolicyTest, NamesEveryBadField) {
