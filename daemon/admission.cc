@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace gpuprof::daemon {
@@ -140,6 +141,16 @@ void WatchSlots::Release(int64_t slot) {
   Decrement(by_user_, it->second.user);
   Decrement(by_subject_user_, std::make_pair(it->second.subject, it->second.user));
   held_.erase(it);
+}
+
+std::string WatchSlots::RefusalReason(const absl::Status& refusal) {
+  for (const char* cap : {"max_watchers_per_user_per_experiment", "max_watch_streams_per_user",
+                          "max_watchers_per_experiment"}) {
+    if (absl::StrContains(refusal.message(), absl::StrCat("(--", cap, "="))) {
+      return absl::StrCat("watch-cap:", cap);
+    }
+  }
+  return "watch-cap";
 }
 
 int WatchSlots::LiveOn(const std::string& subject) const {

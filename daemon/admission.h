@@ -98,6 +98,10 @@ class WatchSlots {
   int LiveOn(const std::string& subject) const;
   int LiveOf(const std::string& user) const;
 
+  // "watch-cap:<flag>" for a refusal of Acquire, naming the cap (a fixed set of three), for the
+  // refusal metric.
+  static std::string RefusalReason(const absl::Status& refusal);
+
  private:
   struct Held {
     std::string subject;

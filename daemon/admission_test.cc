@@ -84,6 +84,8 @@ TEST(WatchSlotsTest, OneUserCannotFillAnExperimentsSlots) {
   }
   const absl::StatusOr<int64_t> ninth = slots.Acquire("experiment", "exp-1", "alice", mallory);
   ASSERT_TRUE(absl::IsResourceExhausted(ninth.status())) << ninth.status();
+  EXPECT_EQ(WatchSlots::RefusalReason(ninth.status()),
+            "watch-cap:max_watchers_per_user_per_experiment");
   EXPECT_THAT(ninth.status().message(),
               HasSubstr("mallory already holds 8 live streams on experiment exp-1"));
   EXPECT_THAT(ninth.status().message(), HasSubstr("--max_watchers_per_user_per_experiment=8"));
@@ -124,6 +126,9 @@ TEST(WatchSlotsTest, OthersTogetherLeaveTheOwnersRoom) {
   EXPECT_THAT(full.status().message(),
               HasSubstr("experiment exp-1 already has 64 live streams, the most gpuprofd allows "
                         "(--max_watchers_per_experiment=64)"));
+  EXPECT_EQ(WatchSlots::RefusalReason(full.status()), "watch-cap:max_watchers_per_experiment");
+  EXPECT_EQ(WatchSlots::RefusalReason(eighth_user.status()),
+            "watch-cap:max_watchers_per_experiment");
   // Another experiment is untouched.
   EXPECT_TRUE(slots.Acquire("experiment", "exp-2", "bob", Watcher{"u7"}).ok());
 }
@@ -145,6 +150,7 @@ TEST(WatchSlotsTest, PerUserCapSpansExperimentsAndSweeps) {
   EXPECT_THAT(over.status().message(),
               HasSubstr("mallory already holds 10 live watch streams over all experiments and "
                         "sweeps, the most one user may (--max_watch_streams_per_user=10)"));
+  EXPECT_EQ(WatchSlots::RefusalReason(over.status()), "watch-cap:max_watch_streams_per_user");
   // Admins are not limited per user.
   const Watcher root{"root", /*admin=*/true};
   for (int i = 0; i < 20; ++i) {

@@ -646,8 +646,13 @@ absl::StatusOr<int64_t> ExperimentManager::Subscribe(const std::string& id, int6
   // Only a live stream holds a place: a replay of an ended experiment ends by itself.
   int64_t subscription = 0;
   if (live) {
-    ASSIGN_OR_RETURN(subscription, watch_slots_.Acquire("experiment", id,
-                                                        active->second.experiment.user(), watcher));
+    absl::StatusOr<int64_t> slot =
+        watch_slots_.Acquire("experiment", id, active->second.experiment.user(), watcher);
+    if (!slot.ok()) {
+      CountWatchRefusal(slot.status());
+      return slot.status();
+    }
+    subscription = *slot;
   }
   absl::StatusOr<std::vector<v1::ExperimentEvent>> events = store_->Events(id, from_seq);
   if (!events.ok()) {
@@ -672,6 +677,10 @@ absl::StatusOr<int64_t> ExperimentManager::Subscribe(const std::string& id, int6
   }
   active->second.sinks[subscription] = std::move(sink);
   return subscription;
+}
+
+void ExperimentManager::CountWatchRefusal(const absl::Status& refusal) {
+  if (observer_ != nullptr) observer_->Refused(WatchSlots::RefusalReason(refusal));
 }
 
 void ExperimentManager::Unsubscribe(const std::string& id, int64_t subscription) {

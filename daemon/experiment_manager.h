@@ -176,6 +176,9 @@ class ExperimentManager {
   void Unsubscribe(const std::string& id, int64_t subscription);
   // The live-stream caps, shared with the sweep manager's streams.
   WatchSlots& watch_slots() { return watch_slots_; }
+  // Counts a refusal of watch_slots() in the refusal metric ("watch-cap:<flag>"). Not audited:
+  // a flooder's every refused stream would be a durable write.
+  void CountWatchRefusal(const absl::Status& refusal);
   // Only the experiment's owner or an admin may cancel it.
   absl::StatusOr<v1::Experiment> Cancel(const std::string& id, const std::string& reason,
                                         const Actor& actor);

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -67,6 +68,23 @@ class RecordingSink : public EventSink {
   bool ended_ = false;
 };
 
+// The refusal metric's reasons, as the metrics exporter hears them.
+class RefusalCounter : public ManagerObserver {
+ public:
+  void Refused(const std::string& reason) override {
+    absl::MutexLock lock(&mutex_);
+    ++counts_[reason];
+  }
+  int count(const std::string& reason) {
+    absl::MutexLock lock(&mutex_);
+    return counts_[reason];
+  }
+
+ private:
+  absl::Mutex mutex_;
+  std::map<std::string, int> counts_;
+};
+
 // The fake worker's collective on both fake GPUs; `hang`: it runs until cancelled.
 v1::ExperimentRequest Collective(bool hang) {
   v1::ExperimentRequest request;
@@ -113,7 +131,7 @@ class ExperimentManagerTest : public ::testing::Test {
     options.max_watchers_per_experiment = 64;
     options.max_watchers_per_user_per_experiment = 8;
     options.max_watch_streams_per_user = 12;
-    auto manager = ExperimentManager::Create(options, *std::move(store));
+    auto manager = ExperimentManager::Create(options, *std::move(store), &refusals_);
     ASSERT_TRUE(manager.ok()) << manager.status();
     manager_ = *std::move(manager);
   }
@@ -151,6 +169,7 @@ class ExperimentManagerTest : public ::testing::Test {
 
   std::string dir_;
   std::unique_ptr<AccessControl> access_;
+  RefusalCounter refusals_;
   std::unique_ptr<ExperimentManager> manager_;
 };
 
@@ -197,6 +216,7 @@ TEST_F(ExperimentManagerTest, ParallelSubmitsNeverExceedTheQueueQuota) {
     if (entry.action() == "refuse") ++refusals;
   }
   EXPECT_EQ(refusals, kThreads - 2);
+  EXPECT_EQ(refusals_.count("quota:max_queued_experiments"), kThreads - 2);
 }
 
 TEST_F(ExperimentManagerTest, AnAdmissionHoldsItsPlacesUntilDroppedThenGivesThemBack) {
@@ -294,6 +314,9 @@ TEST_F(ExperimentManagerTest, AnotherUserCannotTakeTheOwnersWatchSlots) {
       manager_->Subscribe(other->id(), 1, std::make_shared<RecordingSink>(), Watcher{"mallory"});
   ASSERT_TRUE(absl::IsResourceExhausted(over.status()));
   EXPECT_THAT(over.status().message(), HasSubstr("--max_watch_streams_per_user=12"));
+  // Counted in the refusal metric by the cap they hit.
+  EXPECT_EQ(refusals_.count("watch-cap:max_watchers_per_user_per_experiment"), 1);
+  EXPECT_EQ(refusals_.count("watch-cap:max_watch_streams_per_user"), 1);
 
   // A stream's place is freed when it ends, also after the experiment ended.
   auto sink = std::make_shared<RecordingSink>();

@@ -497,8 +497,13 @@ absl::StatusOr<int64_t> SweepManager::Subscribe(const std::string& id, int64_t f
   // Only a live stream holds a place: a replay of an ended sweep ends by itself.
   int64_t subscription = 0;
   if (live) {
-    ASSIGN_OR_RETURN(subscription, experiments_->watch_slots().Acquire(
-                                       "sweep", id, active->second.sweep.user(), watcher));
+    absl::StatusOr<int64_t> slot =
+        experiments_->watch_slots().Acquire("sweep", id, active->second.sweep.user(), watcher);
+    if (!slot.ok()) {
+      experiments_->CountWatchRefusal(slot.status());
+      return slot.status();
+    }
+    subscription = *slot;
   }
   absl::StatusOr<std::vector<v1::SweepEvent>> events = store_.SweepEvents(id, from_seq);
   if (!events.ok()) {
