@@ -25,6 +25,7 @@
 #include "client/story_command.h"
 #include "client/sweep_commands.h"
 #include "client/table.h"
+#include "client/token_command.h"
 #include "client/trace_command.h"
 #include "common/status_macros.h"
 #include "common/terminal_text.h"
@@ -173,8 +174,10 @@ absl::StatusOr<ConnectionOptions> ResolveConnection(const ClientEnvironment& env
   options.tls_ca = globals.tls_ca.value_or(config.tls_ca());
   options.tls_cert = globals.tls_cert.value_or(config.tls_cert());
   options.tls_key = globals.tls_key.value_or(config.tls_key());
+  std::string token_source = "$GPUPROF_TOKEN";
   if (globals.token_file.has_value() || (env.token_from_env.empty() && !config.token_file().empty())) {
     const std::string path = globals.token_file.value_or(config.token_file());
+    token_source = absl::StrCat(globals.token_file.has_value() ? "--token " : "token_file ", path);
     auto token = ReadFileForFlag(path, globals.token_file.has_value() ? "--token" : "token_file");
     if (!token.ok()) return token.status();
     options.token = std::string(absl::StripAsciiWhitespace(*token));
@@ -185,6 +188,10 @@ absl::StatusOr<ConnectionOptions> ResolveConnection(const ClientEnvironment& env
     options.token = env.token_from_env;
   }
   options.claimed_user = globals.user.value_or(env.local_user);
+  // Both travel in gRPC headers; gRPC aborts the process on a value it cannot send.
+  RETURN_IF_ERROR(CheckHeaderValue(globals.user.has_value() ? "--user" : "$USER",
+                                   options.claimed_user, /*show_value=*/true));
+  RETURN_IF_ERROR(CheckHeaderValue(token_source, options.token, /*show_value=*/false));
   RETURN_IF_ERROR(CheckConnectionOptions(options, env.now ? env.now() : absl::Now()));
   return options;
 }
@@ -817,6 +824,8 @@ std::string MainHelp() {
   commands.AddRow({"sweep", "run a parameter grid: gpuprof sweep <workload> --tokens 1,64,4Ki ..."});
   commands.AddRow({"compare", "compare two experiments, sweeps or baselines, noise-aware"});
   commands.AddRow({"baseline", "name an experiment or sweep as a baseline to compare against"});
+  commands.AddRow(
+      {"token-hash", "a bearer token's SHA-256 for the daemon's policy, or a new token (local)"});
   commands.AddRow({"help", "this text, or a command's: gpuprof help submit index"});
   const std::vector<FlagSpec> global_flags = {
       TargetFlag(),
@@ -1303,6 +1312,10 @@ int RunHelp(const ClientEnvironment& env, const std::vector<std::string>& args) 
     *env.out << MainHelp();
     return kExitOk;
   }
+  if (args[0] == "token-hash") {
+    *env.out << TokenHashHelp();
+    return kExitOk;
+  }
   if (args[0] == "submit") {
     if (args.size() == 1) {
       *env.out << SubmitHelp();
@@ -1451,6 +1464,8 @@ int RunGpuprof(const std::vector<std::string>& args, const ClientEnvironment& en
     if (word == "-o" && (name == "trace" || name == "sweep")) word = "--output";
   }
   if (name == "help") return RunHelp(env, rest);
+  // Local: needs no daemon, so nothing about the connection may stop it.
+  if (name == "token-hash") return RunTokenHashCommand(rest, env);
   // `sweep ... --fleet[=PATH]` and `compare ... --fleet[=PATH]`: the same as before the command.
   if (name == "sweep" || name == "compare") {
     for (auto word = rest.begin(); word != rest.end();) {

@@ -4,6 +4,7 @@
 #define GPUPROF_CLIENT_COMMANDS_H_
 
 #include <functional>
+#include <istream>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -48,6 +49,8 @@ struct DaemonStubs {
 struct ClientEnvironment {
   std::ostream* out = nullptr;
   std::ostream* err = nullptr;
+  // stdin, for commands that read from it (token-hash); may be null.
+  std::istream* in = nullptr;
   bool stdout_is_terminal = false;
   int terminal_width = 0;
   // $GPUPROF_TARGET; empty when unset.

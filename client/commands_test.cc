@@ -3,12 +3,17 @@
 #include "absl/strings/str_cat.h"
 #include "common/version.h"
 
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <fstream>
 #include <sstream>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "absl/synchronization/mutex.h"
+#include "client/token_hash.h"
 #include "google/protobuf/text_format.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -21,6 +26,7 @@ namespace {
 using ::grpc::health::v1::HealthCheckRequest;
 using ::grpc::health::v1::HealthCheckResponse;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 template <typename Message>
@@ -406,6 +412,94 @@ TEST_F(CommandsTest, UnreachableDaemonExitsThreeWithAHint) {
   EXPECT_THAT(err_.str(), StartsWith("error: UNAVAILABLE: cannot reach gpuprofd at " + target));
   EXPECT_THAT(err_.str(), HasSubstr("is it running? set --target or GPUPROF_TARGET\n"));
   EXPECT_EQ(Run({"submit", "radix", "--follow", "--target", target}), kExitUnavailable);
+}
+
+TEST_F(CommandsTest, TokenHashPrintsTheHashAndPolicyEntryWithoutConnecting) {
+  const std::string dir = ::testing::TempDir();
+  const std::string file = dir + "/commands_test_token";
+  std::ofstream(file) << "s3cret\n";
+  // The hash of the token as sent: `printf %s s3cret | sha256sum`.
+  const std::string hash = Sha256Hex("s3cret");
+  EXPECT_EQ(Run({"token-hash", file}), kExitOk) << err_.str();
+  EXPECT_EQ(out_.str(), hash + "\n");
+  EXPECT_EQ(Run({"token-hash", file, "--user-name", "ci"}), kExitOk) << err_.str();
+  EXPECT_EQ(out_.str(), absl::StrCat(hash, "\ntokens { user: \"ci\" sha256: \"", hash, "\" }\n"));
+
+  std::istringstream piped("  s3cret\n");
+  env_.in = &piped;
+  EXPECT_EQ(Run({"token-hash", "-"}), kExitOk) << err_.str();
+  EXPECT_EQ(out_.str(), hash + "\n");
+  env_.token_from_env = "s3cret";
+  EXPECT_EQ(Run({"token-hash"}), kExitOk) << err_.str();
+  EXPECT_EQ(out_.str(), hash + "\n");
+
+  // A token the CLI could never send is refused, without echoing it.
+  env_.token_from_env = "s3cret\nmore";
+  EXPECT_EQ(Run({"token-hash"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("$GPUPROF_TOKEN: U+000A (newline) at byte 6 cannot be sent"));
+  EXPECT_THAT(err_.str(), Not(HasSubstr("s3cret")));
+  EXPECT_EQ(Run({"token-hash", dir + "/no-such-file"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("cannot read"));
+  EXPECT_EQ(Run({"help", "token-hash"}), kExitOk);
+  EXPECT_THAT(out_.str(), StartsWith("usage: gpuprof token-hash [FILE | -] [--user-name NAME]"));
+  EXPECT_TRUE(targets_.empty()) << "token-hash must not connect";
+}
+
+TEST_F(CommandsTest, TokenHashGeneratesAPrivateTokenFile) {
+  const std::string file = ::testing::TempDir() + "/commands_test_generated";
+  std::remove(file.c_str());
+  EXPECT_EQ(Run({"token-hash", "--generate", file}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("--generate needs --user-name NAME"));
+  EXPECT_EQ(Run({"token-hash", "--generate", file, "--user-name", "bad name"}), kExitUsage);
+  std::ifstream not_written(file);
+  EXPECT_FALSE(not_written.good()) << "a refused --generate must leave no file";
+
+  EXPECT_EQ(Run({"token-hash", "--generate", file, "--user-name", "ci"}), kExitOk) << err_.str();
+  struct stat info {};
+  ASSERT_EQ(stat(file.c_str(), &info), 0);
+  EXPECT_EQ(info.st_mode & 0777, 0600u);
+  std::ifstream written(file);
+  std::string token;
+  std::getline(written, token);
+  EXPECT_EQ(token.size(), 43u);
+  const std::string hash = Sha256Hex(token);
+  EXPECT_EQ(out_.str(), absl::StrCat(hash, "\ntokens { user: \"ci\" sha256: \"", hash, "\" }\n"));
+  EXPECT_THAT(out_.str(), Not(HasSubstr(token)));
+  // Hashing the file gives the same line: the token as the CLI will send it.
+  EXPECT_EQ(Run({"token-hash", file}), kExitOk);
+  EXPECT_EQ(out_.str(), hash + "\n");
+  EXPECT_EQ(Run({"token-hash", "--generate", file, "--user-name", "ci"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("already exists"));
+  EXPECT_TRUE(targets_.empty()) << "token-hash must not connect";
+}
+
+// gRPC aborts the process (exit 134) on a header value it cannot send: the user and the token
+// are checked before any connection, exit 2.
+TEST_F(CommandsTest, HeaderValuesGrpcCannotSendAreRefusedBeforeConnecting) {
+  EXPECT_EQ(Run({"--user", "a\nb", "whoami"}), kExitUsage);
+  EXPECT_EQ(err_.str(),
+            "error: --user \"a\\nb\": U+000A (newline) at byte 1 cannot be sent; it travels in a "
+            "gRPC header, which carries printable ASCII only (0x20-0x7E)\n");
+  EXPECT_EQ(Run({"--user", "x\x1b[2J", "submit", "radix"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("U+001B (escape) at byte 1"));
+  EXPECT_EQ(err_.str().find('\x1b'), std::string::npos);
+  env_.local_user = "jos\xc3\xa9";
+  EXPECT_EQ(Run({"list"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("$USER \"jos\xc3\xa9\": byte 0xC3 (not ASCII) at byte 3"));
+  env_.local_user = "alice";
+  env_.token_from_env = "tok\r\n";
+  EXPECT_EQ(Run({"whoami"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("$GPUPROF_TOKEN: U+000D (carriage return) at byte 3"));
+  EXPECT_TRUE(targets_.empty()) << "refused before connecting";
+}
+
+TEST_F(CommandsTest, DaemonErrorsThatEchoTextAreEscaped) {
+  profiler_.experiment.set_id("exp-000001");
+  EXPECT_EQ(Run({"get",
+                 "exp-\x1b]0;owned\x07\xc2\x9b"
+                 "2J"}),
+            2);
+  EXPECT_EQ(err_.str(), "error: NOT_FOUND: no experiment exp-\\x1b]0;owned\\x07\\u009b2J\n");
 }
 
 TEST(ExitCodeTest, MapsStatusCodes) {

@@ -8,11 +8,14 @@
 #include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/terminal_text.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
 
@@ -87,6 +90,22 @@ absl::StatusOr<std::string> ReadFileForFlag(const std::string& path, const std::
   std::stringstream contents;
   contents << file.rdbuf();
   return contents.str();
+}
+
+absl::Status CheckHeaderValue(absl::string_view source, absl::string_view value, bool show_value) {
+  for (size_t i = 0; i < value.size(); ++i) {
+    const auto byte = static_cast<unsigned char>(value[i]);
+    if (byte >= 0x20 && byte <= 0x7E) continue;
+    const std::optional<UnsafeCharacter> unsafe = FindUnsafeCharacter(value.substr(i));
+    const std::string what = unsafe.has_value() && unsafe->byte_offset == 0
+                                 ? DescribeUnsafeCharacter(*unsafe)
+                                 : absl::StrFormat("byte 0x%02X (not ASCII)", byte);
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s%s: %s at byte %d cannot be sent; it travels in a gRPC header, which carries printable "
+        "ASCII only (0x20-0x7E)",
+        source, show_value ? absl::StrCat(" \"", EscapeForTerminal(value), "\"") : "", what, i));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CheckConnectionOptions(const ConnectionOptions& options, absl::Time now) {

@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "gpuprof/v1/access.pb.h"
 
@@ -37,6 +38,13 @@ absl::StatusOr<v1::ClientConfig> LoadClientConfig(const std::string& path);
 // Files readable, the client certificate within its validity at `now` and matching its key,
 // the token only with TLS. Errors name the flag and the file.
 absl::Status CheckConnectionOptions(const ConnectionOptions& options, absl::Time now);
+
+// The claimed user (gpuprof-user) and the bearer token (authorization) travel in gRPC headers,
+// which carry printable ASCII only (0x20-0x7E): gRPC aborts the process on anything else, so
+// they are checked before any connection. INVALID_ARGUMENT naming `source` (--user, $USER,
+// --token FILE, ...), the first byte that cannot travel and its offset; the value itself is
+// shown only when `show_value` (never for a token).
+absl::Status CheckHeaderValue(absl::string_view source, absl::string_view value, bool show_value);
 
 // The file's contents; errors name `flag` and the path.
 absl::StatusOr<std::string> ReadFileForFlag(const std::string& path, const std::string& flag);

@@ -51,6 +51,7 @@ int main(int argc, char** argv) {
   gpuprof::client::ClientEnvironment env;
   env.out = &std::cout;
   env.err = &std::cerr;
+  env.in = &std::cin;
   env.stdout_is_terminal = isatty(STDOUT_FILENO) == 1;
   if (winsize size; env.stdout_is_terminal && ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) == 0) {
     env.terminal_width = size.ws_col;
