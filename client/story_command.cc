@@ -2,6 +2,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "common/terminal_text.h"
 #include "report/execution_story.h"
 
 namespace gpuprof::client {
@@ -11,7 +12,9 @@ std::string RenderExperimentStory(const ExperimentActivity& activity) {
   if (activity.state != v1::FINISHED && activity.state != v1::EXPERIMENT_STATE_UNSPECIFIED) {
     absl::StrAppend(&text, "note: the experiment ended ",
                     absl::AsciiStrToLower(v1::ExperimentState_Name(activity.state)),
-                    activity.state_reason.empty() ? "" : absl::StrCat(": ", activity.state_reason),
+                    activity.state_reason.empty()
+                        ? ""
+                        : absl::StrCat(": ", EscapeForTerminal(activity.state_reason)),
                     "; the story covers what it recorded\n");
   }
   if (!activity.has_result && !activity.records.empty()) {

@@ -183,6 +183,11 @@ TEST_F(TraceCommandTest, StoryOfAFailedExperimentSaysSo) {
   EXPECT_THAT(RenderExperimentStory(activity),
               StartsWith("note: the experiment ended failed: illegal address; the story covers "
                          "what it recorded\n"));
+  // A reason that carries terminal controls is shown escaped.
+  activity.state_reason = "crashed\x1b]0;owned\x07\n";
+  EXPECT_THAT(RenderExperimentStory(activity),
+              StartsWith("note: the experiment ended failed: crashed\\x1b]0;owned\\x07\\n; the "
+                         "story covers what it recorded\n"));
 }
 
 }  // namespace
