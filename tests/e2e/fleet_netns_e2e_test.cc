@@ -197,6 +197,8 @@ class FleetNetnsE2eTest : public ::testing::Test {
     ASSERT_TRUE(MakeCertificates(cert_dir_, addresses, error)) << error;
 
     fleet_file_ = MakeTempDir("fleet-file") + "/fleet.textproto";
+    std::ofstream(cert_dir_ + "/policy.textproto")
+        << "policy_version: 1\ntls_subjects_are_local_users: true\nend_of_policy: true\n";
     std::ofstream fleet(fleet_file_);
     fleet << "node_timeout: \"5s\"\n";
     for (int i = 0; i < 3; ++i) {
@@ -215,6 +217,8 @@ class FleetNetnsE2eTest : public ::testing::Test {
           absl::StrCat("--tls_client_ca=", cert_dir_, "/ca.pem"),
           // One point at a time, so that a point is always under way or queued mid-sweep.
           "--cpu_slots=1",
+          // The fleet's CA names this box's accounts (the CLI's certificate is "tester").
+          "--policy=" + cert_dir_ + "/policy.textproto",
           "--enable_test_faults",
       });
       const absl::Status started = daemon.Start();
