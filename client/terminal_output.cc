@@ -35,15 +35,20 @@ size_t IncompleteTail(absl::string_view bytes) {
 TerminalSafeStreambuf::TerminalSafeStreambuf(std::streambuf* destination)
     : destination_(destination) {}
 
-TerminalSafeStreambuf::~TerminalSafeStreambuf() { WriteHeld(); }
+TerminalSafeStreambuf::~TerminalSafeStreambuf() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  WriteHeldLocked();
+}
 
 void TerminalSafeStreambuf::WriteControl(absl::string_view bytes) {
-  WriteHeld();
+  std::lock_guard<std::mutex> lock(mutex_);
+  WriteHeldLocked();
   destination_->sputn(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
 void TerminalSafeStreambuf::Finish() {
-  WriteHeld();
+  std::lock_guard<std::mutex> lock(mutex_);
+  WriteHeldLocked();
   destination_->pubsync();
 }
 
@@ -62,6 +67,7 @@ std::streamsize TerminalSafeStreambuf::xsputn(const char* data, std::streamsize 
 int TerminalSafeStreambuf::sync() { return destination_->pubsync(); }
 
 void TerminalSafeStreambuf::Write(absl::string_view bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
   std::string joined;
   if (!held_.empty()) {
     joined = held_ + std::string(bytes);
@@ -87,7 +93,7 @@ void TerminalSafeStreambuf::Write(absl::string_view bytes) {
   destination_->sputn(out.data(), static_cast<std::streamsize>(out.size()));
 }
 
-void TerminalSafeStreambuf::WriteHeld() {
+void TerminalSafeStreambuf::WriteHeldLocked() {
   if (held_.empty()) return;
   const std::string escaped = EscapeForTerminal(held_);
   held_.clear();

@@ -8,6 +8,7 @@
 #ifndef GPUPROF_CLIENT_TERMINAL_OUTPUT_H_
 #define GPUPROF_CLIENT_TERMINAL_OUTPUT_H_
 
+#include <mutex>
 #include <ostream>
 #include <streambuf>
 #include <string>
@@ -39,8 +40,10 @@ class TerminalSafeStreambuf : public std::streambuf {
 
  private:
   void Write(absl::string_view bytes);
-  void WriteHeld();
+  void WriteHeldLocked();
 
+  // std::cout may be written from several threads (the standard allows it); held_ is shared.
+  std::mutex mutex_;
   std::streambuf* destination_;
   // The start of a UTF-8 sequence that the next write may complete (a character split across
   // two writes must not be taken for two invalid bytes).
