@@ -849,7 +849,8 @@ std::string MainHelp() {
       {.name = "tls-key", .value_syntax = "FILE", .help = "PEM key of --tls-cert"},
       {.name = "token",
        .value_syntax = "FILE",
-       .help = "file holding a bearer token (TLS only; or $GPUPROF_TOKEN)"},
+       .help = "file holding a bearer token (TLS only; or $GPUPROF_TOKEN); gpuprof token-hash "
+               "gives the policy entry for it"},
       {.name = "version", .is_switch = true, .help = "print the client's version"},
       HelpFlag(),
   };
