@@ -407,6 +407,9 @@ int Run() {
   options.max_report_bytes_per_experiment = absl::GetFlag(FLAGS_max_report_bytes_per_experiment);
   options.access = access->get();
   options.max_watchers_per_experiment = absl::GetFlag(FLAGS_max_watchers_per_experiment);
+  options.max_watchers_per_user_per_experiment =
+      absl::GetFlag(FLAGS_max_watchers_per_user_per_experiment);
+  options.max_watch_streams_per_user = absl::GetFlag(FLAGS_max_watch_streams_per_user);
   options.submits_per_minute_per_user = absl::GetFlag(FLAGS_submits_per_minute_per_user);
   RaiseDescriptorLimitFor(absl::GetFlag(FLAGS_max_connections));
   // Declared before the metrics, which sample it until they stop.
@@ -420,9 +423,6 @@ int Run() {
     metrics = std::make_unique<MetricsExporter>(std::string(GpuprofVersion()),
                                                 absl::GetFlag(FLAGS_nvml_library));
   }
-  options.max_watchers_per_user_per_experiment =
-      absl::GetFlag(FLAGS_max_watchers_per_user_per_experiment);
-  options.max_watch_streams_per_user = absl::GetFlag(FLAGS_max_watch_streams_per_user);
   auto manager = ExperimentManager::Create(options, *std::move(store),
                                            metrics ? metrics->manager_observer() : nullptr);
   if (!manager.ok()) {
