@@ -476,11 +476,11 @@ int Run() {
     return 1;
   }
   // Who owns each accepted connection (unix and loopback TCP), from the kernel.
-  PeerCredentialRegistry unix_peers;
+  PeerCredentialRegistry connection_owners;
   Authenticator authenticator(
       Authenticator::Options{.tls_user_from = *tls_user_from,
                              .allow_insecure_tcp = absl::GetFlag(FLAGS_allow_insecure_tcp)},
-      access->get(), &unix_peers);
+      access->get(), &connection_owners);
   if (absl::GetFlag(FLAGS_rpc_threads) < 1) {
     std::fprintf(stderr, "gpuprofd: --rpc_threads must be at least 1, got %d\n",
                  absl::GetFlag(FLAGS_rpc_threads));
@@ -516,11 +516,11 @@ int Run() {
                      "unix:/run/gpuprof/gpuprofd.sock or loopback TCP)\n",
                      path.c_str());
       }
-      auto listener = UnixSocketListener::Bind(path, &unix_peers, &connection_limit, socket_group);
+      auto listener = UnixSocketListener::Bind(path, &connection_owners, &connection_limit, socket_group);
       if (listener.ok()) unix_listeners.push_back(*std::move(listener));
       bound = listener.status();
     } else {
-      auto listener = TcpSocketListener::Bind(address, &connection_limit, &unix_peers);
+      auto listener = TcpSocketListener::Bind(address, &connection_limit, &connection_owners);
       if (listener.ok()) tcp_listeners.push_back(*std::move(listener));
       bound = listener.status();
     }

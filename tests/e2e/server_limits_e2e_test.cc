@@ -32,18 +32,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-int FreeLoopbackPort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-  socklen_t length = sizeof(address);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  close(fd);
-  return ntohs(address.sin_port);
-}
-
 // A raw client connection that says nothing (what a hostile client hoarding connections does).
 int ConnectUnix(const std::string& target) {
   const std::string path(absl::StripPrefix(target, "unix:"));

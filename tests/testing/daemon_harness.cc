@@ -1,8 +1,11 @@
 #include "tests/testing/daemon_harness.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -74,6 +77,18 @@ std::string RunfilePath(const std::string& workspace_relative) {
   if (srcdir == nullptr) return workspace_relative;
   return absl::StrCat(srcdir, "/", workspace == nullptr ? "gpuprof" : workspace, "/",
                       workspace_relative);
+}
+
+int FreeLoopbackPort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+  socklen_t length = sizeof(address);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  close(fd);
+  return ntohs(address.sin_port);
 }
 
 std::string MakeTempDir(const std::string& name) {

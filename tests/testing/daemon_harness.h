@@ -38,6 +38,9 @@ struct LocalAccount;  // tests/testing/local_account.h
 // Path of a binary built by Bazel and listed in the test's data, e.g. "daemon/gpuprofd".
 std::string RunfilePath(const std::string& workspace_relative);
 
+// A loopback port free when asked (bound and closed).
+int FreeLoopbackPort();
+
 // A fresh directory under the test's temporary directory.
 std::string MakeTempDir(const std::string& name);
 

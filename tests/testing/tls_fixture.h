@@ -14,9 +14,6 @@
 
 namespace gpuprof::testing {
 
-// A loopback port free when asked (bound and closed).
-int FreeLoopbackPort();
-
 std::string ReadFile(const std::string& path);
 // Written beside and renamed, so a reader never sees half a file.
 void WriteFile(const std::string& path, const std::string& contents);
