@@ -77,12 +77,13 @@ class PeerCredentialRegistry {
   size_t sweep_at_ ABSL_GUARDED_BY(mutex_) = 1024;
 };
 
-// The uid owning the client end of the loopback TCP connection accepted as `fd`, from the
-// kernel's socket tables: the one line whose local address is the client's, whose remote
-// address is this socket's own, and whose state is ESTABLISHED (closed and TIME_WAIT sockets
-// of the same port carry other uids, root's among them). The accepted socket must still be
-// ESTABLISHED after the lookup, so the line read was its peer's. `proc_root` is "/proc" except
-// in tests.
+// The uid owning the client end of the loopback TCP connection accepted as `fd`: the one
+// socket whose local address is the client's, whose remote address is this socket's own, and
+// whose state is ESTABLISHED (closed and TIME_WAIT sockets of the same port carry other uids,
+// root's among them). The kernel is asked by netlink sock_diag (one exact lookup), or where
+// that is unavailable by reading /proc/net/tcp{,6}. The accepted socket must still be
+// ESTABLISHED after the lookup, so the socket found was its peer's. `proc_root` is "/proc"
+// except in tests; any other root is read as files.
 absl::StatusOr<uid_t> AcceptedLoopbackOwner(int fd, const std::string& proc_root = "/proc");
 // The same for a connection given by its two ends, "ipv4:127.0.0.1:P" (client) and the server
 // end, read from the tables only (no liveness check): for tests of the table matching.

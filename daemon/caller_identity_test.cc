@@ -26,9 +26,16 @@ TEST(IsLoopbackPeerTest, Addresses) {
   EXPECT_FALSE(IsLoopbackPeer("fd:7"));
 }
 
-// A real loopback connection: the kernel's table names this process's uid as the owner of
-// the client end, matched on both ends of the connection.
-TEST(LoopbackTcpOwnerTest, FindsTheUidOfARealClientSocket) {
+// Both ways of asking the kernel: "/proc" is the netlink sock_diag lookup (the daemon's), any
+// other root reads the socket tables as files ("/proc/." reads the real ones).
+class RealSocketOwnerTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  const std::string& proc_root() const { return GetParam(); }
+};
+
+// A real loopback connection: the kernel names this process's uid as the owner of the client
+// end, matched on both ends of the connection; once closed (TIME_WAIT), nobody's.
+TEST_P(RealSocketOwnerTest, FindsTheUidOfARealClientSocketWhileItIsEstablished) {
   const int server = socket(AF_INET, SOCK_STREAM, 0);
   ASSERT_GE(server, 0);
   sockaddr_in address{};
@@ -45,20 +52,28 @@ TEST(LoopbackTcpOwnerTest, FindsTheUidOfARealClientSocket) {
   ASSERT_EQ(getsockname(client, reinterpret_cast<sockaddr*>(&client_address), &length), 0);
   const std::string peer = absl::StrCat("ipv4:127.0.0.1:", ntohs(client_address.sin_port));
   const std::string listener = absl::StrCat("ipv4:127.0.0.1:", ntohs(address.sin_port));
+  const int accepted = accept(server, nullptr, nullptr);
+  ASSERT_GE(accepted, 0);
 
-  auto uid = LoopbackTcpOwner(peer, listener);
+  auto uid = LoopbackTcpOwner(peer, listener, proc_root());
   ASSERT_TRUE(uid.ok()) << uid.status();
   EXPECT_EQ(*uid, geteuid());
+  auto accepted_uid = AcceptedLoopbackOwner(accepted, proc_root());
+  ASSERT_TRUE(accepted_uid.ok()) << accepted_uid.status();
+  EXPECT_EQ(*accepted_uid, geteuid());
   // The same client port towards another server address is another connection: nobody's.
-  EXPECT_FALSE(LoopbackTcpOwner(peer, "ipv4:127.0.0.1:1").ok());
+  EXPECT_FALSE(LoopbackTcpOwner(peer, "ipv4:127.0.0.1:1", proc_root()).ok());
+  // The client closes first, so its end lingers in TIME_WAIT (owned by uid 0): not an owner.
   close(client);
+  close(accepted);
+  EXPECT_FALSE(LoopbackTcpOwner(peer, listener, proc_root()).ok());
   close(server);
   // Nobody owns a port that is not connected.
-  EXPECT_FALSE(LoopbackTcpOwner("ipv4:127.0.0.1:1", listener).ok());
+  EXPECT_FALSE(LoopbackTcpOwner("ipv4:127.0.0.1:1", listener, proc_root()).ok());
 }
 
 // gRPC's clients use dual-stack sockets: an IPv4 connection listed in tcp6, IPv4-mapped.
-TEST(LoopbackTcpOwnerTest, FindsADualStackClientSocket) {
+TEST_P(RealSocketOwnerTest, FindsADualStackClientSocket) {
   const int server = socket(AF_INET, SOCK_STREAM, 0);
   ASSERT_GE(server, 0);
   sockaddr_in address{};
@@ -79,12 +94,19 @@ TEST(LoopbackTcpOwnerTest, FindsADualStackClientSocket) {
   length = sizeof(client_address);
   ASSERT_EQ(getsockname(client, reinterpret_cast<sockaddr*>(&client_address), &length), 0);
   auto uid = LoopbackTcpOwner(absl::StrCat("ipv4:127.0.0.1:", ntohs(client_address.sin6_port)),
-                              absl::StrCat("ipv4:127.0.0.1:", ntohs(address.sin_port)));
+                              absl::StrCat("ipv4:127.0.0.1:", ntohs(address.sin_port)),
+                              proc_root());
   ASSERT_TRUE(uid.ok()) << uid.status();
   EXPECT_EQ(*uid, geteuid());
   close(client);
   close(server);
 }
+
+INSTANTIATE_TEST_SUITE_P(NetlinkAndTables, RealSocketOwnerTest,
+                         ::testing::Values("/proc", "/proc/."),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param == "/proc" ? "SockDiag" : "ProcTables";
+                         });
 
 // The attack that made any local user root: a closed connection's TIME_WAIT line for the same
 // client port, owned by uid 0, listed before the live connection. Only the ESTABLISHED line
