@@ -8,7 +8,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "daemon/experiment_store.h"
+#include "daemon/store/experiment_store.h"
 #include "gpuprof/v1/sweep.pb.h"
 
 namespace gpuprof::daemon {

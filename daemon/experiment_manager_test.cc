@@ -22,7 +22,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "daemon/access_policy.h"
-#include "daemon/experiment_store.h"
+#include "daemon/store/experiment_store.h"
 #include "gmock/gmock.h"
 #include "gpuprof/v1/experiment.pb.h"
 #include "gtest/gtest.h"

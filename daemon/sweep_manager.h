@@ -19,8 +19,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "daemon/experiment_manager.h"
-#include "daemon/experiment_store.h"
-#include "daemon/stream_sink.h"
+#include "daemon/store/experiment_store.h"
+#include "daemon/store/stream_sink.h"
 #include "gpuprof/v1/sweep.pb.h"
 
 namespace gpuprof::daemon {

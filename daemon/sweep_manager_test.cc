@@ -20,7 +20,7 @@
 #include "absl/time/time.h"
 #include "daemon/access_policy.h"
 #include "daemon/experiment_manager.h"
-#include "daemon/experiment_store.h"
+#include "daemon/store/experiment_store.h"
 #include "gmock/gmock.h"
 #include "gpuprof/v1/sweep.pb.h"
 #include "gtest/gtest.h"

@@ -25,7 +25,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "common/terminal_text.h"
-#include "daemon/experiment_store.h"
+#include "daemon/store/experiment_store.h"
 #include "google/protobuf/util/json_util.h"
 #include "gpuprof/v1/profiler.grpc.pb.h"
 #include "tests/testing/daemon_harness.h"

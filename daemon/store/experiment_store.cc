@@ -1,4 +1,4 @@
-#include "daemon/experiment_store.h"
+#include "daemon/store/experiment_store.h"
 
 #include <sqlite3.h>
 

@@ -1,7 +1,7 @@
 // The receiving end of an event stream (an experiment's or a sweep's events), as the daemon's
 // cores fan events out to gRPC streams.
-#ifndef GPUPROF_DAEMON_STREAM_SINK_H_
-#define GPUPROF_DAEMON_STREAM_SINK_H_
+#ifndef GPUPROF_DAEMON_STORE_STREAM_SINK_H_
+#define GPUPROF_DAEMON_STORE_STREAM_SINK_H_
 
 namespace gpuprof::daemon {
 
@@ -18,4 +18,4 @@ class StreamSink {
 
 }  // namespace gpuprof::daemon
 
-#endif  // GPUPROF_DAEMON_STREAM_SINK_H_
+#endif  // GPUPROF_DAEMON_STORE_STREAM_SINK_H_

@@ -1,4 +1,4 @@
-#include "daemon/private_state.h"
+#include "daemon/store/private_state.h"
 
 #include <sys/stat.h>
 #include <unistd.h>

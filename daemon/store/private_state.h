@@ -2,8 +2,8 @@
 // experiments, the admin-only audit trail, baselines), so no other local account may list,
 // read or change it. At start-up the daemon makes it so (and says what it changed) or refuses
 // to start; its umask (077) keeps what it creates afterwards private too.
-#ifndef GPUPROF_DAEMON_PRIVATE_STATE_H_
-#define GPUPROF_DAEMON_PRIVATE_STATE_H_
+#ifndef GPUPROF_DAEMON_STORE_PRIVATE_STATE_H_
+#define GPUPROF_DAEMON_STORE_PRIVATE_STATE_H_
 
 #include <sys/types.h>
 
@@ -32,4 +32,4 @@ absl::StatusOr<gid_t> GroupByName(const std::string& name);
 
 }  // namespace gpuprof::daemon
 
-#endif  // GPUPROF_DAEMON_PRIVATE_STATE_H_
+#endif  // GPUPROF_DAEMON_STORE_PRIVATE_STATE_H_

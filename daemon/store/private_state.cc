@@ -1,4 +1,4 @@
-#include "daemon/private_state.h"
+#include "daemon/store/private_state.h"
 
 #include <grp.h>
 #include <sys/stat.h>

@@ -4,8 +4,8 @@
 // store writes what it is told. Every write is one transaction that has committed (and been
 // synced to disk) by the time the call returns, so whatever an RPC acknowledged survives a
 // daemon killed with -9, and with synchronous=FULL a power loss as well.
-#ifndef GPUPROF_DAEMON_EXPERIMENT_STORE_H_
-#define GPUPROF_DAEMON_EXPERIMENT_STORE_H_
+#ifndef GPUPROF_DAEMON_STORE_EXPERIMENT_STORE_H_
+#define GPUPROF_DAEMON_STORE_EXPERIMENT_STORE_H_
 
 #include <cstdint>
 #include <functional>
@@ -239,4 +239,4 @@ class ExperimentStore {
 
 }  // namespace gpuprof::daemon
 
-#endif  // GPUPROF_DAEMON_EXPERIMENT_STORE_H_
+#endif  // GPUPROF_DAEMON_STORE_EXPERIMENT_STORE_H_
