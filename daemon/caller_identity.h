@@ -24,7 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
-#include "daemon/access_policy.h"
+#include "daemon/admission/access_policy.h"
 #include "grpcpp/server_context.h"
 
 namespace gpuprof::daemon {

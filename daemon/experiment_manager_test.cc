@@ -21,7 +21,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "daemon/access_policy.h"
+#include "daemon/admission/access_policy.h"
 #include "daemon/store/experiment_store.h"
 #include "gmock/gmock.h"
 #include "gpuprof/v1/experiment.pb.h"

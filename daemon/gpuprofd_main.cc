@@ -23,7 +23,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "common/version.h"
-#include "daemon/access_policy.h"
+#include "daemon/admission/access_policy.h"
 #include "daemon/caller_identity.h"
 #include "daemon/connection_limit.h"
 #include "daemon/daemon_config.h"

@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/experiment_states.h"
 #include "common/status_macros.h"
-#include "daemon/baseline_ownership.h"
+#include "daemon/admission/baseline_ownership.h"
 #include "google/protobuf/util/time_util.h"
 #include "sweep/sweep_expansion.h"
 

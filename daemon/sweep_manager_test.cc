@@ -18,7 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "daemon/access_policy.h"
+#include "daemon/admission/access_policy.h"
 #include "daemon/experiment_manager.h"
 #include "daemon/store/experiment_store.h"
 #include "gmock/gmock.h"

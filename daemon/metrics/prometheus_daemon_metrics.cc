@@ -10,7 +10,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "daemon/access_policy.h"
+#include "daemon/admission/access_policy.h"
 #include "daemon/metrics/metric_names.h"
 #include "gpuprof/v1/workloads.pb.h"
 #include "prometheus/text_serializer.h"

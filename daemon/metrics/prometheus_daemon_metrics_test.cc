@@ -17,7 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "daemon/access_policy.h"
+#include "daemon/admission/access_policy.h"
 #include "daemon/metrics/metric_names.h"
 #include "gpuprof/v1/experiment.pb.h"
 

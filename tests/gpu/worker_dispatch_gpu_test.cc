@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "daemon/request_validation.h"
+#include "daemon/admission/request_validation.h"
 #include "worker/experiment_dispatch.h"
 #include "gpu/gpu_probe.h"
 #include "gmock/gmock.h"

@@ -2,8 +2,8 @@
 // host's GPU inventory and the daemon's limits. The workload's own fields are checked by its
 // spec (workloads/spec_table.h); this file checks what every request shares. Errors name the field, the value and what is
 // allowed, e.g. "index.num_tokens: got -5; must be in [1, 16777216]".
-#ifndef GPUPROF_DAEMON_REQUEST_VALIDATION_H_
-#define GPUPROF_DAEMON_REQUEST_VALIDATION_H_
+#ifndef GPUPROF_DAEMON_ADMISSION_REQUEST_VALIDATION_H_
+#define GPUPROF_DAEMON_ADMISSION_REQUEST_VALIDATION_H_
 
 #include <string>
 #include <vector>
@@ -53,4 +53,4 @@ absl::Status ValidateBaselineText(const v1::SaveBaselineRequest& request);
 
 }  // namespace gpuprof::daemon
 
-#endif  // GPUPROF_DAEMON_REQUEST_VALIDATION_H_
+#endif  // GPUPROF_DAEMON_ADMISSION_REQUEST_VALIDATION_H_

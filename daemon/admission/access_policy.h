@@ -2,8 +2,8 @@
 // name the line and field, validation, and the decisions the daemon takes from it (who is an
 // admin, which quota applies, whose token this is). AccessControl holds the policy in force and
 // replaces it on reload only when the new file is valid.
-#ifndef GPUPROF_DAEMON_ACCESS_POLICY_H_
-#define GPUPROF_DAEMON_ACCESS_POLICY_H_
+#ifndef GPUPROF_DAEMON_ADMISSION_ACCESS_POLICY_H_
+#define GPUPROF_DAEMON_ADMISSION_ACCESS_POLICY_H_
 
 #include <memory>
 #include <optional>
@@ -96,4 +96,4 @@ class AccessControl {
 
 }  // namespace gpuprof::daemon
 
-#endif  // GPUPROF_DAEMON_ACCESS_POLICY_H_
+#endif  // GPUPROF_DAEMON_ADMISSION_ACCESS_POLICY_H_

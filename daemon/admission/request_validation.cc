@@ -1,4 +1,4 @@
-#include "daemon/request_validation.h"
+#include "daemon/admission/request_validation.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -15,7 +15,7 @@
 #include "absl/strings/string_view.h"
 #include "common/status_macros.h"
 #include "common/terminal_text.h"
-#include "daemon/gpu_placement.h"
+#include "daemon/scheduling/gpu_placement.h"
 #include "google/protobuf/util/time_util.h"
 #include "workloads/spec_checks.h"
 #include "workloads/spec_table.h"

@@ -1,4 +1,4 @@
-#include "daemon/request_validation.h"
+#include "daemon/admission/request_validation.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -2,8 +2,8 @@
 // `gpuprof baseline delete`, decided on the baseline as stored. SweepManager runs them inside
 // the store's write transaction (ExperimentStore::ChangeBaseline), so that nothing can change
 // the baseline between the check and the write.
-#ifndef GPUPROF_DAEMON_BASELINE_OWNERSHIP_H_
-#define GPUPROF_DAEMON_BASELINE_OWNERSHIP_H_
+#ifndef GPUPROF_DAEMON_ADMISSION_BASELINE_OWNERSHIP_H_
+#define GPUPROF_DAEMON_ADMISSION_BASELINE_OWNERSHIP_H_
 
 #include <string>
 
@@ -44,4 +44,4 @@ absl::StatusOr<ExperimentStore::BaselineWrite> DecideBaselineDelete(const v1::Ba
 
 }  // namespace gpuprof::daemon
 
-#endif  // GPUPROF_DAEMON_BASELINE_OWNERSHIP_H_
+#endif  // GPUPROF_DAEMON_ADMISSION_BASELINE_OWNERSHIP_H_

@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "daemon/request_validation.h"
+#include "daemon/admission/request_validation.h"
 #include "google/protobuf/stubs/logging.h"
 #include "gpuprof/v1/experiment.pb.h"
 #include "gpuprof/v1/gpus.pb.h"

@@ -1,4 +1,4 @@
-#include "daemon/baseline_ownership.h"
+#include "daemon/admission/baseline_ownership.h"
 
 #include <string>
 

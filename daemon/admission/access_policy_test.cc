@@ -1,4 +1,4 @@
-#include "daemon/access_policy.h"
+#include "daemon/admission/access_policy.h"
 
 #include <unistd.h>
 

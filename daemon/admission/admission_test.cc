@@ -1,4 +1,4 @@
-#include "daemon/admission.h"
+#include "daemon/admission/admission.h"
 
 #include <atomic>
 #include <thread>

@@ -1,8 +1,8 @@
 // Admission state that must be checked and taken in one step, so that parallel requests
 // cannot all pass a check that only one of them fits: per-user submit-rate buckets, queue
 // places reserved for requests admitted but not yet queued, and live watch streams.
-#ifndef GPUPROF_DAEMON_ADMISSION_H_
-#define GPUPROF_DAEMON_ADMISSION_H_
+#ifndef GPUPROF_DAEMON_ADMISSION_ADMISSION_H_
+#define GPUPROF_DAEMON_ADMISSION_ADMISSION_H_
 
 #include <cstdint>
 #include <map>
@@ -119,4 +119,4 @@ class WatchSlots {
 
 }  // namespace gpuprof::daemon
 
-#endif  // GPUPROF_DAEMON_ADMISSION_H_
+#endif  // GPUPROF_DAEMON_ADMISSION_ADMISSION_H_
