@@ -30,7 +30,7 @@
 #include "daemon/experiment_manager.h"
 #include "daemon/store/experiment_store.h"
 #include "daemon/file_change_watcher.h"
-#include "daemon/gpu_health_monitor.h"
+#include "daemon/gpu_health/gpu_health_monitor.h"
 #include "daemon/health_only_server.h"
 #include "daemon/metrics/metrics_exporter.h"
 #include "daemon/store/private_state.h"

@@ -1,6 +1,6 @@
 #include "daemon/metrics/prometheus_daemon_metrics.h"
 
-#include "daemon/gpu_faults.h"
+#include "daemon/gpu_health/gpu_faults.h"
 
 #include <algorithm>
 #include <exception>

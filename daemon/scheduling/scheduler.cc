@@ -1,4 +1,4 @@
-#include "daemon/scheduler.h"
+#include "daemon/scheduling/scheduler.h"
 
 #include <algorithm>
 #include <set>

@@ -1,8 +1,8 @@
 // One supervised worker process: fork/exec with a command pipe (fd 3 in the child), a report
 // pipe (fd 4) and its stdout/stderr captured to keep a tail for error messages. The daemon
 // never touches CUDA itself; everything GPU-side happens in these processes.
-#ifndef GPUPROF_DAEMON_WORKER_PROCESS_H_
-#define GPUPROF_DAEMON_WORKER_PROCESS_H_
+#ifndef GPUPROF_DAEMON_SCHEDULING_WORKER_PROCESS_H_
+#define GPUPROF_DAEMON_SCHEDULING_WORKER_PROCESS_H_
 
 #include <sys/types.h>
 
@@ -74,4 +74,4 @@ class WorkerProcess {
 
 }  // namespace gpuprof::daemon
 
-#endif  // GPUPROF_DAEMON_WORKER_PROCESS_H_
+#endif  // GPUPROF_DAEMON_SCHEDULING_WORKER_PROCESS_H_

@@ -2,8 +2,8 @@
 // (nvmlEventSetWait_v2 on nvmlEventTypeXidCriticalError) as they happen, and the memory error
 // counters (ECC, retired pages, remapped rows) every `counter_interval`. What it finds goes to
 // callbacks; what a fault means for experiments and leases is the experiment manager's call.
-#ifndef GPUPROF_DAEMON_GPU_HEALTH_MONITOR_H_
-#define GPUPROF_DAEMON_GPU_HEALTH_MONITOR_H_
+#ifndef GPUPROF_DAEMON_GPU_HEALTH_GPU_HEALTH_MONITOR_H_
+#define GPUPROF_DAEMON_GPU_HEALTH_GPU_HEALTH_MONITOR_H_
 
 #include <atomic>
 #include <functional>
@@ -17,7 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "daemon/gpu_faults.h"
+#include "daemon/gpu_health/gpu_faults.h"
 #include "gpu/nvml_loader.h"
 #include "gpuprof/v1/gpus.pb.h"
 
@@ -71,4 +71,4 @@ v1::GpuMemoryErrors ReadMemoryErrors(const gpu::NvmlLibrary& nvml, gpu::nvml::De
 
 }  // namespace gpuprof::daemon
 
-#endif  // GPUPROF_DAEMON_GPU_HEALTH_MONITOR_H_
+#endif  // GPUPROF_DAEMON_GPU_HEALTH_GPU_HEALTH_MONITOR_H_

@@ -1,4 +1,4 @@
-#include "daemon/worker_process.h"
+#include "daemon/scheduling/worker_process.h"
 
 #include <fcntl.h>
 #include <signal.h>

@@ -1,4 +1,4 @@
-#include "daemon/gpu_health_monitor.h"
+#include "daemon/gpu_health/gpu_health_monitor.h"
 
 #include <cstdio>
 

@@ -1,7 +1,7 @@
 // The monitor against the stand-in libnvidia-ml (gpu/nvml_loader_test_fake_nvml.cc), which
 // takes its GPUs from FAKE_NVML_GPU_UUIDS and the faults to report from the file named by
 // FAKE_NVML_CONTROL: real dlopen, real event waits, the daemon's own code end to end.
-#include "daemon/gpu_health_monitor.h"
+#include "daemon/gpu_health/gpu_health_monitor.h"
 
 #include <cstdlib>
 #include <fstream>

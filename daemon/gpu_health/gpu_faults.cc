@@ -1,4 +1,4 @@
-#include "daemon/gpu_faults.h"
+#include "daemon/gpu_health/gpu_faults.h"
 
 #include <utility>
 

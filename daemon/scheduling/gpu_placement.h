@@ -1,7 +1,7 @@
 // Topology-aware choice of GPUs for a multi-GPU experiment: prefer sets whose every pair is
 // NVLink-connected, then sets on one NUMA node, then the tightest PCIe paths.
-#ifndef GPUPROF_DAEMON_GPU_PLACEMENT_H_
-#define GPUPROF_DAEMON_GPU_PLACEMENT_H_
+#ifndef GPUPROF_DAEMON_SCHEDULING_GPU_PLACEMENT_H_
+#define GPUPROF_DAEMON_SCHEDULING_GPU_PLACEMENT_H_
 
 #include <optional>
 #include <set>
@@ -37,4 +37,4 @@ std::optional<std::vector<int>> ChooseGpus(const v1::GpuSelection& selection, in
 
 }  // namespace gpuprof::daemon
 
-#endif  // GPUPROF_DAEMON_GPU_PLACEMENT_H_
+#endif  // GPUPROF_DAEMON_SCHEDULING_GPU_PLACEMENT_H_

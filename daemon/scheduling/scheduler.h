@@ -10,8 +10,8 @@
 //      it has waited `reserve_after`: then no GPU experiment behind it starts until it has
 //      its GPUs, so a large request is not starved by a stream of small ones.
 // GPU leases are exclusive; CPU workloads share a fixed number of CPU slots.
-#ifndef GPUPROF_DAEMON_SCHEDULER_H_
-#define GPUPROF_DAEMON_SCHEDULER_H_
+#ifndef GPUPROF_DAEMON_SCHEDULING_SCHEDULER_H_
+#define GPUPROF_DAEMON_SCHEDULING_SCHEDULER_H_
 
 #include <cstdint>
 #include <functional>
@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "daemon/gpu_placement.h"
+#include "daemon/scheduling/gpu_placement.h"
 #include "gpuprof/v1/experiment.pb.h"
 
 namespace gpuprof::daemon {
@@ -136,4 +136,4 @@ class Scheduler {
 
 }  // namespace gpuprof::daemon
 
-#endif  // GPUPROF_DAEMON_SCHEDULER_H_
+#endif  // GPUPROF_DAEMON_SCHEDULING_SCHEDULER_H_

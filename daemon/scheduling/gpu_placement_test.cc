@@ -1,4 +1,4 @@
-#include "daemon/gpu_placement.h"
+#include "daemon/scheduling/gpu_placement.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,8 +1,8 @@
 // What the driver's Xid codes and memory error counters mean for the daemon: which faults
 // are the running program's (fail the experiment only) and which are the GPU's (drain it until
 // an admin clears it). Pure functions: the NVML side is daemon/gpu_health_monitor.
-#ifndef GPUPROF_DAEMON_GPU_FAULTS_H_
-#define GPUPROF_DAEMON_GPU_FAULTS_H_
+#ifndef GPUPROF_DAEMON_GPU_HEALTH_GPU_FAULTS_H_
+#define GPUPROF_DAEMON_GPU_HEALTH_GPU_FAULTS_H_
 
 #include <optional>
 #include <string>
@@ -44,4 +44,4 @@ std::optional<GpuFault> MemoryErrorFault(int gpu, const std::optional<v1::GpuMem
 
 }  // namespace gpuprof::daemon
 
-#endif  // GPUPROF_DAEMON_GPU_FAULTS_H_
+#endif  // GPUPROF_DAEMON_GPU_HEALTH_GPU_FAULTS_H_
