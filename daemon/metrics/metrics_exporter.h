@@ -13,11 +13,11 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "daemon/connection_limit.h"
 #include "daemon/experiment_manager.h"
 #include "daemon/metrics/gpu_telemetry_reader.h"
 #include "daemon/metrics/prometheus_daemon_metrics.h"
-#include "daemon/profiler_service.h"
+#include "daemon/server/connection_limit.h"
+#include "daemon/server/profiler_service.h"
 
 namespace gpuprof::daemon {
 

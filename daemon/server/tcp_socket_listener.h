@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "daemon/caller_identity.h"
-#include "daemon/connection_limit.h"
+#include "daemon/server/caller_identity.h"
+#include "daemon/server/connection_limit.h"
 #include "grpcpp/server_builder.h"
 
 namespace gpuprof::daemon {

@@ -1,6 +1,6 @@
 // The health-only port over a real socket: SERVING, then NOT_SERVING once the daemon stops;
 // unknown services are NOT_FOUND, and no other API answers there.
-#include "daemon/health_only_server.h"
+#include "daemon/server/health_only_server.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "daemon/accepted_connection.h"
+#include "daemon/server/accepted_connection.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

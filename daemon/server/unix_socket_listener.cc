@@ -1,4 +1,4 @@
-#include "daemon/unix_socket_listener.h"
+#include "daemon/server/unix_socket_listener.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -13,7 +13,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/accepted_connection.h"
+#include "daemon/server/accepted_connection.h"
 #include "grpcpp/server_posix.h"
 
 namespace gpuprof::daemon {

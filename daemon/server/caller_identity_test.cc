@@ -1,4 +1,4 @@
-#include "daemon/caller_identity.h"
+#include "daemon/server/caller_identity.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -1,4 +1,4 @@
-#include "daemon/file_change_watcher.h"
+#include "daemon/server/file_change_watcher.h"
 
 #include <sys/stat.h>
 

@@ -1,4 +1,4 @@
-#include "daemon/tls_file_mirror.h"
+#include "daemon/server/tls_file_mirror.h"
 
 #include <openssl/evp.h>
 #include <openssl/pem.h>

@@ -1,4 +1,4 @@
-#include "daemon/tcp_socket_listener.h"
+#include "daemon/server/tcp_socket_listener.h"
 
 #include <errno.h>
 #include <netdb.h>
@@ -14,7 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "daemon/accepted_connection.h"
+#include "daemon/server/accepted_connection.h"
 
 namespace gpuprof::daemon {
 namespace {

@@ -1,4 +1,4 @@
-#include "daemon/profiler_service.h"
+#include "daemon/server/profiler_service.h"
 
 #include <deque>
 #include <memory>

@@ -12,8 +12,8 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
-#include "daemon/caller_identity.h"
-#include "daemon/connection_limit.h"
+#include "daemon/server/caller_identity.h"
+#include "daemon/server/connection_limit.h"
 #include "grpcpp/server.h"
 
 namespace gpuprof::daemon {

@@ -12,8 +12,8 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
-#include "daemon/caller_identity.h"
-#include "daemon/connection_limit.h"
+#include "daemon/server/caller_identity.h"
+#include "daemon/server/connection_limit.h"
 
 namespace gpuprof::daemon {
 

@@ -8,7 +8,7 @@
 
 #include "absl/status/status.h"
 #include "daemon/blocking_call_pool.h"
-#include "daemon/caller_identity.h"
+#include "daemon/server/caller_identity.h"
 #include "daemon/experiment_manager.h"
 #include "daemon/sweep_manager.h"
 #include "gpuprof/v1/profiler.grpc.pb.h"

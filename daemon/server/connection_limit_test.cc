@@ -1,4 +1,4 @@
-#include "daemon/connection_limit.h"
+#include "daemon/server/connection_limit.h"
 
 #include <fcntl.h>
 #include <sys/socket.h>

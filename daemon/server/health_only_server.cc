@@ -1,4 +1,4 @@
-#include "daemon/health_only_server.h"
+#include "daemon/server/health_only_server.h"
 
 #include <chrono>
 

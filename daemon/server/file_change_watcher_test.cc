@@ -1,6 +1,6 @@
 // The watcher against real files: content edits, a Kubernetes-style symlink swap that keeps
 // size and mtime, removal; unchanged files are never reported.
-#include "daemon/file_change_watcher.h"
+#include "daemon/server/file_change_watcher.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
