@@ -22,6 +22,7 @@
 #include "common/data_types.h"
 #include "gpu/gpu_probe.h"
 #include "google/protobuf/util/time_util.h"
+#include "measure/copy_bandwidth.h"
 #include "workloads/index/index_runner.h"
 #include "workloads/store/store_runner.h"
 
@@ -180,8 +181,8 @@ int Main(int argc, char** argv) {
   }
   gpu::ProbeOptions probe_options;
   probe_options.gpuprof_version = "benchmark";
-  probe_options.measure_copy_bandwidth = true;
-  const api::ListGpusResponse inventory = gpu::ProbeHost(probe_options);
+  api::ListGpusResponse inventory = gpu::ProbeHost(probe_options);
+  measure::FillMeasuredCopyBandwidth(inventory);
   if (inventory.gpus_size() == 0) {
     std::fprintf(stderr, "no GPU: %s\n", inventory.probe_error().c_str());
     return 1;

@@ -20,8 +20,6 @@
 #include "common/cuda_status.h"
 #include "common/status_macros.h"
 #include "gpu/datasheet_peaks.h"
-#include "google/protobuf/util/time_util.h"
-#include "measure/timing_loop.h"
 
 namespace gpuprof::gpu {
 namespace {
@@ -161,56 +159,6 @@ absl::StatusOr<v1::GpuInfo> DescribeGpu(int device, const NvmlLibrary* nvml) {
   if (numa_node < 0 && properties.hostNumaId >= 0) numa_node = properties.hostNumaId;
   gpu.set_numa_node(numa_node);
   return gpu;
-}
-
-// Device-to-device cudaMemcpyAsync between two buffers, timed by the same loop as every
-// workload (measure/), so that "% of measured copy bandwidth" compares like with like: bytes
-// read + written per second at the median.
-absl::StatusOr<double> MeasureCopyBandwidthGbps(const v1::GpuInfo& gpu,
-                                                const ProbeOptions& options) {
-  // Declared first so that the buffers and stream below go while it is current.
-  ASSIGN_OR_RETURN(ScopedCudaDevice scoped_device, ScopedCudaDevice::Activate(gpu.index()));
-  size_t free_bytes = 0;
-  size_t total_bytes = 0;
-  CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes));
-  // Leave half the free memory to whoever else is on the GPU.
-  constexpr int64_t kAlignment = int64_t{2} << 20;
-  constexpr int64_t kMinimumBytes = int64_t{64} << 20;  // smaller copies time launch latency
-  int64_t bytes =
-      std::min<int64_t>(options.copy_buffer_bytes, static_cast<int64_t>(free_bytes / 4));
-  bytes -= bytes % kAlignment;
-  if (bytes < kMinimumBytes) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "GPU ", gpu.index(), " has ", free_bytes, " bytes free, too few to time copies"));
-  }
-  ASSIGN_OR_RETURN(DeviceBuffer source, DeviceBuffer::Allocate(bytes));
-  ASSIGN_OR_RETURN(DeviceBuffer destination, DeviceBuffer::Allocate(bytes));
-  ASSIGN_OR_RETURN(CudaStream stream, CudaStream::Create());
-  CUDA_RETURN_IF_ERROR(cudaMemsetAsync(source.data(), 1, bytes, stream.get()));
-
-  measure::MeasurementSetup setup;
-  setup.gpu = gpu;
-  setup.bytes_per_launch = 2 * bytes;
-  const int iterations = std::max(1, options.copy_timed_iterations);
-  setup.options.set_warmup_iterations(3);
-  setup.options.set_min_iterations(iterations);
-  setup.options.set_max_iterations(iterations);
-  *setup.options.mutable_time_budget() = google::protobuf::util::TimeUtil::SecondsToDuration(60);
-  const measure::TimedStream copy{
-      .stream = stream.get(),
-      .device = gpu.index(),
-      .launch = [&](cudaStream_t on) {
-        return CudaStatus(cudaMemcpyAsync(destination.data(), source.data(), bytes,
-                                          cudaMemcpyDeviceToDevice, on),
-                          "cudaMemcpyAsync");
-      }};
-  ASSIGN_OR_RETURN(const measure::MeasurementOutcome outcome,
-                   measure::MeasureStreams(setup, {&copy, 1},
-                                           [](v1::Phase, int64_t, int64_t, const std::string&) {}));
-  if (outcome.measurement.bandwidth_gbps() <= 0) {
-    return absl::InternalError("copy timed at zero seconds");
-  }
-  return outcome.measurement.bandwidth_gbps();
 }
 
 // GPU `device`'s active NVLinks and what is at their far ends.
@@ -527,17 +475,6 @@ v1::ListGpusResponse ProbeHost(const ProbeOptions& options) {
 
   FillLinks(nvml_or_null, response);
 
-  if (options.measure_copy_bandwidth) {
-    for (v1::GpuInfo& gpu : *response.mutable_gpus()) {
-      absl::StatusOr<double> gbps = MeasureCopyBandwidthGbps(gpu, options);
-      if (gbps.ok()) {
-        gpu.set_measured_copy_bandwidth_gbps(*gbps);
-      } else {
-        Note(absl::StrCat("GPU ", gpu.index(),
-                          ": copy bandwidth not measured: ", gbps.status().message()));
-      }
-    }
-  }
   return response;
 }
 

@@ -19,17 +19,11 @@ namespace gpuprof::gpu {
 struct ProbeOptions {
   // Reported as HostInfo.gpuprof_version.
   std::string gpuprof_version;
-  // Measure each GPU's device-to-device copy bandwidth (about a second per GPU; allocates
-  // two buffers on every GPU).
-  bool measure_copy_bandwidth = false;
-  // Size of each of the two copy buffers; less when the GPU is short of free memory.
-  int64_t copy_buffer_bytes = int64_t{1} << 30;
-  // Timed copies per GPU; the median is reported.
-  int copy_timed_iterations = 10;
 };
 
 // Never fails: without a driver or a GPU the answer lists no GPU and probe_error says why.
-// Fills everything but supported_workloads and the lease fields. GPU indices are this process's
+// Fills everything but supported_workloads, the lease fields and the measured copy bandwidth
+// (measure/copy_bandwidth.h times that with the workloads' own loop). GPU indices are this process's
 // CUDA ordinals; run the worker with CUDA_DEVICE_ORDER=PCI_BUS_ID so that they follow
 // nvidia-smi's order (CUDA's default puts the fastest GPU first).
 gpuprof::v1::ListGpusResponse ProbeHost(const ProbeOptions& options);

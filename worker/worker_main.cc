@@ -12,6 +12,7 @@
 #include "gpu/gpu_probe.h"
 #include "gpuprof/worker_protocol/worker_protocol.pb.h"
 #include "kernels/jit/jit_cache.h"
+#include "measure/copy_bandwidth.h"
 #include "worker/experiment_dispatch.h"
 #include "workloads/runner_table.h"
 
@@ -70,9 +71,11 @@ int Serve() {
     if (command.has_probe()) {
       gpu::ProbeOptions options;
       options.gpuprof_version = std::string(GpuprofVersion());
-      options.measure_copy_bandwidth = command.probe().measure_copy_bandwidth();
       worker_protocol::WorkerReport report;
       *report.mutable_probe() = gpu::ProbeHost(options);
+      if (command.probe().measure_copy_bandwidth()) {
+        measure::FillMeasuredCopyBandwidth(*report.mutable_probe());
+      }
       for (const auto& workload : workloads::RunnableWorkloadNames()) {
         report.mutable_probe()->add_supported_workloads(workload);
       }

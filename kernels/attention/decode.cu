@@ -26,6 +26,7 @@
 #include "kernels/attention/decode_kernel_params.h"
 #include "kernels/attention/decode_mma.h"
 #include "kernels/attention/decode_plan.h"
+#include "kernels/attention/head_dims.h"
 
 namespace gpuprof::attention {
 namespace {
@@ -44,7 +45,7 @@ template <typename T, int kHeadDim, int kRows, bool kPrefetch>
 __global__ void __launch_bounds__(kDecodeThreads)
     DecodeKernel(const __grid_constant__ DecodeKernelParams p) {
   static_assert(device::kIsAttentionType<T>, "T must be bf16 or fp16");
-  static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "head_dim 64/128/256");
+  static_assert(IsAttentionHeadDim(kHeadDim), "a head size of kAttentionHeadDims");
   static_assert(kRows >= 1 && kRows <= kMaxDecodeRowsPerBlock && (kRows & (kRows - 1)) == 0,
                 "rows per block: a power of two up to kMaxDecodeRowsPerBlock");
   constexpr int kThreadsPerRow = kHeadDim / 8;
@@ -265,7 +266,7 @@ template <typename T, int kHeadDim>
 __global__ void __launch_bounds__(kHeadDim / 4)
     DecodeMergeKernel(const __grid_constant__ DecodeMergeParams p) {
   static_assert(device::kIsAttentionType<T>, "T must be bf16 or fp16");
-  static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "head_dim 64/128/256");
+  static_assert(IsAttentionHeadDim(kHeadDim), "a head size of kAttentionHeadDims");
   __shared__ float weights[kMaxDecodeSplits];
   __shared__ float max_lse;
   const int64_t row = blockIdx.x;
@@ -465,23 +466,16 @@ absl::StatusOr<DecodeLaunchInfo> LaunchDecodeForType(const DecodeKernelParams& p
                                                      const AttentionProblem& problem,
                                                      const DecodeOptions& options,
                                                      cudaStream_t stream) {
-  switch (problem.shape.head_dim) {
-    case 64:
-      return LaunchDecodeForHeadDim<T, 64>(params, problem, options, stream);
-    case 128:
-      return LaunchDecodeForHeadDim<T, 128>(params, problem, options, stream);
-    case 256:
-      return LaunchDecodeForHeadDim<T, 256>(params, problem, options, stream);
-    default:
-      return absl::InvalidArgumentError(absl::StrCat("head_dim (", problem.shape.head_dim,
-                                                     ") has no decode kernel (64, 128, 256)"));
-  }
+  return DispatchHeadDim(problem.shape.head_dim, "decode kernel", [&](auto head_dim) {
+    return LaunchDecodeForHeadDim<T, decltype(head_dim)::value>(params, problem, options, stream);
+  });
 }
 
 }  // namespace
 
 const std::vector<int>& DecodeHeadDims() {
-  static const std::vector<int> kDims = {64, 128, 256};
+  static const std::vector<int> kDims(std::begin(kAttentionHeadDims),
+                                      std::end(kAttentionHeadDims));
   return kDims;
 }
 

@@ -24,6 +24,7 @@
 #include "common/cuda_status.h"
 #include "kernels/attention/attention_device.cuh"
 #include "kernels/attention/attention_params.h"
+#include "kernels/attention/head_dims.h"
 #include "kernels/attention/prefill.h"
 #include "kernels/attention/prefill_kernel_params.h"
 #include "kernels/attention/prefill_sm90.h"
@@ -95,7 +96,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
   constexpr int kStages = Config::kStages, kQkSteps = Config::kQkSteps;
   static_assert(device::kIsAttentionType<T>, "T must be bf16 or fp16");
   static_assert(kQkSteps == 1 || kQkSteps == 2, "one or two k16 steps per K ldmatrix");
-  static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "head_dim 64, 128, 256");
+  static_assert(IsAttentionHeadDim(kHeadDim), "a head size of kAttentionHeadDims");
   static_assert(kWarps == 4 || kWarps == 8, "4 or 8 warps");
   static_assert(kRowTiles == 1 || kRowTiles == 2, "16 or 32 query rows per warp");
   static_assert(kBlockN == 32 || kBlockN == 64, "32 or 64 KV rows per tile");
@@ -427,17 +428,9 @@ absl::StatusOr<PrefillLaunchInfo> LaunchPrefillForType(const AttentionProblem& p
                                                        const PrefillKernelParams& params,
                                                        PrefillVariant variant,
                                                        cudaStream_t stream) {
-  switch (problem.shape.head_dim) {
-    case 64:
-      return LaunchPrefillForHeadDim<T, 64>(problem, params, variant, stream);
-    case 128:
-      return LaunchPrefillForHeadDim<T, 128>(problem, params, variant, stream);
-    case 256:
-      return LaunchPrefillForHeadDim<T, 256>(problem, params, variant, stream);
-    default:
-      return absl::InvalidArgumentError(absl::StrCat("head_dim (", problem.shape.head_dim,
-                                                     ") has no prefill kernel (64, 128, 256)"));
-  }
+  return DispatchHeadDim(problem.shape.head_dim, "prefill kernel", [&](auto head_dim) {
+    return LaunchPrefillForHeadDim<T, decltype(head_dim)::value>(problem, params, variant, stream);
+  });
 }
 
 template <typename T, typename Config>
@@ -477,7 +470,8 @@ absl::Status FillPortableResidency(const AttentionShape& shape, PrefillGpu& gpu)
 }  // namespace
 
 const std::vector<int>& PrefillHeadDims() {
-  static const std::vector<int> kDims = {64, 128, 256};
+  static const std::vector<int> kDims(std::begin(kAttentionHeadDims),
+                                      std::end(kAttentionHeadDims));
   return kDims;
 }
 
@@ -485,7 +479,7 @@ bool PrefillVariantTakesHeadDim(PrefillVariant variant, int head_dim) {
   switch (variant) {
     case PrefillVariant::kAuto:
     case PrefillVariant::kHopperWgmma:
-      return head_dim == 64 || head_dim == 128 || head_dim == 256;
+      return IsAttentionHeadDim(head_dim);
     case PrefillVariant::kWideHead:
       return head_dim == 256;
     case PrefillVariant::kQInRegisters:

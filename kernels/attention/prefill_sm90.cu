@@ -27,6 +27,7 @@
 #include "common/cuda_status.h"
 #include "kernels/attention/attention_device.cuh"
 #include "kernels/attention/attention_params.h"
+#include "kernels/attention/head_dims.h"
 #include "kernels/attention/prefill.h"
 #include "kernels/attention/prefill_kernel_params.h"
 #include "kernels/attention/prefill_tile.cuh"
@@ -298,7 +299,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     PrefillSm90Kernel(const __grid_constant__ PrefillKernelParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   static_assert(device::kIsAttentionType<T>, "T must be bf16 or fp16");
-  static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "head_dim 64, 128, 256");
+  static_assert(IsAttentionHeadDim(kHeadDim), "a head size of kAttentionHeadDims");
   constexpr int kBlockN = kBlockNFor<kHeadDim>;
   constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks per row
   constexpr int kTileElements = kBlockN * kHeadDim;
@@ -631,17 +632,9 @@ template <typename T>
 absl::StatusOr<PrefillLaunchInfo> LaunchForType(const AttentionProblem& problem,
                                                 const PrefillKernelParams& params,
                                                 cudaStream_t stream) {
-  switch (problem.shape.head_dim) {
-    case 64:
-      return LaunchTyped<T, 64>(problem, params, stream);
-    case 128:
-      return LaunchTyped<T, 128>(problem, params, stream);
-    case 256:
-      return LaunchTyped<T, 256>(problem, params, stream);
-    default:
-      return absl::InvalidArgumentError(absl::StrCat(
-          "head_dim (", problem.shape.head_dim, ") has no Hopper prefill kernel (64, 128, 256)"));
-  }
+  return DispatchHeadDim(problem.shape.head_dim, "Hopper prefill kernel", [&](auto head_dim) {
+    return LaunchTyped<T, decltype(head_dim)::value>(problem, params, stream);
+  });
 }
 
 }  // namespace

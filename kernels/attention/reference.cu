@@ -13,6 +13,7 @@
 #include "common/cuda_status.h"
 #include "kernels/attention/attention_device.cuh"
 #include "kernels/attention/attention_params.h"
+#include "kernels/attention/head_dims.h"
 #include "kernels/attention/reference.h"
 
 namespace gpuprof::attention {
@@ -128,22 +129,11 @@ __global__ void __launch_bounds__(kReferenceThreads)
 template <typename T>
 absl::Status LaunchReferenceForType(const ReferenceKernelParams& params, int head_dim, dim3 grid,
                                     cudaStream_t stream) {
-  switch (head_dim) {
-    case 64:
-      ReferenceKernel<T, 64><<<grid, kReferenceThreads, 0, stream>>>(params);
-      break;
-    case 128:
-      ReferenceKernel<T, 128><<<grid, kReferenceThreads, 0, stream>>>(params);
-      break;
-    case 256:
-      ReferenceKernel<T, 256><<<grid, kReferenceThreads, 0, stream>>>(params);
-      break;
-    default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("head_dim (", head_dim, ") has no reference kernel (64, 128, 256)"));
-  }
-  CUDA_RETURN_IF_ERROR(cudaGetLastError());
-  return absl::OkStatus();
+  return DispatchHeadDim(head_dim, "reference kernel", [&](auto dim) -> absl::Status {
+    ReferenceKernel<T, decltype(dim)::value><<<grid, kReferenceThreads, 0, stream>>>(params);
+    CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    return absl::OkStatus();
+  });
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 #ifndef GPUPROF_KERNELS_COPY_COMMON_CUH_
 #define GPUPROF_KERNELS_COPY_COMMON_CUH_
 
+#include "kernels/copy/copy_kernel_params.h"  // int64_t under NVRTC
+
 namespace gpuprof::kernels::device {
 
 inline constexpr int kWarpSize = 32;
@@ -130,6 +132,37 @@ __device__ __forceinline__ void AllowDependentGridLaunch() {
     asm volatile("griddepcontrol.launch_dependents;" :::);
 #endif
   }
+}
+
+// The prologue every row-copy kernel (index, store) shares: checks its shape, handles PDL, and
+// says which token's row and which slice of it this warp copies (kNumSplits warps share a
+// row, so that few tokens still spread over the GPU). `token` may be past the last one: the
+// kernel returns then.
+struct WarpRowSlice {
+  int64_t token;
+  int64_t offset;  // bytes into the row
+  int lane;
+};
+
+template <int kRowBytes, int kNumSplits, int kVecBytes, int kNumThreads, int kMaxOccupancy,
+          bool kUsePdl>
+__device__ __forceinline__ WarpRowSlice BeginWarpRowSlice() {
+  static_assert(
+      kVecBytes == 1 || kVecBytes == 2 || kVecBytes == 4 || kVecBytes == 8 || kVecBytes == 16,
+      "vector width must be 1, 2, 4, 8 or 16 bytes");
+  static_assert(kNumThreads % kWarpSize == 0 && kNumThreads <= 1024,
+                "a block is whole warps, at most 1024 threads");
+  static_assert(kNumSplits >= 1 && kRowBytes % (kNumSplits * kVecBytes) == 0,
+                "a row must split into equal slices of whole vectors");
+  static_assert(kMaxOccupancy >= 1, "launch bounds need at least one block per SM");
+  constexpr int kSliceBytes = kRowBytes / kNumSplits;
+  constexpr int kWarpsPerBlock = kNumThreads / kWarpSize;
+
+  WaitForPrerequisiteGrid<kUsePdl>();
+  AllowDependentGridLaunch<kUsePdl>();
+  const int64_t warp = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize;
+  return WarpRowSlice{warp / kNumSplits, (warp % kNumSplits) * kSliceBytes,
+                      static_cast<int>(threadIdx.x % kWarpSize)};
 }
 
 }  // namespace gpuprof::kernels::device

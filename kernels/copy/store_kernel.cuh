@@ -14,25 +14,13 @@ template <int kRowBytes, int kNumSplits, int kVecBytes, int kNumThreads, int kMa
           bool kUsePdl, bool kFusedKv>
 __global__ void __launch_bounds__(kNumThreads, kMaxOccupancy)
     StoreKernel(const __grid_constant__ StoreKernelParams params) {
-  static_assert(
-      kVecBytes == 1 || kVecBytes == 2 || kVecBytes == 4 || kVecBytes == 8 || kVecBytes == 16,
-      "vector width must be 1, 2, 4, 8 or 16 bytes");
-  static_assert(kNumThreads % device::kWarpSize == 0 && kNumThreads <= 1024,
-                "a block is whole warps, at most 1024 threads");
-  static_assert(kNumSplits >= 1 && kRowBytes % (kNumSplits * kVecBytes) == 0,
-                "a row must split into equal slices of whole vectors");
-  static_assert(kMaxOccupancy >= 1, "launch bounds need at least one block per SM");
   constexpr int kSliceBytes = kRowBytes / kNumSplits;
-  constexpr int kWarpsPerBlock = kNumThreads / device::kWarpSize;
-
-  device::WaitForPrerequisiteGrid<kUsePdl>();
-  device::AllowDependentGridLaunch<kUsePdl>();
-  const int64_t warp =
-      static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / device::kWarpSize;
-  const int lane = threadIdx.x % device::kWarpSize;
-  const int64_t token = warp / kNumSplits;
-  if (token >= params.num_tokens) return;
-  const int64_t slice_offset = (warp % kNumSplits) * kSliceBytes;
+  const device::WarpRowSlice slice =
+      device::BeginWarpRowSlice<kRowBytes, kNumSplits, kVecBytes, kNumThreads, kMaxOccupancy,
+                                kUsePdl>();
+  if (slice.token >= params.num_tokens) return;
+  const int64_t token = slice.token, slice_offset = slice.offset;
+  const int lane = slice.lane;
   const int64_t source_offset = token * kRowBytes + slice_offset;
   const int64_t cache_offset = static_cast<int64_t>(params.slots[token]) * kRowBytes + slice_offset;
   if constexpr (kFusedKv) {

@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "common/data_types.h"
 #include "common/status_macros.h"
+#include "kernels/attention/head_dims.h"
 #include "workloads/spec_checks.h"
 
 namespace gpuprof::workloads {
@@ -96,12 +97,11 @@ absl::Status ValidateAttentionSpec(const v1::AttentionSpec& spec, int64_t gpu_me
           "attention.head_dim: got %d; the cuDNN backend takes multiples of 8 up to 256",
           spec.head_dim()));
     }
-  } else if (spec.head_dim() != 64 && spec.head_dim() != 128 && spec.head_dim() != 256) {
-    // The head sizes our kernels are instantiated for (kernels/attention/prefill.h, decode.h).
+  } else if (!attention::IsAttentionHeadDim(spec.head_dim())) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "attention.head_dim: got %d; %s takes 64, 128 or 256 (the cuDNN backend any multiple of "
-        "8 up to 256)",
-        spec.head_dim(), spec.phase() == v1::ATTENTION_PHASE_DECODE ? "decode" : "prefill"));
+        "attention.head_dim: got %d; %s takes %s (the cuDNN backend any multiple of 8 up to 256)",
+        spec.head_dim(), spec.phase() == v1::ATTENTION_PHASE_DECODE ? "decode" : "prefill",
+        attention::kAttentionHeadDimsText));
   }
   RETURN_IF_ERROR(CheckRange("attention.page_size", spec.page_size(), 1, 1024));
   RETURN_IF_ERROR(CheckPowerOfTwo("attention.page_size", spec.page_size()));
