@@ -11,8 +11,6 @@
 
 namespace gpuprof::sweep {
 
-namespace v1 = ::gpuprof::v1;
-
 struct PointFigure {
   std::string name;  // "bandwidth", "tflops", "busbw", "match_ops"
   std::string unit;  // "GB/s", "TFLOP/s", "op/s"

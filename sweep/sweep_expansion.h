@@ -15,8 +15,6 @@
 
 namespace gpuprof::sweep {
 
-namespace v1 = ::gpuprof::v1;
-
 // A sweep may not expand to more points than this.
 inline constexpr int kMaxSweepPoints = 10000;
 
