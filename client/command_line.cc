@@ -1,6 +1,7 @@
 #include "client/command_line.h"
 
 #include <algorithm>
+#include <limits>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -10,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "client/table.h"
+#include "common/field_text.h"
 
 namespace gpuprof::client {
 namespace {
@@ -59,12 +61,17 @@ std::string NormalizeFlagName(absl::string_view name) {
   return absl::StrReplaceAll(name, {{"_", "-"}});
 }
 
-absl::StatusOr<bool> ParseBool(absl::string_view text) {
-  const std::string lower = absl::AsciiStrToLower(text);
-  if (lower == "true" || lower == "1" || lower == "yes" || lower == "on") return true;
-  if (lower == "false" || lower == "0" || lower == "no" || lower == "off") return false;
-  return absl::InvalidArgumentError(
-      absl::StrCat("\"", text, "\" is not a boolean (true or false)"));
+absl::StatusOr<std::optional<int32_t>> ParseCountFlag(const ParsedArgs& args,
+                                                      absl::string_view name) {
+  const std::optional<std::string> text = args.Get(name);
+  if (!text.has_value()) return std::optional<int32_t>();
+  const absl::StatusOr<int64_t> value = ParseSizedInteger(*text, SizeUnits::kCount);
+  if (!value.ok() || *value < 0 || *value > std::numeric_limits<int32_t>::max()) {
+    return absl::InvalidArgumentError(absl::StrCat("--", name, ": \"", *text,
+                                                   "\" is not a count from 0 to ",
+                                                   std::numeric_limits<int32_t>::max()));
+  }
+  return std::optional<int32_t>(static_cast<int32_t>(*value));
 }
 
 bool ParsedArgs::Has(absl::string_view name) const {

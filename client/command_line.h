@@ -1,8 +1,10 @@
 // Generic command-line parsing for the gpuprof CLI: argv words -> flags and positionals,
-// against a table of the flags a command accepts. Knows nothing about the API.
+// against a table of the flags a command accepts. Knows nothing about the API; values are
+// read in common/field_text's syntax.
 #ifndef GPUPROF_CLIENT_COMMAND_LINE_H_
 #define GPUPROF_CLIENT_COMMAND_LINE_H_
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -53,8 +55,10 @@ struct ParsedArgs {
 absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args,
                                      const std::vector<FlagSpec>& specs);
 
-// "true/false", "1/0", "yes/no", "on/off", any case.
-absl::StatusOr<bool> ParseBool(absl::string_view text);
+// A count flag's value (--limit N): nullopt when `name` is absent, else a whole count from 0 to
+// 2^31 - 1 in ParseSizedInteger's syntax (so "2k" is 2000). The error names the flag.
+absl::StatusOr<std::optional<int32_t>> ParseCountFlag(const ParsedArgs& args,
+                                                      absl::string_view name);
 
 // Flag names are matched with '_' read as '-': "num_tokens" -> "num-tokens".
 std::string NormalizeFlagName(absl::string_view name);

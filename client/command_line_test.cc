@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
+
 namespace gpuprof::client {
 namespace {
 
@@ -126,6 +128,25 @@ TEST(ParseArgsTest, NonRepeatableFlagTwiceIsAnError) {
   EXPECT_EQ(parsed.status().message(), "--num-tokens and --tokens set the same thing");
 }
 
+TEST(ParseCountFlagTest, AbsentValidAndOutOfRange) {
+  const std::vector<FlagSpec> specs = {{.name = "limit", .value_syntax = "N", .help = ""}};
+  auto parse = [&](std::vector<std::string> argv) {
+    absl::StatusOr<ParsedArgs> args = ParseArgs(argv, specs);
+    EXPECT_TRUE(args.ok()) << args.status();
+    return ParseCountFlag(*args, "limit");
+  };
+  EXPECT_EQ(parse({}).value(), std::nullopt);
+  EXPECT_EQ(parse({"--limit", "0"}).value(), 0);
+  EXPECT_EQ(parse({"--limit", "2k"}).value(), 2000);
+  EXPECT_EQ(parse({"--limit", "2147483647"}).value(), 2147483647);
+  for (const char* bad : {"-1", "2147483648", "ten", "1.5"}) {
+    const absl::StatusOr<std::optional<int32_t>> value = parse({"--limit", bad});
+    ASSERT_FALSE(value.ok()) << bad;
+    EXPECT_EQ(value.status().message(),
+              absl::StrCat("--limit: \"", bad, "\" is not a count from 0 to 2147483647"));
+  }
+}
+
 TEST(FormatFlagHelpTest, LongUsagesPutTheirHelpOnTheNextLine) {
   const std::vector<FlagSpec> specs = {
       {.name = "state", .value_syntax = "queued|running|finished|failed|cancelled", .help = "x"},
@@ -135,13 +156,6 @@ TEST(FormatFlagHelpTest, LongUsagesPutTheirHelpOnTheNextLine) {
             "  --state queued|running|finished|failed|cancelled\n"
             "             x\n"
             "  --limit N  page size\n");
-}
-
-TEST(ParseBoolTest, AcceptsCommonSpellings) {
-  EXPECT_TRUE(*ParseBool("True"));
-  EXPECT_TRUE(*ParseBool("1"));
-  EXPECT_FALSE(*ParseBool("off"));
-  EXPECT_FALSE(ParseBool("").ok());
 }
 
 TEST(FormatFlagHelpTest, ListsSyntaxAliasesAndRepeatable) {

@@ -17,7 +17,7 @@
 #include "absl/strings/strip.h"
 #include "client/command_line.h"
 #include "client/event_printer.h"
-#include "client/field_text.h"
+#include "common/field_text.h"
 #include "client/fleet.h"
 #include "client/fleet_sweep.h"
 #include "client/render.h"

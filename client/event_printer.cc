@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "client/field_text.h"
+#include "common/field_text.h"
 #include "client/render.h"
 #include "client/terminal_output.h"
 #include "common/terminal_text.h"

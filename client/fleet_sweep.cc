@@ -18,7 +18,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "client/command_line.h"
-#include "client/field_text.h"
+#include "common/field_text.h"
 #include "client/render.h"
 #include "client/sweep_commands.h"
 #include "client/sweep_plot.h"

@@ -11,7 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "client/field_text.h"
+#include "common/field_text.h"
 #include "client/table.h"
 #include "common/gpu_links.h"
 #include "common/terminal_text.h"

@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "client/field_text.h"
+#include "common/field_text.h"
 
 namespace gpuprof::client {
 namespace {

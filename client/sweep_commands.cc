@@ -16,7 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "client/command_line.h"
-#include "client/field_text.h"
+#include "common/field_text.h"
 #include "client/render.h"
 #include "client/request_builder.h"
 #include "client/sweep_plot.h"

@@ -8,8 +8,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
-#include "client/field_text.h"
 #include "common/enum_names.h"
+#include "common/field_text.h"
 #include "common/status_macros.h"
 #include "google/protobuf/descriptor.pb.h"
 #include "google/protobuf/duration.pb.h"
@@ -131,7 +131,7 @@ absl::StatusOr<FieldPath> ResolveAxisField(const v1::ExperimentRequest& base,
     path.push_back(field);
     type = field->message_type();
     // Settable messages (durations, ranges) end the path.
-    if (type != nullptr && client::IsSettableFromText(field) && &part != &parts.back()) {
+    if (type != nullptr && IsSettableFromText(field) && &part != &parts.back()) {
       return absl::InvalidArgumentError(
           AxisError(name, absl::StrCat(field->name(), " is set as a whole")));
     }
@@ -141,9 +141,9 @@ absl::StatusOr<FieldPath> ResolveAxisField(const v1::ExperimentRequest& base,
     return absl::InvalidArgumentError(
         AxisError(name, "names the workload itself; name one of its fields"));
   }
-  if (!client::IsSettableFromText(last)) {
+  if (!IsSettableFromText(last)) {
     return absl::InvalidArgumentError(
-        AxisError(name, absl::StrCat("a ", client::FieldTypeName(last),
+        AxisError(name, absl::StrCat("a ", FieldTypeName(last),
                                      " field cannot take values from text")));
   }
   return path;
@@ -181,7 +181,7 @@ absl::StatusOr<std::vector<std::string>> AxisValues(const v1::SweepAxis& axis,
     return absl::InvalidArgumentError(AxisError(
         axis.field(), absl::StrCat("ranges and powers of two need an integer field; ",
                                    path.back()->name(), " is ",
-                                   client::FieldTypeName(path.back()))));
+                                   FieldTypeName(path.back()))));
   }
   if (axis.has_range()) {
     const v1::IntegerRange& range = axis.range();
@@ -250,7 +250,7 @@ absl::StatusOr<std::vector<ExpandedPoint>> ExpandSweep(const v1::SweepRequest& r
         message = message->GetReflection()->MutableMessage(message, path[i]);
       }
       message->GetReflection()->ClearField(message, path.back());
-      const absl::Status parsed = client::SetFieldFromText(message, path.back(), value);
+      const absl::Status parsed = SetFieldFromText(message, path.back(), value);
       if (!parsed.ok()) {
         return absl::InvalidArgumentError(AxisError(
             axis.field(), absl::StrCat("value \"", value, "\": ", parsed.message())));
@@ -302,7 +302,7 @@ absl::StatusOr<std::vector<ExpandedPoint>> ExpandSweep(const v1::SweepRequest& r
       }
       message->GetReflection()->ClearField(message, axes[a].path.back());
       RETURN_IF_ERROR(
-          client::SetFieldFromText(message, axes[a].path.back(), axes[a].values[choice[a]]));
+          SetFieldFromText(message, axes[a].path.back(), axes[a].values[choice[a]]));
     }
     for (const Axis& axis : axes) {
       point.parameters.emplace_back(axis.name, FieldValueText(point.request, axis.path));

@@ -1,4 +1,4 @@
-// Arbitrary text as the value of a CLI flag: the first byte picks one of the flag-settable
+// Arbitrary text as the value of a CLI flag or a sweep axis: the first byte picks one of the flag-settable
 // fields of an ExperimentRequest (common fields and every workload spec), the rest is the text.
 // The parser must accept it or refuse it with InvalidArgument and a message, never crash.
 #include <cstddef>
@@ -10,8 +10,7 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
-#include "client/command_line.h"
-#include "client/field_text.h"
+#include "common/field_text.h"
 #include "google/protobuf/descriptor.h"
 #include "gpuprof/v1/experiment.pb.h"
 
@@ -31,7 +30,7 @@ void Collect(const Descriptor* descriptor, std::vector<const FieldDescriptor*>& 
   for (int i = 0; i < descriptor->field_count(); ++i) {
     const FieldDescriptor* field = descriptor->field(i);
     path.push_back(field);
-    if (gpuprof::client::IsSettableFromText(field)) {
+    if (gpuprof::IsSettableFromText(field)) {
       out.push_back({path});
     } else if (field->type() == FieldDescriptor::TYPE_MESSAGE && !field->is_repeated()) {
       Collect(field->message_type(), path, seen, out);
@@ -74,16 +73,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (size_t i = 0; i + 1 < chosen.path.size(); ++i) {
     message = message->GetReflection()->MutableMessage(message, chosen.path[i]);
   }
-  RequireClearRefusal(gpuprof::client::SetFieldFromText(message, chosen.path.back(), text),
+  RequireClearRefusal(gpuprof::SetFieldFromText(message, chosen.path.back(), text),
                       chosen.path.back()->full_name().c_str());
   // Help text for the field never fails either.
-  (void)gpuprof::client::FieldValueSyntax(chosen.path.back());
-  (void)gpuprof::client::FieldTypeName(chosen.path.back());
+  (void)gpuprof::FieldValueSyntax(chosen.path.back());
+  (void)gpuprof::FieldTypeName(chosen.path.back());
 
-  for (auto units : {gpuprof::client::SizeUnits::kCount, gpuprof::client::SizeUnits::kBytes}) {
-    const auto parsed = gpuprof::client::ParseSizedInteger(text, units);
+  for (auto units : {gpuprof::SizeUnits::kCount, gpuprof::SizeUnits::kBytes}) {
+    const auto parsed = gpuprof::ParseSizedInteger(text, units);
     RequireClearRefusal(parsed.status(), "ParseSizedInteger");
   }
-  RequireClearRefusal(gpuprof::client::ParseBool(text).status(), "ParseBool");
+  RequireClearRefusal(gpuprof::ParseBool(text).status(), "ParseBool");
   return 0;
 }

@@ -1,4 +1,4 @@
-#include "client/field_text.h"
+#include "common/field_text.h"
 
 #include <cmath>
 #include <limits>
@@ -11,10 +11,9 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
-#include "client/command_line.h"
 #include "common/status_macros.h"
 
-namespace gpuprof::client {
+namespace gpuprof {
 namespace {
 
 using ::google::protobuf::Descriptor;
@@ -308,17 +307,12 @@ absl::StatusOr<int64_t> ParseSizedInteger(absl::string_view text, SizeUnits unit
                        std::numeric_limits<int64_t>::max());
 }
 
-absl::StatusOr<std::optional<int32_t>> ParseCountFlag(const ParsedArgs& args,
-                                                      absl::string_view name) {
-  const std::optional<std::string> text = args.Get(name);
-  if (!text.has_value()) return std::optional<int32_t>();
-  const absl::StatusOr<int64_t> value = ParseSizedInteger(*text, SizeUnits::kCount);
-  if (!value.ok() || *value < 0 || *value > std::numeric_limits<int32_t>::max()) {
-    return absl::InvalidArgumentError(absl::StrCat("--", name, ": \"", *text,
-                                                   "\" is not a count from 0 to ",
-                                                   std::numeric_limits<int32_t>::max()));
-  }
-  return std::optional<int32_t>(static_cast<int32_t>(*value));
+absl::StatusOr<bool> ParseBool(absl::string_view text) {
+  const std::string lower = absl::AsciiStrToLower(text);
+  if (lower == "true" || lower == "1" || lower == "yes" || lower == "on") return true;
+  if (lower == "false" || lower == "0" || lower == "no" || lower == "off") return false;
+  return absl::InvalidArgumentError(
+      absl::StrCat("\"", text, "\" is not a boolean (true or false)"));
 }
 
 bool IsByteSizedField(const FieldDescriptor* field) {
@@ -385,4 +379,4 @@ std::string FieldTypeName(const FieldDescriptor* field) {
   return field->is_repeated() ? absl::StrCat("repeated ", name) : name;
 }
 
-}  // namespace gpuprof::client
+}  // namespace gpuprof

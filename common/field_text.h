@@ -1,13 +1,13 @@
 // Proto field values as typed on the command line, driven by descriptors so that new proto
 // fields need no client code: integers with size suffixes, enums by short name, booleans,
 // durations, "START:END" for small messages, "KEY=VALUE" for maps, comma lists for repeated
-// fields.
+// fields. The CLI's flags and the sweep axes the daemon expands share this syntax.
 //
 // Size suffixes: on byte-sized fields (the name contains "bytes") K/M/G/T are 1024-based and
 // may end in B ("64M" = "64MiB" = 67108864); on counts they are 1000-based ("32K" = 32000,
 // "1.5M" = 1500000). Ki/Mi/Gi/Ti are always 1024-based ("4Ki" = 4096). "0x" marks hex.
-#ifndef GPUPROF_CLIENT_FIELD_TEXT_H_
-#define GPUPROF_CLIENT_FIELD_TEXT_H_
+#ifndef GPUPROF_COMMON_FIELD_TEXT_H_
+#define GPUPROF_COMMON_FIELD_TEXT_H_
 
 #include <cstdint>
 #include <optional>
@@ -18,21 +18,18 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "google/protobuf/descriptor.h"
-#include "client/command_line.h"
 #include "common/enum_names.h"
 #include "google/protobuf/message.h"
 
-namespace gpuprof::client {
+namespace gpuprof {
 
 enum class SizeUnits { kCount, kBytes };
 
 // A signed integer with the size suffixes described above. Syntax only: negative values pass.
 absl::StatusOr<int64_t> ParseSizedInteger(absl::string_view text, SizeUnits units);
 
-// A count flag's value (--limit N): nullopt when `name` is absent, else a whole count from 0 to
-// 2^31 - 1 in ParseSizedInteger's syntax (so "2k" is 2000). The error names the flag.
-absl::StatusOr<std::optional<int32_t>> ParseCountFlag(const ParsedArgs& args,
-                                                      absl::string_view name);
+// "true/false", "1/0", "yes/no", "on/off", any case.
+absl::StatusOr<bool> ParseBool(absl::string_view text);
 
 // Whether K/M/G on this field are 1024-based: the field holds a number of bytes.
 bool IsByteSizedField(const google::protobuf::FieldDescriptor* field);
@@ -54,6 +51,6 @@ std::string FieldValueSyntax(const google::protobuf::FieldDescriptor* field);
 // The field's proto type for help: "int64", "DataType", "VocabRange", "repeated int32".
 std::string FieldTypeName(const google::protobuf::FieldDescriptor* field);
 
-}  // namespace gpuprof::client
+}  // namespace gpuprof
 
-#endif  // GPUPROF_CLIENT_FIELD_TEXT_H_
+#endif  // GPUPROF_COMMON_FIELD_TEXT_H_

@@ -1,4 +1,4 @@
-#include "client/field_text.h"
+#include "common/field_text.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -6,7 +6,7 @@
 #include "gpuprof/v1/experiment.pb.h"
 #include "gpuprof/v1/workloads.pb.h"
 
-namespace gpuprof::client {
+namespace gpuprof {
 namespace {
 
 using ::google::protobuf::FieldDescriptor;
@@ -57,23 +57,11 @@ TEST(ParseEnumValueTest, RejectsUnknownAndUnspecified) {
   EXPECT_FALSE(ParseEnumValue(v1::DataType_descriptor(), "unspecified").ok());
 }
 
-TEST(ParseCountFlagTest, AbsentValidAndOutOfRange) {
-  const std::vector<FlagSpec> specs = {{.name = "limit", .value_syntax = "N", .help = ""}};
-  auto parse = [&](std::vector<std::string> argv) {
-    absl::StatusOr<ParsedArgs> args = ParseArgs(argv, specs);
-    EXPECT_TRUE(args.ok()) << args.status();
-    return ParseCountFlag(*args, "limit");
-  };
-  EXPECT_EQ(parse({}).value(), std::nullopt);
-  EXPECT_EQ(parse({"--limit", "0"}).value(), 0);
-  EXPECT_EQ(parse({"--limit", "2k"}).value(), 2000);
-  EXPECT_EQ(parse({"--limit", "2147483647"}).value(), 2147483647);
-  for (const char* bad : {"-1", "2147483648", "ten", "1.5"}) {
-    const absl::StatusOr<std::optional<int32_t>> value = parse({"--limit", bad});
-    ASSERT_FALSE(value.ok()) << bad;
-    EXPECT_EQ(value.status().message(),
-              absl::StrCat("--limit: \"", bad, "\" is not a count from 0 to 2147483647"));
-  }
+TEST(ParseBoolTest, AcceptsCommonSpellings) {
+  EXPECT_TRUE(*ParseBool("True"));
+  EXPECT_TRUE(*ParseBool("1"));
+  EXPECT_FALSE(*ParseBool("off"));
+  EXPECT_FALSE(ParseBool("").ok());
 }
 
 TEST(ParseSizedIntegerTest, CountsUseDecimalSuffixes) {
@@ -223,4 +211,4 @@ TEST(FieldTypeNameTest, NamesProtoTypes) {
 }
 
 }  // namespace
-}  // namespace gpuprof::client
+}  // namespace gpuprof
