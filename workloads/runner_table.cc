@@ -2,6 +2,7 @@
 
 #include "workloads/attention/attention_runner.h"
 #include "workloads/collective/collective_runner.h"
+#include "workloads/copy/copy_runner.h"
 #include "workloads/index/index_runner.h"
 #include "workloads/radix/radix_runner.h"
 #include "workloads/store/store_runner.h"
@@ -18,6 +19,7 @@ constexpr WorkloadRunner kRunners[] = {
     {v1::ExperimentRequest::kRadix, &RunRadixWorkload},
     {v1::ExperimentRequest::kCollective, &RunCollectiveWorkload},
     {v1::ExperimentRequest::kAttention, &RunAttentionWorkload},
+    {v1::ExperimentRequest::kCopy, &RunCopyWorkload},
 };
 
 }  // namespace

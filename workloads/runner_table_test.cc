@@ -20,7 +20,7 @@ TEST(RunnerTableTest, EveryRunnerHasASpec) {
 }
 
 TEST(RunnerTableTest, RunsTheBuiltWorkloadsOnly) {
-  EXPECT_EQ(RunnableWorkloadNames(), (std::vector<std::string>{"index", "store", "radix", "collective", "attention"}));
+  EXPECT_EQ(RunnableWorkloadNames(), (std::vector<std::string>{"index", "store", "radix", "collective", "attention", "copy"}));
   EXPECT_EQ(FindWorkloadRunner(v1::ExperimentRequest::WORKLOAD_NOT_SET), nullptr);
 }
 

@@ -4,6 +4,7 @@
 
 #include "workloads/attention/attention_spec.h"
 #include "workloads/collective/collective_spec.h"
+#include "workloads/copy/copy_spec.h"
 #include "workloads/index/index_spec.h"
 #include "workloads/radix/radix_spec.h"
 #include "workloads/store/store_spec.h"
@@ -15,7 +16,7 @@ namespace v1 = ::gpuprof::v1;
 
 // One line per workload.
 constexpr const WorkloadSpec* kSpecs[] = {
-    &kIndexSpec, &kStoreSpec, &kAttentionSpec, &kCollectiveSpec, &kRadixSpec,
+    &kIndexSpec, &kStoreSpec, &kAttentionSpec, &kCollectiveSpec, &kRadixSpec, &kCopySpec,
 };
 
 }  // namespace
