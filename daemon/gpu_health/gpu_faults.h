@@ -1,6 +1,7 @@
 // What the driver's Xid codes and memory error counters mean for the daemon: which faults
 // are the running program's (fail the experiment only) and which are the GPU's (drain it until
-// an admin clears it). Pure functions: the NVML side is daemon/gpu_health_monitor.
+// an admin clears it). Pure functions: the NVML side is gpu_health_monitor.h, the state they lead
+// to gpu_health_state.h.
 #ifndef GPUPROF_DAEMON_GPU_HEALTH_GPU_FAULTS_H_
 #define GPUPROF_DAEMON_GPU_HEALTH_GPU_FAULTS_H_
 

@@ -33,6 +33,17 @@ std::string DescribeWaitStatus(int status) {
   return absl::StrCat("ended with wait status ", status);
 }
 
+// Gives the child `fd` as `target`, open across exec. dup2 onto itself does nothing, and the
+// pipe's O_CLOEXEC would close it at exec: that happens when the parent had `target` free (a
+// process with no other descriptors open yet). Async-signal-safe, for the vfork child.
+void MoveDescriptor(int fd, int target) {
+  if (fd == target) {
+    fcntl(fd, F_SETFD, 0);
+  } else {
+    dup2(fd, target);
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Start(const WorkerLaunch& launch,
@@ -84,8 +95,8 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Start(const Worker
     setpgid(0, 0);
     signal(SIGPIPE, SIG_DFL);
     // dup2 clears O_CLOEXEC on the new descriptors; everything else closes at exec.
-    dup2(command_pipe[0], kChildCommandFd);
-    dup2(report_pipe[1], kChildReportFd);
+    MoveDescriptor(command_pipe[0], kChildCommandFd);
+    MoveDescriptor(report_pipe[1], kChildReportFd);
     dup2(output_pipe[1], STDOUT_FILENO);
     dup2(output_pipe[1], STDERR_FILENO);
     const int devnull = open("/dev/null", O_RDONLY);
@@ -101,9 +112,8 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Start(const Worker
   std::unique_ptr<WorkerProcess> worker(
       new WorkerProcess(pid, command_pipe[1], report_pipe[0], output_pipe[0]));
   worker->output_thread_ = std::thread([w = worker.get()] { w->ReadOutput(); });
-  worker->report_thread_ =
-      std::thread([w = worker.get(), on_report = std::move(on_report),
-                   on_exit = std::move(on_exit)]() mutable {
+  worker->report_thread_ = std::thread(
+      [w = worker.get(), on_report = std::move(on_report), on_exit = std::move(on_exit)]() mutable {
         w->ReadReports(std::move(on_report), std::move(on_exit));
       });
   return worker;
@@ -180,10 +190,9 @@ void WorkerProcess::ReadReports(ReportCallback on_report, ExitCallback on_exit) 
   }
   if (output_thread_.joinable()) output_thread_.join();
   WorkerExit exit;
-  exit.description = protocol_error.empty()
-                         ? DescribeWaitStatus(status)
-                         : absl::StrCat("sent a malformed report (", protocol_error,
-                                        ") and was killed");
+  exit.description = protocol_error.empty() ? DescribeWaitStatus(status)
+                                            : absl::StrCat("sent a malformed report (",
+                                                           protocol_error, ") and was killed");
   exit.clean = WIFEXITED(status) && WEXITSTATUS(status) == 0;
   exit.stderr_tail = StderrTail();
   on_exit(exit);

@@ -1,0 +1,268 @@
+#include "daemon/scheduling/worker_pool.h"
+
+#include <algorithm>
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "daemon/process_state.h"
+
+namespace gpuprof::daemon {
+
+std::vector<std::string> WorkerEnvironment() {
+  return {"CUDA_DEVICE_ORDER=PCI_BUS_ID", "NCCL_NVLS_ENABLE=0",
+          "TORCH_SYMM_MEM_DISABLE_MULTICAST=1", "NVSHMEM_DISABLE_NVLS=1"};
+}
+
+WorkerPool::WorkerPool(absl::Mutex& owner_lock, const v1::ListGpusResponse& inventory,
+                       WorkerPoolOptions options, ReportCallback on_report, ExitCallback on_exit,
+                       std::function<void()> on_retired)
+    : owner_lock_(owner_lock),
+      inventory_(inventory),
+      options_(std::move(options)),
+      on_report_(std::move(on_report)),
+      on_exit_(std::move(on_exit)),
+      on_retired_(std::move(on_retired)) {}
+
+absl::StatusOr<int64_t> WorkerPool::Start(const std::vector<int>& gpus) {
+  WorkerLaunch launch;
+  launch.binary = options_.worker_binary;
+  launch.env = WorkerEnvironment();
+  std::vector<std::string> uuids;
+  for (int gpu : gpus) uuids.push_back(inventory_.gpus(gpu).uuid());
+  // An empty list hides every GPU from CPU workloads.
+  launch.env.push_back(absl::StrCat("CUDA_VISIBLE_DEVICES=", absl::StrJoin(uuids, ",")));
+  if (options_.allow_test_faults) launch.env.push_back("GPUPROF_ENABLE_TEST_FAULTS=1");
+  const int64_t id = next_id_++;
+  ASSIGN_OR_RETURN(auto process, WorkerProcess::Start(
+                                     launch,
+                                     [this, id](const worker_protocol::WorkerReport& report) {
+                                       on_report_(id, report);
+                                     },
+                                     [this, id](const WorkerExit& exit) { on_exit_(id, exit); }));
+  Slot& slot = slots_[id];
+  slot.process = std::move(process);
+  slot.gpus = gpus;
+  return id;
+}
+
+absl::StatusOr<WorkerGroup> WorkerPool::Acquire(const std::string& experiment_id,
+                                                const std::vector<int>& gpus, bool one_per_rank) {
+  owner_lock_.AssertHeld();
+  WorkerGroup group;
+  const int ranks = one_per_rank ? static_cast<int>(gpus.size()) : 1;
+  // Idle workers that already hold contexts (and, for ranks, a communicator) on exactly this
+  // arrangement skip the start-up.
+  std::vector<int64_t> warm(ranks, -1);
+  for (const auto& [id, slot] : slots_) {
+    if (!slot.experiment_id.empty()) continue;
+    if (one_per_rank ? slot.group_gpus == gpus : slot.group_gpus.empty() && slot.gpus == gpus) {
+      warm[slot.rank] = id;
+    }
+  }
+  if (std::none_of(warm.begin(), warm.end(), [](int64_t id) { return id < 0; })) {
+    group.workers = std::move(warm);
+    group.reused = true;
+  } else {
+    // Idle workers on any of these GPUs would share them: stop them.
+    const std::set<int> wanted(gpus.begin(), gpus.end());
+    RetireIf([&](const Slot& slot) {
+      return slot.experiment_id.empty() &&
+             std::any_of(slot.gpus.begin(), slot.gpus.end(),
+                         [&](int gpu) { return wanted.contains(gpu); });
+    });
+    for (int rank = 0; rank < ranks; ++rank) {
+      const std::vector<int> visible = one_per_rank ? std::vector<int>{gpus[rank]} : gpus;
+      absl::StatusOr<int64_t> id = Start(visible);
+      if (!id.ok()) {
+        for (int64_t started : group.workers) Retire(started);
+        return id.status();
+      }
+      Slot& slot = slots_[*id];
+      slot.rank = rank;
+      if (one_per_rank) slot.group_gpus = gpus;
+      group.workers.push_back(*id);
+    }
+  }
+  const absl::Time now = absl::Now();
+  for (int64_t id : group.workers) {
+    Slot& slot = slots_[id];
+    slot.experiment_id = experiment_id;
+    slot.last_report = now;
+  }
+  return group;
+}
+
+void WorkerPool::StartRendezvous(const WorkerGroup& group) {
+  owner_lock_.AssertHeld();
+  worker_protocol::WorkerCommand command;
+  command.mutable_rendezvous()->set_world_size(static_cast<int>(group.workers.size()));
+  const auto rank0 = slots_.find(group.workers.at(0));
+  // A failed send means the worker died; its exit callback fails the experiment.
+  if (rank0 != slots_.end()) (void)rank0->second.process->Send(command);
+}
+
+void WorkerPool::AssignRanks(const v1::Experiment& experiment, const std::vector<int64_t>& workers,
+                             const std::string& nccl_unique_id, bool reused) {
+  owner_lock_.AssertHeld();
+  const int world_size = static_cast<int>(workers.size());
+  const std::vector<int> gpus(experiment.gpu_ids().begin(), experiment.gpu_ids().end());
+  for (int rank = 0; rank < world_size; ++rank) {
+    worker_protocol::WorkerCommand command;
+    auto& run = *command.mutable_run();
+    run.set_experiment_id(experiment.id());
+    *run.mutable_request() = experiment.request();
+    // One rank sees its own GPU; a single worker sees them all, in rank order.
+    if (world_size > 1) {
+      *run.add_gpus() = inventory_.gpus(gpus[rank]);
+    } else {
+      for (int gpu : gpus) *run.add_gpus() = inventory_.gpus(gpu);
+    }
+    *run.mutable_host() = inventory_.host();
+    for (const v1::GpuLink& link : inventory_.links()) {
+      if (std::find(gpus.begin(), gpus.end(), link.gpu_a()) != gpus.end() &&
+          std::find(gpus.begin(), gpus.end(), link.gpu_b()) != gpus.end()) {
+        *run.add_links() = link;
+      }
+    }
+    run.set_worker_reused(reused);
+    run.set_rank(rank);
+    run.set_world_size(world_size);
+    if (world_size > 1) {
+      run.set_nccl_unique_id(nccl_unique_id);
+      run.set_reuse_communicator(reused);
+    }
+    // A failed send means the worker died; its exit callback fails the experiment.
+    const auto slot = slots_.find(workers[rank]);
+    if (slot != slots_.end()) (void)slot->second.process->Send(command);
+  }
+}
+
+std::optional<WorkerRun> WorkerPool::Running(int64_t worker) const {
+  owner_lock_.AssertHeld();
+  const auto slot = slots_.find(worker);
+  if (slot == slots_.end() || slot->second.experiment_id.empty()) return std::nullopt;
+  return WorkerRun{slot->second.experiment_id, slot->second.rank};
+}
+
+bool WorkerPool::AnyRunning(const std::string& experiment_id) const {
+  owner_lock_.AssertHeld();
+  return std::any_of(slots_.begin(), slots_.end(), [&](const auto& entry) {
+    return entry.second.experiment_id == experiment_id;
+  });
+}
+
+void WorkerPool::NoteReport(int64_t worker) {
+  owner_lock_.AssertHeld();
+  if (const auto slot = slots_.find(worker); slot != slots_.end()) {
+    slot->second.last_report = absl::Now();
+  }
+}
+
+void WorkerPool::Finished(int64_t worker) {
+  owner_lock_.AssertHeld();
+  if (const auto slot = slots_.find(worker); slot != slots_.end()) {
+    slot->second.experiment_id.clear();
+    slot->second.idle_since = absl::Now();
+  }
+}
+
+std::string WorkerPool::StderrTail(int64_t worker) const {
+  owner_lock_.AssertHeld();
+  const auto slot = slots_.find(worker);
+  return slot == slots_.end() ? "" : slot->second.process->StderrTail();
+}
+
+std::string WorkerPool::DescribeRanks(const std::string& experiment_id,
+                                      const std::vector<int64_t>& workers, absl::Time now) const {
+  owner_lock_.AssertHeld();
+  if (workers.size() < 2) return "";
+  std::vector<std::string> ranks;
+  for (size_t rank = 0; rank < workers.size(); ++rank) {
+    const auto slot = slots_.find(workers[rank]);
+    if (slot == slots_.end() || slot->second.experiment_id != experiment_id) {
+      ranks.push_back(absl::StrCat("rank ", rank, " done"));
+      continue;
+    }
+    const Slot& worker = slot->second;
+    ranks.push_back(absl::StrFormat("rank %d (GPU %s, pid %d) %s, last report %.1f s before",
+                                    worker.rank, absl::StrJoin(worker.gpus, ","),
+                                    worker.process->pid(),
+                                    DescribeProcessState(worker.process->pid()),
+                                    absl::ToDoubleSeconds(now - worker.last_report)));
+  }
+  return absl::StrCat("; at the deadline: ", absl::StrJoin(ranks, "; "));
+}
+
+void WorkerPool::Kill(const std::string& experiment_id) {
+  owner_lock_.AssertHeld();
+  for (auto& [id, slot] : slots_) {
+    if (slot.experiment_id == experiment_id) slot.process->Kill();
+  }
+}
+
+void WorkerPool::Retire(int64_t worker) {
+  owner_lock_.AssertHeld();
+  const auto it = slots_.find(worker);
+  if (it == slots_.end()) return;
+  it->second.process->Kill();
+  retired_.push_back(std::move(it->second.process));
+  slots_.erase(it);
+  on_retired_();
+}
+
+void WorkerPool::RetireIf(const std::function<bool(const Slot&)>& retire) {
+  std::vector<int64_t> chosen;
+  for (const auto& [id, slot] : slots_) {
+    if (retire(slot)) chosen.push_back(id);
+  }
+  for (int64_t id : chosen) Retire(id);
+}
+
+void WorkerPool::RetireIdleOn(int gpu) {
+  owner_lock_.AssertHeld();
+  RetireIf([gpu](const Slot& slot) {
+    return slot.experiment_id.empty() &&
+           std::find(slot.gpus.begin(), slot.gpus.end(), gpu) != slot.gpus.end();
+  });
+}
+
+absl::Time WorkerPool::RetireIdle(absl::Time now) {
+  owner_lock_.AssertHeld();
+  absl::Time next = absl::InfiniteFuture();
+  RetireIf([&](const Slot& slot) {
+    if (!slot.experiment_id.empty()) return false;
+    const absl::Time due = slot.idle_since + options_.idle_timeout;
+    if (due <= now) return true;
+    next = std::min(next, due);
+    return false;
+  });
+  return next;
+}
+
+void WorkerPool::RetireAll() {
+  owner_lock_.AssertHeld();
+  RetireIf([](const Slot&) { return true; });
+}
+
+std::optional<WorkerRun> WorkerPool::Exited(int64_t worker) {
+  owner_lock_.AssertHeld();
+  const auto slot = slots_.find(worker);
+  if (slot == slots_.end()) return std::nullopt;
+  WorkerRun run{slot->second.experiment_id, slot->second.rank};
+  // The process is gone; its object is destroyed outside the lock.
+  retired_.push_back(std::move(slot->second.process));
+  slots_.erase(slot);
+  on_retired_();
+  return run;
+}
+
+std::vector<std::unique_ptr<WorkerProcess>> WorkerPool::TakeRetired() {
+  owner_lock_.AssertHeld();
+  return std::exchange(retired_, {});
+}
+
+}  // namespace gpuprof::daemon
