@@ -1,4 +1,7 @@
-// Durable storage of experiments and their event streams in one SQLite database.
+// Durable storage of experiments and their event streams in one SQLite database, with the
+// sweeps, baselines, audit trail and drained GPUs that live beside them: the facade the daemon
+// calls, over the pieces in daemon/store/ (the SQLite layer, the group commit, one event log
+// for experiments and one for sweeps, and a file per other table).
 //
 // The store is plain persistence: the daemon core decides states and sequence numbers, the
 // store writes what it is told. Every write is one transaction that has committed (and been
@@ -16,11 +19,13 @@
 #include <utility>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
+#include "daemon/store/baselines.h"
+#include "daemon/store/drained_gpus.h"
+#include "daemon/store/event_log.h"
+#include "daemon/store/group_commit.h"
 #include "gpuprof/v1/access.pb.h"
 #include "gpuprof/v1/experiment.pb.h"
 #include "gpuprof/v1/sweep.pb.h"
@@ -29,10 +34,6 @@
 namespace gpuprof::daemon {
 
 namespace v1 = ::gpuprof::v1;
-
-namespace experiment_store_internal {
-class SqliteDatabase;  // RAII owner of the sqlite3 connection, defined in the .cc.
-}  // namespace experiment_store_internal
 
 // Which experiments List returns; empty / unspecified fields match everything.
 struct ExperimentFilter {
@@ -64,8 +65,8 @@ class ExperimentStore {
  public:
   // The schema this code reads and writes, kept in PRAGMA user_version.
   static constexpr int kSchemaVersion = 1;
-  static constexpr int kDefaultPageSize = 50;
-  static constexpr int kMaxPageSize = 1000;
+  static constexpr int kDefaultPageSize = store::EventLogTable::kDefaultPageSize;
+  static constexpr int kMaxPageSize = store::EventLogTable::kMaxPageSize;
 
   // Opens the database at `path`, creating it and its parent directories if needed, creates
   // the schema and switches the database to WAL mode. A database written by a newer schema
@@ -114,8 +115,7 @@ class ExperimentStore {
 
   // The experiment's events with seq >= from_seq, in ascending seq order. NotFound if the
   // experiment does not exist.
-  absl::StatusOr<std::vector<v1::ExperimentEvent>> Events(const std::string& id,
-                                                          int64_t from_seq);
+  absl::StatusOr<std::vector<v1::ExperimentEvent>> Events(const std::string& id, int64_t from_seq);
 
   // Experiments matching `filter`, newest (last submitted) first, `page_size` at a time.
   // page_size 0 means kDefaultPageSize, larger than kMaxPageSize means kMaxPageSize, and a
@@ -136,8 +136,7 @@ class ExperimentStore {
   // Replaces the stored sweep and appends `event` unless event.seq <= 0, in one transaction.
   absl::Status UpdateSweep(const v1::Sweep& sweep, const v1::SweepEvent& event);
   absl::StatusOr<v1::Sweep> GetSweep(const std::string& id);
-  absl::StatusOr<std::vector<v1::SweepEvent>> SweepEvents(const std::string& id,
-                                                          int64_t from_seq);
+  absl::StatusOr<std::vector<v1::SweepEvent>> SweepEvents(const std::string& id, int64_t from_seq);
   // Newest first; points left out. Paging as for List.
   absl::StatusOr<SweepPage> ListSweeps(const std::string& user, int page_size,
                                        const std::string& page_token);
@@ -150,14 +149,8 @@ class ExperimentStore {
 
   // ---- Baselines ----
 
-  // What a baseline change writes: `baseline` stored under its name (owner included), or the
-  // baseline deleted when it is empty; `audit` in the same transaction.
-  struct BaselineWrite {
-    std::optional<v1::Baseline> baseline;
-    v1::AuditEntry audit;
-  };
-  // Decides a change on the baseline stored under the name (nullptr if there is none).
-  using BaselineDecision = std::function<absl::StatusOr<BaselineWrite>(const v1::Baseline* stored)>;
+  using BaselineWrite = store::BaselineWrite;
+  using BaselineDecision = store::BaselineDecision;
   // One change of the baseline `name`, decided and written in one transaction: `decide` sees
   // the baseline stored now and returns what to write, or an error, which is returned with
   // nothing written. No other write comes between what `decide` saw and what it wrote, so a
@@ -183,13 +176,7 @@ class ExperimentStore {
 
   // GPUs drained by a hardware fault, by UUID (indices can change when GPUs are added), kept
   // until an admin clears them, across restarts.
-  struct DrainedGpu {
-    std::string uuid;
-    int gpu_index = 0;  // when it was drained
-    int64_t since_unix_ns = 0;
-    int xid = 0;
-    std::string reason;
-  };
+  using DrainedGpu = store::DrainedGpu;
   // Inserts or replaces the GPU's record (durably, before it returns).
   absl::Status SaveDrainedGpu(const DrainedGpu& gpu);
   // NOT_FOUND when the GPU is not drained.
@@ -200,41 +187,16 @@ class ExperimentStore {
   absl::StatusOr<int64_t> SizeBytes();
 
  private:
-  ExperimentStore(std::unique_ptr<experiment_store_internal::SqliteDatabase> database,
-                  std::unique_ptr<experiment_store_internal::SqliteDatabase> reader);
-
-  // Group commit: `write` runs inside a transaction shared with the writes other threads hand
-  // in meanwhile, in its own savepoint (its failure undoes only its own changes), and
-  // CommitWrite returns once that transaction has committed durably, or failed. One fsync
-  // then covers every write of the batch: concurrent callers do not queue for one fsync each.
-  struct PendingWrite;
-  absl::Status CommitWrite(absl::string_view operation, const std::function<absl::Status()>& write)
-      ABSL_LOCKS_EXCLUDED(mutex_, queue_mutex_);
-  void CommitBatch(const std::vector<PendingWrite*>& batch) ABSL_LOCKS_EXCLUDED(mutex_);
+  explicit ExperimentStore(std::unique_ptr<store::GroupCommit> database);
 
   // Inserts one experiment (and its sweep link) inside the caller's transaction; sets the id.
-  absl::StatusOr<std::string> CreateInTransaction(v1::Experiment& experiment,
-                                                  v1::ExperimentEvent& first_event)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  absl::StatusOr<std::string> CreateInTransaction(store::SqliteDatabase& database,
+                                                  v1::Experiment& experiment,
+                                                  v1::ExperimentEvent& first_event);
 
-  // Writes one (experiment, event) pair inside the caller's transaction.
-  absl::Status UpdateInTransaction(const v1::Experiment& experiment,
-                                   const v1::ExperimentEvent& event)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-
-  // The write connection, used by one thread at a time.
-  absl::Mutex mutex_;
-  std::unique_ptr<experiment_store_internal::SqliteDatabase> database_ ABSL_GUARDED_BY(mutex_);
-
-  // The connection reads use (Get, Events, List, ...): they never wait for a commit's fsync.
-  absl::Mutex read_mutex_;
-  std::unique_ptr<experiment_store_internal::SqliteDatabase> reader_ ABSL_GUARDED_BY(read_mutex_);
-
-  // Writes waiting for the next commit, and whether a thread is committing a batch now.
-  absl::Mutex queue_mutex_ ABSL_ACQUIRED_BEFORE(mutex_);
-  absl::CondVar batch_committed_;
-  std::vector<PendingWrite*> queue_ ABSL_GUARDED_BY(queue_mutex_);
-  bool committing_ ABSL_GUARDED_BY(queue_mutex_) = false;
+  const std::unique_ptr<store::GroupCommit> database_;
+  const store::EventLog<v1::Experiment, v1::ExperimentEvent> experiments_;
+  const store::EventLog<v1::Sweep, v1::SweepEvent> sweeps_;
 };
 
 }  // namespace gpuprof::daemon

@@ -1,15 +1,11 @@
-#include "daemon/store/experiment_store.h"
-
 #include <signal.h>
 #include <sqlite3.h>
-#include <stdlib.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -29,132 +25,21 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "daemon/store/experiment_store.h"
+#include "daemon/store/store_test_support.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gpuprof/v1/experiment.pb.h"
 #include "gpuprof/v1/workloads.pb.h"
 #include "gtest/gtest.h"
 
-namespace gpuprof::daemon {
+namespace gpuprof::daemon::store_testing {
 namespace {
 
 using ::google::protobuf::util::MessageDifferencer;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
-
-#define TEST_CONCAT_INNER(a, b) a##b
-#define TEST_CONCAT(a, b) TEST_CONCAT_INNER(a, b)
-
-#define ASSERT_OK(expr)                           \
-  do {                                            \
-    const ::absl::Status test_status_ = (expr);   \
-    ASSERT_TRUE(test_status_.ok()) << test_status_; \
-  } while (false)
-
-#define ASSERT_OK_AND_ASSIGN(lhs, expr) \
-  ASSERT_OK_AND_ASSIGN_IMPL(TEST_CONCAT(test_statusor_, __LINE__), lhs, expr)
-#define ASSERT_OK_AND_ASSIGN_IMPL(statusor, lhs, expr)   \
-  auto statusor = (expr);                                \
-  ASSERT_TRUE(statusor.ok()) << statusor.status();       \
-  lhs = *std::move(statusor)
-
-v1::Experiment MakeExperiment(const std::string& user, v1::Workload workload,
-                              v1::ExperimentState state = v1::QUEUED) {
-  v1::Experiment experiment;
-  experiment.set_user(user);
-  experiment.set_workload(workload);
-  experiment.set_state(state);
-  experiment.set_last_seq(1);
-  experiment.mutable_created()->set_seconds(1'700'000'000);
-  experiment.mutable_created()->set_nanos(123);
-  experiment.mutable_request()->set_user(user);
-  experiment.mutable_request()->set_description("test experiment");
-  return experiment;
-}
-
-v1::ExperimentEvent StateEvent(int64_t seq, v1::ExperimentState state) {
-  v1::ExperimentEvent event;
-  event.set_seq(seq);
-  event.mutable_time()->set_seconds(1'700'000'000 + seq);
-  event.mutable_state()->set_state(state);
-  return event;
-}
-
-v1::ExperimentEvent ProgressEvent(int64_t seq, int64_t done) {
-  v1::ExperimentEvent event;
-  event.set_seq(seq);
-  event.mutable_progress()->set_phase(v1::PHASE_TIMED);
-  event.mutable_progress()->set_done(done);
-  event.mutable_progress()->set_total(100);
-  return event;
-}
-
-std::vector<std::string> Ids(const std::vector<v1::Experiment>& experiments) {
-  std::vector<std::string> ids;
-  for (const v1::Experiment& experiment : experiments) ids.push_back(experiment.id());
-  return ids;
-}
-
-std::vector<int64_t> Seqs(const std::vector<v1::ExperimentEvent>& events) {
-  std::vector<int64_t> seqs;
-  for (const v1::ExperimentEvent& event : events) seqs.push_back(event.seq());
-  return seqs;
-}
-
-// Runs one statement through a separate raw connection, as another process would, and returns
-// the first column of its first row as text ("" when there is none).
-std::string RawQuery(const std::string& path, const std::string& sql) {
-  sqlite3* db = nullptr;
-  std::string value;
-  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr) == SQLITE_OK) {
-    sqlite3_stmt* statement = nullptr;
-    if (sqlite3_prepare_v2(db, sql.c_str(), -1, &statement, nullptr) == SQLITE_OK &&
-        sqlite3_step(statement) == SQLITE_ROW && sqlite3_column_text(statement, 0) != nullptr) {
-      value = reinterpret_cast<const char*>(sqlite3_column_text(statement, 0));
-    }
-    sqlite3_finalize(statement);
-  } else {
-    ADD_FAILURE() << "cannot open " << path << ": " << sqlite3_errmsg(db);
-  }
-  sqlite3_close(db);
-  return value;
-}
-
-class ExperimentStoreTest : public testing::Test {
- protected:
-  void SetUp() override {
-    std::string directory_template = testing::TempDir() + "experiment_store_test.XXXXXX";
-    ASSERT_NE(mkdtemp(directory_template.data()), nullptr) << "mkdtemp: " << errno;
-    directory_ = directory_template;
-    // A parent directory that does not exist yet: Open creates it.
-    path_ = directory_ + "/state/experiments.db";
-    ASSERT_OK_AND_ASSIGN(store_, ExperimentStore::Open(path_));
-  }
-
-  void TearDown() override {
-    store_.reset();
-    std::filesystem::remove_all(directory_);
-  }
-
-  // Closes and reopens the store, as a restarted daemon does.
-  void Reopen() {
-    store_.reset();
-    ASSERT_OK_AND_ASSIGN(store_, ExperimentStore::Open(path_));
-  }
-
-  // Creates an experiment with a QUEUED first event (seq 1); returns its id.
-  std::string CreateQueued(const std::string& user, v1::Workload workload) {
-    absl::StatusOr<std::string> id =
-        store_->Create(MakeExperiment(user, workload), StateEvent(1, v1::QUEUED));
-    EXPECT_TRUE(id.ok()) << id.status();
-    return id.ok() ? *id : "";
-  }
-
-  std::string directory_;
-  std::string path_;
-  std::unique_ptr<ExperimentStore> store_;
-};
 
 TEST_F(ExperimentStoreTest, CreateThenGetReturnsTheExperimentWithItsId) {
   v1::Experiment experiment = MakeExperiment("alice", v1::WORKLOAD_RADIX);
@@ -224,161 +109,6 @@ TEST_F(ExperimentStoreTest, SweepsAreStoredWithEventsAndLinkedPoints) {
   ASSERT_EQ(page.sweeps.size(), 1u);
   EXPECT_EQ(page.sweeps[0].points_size(), 0);  // listings leave the points out
   EXPECT_TRUE(absl::IsNotFound(store_->GetSweep("swp-000009").status()));
-}
-
-// A decision that stores `target` as baseline `name` owned by `owner` whatever is stored,
-// audited as `action` by `owner`.
-ExperimentStore::BaselineDecision SaveAs(const std::string& name, const std::string& target,
-                                         const std::string& owner,
-                                         const std::string& action = "baseline-save") {
-  return [=](const v1::Baseline*) -> absl::StatusOr<ExperimentStore::BaselineWrite> {
-    ExperimentStore::BaselineWrite write;
-    write.baseline.emplace();
-    write.baseline->set_name(name);
-    write.baseline->set_target_id(target);
-    write.baseline->set_user(owner);
-    write.baseline->set_owner(owner);
-    write.audit.set_actor(owner);
-    write.audit.set_action(action);
-    write.audit.set_experiment_id(target);
-    return write;
-  };
-}
-
-std::vector<std::string> AuditActions(ExperimentStore& store) {
-  std::vector<std::string> actions;
-  absl::StatusOr<std::vector<v1::AuditEntry>> entries = store.ListAudit("", "", 0);
-  EXPECT_TRUE(entries.ok()) << entries.status();
-  if (!entries.ok()) return actions;
-  for (const v1::AuditEntry& entry : *entries) {
-    actions.push_back(absl::StrCat(entry.actor(), " ", entry.action(), " ", entry.experiment_id()));
-  }
-  return actions;
-}
-
-TEST_F(ExperimentStoreTest, BaselineChangesAreStoredWithTheirAuditEntries) {
-  ASSERT_OK(store_->ChangeBaseline("main", SaveAs("main", "swp-000001", "alice")));
-  // The next decision sees what is stored, owner included, and replaces it.
-  std::string seen;
-  ASSERT_OK(store_->ChangeBaseline(
-      "main", [&](const v1::Baseline* stored) -> absl::StatusOr<ExperimentStore::BaselineWrite> {
-        if (stored != nullptr) seen = absl::StrCat(stored->target_id(), " of ", stored->owner());
-        return SaveAs("main", "swp-000002", "alice", "baseline-replace")(stored);
-      }));
-  EXPECT_EQ(seen, "swp-000001 of alice");
-  Reopen();
-  ASSERT_OK_AND_ASSIGN(auto named, store_->ListBaselines("main"));
-  ASSERT_EQ(named.size(), 1u);
-  EXPECT_EQ(named[0].target_id(), "swp-000002");
-  EXPECT_EQ(named[0].owner(), "alice");
-  EXPECT_EQ(RawQuery(path_, "SELECT owner FROM baselines WHERE name = 'main'"), "alice");
-  ASSERT_OK_AND_ASSIGN(auto none, store_->ListBaselines("other"));
-  EXPECT_TRUE(none.empty());
-  EXPECT_THAT(AuditActions(*store_),
-              ElementsAre("alice baseline-replace swp-000002", "alice baseline-save swp-000001"));
-
-  // Deleting: the baseline goes, its audit entry stays.
-  ASSERT_OK(store_->ChangeBaseline(
-      "main", [](const v1::Baseline* stored) -> absl::StatusOr<ExperimentStore::BaselineWrite> {
-        ExperimentStore::BaselineWrite write;
-        write.audit.set_actor("alice");
-        write.audit.set_action("baseline-delete");
-        write.audit.set_experiment_id(stored->target_id());
-        return write;
-      }));
-  ASSERT_OK_AND_ASSIGN(auto gone, store_->ListBaselines(""));
-  EXPECT_TRUE(gone.empty());
-  EXPECT_THAT(AuditActions(*store_),
-              ElementsAre("alice baseline-delete swp-000002", "alice baseline-replace swp-000002",
-                          "alice baseline-save swp-000001"));
-}
-
-TEST_F(ExperimentStoreTest, ARefusedBaselineChangeWritesNothing) {
-  ASSERT_OK(store_->ChangeBaseline("main", SaveAs("main", "exp-000001", "alice")));
-  const absl::Status refused = store_->ChangeBaseline(
-      "main", [](const v1::Baseline* stored) -> absl::StatusOr<ExperimentStore::BaselineWrite> {
-        return absl::PermissionDeniedError(absl::StrCat("belongs to ", stored->owner()));
-      });
-  EXPECT_EQ(refused.code(), absl::StatusCode::kPermissionDenied);
-  EXPECT_EQ(refused.message(), "belongs to alice");
-  // A decision that renames the baseline is refused too, with nothing written.
-  EXPECT_EQ(store_->ChangeBaseline("main", SaveAs("other", "exp-000009", "bob")).code(),
-            absl::StatusCode::kInvalidArgument);
-  ASSERT_OK_AND_ASSIGN(auto all, store_->ListBaselines(""));
-  ASSERT_EQ(all.size(), 1u);
-  EXPECT_EQ(all[0].target_id(), "exp-000001");
-  EXPECT_THAT(AuditActions(*store_), ElementsAre("alice baseline-save exp-000001"));
-}
-
-TEST_F(ExperimentStoreTest, BaselineDecisionsOnOneNameCannotInterleave) {
-  // Every thread creates "main" only if nobody has: with the decision and the write in one
-  // transaction exactly one succeeds, and the owner stored is the winner's.
-  constexpr int kThreads = 8;
-  std::atomic<int> created{0};
-  std::vector<std::string> winners(kThreads);
-  std::vector<std::thread> threads;
-  for (int i = 0; i < kThreads; ++i) {
-    threads.emplace_back([&, i] {
-      const std::string user = absl::StrCat("user", i);
-      const absl::Status status = store_->ChangeBaseline(
-          "main",
-          [&](const v1::Baseline* stored) -> absl::StatusOr<ExperimentStore::BaselineWrite> {
-            if (stored != nullptr) return absl::AlreadyExistsError(stored->owner());
-            return SaveAs("main", "exp-000001", user)(stored);
-          });
-      if (status.ok()) {
-        ++created;
-        winners[i] = user;
-      } else {
-        EXPECT_EQ(status.code(), absl::StatusCode::kAlreadyExists) << status;
-      }
-    });
-  }
-  for (std::thread& thread : threads) thread.join();
-  EXPECT_EQ(created.load(), 1);
-  ASSERT_OK_AND_ASSIGN(auto stored, store_->ListBaselines("main"));
-  ASSERT_EQ(stored.size(), 1u);
-  EXPECT_THAT(winners, ::testing::Contains(stored[0].owner()));
-  EXPECT_EQ(AuditActions(*store_).size(), 1u);
-}
-
-TEST_F(ExperimentStoreTest, BaselinesFromBeforeOwnersGetNone) {
-  // The table as a gpuprofd before owners wrote it: no owner column. Its row's proto even claims
-  // an owner (as a forged or newer row could); the column added at open is the owner of record.
-  store_.reset();
-  v1::Baseline legacy;
-  legacy.set_name("main");
-  legacy.set_target_id("exp-000001");
-  legacy.set_user("mallory");  // the last one to save it, when anyone could
-  legacy.set_owner("mallory");
-  RawQuery(path_, "DROP TABLE baselines");
-  RawQuery(path_,
-           "CREATE TABLE baselines (name TEXT PRIMARY KEY NOT NULL, proto BLOB NOT NULL) WITHOUT "
-           "ROWID");
-  RawQuery(path_, absl::StrCat("INSERT INTO baselines (name, proto) VALUES ('main', X'",
-                               absl::BytesToHexString(legacy.SerializeAsString()), "')"));
-  ASSERT_EQ(RawQuery(path_, "SELECT count(*) FROM baselines"), "1");
-  ASSERT_OK_AND_ASSIGN(store_, ExperimentStore::Open(path_));
-  EXPECT_EQ(
-      RawQuery(path_, "SELECT count(*) FROM pragma_table_info('baselines') WHERE name = 'owner'"),
-      "1");
-  ASSERT_OK_AND_ASSIGN(auto listed, store_->ListBaselines(""));
-  ASSERT_EQ(listed.size(), 1u);
-  EXPECT_EQ(listed[0].target_id(), "exp-000001");  // still usable by compare
-  EXPECT_EQ(listed[0].user(), "mallory");
-  EXPECT_EQ(listed[0].owner(), "");
-  std::string owner_seen = "unset";
-  ASSERT_OK(store_->ChangeBaseline(
-      "main", [&](const v1::Baseline* stored) -> absl::StatusOr<ExperimentStore::BaselineWrite> {
-        owner_seen = stored->owner();
-        return SaveAs("main", "exp-000002", "")(stored);
-      }));
-  EXPECT_EQ(owner_seen, "");
-  // Opening again leaves the migrated table as it is.
-  Reopen();
-  ASSERT_OK_AND_ASSIGN(listed, store_->ListBaselines("main"));
-  ASSERT_EQ(listed.size(), 1u);
-  EXPECT_EQ(listed[0].target_id(), "exp-000002");
 }
 
 TEST_F(ExperimentStoreTest, OpenCreatesTheFileInWalMode) {
@@ -475,8 +205,7 @@ TEST_F(ExperimentStoreTest, UpdateReplacesTheExperimentAndAppendsTheEvent) {
   EXPECT_THAT(Seqs(events), ElementsAre(1, 2));
 
   // The indexed state column followed the proto.
-  ASSERT_OK_AND_ASSIGN(std::vector<v1::Experiment> running_ones,
-                       store_->ListByState(v1::RUNNING));
+  ASSERT_OK_AND_ASSIGN(std::vector<v1::Experiment> running_ones, store_->ListByState(v1::RUNNING));
   EXPECT_THAT(running_ones, IsEmpty());
   ASSERT_OK_AND_ASSIGN(std::vector<v1::Experiment> finished, store_->ListByState(v1::FINISHED));
   EXPECT_THAT(Ids(finished), ElementsAre(id));
@@ -524,9 +253,8 @@ TEST_F(ExperimentStoreTest, AuditEntriesAreStoredWithTheirWriteOrNotAtAll) {
   submit.set_actor("alice");
   submit.set_action("submit");
   submit.mutable_time()->set_seconds(1'700'000'000);
-  ASSERT_OK_AND_ASSIGN(std::string id,
-                       store_->Create(MakeExperiment("alice", v1::WORKLOAD_RADIX),
-                                      StateEvent(1, v1::QUEUED), &submit));
+  ASSERT_OK_AND_ASSIGN(std::string id, store_->Create(MakeExperiment("alice", v1::WORKLOAD_RADIX),
+                                                      StateEvent(1, v1::QUEUED), &submit));
   ASSERT_OK_AND_ASSIGN(v1::Experiment experiment, store_->Get(id));
 
   // A write the store refuses (a seq already stored) takes its audit entry with it.
@@ -750,81 +478,22 @@ TEST_F(ExperimentStoreTest, DataSurvivesClosingAndReopening) {
   EXPECT_EQ(size, page_size * std::stoll(RawQuery(path_, "PRAGMA page_count")));
 }
 
-TEST_F(ExperimentStoreTest, DrainedGpusSurviveReopenUntilCleared) {
-  ASSERT_OK(store_->SaveDrainedGpu({"GPU-b", 1, 1'700'000'000'000'000'000, 79, "Xid 79 (bus)"}));
-  ASSERT_OK(store_->SaveDrainedGpu({"GPU-a", 0, 1'700'000'001'000'000'000, 0, "ECC"}));
-  // Saving again replaces: one record per GPU.
-  ASSERT_OK(store_->SaveDrainedGpu({"GPU-b", 1, 1'700'000'002'000'000'000, 48, "Xid 48"}));
-  Reopen();
-  ASSERT_OK_AND_ASSIGN(std::vector<ExperimentStore::DrainedGpu> drained,
-                       store_->ListDrainedGpus());
-  ASSERT_EQ(drained.size(), 2u);
-  EXPECT_EQ(drained[0].uuid, "GPU-a");
-  EXPECT_EQ(drained[0].reason, "ECC");
-  EXPECT_EQ(drained[1].uuid, "GPU-b");
-  EXPECT_EQ(drained[1].gpu_index, 1);
-  EXPECT_EQ(drained[1].xid, 48);
-  EXPECT_EQ(drained[1].since_unix_ns, 1'700'000'002'000'000'000);
-
-  ASSERT_OK(store_->DeleteDrainedGpu("GPU-b"));
-  EXPECT_EQ(store_->DeleteDrainedGpu("GPU-b").code(), absl::StatusCode::kNotFound);
-  Reopen();
-  ASSERT_OK_AND_ASSIGN(drained, store_->ListDrainedGpus());
-  ASSERT_EQ(drained.size(), 1u);
-  EXPECT_EQ(drained[0].uuid, "GPU-a");
-}
-
-TEST_F(ExperimentStoreTest, DatabaseWithoutTheGpuHealthTableGetsIt) {
-  // A database written before GPU health existed: the table is added at the next open,
-  // with what was stored untouched.
-  const std::string id = CreateQueued("alice", v1::WORKLOAD_RADIX);
-  store_.reset();
-  RawQuery(path_, "DROP TABLE drained_gpus");
-  ASSERT_EQ(RawQuery(path_, "SELECT count(*) FROM sqlite_master WHERE name = 'drained_gpus'"),
-            "0");
-  ASSERT_OK_AND_ASSIGN(store_, ExperimentStore::Open(path_));
-  ASSERT_OK_AND_ASSIGN(std::vector<ExperimentStore::DrainedGpu> drained,
-                       store_->ListDrainedGpus());
-  EXPECT_THAT(drained, IsEmpty());
-  ASSERT_OK_AND_ASSIGN(v1::Experiment experiment, store_->Get(id));
-  EXPECT_EQ(experiment.user(), "alice");
-}
-
-TEST_F(ExperimentStoreTest, FutureSchemaVersionIsRefused) {
-  store_.reset();
-  RawQuery(path_, "PRAGMA user_version = 2");
-  ASSERT_EQ(RawQuery(path_, "PRAGMA user_version"), "2");
-  absl::StatusOr<std::unique_ptr<ExperimentStore>> store = ExperimentStore::Open(path_);
-  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(store.status().message(), HasSubstr("schema version 2"));
-  EXPECT_THAT(store.status().message(), HasSubstr(path_));
-}
-
-TEST_F(ExperimentStoreTest, FileThatIsNotADatabaseIsRefused) {
-  const std::string path = directory_ + "/not-a-database.db";
-  std::ofstream(path) << std::string(8192, 'x');
-  absl::StatusOr<std::unique_ptr<ExperimentStore>> store = ExperimentStore::Open(path);
-  EXPECT_FALSE(store.ok());
-  EXPECT_THAT(store.status().message(), HasSubstr("sqlite: "));
-  EXPECT_THAT(store.status().message(), HasSubstr("not a database"));
-}
-
 // Group commit: writes from many threads at once share transactions; each keeps its own
 // outcome (a refused write undoes only itself) and every acknowledged one is stored.
 TEST_F(ExperimentStoreTest, ConcurrentWritesShareCommitsButKeepTheirOwnOutcome) {
   constexpr int kThreads = 16;
   constexpr int kPerThread = 25;
-  ASSERT_OK_AND_ASSIGN(const std::string shared,
-                       store_->Create(MakeExperiment("bob", v1::WORKLOAD_RADIX),
-                                      StateEvent(1, v1::QUEUED)));
+  ASSERT_OK_AND_ASSIGN(
+      const std::string shared,
+      store_->Create(MakeExperiment("bob", v1::WORKLOAD_RADIX), StateEvent(1, v1::QUEUED)));
   std::vector<std::vector<std::string>> created(kThreads);
   std::atomic<int> refused = 0;
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < kPerThread; ++i) {
-        auto id = store_->Create(MakeExperiment("alice", v1::WORKLOAD_RADIX),
-                                 StateEvent(1, v1::QUEUED));
+        auto id =
+            store_->Create(MakeExperiment("alice", v1::WORKLOAD_RADIX), StateEvent(1, v1::QUEUED));
         if (id.ok()) created[t].push_back(*id);
         // A write that must fail (seq 1 is taken), interleaved with the others.
         v1::Experiment experiment = MakeExperiment("bob", v1::WORKLOAD_RADIX, v1::RUNNING);
@@ -851,74 +520,6 @@ TEST_F(ExperimentStoreTest, ConcurrentWritesShareCommitsButKeepTheirOwnOutcome) 
   // The refused updates changed nothing.
   ASSERT_OK_AND_ASSIGN(v1::Experiment unchanged, store_->Get(shared));
   EXPECT_EQ(unchanged.state(), v1::QUEUED);
-}
-
-// Creates a database file as another program would and runs `sql` in it.
-void CreateRawDatabase(const std::string& path, const std::string& sql) {
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
-                            nullptr),
-            SQLITE_OK);
-  EXPECT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK) << sql;
-  sqlite3_close(db);
-}
-
-TEST_F(ExperimentStoreTest, NewDatabaseIsMarkedAsGpuprofs) {
-  EXPECT_EQ(RawQuery(path_, "PRAGMA application_id"), std::to_string(0x47505046));
-}
-
-TEST_F(ExperimentStoreTest, AnotherApplicationsDatabaseIsRefusedUntouched) {
-  const std::string path = directory_ + "/other-app.db";
-  CreateRawDatabase(path, "CREATE TABLE accounts (name TEXT); INSERT INTO accounts VALUES ('kept')");
-  absl::StatusOr<std::unique_ptr<ExperimentStore>> store = ExperimentStore::Open(path);
-  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(store.status().message(), HasSubstr("another application"));
-  EXPECT_THAT(store.status().message(), HasSubstr(path));
-  EXPECT_THAT(store.status().message(), HasSubstr("--check-db"));
-  // Nothing was added to it.
-  EXPECT_EQ(RawQuery(path, "SELECT count(*) FROM sqlite_master WHERE name = 'experiments'"), "0");
-  EXPECT_EQ(RawQuery(path, "SELECT name FROM accounts"), "kept");
-  EXPECT_EQ(ExperimentStore::CheckDatabase(path).status().code(),
-            absl::StatusCode::kFailedPrecondition);
-}
-
-TEST_F(ExperimentStoreTest, ForeignApplicationIdIsRefused) {
-  const std::string path = directory_ + "/foreign-id.db";
-  CreateRawDatabase(path, "PRAGMA application_id = 1234");
-  absl::StatusOr<std::unique_ptr<ExperimentStore>> store = ExperimentStore::Open(path);
-  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(store.status().message(), HasSubstr("application_id 0x000004d2"));
-}
-
-TEST_F(ExperimentStoreTest, CheckDatabaseSummarisesAnIntactDatabase) {
-  for (int i = 0; i < 3; ++i) {
-    ASSERT_OK(store_->Create(MakeExperiment("alice", v1::WORKLOAD_RADIX), StateEvent(1, v1::QUEUED))
-                  .status());
-  }
-  ASSERT_OK_AND_ASSIGN(std::string verdict, ExperimentStore::CheckDatabase(path_));
-  EXPECT_THAT(verdict, HasSubstr("intact"));
-  EXPECT_THAT(verdict, HasSubstr("3 experiments, 3 events"));
-  EXPECT_EQ(ExperimentStore::CheckDatabase(directory_ + "/missing.db").status().code(),
-            absl::StatusCode::kNotFound);
-}
-
-TEST_F(ExperimentStoreTest, CheckDatabaseParsesSweepsAndBaselinesToo) {
-  v1::Sweep sweep;
-  sweep.set_user("alice");
-  sweep.set_state(v1::SWEEP_RUNNING);
-  v1::SweepEvent first;
-  first.set_seq(1);
-  ASSERT_OK_AND_ASSIGN(const std::string id, store_->CreateSweep(sweep, first));
-  ASSERT_OK(store_->ChangeBaseline("main", SaveAs("main", id, "alice")));
-  ASSERT_OK_AND_ASSIGN(std::string verdict, ExperimentStore::CheckDatabase(path_));
-  EXPECT_THAT(verdict, HasSubstr("1 sweeps, 1 sweep events, 1 baselines"));
-
-  // Pages intact, but the stored sweep no longer parses: only the record check sees it.
-  store_.reset();
-  RawQuery(path_, "UPDATE sweeps SET proto = X'ffffffffff'");
-  absl::StatusOr<std::string> damaged = ExperimentStore::CheckDatabase(path_);
-  EXPECT_EQ(damaged.status().code(), absl::StatusCode::kDataLoss);
-  EXPECT_THAT(damaged.status().message(), HasSubstr("table sweeps"));
 }
 
 TEST_F(ExperimentStoreTest, SweepWritesJoinTheGroupCommitWithTheirOwnOutcome) {
@@ -948,8 +549,7 @@ TEST_F(ExperimentStoreTest, SweepWritesJoinTheGroupCommitWithTheirOwnOutcome) {
         points.emplace_back(experiment, StateEvent(1, v1::QUEUED));
       }
       ASSERT_OK(store_->CreateMany(points).status());
-      ASSERT_OK(store_->Create(MakeExperiment("bob", v1::WORKLOAD_RADIX),
-                               StateEvent(1, v1::QUEUED))
+      ASSERT_OK(store_->Create(MakeExperiment("bob", v1::WORKLOAD_RADIX), StateEvent(1, v1::QUEUED))
                     .status());
       sweep.set_id(*id);
       v1::SweepEvent again;
@@ -970,36 +570,6 @@ TEST_F(ExperimentStoreTest, SweepWritesJoinTheGroupCommitWithTheirOwnOutcome) {
   }
   ASSERT_OK_AND_ASSIGN(ExperimentPage page, store_->List(ExperimentFilter{}, 1000, ""));
   EXPECT_EQ(page.experiments.size(), static_cast<size_t>(kThreads * (kPoints + 1)));
-}
-
-TEST_F(ExperimentStoreTest, DamagedDatabaseIsRefusedAndTheCheckSaysWhere) {
-  // Enough rows for several b-tree pages, then garbage over pages in the middle of the file.
-  std::string description(600, 'd');
-  for (int i = 0; i < 300; ++i) {
-    v1::Experiment experiment = MakeExperiment("alice", v1::WORKLOAD_RADIX);
-    experiment.mutable_request()->set_description(description);
-    ASSERT_OK(store_->Create(experiment, StateEvent(1, v1::QUEUED)).status());
-  }
-  store_.reset();  // Closing the last connection checkpoints the WAL into the file.
-  const int64_t page_size = std::stoll(RawQuery(path_, "PRAGMA page_size"));
-  const int64_t pages = std::stoll(RawQuery(path_, "PRAGMA page_count"));
-  ASSERT_GT(pages, 20);
-  {
-    std::fstream file(path_, std::ios::in | std::ios::out | std::ios::binary);
-    file.seekp(page_size * (pages / 2));
-    const std::string garbage(page_size * 3, '\xa5');
-    file.write(garbage.data(), static_cast<std::streamsize>(garbage.size()));
-    ASSERT_TRUE(file.good());
-  }
-  absl::StatusOr<std::unique_ptr<ExperimentStore>> store = ExperimentStore::Open(path_);
-  ASSERT_FALSE(store.ok());
-  EXPECT_EQ(store.status().code(), absl::StatusCode::kDataLoss);
-  EXPECT_THAT(store.status().message(), HasSubstr(path_));
-  EXPECT_THAT(store.status().message(), HasSubstr("--check-db"));
-
-  absl::StatusOr<std::string> verdict = ExperimentStore::CheckDatabase(path_);
-  EXPECT_EQ(verdict.status().code(), absl::StatusCode::kDataLoss);
-  EXPECT_THAT(verdict.status().message(), HasSubstr("damaged"));
 }
 
 // The writer the killed child runs: creates experiments and moves each through events 2..4,
@@ -1105,4 +675,4 @@ TEST_F(ExperimentStoreTest, ProcessKilledMidWriteLosesNothingItAcknowledged) {
 }
 
 }  // namespace
-}  // namespace gpuprof::daemon
+}  // namespace gpuprof::daemon::store_testing

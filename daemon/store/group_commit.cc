@@ -1,0 +1,89 @@
+#include "daemon/store/group_commit.h"
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "daemon/store/sqlite_database.h"
+
+namespace gpuprof::daemon::store {
+
+struct GroupCommit::PendingWrite {
+  absl::string_view operation;
+  Write* write;
+  absl::Status result;
+  bool done = false;
+};
+
+GroupCommit::GroupCommit(std::unique_ptr<SqliteDatabase> writer,
+                         std::unique_ptr<SqliteDatabase> reader)
+    : writer_(std::move(writer)), reader_(std::move(reader)) {}
+
+absl::Status GroupCommit::Commit(absl::string_view operation, Write write) {
+  PendingWrite pending{operation, &write};
+  absl::MutexLock queue_lock(&queue_mutex_);
+  queue_.push_back(&pending);
+  while (!pending.done) {
+    if (committing_) {
+      // Another thread is committing; this write goes into the next batch.
+      batch_committed_.Wait(&queue_mutex_);
+      continue;
+    }
+    // Commit everything queued so far, this write included, as one transaction.
+    committing_ = true;
+    std::vector<PendingWrite*> batch;
+    batch.swap(queue_);
+    queue_mutex_.Unlock();
+    CommitBatch(batch);
+    queue_mutex_.Lock();
+    for (PendingWrite* write_in_batch : batch) write_in_batch->done = true;
+    committing_ = false;
+    batch_committed_.SignalAll();
+  }
+  return pending.result;
+}
+
+void GroupCommit::CommitBatch(const std::vector<PendingWrite*>& batch) {
+  absl::MutexLock lock(&writer_mutex_);
+  SqliteDatabase& database = *writer_;
+  const std::string operation =
+      batch.size() == 1 ? std::string(batch[0]->operation)
+                        : absl::StrCat(batch.size(), " writes (", batch[0]->operation, ", ...)");
+  absl::StatusOr<SqliteTransaction> transaction = SqliteTransaction::Begin(database, operation);
+  if (!transaction.ok()) {
+    for (PendingWrite* pending : batch) pending->result = transaction.status();
+    return;
+  }
+  for (PendingWrite* pending : batch) {
+    pending->result = database.Execute("SAVEPOINT write", "starting a write");
+    if (pending->result.ok()) pending->result = (*pending->write)(database);
+    if (!database.InTransaction()) {
+      // Some errors (a full disk, I/O) make SQLite roll the whole transaction back: every
+      // write of the batch is undone, the ones before this one included.
+      const absl::Status undone = pending->result.ok()
+                                      ? absl::InternalError("the transaction ended unexpectedly")
+                                      : pending->result;
+      for (PendingWrite* other : batch) other->result = undone;
+      return;
+    }
+    if (!pending->result.ok()) {
+      (void)database.Execute("ROLLBACK TO write", "undoing a failed write");
+    }
+    (void)database.Execute("RELEASE write", "ending a write");
+  }
+  // With synchronous=FULL the commit is durable when it returns: only now are the writes
+  // acknowledged.
+  const absl::Status committed = transaction->Commit();
+  if (!committed.ok()) {
+    for (PendingWrite* pending : batch) {
+      if (pending->result.ok()) pending->result = committed;
+    }
+  }
+}
+
+}  // namespace gpuprof::daemon::store

@@ -1,0 +1,253 @@
+#include "daemon/store/sqlite_database.h"
+
+#include <sqlite3.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <system_error>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "common/status_macros.h"
+#include "google/protobuf/message_lite.h"
+
+namespace gpuprof::daemon::store {
+namespace {
+
+// How long a statement waits for another connection's lock before failing with "database is
+// locked". Only another process (a second daemon, the sqlite3 shell) can hold one.
+constexpr int kBusyTimeoutMs = 5000;
+
+absl::StatusCode StatusCodeForSqliteResult(int extended_result_code) {
+  switch (extended_result_code & 0xff) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      return absl::StatusCode::kUnavailable;
+    case SQLITE_CONSTRAINT:
+      if (extended_result_code == SQLITE_CONSTRAINT_PRIMARYKEY ||
+          extended_result_code == SQLITE_CONSTRAINT_UNIQUE) {
+        return absl::StatusCode::kAlreadyExists;
+      }
+      return absl::StatusCode::kFailedPrecondition;
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB:
+      return absl::StatusCode::kDataLoss;
+    case SQLITE_FULL:
+    case SQLITE_NOMEM:
+      return absl::StatusCode::kResourceExhausted;
+    case SQLITE_PERM:
+    case SQLITE_READONLY:
+    case SQLITE_AUTH:
+      return absl::StatusCode::kPermissionDenied;
+    case SQLITE_CANTOPEN:
+      return absl::StatusCode::kFailedPrecondition;
+    default:
+      return absl::StatusCode::kInternal;
+  }
+}
+
+}  // namespace
+
+absl::Status SqliteError(sqlite3* db, int result_code, absl::string_view operation) {
+  int extended_code = db != nullptr ? sqlite3_extended_errcode(db) : result_code;
+  // The connection's message describes the last failed call, which is this one; without a
+  // connection, fall back to the generic text for the code.
+  const char* message = db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(result_code);
+  return absl::Status(StatusCodeForSqliteResult(extended_code),
+                      absl::StrCat("sqlite: ", operation, ": ", message));
+}
+
+// ---- SqliteStatement ----
+
+absl::StatusOr<SqliteStatement> SqliteStatement::Prepare(sqlite3* db, absl::string_view sql,
+                                                         std::string operation) {
+  sqlite3_stmt* statement = nullptr;
+  int result = sqlite3_prepare_v2(db, sql.data(), static_cast<int>(sql.size()), &statement,
+                                  /*pzTail=*/nullptr);
+  SqliteStatement wrapper(db, statement, std::move(operation));
+  if (result != SQLITE_OK) return SqliteError(db, result, wrapper.operation_);
+  return wrapper;
+}
+
+SqliteStatement::SqliteStatement(sqlite3* db, sqlite3_stmt* statement, std::string operation)
+    : db_(db), statement_(statement), operation_(std::move(operation)) {}
+
+SqliteStatement::SqliteStatement(SqliteStatement&& other) noexcept
+    : db_(other.db_),
+      statement_(std::exchange(other.statement_, nullptr)),
+      operation_(std::move(other.operation_)) {}
+
+SqliteStatement& SqliteStatement::operator=(SqliteStatement&& other) noexcept {
+  if (this != &other) {
+    sqlite3_finalize(statement_);
+    db_ = other.db_;
+    statement_ = std::exchange(other.statement_, nullptr);
+    operation_ = std::move(other.operation_);
+  }
+  return *this;
+}
+
+SqliteStatement::~SqliteStatement() { sqlite3_finalize(statement_); }  // A no-op on null.
+
+absl::Status SqliteStatement::BindInt64(int index, int64_t value) {
+  return Check(sqlite3_bind_int64(statement_, index, value));
+}
+
+absl::Status SqliteStatement::BindText(int index, absl::string_view value) {
+  return Check(sqlite3_bind_text64(statement_, index, value.data(), value.size(), SQLITE_TRANSIENT,
+                                   SQLITE_UTF8));
+}
+
+absl::Status SqliteStatement::BindBlob(int index, absl::string_view value) {
+  // A null data pointer would bind NULL rather than an empty blob.
+  if (value.empty()) return Check(sqlite3_bind_zeroblob(statement_, index, 0));
+  return Check(
+      sqlite3_bind_blob64(statement_, index, value.data(), value.size(), SQLITE_TRANSIENT));
+}
+
+absl::StatusOr<bool> SqliteStatement::Step() {
+  int result = sqlite3_step(statement_);
+  if (result == SQLITE_ROW) return true;
+  if (result == SQLITE_DONE) return false;
+  return SqliteError(db_, result, operation_);
+}
+
+absl::Status SqliteStatement::Run() {
+  ASSIGN_OR_RETURN(bool has_row, Step());
+  if (has_row) return absl::InternalError(absl::StrCat(operation_, ": unexpected row"));
+  return absl::OkStatus();
+}
+
+int64_t SqliteStatement::ColumnInt64(int column) const {
+  return sqlite3_column_int64(statement_, column);
+}
+
+std::string SqliteStatement::ColumnText(int column) const {
+  const unsigned char* text = sqlite3_column_text(statement_, column);
+  if (text == nullptr) return "";
+  return std::string(reinterpret_cast<const char*>(text), sqlite3_column_bytes(statement_, column));
+}
+
+absl::string_view SqliteStatement::ColumnBlob(int column) const {
+  const void* data = sqlite3_column_blob(statement_, column);
+  if (data == nullptr) return {};  // NULL or an empty blob.
+  return absl::string_view(static_cast<const char*>(data),
+                           sqlite3_column_bytes(statement_, column));
+}
+
+absl::Status SqliteStatement::ColumnMessage(int column, google::protobuf::MessageLite& message,
+                                            absl::string_view what) const {
+  const absl::string_view bytes = ColumnBlob(column);
+  if (!message.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    return absl::DataLossError(absl::StrCat("stored ", what, " does not parse"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SqliteStatement::Check(int result) const {
+  if (result == SQLITE_OK) return absl::OkStatus();
+  return SqliteError(db_, result, operation_);
+}
+
+// ---- SqliteDatabase ----
+
+absl::StatusOr<std::unique_ptr<SqliteDatabase>> SqliteDatabase::OpenWithFlags(
+    const std::string& path, int flags) {
+  sqlite3* handle = nullptr;
+  const int result = sqlite3_open_v2(path.c_str(), &handle, flags, /*zVfs=*/nullptr);
+  // SQLite hands back a connection (holding the error message) even when opening fails.
+  auto database = std::unique_ptr<SqliteDatabase>(new SqliteDatabase(handle));
+  if (result != SQLITE_OK) return SqliteError(handle, result, absl::StrCat("opening ", path));
+  sqlite3_extended_result_codes(handle, 1);
+  sqlite3_busy_timeout(handle, kBusyTimeoutMs);
+  return database;
+}
+
+absl::StatusOr<std::unique_ptr<SqliteDatabase>> SqliteDatabase::OpenReadOnly(
+    const std::string& path) {
+  return OpenWithFlags(path, SQLITE_OPEN_READONLY);
+}
+
+absl::StatusOr<std::unique_ptr<SqliteDatabase>> SqliteDatabase::Open(const std::string& path) {
+  std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty()) {
+    std::error_code error;
+    std::filesystem::create_directories(parent, error);
+    if (error) {
+      return absl::FailedPreconditionError(absl::StrCat("creating directory ", parent.string(),
+                                                        " for the database: ", error.message()));
+    }
+  }
+  // NOMUTEX: the connection's owner already keeps it to one thread at a time.
+  return OpenWithFlags(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX);
+}
+
+SqliteDatabase::~SqliteDatabase() { sqlite3_close_v2(handle_); }
+
+absl::StatusOr<SqliteStatement> SqliteDatabase::Prepare(absl::string_view sql,
+                                                        std::string operation) {
+  return SqliteStatement::Prepare(handle_, sql, std::move(operation));
+}
+
+absl::Status SqliteDatabase::Execute(const std::string& sql, absl::string_view operation) {
+  int result = sqlite3_exec(handle_, sql.c_str(), /*callback=*/nullptr, /*arg=*/nullptr,
+                            /*errmsg=*/nullptr);
+  if (result != SQLITE_OK) return SqliteError(handle_, result, operation);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> SqliteDatabase::QueryInt64(absl::string_view sql, std::string operation) {
+  ASSIGN_OR_RETURN(SqliteStatement statement, Prepare(sql, std::move(operation)));
+  ASSIGN_OR_RETURN(bool has_row, statement.Step());
+  if (!has_row) return absl::InternalError(absl::StrCat(statement.operation(), ": no row"));
+  return statement.ColumnInt64(0);
+}
+
+absl::StatusOr<std::string> SqliteDatabase::QueryText(absl::string_view sql,
+                                                      std::string operation) {
+  ASSIGN_OR_RETURN(SqliteStatement statement, Prepare(sql, std::move(operation)));
+  ASSIGN_OR_RETURN(bool has_row, statement.Step());
+  if (!has_row) return absl::InternalError(absl::StrCat(statement.operation(), ": no row"));
+  return statement.ColumnText(0);
+}
+
+int64_t SqliteDatabase::ChangedRows() const { return sqlite3_changes(handle_); }
+
+bool SqliteDatabase::InTransaction() const { return sqlite3_get_autocommit(handle_) == 0; }
+
+// ---- SqliteTransaction ----
+
+absl::StatusOr<SqliteTransaction> SqliteTransaction::Begin(SqliteDatabase& database,
+                                                           absl::string_view operation) {
+  RETURN_IF_ERROR(
+      database.Execute("BEGIN IMMEDIATE", absl::StrCat("starting transaction for ", operation)));
+  return SqliteTransaction(&database, operation);
+}
+
+SqliteTransaction::SqliteTransaction(SqliteDatabase* database, absl::string_view operation)
+    : database_(database), operation_(operation) {}
+
+SqliteTransaction::SqliteTransaction(SqliteTransaction&& other) noexcept
+    : database_(std::exchange(other.database_, nullptr)), operation_(std::move(other.operation_)) {}
+
+SqliteTransaction::~SqliteTransaction() {
+  // A failed COMMIT can leave the transaction open, and some errors end it by themselves:
+  // roll back exactly when one is still open. Errors are ignored (destructors never throw),
+  // and SQLite rolls back an unfinished transaction on the next open anyway.
+  if (database_ != nullptr && database_->InTransaction()) {
+    sqlite3_exec(database_->handle(), "ROLLBACK", nullptr, nullptr, nullptr);
+  }
+}
+
+absl::Status SqliteTransaction::Commit() {
+  RETURN_IF_ERROR(
+      database_->Execute("COMMIT", absl::StrCat("committing transaction for ", operation_)));
+  database_ = nullptr;
+  return absl::OkStatus();
+}
+
+}  // namespace gpuprof::daemon::store

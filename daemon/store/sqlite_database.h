@@ -1,0 +1,135 @@
+// RAII owners of SQLite's handles: a connection, a prepared statement and a write transaction,
+// each reporting SQLite's errors as absl::Status with the operation they were for.
+#ifndef GPUPROF_DAEMON_STORE_SQLITE_DATABASE_H_
+#define GPUPROF_DAEMON_STORE_SQLITE_DATABASE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+struct sqlite3;
+struct sqlite3_stmt;
+
+namespace google::protobuf {
+class MessageLite;
+}  // namespace google::protobuf
+
+namespace gpuprof::daemon::store {
+
+// "sqlite: <operation>: <SQLite's message>", with a code that says what the caller can do
+// (busy: Unavailable, constraint: AlreadyExists / FailedPrecondition, corrupt: DataLoss, full:
+// ResourceExhausted, ...). `db` may be null (no connection yet).
+absl::Status SqliteError(sqlite3* db, int result_code, absl::string_view operation);
+
+// A prepared statement; finalized on destruction. Statements are prepared per call rather
+// than cached: the fsync of every commit costs far more than preparing, and a statement that
+// is destroyed at the end of the call can never be left active, holding a read snapshot.
+class SqliteStatement {
+ public:
+  static absl::StatusOr<SqliteStatement> Prepare(sqlite3* db, absl::string_view sql,
+                                                 std::string operation);
+
+  SqliteStatement(SqliteStatement&& other) noexcept;
+  SqliteStatement& operator=(SqliteStatement&& other) noexcept;
+  SqliteStatement(const SqliteStatement&) = delete;
+  SqliteStatement& operator=(const SqliteStatement&) = delete;
+  ~SqliteStatement();
+
+  // Parameters are 1-based, as in SQL's ?1, ?2, ...
+  absl::Status BindInt64(int index, int64_t value);
+  absl::Status BindText(int index, absl::string_view value);
+  // An empty value binds an empty blob, never NULL.
+  absl::Status BindBlob(int index, absl::string_view value);
+
+  // Advances to the next row: true if there is one, false when the statement is done.
+  absl::StatusOr<bool> Step();
+  // Runs a statement that returns no rows.
+  absl::Status Run();
+
+  // Column accessors read the current row; columns are 0-based.
+  int64_t ColumnInt64(int column) const;
+  std::string ColumnText(int column) const;
+  // Valid until the next Step.
+  absl::string_view ColumnBlob(int column) const;
+  // Parses the column's blob into `message`; DataLoss naming `what` when it does not parse.
+  absl::Status ColumnMessage(int column, google::protobuf::MessageLite& message,
+                             absl::string_view what) const;
+
+  const std::string& operation() const { return operation_; }
+
+ private:
+  SqliteStatement(sqlite3* db, sqlite3_stmt* statement, std::string operation);
+  absl::Status Check(int result) const;
+
+  sqlite3* db_;              // Not owned.
+  sqlite3_stmt* statement_;  // Owned; null when moved from.
+  std::string operation_;    // What the statement is for, for error messages.
+};
+
+// An open connection; closed on destruction. Used by one thread at a time (opened NOMUTEX):
+// its owner serializes the calls.
+class SqliteDatabase {
+ public:
+  // Opens an existing database file without writing to it.
+  static absl::StatusOr<std::unique_ptr<SqliteDatabase>> OpenReadOnly(const std::string& path);
+  // Opens (creating if needed) the database file, and its parent directories.
+  static absl::StatusOr<std::unique_ptr<SqliteDatabase>> Open(const std::string& path);
+
+  SqliteDatabase(const SqliteDatabase&) = delete;
+  SqliteDatabase& operator=(const SqliteDatabase&) = delete;
+  // close_v2 (unlike close) cannot fail for statements still alive: it closes after them.
+  ~SqliteDatabase();
+
+  sqlite3* handle() const { return handle_; }
+
+  absl::StatusOr<SqliteStatement> Prepare(absl::string_view sql, std::string operation);
+  // Runs `sql`, one or more statements that return no rows.
+  absl::Status Execute(const std::string& sql, absl::string_view operation);
+  // The first column of the single row `sql` returns.
+  absl::StatusOr<int64_t> QueryInt64(absl::string_view sql, std::string operation);
+  absl::StatusOr<std::string> QueryText(absl::string_view sql, std::string operation);
+
+  // Rows changed by the last INSERT, UPDATE or DELETE on this connection.
+  int64_t ChangedRows() const;
+  // Whether a transaction is open (SQLite ends one by itself on some errors).
+  bool InTransaction() const;
+
+ private:
+  explicit SqliteDatabase(sqlite3* handle) : handle_(handle) {}
+  static absl::StatusOr<std::unique_ptr<SqliteDatabase>> OpenWithFlags(const std::string& path,
+                                                                       int flags);
+
+  sqlite3* handle_;  // Owned.
+};
+
+// A write transaction, rolled back on destruction unless committed.
+class SqliteTransaction {
+ public:
+  // IMMEDIATE takes the write lock up front, so that a busy database makes the transaction
+  // wait (busy_timeout) at its start instead of failing a read-to-write upgrade midway.
+  static absl::StatusOr<SqliteTransaction> Begin(SqliteDatabase& database,
+                                                 absl::string_view operation);
+
+  SqliteTransaction(SqliteTransaction&& other) noexcept;
+  SqliteTransaction& operator=(SqliteTransaction&&) = delete;
+  SqliteTransaction(const SqliteTransaction&) = delete;
+  SqliteTransaction& operator=(const SqliteTransaction&) = delete;
+  ~SqliteTransaction();
+
+  // With synchronous=FULL the WAL is synced before COMMIT returns: the write is durable.
+  absl::Status Commit();
+
+ private:
+  SqliteTransaction(SqliteDatabase* database, absl::string_view operation);
+
+  SqliteDatabase* database_;  // Not owned; null once committed or moved from.
+  std::string operation_;
+};
+
+}  // namespace gpuprof::daemon::store
+
+#endif  // GPUPROF_DAEMON_STORE_SQLITE_DATABASE_H_
