@@ -59,6 +59,28 @@ void ApplyEvent(const v1::ExperimentEvent& event, v1::Experiment& experiment) {
   }
 }
 
+// An admitted request as it is stored: the experiment, QUEUED, and its first event.
+std::pair<v1::Experiment, v1::ExperimentEvent> NewExperiment(
+    const Admission& admission, v1::ExperimentRequest request, const std::string& sweep_id,
+    int point, int max_concurrent_gpus, const google::protobuf::Timestamp& now) {
+  v1::Experiment experiment;
+  experiment.set_sweep_id(sweep_id);
+  experiment.set_sweep_point(point);
+  experiment.set_sweep_max_concurrent_gpus(max_concurrent_gpus);
+  experiment.set_state(v1::QUEUED);
+  experiment.set_workload(workloads::WorkloadOf(request));
+  experiment.set_user(admission.user());
+  if (admission.on_behalf()) experiment.set_submitted_by(admission.actor().user);
+  experiment.set_authenticated_by(admission.actor().authenticated_by);
+  *experiment.mutable_created() = now;
+  experiment.set_last_seq(1);
+  *experiment.mutable_request() = std::move(request);
+  v1::ExperimentEvent first = StateEvent(v1::QUEUED);
+  first.set_seq(1);
+  *first.mutable_time() = now;
+  return {std::move(experiment), std::move(first)};
+}
+
 // What every worker runs with: CUDA ordinals in nvidia-smi's order, and NVLink multicast off
 // for NCCL, PyTorch and NVSHMEM (multicast objects can take a shared host's GPUs out of
 // service; no workload needs them).
@@ -74,29 +96,20 @@ ExperimentManager::ExperimentManager(ManagerOptions options, std::unique_ptr<Exp
     : options_(std::move(options)),
       store_(std::move(store)),
       observer_(observer),
-      admission_(options_.submits_per_minute_per_user),
+      admission_(
+          AdmissionOptions{
+              .limits = options_.limits,
+              .access = options_.access,
+              .submits_per_minute_per_user = options_.submits_per_minute_per_user,
+              .use_by_user = [this] { return UseByUser(); },
+              .refused =
+                  [this](const std::string& reason) {
+                    if (observer_ != nullptr) observer_->Refused(reason);
+                  }},
+          inventory_, *store_),
       watch_slots_(WatchLimits{options_.max_watchers_per_experiment,
                                options_.max_watchers_per_user_per_experiment,
                                options_.max_watch_streams_per_user}) {}
-
-Admission& Admission::operator=(Admission&& other) noexcept {
-  if (this != &other) {
-    GiveBack();
-    manager_ = std::exchange(other.manager_, nullptr);
-    user_ = std::move(other.user_);
-    places_ = std::exchange(other.places_, 0);
-    token_of_ = std::move(other.token_of_);
-    other.token_of_.clear();
-  }
-  return *this;
-}
-
-Admission::~Admission() { GiveBack(); }
-
-void Admission::GiveBack() {
-  if (manager_ != nullptr && (places_ > 0 || !token_of_.empty())) manager_->GiveBack(*this);
-  manager_ = nullptr;
-}
 
 absl::StatusOr<std::unique_ptr<ExperimentManager>> ExperimentManager::Create(
     ManagerOptions options, std::unique_ptr<ExperimentStore> store, ManagerObserver* observer) {
@@ -240,139 +253,34 @@ absl::StatusOr<v1::Experiment> ExperimentManager::Submit(v1::ExperimentRequest r
 
 absl::StatusOr<v1::Experiment> ExperimentManager::Submit(v1::ExperimentRequest request,
                                                          const Actor& actor) {
-  return SubmitInternal(std::move(request), actor, "", 0, 0);
-}
-
-absl::Status ExperimentManager::Validate(v1::ExperimentRequest request) {
-  ApplyRequestDefaults(options_.limits, inventory_, request);
-  return ValidateExperimentRequest(request, inventory_, options_.limits);
+  const std::string user = request.user();
+  ASSIGN_OR_RETURN(Admission admission,
+                   admission_.Admit(AdmissionRequest{actor, user, {std::move(request)}}));
+  return SubmitInternal(std::move(admission), "", 0, 0);
 }
 
 absl::StatusOr<v1::Experiment> ExperimentManager::SubmitSweepPoint(v1::ExperimentRequest request,
                                                                    const std::string& sweep_id,
                                                                    int point,
                                                                    int max_concurrent_gpus) {
-  // A later attempt of a point already admitted with its sweep: no second quota check.
+  // A later attempt of a point already admitted with its sweep: as an admin, so that it is
+  // validated and takes its place but meets no rate limit or quota a second time.
   const std::string user = request.user();
-  return SubmitInternal(
-      std::move(request),
-      Actor{user, absl::StrCat("sweep ", sweep_id, " (a point run again)"), /*admin=*/true},
-      sweep_id, point, max_concurrent_gpus);
-}
-
-absl::StatusOr<Admission> ExperimentManager::AdmitSweep(
-    std::vector<v1::ExperimentRequest>& requests, const std::string& user, const Actor& actor) {
-  if (user != actor.user && !actor.admin) {
-    return Refuse(actor, user, "on-behalf-of",
-                  absl::PermissionDeniedError(absl::StrCat(
-                      "user: you are ", actor.user, " (", actor.authenticated_by,
-                      "); only admins may submit a sweep on behalf of another user (asked for ",
-                      user, ")")));
-  }
-  std::optional<ResolvedQuota> quota;
-  if (!actor.admin && options_.access != nullptr) {
-    quota = options_.access->QuotaForUser(user);
-    for (v1::ExperimentRequest& request : requests) ApplyQuotaTimeout(*quota, request);
-  }
-  // Checked as they will be stored (SubmitSweepPoints applies the same defaults).
-  std::vector<v1::ExperimentRequest> checked = requests;
-  for (v1::ExperimentRequest& request : checked) {
-    ApplyRequestDefaults(options_.limits, inventory_, request);
-  }
-  return Admit(actor, user, quota, checked, /*for_sweep=*/true);
-}
-
-absl::StatusOr<Admission> ExperimentManager::Admit(
-    const Actor& actor, const std::string& user, const std::optional<ResolvedQuota>& quota,
-    const std::vector<v1::ExperimentRequest>& requests, bool for_sweep) {
-  const bool rate_limited = !actor.admin && options_.submits_per_minute_per_user > 0;
-  std::string reason;
-  absl::Status refusal;
-  {
-    absl::MutexLock lock(&mutex_);
-    if (stopping_) return absl::UnavailableError("gpuprofd is shutting down");
-    const absl::Time now = absl::Now();
-    // Everything is checked before anything is taken: a refusal changes nothing.
-    if (rate_limited) {
-      refusal = admission_.CheckRate(actor.user, now);
-      if (!refusal.ok()) reason = "submit-rate";
-    }
-    if (refusal.ok() && quota.has_value()) {
-      bool needs_gpus = false;
-      for (size_t index = 0; index < requests.size() && refusal.ok(); ++index) {
-        needs_gpus = needs_gpus || workloads::RequiredGpuCount(requests[index]) > 0;
-        refusal = CheckRequestQuota(requests[index], user, *quota);
-        if (!refusal.ok() && for_sweep) {
-          refusal =
-              absl::Status(refusal.code(), absl::StrCat("point ", index, ": ", refusal.message()));
-        }
-      }
-      if (refusal.ok()) {
-        refusal =
-            CheckUsageQuotaLocked(user, *quota, static_cast<int>(requests.size()), needs_gpus);
-      }
-      if (!refusal.ok()) reason = QuotaReason(refusal);
-    }
-    if (refusal.ok()) {
-      // ...and taken in the same critical section as the check.
-      Admission admission;
-      admission.manager_ = this;
-      admission.user_ = user;
-      admission.places_ = static_cast<int>(requests.size());
-      admission_.Reserve(user, admission.places_);
-      if (rate_limited) {
-        admission_.TakeToken(actor.user, now);
-        admission.token_of_ = actor.user;
-      }
-      return admission;
-    }
-  }
-  // Audited without the lock: the audit entry is a durable write.
-  if (reason == "submit-rate") return Refuse(actor, "", reason, refusal);
-  const std::string on_behalf_of = for_sweep && user != actor.user ? user : "";
-  return Refuse(actor, on_behalf_of, reason, refusal);
-}
-
-void ExperimentManager::SettleLocked(Admission& admission) {
-  admission_.Release(admission.user_, admission.places_);
-  admission.places_ = 0;
-  // The token was spent on a request that is now stored.
-  admission.token_of_.clear();
-}
-
-void ExperimentManager::GiveBack(Admission& admission) {
-  absl::MutexLock lock(&mutex_);
-  admission_.Release(admission.user_, admission.places_);
-  if (!admission.token_of_.empty()) admission_.RefundToken(admission.token_of_);
-  admission.places_ = 0;
-  admission.token_of_.clear();
+  const Actor actor{user, absl::StrCat("sweep ", sweep_id, " (a point run again)"),
+                    /*admin=*/true};
+  ASSIGN_OR_RETURN(Admission admission,
+                   admission_.Admit(AdmissionRequest{actor, user, {std::move(request)}}));
+  return SubmitInternal(std::move(admission), sweep_id, point, max_concurrent_gpus);
 }
 
 absl::StatusOr<std::vector<v1::Experiment>> ExperimentManager::SubmitSweepPoints(
-    std::vector<v1::ExperimentRequest> requests, const std::string& sweep_id,
-    int max_concurrent_gpus, const Actor& actor, Admission admission) {
+    Admission admission, const std::string& sweep_id, int max_concurrent_gpus) {
   std::vector<std::pair<v1::Experiment, v1::ExperimentEvent>> created;
   const google::protobuf::Timestamp now = Now();
+  std::vector<v1::ExperimentRequest>& requests = admission.requests();
   for (size_t point = 0; point < requests.size(); ++point) {
-    v1::ExperimentRequest& request = requests[point];
-    ApplyRequestDefaults(options_.limits, inventory_, request);
-    RETURN_IF_ERROR(ValidateExperimentRequest(request, inventory_, options_.limits));
-    v1::Experiment experiment;
-    experiment.set_sweep_id(sweep_id);
-    experiment.set_sweep_point(static_cast<int>(point));
-    experiment.set_sweep_max_concurrent_gpus(max_concurrent_gpus);
-    experiment.set_state(v1::QUEUED);
-    experiment.set_workload(workloads::WorkloadOf(request));
-    experiment.set_user(request.user());
-    if (request.user() != actor.user) experiment.set_submitted_by(actor.user);
-    experiment.set_authenticated_by(actor.authenticated_by);
-    *experiment.mutable_created() = now;
-    experiment.set_last_seq(1);
-    *experiment.mutable_request() = std::move(request);
-    v1::ExperimentEvent first = StateEvent(v1::QUEUED);
-    first.set_seq(1);
-    *first.mutable_time() = now;
-    created.emplace_back(std::move(experiment), std::move(first));
+    created.push_back(NewExperiment(admission, std::move(requests[point]), sweep_id,
+                                    static_cast<int>(point), max_concurrent_gpus, now));
   }
   {
     absl::MutexLock lock(&mutex_);
@@ -389,27 +297,28 @@ absl::StatusOr<std::vector<v1::Experiment>> ExperimentManager::SubmitSweepPoints
   }
   const std::vector<std::string> ids = *std::move(stored);
   std::vector<v1::Experiment> experiments;
-  absl::MutexLock lock(&mutex_);
-  // The places become queued experiments in this critical section: the quota never sees
-  // them twice or not at all.
-  SettleLocked(admission);
-  for (size_t point = 0; point < created.size(); ++point) {
-    v1::Experiment& experiment = created[point].first;
-    experiment.set_id(ids[point]);
-    // Stored, so acknowledged: if gpuprofd is stopping, they run after the restart.
-    if (!stopping_) {
-      scheduler_->Enqueue(PendingExperiment{
-          ids[point], experiment.user(), experiment.request().priority(), next_submit_order_++,
-          experiment.request().gpus(), workloads::RequiredGpuCount(experiment.request()), sweep_id,
-          max_concurrent_gpus});
-      active_[ids[point]].experiment = experiment;
+  // The places become queued experiments in one critical section: the quota never sees them
+  // twice or not at all.
+  admission_.Settle(admission, [&] {
+    absl::MutexLock lock(&mutex_);
+    for (size_t point = 0; point < created.size(); ++point) {
+      v1::Experiment& experiment = created[point].first;
+      experiment.set_id(ids[point]);
+      // Stored, so acknowledged: if gpuprofd is stopping, they run after the restart.
+      if (!stopping_) {
+        scheduler_->Enqueue(PendingExperiment{
+            ids[point], experiment.user(), experiment.request().priority(), next_submit_order_++,
+            experiment.request().gpus(), workloads::RequiredGpuCount(experiment.request()),
+            sweep_id, max_concurrent_gpus});
+        active_[ids[point]].experiment = experiment;
+      }
+      experiments.push_back(std::move(experiment));
     }
-    experiments.push_back(std::move(experiment));
-  }
-  for (v1::Experiment& experiment : experiments) {
-    experiment.set_queue_position(stopping_ ? 0 : scheduler_->QueuePosition(experiment.id()));
-  }
-  wake_.Signal();
+    for (v1::Experiment& experiment : experiments) {
+      experiment.set_queue_position(stopping_ ? 0 : scheduler_->QueuePosition(experiment.id()));
+    }
+    wake_.Signal();
+  });
   return experiments;
 }
 
@@ -418,167 +327,18 @@ void ExperimentManager::SetSweepPointListener(SweepPointListener listener) {
   sweep_point_listener_ = std::move(listener);
 }
 
-absl::Status ExperimentManager::Refuse(const Actor& actor, const std::string& on_behalf_of,
-                                       const std::string& reason, absl::Status status) {
-  if (observer_ != nullptr) observer_->Refused(reason);
-  v1::AuditEntry entry;
-  entry.set_actor(actor.user);
-  entry.set_on_behalf_of(on_behalf_of);
-  entry.set_action("refuse");
-  entry.set_detail(absl::StrCat(reason, ": ", status.message()));
-  entry.set_authenticated_by(actor.authenticated_by);
-  RecordAudit(std::move(entry));
-  return status;
-}
-
-absl::StatusOr<double> ExperimentManager::GpuHoursLastDay(const std::string& user,
-                                                          absl::Time now) {
-  const absl::Time since = now - absl::Hours(24);
-  // An experiment created before the window can still have run inside it, for at most its
-  // timeout after it started; the queue wait before that is not bounded, so look back far.
-  const absl::Time created_after = since - options_.limits.max_timeout - absl::Hours(24 * 7);
-  ASSIGN_OR_RETURN(auto experiments,
-                   store_->ListUserCreatedSince(user, absl::ToUnixNanos(created_after)));
-  double hours = 0;
-  for (const v1::Experiment& experiment : experiments) {
-    if (!experiment.has_started() || experiment.gpu_ids_size() == 0) continue;
-    const absl::Time started = absl::FromUnixNanos(TimeUtil::TimestampToNanoseconds(experiment.started()));
-    const absl::Time finished =
-        experiment.has_finished()
-            ? absl::FromUnixNanos(TimeUtil::TimestampToNanoseconds(experiment.finished()))
-            : now;
-    const absl::Time from = std::max(started, since);
-    const absl::Time to = std::min(finished, now);
-    if (to > from) hours += experiment.gpu_ids_size() * absl::ToDoubleHours(to - from);
-  }
-  return hours;
-}
-
-void ExperimentManager::ApplyQuotaTimeout(const ResolvedQuota& quota,
-                                          v1::ExperimentRequest& request) const {
-  // A request that sets no timeout gets the daemon's default, capped by the user's limit.
-  if (!request.has_timeout() && quota.limits.has_max_timeout() &&
-      TimeUtil::DurationToNanoseconds(quota.limits.max_timeout()) <
-          absl::ToInt64Nanoseconds(options_.limits.default_timeout)) {
-    *request.mutable_timeout() = quota.limits.max_timeout();
-  }
-}
-
-std::string ExperimentManager::QuotaReason(const absl::Status& refusal) {
-  // "quota max_priority for ..." (or "point 3: quota max_priority for ...") ->
-  // "quota:max_priority"
-  const absl::string_view message = refusal.message();
-  const size_t start = message.find("quota ");
-  if (start == absl::string_view::npos) return "quota";
-  const size_t end = message.find(' ', start + 6);
-  return absl::StrCat("quota:", message.substr(start + 6, end - start - 6));
-}
-
-absl::Status ExperimentManager::CheckRequestQuota(const v1::ExperimentRequest& request,
-                                                  const std::string& user,
-                                                  const ResolvedQuota& quota) {
-  const v1::Quota& limits = quota.limits;
-  const std::string whose = absl::StrCat(" for ", user, " (", quota.source, ")");
-  if (limits.has_max_priority() && request.priority() > limits.max_priority()) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "quota max_priority", whose, " is ", limits.max_priority(), "; the request asks for ",
-        request.priority()));
-  }
-  if (limits.has_max_timeout()) {
-    const int64_t allowed = TimeUtil::DurationToNanoseconds(limits.max_timeout());
-    const int64_t asked = TimeUtil::DurationToNanoseconds(request.timeout());
-    if (asked > allowed) {
-      return absl::PermissionDeniedError(absl::StrCat(
-          "quota max_timeout", whose, " is ", absl::FormatDuration(absl::Nanoseconds(allowed)),
-          "; the request asks for ", absl::FormatDuration(absl::Nanoseconds(asked))));
-    }
-  }
-  const int gpus = workloads::RequiredGpuCount(request);
-  if (limits.has_max_concurrent_gpus() && gpus > limits.max_concurrent_gpus()) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "quota max_concurrent_gpus", whose, " is ", limits.max_concurrent_gpus(),
-        "; the request needs ", gpus, " GPU(s) at once and could never run"));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status ExperimentManager::CheckUsageQuotaLocked(const std::string& user,
-                                                      const ResolvedQuota& quota, int adding,
-                                                      bool needs_gpus) {
-  const v1::Quota& limits = quota.limits;
-  const std::string whose = absl::StrCat(" for ", user, " (", quota.source, ")");
-  if (limits.has_max_queued_experiments()) {
-    int queued = 0;
-    for (const auto& [id, active] : active_) {
-      if (active.experiment.user() == user && active.experiment.state() == v1::QUEUED) ++queued;
-    }
-    // Admitted requests still being stored count as queued: they will be.
-    const int being_stored = admission_.reserved(user);
-    if (queued + being_stored + adding > limits.max_queued_experiments()) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "quota max_queued_experiments", whose, " is ", limits.max_queued_experiments(),
-          "; in use: ", queued + being_stored, " queued experiment(s)",
-          being_stored > 0 ? absl::StrCat(" (", being_stored, " of them being stored)") : "",
-          adding > 1 ? absl::StrCat("; the sweep would add ", adding, " points") : ""));
-    }
-  }
-  if (limits.has_max_gpu_hours_per_day() && needs_gpus) {
-    ASSIGN_OR_RETURN(double used, GpuHoursLastDay(user, absl::Now()));
-    if (used >= limits.max_gpu_hours_per_day()) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "quota max_gpu_hours_per_day", whose, " is ", limits.max_gpu_hours_per_day(),
-          "; in use: ", absl::StrFormat("%.3f", used), " GPU-hours over the last 24 hours"));
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<v1::Experiment> ExperimentManager::SubmitInternal(v1::ExperimentRequest request,
-                                                                 const Actor& actor,
+absl::StatusOr<v1::Experiment> ExperimentManager::SubmitInternal(Admission admission,
                                                                  const std::string& sweep_id,
                                                                  int point,
                                                                  int max_concurrent_gpus) {
-  if (request.user().empty()) request.set_user(actor.user);
-  const std::string user = request.user();
-  const bool on_behalf = user != actor.user;
-  if (on_behalf && !actor.admin) {
-    return Refuse(actor, user, "on-behalf-of",
-                  absl::PermissionDeniedError(absl::StrCat(
-                      "user: you are ", actor.user, " (", actor.authenticated_by,
-                      "); only admins may submit on behalf of another user (asked for ", user,
-                      ")")));
-  }
-  std::optional<ResolvedQuota> quota;
-  if (!actor.admin && options_.access != nullptr) {
-    quota = options_.access->QuotaForUser(user);
-    ApplyQuotaTimeout(*quota, request);
-  }
-  ApplyRequestDefaults(options_.limits, inventory_, request);
-  RETURN_IF_ERROR(ValidateExperimentRequest(request, inventory_, options_.limits));
-  v1::Experiment experiment;
-  experiment.set_sweep_id(sweep_id);
-  experiment.set_sweep_point(point);
-  experiment.set_sweep_max_concurrent_gpus(max_concurrent_gpus);
-  experiment.set_state(v1::QUEUED);
-  experiment.set_workload(workloads::WorkloadOf(request));
-  experiment.set_user(user);
-  if (on_behalf) experiment.set_submitted_by(actor.user);
-  experiment.set_authenticated_by(actor.authenticated_by);
-  *experiment.mutable_created() = Now();
-  experiment.set_last_seq(1);
-  *experiment.mutable_request() = std::move(request);
-
-  v1::ExperimentEvent first = StateEvent(v1::QUEUED);
-  first.set_seq(1);
-  *first.mutable_time() = experiment.created();
-  // Rate and quotas before anything is stored, checked and taken in one step: a refused
-  // request leaves no trace but the audit entry, and parallel submits cannot all pass a check
-  // that only some of them fit. A point run again after a restart is not checked again.
-  std::optional<Admission> admission;
-  if (sweep_id.empty()) {
-    ASSIGN_OR_RETURN(admission, Admit(actor, user, quota, {experiment.request()},
-                                      /*for_sweep=*/false));
-  }
+  const Actor& actor = admission.actor();
+  const std::string& user = admission.user();
+  const bool on_behalf = admission.on_behalf();
+  std::pair<v1::Experiment, v1::ExperimentEvent> created_pair =
+      NewExperiment(admission, std::move(admission.requests().front()), sweep_id, point,
+                    max_concurrent_gpus, Now());
+  v1::Experiment& experiment = created_pair.first;
+  v1::ExperimentEvent& first = created_pair.second;
   {
     absl::MutexLock lock(&mutex_);
     if (stopping_) return absl::UnavailableError("gpuprofd is shutting down");
@@ -607,11 +367,11 @@ absl::StatusOr<v1::Experiment> ExperimentManager::SubmitInternal(v1::ExperimentR
   }
   const std::string id = *std::move(created);
   experiment.set_id(id);
-  absl::MutexLock lock(&mutex_);
-  // Its place becomes a queued experiment in this critical section.
-  if (admission.has_value()) SettleLocked(*admission);
-  // Stored, so acknowledged: if gpuprofd is stopping, it runs after the restart.
-  if (!stopping_) {
+  // Its place becomes a queued experiment in one critical section.
+  admission_.Settle(admission, [&] {
+    absl::MutexLock lock(&mutex_);
+    // Stored, so acknowledged: if gpuprofd is stopping, it runs after the restart.
+    if (stopping_) return;
     // First come, first served in the order the commits were acknowledged.
     PendingExperiment pending{id,
                               experiment.user(),
@@ -625,7 +385,7 @@ absl::StatusOr<v1::Experiment> ExperimentManager::SubmitInternal(v1::ExperimentR
     experiment.set_queue_position(scheduler_->QueuePosition(id));
     active_[id].experiment = experiment;
     wake_.Signal();
-  }
+  });
   return experiment;
 }
 
@@ -710,7 +470,7 @@ absl::StatusOr<v1::Experiment> ExperimentManager::Cancel(const std::string& id,
     const absl::Status denied = absl::PermissionDeniedError(absl::StrCat(
         "experiment ", id, " belongs to ", owner, "; only its owner or an admin may cancel it "
         "(you are ", actor.user, ", ", actor.authenticated_by, ")"));
-    return Refuse(actor, owner, "not-owner", denied);
+    return admission_.Refuse(actor, owner, "not-owner", denied);
   }
   RETURN_IF_ERROR(CheckPrintableText("reason", reason));
   const std::string why = reason.empty() ? absl::StrCat("cancelled by ", actor.user) : reason;
@@ -805,51 +565,17 @@ void ExperimentManager::RetryUnpersistedLocked() {
   storage_error_.clear();
 }
 
-absl::StatusOr<v1::QuotaReport> ExperimentManager::QuotaOf(const std::string& user, bool admin) {
-  v1::QuotaReport report;
-  report.set_user(user);
-  report.set_admin(admin);
-  if (options_.access != nullptr) {
-    const ResolvedQuota quota = options_.access->QuotaForUser(user);
-    *report.mutable_limits() = quota.limits;
-    report.set_source(admin ? "admin: no limits apply" : quota.source);
-  }
-  ASSIGN_OR_RETURN(double hours, GpuHoursLastDay(user, absl::Now()));
-  report.set_gpu_hours_last_day(hours);
+std::map<std::string, UserUse> ExperimentManager::UseByUser() {
+  std::map<std::string, UserUse> use;
   absl::MutexLock lock(&mutex_);
   for (const auto& [id, active] : active_) {
-    if (active.experiment.user() != user) continue;
     if (active.experiment.state() == v1::QUEUED) {
-      report.set_queued_experiments(report.queued_experiments() + 1);
+      ++use[active.experiment.user()].queued;
     } else if (active.experiment.state() == v1::RUNNING) {
-      report.set_running_gpus(report.running_gpus() + active.experiment.gpu_ids_size());
+      use[active.experiment.user()].running_gpus += active.experiment.gpu_ids_size();
     }
   }
-  return report;
-}
-
-std::vector<v1::QuotaReport> ExperimentManager::QuotaUseForMetrics() {
-  std::vector<v1::QuotaReport> reports;
-  if (options_.access == nullptr) return reports;
-  std::set<std::string> named;
-  for (const v1::UserQuota& entry : options_.access->policy()->users()) {
-    if (!named.insert(entry.user()).second) continue;
-    auto report = QuotaOf(entry.user(), /*admin=*/false);
-    if (report.ok()) reports.push_back(*std::move(report));
-  }
-  v1::QuotaReport other;
-  other.set_user(kOtherUsers);
-  absl::MutexLock lock(&mutex_);
-  for (const auto& [id, active] : active_) {
-    if (named.contains(active.experiment.user())) continue;
-    if (active.experiment.state() == v1::QUEUED) {
-      other.set_queued_experiments(other.queued_experiments() + 1);
-    } else if (active.experiment.state() == v1::RUNNING) {
-      other.set_running_gpus(other.running_gpus() + active.experiment.gpu_ids_size());
-    }
-  }
-  reports.push_back(std::move(other));
-  return reports;
+  return use;
 }
 
 absl::StatusOr<std::vector<v1::AuditEntry>> ExperimentManager::Audit(
@@ -858,9 +584,7 @@ absl::StatusOr<std::vector<v1::AuditEntry>> ExperimentManager::Audit(
 }
 
 void ExperimentManager::RecordAudit(v1::AuditEntry entry) {
-  if (!entry.has_time()) *entry.mutable_time() = Now();
-  const absl::Status stored = store_->AppendAudit(entry);
-  if (!stored.ok()) LogLine(absl::StrCat("could not record an audit entry: ", stored.ToString()));
+  admission_.RecordAudit(std::move(entry));
 }
 
 absl::StatusOr<v1::Experiment> ExperimentManager::Get(const std::string& id) {
@@ -1523,7 +1247,7 @@ absl::StatusOr<v1::GpuInfo> ExperimentManager::ClearGpuHealth(int gpu, const std
   // Who asks comes first: a non-admin learns nothing about the GPUs (which index exists,
   // which is drained), and the refusal is audited and counted without the manager's lock.
   if (!actor.admin) {
-    return Refuse(actor, "", "not-admin",
+    return admission_.Refuse(actor, "", "not-admin",
                   absl::PermissionDeniedError(absl::StrCat(
                       "only admins may return a drained GPU to service (ClearGpuHealth of GPU ",
                       gpu, "; you are ", actor.user, ", ", actor.authenticated_by, ")")));

@@ -20,6 +20,7 @@
 #include "absl/time/time.h"
 #include "daemon/admission/access_policy.h"
 #include "daemon/admission/admission.h"
+#include "daemon/admission/watch_slots.h"
 #include "daemon/store/experiment_store.h"
 #include "daemon/gpu_health/gpu_faults.h"
 #include "daemon/admission/request_validation.h"
@@ -62,13 +63,6 @@ struct ManagerOptions {
   int submits_per_minute_per_user = 0;
 };
 
-// Who asks, as the gRPC layer authenticated them.
-struct Actor {
-  std::string user;
-  std::string authenticated_by;
-  bool admin = false;
-};
-
 // Receives one experiment's events. Called with the manager's lock held: implementations
 // queue the event and return; they must not block or call into the manager.
 using EventSink = StreamSink<v1::ExperimentEvent>;
@@ -92,34 +86,6 @@ class ManagerObserver {
   virtual void GpuXid(int gpu, v1::GpuFaultClass fault_class) {}
 };
 
-class ExperimentManager;
-
-// What admission took for one request (a submit or a whole sweep), in the same critical
-// section as the quota check: `places` queue places of `user`'s quota and, unless the actor is
-// exempt, a submit token of the actor's. Held until the experiments are queued; whatever was
-// not used is given back when it is destroyed (a request that was never stored).
-class Admission {
- public:
-  Admission() = default;
-  Admission(Admission&& other) noexcept { *this = std::move(other); }
-  Admission& operator=(Admission&& other) noexcept;
-  Admission(const Admission&) = delete;
-  Admission& operator=(const Admission&) = delete;
-  ~Admission();
-
-  int places() const { return places_; }
-
- private:
-  friend class ExperimentManager;
-  void GiveBack();
-
-  ExperimentManager* manager_ = nullptr;
-  std::string user_;
-  int places_ = 0;
-  // The actor whose submit token was taken; empty if none.
-  std::string token_of_;
-};
-
 class ExperimentManager {
  public:
   // Probes the GPUs through a worker, recovers state from the store (running experiments
@@ -131,38 +97,27 @@ class ExperimentManager {
   ExperimentManager(const ExperimentManager&) = delete;
   ExperimentManager& operator=(const ExperimentManager&) = delete;
 
-  // Checks the actor may submit it (request.user other than the actor's own name needs an
-  // admin; quotas of the experiment's user unless the actor is an admin), validates, stores
-  // (durably), queues and audits it; returns the experiment as queued.
+  // Admits it (admission(): identity, policy, validation, quotas, its queue place), then
+  // stores (durably), queues and audits it; returns the experiment as queued.
   absl::StatusOr<v1::Experiment> Submit(v1::ExperimentRequest request, const Actor& actor);
   // As an admin named after request.user (in-process callers).
   absl::StatusOr<v1::Experiment> Submit(v1::ExperimentRequest request);
-  // Submit's checks alone (with defaults applied), storing nothing.
-  absl::Status Validate(v1::ExperimentRequest request);
   // Submit for point `point` of sweep `sweep_id`: the experiment records both (stored with
   // the sweep's link in one transaction), and its sweep holds at most `max_concurrent_gpus`
   // GPUs at once (0: no cap).
   absl::StatusOr<v1::Experiment> SubmitSweepPoint(v1::ExperimentRequest request,
                                                   const std::string& sweep_id, int point,
                                                   int max_concurrent_gpus);
-  // SubmitSweepPoint for points 0..n-1 of a new sweep, stored in one transaction: all are
-  // queued or none is. `admission` (from AdmitSweep) holds their queue places until they are
-  // queued; the store's commit is made without the manager's lock.
-  absl::StatusOr<std::vector<v1::Experiment>> SubmitSweepPoints(
-      std::vector<v1::ExperimentRequest> requests, const std::string& sweep_id,
-      int max_concurrent_gpus, const Actor& actor, Admission admission);
-  // Whether `actor` may submit these points of a sweep for `user`, as Submit decides for one
-  // experiment: on behalf of another user needs an admin; the sweep is one submission for the
-  // rate limit; each point must fit the per-request quotas and all of them together
-  // max_queued_experiments. Applies the quota's timeout cap to points without a timeout.
-  // The check and the taking of the token and of every point's queue place are one step: the
-  // returned Admission holds them. A refusal takes nothing and is audited and counted like
-  // Submit's.
-  absl::StatusOr<Admission> AdmitSweep(std::vector<v1::ExperimentRequest>& requests,
-                                       const std::string& user, const Actor& actor);
-  // PERMISSION_DENIED or RESOURCE_EXHAUSTED `status`, recorded as a refusal (metric, audit).
-  absl::Status Refuse(const Actor& actor, const std::string& on_behalf_of,
-                      const std::string& reason, absl::Status status);
+  // SubmitSweepPoint for the points 0..n-1 of a new sweep that `admission` admitted (the
+  // sweep manager's admission().Admit), stored in one transaction: all are queued or none is.
+  // The admission holds their queue places until they are queued; the store's commit is made
+  // without the manager's lock.
+  absl::StatusOr<std::vector<v1::Experiment>> SubmitSweepPoints(Admission admission,
+                                                                const std::string& sweep_id,
+                                                                int max_concurrent_gpus);
+  // Who may submit what, quotas, refusals and the audit trail; every submission passes it once
+  // before anything of it is stored.
+  AdmissionControl& admission() { return admission_; }
   // Replaces the listener (nullptr removes it); see SweepPointListener.
   void SetSweepPointListener(SweepPointListener listener);
   ExperimentStore& store() { return *store_; }
@@ -182,10 +137,6 @@ class ExperimentManager {
   // Only the experiment's owner or an admin may cancel it.
   absl::StatusOr<v1::Experiment> Cancel(const std::string& id, const std::string& reason,
                                         const Actor& actor);
-  // The user's limits (from the policy) and use now.
-  absl::StatusOr<v1::QuotaReport> QuotaOf(const std::string& user, bool admin);
-  // Use by each user with a `users` entry in the policy, then everyone else as kOtherUsers.
-  std::vector<v1::QuotaReport> QuotaUseForMetrics();
   absl::StatusOr<std::vector<v1::AuditEntry>> Audit(const v1::ListAuditRequest& request);
   // Records an entry (time filled in); failures are logged, not returned.
   void RecordAudit(v1::AuditEntry entry);
@@ -216,10 +167,6 @@ class ExperimentManager {
   void Shutdown();
 
  private:
-  friend class Admission;
-  // Gives back what an admission still holds (Admission's destructor).
-  void GiveBack(Admission& admission) ABSL_LOCKS_EXCLUDED(mutex_);
-
   struct Active {
     v1::Experiment experiment;
     std::map<int64_t, std::shared_ptr<EventSink>> sinks;
@@ -263,35 +210,11 @@ class ExperimentManager {
   ExperimentManager(ManagerOptions options, std::unique_ptr<ExperimentStore> store,
                     ManagerObserver* observer);
   absl::Status Probe();
-  absl::StatusOr<v1::Experiment> SubmitInternal(v1::ExperimentRequest request, const Actor& actor,
-                                                const std::string& sweep_id, int point,
-                                                int max_concurrent_gpus);
-  // The admission step of Submit and AdmitSweep, under one lock: the rate limit (unless the
-  // actor is an admin), then, with a quota, each request's per-request limits and their sum
-  // against the usage quotas, counting queued experiments and places already reserved; then
-  // takes the token and requests.size() places. `requests` have their defaults applied. A
-  // refusal (`for_sweep`: its message names the point) takes nothing and is audited.
-  absl::StatusOr<Admission> Admit(const Actor& actor, const std::string& user,
-                                  const std::optional<ResolvedQuota>& quota,
-                                  const std::vector<v1::ExperimentRequest>& requests,
-                                  bool for_sweep) ABSL_LOCKS_EXCLUDED(mutex_);
-  // The places of an admission whose experiments are now queued (the token stays taken).
-  void SettleLocked(Admission& admission) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-
-  // GPU-hours `user`'s experiments used over the 24 hours before `now`.
-  absl::StatusOr<double> GpuHoursLastDay(const std::string& user, absl::Time now);
-  // A request without a timeout gets the daemon's default capped by the quota's max_timeout.
-  void ApplyQuotaTimeout(const ResolvedQuota& quota, v1::ExperimentRequest& request) const;
-  // PERMISSION_DENIED naming the quota a single request exceeds (priority, timeout, GPUs).
-  absl::Status CheckRequestQuota(const v1::ExperimentRequest& request, const std::string& user,
-                                 const ResolvedQuota& quota);
-  // RESOURCE_EXHAUSTED naming the quota, its value and the use, when `adding` more queued
-  // experiments (or any GPU use, if `needs_gpus`) would exceed it.
-  absl::Status CheckUsageQuotaLocked(const std::string& user, const ResolvedQuota& quota,
-                                     int adding, bool needs_gpus)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // "quota:max_priority" and so on, for the refusal metric and the audit trail.
-  static std::string QuotaReason(const absl::Status& refusal);
+  // Stores, queues and audits the one experiment `admission` admitted.
+  absl::StatusOr<v1::Experiment> SubmitInternal(Admission admission, const std::string& sweep_id,
+                                                int point, int max_concurrent_gpus);
+  // Each user's queued experiments and running GPUs, for admission's quotas.
+  std::map<std::string, UserUse> UseByUser() ABSL_LOCKS_EXCLUDED(mutex_);
   absl::Status Recover() ABSL_LOCKS_EXCLUDED(mutex_);
   // Drains the GPUs the store says an admin has not cleared yet.
   absl::Status RestoreDrainedGpus() ABSL_LOCKS_EXCLUDED(mutex_);
@@ -357,6 +280,8 @@ class ExperimentManager {
   const std::unique_ptr<ExperimentStore> store_;
   ManagerObserver* const observer_;
   v1::ListGpusResponse inventory_;  // written once by Probe, before any other thread starts
+  // Takes its own lock before the manager's (UseByUser, and the queueing in Settle).
+  AdmissionControl admission_;
 
   absl::Mutex mutex_;
   absl::CondVar wake_;
@@ -377,9 +302,6 @@ class ExperimentManager {
       ABSL_GUARDED_BY(mutex_);
   std::string storage_error_ ABSL_GUARDED_BY(mutex_);
   int64_t next_slot_ ABSL_GUARDED_BY(mutex_) = 1;
-  // Submit tokens and the queue places of requests admitted and not yet queued: the quota
-  // check counts them with the queue, so parallel requests cannot all pass it.
-  AdmissionLedger admission_ ABSL_GUARDED_BY(mutex_);
   // Live streams of experiments and sweeps (thread-safe on its own).
   WatchSlots watch_slots_;
   int64_t next_submit_order_ ABSL_GUARDED_BY(mutex_) = 0;

@@ -98,6 +98,11 @@ v1::ExperimentRequest Collective(bool hang) {
 const Actor kMallory{"mallory", "test", /*admin=*/false};
 const Actor kAdmin{"root", "test", /*admin=*/true};
 
+// Mallory's two-point sweep, as the sweep manager hands it to admission.
+AdmissionRequest SweepOf(std::vector<v1::ExperimentRequest> points) {
+  return AdmissionRequest{kMallory, "mallory", std::move(points), /*sweep=*/true, {}};
+}
+
 class ExperimentManagerTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -153,7 +158,7 @@ class ExperimentManagerTest : public ::testing::Test {
   }
 
   int QueuedOf(const std::string& user) {
-    auto report = manager_->QuotaOf(user, /*admin=*/false);
+    auto report = manager_->admission().QuotaOf(user, /*admin=*/false);
     EXPECT_TRUE(report.ok()) << report.status();
     return report.ok() ? report->queued_experiments() : -1;
   }
@@ -225,7 +230,7 @@ TEST_F(ExperimentManagerTest, AnAdmissionHoldsItsPlacesUntilDroppedThenGivesThem
   std::vector<v1::ExperimentRequest> points = {Collective(false), Collective(false)};
   for (v1::ExperimentRequest& point : points) point.set_user("mallory");
   {
-    absl::StatusOr<Admission> held = manager_->AdmitSweep(points, "mallory", kMallory);
+    absl::StatusOr<Admission> held = manager_->admission().Admit(SweepOf(points));
     ASSERT_TRUE(held.ok()) << held.status();
     // Nothing is queued yet, but both places are taken: a submit does not fit.
     EXPECT_EQ(QueuedOf("mallory"), 0);
@@ -255,7 +260,7 @@ TEST_F(ExperimentManagerTest, ARefusalTakesNoRateTokenAndStoresNothing) {
   std::vector<v1::ExperimentRequest> points = {Collective(false), Collective(false)};
   for (v1::ExperimentRequest& point : points) point.set_user("mallory");
   EXPECT_TRUE(
-      absl::IsResourceExhausted(manager_->AdmitSweep(points, "mallory", kMallory).status()));
+      absl::IsResourceExhausted(manager_->admission().Admit(SweepOf(points)).status()));
   EXPECT_EQ(QueuedOf("mallory"), 2);
   EXPECT_EQ(StoredOf("mallory"), 2);
   // The third token is still there once a place frees up.

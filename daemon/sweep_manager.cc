@@ -321,22 +321,16 @@ absl::StatusOr<v1::Sweep> SweepManager::Submit(v1::SweepRequest request, const A
                      "; must be >= 0 (0: no cap)"));
   }
   ASSIGN_OR_RETURN(std::vector<sweep::ExpandedPoint> points, sweep::ExpandSweep(request));
-  // Identity and quotas first, as for a single experiment: nothing is stored when refused.
-  std::vector<v1::ExperimentRequest> requests;
-  for (const sweep::ExpandedPoint& point : points) requests.push_back(point.request);
-  // The check takes every point's queue place at once (and the submit token): parallel sweeps
-  // cannot all pass it. Held until the points are queued, given back if they never are.
-  ASSIGN_OR_RETURN(Admission admission, experiments_->AdmitSweep(requests, request.user(), actor));
-  for (size_t index = 0; index < points.size(); ++index) points[index].request = requests[index];
-  for (size_t index = 0; index < points.size(); ++index) {
-    const absl::Status valid = experiments_->Validate(points[index].request);
-    if (!valid.ok()) {
-      return absl::Status(valid.code(),
-                          absl::StrCat("point ", index, " (",
-                                       sweep::DescribeParameters(points[index].parameters),
-                                       "): ", valid.message()));
-    }
+  // The one admission step of every submission, before anything is stored: identity, policy,
+  // every point validated, quotas, and every point's queue place (and the submit token) taken
+  // at once, so that parallel sweeps cannot all pass a check only some fit. Held until the
+  // points are queued, given back if they never are.
+  AdmissionRequest submission{actor, request.user(), {}, /*sweep=*/true, {}};
+  for (const sweep::ExpandedPoint& point : points) {
+    submission.requests.push_back(point.request);
+    submission.point_parameters.push_back(sweep::DescribeParameters(point.parameters));
   }
+  ASSIGN_OR_RETURN(Admission admission, experiments_->admission().Admit(std::move(submission)));
   v1::Sweep sweep;
   *sweep.mutable_request() = request;
   sweep.set_state(v1::SWEEP_RUNNING);
@@ -389,8 +383,7 @@ absl::StatusOr<v1::Sweep> SweepManager::Submit(v1::SweepRequest request, const A
   }
   // One transaction for every point: a 100-point sweep costs one sync, not a hundred.
   absl::StatusOr<std::vector<v1::Experiment>> queued_points = experiments_->SubmitSweepPoints(
-      std::move(requests), id, active.sweep.request().max_concurrent_gpus(), actor,
-      std::move(admission));
+      std::move(admission), id, active.sweep.request().max_concurrent_gpus());
   if (queued_points.ok()) {
     for (size_t index = 0; index < queued_points->size(); ++index) {
       v1::SweepPoint& point = *active.sweep.mutable_points(static_cast<int>(index));
@@ -448,7 +441,7 @@ absl::StatusOr<v1::Sweep> SweepManager::Cancel(const std::string& id, const std:
   ActiveSweep& active = it->second;
   const std::string owner = active.sweep.user();
   if (!actor.admin && owner != actor.user) {
-    return experiments_->Refuse(
+    return experiments_->admission().Refuse(
         actor, owner, "not-owner",
         absl::PermissionDeniedError(absl::StrCat(
             "sweep ", id, " belongs to ", owner, "; only its owner or an admin may cancel it "
@@ -560,7 +553,7 @@ absl::StatusOr<v1::Baseline> SweepManager::SaveBaseline(const v1::SaveBaselineRe
         return write;
       });
   if (absl::IsPermissionDenied(status)) {
-    return experiments_->Refuse(actor, owner, kBaselineNotOwner, status);
+    return experiments_->admission().Refuse(actor, owner, kBaselineNotOwner, status);
   }
   RETURN_IF_ERROR(status);
   return saved;
@@ -580,7 +573,7 @@ absl::StatusOr<v1::Baseline> SweepManager::DeleteBaseline(const std::string& nam
         return DecideBaselineDelete(stored, name, editor);
       });
   if (absl::IsPermissionDenied(status)) {
-    return experiments_->Refuse(actor, owner, kBaselineNotOwner, status);
+    return experiments_->admission().Refuse(actor, owner, kBaselineNotOwner, status);
   }
   RETURN_IF_ERROR(status);
   return deleted;

@@ -124,7 +124,7 @@ class SweepManagerTest : public ::testing::Test {
   }
 
   int QueuedOf(const std::string& user) {
-    auto report = experiments_->QuotaOf(user, /*admin=*/false);
+    auto report = experiments_->admission().QuotaOf(user, /*admin=*/false);
     EXPECT_TRUE(report.ok()) << report.status();
     return report.ok() ? report->queued_experiments() : -1;
   }

@@ -1,26 +1,34 @@
 #include "daemon/admission/admission.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <set>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "daemon/admission/live_counts.h"
+#include "daemon/admission/quota.h"
+#include "google/protobuf/util/time_util.h"
+#include "workloads/spec_table.h"
 
 namespace gpuprof::daemon {
 namespace {
 
-// Decrements `counts[key]` and forgets the key at zero, so that the maps hold only what is live.
-template <typename Key>
-void Decrement(std::map<Key, int>& counts, const Key& key, int by = 1) {
-  const auto it = counts.find(key);
-  if (it == counts.end()) return;
-  it->second -= by;
-  if (it->second <= 0) counts.erase(it);
+using ::google::protobuf::util::TimeUtil;
+
+// "point 3 (tokens=64, dtype=bf16): " or "point 3: " before a sweep point's error; "" for a
+// single experiment.
+std::string PointPrefix(const AdmissionRequest& submission, size_t index, bool parameters) {
+  if (!submission.sweep) return "";
+  if (parameters && index < submission.point_parameters.size()) {
+    return absl::StrCat("point ", index, " (", submission.point_parameters[index], "): ");
+  }
+  return absl::StrCat("point ", index, ": ");
 }
 
-template <typename Key>
-int CountOf(const std::map<Key, int>& counts, const Key& key) {
-  const auto it = counts.find(key);
-  return it == counts.end() ? 0 : it->second;
+absl::Status Prefixed(const absl::Status& status, const std::string& prefix) {
+  if (status.ok() || prefix.empty()) return status;
+  return absl::Status(status.code(), absl::StrCat(prefix, status.message()));
 }
 
 }  // namespace
@@ -65,102 +73,235 @@ void AdmissionLedger::RefundToken(const std::string& user) {
   bucket->second.tokens = std::min<double>(submits_per_minute_, bucket->second.tokens + 1);
 }
 
-int AdmissionLedger::reserved(const std::string& user) const { return CountOf(reserved_, user); }
+int AdmissionLedger::reserved(const std::string& user) const {
+  return LiveCountOf(reserved_, user);
+}
 
 void AdmissionLedger::Reserve(const std::string& user, int places) {
   if (places > 0) reserved_[user] += places;
 }
 
 void AdmissionLedger::Release(const std::string& user, int places) {
-  if (places > 0) Decrement(reserved_, user, places);
+  if (places > 0) DecrementLiveCount(reserved_, user, places);
 }
 
-int WatchSlots::ReservedForOwner() const {
-  if (limits_.per_subject <= 0) return 0;
-  const int half = limits_.per_subject / 2;
-  return limits_.per_user_per_subject > 0 ? std::min(limits_.per_user_per_subject, half) : half;
+Admission& Admission::operator=(Admission&& other) noexcept {
+  if (this != &other) {
+    GiveBack();
+    control_ = std::exchange(other.control_, nullptr);
+    actor_ = std::move(other.actor_);
+    user_ = std::move(other.user_);
+    requests_ = std::move(other.requests_);
+    places_ = std::exchange(other.places_, 0);
+    token_of_ = std::move(other.token_of_);
+    other.token_of_.clear();
+  }
+  return *this;
 }
 
-absl::StatusOr<int64_t> WatchSlots::Acquire(absl::string_view kind, const std::string& subject,
-                                            const std::string& owner, const Watcher& watcher) {
+Admission::~Admission() { GiveBack(); }
+
+void Admission::GiveBack() {
+  if (control_ != nullptr && (places_ > 0 || !token_of_.empty())) control_->GiveBack(*this);
+  control_ = nullptr;
+}
+
+AdmissionControl::AdmissionControl(AdmissionOptions options, const v1::ListGpusResponse& inventory,
+                                   ExperimentStore& store)
+    : options_(std::move(options)),
+      inventory_(inventory),
+      store_(store),
+      ledger_(options_.submits_per_minute_per_user) {}
+
+absl::StatusOr<Admission> AdmissionControl::Admit(AdmissionRequest submission) {
+  const Actor& actor = submission.actor;
+  if (submission.user.empty()) submission.user = actor.user;
+  const std::string& user = submission.user;
+  // Identity: only admins act for others.
+  if (user != actor.user && !actor.admin) {
+    return Refuse(actor, user, "on-behalf-of",
+                  absl::PermissionDeniedError(
+                      absl::StrCat("user: you are ", actor.user, " (", actor.authenticated_by,
+                                   "); only admins may submit ", submission.sweep ? "a sweep " : "",
+                                   "on behalf of another user (asked for ", user, ")")));
+  }
+  // Policy: admins have no quota.
+  std::optional<ResolvedQuota> quota;
+  if (!actor.admin && options_.access != nullptr) quota = options_.access->QuotaForUser(user);
+  for (v1::ExperimentRequest& request : submission.requests) {
+    if (request.user().empty()) request.set_user(user);
+    if (quota.has_value()) ApplyQuotaTimeout(*quota, options_.limits.default_timeout, request);
+  }
+  // Validation: what is checked from here on is what will be stored.
+  RETURN_IF_ERROR(Validate(submission));
+  std::string reason;
+  absl::StatusOr<Admission> admission = CheckAndTake(submission, quota, reason);
+  if (admission.ok() || reason.empty()) return admission;
+  // Audited without the lock: the audit entry is a durable write.
+  const std::string on_behalf_of = reason != "submit-rate" && user != actor.user ? user : "";
+  return Refuse(actor, on_behalf_of, reason, admission.status());
+}
+
+absl::Status AdmissionControl::Validate(AdmissionRequest& submission) const {
+  for (size_t index = 0; index < submission.requests.size(); ++index) {
+    v1::ExperimentRequest& request = submission.requests[index];
+    ApplyRequestDefaults(options_.limits, inventory_, request);
+    RETURN_IF_ERROR(Prefixed(ValidateExperimentRequest(request, inventory_, options_.limits),
+                             PointPrefix(submission, index, /*parameters=*/true)));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Admission> AdmissionControl::CheckAndTake(AdmissionRequest& submission,
+                                                         const std::optional<ResolvedQuota>& quota,
+                                                         std::string& reason) {
+  const Actor& actor = submission.actor;
+  const std::string& user = submission.user;
+  const int adding = static_cast<int>(submission.requests.size());
+  const bool rate_limited = !actor.admin && options_.submits_per_minute_per_user > 0;
   absl::MutexLock lock(&mutex_);
-  const std::pair<std::string, std::string> subject_user(subject, watcher.user);
-  if (!watcher.own_submission) {
-    const int on_subject = CountOf(by_subject_, subject);
-    if (!watcher.admin) {
-      const int mine_here = CountOf(by_subject_user_, subject_user);
-      if (limits_.per_user_per_subject > 0 && mine_here >= limits_.per_user_per_subject) {
-        return absl::ResourceExhaustedError(absl::StrCat(
-            watcher.user, " already holds ", mine_here, " live streams on ", kind, " ", subject,
-            ", the most one user may hold on one experiment or sweep "
-            "(--max_watchers_per_user_per_experiment=",
-            limits_.per_user_per_subject, "); end one, or poll with gpuprof get"));
-      }
-      const int mine = CountOf(by_user_, watcher.user);
-      if (limits_.per_user > 0 && mine >= limits_.per_user) {
-        return absl::ResourceExhaustedError(absl::StrCat(
-            watcher.user, " already holds ", mine,
-            " live watch streams over all experiments and sweeps, the most one user may "
-            "(--max_watch_streams_per_user=",
-            limits_.per_user, "); end some, or poll with gpuprof get"));
-      }
-    }
-    if (limits_.per_subject > 0) {
-      const bool privileged = watcher.admin || watcher.user == owner;
-      const int reserved = ReservedForOwner();
-      if (on_subject >= limits_.per_subject) {
-        return absl::ResourceExhaustedError(
-            absl::StrCat(kind, " ", subject, " already has ", on_subject,
-                         " live streams, the most gpuprofd allows (--max_watchers_per_experiment=",
-                         limits_.per_subject, "); detach one or poll with gpuprof get"));
-      }
-      if (!privileged && on_subject >= limits_.per_subject - reserved) {
-        return absl::ResourceExhaustedError(absl::StrCat(
-            kind, " ", subject, " already has ", on_subject,
-            " live streams; users other than "
-            "its owner (",
-            owner, ") and admins may hold ", limits_.per_subject - reserved,
-            " (--max_watchers_per_experiment=", limits_.per_subject, ", of which ", reserved,
-            " are kept for the owner and admins); detach one or poll with gpuprof get"));
-      }
+  const absl::Time now = absl::Now();
+  // Everything is checked before anything is taken: a refusal changes nothing.
+  if (rate_limited) {
+    const absl::Status refusal = ledger_.CheckRate(actor.user, now);
+    if (!refusal.ok()) {
+      reason = "submit-rate";
+      return refusal;
     }
   }
-  const int64_t slot = next_slot_++;
-  held_[slot] = Held{subject, watcher.user};
-  ++by_subject_[subject];
-  ++by_user_[watcher.user];
-  ++by_subject_user_[subject_user];
-  return slot;
-}
-
-void WatchSlots::Release(int64_t slot) {
-  absl::MutexLock lock(&mutex_);
-  const auto it = held_.find(slot);
-  if (it == held_.end()) return;
-  Decrement(by_subject_, it->second.subject);
-  Decrement(by_user_, it->second.user);
-  Decrement(by_subject_user_, std::make_pair(it->second.subject, it->second.user));
-  held_.erase(it);
-}
-
-std::string WatchSlots::RefusalReason(const absl::Status& refusal) {
-  for (const char* cap : {"max_watchers_per_user_per_experiment", "max_watch_streams_per_user",
-                          "max_watchers_per_experiment"}) {
-    if (absl::StrContains(refusal.message(), absl::StrCat("(--", cap, "="))) {
-      return absl::StrCat("watch-cap:", cap);
+  if (quota.has_value()) {
+    absl::Status refusal;
+    bool needs_gpus = false;
+    for (size_t index = 0; index < submission.requests.size() && refusal.ok(); ++index) {
+      const v1::ExperimentRequest& request = submission.requests[index];
+      needs_gpus = needs_gpus || workloads::RequiredGpuCount(request) > 0;
+      refusal = Prefixed(CheckRequestQuota(request, user, *quota),
+                         PointPrefix(submission, index, /*parameters=*/false));
+    }
+    if (refusal.ok() && quota->limits.has_max_queued_experiments()) {
+      const std::map<std::string, UserUse> use =
+          options_.use_by_user ? options_.use_by_user() : std::map<std::string, UserUse>();
+      const auto mine = use.find(user);
+      // Admitted requests still being stored count as queued: they will be.
+      refusal = CheckQueuedQuota(user, *quota, mine == use.end() ? 0 : mine->second.queued,
+                                 ledger_.reserved(user), adding);
+    }
+    if (refusal.ok() && quota->limits.has_max_gpu_hours_per_day() && needs_gpus) {
+      const absl::StatusOr<double> used = GpuHoursLastDay(user, now);
+      refusal = used.ok() ? CheckGpuHoursQuota(user, *quota, *used) : used.status();
+    }
+    if (!refusal.ok()) {
+      reason = QuotaReason(refusal);
+      return refusal;
     }
   }
-  return "watch-cap";
+  // ...and taken in the same critical section as the check.
+  Admission admission;
+  admission.control_ = this;
+  admission.actor_ = actor;
+  admission.user_ = user;
+  admission.requests_ = std::move(submission.requests);
+  admission.places_ = adding;
+  ledger_.Reserve(user, adding);
+  if (rate_limited) {
+    ledger_.TakeToken(actor.user, now);
+    admission.token_of_ = actor.user;
+  }
+  return admission;
 }
 
-int WatchSlots::LiveOn(const std::string& subject) const {
+void AdmissionControl::Settle(Admission& admission, absl::FunctionRef<void()> queue) {
   absl::MutexLock lock(&mutex_);
-  return CountOf(by_subject_, subject);
+  queue();
+  ledger_.Release(admission.user_, admission.places_);
+  admission.places_ = 0;
+  // The token was spent on a submission that is now stored.
+  admission.token_of_.clear();
 }
 
-int WatchSlots::LiveOf(const std::string& user) const {
+void AdmissionControl::GiveBack(Admission& admission) {
   absl::MutexLock lock(&mutex_);
-  return CountOf(by_user_, user);
+  ledger_.Release(admission.user_, admission.places_);
+  if (!admission.token_of_.empty()) ledger_.RefundToken(admission.token_of_);
+  admission.places_ = 0;
+  admission.token_of_.clear();
+}
+
+absl::Status AdmissionControl::Refuse(const Actor& actor, const std::string& on_behalf_of,
+                                      const std::string& reason, absl::Status status) {
+  if (options_.refused) options_.refused(reason);
+  v1::AuditEntry entry;
+  entry.set_actor(actor.user);
+  entry.set_on_behalf_of(on_behalf_of);
+  entry.set_action("refuse");
+  entry.set_detail(absl::StrCat(reason, ": ", status.message()));
+  entry.set_authenticated_by(actor.authenticated_by);
+  RecordAudit(std::move(entry));
+  return status;
+}
+
+void AdmissionControl::RecordAudit(v1::AuditEntry entry) {
+  if (!entry.has_time()) {
+    *entry.mutable_time() = TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(absl::Now()));
+  }
+  const absl::Status stored = store_.AppendAudit(entry);
+  if (!stored.ok()) {
+    std::fprintf(stderr, "gpuprofd: could not record an audit entry: %s\n",
+                 stored.ToString().c_str());
+  }
+}
+
+absl::StatusOr<double> AdmissionControl::GpuHoursLastDay(const std::string& user, absl::Time now) {
+  const absl::Time since = now - absl::Hours(24);
+  // An experiment created before the window can still have run inside it, for at most its
+  // timeout after it started; the queue wait before that is not bounded, so look back far.
+  const absl::Time created_after = since - options_.limits.max_timeout - absl::Hours(24 * 7);
+  ASSIGN_OR_RETURN(std::vector<v1::Experiment> experiments,
+                   store_.ListUserCreatedSince(user, absl::ToUnixNanos(created_after)));
+  return GpuHoursBetween(experiments, since, now);
+}
+
+absl::StatusOr<v1::QuotaReport> AdmissionControl::QuotaOf(const std::string& user, bool admin) {
+  v1::QuotaReport report;
+  report.set_user(user);
+  report.set_admin(admin);
+  if (options_.access != nullptr) {
+    const ResolvedQuota quota = options_.access->QuotaForUser(user);
+    *report.mutable_limits() = quota.limits;
+    report.set_source(admin ? "admin: no limits apply" : quota.source);
+  }
+  ASSIGN_OR_RETURN(double hours, GpuHoursLastDay(user, absl::Now()));
+  report.set_gpu_hours_last_day(hours);
+  if (options_.use_by_user) {
+    const std::map<std::string, UserUse> use = options_.use_by_user();
+    if (const auto mine = use.find(user); mine != use.end()) {
+      report.set_queued_experiments(mine->second.queued);
+      report.set_running_gpus(mine->second.running_gpus);
+    }
+  }
+  return report;
+}
+
+std::vector<v1::QuotaReport> AdmissionControl::QuotaUseForMetrics() {
+  std::vector<v1::QuotaReport> reports;
+  if (options_.access == nullptr) return reports;
+  std::set<std::string> named;
+  for (const v1::UserQuota& entry : options_.access->policy()->users()) {
+    if (!named.insert(entry.user()).second) continue;
+    auto report = QuotaOf(entry.user(), /*admin=*/false);
+    if (report.ok()) reports.push_back(*std::move(report));
+  }
+  v1::QuotaReport other;
+  other.set_user(kOtherUsers);
+  if (options_.use_by_user) {
+    for (const auto& [user, use] : options_.use_by_user()) {
+      if (named.contains(user)) continue;
+      other.set_queued_experiments(other.queued_experiments() + use.queued);
+      other.set_running_gpus(other.running_gpus() + use.running_gpus);
+    }
+  }
+  reports.push_back(std::move(other));
+  return reports;
 }
 
 }  // namespace gpuprof::daemon

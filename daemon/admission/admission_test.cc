@@ -1,18 +1,30 @@
 #include "daemon/admission/admission.h"
 
+#include <stdlib.h>
+
 #include <atomic>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "daemon/admission/access_policy.h"
+#include "daemon/store/experiment_store.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/util/time_util.h"
 #include "gtest/gtest.h"
 
 namespace gpuprof::daemon {
 namespace {
 
+using ::google::protobuf::util::TimeUtil;
 using ::testing::HasSubstr;
 
 const absl::Time kStart = absl::FromUnixSeconds(1'700'000'000);
@@ -72,146 +84,356 @@ TEST(AdmissionLedgerTest, ReservedPlacesAreCountedPerUserUntilReleased) {
   EXPECT_EQ(ledger.reserved("bob"), 5);
 }
 
-WatchLimits DefaultLimits() {
-  return WatchLimits{.per_subject = 64, .per_user_per_subject = 8, .per_user = 256};
+std::string TempDir() {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  std::string pattern = absl::StrCat(tmp == nullptr ? "/tmp" : tmp, "/admission-XXXXXX");
+  char* made = mkdtemp(pattern.data());
+  return made == nullptr ? "" : std::string(made);
 }
 
-TEST(WatchSlotsTest, OneUserCannotFillAnExperimentsSlots) {
-  WatchSlots slots(DefaultLimits());
-  const Watcher mallory{"mallory"};
-  for (int i = 0; i < 8; ++i) {
-    ASSERT_TRUE(slots.Acquire("experiment", "exp-1", "alice", mallory).ok()) << i;
+// A host with two NVLink-connected GPUs that runs index and radix.
+v1::ListGpusResponse TwoGpus() {
+  v1::ListGpusResponse inventory;
+  inventory.add_supported_workloads("index");
+  inventory.add_supported_workloads("radix");
+  for (int i = 0; i < 2; ++i) {
+    v1::GpuInfo* gpu = inventory.add_gpus();
+    gpu->set_index(i);
+    gpu->set_total_memory_bytes(80ll << 30);
   }
-  const absl::StatusOr<int64_t> ninth = slots.Acquire("experiment", "exp-1", "alice", mallory);
-  ASSERT_TRUE(absl::IsResourceExhausted(ninth.status())) << ninth.status();
-  EXPECT_EQ(WatchSlots::RefusalReason(ninth.status()),
-            "watch-cap:max_watchers_per_user_per_experiment");
-  EXPECT_THAT(ninth.status().message(),
-              HasSubstr("mallory already holds 8 live streams on experiment exp-1"));
-  EXPECT_THAT(ninth.status().message(), HasSubstr("--max_watchers_per_user_per_experiment=8"));
-  EXPECT_EQ(slots.LiveOn("exp-1"), 8);
-  // The owner still gets every stream it may hold.
-  for (int i = 0; i < 8; ++i) {
-    EXPECT_TRUE(slots.Acquire("experiment", "exp-1", "alice", Watcher{"alice"}).ok()) << i;
+  for (auto [a, b] : {std::pair{0, 1}, std::pair{1, 0}}) {
+    v1::GpuLink* link = inventory.add_links();
+    link->set_gpu_a(a);
+    link->set_gpu_b(b);
+    link->set_type(v1::LINK_TYPE_NVLINK);
   }
+  return inventory;
 }
 
-TEST(WatchSlotsTest, OthersTogetherLeaveTheOwnersRoom) {
-  WatchSlots slots(DefaultLimits());
-  ASSERT_EQ(slots.ReservedForOwner(), 8);
-  // Seven other users take 8 each: 56, all that others may hold.
-  for (int user = 0; user < 7; ++user) {
-    for (int i = 0; i < 8; ++i) {
-      ASSERT_TRUE(
-          slots.Acquire("experiment", "exp-1", "alice", Watcher{absl::StrCat("u", user)}).ok());
+v1::ExperimentRequest Index(int64_t tokens, int gpus = 1) {
+  v1::ExperimentRequest request;
+  request.mutable_index()->set_num_tokens(tokens);
+  request.mutable_gpus()->set_gpu_count(gpus);
+  return request;
+}
+
+v1::ExperimentRequest Radix() {
+  v1::ExperimentRequest request;
+  request.mutable_radix();
+  return request;
+}
+
+const Actor kMallory{"mallory", "test", /*admin=*/false};
+const Actor kPat{"pat", "test", /*admin=*/false};
+const Actor kGina{"gina", "test", /*admin=*/false};
+const Actor kRoot{"root", "test", /*admin=*/true};
+
+// AdmissionControl against a real store and policy; the queue it counts is the test's own,
+// filled by Settle as the experiment manager fills its queue.
+class AdmissionControlTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = TempDir();
+    ASSERT_FALSE(dir_.empty());
+    const std::string policy = dir_ + "/policy.textproto";
+    std::ofstream(policy) << "policy_version: 1\n"
+                             "daemon_user_is_admin: false\n"
+                             "users { user: \"mallory\" quota { max_queued_experiments: 2 } }\n"
+                             "users { user: \"pat\" quota { max_priority: 5 max_timeout "
+                             "{ seconds: 600 } max_concurrent_gpus: 1 } }\n"
+                             "users { user: \"gina\" quota { max_gpu_hours_per_day: 1 } }\n"
+                             "end_of_policy: true\n";
+    auto access = AccessControl::Create(policy);
+    ASSERT_TRUE(access.ok()) << access.status();
+    access_ = *std::move(access);
+    auto store = ExperimentStore::Open(dir_ + "/gpuprof.db");
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = *std::move(store);
+    Start(/*submits_per_minute=*/0);
+  }
+
+  void Start(int submits_per_minute) {
+    AdmissionOptions options;
+    options.access = access_.get();
+    options.submits_per_minute_per_user = submits_per_minute;
+    options.use_by_user = [this] {
+      absl::MutexLock lock(&mutex_);
+      return use_;
+    };
+    options.refused = [this](const std::string& reason) {
+      absl::MutexLock lock(&mutex_);
+      ++refusals_[reason];
+    };
+    control_ = std::make_unique<AdmissionControl>(std::move(options), inventory_, *store_);
+  }
+
+  // Puts what `admission` admitted into the test's queue, as the manager does once stored.
+  void Queue(Admission& admission) {
+    control_->Settle(admission, [&] {
+      absl::MutexLock lock(&mutex_);
+      use_[admission.user()].queued += static_cast<int>(admission.requests().size());
+    });
+  }
+
+  int queued(const std::string& user) {
+    absl::MutexLock lock(&mutex_);
+    return use_[user].queued;
+  }
+  int refusals(const std::string& reason) {
+    absl::MutexLock lock(&mutex_);
+    return refusals_[reason];
+  }
+  // The "refuse" entries of the audit trail about `user`.
+  std::vector<std::string> RefusalsAudited(const std::string& user) {
+    auto entries = store_->ListAudit(user, "", 1000);
+    EXPECT_TRUE(entries.ok()) << entries.status();
+    std::vector<std::string> details;
+    if (!entries.ok()) return details;
+    for (const v1::AuditEntry& entry : *entries) {
+      if (entry.action() == "refuse") details.push_back(entry.detail());
     }
+    return details;
   }
-  const absl::StatusOr<int64_t> eighth_user =
-      slots.Acquire("experiment", "exp-1", "alice", Watcher{"u7"});
-  ASSERT_TRUE(absl::IsResourceExhausted(eighth_user.status()));
-  EXPECT_THAT(eighth_user.status().message(),
-              HasSubstr("experiment exp-1 already has 56 live streams; users other than its "
-                        "owner (alice) and admins may hold 56 (--max_watchers_per_experiment=64, "
-                        "of which 8 are kept for the owner and admins)"));
-  // The owner and an admin share the kept room, up to the cap itself.
-  for (int i = 0; i < 4; ++i) {
-    ASSERT_TRUE(slots.Acquire("experiment", "exp-1", "alice", Watcher{"alice"}).ok());
-  }
-  const Watcher root{"root", /*admin=*/true};
-  for (int i = 0; i < 4; ++i) {
-    ASSERT_TRUE(slots.Acquire("experiment", "exp-1", "alice", root).ok());
-  }
-  const absl::StatusOr<int64_t> full = slots.Acquire("experiment", "exp-1", "alice", root);
-  ASSERT_TRUE(absl::IsResourceExhausted(full.status()));
-  EXPECT_THAT(full.status().message(),
-              HasSubstr("experiment exp-1 already has 64 live streams, the most gpuprofd allows "
-                        "(--max_watchers_per_experiment=64)"));
-  EXPECT_EQ(WatchSlots::RefusalReason(full.status()), "watch-cap:max_watchers_per_experiment");
-  EXPECT_EQ(WatchSlots::RefusalReason(eighth_user.status()),
-            "watch-cap:max_watchers_per_experiment");
-  // Another experiment is untouched.
-  EXPECT_TRUE(slots.Acquire("experiment", "exp-2", "bob", Watcher{"u7"}).ok());
+
+  std::string dir_;
+  const v1::ListGpusResponse inventory_ = TwoGpus();
+  std::unique_ptr<AccessControl> access_;
+  std::unique_ptr<ExperimentStore> store_;
+  std::unique_ptr<AdmissionControl> control_;
+  absl::Mutex mutex_;
+  std::map<std::string, UserUse> use_ ABSL_GUARDED_BY(mutex_);
+  std::map<std::string, int> refusals_ ABSL_GUARDED_BY(mutex_);
+};
+
+AdmissionRequest Single(const Actor& actor, v1::ExperimentRequest request,
+                        const std::string& user = "") {
+  return AdmissionRequest{actor, user, {std::move(request)}};
 }
 
-TEST(WatchSlotsTest, PerUserCapSpansExperimentsAndSweeps) {
-  WatchSlots slots(WatchLimits{.per_subject = 64, .per_user_per_subject = 8, .per_user = 10});
-  const Watcher mallory{"mallory"};
-  std::vector<int64_t> held;
-  for (int i = 0; i < 5; ++i) {
-    auto slot = slots.Acquire("experiment", absl::StrCat("exp-", i), "alice", mallory);
-    ASSERT_TRUE(slot.ok());
-    held.push_back(*slot);
-    slot = slots.Acquire("sweep", absl::StrCat("swp-", i), "alice", mallory);
-    ASSERT_TRUE(slot.ok());
-    held.push_back(*slot);
+AdmissionRequest Sweep(const Actor& actor, std::vector<v1::ExperimentRequest> points,
+                       const std::string& user = "") {
+  AdmissionRequest submission{actor, user, std::move(points), /*sweep=*/true, {}};
+  for (const v1::ExperimentRequest& point : submission.requests) {
+    submission.point_parameters.push_back(absl::StrCat("tokens=", point.index().num_tokens()));
   }
-  const absl::StatusOr<int64_t> over = slots.Acquire("sweep", "swp-9", "alice", mallory);
-  ASSERT_TRUE(absl::IsResourceExhausted(over.status()));
-  EXPECT_THAT(over.status().message(),
-              HasSubstr("mallory already holds 10 live watch streams over all experiments and "
-                        "sweeps, the most one user may (--max_watch_streams_per_user=10)"));
-  EXPECT_EQ(WatchSlots::RefusalReason(over.status()), "watch-cap:max_watch_streams_per_user");
-  // Admins are not limited per user.
-  const Watcher root{"root", /*admin=*/true};
-  for (int i = 0; i < 20; ++i) {
-    ASSERT_TRUE(slots.Acquire("experiment", absl::StrCat("exp-", i), "alice", root).ok());
+  return submission;
+}
+
+TEST_F(AdmissionControlTest, OnlyAdminsSubmitForAnotherUser) {
+  auto refused = control_->Admit(Single(kMallory, Index(64), "alice"));
+  ASSERT_TRUE(absl::IsPermissionDenied(refused.status())) << refused.status();
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("user: you are mallory (test); only admins may submit on behalf of "
+                        "another user (asked for alice)"));
+  auto sweep = control_->Admit(Sweep(kMallory, {Index(64), Index(128)}, "alice"));
+  ASSERT_TRUE(absl::IsPermissionDenied(sweep.status())) << sweep.status();
+  EXPECT_THAT(sweep.status().message(),
+              HasSubstr("only admins may submit a sweep on behalf of another user"));
+  EXPECT_EQ(refusals("on-behalf-of"), 2);
+  EXPECT_EQ(RefusalsAudited("mallory").size(), 2u);
+
+  auto admitted = control_->Admit(Single(kRoot, Index(64), "alice"));
+  ASSERT_TRUE(admitted.ok()) << admitted.status();
+  EXPECT_TRUE(admitted->on_behalf());
+  EXPECT_EQ(admitted->user(), "alice");
+  EXPECT_EQ(admitted->requests().front().user(), "alice");
+  // Without a user, the experiment is the actor's own.
+  auto own = control_->Admit(Single(kMallory, Index(64)));
+  ASSERT_TRUE(own.ok()) << own.status();
+  EXPECT_FALSE(own->on_behalf());
+  EXPECT_EQ(own->requests().front().user(), "mallory");
+}
+
+TEST_F(AdmissionControlTest, AdmittedRequestsAreTheValidatedRequestsWithDefaults) {
+  auto admitted = control_->Admit(Single(kMallory, Index(64)));
+  ASSERT_TRUE(admitted.ok()) << admitted.status();
+  const v1::ExperimentRequest& request = admitted->requests().front();
+  EXPECT_EQ(request.tp_degree(), 1);
+  EXPECT_EQ(TimeUtil::DurationToSeconds(request.timeout()), 30 * 60);
+  EXPECT_EQ(request.measurement().min_iterations(), 10);
+
+  // An invalid request is an error of the caller's, not a refusal: nothing taken or audited.
+  auto invalid = control_->Admit(Single(kMallory, Index(-5)));
+  ASSERT_TRUE(absl::IsInvalidArgument(invalid.status())) << invalid.status();
+  EXPECT_THAT(invalid.status().message(), HasSubstr("index.num_tokens: got -5"));
+  auto sweep = control_->Admit(Sweep(kMallory, {Index(64), Index(-5)}));
+  ASSERT_TRUE(absl::IsInvalidArgument(sweep.status())) << sweep.status();
+  EXPECT_THAT(sweep.status().message(), HasSubstr("point 1 (tokens=-5): index.num_tokens"));
+  EXPECT_TRUE(RefusalsAudited("mallory").empty());
+  // One place is held (the first admission): one more fits mallory's 2.
+  EXPECT_TRUE(control_->Admit(Single(kMallory, Index(64))).ok());
+}
+
+TEST_F(AdmissionControlTest, PerRequestQuotasNameTheQuotaAndThePoint) {
+  v1::ExperimentRequest urgent = Index(64);
+  urgent.set_priority(6);
+  auto refused = control_->Admit(Single(kPat, urgent));
+  ASSERT_TRUE(absl::IsPermissionDenied(refused.status())) << refused.status();
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("quota max_priority for pat (users entry) is 5; the request asks for 6"));
+
+  auto wide = control_->Admit(Sweep(kPat, {Index(64), Index(128, /*gpus=*/2)}));
+  ASSERT_TRUE(absl::IsPermissionDenied(wide.status())) << wide.status();
+  EXPECT_THAT(wide.status().message(),
+              HasSubstr("point 1: quota max_concurrent_gpus for pat (users entry) is 1; the "
+                        "request needs 2 GPU(s) at once"));
+
+  v1::ExperimentRequest slow = Index(64);
+  slow.mutable_timeout()->set_seconds(3600);
+  auto long_one = control_->Admit(Single(kPat, slow));
+  ASSERT_TRUE(absl::IsPermissionDenied(long_one.status())) << long_one.status();
+  EXPECT_THAT(long_one.status().message(), HasSubstr("quota max_timeout for pat"));
+  EXPECT_EQ(refusals("quota:max_priority"), 1);
+  EXPECT_EQ(refusals("quota:max_concurrent_gpus"), 1);
+  EXPECT_EQ(refusals("quota:max_timeout"), 1);
+  EXPECT_EQ(RefusalsAudited("pat").size(), 3u);
+
+  // Without a timeout, pat's experiments get the quota's cap instead of the daemon's default.
+  auto capped = control_->Admit(Single(kPat, Index(64)));
+  ASSERT_TRUE(capped.ok()) << capped.status();
+  EXPECT_EQ(TimeUtil::DurationToSeconds(capped->requests().front().timeout()), 600);
+  // Admins have no quota.
+  EXPECT_TRUE(control_->Admit(Single(kRoot, urgent, "pat")).ok());
+}
+
+TEST_F(AdmissionControlTest, TheQueueQuotaCountsQueuedAndAdmittedPlaces) {
+  auto first = control_->Admit(Single(kMallory, Index(64)));
+  ASSERT_TRUE(first.ok()) << first.status();
+  Queue(*first);
+  EXPECT_EQ(queued("mallory"), 1);
+  EXPECT_EQ(first->places(), 0);
+  auto second = control_->Admit(Single(kMallory, Index(64)));
+  ASSERT_TRUE(second.ok()) << second.status();
+  // One queued and one place held: no room for a third, nor for a 2-point sweep.
+  auto third = control_->Admit(Single(kMallory, Index(64)));
+  ASSERT_TRUE(absl::IsResourceExhausted(third.status())) << third.status();
+  EXPECT_THAT(third.status().message(),
+              HasSubstr("quota max_queued_experiments for mallory (users entry) is 2; in use: 2 "
+                        "queued experiment(s) (1 of them being stored)"));
+  *second = Admission();  // never stored: its place is given back
+  auto sweep = control_->Admit(Sweep(kMallory, {Index(64), Index(128)}));
+  ASSERT_TRUE(absl::IsResourceExhausted(sweep.status())) << sweep.status();
+  EXPECT_THAT(sweep.status().message(), HasSubstr("in use: 1 queued experiment(s); the sweep "
+                                                  "would add 2 points"));
+  EXPECT_TRUE(control_->Admit(Single(kMallory, Index(64))).ok());
+  EXPECT_EQ(refusals("quota:max_queued_experiments"), 2);
+}
+
+TEST_F(AdmissionControlTest, ASubmissionTakesOneRateTokenGivenBackIfNeverStored) {
+  Start(/*submits_per_minute=*/2);
+  {
+    // A sweep is one submission, however many points.
+    auto sweep = control_->Admit(Sweep(kGina, {Index(64), Index(128), Index(256)}));
+    ASSERT_TRUE(sweep.ok()) << sweep.status();
+    Queue(*sweep);
   }
-  // Releasing one makes room again; releasing twice changes nothing more.
-  slots.Release(held.back());
-  slots.Release(held.back());
-  EXPECT_EQ(slots.LiveOf("mallory"), 9);
-  EXPECT_TRUE(slots.Acquire("sweep", "swp-9", "alice", mallory).ok());
-  EXPECT_FALSE(slots.Acquire("sweep", "swp-10", "alice", mallory).ok());
-}
-
-TEST(WatchSlotsTest, OwnSubmissionStreamIsAlwaysAdmittedAndCounted) {
-  WatchSlots slots(WatchLimits{.per_subject = 2, .per_user_per_subject = 1, .per_user = 1});
-  ASSERT_TRUE(slots.Acquire("experiment", "exp-1", "alice", Watcher{"alice"}).ok());
-  EXPECT_FALSE(slots.Acquire("experiment", "exp-2", "alice", Watcher{"alice"}).ok());
-  const absl::StatusOr<int64_t> acknowledgement = slots.Acquire(
-      "experiment", "exp-2", "alice", Watcher{"alice", false, /*own_submission=*/true});
-  ASSERT_TRUE(acknowledgement.ok()) << acknowledgement.status();
-  EXPECT_EQ(slots.LiveOf("alice"), 2);
-  slots.Release(*acknowledgement);
-  EXPECT_EQ(slots.LiveOf("alice"), 1);
-}
-
-TEST(WatchSlotsTest, SmallCapKeepsHalfForTheOwner) {
-  // --max_watchers_per_experiment=2: others may hold 1, the owner (or an admin) fills the cap.
-  WatchSlots slots(WatchLimits{.per_subject = 2, .per_user_per_subject = 8, .per_user = 256});
-  EXPECT_EQ(slots.ReservedForOwner(), 1);
-  ASSERT_TRUE(slots.Acquire("experiment", "exp-1", "alice", Watcher{"mallory"}).ok());
-  EXPECT_FALSE(slots.Acquire("experiment", "exp-1", "alice", Watcher{"eve"}).ok());
-  ASSERT_TRUE(slots.Acquire("experiment", "exp-1", "alice", Watcher{"alice"}).ok());
-  const absl::StatusOr<int64_t> third =
-      slots.Acquire("experiment", "exp-1", "alice", Watcher{"root", /*admin=*/true});
-  ASSERT_TRUE(absl::IsResourceExhausted(third.status()));
-  EXPECT_THAT(third.status().message(), HasSubstr("--max_watchers_per_experiment=2"));
-}
-
-TEST(WatchSlotsTest, NoCapsMeansEveryStreamIsAdmitted) {
-  WatchSlots slots(WatchLimits{});
-  EXPECT_EQ(slots.ReservedForOwner(), 0);
-  for (int i = 0; i < 1000; ++i) {
-    ASSERT_TRUE(slots.Acquire("experiment", "exp-1", "alice", Watcher{"mallory"}).ok());
+  {
+    auto dropped = control_->Admit(Single(kGina, Index(64)));
+    ASSERT_TRUE(dropped.ok()) << dropped.status();
+    // Dropped unstored: its token comes back.
   }
-  EXPECT_EQ(slots.LiveOn("exp-1"), 1000);
+  auto second = control_->Admit(Single(kGina, Index(64)));
+  ASSERT_TRUE(second.ok()) << second.status();
+  Queue(*second);
+  auto third = control_->Admit(Single(kGina, Radix()));
+  ASSERT_TRUE(absl::IsResourceExhausted(third.status())) << third.status();
+  EXPECT_THAT(third.status().message(), HasSubstr("--submits_per_minute_per_user"));
+  EXPECT_EQ(refusals("submit-rate"), 1);
+  // Admins are not rate limited.
+  EXPECT_TRUE(control_->Admit(Single(kRoot, Radix(), "gina")).ok());
 }
 
-TEST(WatchSlotsTest, ParallelAcquiresNeverExceedTheCaps) {
-  WatchSlots slots(WatchLimits{.per_subject = 64, .per_user_per_subject = 8, .per_user = 256});
-  std::atomic<int> admitted{0};
+TEST_F(AdmissionControlTest, GpuHoursOfTheLastDayBoundGpuWorkOnly) {
+  // Gina's experiment ran on 2 GPUs for 40 minutes, ending 10 minutes ago: 1.333 GPU-hours.
+  const absl::Time now = absl::Now();
+  v1::Experiment ran;
+  ran.set_user("gina");
+  ran.set_state(v1::FINISHED);
+  *ran.mutable_created() =
+      TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(now - absl::Minutes(55)));
+  *ran.mutable_started() =
+      TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(now - absl::Minutes(50)));
+  *ran.mutable_finished() =
+      TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(now - absl::Minutes(10)));
+  ran.add_gpu_ids(0);
+  ran.add_gpu_ids(1);
+  v1::ExperimentEvent first;
+  first.set_seq(1);
+  ASSERT_TRUE(store_->Create(ran, first).ok());
+
+  auto refused = control_->Admit(Single(kGina, Index(64)));
+  ASSERT_TRUE(absl::IsResourceExhausted(refused.status())) << refused.status();
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("quota max_gpu_hours_per_day for gina (users entry) is 1; in use: "
+                        "1.333 GPU-hours over the last 24 hours"));
+  EXPECT_EQ(refusals("quota:max_gpu_hours_per_day"), 1);
+  // Work on the CPU needs no GPU-hours.
+  EXPECT_TRUE(control_->Admit(Single(kGina, Radix())).ok());
+  auto report = control_->QuotaOf("gina", /*admin=*/false);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_NEAR(report->gpu_hours_last_day(), 4.0 / 3, 0.01);
+  EXPECT_EQ(report->source(), "users entry");
+  EXPECT_EQ(report->limits().max_gpu_hours_per_day(), 1);
+}
+
+TEST_F(AdmissionControlTest, QuotaReportsShowUseByUserAndEveryoneElse) {
+  {
+    absl::MutexLock lock(&mutex_);
+    use_["mallory"] = UserUse{.queued = 2, .running_gpus = 1};
+    use_["alice"] = UserUse{.queued = 1, .running_gpus = 2};
+    use_["bob"] = UserUse{.queued = 3, .running_gpus = 0};
+  }
+  auto mallory = control_->QuotaOf("mallory", /*admin=*/false);
+  ASSERT_TRUE(mallory.ok()) << mallory.status();
+  EXPECT_EQ(mallory->queued_experiments(), 2);
+  EXPECT_EQ(mallory->running_gpus(), 1);
+  EXPECT_EQ(mallory->limits().max_queued_experiments(), 2);
+  auto admin = control_->QuotaOf("root", /*admin=*/true);
+  ASSERT_TRUE(admin.ok()) << admin.status();
+  EXPECT_EQ(admin->source(), "admin: no limits apply");
+
+  const std::vector<v1::QuotaReport> reports = control_->QuotaUseForMetrics();
+  ASSERT_EQ(reports.size(), 4u);  // mallory, pat, gina, then everyone else
+  EXPECT_EQ(reports.back().user(), kOtherUsers);
+  EXPECT_EQ(reports.back().queued_experiments(), 4);
+  EXPECT_EQ(reports.back().running_gpus(), 2);
+}
+
+// Experiments and sweeps race for mallory's 2 queue places through the one admission step:
+// never more than 2 are admitted, and every refusal is counted and audited.
+TEST_F(AdmissionControlTest, ParallelSubmitsAndSweepsNeverExceedTheQueueQuota) {
+  constexpr int kThreads = 32;
+  std::atomic<bool> go{false};
+  std::atomic<int> admitted_places{0};
+  std::atomic<int> refused{0};
+  std::vector<std::string> other_errors(kThreads);
   std::vector<std::thread> threads;
-  for (int t = 0; t < 16; ++t) {
-    threads.emplace_back([&slots, &admitted] {
-      for (int i = 0; i < 50; ++i) {
-        if (slots.Acquire("experiment", "exp-1", "alice", Watcher{"mallory"}).ok()) ++admitted;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      while (!go.load()) std::this_thread::yield();
+      // Even threads submit one experiment, odd ones a 2-point sweep.
+      auto admission = t % 2 == 0 ? control_->Admit(Single(kMallory, Index(64)))
+                                  : control_->Admit(Sweep(kMallory, {Index(64), Index(128)}));
+      if (admission.ok()) {
+        admitted_places += admission->places();
+        Queue(*admission);
+      } else if (absl::IsResourceExhausted(admission.status()) &&
+                 absl::StrContains(admission.status().message(),
+                                   "quota max_queued_experiments for mallory")) {
+        ++refused;
+      } else {
+        other_errors[t] = admission.status().ToString();
       }
     });
   }
+  go = true;
   for (std::thread& thread : threads) thread.join();
-  EXPECT_EQ(admitted.load(), 8);
-  EXPECT_EQ(slots.LiveOn("exp-1"), 8);
+  for (const std::string& error : other_errors) EXPECT_EQ(error, "");
+  EXPECT_EQ(admitted_places.load(), 2);
+  EXPECT_EQ(queued("mallory"), 2);
+  EXPECT_EQ(refusals("quota:max_queued_experiments"), refused.load());
+  EXPECT_EQ(static_cast<int>(RefusalsAudited("mallory").size()), refused.load());
+  EXPECT_GE(refused.load(), kThreads - 2);
 }
 
 }  // namespace

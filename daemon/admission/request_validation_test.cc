@@ -151,7 +151,7 @@ TEST(RequestValidation, AttentionHeadSizesDependOnTheBackend) {
   attention->set_phase(v1::ATTENTION_PHASE_PREFILL);
   attention->set_head_dim(96);
   EXPECT_EQ(Check(request, inventory).message(),
-            "attention.head_dim: got 96; prefill takes 64, 128 or 256 (the cuDNN backend any "
+            "attention.head_dim: got 96; prefill takes 64, 128, 256 (the cuDNN backend any "
             "multiple of 8 up to 256)");
   attention->set_head_dim(256);
   EXPECT_TRUE(Check(request, inventory).ok()) << Check(request, inventory);

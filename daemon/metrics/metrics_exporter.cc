@@ -59,7 +59,7 @@ void MetricsExporter::SampleOnce() {
   metrics_.SetQueuedExperiments(manager_->queued_count());
   metrics_.SetGpuLeases(manager_->GpuLeases());
   metrics_.SetGpuHealth(manager_->ListGpus());
-  metrics_.SetUserQuotaUse(manager_->QuotaUseForMetrics());
+  metrics_.SetUserQuotaUse(manager_->admission().QuotaUseForMetrics());
   if (connections_ != nullptr) {
     metrics_.SetConnections(connections_->live(), connections_->refused());
   }

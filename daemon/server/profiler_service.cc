@@ -483,7 +483,7 @@ grpc::ServerUnaryReactor* ProfilerService::GetQuota(grpc::CallbackServerContext*
       std::string asked = absl::CEscape(user.substr(0, 80));
       if (user.size() > 80) absl::StrAppend(&asked, "... (", user.size(), " bytes)");
       return RunUnary(context, "GetQuota", [this, actor = ActorOf(*caller), asked] {
-        return manager_->Refuse(
+        return manager_->admission().Refuse(
             actor, asked, "not-admin",
             absl::PermissionDeniedError(
                 absl::StrCat("user: only admins may read another user's quota (GetQuota for ",
@@ -494,7 +494,7 @@ grpc::ServerUnaryReactor* ProfilerService::GetQuota(grpc::CallbackServerContext*
             authenticator_->Describe(user, "", /*is_daemon_uid=*/false).admin;
   }
   return RunUnary(context, "GetQuota", [this, response, user = std::move(user), admin] {
-    auto report = manager_->QuotaOf(user, admin);
+    auto report = manager_->admission().QuotaOf(user, admin);
     if (report.ok()) *response = *std::move(report);
     return report.status();
   });
@@ -508,7 +508,7 @@ grpc::ServerUnaryReactor* ProfilerService::ListAudit(grpc::CallbackServerContext
   if (!caller->admin) {
     // Audited and counted like every refusal; on the pool, since the entry waits for the disk.
     return RunUnary(context, "ListAudit", [this, actor = ActorOf(*caller)] {
-      return manager_->Refuse(actor, "", "not-admin",
+      return manager_->admission().Refuse(actor, "", "not-admin",
                               absl::PermissionDeniedError(
                                   absl::StrCat("the audit trail is for admins (ListAudit; you are ",
                                                actor.user, ", ", actor.authenticated_by, ")")));
