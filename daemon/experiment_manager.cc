@@ -12,7 +12,6 @@
 #include "absl/synchronization/notification.h"
 #include "common/experiment_states.h"
 #include "common/status_macros.h"
-#include "daemon/process_state.h"
 #include "google/protobuf/util/time_util.h"
 #include "workloads/spec_table.h"
 
@@ -81,14 +80,6 @@ std::pair<v1::Experiment, v1::ExperimentEvent> NewExperiment(
   return {std::move(experiment), std::move(first)};
 }
 
-// What every worker runs with: CUDA ordinals in nvidia-smi's order, and NVLink multicast off
-// for NCCL, PyTorch and NVSHMEM (multicast objects can take a shared host's GPUs out of
-// service; no workload needs them).
-std::vector<std::string> WorkerEnvironment() {
-  return {"CUDA_DEVICE_ORDER=PCI_BUS_ID", "NCCL_NVLS_ENABLE=0",
-          "TORCH_SYMM_MEM_DISABLE_MULTICAST=1", "NVSHMEM_DISABLE_NVLS=1"};
-}
-
 }  // namespace
 
 ExperimentManager::ExperimentManager(ManagerOptions options, std::unique_ptr<ExperimentStore> store,
@@ -107,6 +98,17 @@ ExperimentManager::ExperimentManager(ManagerOptions options, std::unique_ptr<Exp
                     if (observer_ != nullptr) observer_->Refused(reason);
                   }},
           inventory_, *store_),
+      workers_(
+          mutex_, inventory_,
+          WorkerPoolOptions{options_.worker_binary, options_.limits.allow_test_faults,
+                            options_.worker_idle_timeout},
+          [this](int64_t worker, const worker_protocol::WorkerReport& report) {
+            OnWorkerReport(worker, report);
+          },
+          [this](int64_t worker, const WorkerExit& exit) { OnWorkerExit(worker, exit); },
+          // Retired processes are destroyed by the control loop, outside the lock.
+          [this] { wake_.Signal(); }),
+      gpu_health_(*store_),
       watch_slots_(WatchLimits{options_.max_watchers_per_experiment,
                                options_.max_watchers_per_user_per_experiment,
                                options_.max_watch_streams_per_user}) {}
@@ -488,7 +490,7 @@ absl::StatusOr<v1::Experiment> ExperimentManager::Cancel(const std::string& id,
     scheduler_->Remove(id);
   } else {
     // The lease stays until the workers are gone (OnWorkerExit releases it).
-    KillWorkersLocked(active);
+    workers_.Kill(active.experiment.id());
   }
   // Who cancelled is in the audit trail; the reason stays the caller's own words.
   EndLocked(id, v1::CANCELLED, why, "");
@@ -606,7 +608,7 @@ v1::ListGpusResponse ExperimentManager::ListGpus() {
   absl::MutexLock lock(&mutex_);
   response.mutable_host()->set_jit_cache_entries(jit_cache_entries_);
   response.mutable_host()->set_jit_cache_bytes(jit_cache_bytes_);
-  for (v1::GpuInfo& gpu : *response.mutable_gpus()) FillGpuHealthLocked(gpu);
+  for (v1::GpuInfo& gpu : *response.mutable_gpus()) gpu_health_.Fill(gpu);
   for (const auto& [gpu, id] : scheduler_->GpuLeases()) {
     if (gpu < 0 || gpu >= response.gpus_size()) continue;
     response.mutable_gpus(gpu)->set_leased_to_experiment(id);
@@ -689,84 +691,6 @@ void ExperimentManager::EndLocked(const std::string& id, v1::ExperimentState sta
   active_.erase(it);
 }
 
-absl::StatusOr<int64_t> ExperimentManager::StartWorkerLocked(const std::vector<int>& gpus) {
-  WorkerLaunch launch;
-  launch.binary = options_.worker_binary;
-  launch.env = WorkerEnvironment();
-  std::vector<std::string> uuids;
-  for (int gpu : gpus) uuids.push_back(inventory_.gpus(gpu).uuid());
-  // An empty list hides every GPU from CPU workloads.
-  launch.env.push_back(absl::StrCat("CUDA_VISIBLE_DEVICES=", absl::StrJoin(uuids, ",")));
-  if (options_.limits.allow_test_faults) launch.env.push_back("GPUPROF_ENABLE_TEST_FAULTS=1");
-  const int64_t slot_id = next_slot_++;
-  ASSIGN_OR_RETURN(
-      auto process,
-      WorkerProcess::Start(
-          launch,
-          [this, slot_id](const worker_protocol::WorkerReport& report) {
-            OnWorkerReport(slot_id, report);
-          },
-          [this, slot_id](const WorkerExit& exit) { OnWorkerExit(slot_id, exit); }));
-  WorkerSlot& slot = slots_[slot_id];
-  slot.process = std::move(process);
-  slot.gpus = gpus;
-  return slot_id;
-}
-
-absl::StatusOr<std::vector<int64_t>> ExperimentManager::AcquireWorkersLocked(
-    const std::vector<int>& gpus, bool one_per_rank, bool& reused) {
-  reused = false;
-  const int ranks = one_per_rank ? static_cast<int>(gpus.size()) : 1;
-  // Idle workers that already hold contexts (and, for ranks, a communicator) on exactly this
-  // arrangement skip the start-up.
-  std::vector<int64_t> warm(ranks, -1);
-  for (const auto& [id, slot] : slots_) {
-    if (!slot.experiment_id.empty()) continue;
-    if (one_per_rank ? slot.group_gpus == gpus : slot.group_gpus.empty() && slot.gpus == gpus) {
-      warm[slot.rank] = id;
-    }
-  }
-  if (std::none_of(warm.begin(), warm.end(), [](int64_t id) { return id < 0; })) {
-    reused = true;
-    return warm;
-  }
-  // Idle workers on any of these GPUs would share them: stop them.
-  const std::set<int> wanted(gpus.begin(), gpus.end());
-  std::vector<int64_t> overlapping;
-  for (const auto& [id, slot] : slots_) {
-    if (!slot.experiment_id.empty()) continue;
-    if (std::any_of(slot.gpus.begin(), slot.gpus.end(),
-                    [&](int gpu) { return wanted.contains(gpu); })) {
-      overlapping.push_back(id);
-    }
-  }
-  for (int64_t id : overlapping) RetireSlotLocked(id);
-
-  std::vector<int64_t> started;
-  for (int rank = 0; rank < ranks; ++rank) {
-    const std::vector<int> visible = one_per_rank ? std::vector<int>{gpus[rank]} : gpus;
-    absl::StatusOr<int64_t> slot_id = StartWorkerLocked(visible);
-    if (!slot_id.ok()) {
-      for (int64_t id : started) RetireSlotLocked(id);
-      return slot_id.status();
-    }
-    WorkerSlot& slot = slots_[*slot_id];
-    slot.rank = rank;
-    if (one_per_rank) slot.group_gpus = gpus;
-    started.push_back(*slot_id);
-  }
-  return started;
-}
-
-void ExperimentManager::RetireSlotLocked(int64_t slot_id) {
-  const auto it = slots_.find(slot_id);
-  if (it == slots_.end()) return;
-  it->second.process->Kill();
-  retired_.push_back(std::move(it->second.process));
-  slots_.erase(it);
-  wake_.Signal();
-}
-
 void ExperimentManager::StartLocked(const Dispatch& dispatch) {
   const auto it = active_.find(dispatch.id);
   if (it == active_.end()) {
@@ -778,22 +702,16 @@ void ExperimentManager::StartLocked(const Dispatch& dispatch) {
       workloads::FindWorkloadSpec(active.experiment.request().workload_case());
   const bool one_per_rank = spec != nullptr && spec->supports_tensor_parallelism &&
                             active.experiment.request().tp_degree() > 1;
-  bool reused = false;
-  const auto slot_ids = AcquireWorkersLocked(dispatch.gpus, one_per_rank, reused);
-  if (!slot_ids.ok()) {
+  const absl::StatusOr<WorkerGroup> group =
+      workers_.Acquire(dispatch.id, dispatch.gpus, one_per_rank);
+  if (!group.ok()) {
     scheduler_->Release(dispatch.id);
     EndLocked(dispatch.id, v1::FAILED,
-              absl::StrCat("could not start a worker: ", slot_ids.status().message()), "");
+              absl::StrCat("could not start a worker: ", group.status().message()), "");
     return;
   }
-  active.slots = *slot_ids;
+  active.workers = group->workers;
   active.ranks_finished = 0;
-  for (int64_t slot_id : active.slots) {
-    WorkerSlot& slot = slots_[slot_id];
-    slot.experiment_id = dispatch.id;
-    slot.last_report = absl::Now();
-    ++slot.experiments_run;
-  }
   const auto& timeout = active.experiment.request().timeout();
   active.deadline = absl::Now() + absl::Nanoseconds(TimeUtil::DurationToNanoseconds(timeout));
 
@@ -801,76 +719,13 @@ void ExperimentManager::StartLocked(const Dispatch& dispatch) {
   for (int gpu : dispatch.gpus) running.mutable_state()->add_gpu_ids(gpu);
   AppendEventLocked(active, std::move(running));
 
-  if (active.slots.size() > 1 && !reused) {
-    // A new group: rank 0's worker makes the NCCL rendezvous; its report carries on below.
-    worker_protocol::WorkerCommand command;
-    command.mutable_rendezvous()->set_world_size(static_cast<int>(active.slots.size()));
-    (void)slots_[active.slots[0]].process->Send(command);
+  if (active.workers.size() > 1 && !group->reused) {
+    // A new group: rank 0's worker makes the NCCL rendezvous; its report carries on in
+    // OnWorkerReport.
+    workers_.StartRendezvous(*group);
     return;
   }
-  AssignRanksLocked(active, "", reused);
-}
-
-void ExperimentManager::AssignRanksLocked(Active& active, const std::string& nccl_unique_id,
-                                          bool reused) {
-  const int world_size = static_cast<int>(active.slots.size());
-  std::vector<int> gpus(active.experiment.gpu_ids().begin(), active.experiment.gpu_ids().end());
-  for (int rank = 0; rank < world_size; ++rank) {
-    worker_protocol::WorkerCommand command;
-    auto& run = *command.mutable_run();
-    run.set_experiment_id(active.experiment.id());
-    *run.mutable_request() = active.experiment.request();
-    // One rank sees its own GPU; a single worker sees them all, in rank order.
-    if (world_size > 1) {
-      *run.add_gpus() = inventory_.gpus(gpus[rank]);
-    } else {
-      for (int gpu : gpus) *run.add_gpus() = inventory_.gpus(gpu);
-    }
-    *run.mutable_host() = inventory_.host();
-    for (const v1::GpuLink& link : inventory_.links()) {
-      if (std::find(gpus.begin(), gpus.end(), link.gpu_a()) != gpus.end() &&
-          std::find(gpus.begin(), gpus.end(), link.gpu_b()) != gpus.end()) {
-        *run.add_links() = link;
-      }
-    }
-    run.set_worker_reused(reused);
-    run.set_rank(rank);
-    run.set_world_size(world_size);
-    if (world_size > 1) {
-      run.set_nccl_unique_id(nccl_unique_id);
-      run.set_reuse_communicator(reused);
-    }
-    // A failed send means the worker died; its exit callback fails the experiment.
-    (void)slots_[active.slots[rank]].process->Send(command);
-  }
-}
-
-std::string ExperimentManager::DescribeRanksLocked(const Active& active, absl::Time now) const {
-  if (active.slots.size() < 2) return "";
-  std::vector<std::string> ranks;
-  for (size_t rank = 0; rank < active.slots.size(); ++rank) {
-    const auto slot = slots_.find(active.slots[rank]);
-    if (slot == slots_.end() || slot->second.experiment_id != active.experiment.id()) {
-      ranks.push_back(absl::StrCat("rank ", rank, " done"));
-      continue;
-    }
-    const WorkerSlot& worker = slot->second;
-    ranks.push_back(absl::StrFormat(
-        "rank %d (GPU %s, pid %d) %s, last report %.1f s before", worker.rank,
-        absl::StrJoin(worker.gpus, ","), worker.process->pid(),
-        DescribeProcessState(worker.process->pid()),
-        absl::ToDoubleSeconds(now - worker.last_report)));
-  }
-  return ranks.empty() ? "" : absl::StrCat("; at the deadline: ", absl::StrJoin(ranks, "; "));
-}
-
-void ExperimentManager::KillWorkersLocked(const Active& active) {
-  for (int64_t slot_id : active.slots) {
-    const auto slot = slots_.find(slot_id);
-    if (slot != slots_.end() && slot->second.experiment_id == active.experiment.id()) {
-      slot->second.process->Kill();
-    }
-  }
+  workers_.AssignRanks(active.experiment, active.workers, "", group->reused);
 }
 
 void ExperimentManager::PreemptLocked() {
@@ -890,7 +745,7 @@ void ExperimentManager::PreemptLocked() {
         absl::StrCat("preempted by ", preemption.for_id, " (priority ", preemption.for_priority,
                      ") after it waited ", absl::FormatDuration(rules.grace),
                      " for GPUs; queued again in its original place, to run from the start");
-    KillWorkersLocked(active);
+    workers_.Kill(active.experiment.id());
     if (observer_ != nullptr) observer_->Preempted();
     const auto for_experiment = active_.find(preemption.for_id);
     v1::AuditEntry entry;
@@ -913,7 +768,7 @@ void ExperimentManager::RequeuePreemptedLocked(Active& active) {
   scheduler_->Preempt(id);
   active.preempting = false;
   active.preempted_reason.clear();
-  active.slots.clear();
+  active.workers.clear();
   active.ranks_finished = 0;
   active.deadline = absl::InfiniteFuture();
   active.experiment.clear_started();
@@ -924,20 +779,18 @@ void ExperimentManager::RequeuePreemptedLocked(Active& active) {
 }
 
 void ExperimentManager::ReleaseIfNoWorkerLocked(const std::string& id) {
-  for (const auto& [slot_id, slot] : slots_) {
-    if (slot.experiment_id == id) return;
-  }
+  if (workers_.AnyRunning(id)) return;
   scheduler_->Release(id);
   wake_.Signal();
 }
 
-void ExperimentManager::OnWorkerReport(int64_t slot_id,
+void ExperimentManager::OnWorkerReport(int64_t worker,
                                        const worker_protocol::WorkerReport& report) {
   absl::MutexLock lock(&mutex_);
-  const auto slot = slots_.find(slot_id);
-  if (slot == slots_.end() || slot->second.experiment_id.empty()) return;
-  const std::string id = slot->second.experiment_id;
-  const int rank = slot->second.rank;
+  const std::optional<WorkerRun> run = workers_.Running(worker);
+  if (!run.has_value()) return;
+  const std::string id = run->experiment_id;
+  const int rank = run->rank;
   const auto found = active_.find(id);
   // Cancelled (or timing out): what the dying worker still says no longer counts.
   if (found == active_.end() || found->second.ending || found->second.storage_failed ||
@@ -945,13 +798,13 @@ void ExperimentManager::OnWorkerReport(int64_t slot_id,
     return;
   }
   Active& active = found->second;
-  slot->second.last_report = absl::Now();
+  workers_.NoteReport(worker);
   ++active.reports;
   active.report_bytes += static_cast<int64_t>(report.ByteSizeLong());
   if (active.reports > options_.max_reports_per_experiment ||
       active.report_bytes > options_.max_report_bytes_per_experiment) {
     if (observer_ != nullptr) observer_->WorkerFailed(/*timed_out=*/false);
-    KillWorkersLocked(active);
+    workers_.Kill(active.experiment.id());
     EndLocked(id, v1::FAILED,
               absl::StrCat("rank ", rank, "'s worker flooded its report pipe (", active.reports,
                            " reports, ", active.report_bytes,
@@ -959,19 +812,20 @@ void ExperimentManager::OnWorkerReport(int64_t slot_id,
                            options_.max_reports_per_experiment, " reports and ",
                            options_.max_report_bytes_per_experiment,
                            " bytes) and was killed"),
-              slot->second.process->StderrTail());
+              workers_.StderrTail(worker));
     return;
   }
   if (report.has_rendezvous()) {
     if (!report.rendezvous().error().empty()) {
-      KillWorkersLocked(active);
+      workers_.Kill(active.experiment.id());
       EndLocked(id, v1::FAILED,
                 absl::StrCat("rank 0 could not create the NCCL rendezvous: ",
                              report.rendezvous().error()),
-                slot->second.process->StderrTail());
+                workers_.StderrTail(worker));
       return;
     }
-    AssignRanksLocked(active, report.rendezvous().nccl_unique_id(), /*reused=*/false);
+    workers_.AssignRanks(active.experiment, active.workers, report.rendezvous().nccl_unique_id(),
+                         /*reused=*/false);
     return;
   }
   if (report.has_event()) {
@@ -990,55 +844,46 @@ void ExperimentManager::OnWorkerReport(int64_t slot_id,
     jit_cache_entries_ = finished.jit_cache_entries();
     jit_cache_bytes_ = finished.jit_cache_bytes();
   }
-  slot->second.experiment_id.clear();
-  slot->second.idle_since = absl::Now();
-  const bool group = active.slots.size() > 1;
+  workers_.Finished(worker);
+  const bool group = active.workers.size() > 1;
   if (finished.ok()) {
-    if (++active.ranks_finished == static_cast<int>(active.slots.size())) {
+    if (++active.ranks_finished == static_cast<int>(active.workers.size())) {
       EndLocked(id, v1::FINISHED, "", "");
     }
   } else {
     // One rank failing ends the group: the others may be waiting on it inside NCCL.
-    KillWorkersLocked(active);
+    workers_.Kill(active.experiment.id());
     EndLocked(id, v1::FAILED,
               group ? absl::StrCat("rank ", rank, ": ", finished.error()) : finished.error(),
-              slot->second.process->StderrTail());
+              workers_.StderrTail(worker));
   }
   // A worker that saw an error may hold a broken CUDA context or communicator: never reuse it.
-  if (!finished.ok() || finished.must_not_reuse()) RetireSlotLocked(slot_id);
+  if (!finished.ok() || finished.must_not_reuse()) workers_.Retire(worker);
   ReleaseIfNoWorkerLocked(id);
   wake_.Signal();
 }
 
-void ExperimentManager::OnWorkerExit(int64_t slot_id, const WorkerExit& exit) {
+void ExperimentManager::OnWorkerExit(int64_t worker, const WorkerExit& exit) {
   absl::MutexLock lock(&mutex_);
-  const auto slot = slots_.find(slot_id);
-  if (slot == slots_.end()) return;  // retired on purpose
-  const std::string id = slot->second.experiment_id;
-  const int rank = slot->second.rank;
   // The process is gone; its object is destroyed on the control thread.
-  retired_.push_back(std::move(slot->second.process));
-  slots_.erase(slot);
+  const std::optional<WorkerRun> run = workers_.Exited(worker);
+  if (!run.has_value()) return;  // retired on purpose
+  const std::string id = run->experiment_id;
+  const int rank = run->rank;
   if (!id.empty()) {
     const auto active = active_.find(id);
     if (active != active_.end() && active->second.preempting) {
       // Preempted: queued again once its last worker is gone, keeping the lease till then.
-      for (const auto& [other_id, other] : slots_) {
-        if (other.experiment_id == id) {
-          wake_.Signal();
-          return;
-        }
-      }
-      RequeuePreemptedLocked(active->second);
+      if (!workers_.AnyRunning(id)) RequeuePreemptedLocked(active->second);
       wake_.Signal();
       return;
     }
     if (active != active_.end()) {
-      const bool group = active->second.slots.size() > 1;
+      const bool group = active->second.workers.size() > 1;
       const std::string who = group ? absl::StrCat("rank ", rank, "'s worker process")
                                     : std::string("the worker process");
       if (observer_ != nullptr) observer_->WorkerFailed(/*timed_out=*/active->second.ending);
-      KillWorkersLocked(active->second);
+      workers_.Kill(active->second.experiment.id());
       if (active->second.ending) {
         EndLocked(id, v1::TIMED_OUT,
                   absl::StrCat("ran longer than its timeout of ",
@@ -1069,7 +914,7 @@ void ExperimentManager::ControlLoop() {
     for (const std::string& id : unstorable) {
       Active& active = active_.at(id);
       if (active.experiment.state() == v1::QUEUED) scheduler_->Remove(id);
-      KillWorkersLocked(active);
+      workers_.Kill(active.experiment.id());
       EndLocked(id, v1::FAILED,
                 absl::StrCat("gpuprofd could not store this experiment's events (",
                              storage_error_, "), so it stopped the run rather than lose them"),
@@ -1087,29 +932,18 @@ void ExperimentManager::ControlLoop() {
     const absl::Time now = absl::Now();
     absl::Time next_wake = now + absl::Seconds(1);
     for (auto& [id, active] : active_) {
-      if (active.slots.empty() || active.ending || active.preempting) continue;
+      if (active.workers.empty() || active.ending || active.preempting) continue;
       if (active.deadline <= now) {
         active.ending = true;
-        active.ranks_at_deadline = DescribeRanksLocked(active, now);
-        KillWorkersLocked(active);
+        active.ranks_at_deadline = workers_.DescribeRanks(id, active.workers, now);
+        workers_.Kill(active.experiment.id());
       } else {
         next_wake = std::min(next_wake, active.deadline);
       }
     }
-    std::vector<int64_t> expired;
-    for (const auto& [id, slot] : slots_) {
-      if (!slot.experiment_id.empty()) continue;
-      if (slot.idle_since + options_.worker_idle_timeout <= now) {
-        expired.push_back(id);
-      } else {
-        next_wake = std::min(next_wake, slot.idle_since + options_.worker_idle_timeout);
-      }
-    }
-    for (int64_t id : expired) RetireSlotLocked(id);
+    next_wake = std::min(next_wake, workers_.RetireIdle(now));
 
-    if (!retired_.empty()) {
-      auto retired = std::move(retired_);
-      retired_.clear();
+    if (auto retired = workers_.TakeRetired(); !retired.empty()) {
       mutex_.Unlock();
       retired.clear();  // joins their reader threads, which may need the lock
       mutex_.Lock();
@@ -1120,33 +954,23 @@ void ExperimentManager::ControlLoop() {
 }
 
 absl::Status ExperimentManager::RestoreDrainedGpus() {
-  ASSIGN_OR_RETURN(std::vector<ExperimentStore::DrainedGpu> drained, store_->ListDrainedGpus());
+  ASSIGN_OR_RETURN(const GpuHealthState::Restored restored, gpu_health_.Restore(inventory_));
+  for (const ExperimentStore::DrainedGpu& gone : restored.missing) {
+    LogLine(absl::StrCat("drained GPU ", gone.uuid, " (was GPU ", gone.gpu_index,
+                         ") is not on this host any more; its record stays until an admin "
+                         "clears it"));
+  }
   absl::MutexLock lock(&mutex_);
-  for (const ExperimentStore::DrainedGpu& record : drained) {
-    // By UUID: the index may have changed since (GPUs added or removed).
-    const auto gpu = std::find_if(inventory_.gpus().begin(), inventory_.gpus().end(),
-                                  [&](const v1::GpuInfo& info) { return info.uuid() == record.uuid; });
-    if (gpu == inventory_.gpus().end()) {
-      LogLine(absl::StrCat("drained GPU ", record.uuid, " (was GPU ", record.gpu_index,
-                           ") is not on this host any more; its record stays until an admin "
-                           "clears it"));
-      continue;
-    }
-    GpuHealthState& health = gpu_health_[gpu->index()];
-    health.drained = true;
-    health.reason = record.reason;
-    health.since = absl::FromUnixNanos(record.since_unix_ns);
-    health.last_xid = record.xid;
-    scheduler_->SetGpuDrained(gpu->index(), true);
-    LogLine(absl::StrCat("GPU ", gpu->index(), " stays drained until an admin clears it: ",
-                         record.reason));
+  for (const ExperimentStore::DrainedGpu& drained : restored.drained) {
+    scheduler_->SetGpuDrained(drained.gpu_index, true);
+    LogLine(absl::StrCat("GPU ", drained.gpu_index, " stays drained until an admin clears it: ",
+                         drained.reason));
   }
   return absl::OkStatus();
 }
 
 void ExperimentManager::SetGpuHealthWatched(const std::vector<int>& gpus) {
-  absl::MutexLock lock(&mutex_);
-  for (int gpu : gpus) gpu_health_[gpu].watched = true;
+  gpu_health_.SetWatched(gpus);
 }
 
 void ExperimentManager::FailExperimentOnGpuLocked(const GpuFault& fault,
@@ -1156,12 +980,12 @@ void ExperimentManager::FailExperimentOnGpuLocked(const GpuFault& fault,
   if (lease == leases.end()) return;
   const auto it = active_.find(lease->second);
   // Being killed already (timeout, preemption): that ending stands.
-  if (it == active_.end() || it->second.slots.empty() || it->second.ending ||
+  if (it == active_.end() || it->second.workers.empty() || it->second.ending ||
       it->second.preempting) {
     return;
   }
   const std::string id = it->first;
-  KillWorkersLocked(it->second);
+  workers_.Kill(it->second.experiment.id());
   EndLocked(id, v1::FAILED,
             absl::StrCat("GPU ", fault.gpu, " reported ", fault.description, "; ", consequence),
             "", &fault);
@@ -1171,10 +995,8 @@ void ExperimentManager::FailExperimentOnGpuLocked(const GpuFault& fault,
 void ExperimentManager::ReportGpuFault(const GpuFault& fault) {
   absl::MutexLock lock(&mutex_);
   if (fault.gpu < 0 || fault.gpu >= inventory_.gpus_size() || stopping_) return;
-  GpuHealthState& health = gpu_health_[fault.gpu];
   if (fault.xid != 0) {
-    health.last_xid = fault.xid;
-    ++health.xid_events;
+    gpu_health_.RecordXid(fault.gpu, fault.xid);
     if (observer_ != nullptr) observer_->GpuXid(fault.gpu, fault.fault_class);
   }
   if (fault.fault_class == v1::GPU_FAULT_CLASS_APPLICATION) {
@@ -1188,27 +1010,17 @@ void ExperimentManager::ReportGpuFault(const GpuFault& fault) {
   }
   FailExperimentOnGpuLocked(
       fault, "a hardware fault: the GPU is drained until an admin clears it (gpuprof gpu clear)");
-  if (health.drained) return;  // drained already; the first reason stands
-  health.drained = true;
-  health.reason = fault.description;
-  health.since = absl::Now();
+  const v1::GpuInfo& info = inventory_.gpus(fault.gpu);
+  const GpuHealthState::DrainResult drain = gpu_health_.Drain(info, fault, absl::Now());
+  if (!drain.drained_now) return;  // drained already; the first reason stands
   scheduler_->SetGpuDrained(fault.gpu, true);
   // Idle workers on it would be handed the next experiment on these GPUs: stop them.
-  std::vector<int64_t> idle;
-  for (const auto& [slot_id, slot] : slots_) {
-    if (slot.experiment_id.empty() &&
-        std::find(slot.gpus.begin(), slot.gpus.end(), fault.gpu) != slot.gpus.end()) {
-      idle.push_back(slot_id);
-    }
-  }
-  for (int64_t slot_id : idle) RetireSlotLocked(slot_id);
-  const v1::GpuInfo& info = inventory_.gpus(fault.gpu);
-  const absl::Status saved = store_->SaveDrainedGpu(ExperimentStore::DrainedGpu{
-      info.uuid(), fault.gpu, absl::ToUnixNanos(health.since), fault.xid, fault.description});
+  workers_.RetireIdleOn(fault.gpu);
   LogLine(absl::StrCat("GPU ", fault.gpu, " drained: ", fault.description,
-                       saved.ok() ? ""
-                                  : absl::StrCat(" (not stored: ", saved.message(),
-                                                 "; a restart would forget the drain)")));
+                       drain.stored.ok()
+                           ? ""
+                           : absl::StrCat(" (not stored: ", drain.stored.message(),
+                                          "; a restart would forget the drain)")));
   v1::AuditEntry entry;
   entry.set_actor("gpuprofd");
   entry.set_action("gpu-drain");
@@ -1219,27 +1031,8 @@ void ExperimentManager::ReportGpuFault(const GpuFault& fault) {
 }
 
 void ExperimentManager::ReportGpuMemoryErrors(int gpu, const v1::GpuMemoryErrors& errors) {
-  absl::MutexLock lock(&mutex_);
   if (gpu < 0 || gpu >= inventory_.gpus_size()) return;
-  gpu_health_[gpu].memory_errors = errors;
-}
-
-void ExperimentManager::FillGpuHealthLocked(v1::GpuInfo& gpu) const {
-  const auto it = gpu_health_.find(gpu.index());
-  if (it == gpu_health_.end()) return;
-  const GpuHealthState& health = it->second;
-  if (health.drained) {
-    gpu.set_health(v1::GPU_HEALTH_UNHEALTHY);
-    gpu.set_health_reason(health.reason);
-    const int64_t nanos = absl::ToUnixNanos(health.since);
-    gpu.mutable_unhealthy_since()->set_seconds(nanos / 1'000'000'000);
-    gpu.mutable_unhealthy_since()->set_nanos(static_cast<int32_t>(nanos % 1'000'000'000));
-  } else if (health.watched) {
-    gpu.set_health(v1::GPU_HEALTH_HEALTHY);
-  }
-  gpu.set_last_xid(health.last_xid);
-  gpu.set_xid_events(health.xid_events);
-  if (health.memory_errors.has_value()) *gpu.mutable_memory_errors() = *health.memory_errors;
+  gpu_health_.SetMemoryErrors(gpu, errors);
 }
 
 absl::StatusOr<v1::GpuInfo> ExperimentManager::ClearGpuHealth(int gpu, const std::string& reason,
@@ -1261,21 +1054,8 @@ absl::StatusOr<v1::GpuInfo> ExperimentManager::ClearGpuHealth(int gpu, const std
                            inventory_.gpus_size() - 1));
   }
   RETURN_IF_ERROR(CheckPrintableText("reason", reason));
-  GpuHealthState& health = gpu_health_[gpu];
-  if (!health.drained) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("GPU ", gpu, " is not drained; there is nothing to clear"));
-  }
   const v1::GpuInfo& info = inventory_.gpus(gpu);
-  // Stored first: a clear that did not reach the disk would come back after a restart.
-  if (absl::Status deleted = store_->DeleteDrainedGpu(info.uuid());
-      !deleted.ok() && !absl::IsNotFound(deleted)) {
-    return absl::UnavailableError(absl::StrCat("GPU ", gpu, " stays drained: the clear could "
-                                               "not be stored (", deleted.message(), ")"));
-  }
-  const std::string was = health.reason;
-  health.drained = false;
-  health.reason.clear();
+  ASSIGN_OR_RETURN(const std::string was, gpu_health_.Clear(info));
   scheduler_->SetGpuDrained(gpu, false);
   v1::AuditEntry entry;
   entry.set_actor(actor.user);
@@ -1288,7 +1068,7 @@ absl::StatusOr<v1::GpuInfo> ExperimentManager::ClearGpuHealth(int gpu, const std
   LogLine(absl::StrCat("GPU ", gpu, " cleared by ", actor.user, "; back in service"));
   wake_.Signal();
   v1::GpuInfo cleared = info;
-  FillGpuHealthLocked(cleared);
+  gpu_health_.Fill(cleared);
   return cleared;
 }
 
@@ -1324,11 +1104,8 @@ void ExperimentManager::Shutdown() {
   std::vector<std::unique_ptr<WorkerProcess>> retired;
   {
     absl::MutexLock lock(&mutex_);
-    std::vector<int64_t> slot_ids;
-    for (const auto& [id, slot] : slots_) slot_ids.push_back(id);
-    for (int64_t id : slot_ids) RetireSlotLocked(id);
-    retired = std::move(retired_);
-    retired_.clear();
+    workers_.RetireAll();
+    retired = workers_.TakeRetired();
   }
   retired.clear();
 }

@@ -23,9 +23,11 @@
 #include "daemon/admission/watch_slots.h"
 #include "daemon/store/experiment_store.h"
 #include "daemon/gpu_health/gpu_faults.h"
+#include "daemon/gpu_health/gpu_health_state.h"
 #include "daemon/admission/request_validation.h"
 #include "daemon/scheduling/scheduler.h"
 #include "daemon/store/stream_sink.h"
+#include "daemon/scheduling/worker_pool.h"
 #include "daemon/scheduling/worker_process.h"
 #include "gpuprof/v1/experiment.pb.h"
 #include "gpuprof/v1/gpus.pb.h"
@@ -150,7 +152,7 @@ class ExperimentManager {
   std::map<int, std::string> GpuLeases();
   absl::StatusOr<int64_t> StoreSizeBytes();
 
-  // ---- GPU health (reported by daemon/gpu_health_monitor) ----
+  // ---- GPU health (reported by gpu_health/gpu_health_monitor; kept in gpu_health_) ----
 
   // These GPUs' health is watched: they show HEALTHY (not "not watched") unless drained.
   void SetGpuHealthWatched(const std::vector<int>& gpus);
@@ -170,9 +172,9 @@ class ExperimentManager {
   struct Active {
     v1::Experiment experiment;
     std::map<int64_t, std::shared_ptr<EventSink>> sinks;
-    // The workers running it, by rank: one, or one per GPU for a workload that runs one
-    // process per rank.
-    std::vector<int64_t> slots;
+    // The workers running it (workers_' ids), by rank: one, or one per GPU for a workload
+    // that runs one process per rank.
+    std::vector<int64_t> workers;
     int ranks_finished = 0;
     absl::Time deadline = absl::InfiniteFuture();
     // Set when the workers are being killed (timeout): the final state waits for an exit so
@@ -193,19 +195,6 @@ class ExperimentManager {
     // Its final event is being committed without the manager's lock (CancelQueuedLocked).
     bool final_write_in_flight = false;
   };
-  struct WorkerSlot {
-    std::unique_ptr<WorkerProcess> process;
-    // What the worker sees (CUDA_VISIBLE_DEVICES): all of an experiment's GPUs, or one rank's.
-    std::vector<int> gpus;
-    // For a rank of a group: the group's GPUs in rank order, and this worker's rank in it.
-    std::vector<int> group_gpus;
-    int rank = 0;
-    std::string experiment_id;  // empty while idle
-    int experiments_run = 0;
-    absl::Time idle_since;
-    // When the worker last reported anything for its current experiment.
-    absl::Time last_report;
-  };
 
   ExperimentManager(ManagerOptions options, std::unique_ptr<ExperimentStore> store,
                     ManagerObserver* observer);
@@ -221,37 +210,18 @@ class ExperimentManager {
   // Fails the experiment running on `fault.gpu`, if any, with the fault as its reason.
   void FailExperimentOnGpuLocked(const GpuFault& fault, const std::string& consequence)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // ListGpus' health fields of one GPU.
-  void FillGpuHealthLocked(v1::GpuInfo& gpu) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void ControlLoop() ABSL_LOCKS_EXCLUDED(mutex_);
 
   void StartLocked(const Dispatch& dispatch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // One worker for `gpus`, or with `one_per_rank` one worker per GPU (rank r on gpus[r]);
-  // reused when idle workers hold exactly that arrangement already.
-  absl::StatusOr<std::vector<int64_t>> AcquireWorkersLocked(const std::vector<int>& gpus,
-                                                            bool one_per_rank, bool& reused)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  absl::StatusOr<int64_t> StartWorkerLocked(const std::vector<int>& gpus)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // Sends every rank its assignment (with the group's NCCL id when it has one).
-  void AssignRanksLocked(Active& active, const std::string& nccl_unique_id, bool reused)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // Kills every worker still running `active`; their exits free the lease.
-  void KillWorkersLocked(const Active& active) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // "; at the deadline: rank 0 (GPU 0, pid N) sleeping, last report 0.2 s before; rank 1 ...
-  // stopped ..." for a group of ranks; empty for one worker.
-  std::string DescribeRanksLocked(const Active& active, absl::Time now) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Starts preemptions the policy calls for; the workers' exits finish them.
   void PreemptLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Once a preempted experiment's last worker is gone: PREEMPTED, then QUEUED in its place.
   void RequeuePreemptedLocked(Active& active) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Frees the experiment's GPUs once no worker process of it is left.
   void ReleaseIfNoWorkerLocked(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  void RetireSlotLocked(int64_t slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  void OnWorkerReport(int64_t slot, const worker_protocol::WorkerReport& report)
+  void OnWorkerReport(int64_t worker, const worker_protocol::WorkerReport& report)
       ABSL_LOCKS_EXCLUDED(mutex_);
-  void OnWorkerExit(int64_t slot, const WorkerExit& exit) ABSL_LOCKS_EXCLUDED(mutex_);
+  void OnWorkerExit(int64_t worker, const WorkerExit& exit) ABSL_LOCKS_EXCLUDED(mutex_);
 
   // Numbers, timestamps, persists and fans out an event; a terminal state ends the experiment.
   void AppendEventLocked(Active& active, v1::ExperimentEvent event)
@@ -291,33 +261,23 @@ class ExperimentManager {
   SweepPointListener sweep_point_listener_ ABSL_GUARDED_BY(mutex_);
   std::unique_ptr<Scheduler> scheduler_ ABSL_GUARDED_BY(mutex_);
   std::map<std::string, Active> active_ ABSL_GUARDED_BY(mutex_);  // queued and running
-  std::map<int64_t, WorkerSlot> slots_ ABSL_GUARDED_BY(mutex_);
-  // Workers to destroy outside the lock, on the control thread: their destructors join
-  // threads whose callbacks take the lock.
-  std::vector<std::unique_ptr<WorkerProcess>> retired_ ABSL_GUARDED_BY(mutex_);
+  // The worker processes, under mutex_ (see WorkerPool: which worker runs what changes with
+  // active_ and the leases); retired ones are destroyed on the control thread, outside it.
+  WorkerPool workers_ ABSL_GUARDED_BY(mutex_);
+  // Drained GPUs, Xids, memory errors: its own lock, taken after mutex_ where both are held.
+  GpuHealthState gpu_health_;
   // Writes the store refused (a full disk), oldest first, each with the experiment as it was
   // after it. The control loop retries them until they land; meanwhile no experiment starts,
   // and new events queue behind them so that the stored order stays the order they happened.
   std::vector<std::pair<v1::Experiment, v1::ExperimentEvent>> unpersisted_
       ABSL_GUARDED_BY(mutex_);
   std::string storage_error_ ABSL_GUARDED_BY(mutex_);
-  int64_t next_slot_ ABSL_GUARDED_BY(mutex_) = 1;
   // Live streams of experiments and sweeps (thread-safe on its own).
   WatchSlots watch_slots_;
   int64_t next_submit_order_ ABSL_GUARDED_BY(mutex_) = 0;
   // The JIT cache as the last worker to finish saw it (the probe's view is stale after runs).
   int64_t jit_cache_entries_ ABSL_GUARDED_BY(mutex_) = 0;
   int64_t jit_cache_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
-  struct GpuHealthState {
-    bool watched = false;
-    bool drained = false;
-    std::string reason;
-    absl::Time since;
-    int last_xid = 0;
-    int64_t xid_events = 0;
-    std::optional<v1::GpuMemoryErrors> memory_errors;
-  };
-  std::map<int, GpuHealthState> gpu_health_ ABSL_GUARDED_BY(mutex_);  // by GPU index
   std::thread control_thread_;
 };
 
