@@ -394,10 +394,6 @@ absl::StatusOr<v1::Experiment> ExperimentManager::SubmitInternal(Admission admis
 absl::StatusOr<int64_t> ExperimentManager::Subscribe(const std::string& id, int64_t from_seq,
                                                      std::shared_ptr<EventSink> sink,
                                                      const Watcher& watcher) {
-  if (from_seq < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("from_seq: got ", from_seq, "; must be >= 0"));
-  }
   // Replay and registration happen under one lock, and events are appended under it too, so
   // the stream has neither gaps nor duplicates.
   absl::MutexLock lock(&mutex_);
@@ -405,40 +401,21 @@ absl::StatusOr<int64_t> ExperimentManager::Subscribe(const std::string& id, int6
   WaitForFinalWriteLocked(id);
   const auto active = active_.find(id);
   const bool live = active != active_.end() && !stopping_;
-  // Only a live stream holds a place: a replay of an ended experiment ends by itself.
-  int64_t subscription = 0;
-  if (live) {
-    absl::StatusOr<int64_t> slot =
-        watch_slots_.Acquire("experiment", id, active->second.experiment.user(), watcher);
-    if (!slot.ok()) {
-      CountWatchRefusal(slot.status());
-      return slot.status();
+  auto replay = [&](int64_t from) -> absl::StatusOr<std::vector<v1::ExperimentEvent>> {
+    ASSIGN_OR_RETURN(std::vector<v1::ExperimentEvent> events, store_->Events(id, from));
+    // Events still waiting for the disk come after the stored ones.
+    int64_t replayed_seq = events.empty() ? from - 1 : events.back().seq();
+    for (const auto& [experiment, event] : unpersisted_) {
+      if (experiment.id() == id && event.seq() > replayed_seq) {
+        events.push_back(event);
+        replayed_seq = event.seq();
+      }
     }
-    subscription = *slot;
-  }
-  absl::StatusOr<std::vector<v1::ExperimentEvent>> events = store_->Events(id, from_seq);
-  if (!events.ok()) {
-    watch_slots_.Release(subscription);
-    return events.status();
-  }
-  int64_t replayed_seq = from_seq - 1;
-  for (const auto& event : *events) {
-    sink->OnEvent(event);
-    replayed_seq = event.seq();
-  }
-  // Events still waiting for the disk come after the stored ones.
-  for (const auto& [experiment, event] : unpersisted_) {
-    if (experiment.id() == id && event.seq() > replayed_seq) {
-      sink->OnEvent(event);
-      replayed_seq = event.seq();
-    }
-  }
-  if (!live) {
-    sink->OnEnd();
-    return 0;
-  }
-  active->second.sinks[subscription] = std::move(sink);
-  return subscription;
+    return events;
+  };
+  return fan_out_.Subscribe(id, live ? active->second.experiment.user() : "",
+                            live ? &active->second.sinks : nullptr, from_seq, replay,
+                            std::move(sink), watcher);
 }
 
 void ExperimentManager::CountWatchRefusal(const absl::Status& refusal) {
@@ -446,13 +423,9 @@ void ExperimentManager::CountWatchRefusal(const absl::Status& refusal) {
 }
 
 void ExperimentManager::Unsubscribe(const std::string& id, int64_t subscription) {
-  {
-    absl::MutexLock lock(&mutex_);
-    const auto active = active_.find(id);
-    if (active != active_.end()) active->second.sinks.erase(subscription);
-  }
-  // Also when the experiment has ended meanwhile: its streams held places until now.
-  watch_slots_.Release(subscription);
+  absl::MutexLock lock(&mutex_);
+  const auto active = active_.find(id);
+  fan_out_.Unsubscribe(active != active_.end() ? &active->second.sinks : nullptr, subscription);
 }
 
 absl::StatusOr<v1::Experiment> ExperimentManager::Cancel(const std::string& id,
@@ -660,7 +633,7 @@ void ExperimentManager::AppendEventLocked(Active& active, v1::ExperimentEvent ev
 }
 
 void ExperimentManager::PublishEventLocked(Active& active, const v1::ExperimentEvent& event) {
-  for (auto& [subscription, sink] : active.sinks) sink->OnEvent(event);
+  EventFanOut<v1::ExperimentEvent>::Publish(active.sinks, event);
   if (event.has_state() && !active.experiment.sweep_id().empty() && sweep_point_listener_) {
     sweep_point_listener_(active.experiment);
   }

@@ -26,6 +26,7 @@
 #include "daemon/gpu_health/gpu_health_state.h"
 #include "daemon/admission/request_validation.h"
 #include "daemon/scheduling/scheduler.h"
+#include "daemon/store/event_fan_out.h"
 #include "daemon/store/stream_sink.h"
 #include "daemon/scheduling/worker_pool.h"
 #include "daemon/scheduling/worker_process.h"
@@ -171,7 +172,7 @@ class ExperimentManager {
  private:
   struct Active {
     v1::Experiment experiment;
-    std::map<int64_t, std::shared_ptr<EventSink>> sinks;
+    Subscribers<v1::ExperimentEvent> sinks;
     // The workers running it (workers_' ids), by rank: one, or one per GPU for a workload
     // that runs one process per rank.
     std::vector<int64_t> workers;
@@ -274,6 +275,10 @@ class ExperimentManager {
   std::string storage_error_ ABSL_GUARDED_BY(mutex_);
   // Live streams of experiments and sweeps (thread-safe on its own).
   WatchSlots watch_slots_;
+  // Watch and Submit streams: replay, then live events, under watch_slots_.
+  EventFanOut<v1::ExperimentEvent> fan_out_{
+      "experiment", watch_slots_,
+      [this](const absl::Status& refusal) { CountWatchRefusal(refusal); }};
   int64_t next_submit_order_ ABSL_GUARDED_BY(mutex_) = 0;
   // The JIT cache as the last worker to finish saw it (the probe's view is stale after runs).
   int64_t jit_cache_entries_ ABSL_GUARDED_BY(mutex_) = 0;

@@ -77,10 +77,13 @@ absl::Status CheckBaselineName(const std::string& name) {
 }  // namespace
 
 SweepManager::SweepManager(ExperimentManager* experiments)
-    : experiments_(experiments), store_(experiments->store()) {}
+    : experiments_(experiments),
+      store_(experiments->store()),
+      fan_out_("sweep", experiments->watch_slots(), [experiments](const absl::Status& refusal) {
+        experiments->CountWatchRefusal(refusal);
+      }) {}
 
-absl::StatusOr<std::unique_ptr<SweepManager>> SweepManager::Create(
-    ExperimentManager* experiments) {
+absl::StatusOr<std::unique_ptr<SweepManager>> SweepManager::Create(ExperimentManager* experiments) {
   std::unique_ptr<SweepManager> manager(new SweepManager(experiments));
   // Listen before resuming: whatever changes while the stored state is read arrives after it
   // and is applied (or found stale) in order.
@@ -111,7 +114,7 @@ void SweepManager::Shutdown() {
   stopping_ = true;
   // Running sweeps stay running in the store; their watchers reattach after a restart.
   for (auto& [id, active] : active_) {
-    for (auto& [subscription, sink] : active.sinks) sink->OnEnd();
+    EventFanOut<v1::SweepEvent>::EndAll(active.sinks);
     active.sinks.clear();
   }
 }
@@ -150,11 +153,11 @@ absl::Status SweepManager::Resume() {
       point.set_experiment_id(attempts.back());
       point.set_attempt(static_cast<int>(attempts.size()));
       point.clear_earlier_experiment_ids();
-      for (size_t i = 0; i + 1 < attempts.size(); ++i) point.add_earlier_experiment_ids(attempts[i]);
+      for (size_t i = 0; i + 1 < attempts.size(); ++i)
+        point.add_earlier_experiment_ids(attempts[i]);
       absl::StatusOr<v1::Experiment> experiment = store_.Get(attempts.back());
       if (!experiment.ok()) {
-        LogLine(absl::StrCat("sweep ", id, " point ", index, ": ",
-                             experiment.status().ToString()));
+        LogLine(absl::StrCat("sweep ", id, " point ", index, ": ", experiment.status().ToString()));
         continue;
       }
       if (experiment->state() == v1::INTERRUPTED && can_run && point.attempt() < kMaxAttempts) {
@@ -271,7 +274,7 @@ void SweepManager::AppendEventLocked(ActiveSweep& active, v1::SweepEvent event) 
     LogLine(absl::StrCat("could not persist event ", event.seq(), " of ", sweep.id(), ": ",
                          stored.ToString()));
   }
-  for (auto& [subscription, sink] : active.sinks) sink->OnEvent(event);
+  EventFanOut<v1::SweepEvent>::Publish(active.sinks, event);
 }
 
 void SweepManager::MaybeEndLocked(const std::string& id) {
@@ -292,13 +295,13 @@ void SweepManager::MaybeEndLocked(const std::string& id) {
     event.set_ended(absl::StrCat("all ", sweep.points_size(), " points finished"));
   } else {
     sweep.set_state(v1::SWEEP_INCOMPLETE);
-    sweep.set_reason(absl::StrCat(sweep.points_failed(), " of ", sweep.points_size(),
-                                  " points did not finish"));
+    sweep.set_reason(
+        absl::StrCat(sweep.points_failed(), " of ", sweep.points_size(), " points did not finish"));
     event.set_ended(sweep.reason());
   }
   *sweep.mutable_finished() = Now();
   AppendEventLocked(active, std::move(event));
-  for (auto& [subscription, sink] : active.sinks) sink->OnEnd();
+  EventFanOut<v1::SweepEvent>::EndAll(active.sinks);
   active_.erase(it);
 }
 
@@ -316,9 +319,8 @@ absl::StatusOr<v1::Sweep> SweepManager::Submit(v1::SweepRequest request, const A
   }
   request.mutable_base()->set_user(request.user());
   if (request.max_concurrent_gpus() < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("max_concurrent_gpus: got ", request.max_concurrent_gpus(),
-                     "; must be >= 0 (0: no cap)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_concurrent_gpus: got ", request.max_concurrent_gpus(), "; must be >= 0 (0: no cap)"));
   }
   ASSIGN_OR_RETURN(std::vector<sweep::ExpandedPoint> points, sweep::ExpandSweep(request));
   // The one admission step of every submission, before anything is stored: identity, policy,
@@ -375,8 +377,7 @@ absl::StatusOr<v1::Sweep> SweepManager::Submit(v1::SweepRequest request, const A
     entry.set_action("sweep-submit");
     entry.set_experiment_id(id);
     entry.set_detail(absl::StrCat(
-        on_behalf ? absl::StrCat("admin ", actor.user, " on behalf of ", request.user(), ": ")
-                  : "",
+        on_behalf ? absl::StrCat("admin ", actor.user, " on behalf of ", request.user(), ": ") : "",
         points.size(), " point(s)"));
     entry.set_authenticated_by(actor.authenticated_by);
     experiments_->RecordAudit(std::move(entry));
@@ -393,8 +394,8 @@ absl::StatusOr<v1::Sweep> SweepManager::Submit(v1::SweepRequest request, const A
     }
   } else if (absl::IsUnavailable(queued_points.status())) {
     // Stopping: the points are queued when the daemon starts again (Resume).
-    LogLine(absl::StrCat("the points of ", id, " wait for the next start: ",
-                         queued_points.status().ToString()));
+    LogLine(absl::StrCat("the points of ", id,
+                         " wait for the next start: ", queued_points.status().ToString()));
   } else {
     for (v1::SweepPoint& point : *active.sweep.mutable_points()) {
       point.set_state(v1::FAILED);
@@ -435,17 +436,18 @@ absl::StatusOr<v1::Sweep> SweepManager::Cancel(const std::string& id, const std:
   const auto it = active_.find(id);
   if (it == active_.end()) {
     ASSIGN_OR_RETURN(v1::Sweep sweep, store_.GetSweep(id));
-    return absl::FailedPreconditionError(absl::StrCat(
-        "sweep ", id, " already ended: ", v1::SweepState_Name(sweep.state())));
+    return absl::FailedPreconditionError(
+        absl::StrCat("sweep ", id, " already ended: ", v1::SweepState_Name(sweep.state())));
   }
   ActiveSweep& active = it->second;
   const std::string owner = active.sweep.user();
   if (!actor.admin && owner != actor.user) {
     return experiments_->admission().Refuse(
         actor, owner, "not-owner",
-        absl::PermissionDeniedError(absl::StrCat(
-            "sweep ", id, " belongs to ", owner, "; only its owner or an admin may cancel it "
-            "(you are ", actor.user, ", ", actor.authenticated_by, ")")));
+        absl::PermissionDeniedError(absl::StrCat("sweep ", id, " belongs to ", owner,
+                                                 "; only its owner or an admin may cancel it "
+                                                 "(you are ",
+                                                 actor.user, ", ", actor.authenticated_by, ")")));
   }
   RETURN_IF_ERROR(CheckPrintableText("reason", reason));
   active.sweep.set_cancel_requested(true);
@@ -481,44 +483,19 @@ absl::StatusOr<v1::Sweep> SweepManager::Cancel(const std::string& id, const std:
 absl::StatusOr<int64_t> SweepManager::Subscribe(const std::string& id, int64_t from_seq,
                                                 std::shared_ptr<SweepEventSink> sink,
                                                 const Watcher& watcher) {
-  if (from_seq < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("from_seq: got ", from_seq, "; must be >= 0"));
-  }
+  // Events are appended under the same lock: the stream has neither gaps nor duplicates.
   absl::MutexLock lock(&mutex_);
   const auto active = active_.find(id);
   const bool live = active != active_.end() && !stopping_;
-  // Only a live stream holds a place: a replay of an ended sweep ends by itself.
-  int64_t subscription = 0;
-  if (live) {
-    absl::StatusOr<int64_t> slot =
-        experiments_->watch_slots().Acquire("sweep", id, active->second.sweep.user(), watcher);
-    if (!slot.ok()) {
-      experiments_->CountWatchRefusal(slot.status());
-      return slot.status();
-    }
-    subscription = *slot;
-  }
-  absl::StatusOr<std::vector<v1::SweepEvent>> events = store_.SweepEvents(id, from_seq);
-  if (!events.ok()) {
-    experiments_->watch_slots().Release(subscription);
-    return events.status();
-  }
-  for (const auto& event : *events) sink->OnEvent(event);
-  if (!live) {
-    sink->OnEnd();
-    return 0;
-  }
-  active->second.sinks[subscription] = std::move(sink);
-  return subscription;
+  return fan_out_.Subscribe(
+      id, live ? active->second.sweep.user() : "", live ? &active->second.sinks : nullptr, from_seq,
+      [&](int64_t from) { return store_.SweepEvents(id, from); }, std::move(sink), watcher);
 }
 
 void SweepManager::Unsubscribe(const std::string& id, int64_t subscription) {
-  {
-    absl::MutexLock lock(&mutex_);
-    const auto active = active_.find(id);
-    if (active != active_.end()) active->second.sinks.erase(subscription);
-  }
-  experiments_->watch_slots().Release(subscription);
+  absl::MutexLock lock(&mutex_);
+  const auto active = active_.find(id);
+  fan_out_.Unsubscribe(active != active_.end() ? &active->second.sinks : nullptr, subscription);
 }
 
 absl::StatusOr<v1::Baseline> SweepManager::SaveBaseline(const v1::SaveBaselineRequest& request,
@@ -530,9 +507,9 @@ absl::StatusOr<v1::Baseline> SweepManager::SaveBaseline(const v1::SaveBaselineRe
   } else if (absl::StartsWith(request.target_id(), "swp-")) {
     RETURN_IF_ERROR(store_.GetSweep(request.target_id()).status());
   } else {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "target_id: \"", request.target_id(), "\" is neither an experiment (exp-...) nor a "
-        "sweep (swp-...)"));
+    return absl::InvalidArgumentError(absl::StrCat("target_id: \"", request.target_id(),
+                                                   "\" is neither an experiment (exp-...) nor a "
+                                                   "sweep (swp-...)"));
   }
   v1::Baseline baseline;
   baseline.set_name(request.name());

@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "daemon/experiment_manager.h"
+#include "daemon/store/event_fan_out.h"
 #include "daemon/store/experiment_store.h"
 #include "daemon/store/stream_sink.h"
 #include "gpuprof/v1/sweep.pb.h"
@@ -78,7 +79,7 @@ class SweepManager {
  private:
   struct ActiveSweep {
     v1::Sweep sweep;
-    std::map<int64_t, std::shared_ptr<SweepEventSink>> sinks;
+    Subscribers<v1::SweepEvent> sinks;
   };
 
   explicit SweepManager(ExperimentManager* experiments);
@@ -93,8 +94,7 @@ class SweepManager {
   // Applies an experiment's new state to its point; false if it changes nothing (stale).
   bool ApplyPointLocked(ActiveSweep& active, const v1::Experiment& experiment)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  void OnPointChangedLocked(const v1::Experiment& experiment)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void OnPointChangedLocked(const v1::Experiment& experiment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Numbers, counts, persists and fans out an event.
   void AppendEventLocked(ActiveSweep& active, v1::SweepEvent event)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
@@ -103,6 +103,8 @@ class SweepManager {
 
   ExperimentManager* const experiments_;
   ExperimentStore& store_;
+  // Watch streams, under the experiment manager's caps (per sweep, per user on it, per user).
+  EventFanOut<v1::SweepEvent> fan_out_;
 
   absl::Mutex mutex_;
   bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
