@@ -32,14 +32,16 @@ absl::StatusOr<v1::ExperimentRequest> Submit(const std::string& workload,
 }
 
 TEST(WorkloadNamesTest, AreTheOneofFields) {
-  EXPECT_THAT(WorkloadNames(), ElementsAre("index", "store", "attention", "collective", "radix"));
+  EXPECT_THAT(WorkloadNames(),
+              ElementsAre("index", "store", "attention", "collective", "radix", "copy"));
 }
 
 TEST(ExperimentRequestBuilderTest, UnknownWorkloadListsTheChoices) {
   auto builder = ExperimentRequestBuilder::ForWorkload("gemm");
   ASSERT_FALSE(builder.ok());
-  EXPECT_EQ(builder.status().message(),
-            "unknown workload \"gemm\"; choose one of index, store, attention, collective, radix");
+  EXPECT_EQ(
+      builder.status().message(),
+      "unknown workload \"gemm\"; choose one of index, store, attention, collective, radix, copy");
 }
 
 TEST(ExperimentRequestBuilderTest, EverySpecFieldOfEveryWorkloadIsAFlag) {
