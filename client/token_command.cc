@@ -24,8 +24,7 @@ std::vector<FlagSpec> TokenHashFlags() {
 }
 
 int Usage(const ClientEnvironment& env, absl::string_view message) {
-  *env.err << "error: " << EscapeForTerminal(message) << "\n(see gpuprof token-hash --help)\n";
-  return kExitUsage;
+  return ReportUsageError(env, message, "token-hash");
 }
 
 // Prints the hash and, for a user name, the policy line.
@@ -125,6 +124,27 @@ int RunTokenHashCommand(const std::vector<std::string>& args, const ClientEnviro
   absl::StatusOr<std::string> token = TokenAsSent(contents, source);
   if (!token.ok()) return Usage(env, token.status().message());
   return PrintHash(env, *token, user);
+}
+
+namespace {
+
+int RunTokenHash(const Invocation& invocation, const std::vector<std::string>& args) {
+  return RunTokenHashCommand(args, invocation.env);
+}
+
+int TokenHashHelpCommand(const ClientEnvironment& env, const std::vector<std::string>&) {
+  *env.out << TokenHashHelp();
+  return kExitOk;
+}
+
+}  // namespace
+
+Command TokenHashCommand() {
+  return {.name = "token-hash",
+          .summary = "a bearer token's SHA-256 for the daemon's policy, or a new token (local)",
+          .run_args = RunTokenHash,
+          .help = TokenHashHelpCommand,
+          .local = true};
 }
 
 }  // namespace gpuprof::client

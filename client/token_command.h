@@ -6,7 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "client/commands.h"
+#include "client/command.h"
+#include "client/session.h"
 
 namespace gpuprof::client {
 
@@ -15,6 +16,8 @@ std::string TokenHashHelp();
 
 // Runs `gpuprof token-hash args...` (args after the command name); returns the exit code.
 int RunTokenHashCommand(const std::vector<std::string>& args, const ClientEnvironment& env);
+
+Command TokenHashCommand();
 
 }  // namespace gpuprof::client
 
