@@ -86,6 +86,7 @@ class WorkerPoolTest : public ::testing::Test {
             pool_->Finished(worker);
             ++finished_;
           }
+          heard_.SignalAll();
         },
         [this](int64_t worker, const WorkerExit& exit) {
           absl::MutexLock lock(&mutex_);
@@ -93,6 +94,7 @@ class WorkerPoolTest : public ::testing::Test {
           if (std::optional<WorkerRun> run = pool_->Exited(worker); run.has_value()) {
             exits_[worker] = *run;
           }
+          heard_.SignalAll();
         },
         [this] { ++retirements_; });
   }
@@ -110,13 +112,20 @@ class WorkerPoolTest : public ::testing::Test {
                        rendezvous_[group.workers[0]], /*reused=*/false);
   }
 
-  // Waits (lock held) until `done` holds; false after 20 s.
+  // Waits (lock held) until `done` holds; false after 20 s. A condition variable, not
+  // Mutex::Await: abseil evaluates an Await condition on whichever thread unlocks, inside the
+  // uninstrumented library, where ThreadSanitizer cannot see that the lock is held.
   bool Await(const std::function<bool()>& done) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
-    return mutex_.AwaitWithTimeout(absl::Condition(&done, &std::function<bool()>::operator()),
-                                   absl::Seconds(20));
+    const absl::Time deadline = absl::Now() + absl::Seconds(20);
+    while (!done()) {
+      if (heard_.WaitWithDeadline(&mutex_, deadline)) return done();
+    }
+    return true;
   }
 
   absl::Mutex mutex_;
+  // Signalled when a report or an exit was recorded.
+  absl::CondVar heard_;
   const v1::ListGpusResponse inventory_ = TwoGpus();
   std::unique_ptr<WorkerPool> pool_;
   std::map<int64_t, std::string> rendezvous_ ABSL_GUARDED_BY(mutex_);
