@@ -24,6 +24,7 @@
 #include "daemon/store/experiment_store.h"
 #include "gpuprof/v1/profiler.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
+#include "tests/testing/daemon_harness.h"
 
 namespace gpuprof::daemon {
 namespace {
@@ -31,19 +32,6 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-
-// A loopback port that is free now (bound, then closed).
-int FreeLoopbackPort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof(address);
-  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  close(fd);
-  return ntohs(address.sin_port);
-}
 
 // Whether something accepts connections at the unix socket `path`.
 bool UnixSocketAccepts(const std::string& path) {
@@ -78,7 +66,7 @@ class DaemonServerTest : public ::testing::Test {
     char pattern[] = "/tmp/daemon-server-test-XXXXXX";
     ASSERT_NE(mkdtemp(pattern), nullptr);
     socket_dir_ = pattern;
-    tcp_port_ = FreeLoopbackPort();
+    tcp_port_ = ::gpuprof::testing::FreeLoopbackPort();
   }
   void TearDown() override { fs::remove_all(socket_dir_); }
 
@@ -89,8 +77,7 @@ class DaemonServerTest : public ::testing::Test {
     DaemonServer::Options options;
     options.state_dir = state_dir_;
     options.listen = {"unix:" + socket_path(), absl::StrCat("127.0.0.1:", tcp_port_)};
-    options.worker_binary = absl::StrCat(getenv("TEST_SRCDIR"), "/", getenv("TEST_WORKSPACE"),
-                                         "/worker/gpuprof_worker");
+    options.worker_binary = ::gpuprof::testing::RunfilePath("worker/gpuprof_worker");
     options.measure_copy_bandwidth = false;
     options.metrics_listen = "";
     options.nvml_library = "libnvidia-ml-absent-in-this-test.so";
