@@ -5,6 +5,7 @@
 #include "workloads/copy/copy_runner.h"
 #include "workloads/index/index_runner.h"
 #include "workloads/radix/radix_runner.h"
+#include "workloads/spec_table.h"
 #include "workloads/store/store_runner.h"
 
 namespace gpuprof::workloads {
@@ -34,9 +35,7 @@ const WorkloadRunner* FindWorkloadRunner(v1::ExperimentRequest::WorkloadCase req
 std::vector<std::string> RunnableWorkloadNames() {
   std::vector<std::string> names;
   for (const WorkloadRunner& runner : kRunners) {
-    names.push_back(v1::ExperimentRequest::descriptor()
-                        ->FindFieldByNumber(static_cast<int>(runner.request_case))
-                        ->name());
+    names.push_back(WorkloadName(runner.request_case));
   }
   return names;
 }

@@ -50,11 +50,15 @@ const WorkloadSpec* FindWorkloadSpec(v1::Workload workload) {
   return nullptr;
 }
 
-std::string WorkloadName(const v1::ExperimentRequest& request) {
-  if (request.workload_case() == v1::ExperimentRequest::WORKLOAD_NOT_SET) return "";
-  const auto* field = v1::ExperimentRequest::descriptor()->FindFieldByNumber(
-      static_cast<int>(request.workload_case()));
+std::string WorkloadName(v1::ExperimentRequest::WorkloadCase request_case) {
+  if (request_case == v1::ExperimentRequest::WORKLOAD_NOT_SET) return "";
+  const auto* field =
+      v1::ExperimentRequest::descriptor()->FindFieldByNumber(static_cast<int>(request_case));
   return field == nullptr ? "" : field->name();
+}
+
+std::string WorkloadName(const v1::ExperimentRequest& request) {
+  return WorkloadName(request.workload_case());
 }
 
 v1::Workload WorkloadOf(const v1::ExperimentRequest& request) {
@@ -68,7 +72,12 @@ bool IsGpuWorkload(const v1::ExperimentRequest& request) {
 }
 
 int RequiredGpuCount(const v1::ExperimentRequest& request) {
-  if (!IsGpuWorkload(request)) return 0;
+  const WorkloadSpec* spec = FindWorkloadSpec(request.workload_case());
+  return spec == nullptr ? 0 : RequiredGpuCount(*spec, request);
+}
+
+int RequiredGpuCount(const WorkloadSpec& spec, const v1::ExperimentRequest& request) {
+  if (!spec.uses_gpu) return 0;
   if (request.gpus().gpu_ids_size() > 0) return request.gpus().gpu_ids_size();
   if (request.gpus().gpu_count() > 0) return request.gpus().gpu_count();
   return std::max(1, request.tp_degree());

@@ -19,10 +19,13 @@ const WorkloadSpec* FindWorkloadSpec(gpuprof::v1::Workload workload);
 
 // "index", "store", ... as users type them (the oneof field's name); "" when none is set.
 std::string WorkloadName(const gpuprof::v1::ExperimentRequest& request);
+std::string WorkloadName(gpuprof::v1::ExperimentRequest::WorkloadCase request_case);
 gpuprof::v1::Workload WorkloadOf(const gpuprof::v1::ExperimentRequest& request);
 bool IsGpuWorkload(const gpuprof::v1::ExperimentRequest& request);
 // The number of GPUs the request needs once defaults are applied.
 int RequiredGpuCount(const gpuprof::v1::ExperimentRequest& request);
+// The same for a request whose spec the caller has already looked up.
+int RequiredGpuCount(const WorkloadSpec& spec, const gpuprof::v1::ExperimentRequest& request);
 
 }  // namespace gpuprof::workloads
 

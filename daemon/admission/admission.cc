@@ -145,8 +145,7 @@ absl::StatusOr<Admission> AdmissionControl::Admit(AdmissionRequest submission) {
 absl::Status AdmissionControl::Validate(AdmissionRequest& submission) const {
   for (size_t index = 0; index < submission.requests.size(); ++index) {
     v1::ExperimentRequest& request = submission.requests[index];
-    ApplyRequestDefaults(options_.limits, inventory_, request);
-    RETURN_IF_ERROR(Prefixed(ValidateExperimentRequest(request, inventory_, options_.limits),
+    RETURN_IF_ERROR(Prefixed(ApplyDefaultsAndValidate(options_.limits, inventory_, request),
                              PointPrefix(submission, index, /*parameters=*/true)));
   }
   return absl::OkStatus();

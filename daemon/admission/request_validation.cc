@@ -24,10 +24,10 @@ namespace gpuprof::daemon {
 namespace {
 
 using ::gpuprof::workloads::CheckRange;
-using ::gpuprof::workloads::IsGpuWorkload;
 using ::gpuprof::workloads::RequiredGpuCount;
 using ::gpuprof::workloads::SetIfZero;
 using ::gpuprof::workloads::WorkloadName;
+using ::gpuprof::workloads::WorkloadSpec;
 
 using ::google::protobuf::util::TimeUtil;
 
@@ -38,24 +38,10 @@ constexpr size_t kMaxDescriptionBytes = 4096;
 constexpr size_t kMaxUserBytes = 64;
 constexpr int kMaxPriority = 100;
 
-
-
-
-
-
-
-
-
-
-
-
-
-
 absl::Status ValidateMeasurement(const v1::MeasurementOptions& options) {
-  RETURN_IF_ERROR(CheckRange("measurement.warmup_iterations", options.warmup_iterations(), 0,
-                             100'000));
   RETURN_IF_ERROR(
-      CheckRange("measurement.min_iterations", options.min_iterations(), 1, 1'000'000));
+      CheckRange("measurement.warmup_iterations", options.warmup_iterations(), 0, 100'000));
+  RETURN_IF_ERROR(CheckRange("measurement.min_iterations", options.min_iterations(), 1, 1'000'000));
   RETURN_IF_ERROR(CheckRange("measurement.max_iterations", options.max_iterations(),
                              options.min_iterations(), 1'000'000));
   const int64_t budget_ms = TimeUtil::DurationToMilliseconds(options.time_budget());
@@ -101,9 +87,9 @@ absl::Status ValidateLabels(const v1::ExperimentRequest& request, const Validati
           absl::CEscape(key.substr(0, 80)), UnsafeCharacterNote(key), kMaxLabelKeyBytes));
     }
     if (value.size() > kMaxLabelValueBytes) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "labels[%s]: value of %d bytes; at most %d allowed", key, value.size(),
-          kMaxLabelValueBytes));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("labels[%s]: value of %d bytes; at most %d allowed", key, value.size(),
+                          kMaxLabelValueBytes));
     }
     RETURN_IF_ERROR(CheckPrintableText(absl::StrCat("labels[", key, "]"), value));
     if (key == kFaultLabel) {
@@ -126,7 +112,8 @@ absl::Status ValidateLabels(const v1::ExperimentRequest& request, const Validati
   return absl::OkStatus();
 }
 
-absl::Status ValidateCommon(const v1::ExperimentRequest& request, const ValidationLimits& limits) {
+absl::Status ValidateCommon(const v1::ExperimentRequest& request, const WorkloadSpec& spec,
+                            const ValidationLimits& limits) {
   const std::string& user = request.user();
   if (user.empty() || user.size() > kMaxUserBytes ||
       !std::all_of(user.begin(), user.end(), [](char c) {
@@ -137,15 +124,15 @@ absl::Status ValidateCommon(const v1::ExperimentRequest& request, const Validati
         absl::CEscape(user.substr(0, 80)), UnsafeCharacterNote(user), kMaxUserBytes));
   }
   if (request.description().size() > kMaxDescriptionBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("description: %d bytes; at most %d allowed",
-                        request.description().size(), kMaxDescriptionBytes));
+    return absl::InvalidArgumentError(absl::StrFormat("description: %d bytes; at most %d allowed",
+                                                      request.description().size(),
+                                                      kMaxDescriptionBytes));
   }
   RETURN_IF_ERROR(CheckPrintableText("description", request.description()));
   RETURN_IF_ERROR(CheckRange("priority", request.priority(), -kMaxPriority, kMaxPriority));
   const int64_t timeout_s = TimeUtil::DurationToSeconds(request.timeout());
-  RETURN_IF_ERROR(CheckRange("timeout (seconds)", timeout_s, 1,
-                             absl::ToInt64Seconds(limits.max_timeout)));
+  RETURN_IF_ERROR(
+      CheckRange("timeout (seconds)", timeout_s, 1, absl::ToInt64Seconds(limits.max_timeout)));
   RETURN_IF_ERROR(ValidateLabels(request, limits));
   for (int i = 0; i < request.tracing().extra_metrics_size(); ++i) {
     const std::string& metric = request.tracing().extra_metrics(i);
@@ -156,16 +143,17 @@ absl::Status ValidateCommon(const v1::ExperimentRequest& request, const Validati
     RETURN_IF_ERROR(CheckPrintableText(absl::StrFormat("tracing.extra_metrics[%d]", i), metric));
   }
   if (request.tracing().extra_metrics_size() > 64) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "tracing.extra_metrics: got %d names; at most 64 allowed",
-        request.tracing().extra_metrics_size()));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("tracing.extra_metrics: got %d names; at most 64 allowed",
+                        request.tracing().extra_metrics_size()));
   }
   // CPU workloads take no measurement options.
-  return IsGpuWorkload(request) ? ValidateMeasurement(request.measurement()) : absl::OkStatus();
+  return spec.uses_gpu ? ValidateMeasurement(request.measurement()) : absl::OkStatus();
 }
 
 // Checks of the GPU selection that need no inventory: ids, counts and the TP degree agree.
-absl::Status ValidateGpuSelectionShape(const v1::ExperimentRequest& request) {
+absl::Status ValidateGpuSelectionShape(const v1::ExperimentRequest& request,
+                                       const WorkloadSpec& spec) {
   const auto& selection = request.gpus();
   std::set<int> seen;
   for (int i = 0; i < selection.gpu_ids_size(); ++i) {
@@ -186,22 +174,21 @@ absl::Status ValidateGpuSelectionShape(const v1::ExperimentRequest& request) {
         "gpus.gpu_count: got %d with %d explicit gpu_ids; give ids or a count, not both",
         selection.gpu_count(), selection.gpu_ids_size()));
   }
-  if (!IsGpuWorkload(request)) {
+  if (!spec.uses_gpu) {
     if (selection.gpu_ids_size() > 0 || selection.gpu_count() > 0) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "gpus: %s runs on the CPU; leave the GPU selection empty", WorkloadName(request)));
     }
     return CheckRange("tp_degree", request.tp_degree(), 0, 1);
   }
-  const int gpu_set = RequiredGpuCount(request);
+  const int gpu_set = RequiredGpuCount(spec, request);
   RETURN_IF_ERROR(CheckRange("tp_degree", request.tp_degree(), 1, 1024));
   if (request.tp_degree() > gpu_set) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "tp_degree: got %d; must be at most the number of GPUs selected (%d)",
-        request.tp_degree(), gpu_set));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("tp_degree: got %d; must be at most the number of GPUs selected (%d)",
+                        request.tp_degree(), gpu_set));
   }
-  const workloads::WorkloadSpec* spec = workloads::FindWorkloadSpec(request.workload_case());
-  if (spec->supports_tensor_parallelism) {
+  if (spec.supports_tensor_parallelism) {
     if (request.tp_degree() > 1 && request.tp_degree() != gpu_set) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "tp_degree: got %d with %d GPUs selected; %s runs one rank per GPU, so they must be "
@@ -211,11 +198,7 @@ absl::Status ValidateGpuSelectionShape(const v1::ExperimentRequest& request) {
   } else if (request.tp_degree() > 1) {
     std::vector<std::string> parallel;
     for (const auto* known : workloads::WorkloadSpecs()) {
-      if (known->supports_tensor_parallelism) {
-        parallel.push_back(v1::ExperimentRequest::descriptor()
-                               ->FindFieldByNumber(static_cast<int>(known->request_case))
-                               ->name());
-      }
+      if (known->supports_tensor_parallelism) parallel.push_back(WorkloadName(known->request_case));
     }
     return absl::InvalidArgumentError(absl::StrFormat(
         "tp_degree: got %d; %s runs on one rank in this build (tensor parallelism: %s)",
@@ -225,44 +208,42 @@ absl::Status ValidateGpuSelectionShape(const v1::ExperimentRequest& request) {
 }
 
 absl::Status ValidateGpuSelectionOnHost(const v1::ExperimentRequest& request,
+                                        const WorkloadSpec& spec,
                                         const v1::ListGpusResponse& inventory) {
   const int host_gpus = inventory.gpus_size();
   const auto& selection = request.gpus();
   for (int i = 0; i < selection.gpu_ids_size(); ++i) {
     if (selection.gpu_ids(i) >= host_gpus) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "gpus.gpu_ids[%d]: GPU %d does not exist; this host has GPUs 0-%d", i,
-          selection.gpu_ids(i), host_gpus - 1));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("gpus.gpu_ids[%d]: GPU %d does not exist; this host has GPUs 0-%d", i,
+                          selection.gpu_ids(i), host_gpus - 1));
     }
   }
-  const int needed = RequiredGpuCount(request);
+  const int needed = RequiredGpuCount(spec, request);
   if (needed > host_gpus) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "gpus.gpu_count: needs %d GPUs; this host has %d", needed, host_gpus));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("gpus.gpu_count: needs %d GPUs; this host has %d", needed, host_gpus));
   }
   // A placement no free-for-all host could satisfy would wait forever: refuse it now.
   std::set<int> all;
   for (int i = 0; i < host_gpus; ++i) all.insert(i);
   if (!ChooseGpus(selection, needed, GpuTopology(inventory), all).has_value()) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "gpus.placement: no set of %d GPUs on this host satisfies %s", needed,
-        v1::GpuSelection::Placement_Name(selection.placement())));
+    return absl::FailedPreconditionError(
+        absl::StrFormat("gpus.placement: no set of %d GPUs on this host satisfies %s", needed,
+                        v1::GpuSelection::Placement_Name(selection.placement())));
   }
   return absl::OkStatus();
 }
 
-}  // namespace
-
-void ApplyRequestDefaults(const ValidationLimits& limits, const v1::ListGpusResponse& inventory,
-                          v1::ExperimentRequest& request) {
-  if (const workloads::WorkloadSpec* spec = workloads::FindWorkloadSpec(request.workload_case());
-      spec != nullptr) {
-    spec->apply_defaults(inventory, request);
-  }
+// ApplyRequestDefaults with the request's spec (nullptr: no workload set) already looked up.
+void ApplyDefaults(const WorkloadSpec* spec, const ValidationLimits& limits,
+                   const v1::ListGpusResponse& inventory, v1::ExperimentRequest& request) {
+  if (spec != nullptr) spec->apply_defaults(inventory, request);
+  const bool uses_gpu = spec != nullptr && spec->uses_gpu;
   // Workloads that run one process per rank chose their degree above; the others run as one.
-  if (IsGpuWorkload(request) && request.tp_degree() == 0) request.set_tp_degree(1);
+  if (uses_gpu && request.tp_degree() == 0) request.set_tp_degree(1);
   // Measurement and tracing options mean nothing to CPU workloads; keep their requests clean.
-  if (IsGpuWorkload(request)) {
+  if (uses_gpu) {
     auto& measurement = *request.mutable_measurement();
     SetIfZero(measurement.warmup_iterations(), [&] { measurement.set_warmup_iterations(10); });
     SetIfZero(measurement.min_iterations(), [&] { measurement.set_min_iterations(10); });
@@ -275,14 +256,60 @@ void ApplyRequestDefaults(const ValidationLimits& limits, const v1::ListGpusResp
     }
     SetIfZero(measurement.noise_target(), [&] { measurement.set_noise_target(0.01); });
     SetIfZero(measurement.l2_mode(),
-                [&] { measurement.set_l2_mode(v1::MeasurementOptions::L2_MODE_HOT); });
+              [&] { measurement.set_l2_mode(v1::MeasurementOptions::L2_MODE_HOT); });
     SetIfZero(request.tracing().level(),
-                [&] { request.mutable_tracing()->set_level(v1::TracingOptions::LEVEL_ACTIVITY); });
+              [&] { request.mutable_tracing()->set_level(v1::TracingOptions::LEVEL_ACTIVITY); });
   }
   if (!request.has_timeout() || TimeUtil::DurationToNanoseconds(request.timeout()) == 0) {
     *request.mutable_timeout() =
         TimeUtil::SecondsToDuration(absl::ToInt64Seconds(limits.default_timeout));
   }
+}
+
+// ValidateExperimentRequest with the request's spec already looked up.
+absl::Status Validate(const WorkloadSpec* spec, const v1::ExperimentRequest& request,
+                      const v1::ListGpusResponse& inventory, const ValidationLimits& limits) {
+  if (spec == nullptr) {
+    std::vector<std::string> names;
+    for (const auto* known : workloads::WorkloadSpecs()) {
+      names.push_back(WorkloadName(known->request_case));
+    }
+    return absl::InvalidArgumentError(
+        absl::StrCat("workload: not set; must be one of ", absl::StrJoin(names, ", ")));
+  }
+  RETURN_IF_ERROR(spec->validate(request, workloads::HostLimitsOf(inventory)));
+  RETURN_IF_ERROR(ValidateCommon(request, *spec, limits));
+  RETURN_IF_ERROR(ValidateGpuSelectionShape(request, *spec));
+  const std::string workload = WorkloadName(request);
+  if (spec->uses_gpu && inventory.gpus_size() == 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        workload, " runs on a GPU and this host has none",
+        inventory.probe_error().empty() ? "" : absl::StrCat(" (", inventory.probe_error(), ")")));
+  }
+  const auto& supported = inventory.supported_workloads();
+  if (std::find(supported.begin(), supported.end(), workload) == supported.end()) {
+    return absl::UnimplementedError(
+        absl::StrFormat("workload %s is not available in this build of gpuprof (available: %s)",
+                        workload, absl::StrJoin(supported, ", ")));
+  }
+  if (spec->uses_gpu) RETURN_IF_ERROR(ValidateGpuSelectionOnHost(request, *spec, inventory));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void ApplyRequestDefaults(const ValidationLimits& limits, const v1::ListGpusResponse& inventory,
+                          v1::ExperimentRequest& request) {
+  ApplyDefaults(workloads::FindWorkloadSpec(request.workload_case()), limits, inventory, request);
+}
+
+absl::Status ApplyDefaultsAndValidate(const ValidationLimits& limits,
+                                      const v1::ListGpusResponse& inventory,
+                                      v1::ExperimentRequest& request) {
+  // The spec is looked up once per request; the defaults and every check are given it.
+  const WorkloadSpec* spec = workloads::FindWorkloadSpec(request.workload_case());
+  ApplyDefaults(spec, limits, inventory, request);
+  return Validate(spec, request, inventory, limits);
 }
 
 absl::Status CheckPrintableText(absl::string_view field, absl::string_view text) {
@@ -318,34 +345,7 @@ absl::Status ValidateBaselineText(const v1::SaveBaselineRequest& request) {
 absl::Status ValidateExperimentRequest(const v1::ExperimentRequest& request,
                                        const v1::ListGpusResponse& inventory,
                                        const ValidationLimits& limits) {
-  const workloads::WorkloadSpec* spec = workloads::FindWorkloadSpec(request.workload_case());
-  if (spec == nullptr) {
-    std::vector<std::string> names;
-    for (const auto* known : workloads::WorkloadSpecs()) {
-      names.push_back(v1::ExperimentRequest::descriptor()
-                          ->FindFieldByNumber(static_cast<int>(known->request_case))
-                          ->name());
-    }
-    return absl::InvalidArgumentError(
-        absl::StrCat("workload: not set; must be one of ", absl::StrJoin(names, ", ")));
-  }
-  RETURN_IF_ERROR(spec->validate(request, workloads::HostLimitsOf(inventory)));
-  RETURN_IF_ERROR(ValidateCommon(request, limits));
-  RETURN_IF_ERROR(ValidateGpuSelectionShape(request));
-  const std::string workload = WorkloadName(request);
-  if (IsGpuWorkload(request) && inventory.gpus_size() == 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        workload, " runs on a GPU and this host has none",
-        inventory.probe_error().empty() ? "" : absl::StrCat(" (", inventory.probe_error(), ")")));
-  }
-  const auto& supported = inventory.supported_workloads();
-  if (std::find(supported.begin(), supported.end(), workload) == supported.end()) {
-    return absl::UnimplementedError(
-        absl::StrFormat("workload %s is not available in this build of gpuprof (available: %s)",
-                        workload, absl::StrJoin(supported, ", ")));
-  }
-  if (IsGpuWorkload(request)) RETURN_IF_ERROR(ValidateGpuSelectionOnHost(request, inventory));
-  return absl::OkStatus();
+  return Validate(workloads::FindWorkloadSpec(request.workload_case()), request, inventory, limits);
 }
 
 }  // namespace gpuprof::daemon

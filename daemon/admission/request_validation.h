@@ -1,7 +1,7 @@
 // Checks an ExperimentRequest before anything is queued: a pure function of the request, the
 // host's GPU inventory and the daemon's limits. The workload's own fields are checked by its
-// spec (workloads/spec_table.h); this file checks what every request shares. Errors name the field, the value and what is
-// allowed, e.g. "index.num_tokens: got -5; must be in [1, 16777216]".
+// spec (workloads/spec_table.h); this file checks what every request shares. Errors name the
+// field, the value and what is allowed, e.g. "index.num_tokens: got -5; must be in [1, 16777216]".
 #ifndef GPUPROF_DAEMON_ADMISSION_REQUEST_VALIDATION_H_
 #define GPUPROF_DAEMON_ADMISSION_REQUEST_VALIDATION_H_
 
@@ -25,7 +25,6 @@ struct ValidationLimits {
   bool allow_test_faults = false;
 };
 
-
 // Fills unset (zero) fields with their documented defaults. Pure: no validation.
 void ApplyRequestDefaults(const ValidationLimits& limits, const v1::ListGpusResponse& inventory,
                           v1::ExperimentRequest& request);
@@ -35,6 +34,12 @@ void ApplyRequestDefaults(const ValidationLimits& limits, const v1::ListGpusResp
 absl::Status ValidateExperimentRequest(const v1::ExperimentRequest& request,
                                        const v1::ListGpusResponse& inventory,
                                        const ValidationLimits& limits);
+
+// ApplyRequestDefaults then ValidateExperimentRequest, looking the workload's spec up once:
+// the request as admitted is the request as checked.
+absl::Status ApplyDefaultsAndValidate(const ValidationLimits& limits,
+                                      const v1::ListGpusResponse& inventory,
+                                      v1::ExperimentRequest& request);
 
 // Text people write for each other (labels, descriptions, reasons) is shown on other users'
 // terminals, where a control character is acted on instead of shown (an OSC sequence sets the

@@ -8,6 +8,7 @@
 
 #include "daemon/admission/request_validation.h"
 #include "google/protobuf/stubs/logging.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "gpuprof/v1/experiment.pb.h"
 #include "gpuprof/v1/gpus.pb.h"
 
@@ -48,12 +49,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // The first byte decides whether test-only fault labels are allowed, so both paths run.
   gpuprof::daemon::ValidationLimits limits;
   limits.allow_test_faults = size > 0 && (data[0] & 1) != 0;
+  // Admission's path: defaults and validation with one look-up of the workload's spec.
+  gpuprof::v1::ExperimentRequest admitted = request;
+  const absl::Status one_step =
+      gpuprof::daemon::ApplyDefaultsAndValidate(limits, inventory, admitted);
   gpuprof::daemon::ApplyRequestDefaults(limits, inventory, request);
   const absl::Status first = gpuprof::daemon::ValidateExperimentRequest(request, inventory, limits);
-  const absl::Status second = gpuprof::daemon::ValidateExperimentRequest(request, inventory, limits);
+  const absl::Status second =
+      gpuprof::daemon::ValidateExperimentRequest(request, inventory, limits);
   if (first != second) {
     std::fprintf(stderr, "validation is not deterministic: '%s' then '%s'\n",
                  first.ToString().c_str(), second.ToString().c_str());
+    std::abort();
+  }
+  if (one_step != first || !google::protobuf::util::MessageDifferencer::Equals(admitted, request)) {
+    std::fprintf(stderr, "the one-step path differs: '%s', the two steps '%s'\n",
+                 one_step.ToString().c_str(), first.ToString().c_str());
     std::abort();
   }
   if (!first.ok() && first.message().empty()) {

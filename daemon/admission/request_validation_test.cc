@@ -177,8 +177,7 @@ TEST(RequestValidation, RaggedAttentionBatchesNameTheSequence) {
   EXPECT_EQ(Check(request, inventory).message(),
             "attention.kv_lens: got 2 entries; must have one per sequence, as q_lens (3)");
   attention->add_kv_lens(300);
-  EXPECT_THAT(Check(request, inventory).message(),
-              HasSubstr("attention.q_lens[2]: got 512"));
+  EXPECT_THAT(Check(request, inventory).message(), HasSubstr("attention.q_lens[2]: got 512"));
   attention->set_kv_lens(2, 512);
   ASSERT_TRUE(Check(request, inventory).ok()) << Check(request, inventory);
   attention->set_batch_size(4);
@@ -186,7 +185,8 @@ TEST(RequestValidation, RaggedAttentionBatchesNameTheSequence) {
               HasSubstr("attention.batch_size: got 4; must be the number of q_lens/kv_lens"));
   attention->set_batch_size(0);
   attention->set_kv_len_max(8192);
-  EXPECT_THAT(Check(request, inventory).message(), HasSubstr("attention.kv_len_max: must be unset"));
+  EXPECT_THAT(Check(request, inventory).message(),
+              HasSubstr("attention.kv_len_max: must be unset"));
   // Decode: at most 8 queries, and never more than the sequence holds.
   attention->clear_kv_len_max();
   attention->set_phase(v1::ATTENTION_PHASE_DECODE);
@@ -210,7 +210,8 @@ TEST(RequestValidation, AttentionLengthsFromADistribution) {
   ASSERT_TRUE(Check(request, inventory).ok()) << Check(request, inventory);
   ApplyRequestDefaults({}, inventory, request);
   EXPECT_EQ(request.attention().q_len(), 8192);  // prefill: every sequence whole
-  const workloads::AttentionLengths lengths = workloads::ExpandAttentionLengths(request.attention());
+  const workloads::AttentionLengths lengths =
+      workloads::ExpandAttentionLengths(request.attention());
   ASSERT_EQ(lengths.kv_lens.size(), 64u);
   int64_t low = 1 << 30, high = 0;
   for (size_t i = 0; i < lengths.kv_lens.size(); ++i) {
@@ -329,7 +330,9 @@ TEST(RequestValidation, ControlCharactersInTextAreRefused) {
       "2J");
   EXPECT_THAT(Check(request, NoGpus()).message(),
               HasSubstr("description: U+009B (control sequence introducer) at byte 1"));
-  request.set_description("invoice\xe2\x80\xae" "fdp.exe");
+  request.set_description(
+      "invoice\xe2\x80\xae"
+      "fdp.exe");
   EXPECT_THAT(Check(request, NoGpus()).message(),
               HasSubstr("description: U+202E (right-to-left override) at byte 7"));
   request.set_description("DEL\x7f");
@@ -516,8 +519,9 @@ TEST(RequestValidation, CollectiveSizesAndTypesTheRanksCanRun) {
   request.mutable_collective()->set_min_bytes(1024);
   EXPECT_TRUE(Check(request, inventory).ok());
   request.mutable_collective()->set_in_place(true);
-  EXPECT_THAT(Check(request, inventory).message(),
-              HasSubstr("collective.in_place: all-gather over symmetric windows runs out of place"));
+  EXPECT_THAT(
+      Check(request, inventory).message(),
+      HasSubstr("collective.in_place: all-gather over symmetric windows runs out of place"));
 }
 
 TEST(RequestValidation, EagerCollectivesTakeNoGraph) {
@@ -543,6 +547,31 @@ TEST(RequestValidation, RankPerGpuWorkloadsNeedTpEqualToTheGpuSet) {
   EXPECT_EQ(Check(request, TwoNvlinkGpus()).message(),
             "tp_degree: got 1 with 2 GPUs selected; collective runs one rank per GPU, so they "
             "must be equal");
+}
+
+// Admission's one-lookup path gives the request and the verdict of the two separate steps.
+TEST(RequestValidation, DefaultsAndValidationInOneStepMatchTheTwoSteps) {
+  v1::ExperimentRequest no_workload;
+  no_workload.set_user("alice");
+  v1::ExperimentRequest radix_on_gpus = Radix();
+  radix_on_gpus.mutable_gpus()->set_gpu_count(1);
+  v1::ExperimentRequest collective;
+  collective.mutable_collective();
+  collective.mutable_gpus()->set_gpu_count(2);
+  int refused = 0;
+  for (v1::ExperimentRequest request :
+       {Radix(), Index(64), Index(-5), no_workload, radix_on_gpus, collective}) {
+    if (request.user().empty()) request.set_user("alice");
+    v1::ExperimentRequest two_steps = request;
+    ApplyRequestDefaults({}, TwoNvlinkGpus(), two_steps);
+    const absl::Status expected = ValidateExperimentRequest(two_steps, TwoNvlinkGpus(), {});
+    const absl::Status got = ApplyDefaultsAndValidate({}, TwoNvlinkGpus(), request);
+    EXPECT_EQ(got, expected);
+    EXPECT_EQ(request.DebugString(), two_steps.DebugString());
+    if (!got.ok()) ++refused;
+  }
+  // A negative size, no workload, GPUs for a CPU workload, a workload this host lacks.
+  EXPECT_EQ(refused, 4);
 }
 
 }  // namespace
