@@ -6,12 +6,10 @@
 
 #include <stdlib.h>
 
-#include <atomic>
 #include <fstream>
 #include <map>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -22,6 +20,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "daemon/admission/access_policy.h"
+#include "daemon/admission/racing_submits.h"
 #include "daemon/store/experiment_store.h"
 #include "gmock/gmock.h"
 #include "gpuprof/v1/experiment.pb.h"
@@ -182,32 +181,14 @@ TEST_F(ExperimentManagerTest, ParallelSubmitsNeverExceedTheQueueQuota) {
   StartManager();
   Blocker();
   constexpr int kThreads = 32;
-  std::atomic<int> admitted{0};
-  std::atomic<int> refused_by_quota{0};
-  std::vector<std::string> other_errors(kThreads);
-  std::atomic<bool> go{false};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
-      while (!go.load()) std::this_thread::yield();
-      auto submitted = manager_->Submit(Collective(/*hang=*/false), kMallory);
-      if (submitted.ok()) {
-        ++admitted;
-      } else if (absl::IsResourceExhausted(submitted.status()) &&
-                 absl::StrContains(submitted.status().message(),
-                                   "quota max_queued_experiments for mallory (users entry) is "
-                                   "2; in use: 2 queued experiment(s)")) {
-        ++refused_by_quota;
-      } else {
-        other_errors[t] = submitted.status().ToString();
-      }
-    });
-  }
-  go = true;
-  for (std::thread& thread : threads) thread.join();
-  for (const std::string& error : other_errors) EXPECT_EQ(error, "");
-  EXPECT_EQ(admitted.load(), 2);
-  EXPECT_EQ(refused_by_quota.load(), kThreads - 2);
+  const RaceResult race = RaceSubmits(
+      kThreads,
+      "quota max_queued_experiments for mallory (users entry) is 2; in use: 2 queued "
+      "experiment(s)",
+      [&](int) { return manager_->Submit(Collective(/*hang=*/false), kMallory).status(); });
+  EXPECT_THAT(race.unexpected, ::testing::IsEmpty());
+  EXPECT_EQ(race.admitted, 2);
+  EXPECT_EQ(race.refused, kThreads - 2);
   EXPECT_EQ(QueuedOf("mallory"), 2);
   EXPECT_EQ(StoredOf("mallory"), 2);
   // Every refusal is in the audit trail.

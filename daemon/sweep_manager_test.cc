@@ -9,7 +9,6 @@
 #include <fstream>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -19,6 +18,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "daemon/admission/access_policy.h"
+#include "daemon/admission/racing_submits.h"
 #include "daemon/experiment_manager.h"
 #include "daemon/store/experiment_store.h"
 #include "gmock/gmock.h"
@@ -143,31 +143,17 @@ class SweepManagerTest : public ::testing::Test {
 
 TEST_F(SweepManagerTest, ParallelSweepsNeverExceedTheQueueQuota) {
   constexpr int kThreads = 16;
-  std::atomic<int> accepted{0};
-  std::vector<std::string> unexpected(kThreads);
-  std::atomic<bool> go{false};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
-      while (!go.load()) std::this_thread::yield();
-      auto sweep = sweeps_->Submit(TwoPointSweep("mallory"), kMallory);
-      if (sweep.ok()) {
-        ++accepted;
-        if (sweep->points_size() != 2 || sweep->points_failed() != 0) {
-          unexpected[t] = sweep->DebugString();
+  const RaceResult race =
+      RaceSubmits(kThreads, "quota max_queued_experiments for mallory", [&](int) {
+        auto sweep = sweeps_->Submit(TwoPointSweep("mallory"), kMallory);
+        if (sweep.ok() && (sweep->points_size() != 2 || sweep->points_failed() != 0)) {
+          return absl::InternalError(sweep->DebugString());
         }
-      } else if (!absl::IsResourceExhausted(sweep.status()) ||
-                 !absl::StrContains(sweep.status().message(),
-                                    "quota max_queued_experiments for mallory")) {
-        unexpected[t] = sweep.status().ToString();
-      }
-    });
-  }
-  go = true;
-  for (std::thread& thread : threads) thread.join();
-  for (const std::string& error : unexpected) EXPECT_EQ(error, "");
+        return sweep.status();
+      });
+  EXPECT_THAT(race.unexpected, ::testing::IsEmpty());
   // Two places: one 2-point sweep, whole.
-  EXPECT_EQ(accepted.load(), 1);
+  EXPECT_EQ(race.admitted, 1);
   EXPECT_EQ(QueuedOf("mallory"), 2);
   // The refused ones stored nothing.
   EXPECT_EQ(SweepsOf("mallory"), 1);
@@ -176,21 +162,18 @@ TEST_F(SweepManagerTest, ParallelSweepsNeverExceedTheQueueQuota) {
 TEST_F(SweepManagerTest, SweepsAndSubmitsRacingShareTheSamePlaces) {
   constexpr int kThreads = 18;
   std::atomic<int> points{0};
-  std::atomic<bool> go{false};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
-      while (!go.load()) std::this_thread::yield();
-      if (t % 2 == 0) {
-        if (experiments_->Submit(Collective(false), kMallory).ok()) ++points;
-      } else {
+  const RaceResult race =
+      RaceSubmits(kThreads, "quota max_queued_experiments for mallory", [&](int thread) {
+        if (thread % 2 == 0) {
+          const absl::Status submitted = experiments_->Submit(Collective(false), kMallory).status();
+          if (submitted.ok()) ++points;
+          return submitted;
+        }
         auto sweep = sweeps_->Submit(TwoPointSweep("mallory"), kMallory);
         if (sweep.ok()) points += sweep->points_size();
-      }
-    });
-  }
-  go = true;
-  for (std::thread& thread : threads) thread.join();
+        return sweep.status();
+      });
+  EXPECT_THAT(race.unexpected, ::testing::IsEmpty());
   EXPECT_GE(points.load(), 1);
   EXPECT_LE(points.load(), 2);
   EXPECT_EQ(QueuedOf("mallory"), points.load());

@@ -7,7 +7,6 @@
 #include <map>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -16,6 +15,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/admission/access_policy.h"
+#include "daemon/admission/racing_submits.h"
+#include "daemon/admission/test_inventory.h"
 #include "daemon/store/experiment_store.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/time_util.h"
@@ -89,25 +90,6 @@ std::string TempDir() {
   std::string pattern = absl::StrCat(tmp == nullptr ? "/tmp" : tmp, "/admission-XXXXXX");
   char* made = mkdtemp(pattern.data());
   return made == nullptr ? "" : std::string(made);
-}
-
-// A host with two NVLink-connected GPUs that runs index and radix.
-v1::ListGpusResponse TwoGpus() {
-  v1::ListGpusResponse inventory;
-  inventory.add_supported_workloads("index");
-  inventory.add_supported_workloads("radix");
-  for (int i = 0; i < 2; ++i) {
-    v1::GpuInfo* gpu = inventory.add_gpus();
-    gpu->set_index(i);
-    gpu->set_total_memory_bytes(80ll << 30);
-  }
-  for (auto [a, b] : {std::pair{0, 1}, std::pair{1, 0}}) {
-    v1::GpuLink* link = inventory.add_links();
-    link->set_gpu_a(a);
-    link->set_gpu_b(b);
-    link->set_type(v1::LINK_TYPE_NVLINK);
-  }
-  return inventory;
 }
 
 v1::ExperimentRequest Index(int64_t tokens, int gpus = 1) {
@@ -196,7 +178,7 @@ class AdmissionControlTest : public ::testing::Test {
   }
 
   std::string dir_;
-  const v1::ListGpusResponse inventory_ = TwoGpus();
+  const v1::ListGpusResponse inventory_ = TwoNvlinkGpus({"index", "radix"});
   std::unique_ptr<AccessControl> access_;
   std::unique_ptr<ExperimentStore> store_;
   std::unique_ptr<AdmissionControl> control_;
@@ -403,37 +385,25 @@ TEST_F(AdmissionControlTest, QuotaReportsShowUseByUserAndEveryoneElse) {
 // never more than 2 are admitted, and every refusal is counted and audited.
 TEST_F(AdmissionControlTest, ParallelSubmitsAndSweepsNeverExceedTheQueueQuota) {
   constexpr int kThreads = 32;
-  std::atomic<bool> go{false};
   std::atomic<int> admitted_places{0};
-  std::atomic<int> refused{0};
-  std::vector<std::string> other_errors(kThreads);
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
-      while (!go.load()) std::this_thread::yield();
-      // Even threads submit one experiment, odd ones a 2-point sweep.
-      auto admission = t % 2 == 0 ? control_->Admit(Single(kMallory, Index(64)))
-                                  : control_->Admit(Sweep(kMallory, {Index(64), Index(128)}));
-      if (admission.ok()) {
+  const RaceResult race =
+      RaceSubmits(kThreads, "quota max_queued_experiments for mallory", [&](int thread) {
+        // Even threads submit one experiment, odd ones a 2-point sweep.
+        auto admission = thread % 2 == 0
+                             ? control_->Admit(Single(kMallory, Index(64)))
+                             : control_->Admit(Sweep(kMallory, {Index(64), Index(128)}));
+        if (!admission.ok()) return admission.status();
         admitted_places += admission->places();
         Queue(*admission);
-      } else if (absl::IsResourceExhausted(admission.status()) &&
-                 absl::StrContains(admission.status().message(),
-                                   "quota max_queued_experiments for mallory")) {
-        ++refused;
-      } else {
-        other_errors[t] = admission.status().ToString();
-      }
-    });
-  }
-  go = true;
-  for (std::thread& thread : threads) thread.join();
-  for (const std::string& error : other_errors) EXPECT_EQ(error, "");
+        return absl::OkStatus();
+      });
+  EXPECT_THAT(race.unexpected, ::testing::IsEmpty());
+  // One sweep or two single experiments, never more.
   EXPECT_EQ(admitted_places.load(), 2);
   EXPECT_EQ(queued("mallory"), 2);
-  EXPECT_EQ(refusals("quota:max_queued_experiments"), refused.load());
-  EXPECT_EQ(static_cast<int>(RefusalsAudited("mallory").size()), refused.load());
-  EXPECT_GE(refused.load(), kThreads - 2);
+  EXPECT_EQ(race.admitted + race.refused, kThreads);
+  EXPECT_EQ(refusals("quota:max_queued_experiments"), race.refused);
+  EXPECT_EQ(static_cast<int>(RefusalsAudited("mallory").size()), race.refused);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "daemon/admission/request_validation.h"
+#include "daemon/admission/test_inventory.h"
 #include "google/protobuf/stubs/logging.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gpuprof/v1/experiment.pb.h"
@@ -15,23 +16,7 @@
 namespace {
 
 gpuprof::v1::ListGpusResponse TwoGpus() {
-  gpuprof::v1::ListGpusResponse inventory;
-  for (const char* workload : {"radix", "index", "store", "attention", "collective"}) {
-    inventory.add_supported_workloads(workload);
-  }
-  for (int i = 0; i < 2; ++i) {
-    auto* gpu = inventory.add_gpus();
-    gpu->set_index(i);
-    gpu->set_total_memory_bytes(80ll << 30);
-    gpu->set_numa_node(0);
-  }
-  for (auto [a, b] : {std::pair{0, 1}, std::pair{1, 0}}) {
-    auto* link = inventory.add_links();
-    link->set_gpu_a(a);
-    link->set_gpu_b(b);
-    link->set_type(gpuprof::v1::LINK_TYPE_NVLINK);
-  }
-  return inventory;
+  return gpuprof::daemon::TwoNvlinkGpus({"radix", "index", "store", "attention", "collective"});
 }
 
 }  // namespace

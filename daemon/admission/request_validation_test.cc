@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "daemon/admission/test_inventory.h"
 #include "google/protobuf/util/time_util.h"
 #include "workloads/attention/attention_spec.h"
 #include "workloads/spec_table.h"
@@ -22,23 +23,7 @@ v1::ListGpusResponse NoGpus() {
   return inventory;
 }
 
-v1::ListGpusResponse TwoNvlinkGpus() {
-  v1::ListGpusResponse inventory = NoGpus();
-  inventory.clear_probe_error();
-  for (int i = 0; i < 2; ++i) {
-    auto* gpu = inventory.add_gpus();
-    gpu->set_index(i);
-    gpu->set_total_memory_bytes(80ll << 30);
-    gpu->set_numa_node(0);
-  }
-  for (auto [a, b] : {std::pair{0, 1}, std::pair{1, 0}}) {
-    auto* link = inventory.add_links();
-    link->set_gpu_a(a);
-    link->set_gpu_b(b);
-    link->set_type(v1::LINK_TYPE_NVLINK);
-  }
-  return inventory;
-}
+v1::ListGpusResponse TwoNvlinkGpus() { return daemon::TwoNvlinkGpus({"radix", "index", "store"}); }
 
 absl::Status Check(v1::ExperimentRequest request, const v1::ListGpusResponse& inventory,
                    ValidationLimits limits = {}) {
