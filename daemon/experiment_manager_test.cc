@@ -6,7 +6,6 @@
 
 #include <stdlib.h>
 
-#include <fstream>
 #include <map>
 #include <memory>
 #include <string>
@@ -21,6 +20,7 @@
 #include "absl/time/time.h"
 #include "daemon/admission/access_policy.h"
 #include "daemon/admission/racing_submits.h"
+#include "daemon/admission/test_policy.h"
 #include "daemon/store/experiment_store.h"
 #include "gmock/gmock.h"
 #include "gpuprof/v1/experiment.pb.h"
@@ -36,13 +36,6 @@ std::string Runfile(const std::string& path) {
   const char* workspace = std::getenv("TEST_WORKSPACE");
   if (srcdir == nullptr) return path;
   return absl::StrCat(srcdir, "/", workspace == nullptr ? "gpuprof" : workspace, "/", path);
-}
-
-std::string TempDir() {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  std::string pattern = absl::StrCat(tmp == nullptr ? "/tmp" : tmp, "/manager-XXXXXX");
-  char* made = mkdtemp(pattern.data());
-  return made == nullptr ? "" : std::string(made);
 }
 
 // A sink that keeps what it is told.
@@ -107,14 +100,10 @@ class ExperimentManagerTest : public ::testing::Test {
   void SetUp() override {
     // The fake worker's inventory.
     setenv("FAKE_RANK_GPUS", "2", /*overwrite=*/1);
-    dir_ = TempDir();
+    dir_ = NewTestDir("manager");
     ASSERT_FALSE(dir_.empty());
-    const std::string policy = dir_ + "/policy.textproto";
-    std::ofstream(policy) << "policy_version: 1\n"
-                             "daemon_user_is_admin: false\n"
-                             "users { user: \"mallory\" quota { max_queued_experiments: 2 } }\n"
-                             "end_of_policy: true\n";
-    auto access = AccessControl::Create(policy);
+    auto access =
+        WriteTestPolicy(dir_, "users { user: \"mallory\" quota { max_queued_experiments: 2 } }\n");
     ASSERT_TRUE(access.ok()) << access.status();
     access_ = *std::move(access);
   }

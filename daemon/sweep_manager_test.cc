@@ -6,7 +6,6 @@
 #include <stdlib.h>
 
 #include <atomic>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,6 +18,7 @@
 #include "absl/time/time.h"
 #include "daemon/admission/access_policy.h"
 #include "daemon/admission/racing_submits.h"
+#include "daemon/admission/test_policy.h"
 #include "daemon/experiment_manager.h"
 #include "daemon/store/experiment_store.h"
 #include "gmock/gmock.h"
@@ -35,13 +35,6 @@ std::string Runfile(const std::string& path) {
   const char* workspace = std::getenv("TEST_WORKSPACE");
   if (srcdir == nullptr) return path;
   return absl::StrCat(srcdir, "/", workspace == nullptr ? "gpuprof" : workspace, "/", path);
-}
-
-std::string TempDir() {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  std::string pattern = absl::StrCat(tmp == nullptr ? "/tmp" : tmp, "/sweeps-XXXXXX");
-  char* made = mkdtemp(pattern.data());
-  return made == nullptr ? "" : std::string(made);
 }
 
 class NullSweepSink : public SweepEventSink {
@@ -79,14 +72,10 @@ class SweepManagerTest : public ::testing::Test {
  protected:
   void SetUp() override {
     setenv("FAKE_RANK_GPUS", "2", /*overwrite=*/1);
-    dir_ = TempDir();
+    dir_ = NewTestDir("sweeps");
     ASSERT_FALSE(dir_.empty());
-    const std::string policy = dir_ + "/policy.textproto";
-    std::ofstream(policy) << "policy_version: 1\n"
-                             "daemon_user_is_admin: false\n"
-                             "users { user: \"mallory\" quota { max_queued_experiments: 2 } }\n"
-                             "end_of_policy: true\n";
-    auto access = AccessControl::Create(policy);
+    auto access =
+        WriteTestPolicy(dir_, "users { user: \"mallory\" quota { max_queued_experiments: 2 } }\n");
     ASSERT_TRUE(access.ok()) << access.status();
     access_ = *std::move(access);
     auto store = ExperimentStore::Open(dir_ + "/gpuprof.db");

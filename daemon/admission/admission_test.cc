@@ -3,7 +3,6 @@
 #include <stdlib.h>
 
 #include <atomic>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <string>
@@ -17,6 +16,7 @@
 #include "daemon/admission/access_policy.h"
 #include "daemon/admission/racing_submits.h"
 #include "daemon/admission/test_inventory.h"
+#include "daemon/admission/test_policy.h"
 #include "daemon/store/experiment_store.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/time_util.h"
@@ -85,13 +85,6 @@ TEST(AdmissionLedgerTest, ReservedPlacesAreCountedPerUserUntilReleased) {
   EXPECT_EQ(ledger.reserved("bob"), 5);
 }
 
-std::string TempDir() {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  std::string pattern = absl::StrCat(tmp == nullptr ? "/tmp" : tmp, "/admission-XXXXXX");
-  char* made = mkdtemp(pattern.data());
-  return made == nullptr ? "" : std::string(made);
-}
-
 v1::ExperimentRequest Index(int64_t tokens, int gpus = 1) {
   v1::ExperimentRequest request;
   request.mutable_index()->set_num_tokens(tokens);
@@ -115,17 +108,14 @@ const Actor kRoot{"root", "test", /*admin=*/true};
 class AdmissionControlTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = TempDir();
+    dir_ = NewTestDir("admission");
     ASSERT_FALSE(dir_.empty());
-    const std::string policy = dir_ + "/policy.textproto";
-    std::ofstream(policy) << "policy_version: 1\n"
-                             "daemon_user_is_admin: false\n"
-                             "users { user: \"mallory\" quota { max_queued_experiments: 2 } }\n"
-                             "users { user: \"pat\" quota { max_priority: 5 max_timeout "
-                             "{ seconds: 600 } max_concurrent_gpus: 1 } }\n"
-                             "users { user: \"gina\" quota { max_gpu_hours_per_day: 1 } }\n"
-                             "end_of_policy: true\n";
-    auto access = AccessControl::Create(policy);
+    auto access = WriteTestPolicy(
+        dir_,
+        "users { user: \"mallory\" quota { max_queued_experiments: 2 } }\n"
+        "users { user: \"pat\" quota { max_priority: 5 max_timeout { seconds: 600 } "
+        "max_concurrent_gpus: 1 } }\n"
+        "users { user: \"gina\" quota { max_gpu_hours_per_day: 1 } }\n");
     ASSERT_TRUE(access.ok()) << access.status();
     access_ = *std::move(access);
     auto store = ExperimentStore::Open(dir_ + "/gpuprof.db");
