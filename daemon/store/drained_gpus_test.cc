@@ -1,35 +1,12 @@
 // GPUs drained by a hardware fault, kept across restarts until cleared.
-#include <signal.h>
-#include <sqlite3.h>
-#include <sys/types.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <algorithm>
-#include <atomic>
-#include <chrono>
-#include <cstdint>
-#include <filesystem>
-#include <fstream>
-#include <map>
-#include <memory>
-#include <set>
 #include <string>
-#include <thread>
-#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/status/statusor.h"
-#include "absl/strings/escaping.h"
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
-#include "absl/strings/string_view.h"
 #include "daemon/store/experiment_store.h"
 #include "daemon/store/store_test_support.h"
 #include "gmock/gmock.h"
-#include "google/protobuf/util/message_differencer.h"
 #include "gpuprof/v1/experiment.pb.h"
 #include "gpuprof/v1/workloads.pb.h"
 #include "gtest/gtest.h"
@@ -37,9 +14,6 @@
 namespace gpuprof::daemon::store_testing {
 namespace {
 
-using ::google::protobuf::util::MessageDifferencer;
-using ::testing::ElementsAre;
-using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
 TEST_F(ExperimentStoreTest, DrainedGpusSurviveReopenUntilCleared) {
