@@ -300,7 +300,6 @@ std::string ScalarSyntax(const FieldDescriptor* field) {
 
 }  // namespace
 
-
 absl::StatusOr<int64_t> ParseSizedInteger(absl::string_view text, SizeUnits units) {
   ASSIGN_OR_RETURN(const Magnitude magnitude, ParseMagnitude(text, units));
   return CheckedSigned(text, magnitude, std::numeric_limits<int64_t>::min(),

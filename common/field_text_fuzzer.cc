@@ -1,6 +1,6 @@
-// Arbitrary text as the value of a CLI flag or a sweep axis: the first byte picks one of the flag-settable
-// fields of an ExperimentRequest (common fields and every workload spec), the rest is the text.
-// The parser must accept it or refuse it with InvalidArgument and a message, never crash.
+// Arbitrary text as the value of a CLI flag or a sweep axis: the first byte picks one of the
+// flag-settable fields of an ExperimentRequest (common fields and every workload spec), the rest is
+// the text. The parser must accept it or refuse it with InvalidArgument and a message, never crash.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
