@@ -18,8 +18,6 @@
 namespace gpuprof::daemon::store {
 namespace {
 
-namespace v1 = ::gpuprof::v1;
-
 // Added with sweeps; the owner column came later (AddOwnerColumn).
 constexpr char kBaselinesSchema[] = R"sql(
 CREATE TABLE IF NOT EXISTS baselines (

@@ -19,7 +19,6 @@
 namespace gpuprof::daemon::store {
 namespace {
 
-namespace v1 = ::gpuprof::v1;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 

@@ -11,10 +11,8 @@
 #define GPUPROF_DAEMON_STORE_EXPERIMENT_STORE_H_
 
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <memory>
-#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -32,8 +30,6 @@
 #include "gpuprof/v1/workloads.pb.h"
 
 namespace gpuprof::daemon {
-
-namespace v1 = ::gpuprof::v1;
 
 // Which experiments List returns; empty / unspecified fields match everything.
 struct ExperimentFilter {
@@ -56,11 +52,11 @@ struct ExperimentPage {
   std::string next_page_token;
 };
 
-// Thread-safe: calls are serialized on one connection; concurrent writes share commits.
 // A submission refused because its write failed: `stored`'s code, `what` ("the experiment
 // could not be stored, so it was not queued"), why, and on a full disk what the user can do.
 absl::Status NotStoredError(const absl::Status& stored, absl::string_view what);
 
+// Thread-safe: writes share commits (store::GroupCommit); reads use their own connection.
 class ExperimentStore {
  public:
   // The schema this code reads and writes, kept in PRAGMA user_version.
