@@ -139,6 +139,16 @@ ManagerOptions ManagerOptionsFrom(const DaemonServer::Options& options,
   return manager;
 }
 
+// SIGTERM and SIGINT stop the daemon, SIGHUP reloads it.
+sigset_t StopAndReloadSignals() {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
+  return signals;
+}
+
 int Milliseconds(absl::Duration duration) {
   return static_cast<int>(absl::ToInt64Milliseconds(duration));
 }
@@ -184,11 +194,7 @@ std::string DaemonServer::DatabasePath(const Options& options) {
 }
 
 void DaemonServer::BlockSignals() {
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGHUP);
+  const sigset_t signals = StopAndReloadSignals();
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 }
 
@@ -459,11 +465,7 @@ void DaemonServer::Reload() {
 }
 
 void DaemonServer::WaitForSignalsAndStop() {
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGHUP);
+  const sigset_t signals = StopAndReloadSignals();
   int signal_number = 0;
   while (true) {
     sigwait(&signals, &signal_number);
