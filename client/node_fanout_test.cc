@@ -1,6 +1,9 @@
 #include "client/node_fanout.h"
 
+#include <chrono>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -8,7 +11,6 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
@@ -22,15 +24,21 @@ using ::testing::ElementsAre;
 // so a fan-out that called the nodes one after another would never get its first answer.
 class GatheringProfiler final : public v1::Profiler::Service {
  public:
-  GatheringProfiler(std::string name, int* arrived, int expected, absl::Mutex* mutex)
-      : name_(std::move(name)), arrived_(arrived), expected_(expected), mutex_(mutex) {}
+  GatheringProfiler(std::string name, int* arrived, int expected, std::mutex* mutex,
+                    std::condition_variable* all_arrived)
+      : name_(std::move(name)),
+        arrived_(arrived),
+        expected_(expected),
+        mutex_(mutex),
+        all_arrived_(all_arrived) {}
 
   grpc::Status WhoAmI(grpc::ServerContext*, const v1::WhoAmIRequest*,
                       v1::CallerInfo* response) override {
-    absl::MutexLock lock(mutex_);
+    std::unique_lock<std::mutex> lock(*mutex_);
     ++*arrived_;
-    const auto all_arrived = [this] { return *arrived_ >= expected_; };
-    if (!mutex_->AwaitWithTimeout(absl::Condition(&all_arrived), absl::Seconds(20))) {
+    all_arrived_->notify_all();
+    if (!all_arrived_->wait_for(lock, std::chrono::seconds(20),
+                                [this] { return *arrived_ >= expected_; })) {
       return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "the other nodes never called");
     }
     response->set_user(name_);
@@ -41,14 +49,16 @@ class GatheringProfiler final : public v1::Profiler::Service {
   std::string name_;
   int* arrived_;
   int expected_;
-  absl::Mutex* mutex_;
+  std::mutex* mutex_;
+  std::condition_variable* all_arrived_;
 };
 
 class FleetTest : public ::testing::Test {
  protected:
   void SetUp() override {
     for (const std::string name : {"gpu-a", "gpu-b", "gpu-c"}) {
-      services_.push_back(std::make_unique<GatheringProfiler>(name, &arrived_, 3, &mutex_));
+      services_.push_back(
+          std::make_unique<GatheringProfiler>(name, &arrived_, 3, &mutex_, &all_arrived_));
       grpc::ServerBuilder builder;
       builder.RegisterService(services_.back().get());
       servers_.push_back(builder.BuildAndStart());
@@ -81,7 +91,8 @@ class FleetTest : public ::testing::Test {
                  "bob");
   }
 
-  absl::Mutex mutex_;
+  std::mutex mutex_;
+  std::condition_variable all_arrived_;
   int arrived_ = 0;
   std::vector<std::unique_ptr<GatheringProfiler>> services_;
   std::vector<std::unique_ptr<grpc::Server>> servers_;
