@@ -9,9 +9,10 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
-#include "absl/synchronization/notification.h"
 #include "common/experiment_states.h"
 #include "common/status_macros.h"
+#include "daemon/experiment_record.h"
+#include "daemon/scheduling/inventory_probe.h"
 #include "google/protobuf/util/time_util.h"
 #include "workloads/spec_table.h"
 
@@ -20,65 +21,6 @@ namespace {
 
 using ::google::protobuf::util::TimeUtil;
 namespace worker_protocol = ::gpuprof::worker_protocol;
-
-
-google::protobuf::Timestamp Now() {
-  return TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(absl::Now()));
-}
-
-v1::ExperimentEvent StateEvent(v1::ExperimentState state, const std::string& reason = "") {
-  v1::ExperimentEvent event;
-  event.mutable_state()->set_state(state);
-  event.mutable_state()->set_reason(reason);
-  return event;
-}
-
-void LogLine(const std::string& line) { std::fprintf(stderr, "gpuprofd: %s\n", line.c_str()); }
-
-// What an event changes in the experiment it belongs to.
-void ApplyEvent(const v1::ExperimentEvent& event, v1::Experiment& experiment) {
-  experiment.set_last_seq(event.seq());
-  if (event.has_state()) {
-    const auto& change = event.state();
-    experiment.set_state(change.state());
-    if (!change.reason().empty()) experiment.set_reason(change.reason());
-    if (!change.worker_stderr_tail().empty()) {
-      experiment.set_worker_stderr_tail(change.worker_stderr_tail());
-    }
-    if (change.state() == v1::RUNNING) {
-      // A run after a preemption starts afresh.
-      if (change.reason().empty()) experiment.clear_reason();
-      experiment.mutable_gpu_ids()->CopyFrom(change.gpu_ids());
-      *experiment.mutable_started() = event.time();
-      experiment.set_queue_position(0);
-    }
-    if (IsTerminalState(change.state())) *experiment.mutable_finished() = event.time();
-  } else if (event.has_result()) {
-    *experiment.mutable_result() = event.result();
-  }
-}
-
-// An admitted request as it is stored: the experiment, QUEUED, and its first event.
-std::pair<v1::Experiment, v1::ExperimentEvent> NewExperiment(
-    const Admission& admission, v1::ExperimentRequest request, const std::string& sweep_id,
-    int point, int max_concurrent_gpus, const google::protobuf::Timestamp& now) {
-  v1::Experiment experiment;
-  experiment.set_sweep_id(sweep_id);
-  experiment.set_sweep_point(point);
-  experiment.set_sweep_max_concurrent_gpus(max_concurrent_gpus);
-  experiment.set_state(v1::QUEUED);
-  experiment.set_workload(workloads::WorkloadOf(request));
-  experiment.set_user(admission.user());
-  if (admission.on_behalf()) experiment.set_submitted_by(admission.actor().user);
-  experiment.set_authenticated_by(admission.actor().authenticated_by);
-  *experiment.mutable_created() = now;
-  experiment.set_last_seq(1);
-  *experiment.mutable_request() = std::move(request);
-  v1::ExperimentEvent first = StateEvent(v1::QUEUED);
-  first.set_seq(1);
-  *first.mutable_time() = now;
-  return {std::move(experiment), std::move(first)};
-}
 
 }  // namespace
 
@@ -138,56 +80,22 @@ absl::StatusOr<std::unique_ptr<ExperimentManager>> ExperimentManager::Create(
 
 ExperimentManager::~ExperimentManager() { Shutdown(); }
 
+void ExperimentManager::Log(const std::string& line) {
+  std::fprintf(stderr, "gpuprofd: %s\n", line.c_str());
+}
+
 absl::Status ExperimentManager::Probe() {
-  // The daemon never creates a CUDA context: a short-lived worker reports the inventory.
-  struct ProbeState {
-    absl::Mutex mutex;
-    std::optional<v1::ListGpusResponse> inventory;
-    std::optional<WorkerExit> exit;
-    absl::Notification done;
-  };
-  auto state = std::make_shared<ProbeState>();
-  WorkerLaunch launch{options_.worker_binary, {}, WorkerEnvironment()};
-  auto process = WorkerProcess::Start(
-      launch,
-      [state](const worker_protocol::WorkerReport& report) {
-        if (!report.has_probe()) return;
-        absl::MutexLock lock(&state->mutex);
-        state->inventory = report.probe();
-        if (!state->done.HasBeenNotified()) state->done.Notify();
-      },
-      [state](const WorkerExit& exit) {
-        absl::MutexLock lock(&state->mutex);
-        state->exit = exit;
-        if (!state->done.HasBeenNotified()) state->done.Notify();
-      });
-  if (!process.ok()) return process.status();
-  worker_protocol::WorkerCommand command;
-  command.mutable_probe()->set_measure_copy_bandwidth(options_.measure_copy_bandwidth);
-  (void)(*process)->Send(command);
-  const bool answered = state->done.WaitForNotificationWithTimeout(options_.probe_timeout);
-  worker_protocol::WorkerCommand shutdown;
-  shutdown.mutable_shutdown();
-  (void)(*process)->Send(shutdown);
-  absl::MutexLock lock(&state->mutex);
-  if (state->inventory.has_value()) {
-    inventory_ = *state->inventory;
-  } else {
-    // Serve anyway: the daemon stays useful for listing and the CPU workloads the error allows.
-    inventory_.Clear();
-    inventory_.set_probe_error(
-        answered ? absl::StrCat("the probe worker ", state->exit->description, ": ",
-                                state->exit->stderr_tail)
-                 : absl::StrCat("the probe worker did not answer within ",
-                                absl::FormatDuration(options_.probe_timeout)));
-  }
+  ASSIGN_OR_RETURN(inventory_,
+                   ProbeInventory({.launch = {options_.worker_binary, {}, WorkerEnvironment()},
+                                   .measure_copy_bandwidth = options_.measure_copy_bandwidth,
+                                   .timeout = options_.probe_timeout}));
   inventory_.mutable_host()->set_gpuprof_version(options_.version);
   {
     absl::MutexLock lock(&mutex_);
     jit_cache_entries_ = inventory_.host().jit_cache_entries();
     jit_cache_bytes_ = inventory_.host().jit_cache_bytes();
   }
-  LogLine(absl::StrCat("inventory: ", inventory_.gpus_size(), " GPU(s)",
+  Log(absl::StrCat("inventory: ", inventory_.gpus_size(), " GPU(s)",
                        inventory_.probe_error().empty() ? ""
                                                         : " (" + inventory_.probe_error() + ")",
                        "; workloads: ", absl::StrJoin(inventory_.supported_workloads(), ", ")));
@@ -198,23 +106,14 @@ absl::Status ExperimentManager::Recover() {
   ASSIGN_OR_RETURN(auto running, store_->ListByState(v1::RUNNING));
   std::vector<std::pair<v1::Experiment, v1::ExperimentEvent>> interrupted;
   for (auto& experiment : running) {
-    v1::ExperimentEvent event =
-        StateEvent(v1::INTERRUPTED, "gpuprofd stopped while the experiment ran");
-    event.set_experiment_id(experiment.id());
-    event.set_seq(experiment.last_seq() + 1);
-    *event.mutable_time() = Now();
-    experiment.set_state(v1::INTERRUPTED);
-    experiment.set_reason(event.state().reason());
-    experiment.set_last_seq(event.seq());
-    *experiment.mutable_finished() = event.time();
-    interrupted.emplace_back(std::move(experiment), std::move(event));
+    interrupted.push_back(InterruptedAtRestart(std::move(experiment), TimestampNow()));
   }
   if (!interrupted.empty()) {
     RETURN_IF_ERROR(store_->UpdateMany(interrupted));
     if (observer_ != nullptr) {
       for (const auto& [experiment, event] : interrupted) observer_->ExperimentEnded(experiment);
     }
-    LogLine(absl::StrCat(interrupted.size(), " experiment(s) were running when gpuprofd "
+    Log(absl::StrCat(interrupted.size(), " experiment(s) were running when gpuprofd "
                          "stopped; marked INTERRUPTED"));
   }
   ASSIGN_OR_RETURN(auto queued, store_->ListByState(v1::QUEUED));
@@ -244,7 +143,7 @@ absl::Status ExperimentManager::Recover() {
         workloads::RequiredGpuCount(active.experiment.request()), active.experiment.sweep_id(),
         active.experiment.sweep_max_concurrent_gpus()});
   }
-  if (!queued.empty()) LogLine(absl::StrCat(queued.size(), " queued experiment(s) recovered"));
+  if (!queued.empty()) Log(absl::StrCat(queued.size(), " queued experiment(s) recovered"));
   return absl::OkStatus();
 }
 
@@ -278,7 +177,7 @@ absl::StatusOr<v1::Experiment> ExperimentManager::SubmitSweepPoint(v1::Experimen
 absl::StatusOr<std::vector<v1::Experiment>> ExperimentManager::SubmitSweepPoints(
     Admission admission, const std::string& sweep_id, int max_concurrent_gpus) {
   std::vector<std::pair<v1::Experiment, v1::ExperimentEvent>> created;
-  const google::protobuf::Timestamp now = Now();
+  const google::protobuf::Timestamp now = TimestampNow();
   std::vector<v1::ExperimentRequest>& requests = admission.requests();
   for (size_t point = 0; point < requests.size(); ++point) {
     created.push_back(NewExperiment(admission, std::move(requests[point]), sweep_id,
@@ -338,7 +237,7 @@ absl::StatusOr<v1::Experiment> ExperimentManager::SubmitInternal(Admission admis
   const bool on_behalf = admission.on_behalf();
   std::pair<v1::Experiment, v1::ExperimentEvent> created_pair =
       NewExperiment(admission, std::move(admission.requests().front()), sweep_id, point,
-                    max_concurrent_gpus, Now());
+                    max_concurrent_gpus, TimestampNow());
   v1::Experiment& experiment = created_pair.first;
   v1::ExperimentEvent& first = created_pair.second;
   {
@@ -483,7 +382,7 @@ absl::StatusOr<v1::Experiment> ExperimentManager::CancelQueuedLocked(const std::
   v1::ExperimentEvent event = StateEvent(v1::CANCELLED, why);
   event.set_experiment_id(id);
   event.set_seq(active.experiment.last_seq() + 1);
-  *event.mutable_time() = Now();
+  *event.mutable_time() = TimestampNow();
   v1::Experiment ended = active.experiment;
   ApplyEvent(event, ended);
   *audit.mutable_time() = event.time();
@@ -498,7 +397,7 @@ absl::StatusOr<v1::Experiment> ExperimentManager::CancelQueuedLocked(const std::
   Active& still_active = active_.at(id);
   if (!stored.ok()) {
     // As for any event the disk refuses: kept in memory, retried, nothing starts meanwhile.
-    LogLine(absl::StrCat("could not store event ", event.seq(), " of ", id, ": ",
+    Log(absl::StrCat("could not store event ", event.seq(), " of ", id, ": ",
                          stored.ToString(), "; retrying every second, and starting nothing "
                          "until it is stored"));
     storage_error_ = std::string(stored.message());
@@ -509,7 +408,7 @@ absl::StatusOr<v1::Experiment> ExperimentManager::CancelQueuedLocked(const std::
   if (observer_ != nullptr) observer_->ExperimentEnded(ended);
   still_active.experiment = ended;
   PublishEventLocked(still_active, event);
-  for (auto& [subscription, sink] : still_active.sinks) sink->OnEnd();
+  EventFanOut<v1::ExperimentEvent>::EndAll(still_active.sinks);
   active_.erase(id);
   final_write_done_.SignalAll();
   return ended;
@@ -534,7 +433,7 @@ void ExperimentManager::RetryUnpersistedLocked() {
   if (unpersisted_.empty()) return;
   const absl::Status stored = store_->UpdateMany(unpersisted_);
   if (!stored.ok()) return;
-  LogLine(absl::StrCat("the database can be written again: ", unpersisted_.size(),
+  Log(absl::StrCat("the database can be written again: ", unpersisted_.size(),
                        " delayed write(s) stored; starting experiments again"));
   unpersisted_.clear();
   storage_error_.clear();
@@ -609,12 +508,12 @@ void ExperimentManager::AppendEventLocked(Active& active, v1::ExperimentEvent ev
   v1::Experiment& experiment = active.experiment;
   event.set_experiment_id(experiment.id());
   event.set_seq(experiment.last_seq() + 1);
-  if (!event.has_time()) *event.mutable_time() = Now();
+  if (!event.has_time()) *event.mutable_time() = TimestampNow();
   ApplyEvent(event, experiment);
   if (unpersisted_.empty()) {
     const absl::Status stored = store_->Update(experiment, event);
     if (!stored.ok()) {
-      LogLine(absl::StrCat("could not store event ", event.seq(), " of ", experiment.id(), ": ",
+      Log(absl::StrCat("could not store event ", event.seq(), " of ", experiment.id(), ": ",
                            stored.ToString(), "; retrying every second, and starting nothing "
                            "until it is stored"));
       storage_error_ = std::string(stored.message());
@@ -652,7 +551,7 @@ void ExperimentManager::EndLocked(const std::string& id, v1::ExperimentState sta
     event.mutable_state()->set_fault_class(fault->fault_class);
   }
   event.mutable_state()->mutable_gpu_ids()->CopyFrom(it->second.experiment.gpu_ids());
-  *event.mutable_time() = Now();
+  *event.mutable_time() = TimestampNow();
   // Metrics first: whoever sees the final event must also find it counted.
   if (observer_ != nullptr) {
     v1::Experiment ended = it->second.experiment;
@@ -660,7 +559,7 @@ void ExperimentManager::EndLocked(const std::string& id, v1::ExperimentState sta
     observer_->ExperimentEnded(ended);
   }
   AppendEventLocked(it->second, std::move(event));
-  for (auto& [subscription, sink] : it->second.sinks) sink->OnEnd();
+  EventFanOut<v1::ExperimentEvent>::EndAll(it->second.sinks);
   active_.erase(it);
 }
 
@@ -729,7 +628,7 @@ void ExperimentManager::PreemptLocked() {
     entry.set_detail(active.preempted_reason);
     entry.set_authenticated_by("scheduler");
     RecordAudit(std::move(entry));
-    LogLine(absl::StrCat(victim, " ", active.preempted_reason));
+    Log(absl::StrCat(victim, " ", active.preempted_reason));
   }
 }
 
@@ -926,125 +825,6 @@ void ExperimentManager::ControlLoop() {
   }
 }
 
-absl::Status ExperimentManager::RestoreDrainedGpus() {
-  ASSIGN_OR_RETURN(const GpuHealthState::Restored restored, gpu_health_.Restore(inventory_));
-  for (const ExperimentStore::DrainedGpu& gone : restored.missing) {
-    LogLine(absl::StrCat("drained GPU ", gone.uuid, " (was GPU ", gone.gpu_index,
-                         ") is not on this host any more; its record stays until an admin "
-                         "clears it"));
-  }
-  absl::MutexLock lock(&mutex_);
-  for (const ExperimentStore::DrainedGpu& drained : restored.drained) {
-    scheduler_->SetGpuDrained(drained.gpu_index, true);
-    LogLine(absl::StrCat("GPU ", drained.gpu_index, " stays drained until an admin clears it: ",
-                         drained.reason));
-  }
-  return absl::OkStatus();
-}
-
-void ExperimentManager::SetGpuHealthWatched(const std::vector<int>& gpus) {
-  gpu_health_.SetWatched(gpus);
-}
-
-void ExperimentManager::FailExperimentOnGpuLocked(const GpuFault& fault,
-                                                  const std::string& consequence) {
-  const std::map<int, std::string> leases = scheduler_->GpuLeases();
-  const auto lease = leases.find(fault.gpu);
-  if (lease == leases.end()) return;
-  const auto it = active_.find(lease->second);
-  // Being killed already (timeout, preemption): that ending stands.
-  if (it == active_.end() || it->second.workers.empty() || it->second.ending ||
-      it->second.preempting) {
-    return;
-  }
-  const std::string id = it->first;
-  workers_.Kill(it->second.experiment.id());
-  EndLocked(id, v1::FAILED,
-            absl::StrCat("GPU ", fault.gpu, " reported ", fault.description, "; ", consequence),
-            "", &fault);
-  LogLine(absl::StrCat(id, " failed: GPU ", fault.gpu, " reported ", fault.description));
-}
-
-void ExperimentManager::ReportGpuFault(const GpuFault& fault) {
-  absl::MutexLock lock(&mutex_);
-  if (fault.gpu < 0 || fault.gpu >= inventory_.gpus_size() || stopping_) return;
-  if (fault.xid != 0) {
-    gpu_health_.RecordXid(fault.gpu, fault.xid);
-    if (observer_ != nullptr) observer_->GpuXid(fault.gpu, fault.fault_class);
-  }
-  if (fault.fault_class == v1::GPU_FAULT_CLASS_APPLICATION) {
-    FailExperimentOnGpuLocked(fault, "an application fault: the GPU stays in service");
-    return;
-  }
-  if (fault.fault_class != v1::GPU_FAULT_CLASS_HARDWARE) {
-    LogLine(absl::StrCat("GPU ", fault.gpu, " reported ", fault.description,
-                         " (not known to need action)"));
-    return;
-  }
-  FailExperimentOnGpuLocked(
-      fault, "a hardware fault: the GPU is drained until an admin clears it (gpuprof gpu clear)");
-  const v1::GpuInfo& info = inventory_.gpus(fault.gpu);
-  const GpuHealthState::DrainResult drain = gpu_health_.Drain(info, fault, absl::Now());
-  if (!drain.drained_now) return;  // drained already; the first reason stands
-  scheduler_->SetGpuDrained(fault.gpu, true);
-  // Idle workers on it would be handed the next experiment on these GPUs: stop them.
-  workers_.RetireIdleOn(fault.gpu);
-  LogLine(absl::StrCat("GPU ", fault.gpu, " drained: ", fault.description,
-                       drain.stored.ok()
-                           ? ""
-                           : absl::StrCat(" (not stored: ", drain.stored.message(),
-                                          "; a restart would forget the drain)")));
-  v1::AuditEntry entry;
-  entry.set_actor("gpuprofd");
-  entry.set_action("gpu-drain");
-  entry.set_detail(absl::StrCat("GPU ", fault.gpu, " (", info.uuid(), "): ", fault.description));
-  entry.set_authenticated_by("nvml");
-  RecordAudit(std::move(entry));
-  wake_.Signal();
-}
-
-void ExperimentManager::ReportGpuMemoryErrors(int gpu, const v1::GpuMemoryErrors& errors) {
-  if (gpu < 0 || gpu >= inventory_.gpus_size()) return;
-  gpu_health_.SetMemoryErrors(gpu, errors);
-}
-
-absl::StatusOr<v1::GpuInfo> ExperimentManager::ClearGpuHealth(int gpu, const std::string& reason,
-                                                               const Actor& actor) {
-  // Who asks comes first: a non-admin learns nothing about the GPUs (which index exists,
-  // which is drained), and the refusal is audited and counted without the manager's lock.
-  if (!actor.admin) {
-    return admission_.Refuse(actor, "", "not-admin",
-                  absl::PermissionDeniedError(absl::StrCat(
-                      "only admins may return a drained GPU to service (ClearGpuHealth of GPU ",
-                      gpu, "; you are ", actor.user, ", ", actor.authenticated_by, ")")));
-  }
-  absl::MutexLock lock(&mutex_);
-  if (gpu < 0 || gpu >= inventory_.gpus_size()) {
-    return absl::InvalidArgumentError(
-        inventory_.gpus().empty()
-            ? absl::StrCat("gpu_index: got ", gpu, "; this host has no GPUs")
-            : absl::StrCat("gpu_index: got ", gpu, "; this host has GPUs 0 to ",
-                           inventory_.gpus_size() - 1));
-  }
-  RETURN_IF_ERROR(CheckPrintableText("reason", reason));
-  const v1::GpuInfo& info = inventory_.gpus(gpu);
-  ASSIGN_OR_RETURN(const std::string was, gpu_health_.Clear(info));
-  scheduler_->SetGpuDrained(gpu, false);
-  v1::AuditEntry entry;
-  entry.set_actor(actor.user);
-  entry.set_action("gpu-clear");
-  entry.set_detail(absl::StrCat("GPU ", gpu, " (", info.uuid(), ") back in service",
-                                reason.empty() ? "" : absl::StrCat(": ", reason),
-                                "; it was drained for ", was));
-  entry.set_authenticated_by(actor.authenticated_by);
-  RecordAudit(std::move(entry));
-  LogLine(absl::StrCat("GPU ", gpu, " cleared by ", actor.user, "; back in service"));
-  wake_.Signal();
-  v1::GpuInfo cleared = info;
-  gpu_health_.Fill(cleared);
-  return cleared;
-}
-
 void ExperimentManager::Shutdown() {
   {
     absl::MutexLock lock(&mutex_);
@@ -1062,13 +842,13 @@ void ExperimentManager::Shutdown() {
     }
     RetryUnpersistedLocked();
     if (!unpersisted_.empty()) {
-      LogLine(absl::StrCat(unpersisted_.size(), " write(s) could not be stored before exit (",
+      Log(absl::StrCat(unpersisted_.size(), " write(s) could not be stored before exit (",
                            storage_error_, "); the experiments they belong to will show as "
                            "interrupted after a restart"));
     }
     // Queued experiments stay queued in the store; their watchers reattach after restart.
     for (auto& [id, active] : active_) {
-      for (auto& [subscription, sink] : active.sinks) sink->OnEnd();
+      EventFanOut<v1::ExperimentEvent>::EndAll(active.sinks);
       active.sinks.clear();
     }
     wake_.SignalAll();

@@ -199,6 +199,8 @@ class ExperimentManager {
 
   ExperimentManager(ManagerOptions options, std::unique_ptr<ExperimentStore> store,
                     ManagerObserver* observer);
+  // A line of the daemon's log (stderr).
+  static void Log(const std::string& line);
   absl::Status Probe();
   // Stores, queues and audits the one experiment `admission` admitted.
   absl::StatusOr<v1::Experiment> SubmitInternal(Admission admission, const std::string& sweep_id,
