@@ -19,8 +19,6 @@
 
 namespace gpuprof::daemon {
 
-namespace v1 = ::gpuprof::v1;
-
 // The policy format this daemon reads (AccessPolicy.policy_version).
 inline constexpr int kSupportedPolicyVersion = 1;
 

@@ -31,20 +31,31 @@ TEST(IsLoopbackPeerTest, Addresses) {
 class RealSocketOwnerTest : public ::testing::TestWithParam<std::string> {
  protected:
   const std::string& proc_root() const { return GetParam(); }
+
+  // A listening socket on 127.0.0.1 at a free port, written to `address`; -1 if none.
+  static int ListenOnLoopback(sockaddr_in& address) {
+    const int server = socket(AF_INET, SOCK_STREAM, 0);
+    address = sockaddr_in{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof(address);
+    if (server < 0 || bind(server, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
+        listen(server, 1) != 0 ||
+        getsockname(server, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+      if (server >= 0) close(server);
+      return -1;
+    }
+    return server;
+  }
 };
 
 // A real loopback connection: the kernel names this process's uid as the owner of the client
 // end, matched on both ends of the connection; once closed (TIME_WAIT), nobody's.
 TEST_P(RealSocketOwnerTest, FindsTheUidOfARealClientSocketWhileItIsEstablished) {
-  const int server = socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(server, 0);
   sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(server, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
-  ASSERT_EQ(listen(server, 1), 0);
+  const int server = ListenOnLoopback(address);
+  ASSERT_GE(server, 0);
   socklen_t length = sizeof(address);
-  ASSERT_EQ(getsockname(server, reinterpret_cast<sockaddr*>(&address), &length), 0);
   const int client = socket(AF_INET, SOCK_STREAM, 0);
   ASSERT_EQ(connect(client, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
   sockaddr_in client_address{};
@@ -74,15 +85,10 @@ TEST_P(RealSocketOwnerTest, FindsTheUidOfARealClientSocketWhileItIsEstablished) 
 
 // gRPC's clients use dual-stack sockets: an IPv4 connection listed in tcp6, IPv4-mapped.
 TEST_P(RealSocketOwnerTest, FindsADualStackClientSocket) {
-  const int server = socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(server, 0);
   sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(server, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
-  ASSERT_EQ(listen(server, 1), 0);
+  const int server = ListenOnLoopback(address);
+  ASSERT_GE(server, 0);
   socklen_t length = sizeof(address);
-  ASSERT_EQ(getsockname(server, reinterpret_cast<sockaddr*>(&address), &length), 0);
   const int client = socket(AF_INET6, SOCK_STREAM, 0);
   ASSERT_GE(client, 0);
   sockaddr_in6 mapped{};
