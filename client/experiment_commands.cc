@@ -13,6 +13,7 @@
 #include "client/event_printer.h"
 #include "client/render.h"
 #include "client/request_builder.h"
+#include "client/request_text.h"
 #include "client/story_command.h"
 #include "client/trace_command.h"
 #include "common/enum_names.h"
@@ -94,6 +95,9 @@ int RunWatch(Session& session, const ParsedArgs& args) {
                               "watch");
     }
     request.set_from_seq(*seq);
+  }
+  if (const absl::Status text = CheckRequestIsUtf8(request); !text.ok()) {
+    return ReportUsageError(session.env(), text.message(), "watch");
   }
   ClientContext context;
   auto reader = session.profiler().Watch(&context, request);

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "client/request_text.h"
 #include "common/field_text.h"
 
 namespace gpuprof::client {
@@ -185,7 +186,10 @@ absl::StatusOr<v1::ExperimentRequest> ExperimentRequestBuilder::Build(
     for (size_t i = 0; i + 1 < path.size(); ++i) {
       message = message->GetReflection()->MutableMessage(message, path[i]);
     }
-    absl::Status status = SetFieldFromText(message, path.back(), flag.value);
+    // The daemon cannot parse a request whose text is not UTF-8: say so here, naming the flag.
+    absl::Status status = CheckUtf8(absl::StrCat("--", flag.typed_name), flag.value);
+    if (!status.ok()) return status;
+    status = SetFieldFromText(message, path.back(), flag.value);
     if (!status.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("--", flag.typed_name, ": ", status.message()));

@@ -189,6 +189,17 @@ TEST(ExperimentRequestBuilderTest, UnsetOptionsStayUnset) {
   EXPECT_EQ(request->user(), "");
 }
 
+TEST(ExperimentRequestBuilderTest, TextThatIsNotUtf8IsRefusedBeforeSending) {
+  absl::StatusOr<v1::ExperimentRequest> label = Submit("radix", {"--label", "team=ml\xff"});
+  ASSERT_FALSE(label.ok());
+  EXPECT_EQ(label.status().message(),
+            "--label: byte 0xFF at byte 7 is not UTF-8; text sent to gpuprofd must be UTF-8");
+  absl::StatusOr<v1::ExperimentRequest> description = Submit("radix", {"--description=caf\xc3"});
+  EXPECT_THAT(description.status().message(), HasSubstr("--description: byte 0xC3 at byte 3"));
+  // UTF-8 beyond ASCII is text like any other.
+  EXPECT_TRUE(Submit("radix", {"--description", "caf\xc3\xa9"}).ok());
+}
+
 TEST(ExperimentRequestBuilderTest, ErrorsNameTheFlagAsTyped) {
   struct Case {
     std::string workload;

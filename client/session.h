@@ -20,6 +20,7 @@
 #include "client/connection_options.h"
 #include "client/fleet.h"
 #include "client/render.h"
+#include "client/request_text.h"
 #include "gpuprof/v1/profiler.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/client_context.h"
@@ -146,6 +147,10 @@ class Session {
   grpc::Status Call(UnaryRpc<Stub, Request, Response> rpc,
                     const std::type_identity_t<Request>& request, Response& response,
                     std::optional<absl::Duration> deadline = std::nullopt) {
+    // Text that is not UTF-8 would reach the daemon as a request it cannot parse.
+    if (const absl::Status text = CheckRequestIsUtf8(request); !text.ok()) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string(text.message()));
+    }
     grpc::ClientContext context;
     context.set_deadline(
         absl::ToChronoTime(absl::Now() + deadline.value_or(env_.unary_rpc_deadline)));

@@ -15,6 +15,7 @@
 #include "client/command.h"
 #include "client/render.h"
 #include "client/request_builder.h"
+#include "client/request_text.h"
 #include "client/sweep_plot.h"
 #include "client/table.h"
 #include "client/terminal_output.h"
@@ -147,6 +148,9 @@ int FollowSweep(Session& session, const std::string& id, int64_t from_seq, Sweep
   v1::WatchSweepRequest request;
   request.set_sweep_id(id);
   request.set_from_seq(from_seq);
+  if (const absl::Status text = CheckRequestIsUtf8(request); !text.ok()) {
+    return ReportUsageError(session.env(), text.message(), "sweep watch");
+  }
   ClientContext context;
   auto reader = session.profiler().WatchSweep(&context, request);
   v1::SweepEvent event;

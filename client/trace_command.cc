@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "client/request_text.h"
 #include "report/trace_export.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/support/sync_stream.h"
@@ -18,6 +19,9 @@ grpc::Status FetchExperimentActivity(v1::Profiler::StubInterface& profiler,
   v1::WatchRequest request;
   request.set_experiment_id(experiment_id);
   request.set_from_seq(1);
+  if (const absl::Status text = CheckRequestIsUtf8(request); !text.ok()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string(text.message()));
+  }
   grpc::ClientContext context;
   std::unique_ptr<grpc::ClientReaderInterface<v1::ExperimentEvent>> reader =
       profiler.Watch(&context, request);

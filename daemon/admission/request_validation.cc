@@ -9,13 +9,17 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 #include "common/status_macros.h"
 #include "common/terminal_text.h"
 #include "daemon/scheduling/gpu_placement.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/duration.pb.h"
 #include "google/protobuf/util/time_util.h"
 #include "workloads/spec_checks.h"
 #include "workloads/spec_table.h"
@@ -32,20 +36,44 @@ using ::gpuprof::workloads::WorkloadSpec;
 using ::google::protobuf::util::TimeUtil;
 
 constexpr int64_t kMaxLabels = 32;
-constexpr size_t kMaxLabelKeyBytes = 63;
-constexpr size_t kMaxLabelValueBytes = 256;
-constexpr size_t kMaxDescriptionBytes = 4096;
 constexpr size_t kMaxUserBytes = 64;
 constexpr int kMaxPriority = 100;
 
+constexpr size_t kExcerptBytes = 64;
+// google.protobuf.Duration's own range: +-10,000 years.
+constexpr int64_t kMaxDurationSeconds = 315'576'000'000;
+constexpr int32_t kMaxDurationNanos = 999'999'999;
+
+absl::Status CheckDuration(absl::string_view field, const google::protobuf::Duration& duration) {
+  const int64_t seconds = duration.seconds();
+  const int32_t nanos = duration.nanos();
+  if (seconds < 0 || seconds > kMaxDurationSeconds || nanos < 0 || nanos > kMaxDurationNanos) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: got a Duration of seconds %d, nanos %d; must not be negative, with seconds in "
+        "[0, %d] and nanos in [0, %d]",
+        field, seconds, nanos, kMaxDurationSeconds, kMaxDurationNanos));
+  }
+  return absl::OkStatus();
+}
+
+// Zero means "the default" in every field; GPU workloads have their defaults applied before
+// this, CPU workloads keep zeros (they take no measurement options), so one check serves both.
 absl::Status ValidateMeasurement(const v1::MeasurementOptions& options) {
   RETURN_IF_ERROR(
       CheckRange("measurement.warmup_iterations", options.warmup_iterations(), 0, 100'000));
-  RETURN_IF_ERROR(CheckRange("measurement.min_iterations", options.min_iterations(), 1, 1'000'000));
-  RETURN_IF_ERROR(CheckRange("measurement.max_iterations", options.max_iterations(),
-                             options.min_iterations(), 1'000'000));
-  const int64_t budget_ms = TimeUtil::DurationToMilliseconds(options.time_budget());
-  RETURN_IF_ERROR(CheckRange("measurement.time_budget (ms)", budget_ms, 1, 600'000));
+  if (options.min_iterations() != 0) {
+    RETURN_IF_ERROR(
+        CheckRange("measurement.min_iterations", options.min_iterations(), 1, 1'000'000));
+  }
+  if (options.max_iterations() != 0) {
+    RETURN_IF_ERROR(CheckRange("measurement.max_iterations", options.max_iterations(),
+                               std::max(1, options.min_iterations()), 1'000'000));
+  }
+  if (options.time_budget().seconds() != 0 || options.time_budget().nanos() != 0) {
+    RETURN_IF_ERROR(CheckRange("measurement.time_budget (ms)",
+                               TimeUtil::DurationToMilliseconds(options.time_budget()), 1,
+                               600'000));
+  }
   if (!(options.noise_target() >= 0.0 && options.noise_target() < 1.0)) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "measurement.noise_target: got %g; must be in [0, 1)", options.noise_target()));
@@ -112,8 +140,8 @@ absl::Status ValidateLabels(const v1::ExperimentRequest& request, const Validati
   return absl::OkStatus();
 }
 
-absl::Status ValidateCommon(const v1::ExperimentRequest& request, const WorkloadSpec& spec,
-                            const ValidationLimits& limits) {
+// Called after CheckWellFormed: every Duration is valid and not negative.
+absl::Status ValidateCommon(const v1::ExperimentRequest& request, const ValidationLimits& limits) {
   const std::string& user = request.user();
   if (user.empty() || user.size() > kMaxUserBytes ||
       !std::all_of(user.begin(), user.end(), [](char c) {
@@ -147,8 +175,8 @@ absl::Status ValidateCommon(const v1::ExperimentRequest& request, const Workload
         absl::StrFormat("tracing.extra_metrics: got %d names; at most 64 allowed",
                         request.tracing().extra_metrics_size()));
   }
-  // CPU workloads take no measurement options.
-  return spec.uses_gpu ? ValidateMeasurement(request.measurement()) : absl::OkStatus();
+  // Every workload: a CPU one ignores these options, but a stored -1 would still be a lie.
+  return ValidateMeasurement(request.measurement());
 }
 
 // Checks of the GPU selection that need no inventory: ids, counts and the TP degree agree.
@@ -250,8 +278,8 @@ void ApplyDefaults(const WorkloadSpec* spec, const ValidationLimits& limits,
     SetIfZero(measurement.max_iterations(), [&] {
       measurement.set_max_iterations(std::max(1000, measurement.min_iterations()));
     });
-    if (!measurement.has_time_budget() ||
-        TimeUtil::DurationToNanoseconds(measurement.time_budget()) == 0) {
+    // Compared field by field: an invalid Duration (refused later) must not overflow here.
+    if (measurement.time_budget().seconds() == 0 && measurement.time_budget().nanos() == 0) {
       *measurement.mutable_time_budget() = TimeUtil::SecondsToDuration(2);
     }
     SetIfZero(measurement.noise_target(), [&] { measurement.set_noise_target(0.01); });
@@ -260,7 +288,7 @@ void ApplyDefaults(const WorkloadSpec* spec, const ValidationLimits& limits,
     SetIfZero(request.tracing().level(),
               [&] { request.mutable_tracing()->set_level(v1::TracingOptions::LEVEL_ACTIVITY); });
   }
-  if (!request.has_timeout() || TimeUtil::DurationToNanoseconds(request.timeout()) == 0) {
+  if (request.timeout().seconds() == 0 && request.timeout().nanos() == 0) {
     *request.mutable_timeout() =
         TimeUtil::SecondsToDuration(absl::ToInt64Seconds(limits.default_timeout));
   }
@@ -278,7 +306,9 @@ absl::Status Validate(const WorkloadSpec* spec, const v1::ExperimentRequest& req
         absl::StrCat("workload: not set; must be one of ", absl::StrJoin(names, ", ")));
   }
   RETURN_IF_ERROR(spec->validate(request, workloads::HostLimitsOf(inventory)));
-  RETURN_IF_ERROR(ValidateCommon(request, *spec, limits));
+  // Unknown enum values and invalid Durations anywhere, before any Duration is converted.
+  RETURN_IF_ERROR(CheckWellFormed(request));
+  RETURN_IF_ERROR(ValidateCommon(request, limits));
   RETURN_IF_ERROR(ValidateGpuSelectionShape(request, *spec));
   const std::string workload = WorkloadName(request);
   if (spec->uses_gpu && inventory.gpus_size() == 0) {
@@ -346,6 +376,83 @@ absl::Status ValidateExperimentRequest(const v1::ExperimentRequest& request,
                                        const v1::ListGpusResponse& inventory,
                                        const ValidationLimits& limits) {
   return Validate(workloads::FindWorkloadSpec(request.workload_case()), request, inventory, limits);
+}
+
+std::string BoundedExcerpt(absl::string_view text) {
+  if (text.size() <= kExcerptBytes) return absl::StrCat("\"", EscapeForTerminal(text), "\"");
+  return absl::StrCat("\"", EscapeForTerminal(text.substr(0, kExcerptBytes)), "\"... (",
+                      text.size(), " bytes)");
+}
+
+namespace {
+
+using ::google::protobuf::Descriptor;
+using ::google::protobuf::EnumDescriptor;
+using ::google::protobuf::FieldDescriptor;
+using ::google::protobuf::Message;
+using ::google::protobuf::Reflection;
+
+std::string EnumNames(const EnumDescriptor& type) {
+  std::vector<std::string> names;
+  for (int i = 0; i < type.value_count(); ++i) names.push_back(type.value(i)->name());
+  return absl::StrJoin(names, ", ");
+}
+
+absl::Status CheckEnumValue(const std::string& path, const FieldDescriptor& field, int value) {
+  if (field.enum_type()->FindValueByNumber(value) != nullptr) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrFormat("%s: got %d, which %s does not name; must be one of %s", path, value,
+                      field.enum_type()->full_name(), EnumNames(*field.enum_type())));
+}
+
+absl::Status CheckMessage(const Message& message, const std::string& path);
+
+absl::Status CheckField(const Message& message, const FieldDescriptor& field,
+                        const std::string& path) {
+  const Reflection& reflection = *message.GetReflection();
+  if (field.is_repeated()) {
+    const int size = reflection.FieldSize(message, &field);
+    for (int i = 0; i < size; ++i) {
+      const std::string element = absl::StrCat(path, "[", i, "]");
+      if (field.cpp_type() == FieldDescriptor::CPPTYPE_ENUM) {
+        RETURN_IF_ERROR(
+            CheckEnumValue(element, field, reflection.GetRepeatedEnumValue(message, &field, i)));
+      } else if (field.cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
+        RETURN_IF_ERROR(CheckMessage(reflection.GetRepeatedMessage(message, &field, i), element));
+      }
+    }
+    return absl::OkStatus();
+  }
+  if (field.cpp_type() == FieldDescriptor::CPPTYPE_ENUM) {
+    return CheckEnumValue(path, field, reflection.GetEnumValue(message, &field));
+  }
+  if (field.cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
+    return CheckMessage(reflection.GetMessage(message, &field), path);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckMessage(const Message& message, const std::string& path) {
+  const Descriptor& type = *message.GetDescriptor();
+  if (type.full_name() == google::protobuf::Duration::descriptor()->full_name()) {
+    google::protobuf::Duration duration;
+    duration.CopyFrom(message);
+    return CheckDuration(path.empty() ? "duration" : path, duration);
+  }
+  // Only the fields that are set: an unset message field cannot hold a bad value.
+  std::vector<const FieldDescriptor*> fields;
+  message.GetReflection()->ListFields(message, &fields);
+  for (const FieldDescriptor* field : fields) {
+    RETURN_IF_ERROR(CheckField(
+        message, *field, path.empty() ? field->name() : absl::StrCat(path, ".", field->name())));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CheckWellFormed(const google::protobuf::Message& message) {
+  return CheckMessage(message, "");
 }
 
 }  // namespace gpuprof::daemon

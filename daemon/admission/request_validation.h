@@ -5,6 +5,7 @@
 #ifndef GPUPROF_DAEMON_ADMISSION_REQUEST_VALIDATION_H_
 #define GPUPROF_DAEMON_ADMISSION_REQUEST_VALIDATION_H_
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -12,11 +13,17 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "common/fault_label.h"
+#include "google/protobuf/message.h"
 #include "gpuprof/v1/experiment.pb.h"
 #include "gpuprof/v1/gpus.pb.h"
 #include "gpuprof/v1/sweep.pb.h"
 
 namespace gpuprof::daemon {
+
+// Limits of a request's text, shared with the RPC boundary (request_form.h).
+inline constexpr size_t kMaxLabelKeyBytes = 63;
+inline constexpr size_t kMaxLabelValueBytes = 256;
+inline constexpr size_t kMaxDescriptionBytes = 4096;
 
 struct ValidationLimits {
   absl::Duration default_timeout = absl::Minutes(30);
@@ -55,6 +62,18 @@ absl::Status ValidateSweepRequestText(const v1::SweepRequest& request);
 
 // A baseline's name and description.
 absl::Status ValidateBaselineText(const v1::SaveBaselineRequest& request);
+
+// What a client sent, for an error message: at most 64 bytes of it with every unsafe
+// character made visible (EscapeForTerminal), followed by its length when it was cut. An error
+// that echoes a 10,000-byte id whole does not fit in the client's metadata limit.
+std::string BoundedExcerpt(absl::string_view text);
+
+// Every google.protobuf.Duration in `message` is a valid one that is not negative (seconds in
+// [0, 315576000000], nanos in [0, 999999999]) and every enum field holds a value its type
+// names. Open proto3 enums keep any number and a Duration's two fields are independent, so the
+// parser accepts both. INVALID_ARGUMENT naming the field path ("measurement.time_budget",
+// "states[1]"), the value and what is allowed.
+absl::Status CheckWellFormed(const google::protobuf::Message& message);
 
 }  // namespace gpuprof::daemon
 

@@ -1,8 +1,14 @@
 #include "daemon/admission/request_validation.h"
 
+#include <cstdint>
+#include <limits>
+#include <string>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "daemon/admission/test_inventory.h"
 #include "google/protobuf/util/time_util.h"
 #include "workloads/attention/attention_spec.h"
@@ -402,6 +408,87 @@ TEST(RequestValidation, TimeoutAndMeasurementBounds) {
                         "graph_launches_per_sample 20"));
   request.mutable_measurement()->set_graph_launches_per_sample(0);
   EXPECT_TRUE(Check(request, TwoNvlinkGpus()).ok());
+}
+
+TEST(RequestValidation, MeasurementOptionsAreCheckedForCpuWorkloadsToo) {
+  v1::ExperimentRequest request = Radix();
+  request.mutable_measurement()->set_warmup_iterations(-1);
+  EXPECT_EQ(Check(request, NoGpus()).message(),
+            "measurement.warmup_iterations: got -1; must be in [0, 100000]");
+  request = Radix();
+  request.mutable_measurement()->set_min_iterations(-4);
+  EXPECT_EQ(Check(request, NoGpus()).message(),
+            "measurement.min_iterations: got -4; must be in [1, 1000000]");
+  request = Radix();
+  request.mutable_measurement()->set_noise_target(2.0);
+  EXPECT_EQ(Check(request, NoGpus()).message(),
+            "measurement.noise_target: got 2; must be in [0, 1)");
+  request = Radix();
+  *request.mutable_measurement()->mutable_time_budget() = TimeUtil::SecondsToDuration(3600);
+  EXPECT_EQ(Check(request, NoGpus()).message(),
+            "measurement.time_budget (ms): got 3600000; must be in [1, 600000]");
+  // Options left at zero (unset) stay valid: a CPU workload gets no defaults.
+  request = Radix();
+  request.mutable_measurement()->set_warmup_iterations(0);
+  EXPECT_TRUE(Check(request, NoGpus()).ok()) << Check(request, NoGpus());
+  request.mutable_measurement()->set_warmup_iterations(5);
+  request.mutable_measurement()->set_max_iterations(100);
+  EXPECT_TRUE(Check(request, NoGpus()).ok()) << Check(request, NoGpus());
+}
+
+TEST(RequestValidation, InvalidDurationsAreRefused) {
+  struct Case {
+    int64_t seconds;
+    int32_t nanos;
+  };
+  for (const Case& bad :
+       {Case{0, -1}, Case{5, -1}, Case{-5, 0}, Case{-1, -1}, Case{1, 1'000'000'000},
+        Case{315'576'000'001, 0}, Case{std::numeric_limits<int64_t>::max(), 0}}) {
+    v1::ExperimentRequest request = Radix();
+    request.mutable_timeout()->set_seconds(bad.seconds);
+    request.mutable_timeout()->set_nanos(bad.nanos);
+    EXPECT_THAT(Check(request, NoGpus()).message(),
+                HasSubstr(absl::StrFormat("timeout: got a Duration of seconds %d, nanos %d; must "
+                                          "not be negative, with seconds in [0, 315576000000] "
+                                          "and nanos in [0, 999999999]",
+                                          bad.seconds, bad.nanos)));
+    request = Index(64);
+    request.mutable_measurement()->mutable_time_budget()->set_seconds(bad.seconds);
+    request.mutable_measurement()->mutable_time_budget()->set_nanos(bad.nanos);
+    EXPECT_THAT(Check(request, TwoNvlinkGpus()).message(),
+                HasSubstr("measurement.time_budget: got a Duration of seconds"));
+  }
+}
+
+TEST(RequestValidation, UnknownEnumValuesNameTheFieldAndTheNames) {
+  v1::ExperimentRequest request = Index(64);
+  request.mutable_measurement()->set_l2_mode(static_cast<v1::MeasurementOptions::L2Mode>(7));
+  EXPECT_EQ(Check(request, TwoNvlinkGpus()).message(),
+            "measurement.l2_mode: got 7, which gpuprof.v1.MeasurementOptions.L2Mode does not "
+            "name; must be one of L2_MODE_UNSPECIFIED, L2_MODE_HOT, L2_MODE_COLD");
+  request = Radix();
+  request.mutable_tracing()->set_level(static_cast<v1::TracingOptions::Level>(-1));
+  EXPECT_THAT(Check(request, NoGpus()).message(), HasSubstr("tracing.level: got -1"));
+  request = Index(64);
+  request.mutable_gpus()->set_placement(static_cast<v1::GpuSelection::Placement>(99));
+  EXPECT_THAT(Check(request, TwoNvlinkGpus()).message(),
+              HasSubstr("gpus.placement: got 99, which gpuprof.v1.GpuSelection.Placement"));
+}
+
+TEST(RequestValidation, CheckWellFormedWalksRepeatedAndNestedFields) {
+  v1::ListGpusResponse nested;
+  EXPECT_TRUE(CheckWellFormed(nested).ok());
+  v1::SweepRequest sweep;
+  sweep.mutable_base()->mutable_measurement()->mutable_time_budget()->set_nanos(-5);
+  EXPECT_THAT(CheckWellFormed(sweep).message(),
+              HasSubstr("base.measurement.time_budget: got a Duration of seconds 0, nanos -5"));
+}
+
+TEST(RequestValidation, BoundedExcerptCutsAndEscapes) {
+  EXPECT_EQ(BoundedExcerpt("exp-000042"), "\"exp-000042\"");
+  EXPECT_EQ(BoundedExcerpt("a\x1b[2J\xff"), "\"a\\x1b[2J\\xff\"");
+  const std::string cut = BoundedExcerpt(std::string(3 << 20, 'x'));
+  EXPECT_EQ(cut, absl::StrCat("\"", std::string(64, 'x'), "\"... (3145728 bytes)"));
 }
 
 TEST(RequestValidation, StrictPlacementThatCanNeverBeMetIsRefused) {

@@ -8,6 +8,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "daemon/admission/request_form.h"
 
 namespace gpuprof::daemon {
 namespace {
@@ -240,6 +241,11 @@ grpc::ServerUnaryReactor* ProfilerService::RunUnary(grpc::CallbackServerContext*
 grpc::ServerWriteReactor<v1::ExperimentEvent>* ProfilerService::Submit(
     grpc::CallbackServerContext* context, const v1::ExperimentRequest* request) {
   auto* reactor = new ExperimentStream(manager_, "Submit", observer_);
+  // The form of every request is checked first: nothing below sees an oversized id or text.
+  if (absl::Status form = CheckRequestForm(*request); !form.ok()) {
+    reactor->FinishNow(ToGrpcStatus(form));
+    return reactor;
+  }
   auto caller = Identify(context);
   if (!caller.ok()) {
     reactor->FinishNow(ToGrpcStatus(caller.status()));
@@ -263,11 +269,9 @@ grpc::ServerWriteReactor<v1::ExperimentEvent>* ProfilerService::Submit(
 grpc::ServerWriteReactor<v1::ExperimentEvent>* ProfilerService::Watch(
     grpc::CallbackServerContext* context, const v1::WatchRequest* request) {
   auto* reactor = new ExperimentStream(manager_, "Watch", observer_);
+  absl::Status status = CheckRequestForm(*request);
   auto caller = Identify(context);
-  absl::Status status = caller.status();
-  if (status.ok() && request->experiment_id().empty()) {
-    status = absl::InvalidArgumentError("experiment_id: must be set");
-  }
+  if (status.ok()) status = caller.status();
   if (!status.ok()) {
     reactor->FinishNow(ToGrpcStatus(status));
     return reactor;
@@ -283,6 +287,9 @@ grpc::ServerWriteReactor<v1::ExperimentEvent>* ProfilerService::Watch(
 grpc::ServerUnaryReactor* ProfilerService::Cancel(grpc::CallbackServerContext* context,
                                                   const v1::CancelRequest* request,
                                                   v1::Experiment* response) {
+  if (absl::Status form = CheckRequestForm(*request); !form.ok()) {
+    return FinishUnary(context, "Cancel", form);
+  }
   auto caller = Identify(context);
   if (!caller.ok()) return FinishUnary(context, "Cancel", caller.status());
   return RunUnary(context, "Cancel", [this, request, response, actor = ActorOf(*caller)] {
@@ -295,6 +302,9 @@ grpc::ServerUnaryReactor* ProfilerService::Cancel(grpc::CallbackServerContext* c
 grpc::ServerUnaryReactor* ProfilerService::GetExperiment(
     grpc::CallbackServerContext* context, const v1::GetExperimentRequest* request,
     v1::Experiment* response) {
+  if (absl::Status form = CheckRequestForm(*request); !form.ok()) {
+    return FinishUnary(context, "GetExperiment", form);
+  }
   if (auto caller = Identify(context); !caller.ok()) {
     return FinishUnary(context, "GetExperiment", caller.status());
   }
@@ -308,6 +318,9 @@ grpc::ServerUnaryReactor* ProfilerService::GetExperiment(
 grpc::ServerUnaryReactor* ProfilerService::ListExperiments(
     grpc::CallbackServerContext* context, const v1::ListExperimentsRequest* request,
     v1::ListExperimentsResponse* response) {
+  if (absl::Status form = CheckRequestForm(*request); !form.ok()) {
+    return FinishUnary(context, "ListExperiments", form);
+  }
   if (auto caller = Identify(context); !caller.ok()) {
     return FinishUnary(context, "ListExperiments", caller.status());
   }
@@ -343,6 +356,9 @@ grpc::ServerUnaryReactor* ProfilerService::ListGpus(grpc::CallbackServerContext*
 grpc::ServerUnaryReactor* ProfilerService::SubmitSweep(grpc::CallbackServerContext* context,
                                                        const v1::SweepRequest* request,
                                                        v1::Sweep* response) {
+  if (absl::Status form = CheckRequestForm(*request); !form.ok()) {
+    return FinishUnary(context, "SubmitSweep", form);
+  }
   auto caller = Identify(context);
   if (!caller.ok()) return FinishUnary(context, "SubmitSweep", caller.status());
   Actor actor = ActorOf(*caller);
@@ -358,10 +374,10 @@ grpc::ServerWriteReactor<v1::SweepEvent>* ProfilerService::WatchSweep(
     grpc::CallbackServerContext* context, const v1::WatchSweepRequest* request) {
   auto* reactor =
       new EventStreamReactor<v1::SweepEvent, SweepManager>(sweeps_, "WatchSweep", observer_);
-  if (auto caller = Identify(context); !caller.ok()) {
+  if (absl::Status form = CheckRequestForm(*request); !form.ok()) {
+    reactor->FinishNow(ToGrpcStatus(form));
+  } else if (auto caller = Identify(context); !caller.ok()) {
     reactor->FinishNow(ToGrpcStatus(caller.status()));
-  } else if (request->sweep_id().empty()) {
-    reactor->FinishNow(ToGrpcStatus(absl::InvalidArgumentError("sweep_id: must be set")));
   } else {
     pool_.Post([reactor, request, watcher = WatcherOf(*caller)] {
       reactor->Begin(request->sweep_id(), request->from_seq(), watcher);
@@ -373,6 +389,9 @@ grpc::ServerWriteReactor<v1::SweepEvent>* ProfilerService::WatchSweep(
 grpc::ServerUnaryReactor* ProfilerService::GetSweep(grpc::CallbackServerContext* context,
                                                     const v1::GetSweepRequest* request,
                                                     v1::Sweep* response) {
+  if (absl::Status form = CheckRequestForm(*request); !form.ok()) {
+    return FinishUnary(context, "GetSweep", form);
+  }
   if (auto caller = Identify(context); !caller.ok()) {
     return FinishUnary(context, "GetSweep", caller.status());
   }
@@ -386,6 +405,9 @@ grpc::ServerUnaryReactor* ProfilerService::GetSweep(grpc::CallbackServerContext*
 grpc::ServerUnaryReactor* ProfilerService::ListSweeps(grpc::CallbackServerContext* context,
                                                       const v1::ListSweepsRequest* request,
                                                       v1::ListSweepsResponse* response) {
+  if (absl::Status form = CheckRequestForm(*request); !form.ok()) {
+    return FinishUnary(context, "ListSweeps", form);
+  }
   if (auto caller = Identify(context); !caller.ok()) {
     return FinishUnary(context, "ListSweeps", caller.status());
   }
@@ -402,6 +424,9 @@ grpc::ServerUnaryReactor* ProfilerService::ListSweeps(grpc::CallbackServerContex
 grpc::ServerUnaryReactor* ProfilerService::CancelSweep(grpc::CallbackServerContext* context,
                                                        const v1::CancelSweepRequest* request,
                                                        v1::Sweep* response) {
+  if (absl::Status form = CheckRequestForm(*request); !form.ok()) {
+    return FinishUnary(context, "CancelSweep", form);
+  }
   auto caller = Identify(context);
   if (!caller.ok()) return FinishUnary(context, "CancelSweep", caller.status());
   return RunUnary(context, "CancelSweep", [this, request, response, actor = ActorOf(*caller)] {
@@ -414,6 +439,9 @@ grpc::ServerUnaryReactor* ProfilerService::CancelSweep(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* ProfilerService::SaveBaseline(grpc::CallbackServerContext* context,
                                                         const v1::SaveBaselineRequest* request,
                                                         v1::Baseline* response) {
+  if (absl::Status form = CheckRequestForm(*request); !form.ok()) {
+    return FinishUnary(context, "SaveBaseline", form);
+  }
   auto caller = Identify(context);
   if (!caller.ok()) return FinishUnary(context, "SaveBaseline", caller.status());
   // A baseline belongs to the authenticated caller, not to whom the request names
@@ -430,6 +458,9 @@ grpc::ServerUnaryReactor* ProfilerService::SaveBaseline(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* ProfilerService::DeleteBaseline(grpc::CallbackServerContext* context,
                                                           const v1::DeleteBaselineRequest* request,
                                                           v1::Baseline* response) {
+  if (absl::Status form = CheckRequestForm(*request); !form.ok()) {
+    return FinishUnary(context, "DeleteBaseline", form);
+  }
   auto caller = Identify(context);
   if (!caller.ok()) return FinishUnary(context, "DeleteBaseline", caller.status());
   return RunUnary(context, "DeleteBaseline", [this, request, response, actor = ActorOf(*caller)] {
@@ -442,6 +473,9 @@ grpc::ServerUnaryReactor* ProfilerService::DeleteBaseline(grpc::CallbackServerCo
 grpc::ServerUnaryReactor* ProfilerService::ListBaselines(
     grpc::CallbackServerContext* context, const v1::ListBaselinesRequest* request,
     v1::ListBaselinesResponse* response) {
+  if (absl::Status form = CheckRequestForm(*request); !form.ok()) {
+    return FinishUnary(context, "ListBaselines", form);
+  }
   if (auto caller = Identify(context); !caller.ok()) {
     return FinishUnary(context, "ListBaselines", caller.status());
   }
@@ -471,6 +505,9 @@ grpc::ServerUnaryReactor* ProfilerService::WhoAmI(grpc::CallbackServerContext* c
 grpc::ServerUnaryReactor* ProfilerService::GetQuota(grpc::CallbackServerContext* context,
                                                     const v1::GetQuotaRequest* request,
                                                     v1::QuotaReport* response) {
+  if (absl::Status form = CheckRequestForm(*request); !form.ok()) {
+    return FinishUnary(context, "GetQuota", form);
+  }
   auto caller = Identify(context);
   if (!caller.ok()) return FinishUnary(context, "GetQuota", caller.status());
   std::string user = request->user().empty() ? caller->user : request->user();
@@ -503,6 +540,9 @@ grpc::ServerUnaryReactor* ProfilerService::GetQuota(grpc::CallbackServerContext*
 grpc::ServerUnaryReactor* ProfilerService::ListAudit(grpc::CallbackServerContext* context,
                                                      const v1::ListAuditRequest* request,
                                                      v1::ListAuditResponse* response) {
+  if (absl::Status form = CheckRequestForm(*request); !form.ok()) {
+    return FinishUnary(context, "ListAudit", form);
+  }
   auto caller = Identify(context);
   if (!caller.ok()) return FinishUnary(context, "ListAudit", caller.status());
   if (!caller->admin) {
@@ -526,6 +566,9 @@ grpc::ServerUnaryReactor* ProfilerService::ListAudit(grpc::CallbackServerContext
 grpc::ServerUnaryReactor* ProfilerService::ClearGpuHealth(
     grpc::CallbackServerContext* context, const v1::ClearGpuHealthRequest* request,
     v1::GpuInfo* response) {
+  if (absl::Status form = CheckRequestForm(*request); !form.ok()) {
+    return FinishUnary(context, "ClearGpuHealth", form);
+  }
   auto caller = Identify(context);
   if (!caller.ok()) return FinishUnary(context, "ClearGpuHealth", caller.status());
   // On the pool: the clear (or its refusal) waits for the disk and the manager's lock.

@@ -68,7 +68,7 @@ class DashboardsPrometheusTest : public ::testing::Test {
               v1::TIMED_OUT);
     grpc::ClientContext context;
     v1::GetExperimentRequest missing;
-    missing.set_experiment_id("no-such-experiment");
+    missing.set_experiment_id("exp-999999");
     v1::Experiment ignored;
     ASSERT_EQ(stub->GetExperiment(&context, missing, &ignored).error_code(),
               grpc::StatusCode::NOT_FOUND);

@@ -35,7 +35,7 @@ TEST(MetricsScrapeTest, LiveScrapePassesPromtoolCheckMetrics) {
             v1::TIMED_OUT);
   grpc::ClientContext context;
   v1::GetExperimentRequest missing;
-  missing.set_experiment_id("no-such-experiment");
+  missing.set_experiment_id("exp-999999");
   v1::Experiment ignored;
   EXPECT_EQ(stub->GetExperiment(&context, missing, &ignored).error_code(),
             grpc::StatusCode::NOT_FOUND);

@@ -1,0 +1,29 @@
+// Text the CLI puts in a request must be UTF-8: the API's text fields are proto3 strings, and
+// gpuprofd cannot even parse a request that holds anything else (gRPC answers UNIMPLEMENTED
+// with no message). These checks refuse such text before anything is sent, naming where it is.
+#ifndef GPUPROF_CLIENT_REQUEST_TEXT_H_
+#define GPUPROF_CLIENT_REQUEST_TEXT_H_
+
+#include <cstddef>
+#include <optional>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "google/protobuf/message.h"
+
+namespace gpuprof::client {
+
+// The offset of the first byte of `text` that is not part of valid UTF-8, if any.
+std::optional<size_t> FirstInvalidUtf8Byte(absl::string_view text);
+
+// INVALID_ARGUMENT "WHAT: byte 0xFF at byte 3 is not UTF-8; ..." when `text` is not UTF-8.
+absl::Status CheckUtf8(absl::string_view what, absl::string_view text);
+
+// Every string field of `request` (nested, repeated and map fields included) is UTF-8; the
+// error names the field path ("labels[team]", "experiment_id") and says the request was not
+// sent.
+absl::Status CheckRequestIsUtf8(const google::protobuf::Message& request);
+
+}  // namespace gpuprof::client
+
+#endif  // GPUPROF_CLIENT_REQUEST_TEXT_H_
