@@ -11,8 +11,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "common/field_text.h"
 #include "client/table.h"
+#include "common/field_text.h"
 #include "common/gpu_links.h"
 #include "common/terminal_text.h"
 #include "google/protobuf/text_format.h"
@@ -117,6 +117,58 @@ void AddMeasurement(const v1::GpuMeasurement& measurement, KeyValueLines& lines)
   }
 }
 
+// A copy's figures say what the bytes crossed and against which peak: the link's (HBM, PCIe,
+// NVLink), and for a device copy the probe's copy bandwidth that other workloads' "% of copy"
+// divides by. The generic lines (read + written, % of measured copy) would mislead for host
+// and peer copies.
+void AddCopyHeadline(const v1::CopyResult& copy, const v1::GpuMeasurement& measurement,
+                     KeyValueLines& lines) {
+  const bool device = copy.direction() == v1::COPY_DIRECTION_DEVICE_TO_DEVICE;
+  if (measurement.has_kernel_time())
+    lines.Add("copy time", DescribeTiming(measurement.kernel_time()));
+  if (measurement.bytes_moved() > 0) {
+    lines.Add("bytes moved",
+              absl::StrCat(FormatDecimalBytes(measurement.bytes_moved()),
+                           device ? " per copy (read + written in the GPU's memory)"
+                                  : " per copy (what crossed the link, every direction)"));
+  }
+  std::string bandwidth =
+      absl::StrCat(FormatNumber(measurement.bandwidth_gbps()), " GB/s  ",
+                   Percent(measurement.pct_of_spec_peak_bandwidth()), " of ",
+                   copy.link().empty() ? "the link" : EscapeForTerminal(copy.link()),
+                   " spec peak (", FormatNumber(copy.link_peak_gbps()), " GB/s)");
+  if (copy.probe_copy_bandwidth_gbps() > 0) {
+    absl::StrAppend(&bandwidth, ", one GPU at ", Percent(copy.pct_of_probe_copy_bandwidth()),
+                    " of the daemon's measured copy (",
+                    FormatNumber(copy.probe_copy_bandwidth_gbps()), " GB/s)");
+  }
+  lines.Add("bandwidth", bandwidth);
+  if (!copy.headline().empty()) lines.Add("headline", EscapeForTerminal(copy.headline()));
+  if (!measurement.throttling().empty()) {
+    lines.Add("WARNING", absl::StrCat("clocks throttled while timing: ", measurement.throttling()));
+  }
+}
+
+// Every route timed, one a row.
+std::string RenderCopyRoutes(const v1::CopyResult& copy, absl::string_view indent) {
+  TextTable routes(
+      {"route", "link", "GB/s", "% of link peak", "median us", "noise", "peer access"});
+  for (size_t column = 2; column < 6; ++column) routes.SetAlign(column, TextTable::Align::kRight);
+  const bool peer = copy.direction() == v1::COPY_DIRECTION_PEER;
+  for (const v1::CopyPoint& point : copy.points()) {
+    const v1::GpuMeasurement& measurement = point.measurement();
+    routes.AddRow({EscapeForTerminal(point.route()), EscapeForTerminal(point.link()),
+                   FormatNumber(measurement.bandwidth_gbps()),
+                   Percent(measurement.pct_of_spec_peak_bandwidth()),
+                   FormatNumber(measurement.kernel_time().median_us()),
+                   Percent(100 * measurement.kernel_time().relative_noise()),
+                   !peer                 ? "-"
+                   : point.peer_access() ? "yes"
+                                         : "no (staged through the host)"});
+  }
+  return routes.Render(indent);
+}
+
 void AddVerification(const v1::Verification& verification, KeyValueLines& lines) {
   std::string text;
   if (!verification.checked()) {
@@ -168,7 +220,6 @@ void AddRadix(const v1::RadixResult& radix, KeyValueLines& lines) {
   }
 }
 
-
 std::string RenderTopology(const v1::ListGpusResponse& response) {
   std::vector<std::string> header = {""};
   for (const v1::GpuInfo& gpu : response.gpus()) header.push_back(absl::StrCat("GPU", gpu.index()));
@@ -215,7 +266,6 @@ std::string WorkloadName(v1::Workload workload) {
   return EnumShortName(v1::Workload_descriptor(), workload);
 }
 
-
 std::string FormatGpuIds(const google::protobuf::RepeatedField<int32_t>& gpu_ids) {
   return gpu_ids.empty() ? "-" : absl::StrJoin(gpu_ids, ",");
 }
@@ -232,7 +282,6 @@ std::string FormatElapsed(absl::Duration duration) {
   if (duration < absl::Hours(1)) return absl::StrFormat("%dm%02ds", seconds / 60, seconds % 60);
   return absl::StrFormat("%dh%02dm", seconds / 3600, (seconds / 60) % 60);
 }
-
 
 std::string FormatNumber(double value) {
   const double magnitude = std::fabs(value);
@@ -349,8 +398,9 @@ std::string RenderGpus(const v1::ListGpusResponse& response) {
                              ? "none"
                              : absl::StrJoin(response.supported_workloads(), ", "));
   if (!host.jit_cache_dir().empty()) {
-    lines.Add("jit cache", absl::StrCat(host.jit_cache_dir(), " (", host.jit_cache_entries(),
-                                        " entries, ", FormatDecimalBytes(host.jit_cache_bytes()), ")"));
+    lines.Add("jit cache",
+              absl::StrCat(host.jit_cache_dir(), " (", host.jit_cache_entries(), " entries, ",
+                           FormatDecimalBytes(host.jit_cache_bytes()), ")"));
   }
   absl::StrAppend(&out, "\n", lines.Render(""));
   return out;
@@ -374,7 +424,11 @@ std::string RenderResult(const v1::ExperimentResult& result, absl::string_view i
                                        provenance.worker_reused() ? " (reused)" : " (new)"));
     }
   }
-  if (result.has_measurement()) AddMeasurement(result.measurement(), lines);
+  if (result.has_copy()) {
+    AddCopyHeadline(result.copy(), result.measurement(), lines);
+  } else if (result.has_measurement()) {
+    AddMeasurement(result.measurement(), lines);
+  }
   if (result.has_verification()) AddVerification(result.verification(), lines);
   if (result.has_jit()) AddJit(result.jit(), lines);
   if (!result.kernel_config().empty()) {
@@ -388,14 +442,14 @@ std::string RenderResult(const v1::ExperimentResult& result, absl::string_view i
   if (result.has_radix()) AddRadix(result.radix(), lines);
   if (result.has_collective()) {
     const v1::CollectiveResult& collective = result.collective();
-    lines.Add("collective", absl::StrCat(collective.ranks(), " ranks",
-                                         collective.path().empty()
-                                             ? ""
-                                             : absl::StrCat(" (", collective.path(), ")"),
-                                         collective.eager() ? ", eager" : "", ", algbw ",
-                                         FormatNumber(collective.algbw_gbps()), " GB/s, busbw ",
-                                         FormatNumber(collective.busbw_gbps()), " GB/s, ",
-                                         collective.correct() ? "data correct" : "DATA INCORRECT"));
+    lines.Add(
+        "collective",
+        absl::StrCat(collective.ranks(), " ranks",
+                     collective.path().empty() ? "" : absl::StrCat(" (", collective.path(), ")"),
+                     collective.eager() ? ", eager" : "", ", algbw ",
+                     FormatNumber(collective.algbw_gbps()), " GB/s, busbw ",
+                     FormatNumber(collective.busbw_gbps()), " GB/s, ",
+                     collective.correct() ? "data correct" : "DATA INCORRECT"));
     if (collective.small_message_latency_us() > 0) {
       lines.Add("latency", absl::StrCat(FormatNumber(collective.small_message_latency_us()),
                                         " us at the smallest size"));
@@ -433,6 +487,9 @@ std::string RenderResult(const v1::ExperimentResult& result, absl::string_view i
     }
     absl::StrAppend(&out, sweep.Render(indent));
   }
+  if (result.has_copy() && result.copy().points_size() > 1) {
+    absl::StrAppend(&out, RenderCopyRoutes(result.copy(), indent));
+  }
   if (result.has_radix() && !result.radix().operations().empty()) {
     absl::StrAppend(&out, indent, "operations:\n",
                     RenderOperations(result.radix().operations(), absl::StrCat(indent, "  ")));
@@ -448,6 +505,12 @@ std::string HeadlineFigure(const v1::Experiment& experiment) {
   }
   if (result.has_radix()) return absl::StrCat("hit ", Percent(100 * result.radix().hit_rate()));
   if (!result.has_measurement()) return "";
+  if (result.has_copy()) {
+    return absl::StrCat(
+        FormatNumber(result.measurement().bandwidth_gbps()), " GB/s (",
+        Percent(result.measurement().pct_of_spec_peak_bandwidth()), " of ",
+        result.copy().link().empty() ? "peak" : EscapeForTerminal(result.copy().link()), ")");
+  }
   const v1::GpuMeasurement& measurement = result.measurement();
   if (experiment.workload() == v1::WORKLOAD_ATTENTION && measurement.tflops() > 0) {
     return absl::StrCat(FormatNumber(measurement.tflops()), " TFLOP/s (",

@@ -310,6 +310,53 @@ TEST(RenderResultTest, CollectiveSweepIsATable) {
             "1.1 GB     3255       329.9       329.9  1             -                WRONG\n");
 }
 
+// A host copy says what crossed the link and against which peak; no "% of measured copy".
+TEST(RenderResultTest, CopySaysWhatTheBytesCrossedAndListsItsRoutes) {
+  const auto result = ParseText<v1::ExperimentResult>(R"pb(
+    measurement {
+      bytes_moved: 536870912 bandwidth_gbps: 48.2 pct_of_spec_peak_bandwidth: 76.5
+      kernel_time { samples: 10 median_us: 11138 relative_noise: 0.01 }
+    }
+    copy {
+      direction: COPY_DIRECTION_HOST_TO_DEVICE host_memory: HOST_MEMORY_PINNED
+      headline: "the slowest of 2 routes" link: "PCIe Gen5 x16" link_peak_gbps: 63
+      points { route: "host (pinned) -> GPU 0" link: "PCIe Gen5 x16" link_peak_gbps: 63
+               measurement { bandwidth_gbps: 48.2 pct_of_spec_peak_bandwidth: 76.5
+                             kernel_time { median_us: 11138 relative_noise: 0.01 } } }
+      points { route: "host (pinned) -> GPU 1" link: "PCIe Gen5 x16" link_peak_gbps: 63
+               measurement { bandwidth_gbps: 55.2 pct_of_spec_peak_bandwidth: 87.6
+                             kernel_time { median_us: 9726 relative_noise: 0.02 } } }
+    })pb");
+  const std::string text = RenderResult(result);
+  EXPECT_THAT(text, HasSubstr("536.9 MB per copy (what crossed the link, every direction)"));
+  EXPECT_THAT(text, HasSubstr("48.2 GB/s  76.5% of PCIe Gen5 x16 spec peak (63.0 GB/s)"));
+  EXPECT_THAT(text, HasSubstr("the slowest of 2 routes"));
+  EXPECT_THAT(text, Not(HasSubstr("measured copy")));
+  EXPECT_THAT(text, Not(HasSubstr("read + written")));
+  EXPECT_THAT(text, HasSubstr("host (pinned) -> GPU 1  PCIe Gen5 x16  55.2           87.6%       9726   2.0%  -"));
+
+  v1::Experiment experiment;
+  experiment.set_workload(v1::WORKLOAD_COPY);
+  *experiment.mutable_result() = result;
+  EXPECT_EQ(HeadlineFigure(experiment), "48.2 GB/s (76.5% of PCIe Gen5 x16)");
+}
+
+// A device copy: read + written, and how one GPU compares with the daemon's own probe.
+TEST(RenderResultTest, DeviceCopyComparesWithTheProbe) {
+  const auto result = ParseText<v1::ExperimentResult>(R"pb(
+    measurement { bytes_moved: 536870912 bandwidth_gbps: 2961 pct_of_spec_peak_bandwidth: 88.3 }
+    copy {
+      direction: COPY_DIRECTION_DEVICE_TO_DEVICE link: "HBM" link_peak_gbps: 3352
+      probe_copy_bandwidth_gbps: 2990 pct_of_probe_copy_bandwidth: 99.0
+      points { route: "GPU 0" link: "HBM" measurement { bandwidth_gbps: 2961 } }
+    })pb");
+  const std::string text = RenderResult(result);
+  EXPECT_THAT(text, HasSubstr("per copy (read + written in the GPU's memory)"));
+  EXPECT_THAT(text, HasSubstr("one GPU at 99.0% of the daemon's measured copy (2990 GB/s)"));
+  // One route: no table.
+  EXPECT_THAT(text, Not(HasSubstr("peer access")));
+}
+
 TEST(HeadlineFigureTest, PicksTheFigureThatMatters) {
   v1::Experiment experiment;
   EXPECT_EQ(HeadlineFigure(experiment), "");
