@@ -11,6 +11,7 @@
 #include <thread>
 #include <utility>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -20,6 +21,7 @@
 #include "daemon/daemon_config.h"
 #include "daemon/store/experiment_store.h"
 #include "daemon/store/private_state.h"
+#include "daemon/store/state_dir_lock.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/security/tls_certificate_provider.h"
@@ -29,6 +31,16 @@ namespace gpuprof::daemon {
 namespace {
 
 void Log(const std::string& line) { std::fprintf(stderr, "gpuprofd: %s\n", line.c_str()); }
+
+// `refused` with "not starting: " before its message, its payloads kept (gpuprofd's exit
+// status reads them).
+absl::Status NotStarting(const absl::Status& refused) {
+  absl::Status status(refused.code(), absl::StrCat("not starting: ", refused.message()));
+  refused.ForEachPayload([&status](absl::string_view url, const absl::Cord& payload) {
+    status.SetPayload(url, payload);
+  });
+  return status;
+}
 
 absl::Status PositiveDuration(absl::string_view flag, absl::Duration value,
                               absl::string_view example) {
@@ -233,11 +245,13 @@ absl::Status DaemonServer::PrepareStateAndFiles() {
   // The directory 0700, the database and its companions 0600 (gpuprofd's umask keeps
   // everything created later private too).
   auto directory = SecureStateDirectory(state_dir_);
-  auto database = directory.ok() ? SecureDatabaseFiles(db_path_) : directory;
-  if (!database.ok()) {
-    return absl::Status(database.status().code(),
-                        absl::StrCat("not starting: ", database.status().message()));
-  }
+  // One daemon per state directory and database, locked before either is read or written: a
+  // second daemon would mark the first one's running experiments INTERRUPTED and run its queue.
+  absl::StatusOr<std::vector<StateDirLock>> locks =
+      directory.ok() ? LockStateDirAndDatabase(state_dir_, db_path_) : directory.status();
+  auto database = locks.ok() ? SecureDatabaseFiles(db_path_) : locks.status();
+  if (!database.ok()) return NotStarting(database.status());
+  state_locks_ = *std::move(locks);
   for (const auto& changes : {*directory, *database}) {
     for (const std::string& change : changes) Log(change);
   }
@@ -527,6 +541,7 @@ void DaemonServer::StopStarted(bool log) {
   manager_.reset();  // closes the store
   Step(kStoreClosed);
   metrics_.reset();
+  state_locks_.clear();  // another daemon may take the directory from here on
   if (log) Log("stopped");
 }
 

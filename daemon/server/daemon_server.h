@@ -28,6 +28,7 @@
 #include "daemon/server/tcp_socket_listener.h"
 #include "daemon/server/tls_file_mirror.h"
 #include "daemon/server/unix_socket_listener.h"
+#include "daemon/store/state_dir_lock.h"
 #include "daemon/sweep_manager.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/resource_quota.h"
@@ -117,11 +118,13 @@ class DaemonServer {
   // The database options name: --db, else <state_dir>/gpuprof.db.
   static std::string DatabasePath(const Options& options);
 
-  // Starts the daemon: validates the options, makes the state directory private, reads the TLS
-  // files and the policy, opens the store, then the manager, GPU health, metrics and sweeps,
-  // and only then binds the listen addresses and serves. Nothing is bound until the store is
-  // open and everything before it has succeeded; a failure stops what was started. An error's
-  // message is the line gpuprofd logs after "gpuprofd: ".
+  // Starts the daemon: validates the options, makes the state directory private, locks it and
+  // the database against a second daemon (refused: IsHeldByAnotherProcess, state_dir_lock.h,
+  // before it reads or writes either), reads the TLS files and the policy, opens the store,
+  // then the manager, GPU health, metrics and sweeps, and only then binds the listen addresses
+  // and serves. Nothing is bound until the store is open and everything before it has
+  // succeeded; a failure stops what was started. An error's message is the line gpuprofd logs
+  // after "gpuprofd: ".
   static absl::StatusOr<std::unique_ptr<DaemonServer>> Start(Options options);
   // Stop(), if not done.
   ~DaemonServer();
@@ -170,6 +173,7 @@ class DaemonServer {
   bool stopped_ = false;
 
   // Declared in the order they start; StopStarted() takes them down in its own order.
+  std::vector<StateDirLock> state_locks_;  // held until the store has closed
   std::unique_ptr<AccessControl> access_;
   std::optional<TlsFileMirror::Files> tls_files_;
   std::unique_ptr<TlsFileMirror> tls_mirror_;

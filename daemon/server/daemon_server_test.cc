@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "daemon/store/experiment_store.h"
+#include "daemon/store/state_dir_lock.h"
 #include "gpuprof/v1/profiler.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "tests/testing/daemon_harness.h"
@@ -171,6 +172,30 @@ TEST_F(DaemonServerTest, TheSocketExistsOnlyOnceTheStoreIsOpen) {
   EXPECT_EQ((*server)->database_path(), db_path());
   (*server)->Stop();
   ExpectNothingBound();
+}
+
+TEST_F(DaemonServerTest, ASecondServerOnTheStateDirectoryIsRefusedUntilTheFirstStops) {
+  auto first = DaemonServer::Start(BaseOptions());
+  ASSERT_TRUE(first.ok()) << first.status();
+  // Its own addresses, so only the lock can refuse it; and before it binds anything.
+  DaemonServer::Options second_options = BaseOptions();
+  const int second_port = ::gpuprof::testing::FreeLoopbackPort();
+  const std::string second_socket = socket_dir_ + "/second.sock";
+  second_options.listen = {"unix:" + second_socket, absl::StrCat("127.0.0.1:", second_port)};
+  const auto second = DaemonServer::Start(second_options);
+  ASSERT_FALSE(second.ok());
+  EXPECT_TRUE(IsHeldByAnotherProcess(second.status()));
+  EXPECT_THAT(std::string(second.status().message()),
+              HasSubstr(absl::StrCat("not starting: another gpuprofd (pid ", getpid(),
+                                     ") holds the lock on state directory ", state_dir_)));
+  EXPECT_FALSE(fs::exists(second_socket));
+  EXPECT_FALSE(LoopbackPortAccepts(second_port));
+  EXPECT_TRUE(UnixSocketAccepts(socket_path()));
+
+  // Stop releases it (after the store has closed).
+  (*first)->Stop();
+  auto third = DaemonServer::Start(second_options);
+  EXPECT_TRUE(third.ok()) << third.status();
 }
 
 TEST_F(DaemonServerTest, StopClosesTheListenersFirstThenEndsRunningStreamsAndClosesTheStore) {

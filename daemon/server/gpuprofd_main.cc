@@ -16,6 +16,7 @@
 #include "daemon/server/daemon_server.h"
 #include "daemon/server/profiler_service.h"
 #include "daemon/store/experiment_store.h"
+#include "daemon/store/state_dir_lock.h"
 
 namespace {
 
@@ -29,8 +30,11 @@ const gpuprof::daemon::DaemonServer::Options& Defaults() {
 
 ABSL_FLAG(std::string, state_dir, "",
           "Directory for the database and the unix socket (default: /var/lib/gpuprof for root, "
-          "else ~/.local/state/gpuprof).");
-ABSL_FLAG(std::string, db, "", "SQLite database path (default: <state_dir>/gpuprof.db).");
+          "else ~/.local/state/gpuprof). One daemon per directory: a second one exits with "
+          "status 4, naming the first one's pid (it holds <state_dir>/gpuprofd.lock).");
+ABSL_FLAG(std::string, db, "",
+          "SQLite database path (default: <state_dir>/gpuprof.db). One daemon per database: "
+          "it holds <db>.lock.");
 ABSL_FLAG(std::string, listen, "",
           "Comma-separated gRPC listen addresses (default: 127.0.0.1:7070 and, for root, "
           "unix:/run/gpuprof/gpuprofd.sock, else unix:<state_dir>/gpuprofd.sock, which only the "
@@ -192,14 +196,17 @@ DaemonServer::Options OptionsFromFlags() {
 #undef FROM_FLAG
 
 // Exit status: 0 stopped on a signal (or --check-db found the database intact), 1 could not
-// start (or the database is damaged), 2 a flag that makes no sense, 3 the shutdown overran.
+// start (or the database is damaged), 2 a flag that makes no sense, 3 the shutdown overran,
+// 4 another gpuprofd holds the state directory or the database (nothing was changed).
+constexpr int kExitHeldByAnotherDaemon = 4;
 int Run() {
   const DaemonServer::Options options = OptionsFromFlags();
   if (const absl::Status valid = DaemonServer::ValidateOptions(options); !valid.ok()) {
     std::fprintf(stderr, "gpuprofd: %s\n", std::string(valid.message()).c_str());
     return 2;
   }
-  // Read-only: creates nothing, not even the state directory.
+  // Read-only: creates nothing, not even the state directory, and takes no lock: SQLite's read
+  // transaction sees a consistent database beside a running daemon.
   if (absl::GetFlag(FLAGS_check_db)) {
     const absl::StatusOr<std::string> verdict =
         ExperimentStore::CheckDatabase(DaemonServer::DatabasePath(options));
@@ -213,7 +220,7 @@ int Run() {
   absl::StatusOr<std::unique_ptr<DaemonServer>> server = DaemonServer::Start(options);
   if (!server.ok()) {
     std::fprintf(stderr, "gpuprofd: %s\n", std::string(server.status().message()).c_str());
-    return 1;
+    return IsHeldByAnotherProcess(server.status()) ? kExitHeldByAnotherDaemon : 1;
   }
   (*server)->WaitForSignalsAndStop();
   return 0;
