@@ -38,10 +38,9 @@ absl::Status CheckId(absl::string_view field, absl::string_view id, absl::string
                      std::all_of(digits.begin(), digits.end(), absl::ascii_isdigit);
   if (valid) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrFormat(
-      "%s: got %s (%d bytes); must be %s followed by %d-%d digits (at most %d bytes), e.g. "
-      "%s000042",
-      field, BoundedExcerpt(id), id.size(), prefix, kMinIdDigits, kMaxIdDigits,
-      prefix.size() + kMaxIdDigits, prefix));
+      "%s: got %s; must be %s followed by %d-%d digits (at most %d bytes), e.g. %s000042", field,
+      BoundedExcerpt(id), prefix, kMinIdDigits, kMaxIdDigits, prefix.size() + kMaxIdDigits,
+      prefix));
 }
 
 // An experiment or a sweep: what a baseline may name.
@@ -49,8 +48,8 @@ absl::Status CheckTargetId(absl::string_view field, absl::string_view id) {
   if (absl::StartsWith(id, "swp-")) return CheckId(field, id, "swp-");
   if (absl::StartsWith(id, "exp-")) return CheckId(field, id, "exp-");
   return absl::InvalidArgumentError(absl::StrFormat(
-      "%s: got %s (%d bytes); must be an experiment id (exp-000042) or a sweep id (swp-000003)",
-      field, BoundedExcerpt(id), id.size()));
+      "%s: got %s; must be an experiment id (exp-000042) or a sweep id (swp-000003)", field,
+      BoundedExcerpt(id)));
 }
 
 bool IsBaselineNameChar(char c) {
@@ -65,16 +64,16 @@ absl::Status CheckBaselineNameForm(absl::string_view field, absl::string_view na
     return absl::OkStatus();
   }
   return absl::InvalidArgumentError(
-      absl::StrFormat("%s: got %s (%d bytes); a baseline name is 1-%d characters of [A-Za-z0-9._-]",
-                      field, BoundedExcerpt(name), name.size(), kMaxBaselineNameBytes));
+      absl::StrFormat("%s: got %s; a baseline name is 1-%d characters of [A-Za-z0-9._-]", field,
+                      BoundedExcerpt(name), kMaxBaselineNameBytes));
 }
 
 // Free text (a reason, a description, a user name in a filter): at most `limit` bytes. What it
 // may contain is checked where it is used (CheckPrintableText).
 absl::Status CheckLength(absl::string_view field, absl::string_view text, size_t limit) {
   if (text.size() <= limit) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrFormat(
-      "%s: got %s (%d bytes); at most %d bytes", field, BoundedExcerpt(text), text.size(), limit));
+  return absl::InvalidArgumentError(
+      absl::StrFormat("%s: got %s; at most %d bytes", field, BoundedExcerpt(text), limit));
 }
 
 }  // namespace

@@ -379,7 +379,9 @@ absl::Status ValidateExperimentRequest(const v1::ExperimentRequest& request,
 }
 
 std::string BoundedExcerpt(absl::string_view text) {
-  if (text.size() <= kExcerptBytes) return absl::StrCat("\"", EscapeForTerminal(text), "\"");
+  if (text.size() <= kExcerptBytes) {
+    return absl::StrCat("\"", EscapeForTerminal(text), "\" (", text.size(), " bytes)");
+  }
   return absl::StrCat("\"", EscapeForTerminal(text.substr(0, kExcerptBytes)), "\"... (",
                       text.size(), " bytes)");
 }

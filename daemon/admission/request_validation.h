@@ -63,8 +63,8 @@ absl::Status ValidateSweepRequestText(const v1::SweepRequest& request);
 // A baseline's name and description.
 absl::Status ValidateBaselineText(const v1::SaveBaselineRequest& request);
 
-// What a client sent, for an error message: at most 64 bytes of it with every unsafe
-// character made visible (EscapeForTerminal), followed by its length when it was cut. An error
+// What a client sent, for an error message: at most 64 bytes of it, quoted, with every unsafe
+// character made visible (EscapeForTerminal), then its length: "exp-42" (6 bytes). An error
 // that echoes a 10,000-byte id whole does not fit in the client's metadata limit.
 std::string BoundedExcerpt(absl::string_view text);
 

@@ -485,8 +485,8 @@ TEST(RequestValidation, CheckWellFormedWalksRepeatedAndNestedFields) {
 }
 
 TEST(RequestValidation, BoundedExcerptCutsAndEscapes) {
-  EXPECT_EQ(BoundedExcerpt("exp-000042"), "\"exp-000042\"");
-  EXPECT_EQ(BoundedExcerpt("a\x1b[2J\xff"), "\"a\\x1b[2J\\xff\"");
+  EXPECT_EQ(BoundedExcerpt("exp-000042"), "\"exp-000042\" (10 bytes)");
+  EXPECT_EQ(BoundedExcerpt("a\x1b[2J\xff"), "\"a\\x1b[2J\\xff\" (6 bytes)");
   const std::string cut = BoundedExcerpt(std::string(3 << 20, 'x'));
   EXPECT_EQ(cut, absl::StrCat("\"", std::string(64, 'x'), "\"... (3145728 bytes)"));
 }

@@ -81,7 +81,10 @@ class DaemonServer {
     std::string socket_group;
 
     // Limits on clients (docs/security.md).
-    int max_message_bytes = 4 << 20;
+    // The largest request gRPC will parse (one limit for every RPC: gRPC 1.51 has no
+    // server-side per-method limit). The largest real one, a sweep, is a few hundred KiB at
+    // most; every field is then bounded by the RPC boundary's and admission's checks.
+    int max_message_bytes = 1 << 20;
     int max_concurrent_streams = 100;
     absl::Duration keepalive_min_ping_interval = absl::Seconds(10);
     int keepalive_max_ping_strikes = 2;

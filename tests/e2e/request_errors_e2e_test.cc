@@ -77,10 +77,14 @@ TEST_F(RequestErrorsE2eTest, AHugeIdGetsAShortInvalidArgumentNotAMetadataOverflo
   EXPECT_THAT(get.err, HasSubstr("error: INVALID_ARGUMENT: experiment_id: got \"exp-1111"));
   EXPECT_THAT(get.err, Not(HasSubstr("metadata")));
 
-  // A 3 MB id (under the transport's limit) is refused the same way, before any look-up.
+  // A 3 MB id is over the daemon's 1 MiB request limit: gRPC refuses it before it is parsed.
   const grpc::Status large = GetExperiment("exp-" + std::string(3 << 20, '2'));
-  EXPECT_EQ(large.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_THAT(large.error_message(), HasSubstr("(3145732 bytes)"));
+  EXPECT_EQ(large.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << large.error_message();
+  EXPECT_THAT(large.error_message(), HasSubstr("Received message larger than max"));
+  // Under it, the id is refused by its form, before any look-up.
+  const grpc::Status below = GetExperiment("exp-" + std::string(512 << 10, '2'));
+  EXPECT_EQ(below.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(below.error_message(), HasSubstr("\"... (524292 bytes); must be exp-"));
   // A well-formed id that names nothing is still NOT_FOUND.
   EXPECT_EQ(GetExperiment("exp-999999").error_code(), grpc::StatusCode::NOT_FOUND);
 }
