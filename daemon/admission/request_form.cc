@@ -169,7 +169,10 @@ absl::Status CheckRequestForm(const v1::GetQuotaRequest& request) {
 
 absl::Status CheckRequestForm(const v1::ListAuditRequest& request) {
   RETURN_IF_ERROR(CheckLength("user", request.user(), kMaxUserBytes));
-  RETURN_IF_ERROR(CheckId("experiment_id", request.experiment_id(), "exp-", /*optional=*/true));
+  // The audit trail files a sweep's entries under its sweep id.
+  if (!request.experiment_id().empty()) {
+    RETURN_IF_ERROR(CheckTargetId("experiment_id", request.experiment_id()));
+  }
   return CheckWellFormed(request);
 }
 

@@ -57,6 +57,11 @@ TEST(RequestForm, IdsOfTheWrongFormAreNamedEscaped) {
   v1::ListAuditRequest audit;
   audit.set_experiment_id("exp-42");
   EXPECT_THAT(CheckRequestForm(audit).message(), HasSubstr("experiment_id: got \"exp-42\""));
+  // A sweep's audit entries are filed under its sweep id.
+  audit.set_experiment_id("swp-000001");
+  EXPECT_TRUE(CheckRequestForm(audit).ok());
+  audit.set_experiment_id("main");
+  EXPECT_THAT(CheckRequestForm(audit).message(), HasSubstr("or a sweep id"));
 }
 
 TEST(RequestForm, BaselineNamesAndTargets) {
