@@ -24,18 +24,12 @@
 #include "gmock/gmock.h"
 #include "gpuprof/v1/sweep.pb.h"
 #include "gtest/gtest.h"
+#include "tests/testing/daemon_harness.h"
 
 namespace gpuprof::daemon {
 namespace {
 
 using ::testing::HasSubstr;
-
-std::string Runfile(const std::string& path) {
-  const char* srcdir = std::getenv("TEST_SRCDIR");
-  const char* workspace = std::getenv("TEST_WORKSPACE");
-  if (srcdir == nullptr) return path;
-  return absl::StrCat(srcdir, "/", workspace == nullptr ? "gpuprof" : workspace, "/", path);
-}
 
 class NullSweepSink : public SweepEventSink {
  public:
@@ -81,7 +75,7 @@ class SweepManagerTest : public ::testing::Test {
     auto store = ExperimentStore::Open(dir_ + "/gpuprof.db");
     ASSERT_TRUE(store.ok()) << store.status();
     ManagerOptions options;
-    options.worker_binary = Runfile("tests/ranks/fake_rank_worker");
+    options.worker_binary = testing::RunfilePath("tests/ranks/fake_rank_worker");
     options.limits.allow_test_faults = true;
     options.measure_copy_bandwidth = false;
     options.access = access_.get();
