@@ -293,6 +293,13 @@ absl::StatusOr<v1::Experiment> ExperimentManager::SubmitInternal(Admission admis
 absl::StatusOr<int64_t> ExperimentManager::Subscribe(const std::string& id, int64_t from_seq,
                                                      std::shared_ptr<EventSink> sink,
                                                      const Watcher& watcher) {
+  return SubscribeFromSeq(*this, id, from_seq, sink, watcher);
+}
+
+absl::StatusOr<CatchUp> ExperimentManager::CatchUpStream(const std::string& id, int64_t from_seq,
+                                                         const std::shared_ptr<EventSink>& sink,
+                                                         const Watcher& watcher,
+                                                         int64_t& handle) {
   // Replay and registration happen under one lock, and events are appended under it too, so
   // the stream has neither gaps nor duplicates.
   absl::MutexLock lock(&mutex_);
@@ -300,8 +307,11 @@ absl::StatusOr<int64_t> ExperimentManager::Subscribe(const std::string& id, int6
   WaitForFinalWriteLocked(id);
   const auto active = active_.find(id);
   const bool live = active != active_.end() && !stopping_;
-  auto replay = [&](int64_t from) -> absl::StatusOr<std::vector<v1::ExperimentEvent>> {
-    ASSIGN_OR_RETURN(std::vector<v1::ExperimentEvent> events, store_->Events(id, from));
+  auto replay = [&](int64_t from,
+                    int64_t max_events) -> absl::StatusOr<std::vector<v1::ExperimentEvent>> {
+    ASSIGN_OR_RETURN(std::vector<v1::ExperimentEvent> events,
+                     store_->Events(id, from, {.max_events = max_events}));
+    if (static_cast<int64_t>(events.size()) >= max_events) return events;
     // Events still waiting for the disk come after the stored ones.
     int64_t replayed_seq = events.empty() ? from - 1 : events.back().seq();
     for (const auto& [experiment, event] : unpersisted_) {
@@ -312,9 +322,14 @@ absl::StatusOr<int64_t> ExperimentManager::Subscribe(const std::string& id, int6
     }
     return events;
   };
-  return fan_out_.Subscribe(id, live ? active->second.experiment.user() : "",
-                            live ? &active->second.sinks : nullptr, from_seq, replay,
-                            std::move(sink), watcher);
+  return fan_out_.CatchUpTo(id, live ? active->second.experiment.user() : "",
+                            live ? &active->second.sinks : nullptr, from_seq, replay, sink,
+                            watcher, handle);
+}
+
+absl::StatusOr<std::vector<v1::ExperimentEvent>> ExperimentManager::EventPage(
+    const std::string& id, int64_t from_seq, store::EventPageLimit limit) {
+  return store_->Events(id, from_seq, limit);
 }
 
 void ExperimentManager::CountWatchRefusal(const absl::Status& refusal) {

@@ -127,9 +127,23 @@ class ExperimentManager {
   // Replays stored events with seq >= from_seq to `sink`, then live ones; returns a handle for
   // Unsubscribe. For an experiment that already ended, the replay is followed by OnEnd (and 0
   // is returned). A live stream takes a place of `watcher`'s in watch_slots(): refused with
-  // RESOURCE_EXHAUSTED naming the cap when none is left.
+  // RESOURCE_EXHAUSTED naming the cap when none is left. The whole history is sent at once:
+  // for in-process watchers; network streams use EventPage and CatchUpStream at their
+  // client's pace.
   absl::StatusOr<int64_t> Subscribe(const std::string& id, int64_t from_seq,
                                     std::shared_ptr<EventSink> sink, const Watcher& watcher);
+  // One step of bringing a stream up to date, under the manager's lock (see
+  // EventFanOut::CatchUpTo): the events from from_seq, the stored ones and those still on
+  // their way to disk, if few enough, then live ones (kLive) or the end (kEnded); kBehind,
+  // with nothing sent, when the stream should read more pages first. `handle` is 0 on the
+  // first call and names the stream's place after it.
+  absl::StatusOr<CatchUp> CatchUpStream(const std::string& id, int64_t from_seq,
+                                        const std::shared_ptr<EventSink>& sink,
+                                        const Watcher& watcher, int64_t& handle);
+  // Stored events from from_seq, at most `limit`, read without the manager's lock.
+  absl::StatusOr<std::vector<v1::ExperimentEvent>> EventPage(const std::string& id,
+                                                             int64_t from_seq,
+                                                             store::EventPageLimit limit);
   // Ends the stream and frees its place, also after the experiment ended.
   void Unsubscribe(const std::string& id, int64_t subscription);
   // The live-stream caps, shared with the sweep manager's streams.

@@ -483,13 +483,29 @@ absl::StatusOr<v1::Sweep> SweepManager::Cancel(const std::string& id, const std:
 absl::StatusOr<int64_t> SweepManager::Subscribe(const std::string& id, int64_t from_seq,
                                                 std::shared_ptr<SweepEventSink> sink,
                                                 const Watcher& watcher) {
+  return SubscribeFromSeq(*this, id, from_seq, sink, watcher);
+}
+
+absl::StatusOr<CatchUp> SweepManager::CatchUpStream(const std::string& id, int64_t from_seq,
+                                                    const std::shared_ptr<SweepEventSink>& sink,
+                                                    const Watcher& watcher, int64_t& handle) {
   // Events are appended under the same lock: the stream has neither gaps nor duplicates.
   absl::MutexLock lock(&mutex_);
   const auto active = active_.find(id);
   const bool live = active != active_.end() && !stopping_;
-  return fan_out_.Subscribe(
-      id, live ? active->second.sweep.user() : "", live ? &active->second.sinks : nullptr, from_seq,
-      [&](int64_t from) { return store_.SweepEvents(id, from); }, std::move(sink), watcher);
+  return fan_out_.CatchUpTo(
+      id, live ? active->second.sweep.user() : "", live ? &active->second.sinks : nullptr,
+      from_seq,
+      [&](int64_t from, int64_t max_events) {
+        return store_.SweepEvents(id, from, {.max_events = max_events});
+      },
+      sink, watcher, handle);
+}
+
+absl::StatusOr<std::vector<v1::SweepEvent>> SweepManager::EventPage(const std::string& id,
+                                                                    int64_t from_seq,
+                                                                    store::EventPageLimit limit) {
+  return store_.SweepEvents(id, from_seq, limit);
 }
 
 void SweepManager::Unsubscribe(const std::string& id, int64_t subscription) {

@@ -61,6 +61,12 @@ class SweepManager {
   // the same caps as an experiment's streams.
   absl::StatusOr<int64_t> Subscribe(const std::string& id, int64_t from_seq,
                                     std::shared_ptr<SweepEventSink> sink, const Watcher& watcher);
+  // As ExperimentManager's: one catch-up step under the lock, and stored pages without it.
+  absl::StatusOr<CatchUp> CatchUpStream(const std::string& id, int64_t from_seq,
+                                        const std::shared_ptr<SweepEventSink>& sink,
+                                        const Watcher& watcher, int64_t& handle);
+  absl::StatusOr<std::vector<v1::SweepEvent>> EventPage(const std::string& id, int64_t from_seq,
+                                                        store::EventPageLimit limit);
   // Ends the stream and frees its place, also after the sweep ended.
   void Unsubscribe(const std::string& id, int64_t subscription);
 

@@ -197,6 +197,16 @@ absl::Status DaemonServer::ValidateOptions(const Options& options) {
         absl::StrCat("--rpc_threads must be at least 1, got ", options.rpc_threads));
   }
   if (!options.socket_group.empty()) RETURN_IF_ERROR(GroupByName(options.socket_group).status());
+  if (options.watch_buffer_bytes < 1 || options.watch_buffer_total_bytes < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--watch_buffer_bytes and --watch_buffer_total_bytes must be at least 1, got ",
+        options.watch_buffer_bytes, " and ", options.watch_buffer_total_bytes));
+  }
+  if (options.watch_stall_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--watch_stall_timeout must be positive, got ",
+                     absl::FormatDuration(options.watch_stall_timeout)));
+  }
   return absl::OkStatus();
 }
 
@@ -349,7 +359,14 @@ absl::Status DaemonServer::StartCore() {
   sweeps_ = *std::move(sweeps);
   service_ = std::make_unique<ProfilerService>(manager_.get(), sweeps_.get(), authenticator_.get(),
                                                metrics_ ? metrics_->rpc_observer() : nullptr,
-                                               options_.rpc_threads);
+                                               options_.rpc_threads,
+                                               StreamLimits{
+                                                   .buffer_bytes_per_stream =
+                                                       options_.watch_buffer_bytes,
+                                                   .buffer_bytes_total =
+                                                       options_.watch_buffer_total_bytes,
+                                                   .stall_timeout = options_.watch_stall_timeout,
+                                               });
   return absl::OkStatus();
 }
 

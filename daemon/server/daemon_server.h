@@ -101,6 +101,12 @@ class DaemonServer {
     int rpc_threads = ProfilerService::kDefaultCallThreads;
 
     // GPU health.
+    // Event streams (Watch, WatchSweep, Submit's): bytes queued per stream and in total (live
+    // events beyond them are read back from the store), and how long a client may take no
+    // event before it is cut off with the seq to resume from.
+    int64_t watch_buffer_bytes = StreamLimits().buffer_bytes_per_stream;
+    int64_t watch_buffer_total_bytes = StreamLimits().buffer_bytes_total;
+    absl::Duration watch_stall_timeout = StreamLimits().stall_timeout;
     std::string nvml_library = "libnvidia-ml.so.1";
     absl::Duration gpu_health_interval = absl::Seconds(10);
 

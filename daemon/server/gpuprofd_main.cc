@@ -159,6 +159,14 @@ ABSL_FLAG(absl::Duration, gpu_health_interval, Defaults().gpu_health_interval,
 ABSL_FLAG(int, rpc_threads, Defaults().rpc_threads,
           "Threads that run RPCs' work (submits and cancels wait there for their durable "
           "commit); as many RPCs as this wait for the disk at once and share its commits.");
+ABSL_FLAG(int64_t, watch_buffer_bytes, Defaults().watch_buffer_bytes,
+          "Bytes of events queued for one Watch/WatchSweep client; live events beyond them "
+          "are read back from the store once the client has taken the rest (nothing is lost).");
+ABSL_FLAG(int64_t, watch_buffer_total_bytes, Defaults().watch_buffer_total_bytes,
+          "The same bound over every stream together.");
+ABSL_FLAG(absl::Duration, watch_stall_timeout, Defaults().watch_stall_timeout,
+          "A watching client that takes no event for this long is cut off (RESOURCE_EXHAUSTED, "
+          "with the seq to watch again from), and its place under the watch caps is freed.");
 ABSL_FLAG(bool, enable_test_faults, Defaults().enable_test_faults,
           "Honour the gpuprof.fault label (crash/hang/exit/cuda-error a worker): for tests only.");
 
@@ -185,7 +193,8 @@ DaemonServer::Options OptionsFromFlags() {
   FROM_FLAG(server_memory_bytes); FROM_FLAG(max_watchers_per_experiment);
   FROM_FLAG(max_watchers_per_user_per_experiment); FROM_FLAG(max_watch_streams_per_user);
   FROM_FLAG(submits_per_minute_per_user); FROM_FLAG(nvml_library); FROM_FLAG(gpu_health_interval);
-  FROM_FLAG(rpc_threads); FROM_FLAG(enable_test_faults);
+  FROM_FLAG(rpc_threads); FROM_FLAG(enable_test_faults); FROM_FLAG(watch_buffer_bytes);
+  FROM_FLAG(watch_buffer_total_bytes); FROM_FLAG(watch_stall_timeout);
   // clang-format on
   if (!absl::GetFlag(FLAGS_listen).empty()) {
     options.listen = SplitAddresses(absl::GetFlag(FLAGS_listen));

@@ -1,8 +1,7 @@
 #include "daemon/server/profiler_service.h"
 
-#include <deque>
+#include <algorithm>
 #include <memory>
-#include <optional>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/escaping.h"
@@ -13,183 +12,9 @@
 namespace gpuprof::daemon {
 namespace {
 
-// A watcher this far behind is cut off rather than buffered without bound; it can reattach
-// with Watch(from_seq) and lose nothing, since every event is stored.
-constexpr size_t kMaxBufferedEvents = 20000;
-
-// Streams one experiment's (or sweep's) events to one client. gRPC owns the reactor (deleted in
-// OnDone); the producer (ExperimentManager or SweepManager: Subscribe/Unsubscribe) holds the
-// sink half through a shared_ptr, detached before deletion.
-template <typename Event, typename Producer>
-class EventStreamReactor : public grpc::ServerWriteReactor<Event> {
- public:
-  EventStreamReactor(Producer* manager, std::string method, RpcObserver observer)
-      : manager_(manager),
-        method_(std::move(method)),
-        observer_(std::move(observer)),
-        sink_(std::make_shared<Sink>(this)) {}
-
-  // Events the replay delivers are only buffered until Begin returns: no write or Finish may
-  // start before then, or OnDone could delete the reactor under Begin's feet. `watcher`'s
-  // caps on live streams apply (RESOURCE_EXHAUSTED when one is reached).
-  void Begin(const std::string& id, int64_t from_seq, const Watcher& watcher) {
-    id_ = id;
-    auto subscription = manager_->Subscribe(id, from_seq, sink_, watcher);
-    absl::MutexLock lock(&mutex_);
-    started_ = true;
-    if (!subscription.ok()) {
-      FinishLocked(ToGrpcStatus(subscription.status()));
-      return;
-    }
-    subscription_ = *subscription;
-    if (deferred_finish_.has_value()) {
-      FinishLocked(*deferred_finish_);
-      return;
-    }
-    WriteNextLocked();
-  }
-
-  void FinishNow(const grpc::Status& status) {
-    absl::MutexLock lock(&mutex_);
-    started_ = true;
-    FinishLocked(status);
-  }
-
-  void OnWriteDone(bool ok) override {
-    absl::MutexLock lock(&mutex_);
-    writing_ = false;
-    if (!pending_.empty()) pending_.pop_front();
-    if (deferred_finish_.has_value()) {
-      FinishLocked(*deferred_finish_);
-      return;
-    }
-    if (!ok) {
-      FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "client went away"));
-      return;
-    }
-    WriteNextLocked();
-  }
-
-  void OnCancel() override {
-    absl::MutexLock lock(&mutex_);
-    cancelled_ = true;
-    if (!writing_ && started_) {
-      FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "stream cancelled"));
-    }
-  }
-
-  void OnDone() override {
-    int64_t subscription = 0;
-    grpc::StatusCode final_code = grpc::StatusCode::OK;
-    {
-      // Finish may be called from a thread other than gRPC's (Begin on the call pool, a
-      // sink's OnEnd): the lock waits until that thread has let go of it before the delete,
-      // and makes what it wrote visible here.
-      absl::MutexLock lock(&mutex_);
-      subscription = subscription_;
-      final_code = final_code_;
-    }
-    if (subscription > 0) manager_->Unsubscribe(id_, subscription);
-    sink_->Detach();
-    if (observer_) observer_(method_, final_code);
-    delete this;
-  }
-
- private:
-  class Sink : public StreamSink<Event> {
-   public:
-    explicit Sink(EventStreamReactor* reactor) : reactor_(reactor) {}
-    void OnEvent(const Event& event) override {
-      absl::MutexLock lock(&mutex_);
-      if (reactor_ != nullptr) reactor_->Enqueue(event);
-    }
-    void OnEnd() override {
-      absl::MutexLock lock(&mutex_);
-      if (reactor_ != nullptr) reactor_->EnqueueEnd();
-    }
-    void Detach() {
-      absl::MutexLock lock(&mutex_);
-      reactor_ = nullptr;
-    }
-
-   private:
-    absl::Mutex mutex_;
-    EventStreamReactor* reactor_ ABSL_GUARDED_BY(mutex_);
-  };
-
-  void Enqueue(const Event& event) {
-    absl::MutexLock lock(&mutex_);
-    if (finished_ || end_queued_) return;
-    if (pending_.size() >= kMaxBufferedEvents) {
-      FinishLocked(grpc::Status(
-          grpc::StatusCode::RESOURCE_EXHAUSTED,
-          absl::StrCat("the client reads too slowly; reattach with Watch from_seq=",
-                       pending_.front().seq())));
-      return;
-    }
-    pending_.push_back(event);
-    WriteNextLocked();
-  }
-
-  void EnqueueEnd() {
-    absl::MutexLock lock(&mutex_);
-    end_queued_ = true;
-    WriteNextLocked();
-  }
-
-  void WriteNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
-    if (!started_ || writing_ || finished_) return;
-    if (cancelled_) {
-      FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "stream cancelled"));
-      return;
-    }
-    if (!pending_.empty()) {
-      writing_ = true;
-      this->StartWrite(&pending_.front());
-    } else if (end_queued_) {
-      FinishLocked(grpc::Status::OK);
-    }
-  }
-
-  void FinishLocked(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
-    if (finished_) return;
-    // Finishing waits for Begin to return and for the write in flight to complete.
-    if (!started_ || writing_) {
-      if (!deferred_finish_.has_value()) deferred_finish_ = status;
-      return;
-    }
-    finished_ = true;
-    final_code_ = status.error_code();
-    this->Finish(status);
-  }
-
-  Producer* const manager_;
-  const std::string method_;
-  const RpcObserver observer_;
-  const std::shared_ptr<Sink> sink_;
-  std::string id_;
-  absl::Mutex mutex_;
-  int64_t subscription_ ABSL_GUARDED_BY(mutex_) = 0;
-  std::deque<Event> pending_ ABSL_GUARDED_BY(mutex_);
-  bool writing_ ABSL_GUARDED_BY(mutex_) = false;
-  bool end_queued_ ABSL_GUARDED_BY(mutex_) = false;
-  bool cancelled_ ABSL_GUARDED_BY(mutex_) = false;
-  bool finished_ ABSL_GUARDED_BY(mutex_) = false;
-  bool started_ ABSL_GUARDED_BY(mutex_) = false;
-  std::optional<grpc::Status> deferred_finish_ ABSL_GUARDED_BY(mutex_);
-  grpc::StatusCode final_code_ ABSL_GUARDED_BY(mutex_) = grpc::StatusCode::OK;
-};
-
 using ExperimentStream = EventStreamReactor<v1::ExperimentEvent, ExperimentManager>;
 
 }  // namespace
-
-grpc::Status ToGrpcStatus(const absl::Status& status) {
-  if (status.ok()) return grpc::Status::OK;
-  // absl and gRPC share the canonical code numbering.
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
-                      std::string(status.message()));
-}
 
 ProfilerService::ProfilerService(ExperimentManager* manager, SweepManager* sweeps,
                                  const Authenticator* authenticator, RpcObserver observer,
@@ -198,6 +23,11 @@ ProfilerService::ProfilerService(ExperimentManager* manager, SweepManager* sweep
       sweeps_(sweeps),
       authenticator_(authenticator),
       observer_(std::move(observer)),
+      stream_budget_(stream_limits.buffer_bytes_total),
+      // A stall is noticed within a quarter of the timeout, and within a second.
+      stream_watchdog_(std::min(stream_limits.stall_timeout / 4, absl::Seconds(1)),
+                       stream_budget_),
+      streams_{observer_, stream_limits, &stream_budget_, &stream_watchdog_, &pool_},
       pool_(call_threads) {}
 
 absl::StatusOr<Caller> ProfilerService::Identify(grpc::CallbackServerContext* context) const {
@@ -240,7 +70,7 @@ grpc::ServerUnaryReactor* ProfilerService::RunUnary(grpc::CallbackServerContext*
 
 grpc::ServerWriteReactor<v1::ExperimentEvent>* ProfilerService::Submit(
     grpc::CallbackServerContext* context, const v1::ExperimentRequest* request) {
-  auto* reactor = new ExperimentStream(manager_, "Submit", observer_);
+  auto* reactor = new ExperimentStream(manager_, context, "Submit", streams_);
   // The form of every request is checked first: nothing below sees an oversized id or text.
   if (absl::Status form = CheckRequestForm(*request); !form.ok()) {
     reactor->FinishNow(ToGrpcStatus(form));
@@ -268,7 +98,7 @@ grpc::ServerWriteReactor<v1::ExperimentEvent>* ProfilerService::Submit(
 
 grpc::ServerWriteReactor<v1::ExperimentEvent>* ProfilerService::Watch(
     grpc::CallbackServerContext* context, const v1::WatchRequest* request) {
-  auto* reactor = new ExperimentStream(manager_, "Watch", observer_);
+  auto* reactor = new ExperimentStream(manager_, context, "Watch", streams_);
   absl::Status status = CheckRequestForm(*request);
   auto caller = Identify(context);
   if (status.ok()) status = caller.status();
@@ -373,7 +203,8 @@ grpc::ServerUnaryReactor* ProfilerService::SubmitSweep(grpc::CallbackServerConte
 grpc::ServerWriteReactor<v1::SweepEvent>* ProfilerService::WatchSweep(
     grpc::CallbackServerContext* context, const v1::WatchSweepRequest* request) {
   auto* reactor =
-      new EventStreamReactor<v1::SweepEvent, SweepManager>(sweeps_, "WatchSweep", observer_);
+      new EventStreamReactor<v1::SweepEvent, SweepManager>(sweeps_, context, "WatchSweep",
+                                                               streams_);
   if (absl::Status form = CheckRequestForm(*request); !form.ok()) {
     reactor->FinishNow(ToGrpcStatus(form));
   } else if (auto caller = Identify(context); !caller.ok()) {

@@ -9,16 +9,12 @@
 #include "absl/status/status.h"
 #include "daemon/blocking_call_pool.h"
 #include "daemon/server/caller_identity.h"
+#include "daemon/server/event_stream.h"
 #include "daemon/experiment_manager.h"
 #include "daemon/sweep_manager.h"
 #include "gpuprof/v1/profiler.grpc.pb.h"
 
 namespace gpuprof::daemon {
-
-// Called once per finished RPC with its method name and status code (for metrics).
-using RpcObserver = std::function<void(const std::string& method, grpc::StatusCode code)>;
-
-grpc::Status ToGrpcStatus(const absl::Status& status);
 
 class ProfilerService final : public v1::Profiler::CallbackService {
  public:
@@ -29,7 +25,7 @@ class ProfilerService final : public v1::Profiler::CallbackService {
   // managers runs on `call_threads` threads of the service's own (see BlockingCallPool).
   ProfilerService(ExperimentManager* manager, SweepManager* sweeps,
                   const Authenticator* authenticator, RpcObserver observer = nullptr,
-                  int call_threads = kDefaultCallThreads);
+                  int call_threads = kDefaultCallThreads, StreamLimits stream_limits = {});
 
   grpc::ServerWriteReactor<v1::ExperimentEvent>* Submit(
       grpc::CallbackServerContext* context, const v1::ExperimentRequest* request) override;
@@ -97,6 +93,10 @@ class ProfilerService final : public v1::Profiler::CallbackService {
   SweepManager* const sweeps_;
   const Authenticator* const authenticator_;
   const RpcObserver observer_;
+  // What the event streams share: the bytes they may queue, the stalled-client check.
+  StreamBufferBudget stream_budget_;
+  StreamWatchdog stream_watchdog_;
+  const StreamContext streams_;
   // Last member: destroyed first, it finishes the calls posted to it while the rest is alive.
   BlockingCallPool pool_;
 };

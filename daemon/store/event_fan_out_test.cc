@@ -34,19 +34,30 @@ class RecordingSink : public StreamSink<Event> {
 // The log under test: events 1..stored_, served from from_seq on.
 class EventFanOutTest : public testing::Test {
  protected:
-  absl::StatusOr<std::vector<Event>> Replay(int64_t from_seq) {
+  absl::StatusOr<std::vector<Event>> Replay(int64_t from_seq, int64_t max_events) {
     if (!replay_error_.ok()) return replay_error_;
     std::vector<Event> events;
-    for (int64_t seq = std::max<int64_t>(from_seq, 1); seq <= stored_; ++seq) {
+    for (int64_t seq = std::max<int64_t>(from_seq, 1);
+         seq <= stored_ && static_cast<int64_t>(events.size()) < max_events; ++seq) {
       events.push_back({seq});
     }
     return events;
   }
+  absl::StatusOr<CatchUp> CatchUpTo(const std::shared_ptr<RecordingSink>& sink, int64_t from_seq,
+                                    const std::string& user, int64_t& handle, bool live = true) {
+    return fan_out_.CatchUpTo(
+        "exp-000001", "alice", live ? &live_ : nullptr, from_seq,
+        [&](int64_t from, int64_t max_events) { return Replay(from, max_events); }, sink,
+        Watcher{.user = user}, handle);
+  }
+  // One catch-up of a fresh stream: its handle (0 when the subject had ended).
   absl::StatusOr<int64_t> Subscribe(const std::shared_ptr<RecordingSink>& sink, int64_t from_seq,
                                     const std::string& user, bool live = true) {
-    return fan_out_.Subscribe(
-        "exp-000001", "alice", live ? &live_ : nullptr, from_seq,
-        [&](int64_t from) { return Replay(from); }, sink, Watcher{.user = user});
+    int64_t handle = 0;
+    absl::StatusOr<CatchUp> outcome = CatchUpTo(sink, from_seq, user, handle, live);
+    if (!outcome.ok()) return outcome.status();
+    EXPECT_NE(*outcome, CatchUp::kBehind);
+    return handle;
   }
 
   WatchSlots slots_{WatchLimits{.per_subject = 4, .per_user_per_subject = 2, .per_user = 0}};
@@ -119,6 +130,39 @@ TEST_F(EventFanOutTest, UnsubscribeAfterTheSubjectEndedStillFreesThePlace) {
   live_.clear();  // the subject ended and its streams were dropped
   fan_out_.Unsubscribe(nullptr, *subscription);
   EXPECT_EQ(slots_.LiveOn("exp-000001"), 0);
+}
+
+TEST_F(EventFanOutTest, ALongHistoryIsBehindWithNothingSentButThePlaceKept) {
+  stored_ = EventFanOut<Event>::kMaxCatchUpEvents + 1;
+  auto sink = std::make_shared<RecordingSink>();
+  int64_t handle = 0;
+  absl::StatusOr<CatchUp> outcome = CatchUpTo(sink, 1, "alice", handle);
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  EXPECT_EQ(*outcome, CatchUp::kBehind);
+  EXPECT_THAT(sink->seqs, IsEmpty());
+  EXPECT_THAT(live_, IsEmpty());
+  // The stream keeps its place while it pages through the store...
+  EXPECT_GT(handle, 0);
+  EXPECT_EQ(slots_.LiveOn("exp-000001"), 1);
+  // ...and, having read up to the last few, is registered under the same place.
+  const int64_t first_handle = handle;
+  outcome = CatchUpTo(sink, 3, "alice", handle);
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  EXPECT_EQ(*outcome, CatchUp::kLive);
+  EXPECT_EQ(handle, first_handle);
+  EXPECT_EQ(sink->seqs.front(), 3);
+  EXPECT_EQ(sink->seqs.back(), stored_);
+  EXPECT_EQ(slots_.LiveOn("exp-000001"), 1);
+  EXPECT_EQ(live_.count(handle), 1u);
+}
+
+TEST_F(EventFanOutTest, CatchingUpAgainWhileRegisteredKeepsOneRegistration) {
+  auto sink = std::make_shared<RecordingSink>();
+  int64_t handle = 0;
+  ASSERT_TRUE(CatchUpTo(sink, 1, "alice", handle).ok());
+  ASSERT_TRUE(CatchUpTo(sink, 3, "alice", handle).ok());
+  EXPECT_EQ(live_.size(), 1u);
+  EXPECT_EQ(slots_.LiveOn("exp-000001"), 1);
 }
 
 }  // namespace

@@ -161,7 +161,7 @@ absl::Status EventLogTable::ReadEntity(SqliteDatabase& database, const std::stri
 }
 
 absl::Status EventLogTable::ReadEvents(SqliteDatabase& database, const std::string& id,
-                                       int64_t from_seq, Row row) const {
+                                       int64_t from_seq, EventPageLimit limit, Row row) const {
   {
     ASSIGN_OR_RETURN(
         SqliteStatement exists,
@@ -174,15 +174,21 @@ absl::Status EventLogTable::ReadEvents(SqliteDatabase& database, const std::stri
   ASSIGN_OR_RETURN(
       SqliteStatement select,
       database.Prepare(absl::StrCat("SELECT seq, proto FROM ", tables_.event_table, " WHERE ",
-                                    tables_.owner_column, " = ?1 AND seq >= ?2 ORDER BY seq"),
+                                    tables_.owner_column,
+                                    " = ?1 AND seq >= ?2 ORDER BY seq LIMIT ?3"),
                        absl::StrCat("reading events of ", tables_.noun, " ", id)));
   RETURN_IF_ERROR(select.BindText(1, id));
   RETURN_IF_ERROR(select.BindInt64(2, from_seq));
-  while (true) {
+  // SQLite reads a negative LIMIT as none.
+  RETURN_IF_ERROR(select.BindInt64(3, limit.max_events));
+  int64_t bytes = 0;
+  while (limit.max_bytes < 0 || bytes < limit.max_bytes) {
     ASSIGN_OR_RETURN(bool has_row, select.Step());
     if (!has_row) return absl::OkStatus();
+    bytes += static_cast<int64_t>(select.ColumnBlob(1).size());
     RETURN_IF_ERROR(row(select.ColumnInt64(0), select));
   }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> EventLogTable::ReadPage(SqliteDatabase& database,

@@ -37,6 +37,13 @@ struct Column {
   std::variant<int64_t, std::string> value;
 };
 
+// How much one read of an event history may return: a watcher pages through a long history
+// instead of holding all of it. At least one event is returned whatever its size.
+struct EventPageLimit {
+  int64_t max_events = -1;  // -1: no limit
+  int64_t max_bytes = -1;   // of the stored protos; -1: no limit
+};
+
 // A filter of List: `sql` names columns and has one `?` per value.
 struct Condition {
   std::string sql;
@@ -71,10 +78,10 @@ class EventLogTable {
 
   // Calls `row` with the entity's row (proto in column 0); NotFound when there is none.
   absl::Status ReadEntity(SqliteDatabase& database, const std::string& id, Row row) const;
-  // The entity's events with seq >= from_seq, in seq order (proto in column 1). NotFound if
-  // the entity does not exist.
+  // The entity's events with seq >= from_seq, in seq order (proto in column 1), as many as
+  // `limit` allows. NotFound if the entity does not exist.
   absl::Status ReadEvents(SqliteDatabase& database, const std::string& id, int64_t from_seq,
-                          Row row) const;
+                          EventPageLimit limit, Row row) const;
   // Entities matching every condition, newest first (proto in column 1), one page: page_size
   // 0 means kDefaultPageSize, larger than kMaxPageSize means kMaxPageSize, negative is
   // InvalidArgument; `page_token` is empty or a previous page's next_page_token (a malformed
@@ -175,10 +182,10 @@ class EventLog {
   }
 
   absl::StatusOr<std::vector<Event>> Events(SqliteDatabase& database, const std::string& id,
-                                            int64_t from_seq) const {
+                                            int64_t from_seq, EventPageLimit limit = {}) const {
     std::vector<Event> events;
-    RETURN_IF_ERROR(
-        table_.ReadEvents(database, id, from_seq, [&](int64_t seq, const SqliteStatement& row) {
+    RETURN_IF_ERROR(table_.ReadEvents(
+        database, id, from_seq, limit, [&](int64_t seq, const SqliteStatement& row) {
           return row.ColumnMessage(1, events.emplace_back(),
                                    absl::StrCat("event ", seq, " of ", id));
         }));

@@ -361,10 +361,11 @@ absl::StatusOr<v1::Experiment> ExperimentStore::Get(const std::string& id) {
       [&](SqliteDatabase& database) { return experiments_.Get(database, id); });
 }
 
-absl::StatusOr<std::vector<v1::ExperimentEvent>> ExperimentStore::Events(const std::string& id,
-                                                                         int64_t from_seq) {
-  return database_->OnReader(
-      [&](SqliteDatabase& database) { return experiments_.Events(database, id, from_seq); });
+absl::StatusOr<std::vector<v1::ExperimentEvent>> ExperimentStore::Events(
+    const std::string& id, int64_t from_seq, store::EventPageLimit limit) {
+  return database_->OnReader([&](SqliteDatabase& database) {
+    return experiments_.Events(database, id, from_seq, limit);
+  });
 }
 
 absl::StatusOr<ExperimentPage> ExperimentStore::List(const ExperimentFilter& filter, int page_size,
@@ -432,8 +433,8 @@ absl::StatusOr<v1::Sweep> ExperimentStore::GetSweep(const std::string& id) {
   return database_->OnReader([&](SqliteDatabase& database) { return sweeps_.Get(database, id); });
 }
 
-absl::StatusOr<std::vector<v1::SweepEvent>> ExperimentStore::SweepEvents(const std::string& id,
-                                                                         int64_t from_seq) {
+absl::StatusOr<std::vector<v1::SweepEvent>> ExperimentStore::SweepEvents(
+    const std::string& id, int64_t from_seq, store::EventPageLimit limit) {
   return database_->OnReader(
       [&](SqliteDatabase& database) { return sweeps_.Events(database, id, from_seq); });
 }

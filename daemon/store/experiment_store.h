@@ -109,9 +109,10 @@ class ExperimentStore {
   // NotFound (naming the id) if there is no such experiment.
   absl::StatusOr<v1::Experiment> Get(const std::string& id);
 
-  // The experiment's events with seq >= from_seq, in ascending seq order. NotFound if the
-  // experiment does not exist.
-  absl::StatusOr<std::vector<v1::ExperimentEvent>> Events(const std::string& id, int64_t from_seq);
+  // The experiment's events with seq >= from_seq, in ascending seq order, as many as `limit`
+  // allows (all by default). NotFound if the experiment does not exist.
+  absl::StatusOr<std::vector<v1::ExperimentEvent>> Events(const std::string& id, int64_t from_seq,
+                                                          store::EventPageLimit limit = {});
 
   // Experiments matching `filter`, newest (last submitted) first, `page_size` at a time.
   // page_size 0 means kDefaultPageSize, larger than kMaxPageSize means kMaxPageSize, and a
@@ -132,7 +133,8 @@ class ExperimentStore {
   // Replaces the stored sweep and appends `event` unless event.seq <= 0, in one transaction.
   absl::Status UpdateSweep(const v1::Sweep& sweep, const v1::SweepEvent& event);
   absl::StatusOr<v1::Sweep> GetSweep(const std::string& id);
-  absl::StatusOr<std::vector<v1::SweepEvent>> SweepEvents(const std::string& id, int64_t from_seq);
+  absl::StatusOr<std::vector<v1::SweepEvent>> SweepEvents(const std::string& id, int64_t from_seq,
+                                                          store::EventPageLimit limit = {});
   // Newest first; points left out. Paging as for List.
   absl::StatusOr<SweepPage> ListSweeps(const std::string& user, int page_size,
                                        const std::string& page_token);
