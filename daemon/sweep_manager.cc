@@ -9,6 +9,7 @@
 #include "common/experiment_states.h"
 #include "common/status_macros.h"
 #include "daemon/admission/baseline_ownership.h"
+#include "daemon/store/sweep_point_table.h"
 #include "google/protobuf/util/time_util.h"
 #include "sweep/sweep_expansion.h"
 
@@ -41,9 +42,9 @@ v1::Experiment Summary(const v1::Experiment& experiment) {
   return summary;
 }
 
-void Recount(v1::Sweep& sweep) {
+void Recount(v1::Sweep& sweep, const std::vector<v1::SweepPoint>& points) {
   int queued = 0, running = 0, finished = 0, failed = 0;
-  for (const v1::SweepPoint& point : sweep.points()) {
+  for (const v1::SweepPoint& point : points) {
     if (point.state() == v1::RUNNING) {
       ++running;
     } else if (point.state() == v1::FINISHED) {
@@ -58,6 +59,19 @@ void Recount(v1::Sweep& sweep) {
   sweep.set_points_running(running);
   sweep.set_points_finished(finished);
   sweep.set_points_failed(failed);
+  sweep.set_points_total(static_cast<int>(points.size()));
+}
+
+// The sweep with one page of `points`, as GetSweep returns it.
+absl::StatusOr<v1::Sweep> WithPointPage(const v1::Sweep& sweep,
+                                        const std::vector<v1::SweepPoint>& points, int page_size,
+                                        const std::string& page_token) {
+  ASSIGN_OR_RETURN(store::SweepPointPage page,
+                   store::PageOfSweepPoints(points, page_size, page_token));
+  v1::Sweep paged = sweep;
+  for (v1::SweepPoint& point : page.points) *paged.add_points() = std::move(point);
+  paged.set_next_points_page_token(std::move(page.next_page_token));
+  return paged;
 }
 
 absl::Status CheckBaselineName(const std::string& name) {
@@ -126,15 +140,19 @@ absl::Status SweepManager::Resume() {
   for (v1::Sweep& stored : sweeps) {
     const std::string id = stored.id();
     ActiveSweep& active = active_[id];
+    active.points.reserve(stored.points_size());
+    for (v1::SweepPoint& point : *stored.mutable_points()) active.points.push_back(std::move(point));
+    stored.clear_points();
     active.sweep = std::move(stored);
     ASSIGN_OR_RETURN(auto links, store_.SweepPointExperiments(id));
     // Points are rebuilt from the stored request: expansion is deterministic.
     const auto expanded = sweep::ExpandSweep(active.sweep.request());
     const bool cancelling = active.sweep.cancel_requested();
-    for (int index = 0; index < active.sweep.points_size(); ++index) {
-      v1::SweepPoint& point = *active.sweep.mutable_points(index);
+    const int point_count = static_cast<int>(active.points.size());
+    for (int index = 0; index < point_count; ++index) {
+      v1::SweepPoint& point = active.points[index];
       const bool can_run = !cancelling && expanded.ok() &&
-                           static_cast<int>(expanded->size()) == active.sweep.points_size();
+                           static_cast<int>(expanded->size()) == point_count;
       const auto link = links.find(index);
       if (link == links.end()) {
         // Stopped between storing the sweep and queueing this point.
@@ -174,6 +192,12 @@ absl::Status SweepManager::Resume() {
       }
       ApplyPointLocked(active, *experiment);
     }
+    // The points' experiment ids and attempts were rebuilt from the links: stored once, with
+    // whatever changed while the daemon was away.
+    const absl::Status stored_points = store_.UpdateSweep(active.sweep, v1::SweepEvent(), active.points);
+    if (!stored_points.ok()) {
+      LogLine(absl::StrCat("could not persist the points of ", id, ": ", stored_points.ToString()));
+    }
     MaybeEndLocked(id);
   }
   if (!sweeps.empty()) {
@@ -210,8 +234,8 @@ void SweepManager::OnPointChangedLocked(const v1::Experiment& experiment) {
 
 bool SweepManager::ApplyPointLocked(ActiveSweep& active, const v1::Experiment& experiment) {
   const int index = experiment.sweep_point();
-  if (index < 0 || index >= active.sweep.points_size()) return false;
-  v1::SweepPoint& point = *active.sweep.mutable_points(index);
+  if (index < 0 || index >= static_cast<int>(active.points.size())) return false;
+  v1::SweepPoint& point = active.points[index];
   if (point.experiment_id() != experiment.id()) return false;  // an earlier attempt
   const int new_rank = StateRank(experiment.state());
   const int old_rank = StateRank(point.state());
@@ -234,7 +258,7 @@ bool SweepManager::ApplyPointLocked(ActiveSweep& active, const v1::Experiment& e
 
 void SweepManager::SubmitPointLocked(ActiveSweep& active, int index,
                                      const v1::ExperimentRequest& request, bool announce) {
-  v1::SweepPoint& point = *active.sweep.mutable_points(index);
+  v1::SweepPoint& point = active.points[index];
   absl::StatusOr<v1::Experiment> submitted = experiments_->SubmitSweepPoint(
       request, active.sweep.id(), index, active.sweep.request().max_concurrent_gpus());
   if (!point.experiment_id().empty()) point.add_earlier_experiment_ids(point.experiment_id());
@@ -259,17 +283,20 @@ void SweepManager::SubmitPointLocked(ActiveSweep& active, int index,
 
 void SweepManager::AppendEventLocked(ActiveSweep& active, v1::SweepEvent event) {
   v1::Sweep& sweep = active.sweep;
-  Recount(sweep);
+  Recount(sweep, active.points);
   event.set_sweep_id(sweep.id());
   event.set_seq(sweep.last_seq() + 1);
   *event.mutable_time() = Now();
   event.set_state(sweep.state());
-  event.set_points_total(sweep.points_size());
+  event.set_points_total(sweep.points_total());
   event.set_points_finished(sweep.points_finished());
   event.set_points_failed(sweep.points_failed());
   event.set_points_running(sweep.points_running());
   sweep.set_last_seq(event.seq());
-  const absl::Status stored = store_.UpdateSweep(sweep, event);
+  // The sweep's small row and the changed point's row, not every point.
+  const absl::Status stored =
+      event.has_point() ? store_.UpdateSweep(sweep, event, {event.point()})
+                        : store_.UpdateSweep(sweep, event);
   if (!stored.ok()) {
     LogLine(absl::StrCat("could not persist event ", event.seq(), " of ", sweep.id(), ": ",
                          stored.ToString()));
@@ -282,21 +309,21 @@ void SweepManager::MaybeEndLocked(const std::string& id) {
   if (it == active_.end()) return;
   ActiveSweep& active = it->second;
   v1::Sweep& sweep = active.sweep;
-  for (const v1::SweepPoint& point : sweep.points()) {
+  for (const v1::SweepPoint& point : active.points) {
     if (!IsTerminalState(point.state())) return;
   }
-  Recount(sweep);
+  Recount(sweep, active.points);
   v1::SweepEvent event;
   if (sweep.cancel_requested()) {
     sweep.set_state(v1::SWEEP_CANCELLED);
     event.set_ended(sweep.reason());
-  } else if (sweep.points_finished() == sweep.points_size()) {
+  } else if (sweep.points_finished() == sweep.points_total()) {
     sweep.set_state(v1::SWEEP_FINISHED);
-    event.set_ended(absl::StrCat("all ", sweep.points_size(), " points finished"));
+    event.set_ended(absl::StrCat("all ", sweep.points_total(), " points finished"));
   } else {
     sweep.set_state(v1::SWEEP_INCOMPLETE);
-    sweep.set_reason(
-        absl::StrCat(sweep.points_failed(), " of ", sweep.points_size(), " points did not finish"));
+    sweep.set_reason(absl::StrCat(sweep.points_failed(), " of ", sweep.points_total(),
+                                  " points did not finish"));
     event.set_ended(sweep.reason());
   }
   *sweep.mutable_finished() = Now();
@@ -340,26 +367,30 @@ absl::StatusOr<v1::Sweep> SweepManager::Submit(v1::SweepRequest request, const A
   if (request.user() != actor.user) sweep.set_submitted_by(actor.user);
   sweep.set_authenticated_by(actor.authenticated_by);
   *sweep.mutable_created() = Now();
+  std::vector<v1::SweepPoint> sweep_points(points.size());
   for (size_t index = 0; index < points.size(); ++index) {
-    v1::SweepPoint& point = *sweep.add_points();
+    v1::SweepPoint& point = sweep_points[index];
     point.set_index(static_cast<int>(index));
     for (const auto& [name, value] : points[index].parameters) {
       (*point.mutable_parameters())[name] = value;
     }
     point.set_state(v1::QUEUED);
   }
-  Recount(sweep);
+  Recount(sweep, sweep_points);
   sweep.set_last_seq(1);
   v1::SweepEvent first;
   first.set_seq(1);
   *first.mutable_time() = sweep.created();
   first.set_state(v1::SWEEP_RUNNING);
-  first.set_points_total(sweep.points_size());
-  *first.mutable_created() = sweep;
+  first.set_points_total(sweep.points_total());
+  // The sweep as created, with every point: the store keeps them in rows of their own.
+  v1::Sweep with_points = sweep;
+  for (const v1::SweepPoint& point : sweep_points) *with_points.add_points() = point;
+  *first.mutable_created() = with_points;
 
   absl::MutexLock lock(&mutex_);
   if (stopping_) return absl::UnavailableError("gpuprofd is shutting down");
-  absl::StatusOr<std::string> created = store_.CreateSweep(sweep, first);
+  absl::StatusOr<std::string> created = store_.CreateSweep(std::move(with_points), first);
   if (!created.ok()) {
     // Nothing was acknowledged or queued: the client sees the refusal and can submit again.
     return NotStoredError(created.status(),
@@ -369,6 +400,7 @@ absl::StatusOr<v1::Sweep> SweepManager::Submit(v1::SweepRequest request, const A
   sweep.set_id(id);
   ActiveSweep& active = active_[id];
   active.sweep = std::move(sweep);
+  active.points = std::move(sweep_points);
   {
     const bool on_behalf = request.user() != actor.user;
     v1::AuditEntry entry;
@@ -387,7 +419,7 @@ absl::StatusOr<v1::Sweep> SweepManager::Submit(v1::SweepRequest request, const A
       std::move(admission), id, active.sweep.request().max_concurrent_gpus());
   if (queued_points.ok()) {
     for (size_t index = 0; index < queued_points->size(); ++index) {
-      v1::SweepPoint& point = *active.sweep.mutable_points(static_cast<int>(index));
+      v1::SweepPoint& point = active.points[index];
       point.set_experiment_id((*queued_points)[index].id());
       point.set_attempt(1);
       *point.mutable_experiment() = Summary((*queued_points)[index]);
@@ -397,27 +429,31 @@ absl::StatusOr<v1::Sweep> SweepManager::Submit(v1::SweepRequest request, const A
     LogLine(absl::StrCat("the points of ", id,
                          " wait for the next start: ", queued_points.status().ToString()));
   } else {
-    for (v1::SweepPoint& point : *active.sweep.mutable_points()) {
+    for (v1::SweepPoint& point : active.points) {
       point.set_state(v1::FAILED);
       point.mutable_experiment()->set_state(v1::FAILED);
       point.mutable_experiment()->set_reason(
           absl::StrCat("could not queue the point: ", queued_points.status().message()));
     }
   }
-  Recount(active.sweep);
+  Recount(active.sweep, active.points);
   // One write for the queued points; their links to the sweep were stored with each one.
-  const absl::Status stored = store_.UpdateSweep(active.sweep, v1::SweepEvent());
+  const absl::Status stored = store_.UpdateSweep(active.sweep, v1::SweepEvent(), active.points);
   if (!stored.ok()) LogLine(absl::StrCat("could not persist ", id, ": ", stored.ToString()));
-  v1::Sweep queued = active.sweep;
+  absl::StatusOr<v1::Sweep> queued = WithPointPage(active.sweep, active.points, 0, "");
   MaybeEndLocked(id);
   return queued;
 }
 
-absl::StatusOr<v1::Sweep> SweepManager::Get(const std::string& id) {
+absl::StatusOr<v1::Sweep> SweepManager::Get(const std::string& id, int points_page_size,
+                                            const std::string& points_page_token) {
   absl::MutexLock lock(&mutex_);
   const auto it = active_.find(id);
-  if (it != active_.end()) return it->second.sweep;
-  return store_.GetSweep(id);
+  if (it != active_.end()) {
+    return WithPointPage(it->second.sweep, it->second.points, points_page_size,
+                         points_page_token);
+  }
+  return store_.GetSweepPage(id, points_page_size, points_page_token);
 }
 
 absl::StatusOr<SweepPage> SweepManager::List(const std::string& user, int page_size,
@@ -464,8 +500,8 @@ absl::StatusOr<v1::Sweep> SweepManager::Cancel(const std::string& id, const std:
   }
   // Durable before any point is touched: a restart in between finishes the cancel.
   RETURN_IF_ERROR(store_.UpdateSweep(active.sweep, v1::SweepEvent()));
-  for (int index = 0; index < active.sweep.points_size(); ++index) {
-    const v1::SweepPoint& point = active.sweep.points(index);
+  for (size_t index = 0; index < active.points.size(); ++index) {
+    const v1::SweepPoint& point = active.points[index];
     if (IsTerminalState(point.state()) || point.experiment_id().empty()) continue;
     const std::string experiment_id = point.experiment_id();
     absl::StatusOr<v1::Experiment> cancelled =
@@ -474,9 +510,9 @@ absl::StatusOr<v1::Sweep> SweepManager::Cancel(const std::string& id, const std:
     if (!cancelled.ok()) cancelled = experiments_->Get(experiment_id);
     if (cancelled.ok()) ApplyPointLocked(active, *cancelled);
   }
-  v1::Sweep result = active.sweep;
+  absl::StatusOr<v1::Sweep> result = WithPointPage(active.sweep, active.points, 0, "");
   MaybeEndLocked(id);
-  const auto ended = store_.GetSweep(id);
+  const auto ended = store_.GetSweepPage(id, 0, "");
   return ended.ok() ? *ended : result;
 }
 

@@ -47,7 +47,11 @@ class SweepManager {
   absl::StatusOr<v1::Sweep> Submit(v1::SweepRequest request, const Actor& actor);
   // As an admin named after request.user (in-process callers).
   absl::StatusOr<v1::Sweep> Submit(v1::SweepRequest request);
-  absl::StatusOr<v1::Sweep> Get(const std::string& id);
+  // The sweep with one page of its points (paging as GetSweepRequest's points_page_size and
+  // points_page_token); Submit and Cancel return the first page too. A running sweep's points
+  // come from memory, an ended one's from the store, with the same page tokens.
+  absl::StatusOr<v1::Sweep> Get(const std::string& id, int points_page_size = 0,
+                                const std::string& points_page_token = "");
   absl::StatusOr<SweepPage> List(const std::string& user, int page_size,
                                  const std::string& page_token);
   // Cancels every point that has not ended; the sweep ends CANCELLED.
@@ -84,7 +88,10 @@ class SweepManager {
 
  private:
   struct ActiveSweep {
+    // Without its points: they are kept apart, and stored a row each.
     v1::Sweep sweep;
+    // By index.
+    std::vector<v1::SweepPoint> points;
     Subscribers<v1::SweepEvent> sinks;
   };
 

@@ -129,6 +129,8 @@ absl::Status CheckRequestForm(const v1::WatchSweepRequest& request) {
 
 absl::Status CheckRequestForm(const v1::GetSweepRequest& request) {
   RETURN_IF_ERROR(CheckId("sweep_id", request.sweep_id(), "swp-"));
+  RETURN_IF_ERROR(
+      CheckLength("points_page_token", request.points_page_token(), kMaxPageTokenBytes));
   return CheckWellFormed(request);
 }
 

@@ -227,7 +227,8 @@ grpc::ServerUnaryReactor* ProfilerService::GetSweep(grpc::CallbackServerContext*
     return FinishUnary(context, "GetSweep", caller.status());
   }
   return RunUnary(context, "GetSweep", [this, request, response] {
-    auto sweep = sweeps_->Get(request->sweep_id());
+    auto sweep = sweeps_->Get(request->sweep_id(), request->points_page_size(),
+                              request->points_page_token());
     if (sweep.ok()) *response = *std::move(sweep);
     return sweep.status();
   });

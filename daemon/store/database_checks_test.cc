@@ -22,11 +22,12 @@ using ::testing::HasSubstr;
 
 TEST_F(ExperimentStoreTest, FutureSchemaVersionIsRefused) {
   store_.reset();
-  RawQuery(path_, "PRAGMA user_version = 2");
-  ASSERT_EQ(RawQuery(path_, "PRAGMA user_version"), "2");
+  const std::string newer = std::to_string(ExperimentStore::kSchemaVersion + 1);
+  RawQuery(path_, "PRAGMA user_version = " + newer);
+  ASSERT_EQ(RawQuery(path_, "PRAGMA user_version"), newer);
   absl::StatusOr<std::unique_ptr<ExperimentStore>> store = ExperimentStore::Open(path_);
   EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(store.status().message(), HasSubstr("schema version 2"));
+  EXPECT_THAT(store.status().message(), HasSubstr("schema version " + newer));
   EXPECT_THAT(store.status().message(), HasSubstr(path_));
 }
 

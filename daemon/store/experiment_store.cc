@@ -21,6 +21,7 @@
 #include "daemon/store/event_log.h"
 #include "daemon/store/group_commit.h"
 #include "daemon/store/sqlite_database.h"
+#include "daemon/store/sweep_point_table.h"
 #include "google/protobuf/util/time_util.h"
 #include "gpuprof/v1/experiment.pb.h"
 #include "gpuprof/v1/sweep.pb.h"
@@ -67,7 +68,8 @@ CREATE TABLE IF NOT EXISTS sweeps (
   user TEXT NOT NULL,
   state INTEGER NOT NULL,
   created_unix_ns INTEGER NOT NULL,
-  -- The gpuprof.v1.Sweep, serialized, with its points.
+  -- The gpuprof.v1.Sweep, serialized, without its points (sweep_point_protos has them; until
+  -- schema version 2 they were embedded here).
   proto BLOB NOT NULL
 );
 CREATE INDEX IF NOT EXISTS sweeps_by_state ON sweeps (state, seq);
@@ -195,6 +197,9 @@ absl::StatusOr<std::unique_ptr<ExperimentStore>> ExperimentStore::Open(const std
     }
     // Tables added after version 1, in the order they came: idempotent, at every open.
     RETURN_IF_ERROR(database->Execute(kSweepSchema, "creating the sweep tables"));
+    RETURN_IF_ERROR(store::CreateSweepPointTable(*database));
+    // Once, with the version set above: a version-1 file's points move to their own rows.
+    if (version < 2) RETURN_IF_ERROR(store::MoveEmbeddedSweepPoints(*database).status());
     RETURN_IF_ERROR(store::CreateBaselinesTable(*database));
     // Databases created before the id was introduced get it on their next start.
     RETURN_IF_ERROR(database->Execute(
@@ -228,6 +233,7 @@ absl::StatusOr<std::string> ExperimentStore::CheckDatabase(const std::string& pa
     v1::Sweep sweep;
     v1::SweepEvent sweep_event;
     v1::Baseline baseline;
+    v1::SweepPoint point;
     // The sweep tables are added at start-up to databases older than sweeps; one that has not
     // been opened by such a daemon yet has none, which is fine.
     const std::pair<const char*, google::protobuf::Message*> tables[] = {
@@ -235,7 +241,8 @@ absl::StatusOr<std::string> ExperimentStore::CheckDatabase(const std::string& pa
         {"events", &event},
         {"sweeps", &sweep},
         {"sweep_events", &sweep_event},
-        {"baselines", &baseline}};
+        {"baselines", &baseline},
+        {"sweep_point_protos", &point}};
     std::map<std::string, int64_t> rows;
     for (const auto& [table, message] : tables) {
       ASSIGN_OR_RETURN(bool present, store::HasTable(*database, table));
@@ -244,9 +251,9 @@ absl::StatusOr<std::string> ExperimentStore::CheckDatabase(const std::string& pa
     }
     return absl::StrFormat(
         "database %s is intact: schema version %d, %d experiments, %d events, %d sweeps, %d "
-        "sweep events, %d baselines",
+        "sweep events, %d baselines, %d sweep points",
         path, version, rows["experiments"], rows["events"], rows["sweeps"], rows["sweep_events"],
-        rows["baselines"]);
+        rows["baselines"], rows["sweep_point_protos"]);
   };
   absl::StatusOr<std::string> verdict = check();
   if (!verdict.ok()) return store::ExplainUnreadable(verdict.status(), path);
@@ -414,23 +421,53 @@ absl::StatusOr<std::vector<v1::Experiment>> ExperimentStore::ListUserCreatedSinc
 absl::StatusOr<std::string> ExperimentStore::CreateSweep(v1::Sweep sweep,
                                                          v1::SweepEvent first_event) {
   RETURN_IF_ERROR(sweeps_.CheckFirstEvent(first_event));
+  google::protobuf::RepeatedPtrField<v1::SweepPoint> points;
+  points.Swap(sweep.mutable_points());
   std::string id;
   RETURN_IF_ERROR(
       database_->Commit("creating a sweep", [&](SqliteDatabase& database) -> absl::Status {
         ASSIGN_OR_RETURN(id, sweeps_.Create(database, sweep, first_event));
-        return absl::OkStatus();
+        return store::WriteSweepPoints(database, id, points);
       }));
   return id;
 }
 
-absl::Status ExperimentStore::UpdateSweep(const v1::Sweep& sweep, const v1::SweepEvent& event) {
-  return database_->Commit(absl::StrCat("updating ", sweep.id()), [&](SqliteDatabase& database) {
-    return sweeps_.Update(database, sweep, event);
-  });
+absl::Status ExperimentStore::UpdateSweep(const v1::Sweep& sweep, const v1::SweepEvent& event,
+                                          absl::Span<const v1::SweepPoint> changed_points) {
+  // The row never holds points: a caller that passes them embedded has them written apart.
+  v1::Sweep without_points;
+  const v1::Sweep* row = &sweep;
+  if (sweep.points_size() > 0) {
+    without_points = sweep;
+    without_points.clear_points();
+    row = &without_points;
+  }
+  return database_->Commit(
+      absl::StrCat("updating ", sweep.id()), [&](SqliteDatabase& database) -> absl::Status {
+        RETURN_IF_ERROR(sweeps_.Update(database, *row, event));
+        RETURN_IF_ERROR(store::WriteSweepPoints(database, sweep.id(), sweep.points()));
+        return store::WriteSweepPoints(database, sweep.id(), changed_points);
+      });
 }
 
 absl::StatusOr<v1::Sweep> ExperimentStore::GetSweep(const std::string& id) {
   return database_->OnReader([&](SqliteDatabase& database) { return sweeps_.Get(database, id); });
+}
+
+absl::StatusOr<v1::Sweep> ExperimentStore::GetSweepPage(const std::string& id,
+                                                        int points_page_size,
+                                                        const std::string& points_page_token) {
+  ASSIGN_OR_RETURN(v1::Sweep sweep, GetSweep(id));
+  // A point changed since the sweep's row was read is read as it is now: every point's row
+  // is whole on its own.
+  ASSIGN_OR_RETURN(store::SweepPointPage page,
+                   database_->OnReader([&](SqliteDatabase& database) {
+                     return store::ReadSweepPointPage(database, id, points_page_size,
+                                                      points_page_token);
+                   }));
+  for (v1::SweepPoint& point : page.points) *sweep.add_points() = std::move(point);
+  sweep.set_next_points_page_token(std::move(page.next_page_token));
+  return sweep;
 }
 
 absl::StatusOr<std::vector<v1::SweepEvent>> ExperimentStore::SweepEvents(
@@ -450,9 +487,17 @@ absl::StatusOr<SweepPage> ExperimentStore::ListSweeps(const std::string& user, i
 }
 
 absl::StatusOr<std::vector<v1::Sweep>> ExperimentStore::ListSweepsByState(v1::SweepState state) {
-  return database_->OnReader([&](SqliteDatabase& database) {
+  ASSIGN_OR_RETURN(std::vector<v1::Sweep> sweeps, database_->OnReader([&](SqliteDatabase& database) {
     return sweeps_.ListAll(database, {{"state = ?", {int64_t{state}}}}, "listing sweeps by state");
-  });
+  }));
+  for (v1::Sweep& sweep : sweeps) {
+    ASSIGN_OR_RETURN(std::vector<v1::SweepPoint> points,
+                     database_->OnReader([&](SqliteDatabase& database) {
+                       return store::ReadAllSweepPoints(database, sweep.id());
+                     }));
+    for (v1::SweepPoint& point : points) *sweep.add_points() = std::move(point);
+  }
+  return sweeps;
 }
 
 absl::StatusOr<std::map<int, std::vector<std::string>>> ExperimentStore::SweepPointExperiments(

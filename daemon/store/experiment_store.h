@@ -20,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "daemon/store/baselines.h"
 #include "daemon/store/drained_gpus.h"
 #include "daemon/store/event_log.h"
@@ -60,7 +61,9 @@ absl::Status NotStoredError(const absl::Status& stored, absl::string_view what);
 class ExperimentStore {
  public:
   // The schema this code reads and writes, kept in PRAGMA user_version.
-  static constexpr int kSchemaVersion = 1;
+  // 2: a sweep's points in rows of their own (daemon/store/sweep_point_table.h); a version-1
+  // file's embedded points move there at its first open by this version.
+  static constexpr int kSchemaVersion = 2;
   static constexpr int kDefaultPageSize = store::EventLogTable::kDefaultPageSize;
   static constexpr int kMaxPageSize = store::EventLogTable::kMaxPageSize;
 
@@ -126,19 +129,31 @@ class ExperimentStore {
   absl::StatusOr<std::vector<v1::Experiment>> ListByState(v1::ExperimentState state);
 
   // ---- Sweeps (a sweep's points are experiments whose sweep_id names it) ----
+  // A sweep's row holds its request, state and counts; its points are rows of their own, so
+  // that a point's change rewrites one point and a huge sweep is read a page at a time.
 
   // Assigns the next sweep id ("swp-000001", ...; never reused), sets it in the sweep and the
-  // first event, and inserts both in one transaction. Returns the id.
+  // first event, and inserts both, and the sweep's points in their rows, in one transaction.
+  // Returns the id.
   absl::StatusOr<std::string> CreateSweep(v1::Sweep sweep, v1::SweepEvent first_event);
-  // Replaces the stored sweep and appends `event` unless event.seq <= 0, in one transaction.
-  absl::Status UpdateSweep(const v1::Sweep& sweep, const v1::SweepEvent& event);
+  // In one transaction: replaces the stored sweep's row, writes `changed_points` (by index)
+  // and any points embedded in `sweep` to their rows, and appends `event` unless
+  // event.seq <= 0.
+  absl::Status UpdateSweep(const v1::Sweep& sweep, const v1::SweepEvent& event,
+                           absl::Span<const v1::SweepPoint> changed_points = {});
+  // The sweep without its points; NotFound if there is none.
   absl::StatusOr<v1::Sweep> GetSweep(const std::string& id);
+  // The sweep with one page of its points, in index order, and next_points_page_token: page
+  // size and token as GetSweepRequest's points_page_size and points_page_token.
+  absl::StatusOr<v1::Sweep> GetSweepPage(const std::string& id, int points_page_size,
+                                         const std::string& points_page_token);
   absl::StatusOr<std::vector<v1::SweepEvent>> SweepEvents(const std::string& id, int64_t from_seq,
                                                           store::EventPageLimit limit = {});
   // Newest first; points left out. Paging as for List.
   absl::StatusOr<SweepPage> ListSweeps(const std::string& user, int page_size,
                                        const std::string& page_token);
-  // Every sweep in `state`, oldest first, with points: start-up resumes the running ones.
+  // Every sweep in `state`, oldest first, with all its points: start-up resumes the running
+  // ones.
   absl::StatusOr<std::vector<v1::Sweep>> ListSweepsByState(v1::SweepState state);
   // Point index -> the experiments created for it, oldest attempt first. Filled by Create, in
   // the same transaction as the experiment, so no point's experiment is ever lost.

@@ -95,7 +95,7 @@ TEST_F(ExperimentStoreTest, SweepsAreStoredWithEventsAndLinkedPoints) {
   ended.set_ended("all 2 points finished");
   ASSERT_TRUE(store_->UpdateSweep(sweep, ended).ok());
   EXPECT_TRUE(absl::IsAlreadyExists(store_->UpdateSweep(sweep, ended)));
-  ASSERT_OK_AND_ASSIGN(const v1::Sweep stored, store_->GetSweep(id));
+  ASSERT_OK_AND_ASSIGN(const v1::Sweep stored, store_->GetSweepPage(id, 0, ""));
   EXPECT_EQ(stored.state(), v1::SWEEP_FINISHED);
   EXPECT_EQ(stored.points_size(), 2);
   ASSERT_OK_AND_ASSIGN(auto events, store_->SweepEvents(id, 2));
