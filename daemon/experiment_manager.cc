@@ -432,7 +432,9 @@ absl::StatusOr<v1::Experiment> ExperimentManager::CancelQueuedLocked(const std::
 void ExperimentManager::WaitForFinalWriteLocked(const std::string& id) {
   while (true) {
     const auto it = active_.find(id);
-    if (it == active_.end() || !it->second.final_write_in_flight) return;
+    if (it == active_.end() || (!it->second.final_write_in_flight && !it->second.starting)) {
+      return;
+    }
     final_write_done_.Wait(&mutex_);
   }
 }
@@ -589,30 +591,105 @@ void ExperimentManager::StartLocked(const Dispatch& dispatch) {
       workloads::FindWorkloadSpec(active.experiment.request().workload_case());
   const bool one_per_rank = spec != nullptr && spec->supports_tensor_parallelism &&
                             active.experiment.request().tp_degree() > 1;
-  const absl::StatusOr<WorkerGroup> group =
-      workers_.Acquire(dispatch.id, dispatch.gpus, one_per_rank);
-  if (!group.ok()) {
-    scheduler_->Release(dispatch.id);
-    EndLocked(dispatch.id, v1::FAILED,
-              absl::StrCat("could not start a worker: ", group.status().message()), "");
-    return;
-  }
-  active.workers = group->workers;
-  active.ranks_finished = 0;
-  const auto& timeout = active.experiment.request().timeout();
-  active.deadline = absl::Now() + absl::Nanoseconds(TimeUtil::DurationToNanoseconds(timeout));
+  PendingStart start{.id = dispatch.id,
+                     .group = workers_.Reserve(dispatch.id, dispatch.gpus, one_per_rank)};
+  start.running = StateEvent(v1::RUNNING);
+  for (int gpu : dispatch.gpus) start.running.mutable_state()->add_gpu_ids(gpu);
+  start.running.set_experiment_id(dispatch.id);
+  start.running.set_seq(active.experiment.last_seq() + 1);
+  *start.running.mutable_time() = TimestampNow();
+  start.experiment = active.experiment;
+  ApplyEvent(start.running, start.experiment);
+  // Out of the queue, not yet running: Subscribe and Cancel wait for it (as for a final write
+  // in flight), worker reports and exits are held back, Shutdown leaves it to
+  // StartReservedLocked, and a preemption's kill waits for its workers' Install.
+  active.starting = true;
+  pending_starts_.push_back(std::move(start));
+}
 
-  v1::ExperimentEvent running = StateEvent(v1::RUNNING);
-  for (int gpu : dispatch.gpus) running.mutable_state()->add_gpu_ids(gpu);
-  AppendEventLocked(active, std::move(running));
+void ExperimentManager::StartReservedLocked() {
+  if (pending_starts_.empty()) return;
+  std::vector<PendingStart> starts = std::exchange(pending_starts_, {});
 
-  if (active.workers.size() > 1 && !group->reused) {
-    // A new group: rank 0's worker makes the NCCL rendezvous; its report carries on in
-    // OnWorkerReport.
-    workers_.StartRendezvous(*group);
-    return;
+  // The worker starts and the commits without the lock: every RPC used to wait behind a vfork,
+  // an exec and an fsync for each dispatch. The control thread still starts the processes (a
+  // worker dies with the thread that forked it, PR_SET_PDEATHSIG).
+  mutex_.Unlock();
+  for (PendingStart& start : starts) {
+    start.processes = workers_.StartReserved(start.group);
+    const bool all_started =
+        std::all_of(start.processes.begin(), start.processes.end(),
+                    [](const absl::StatusOr<std::unique_ptr<WorkerProcess>>& process) {
+                      return process.ok();
+                    });
+    if (options_.while_starting_for_test) options_.while_starting_for_test(start.id);
+    // A start that failed ends the experiment FAILED, with no RUNNING before it.
+    if (all_started) start.stored = store_->Update(start.experiment, start.running);
   }
-  workers_.AssignRanks(active.experiment, active.workers, "", group->reused);
+  mutex_.Lock();
+
+  for (PendingStart& start : starts) {
+    Active& active = active_.at(start.id);
+    active.starting = false;
+    const absl::Status installed = workers_.Install(start.group, std::move(start.processes));
+    if (!installed.ok()) {
+      scheduler_->Release(start.id);
+      EndLocked(start.id, v1::FAILED,
+                absl::StrCat("could not start a worker: ", installed.message()), "");
+      continue;
+    }
+    // As AppendEventLocked would have: a RUNNING the disk refused is kept and retried, and the
+    // control loop stops the run.
+    if (!start.stored.ok()) {
+      Log(absl::StrCat("could not store event ", start.running.seq(), " of ", start.id, ": ",
+                       start.stored.ToString(), "; retrying every second, and starting nothing "
+                       "until it is stored"));
+      storage_error_ = std::string(start.stored.message());
+      unpersisted_.emplace_back(start.experiment, start.running);
+    }
+    active.experiment = std::move(start.experiment);
+    if (!unpersisted_.empty()) {
+      active.storage_failed = true;
+      wake_.Signal();
+    }
+    active.workers = start.group.workers;
+    active.ranks_finished = 0;
+    const auto& timeout = active.experiment.request().timeout();
+    active.deadline = absl::Now() + absl::Nanoseconds(TimeUtil::DurationToNanoseconds(timeout));
+    PublishEventLocked(active, start.running);
+
+    if (stopping_) {
+      // Shutdown ran meanwhile and left this one to us: it did start, so it is interrupted.
+      workers_.Kill(start.id);
+      EndLocked(start.id, v1::INTERRUPTED, "gpuprofd shut down while the experiment ran", "");
+      continue;
+    }
+    if (active.preempting) {
+      // Chosen for a preemption while starting (its workers were killed at Install): queued
+      // again once they are gone, as for any preempted run.
+      if (!workers_.AnyRunning(start.id)) RequeuePreemptedLocked(active);
+      wake_.Signal();
+      continue;
+    }
+    if (!active.exited_while_starting.empty()) {
+      // A worker died before it was given the experiment (its exit was held back till now).
+      if (observer_ != nullptr) observer_->WorkerFailed(/*timed_out=*/false);
+      workers_.Kill(start.id);
+      EndLocked(start.id, v1::FAILED,
+                absl::StrCat(active.exited_while_starting, " while starting the experiment"),
+                active.exited_while_starting_tail);
+      ReleaseIfNoWorkerLocked(start.id);
+      continue;
+    }
+    if (active.workers.size() > 1 && !start.group.reused) {
+      // A new group: rank 0's worker makes the NCCL rendezvous; its report carries on in
+      // OnWorkerReport.
+      workers_.StartRendezvous(start.group);
+      continue;
+    }
+    workers_.AssignRanks(active.experiment, active.workers, "", start.group.reused);
+  }
+  final_write_done_.SignalAll();
 }
 
 void ExperimentManager::PreemptLocked() {
@@ -680,8 +757,9 @@ void ExperimentManager::OnWorkerReport(int64_t worker,
   const int rank = run->rank;
   const auto found = active_.find(id);
   // Cancelled (or timing out): what the dying worker still says no longer counts.
+  // Starting: nothing it says before it is given the experiment (its Ready) matters.
   if (found == active_.end() || found->second.ending || found->second.storage_failed ||
-      found->second.preempting) {
+      found->second.preempting || found->second.starting) {
     return;
   }
   Active& active = found->second;
@@ -759,6 +837,18 @@ void ExperimentManager::OnWorkerExit(int64_t worker, const WorkerExit& exit) {
   const int rank = run->rank;
   if (!id.empty()) {
     const auto active = active_.find(id);
+    if (active != active_.end() && active->second.starting) {
+      // Its RUNNING is being committed without the lock: the start fails it once published,
+      // so that FAILED comes after RUNNING.
+      if (active->second.exited_while_starting.empty()) {
+        active->second.exited_while_starting =
+            absl::StrCat(rank > 0 ? absl::StrCat("rank ", rank, "'s worker process")
+                                  : std::string("the worker process"),
+                         " ", exit.description);
+        active->second.exited_while_starting_tail = exit.stderr_tail;
+      }
+      return;
+    }
     if (active != active_.end() && active->second.preempting) {
       // Preempted: queued again once its last worker is gone, keeping the lease till then.
       if (!workers_.AnyRunning(id)) RequeuePreemptedLocked(active->second);
@@ -815,6 +905,7 @@ void ExperimentManager::ControlLoop() {
       }
       PreemptLocked();
     }
+    StartReservedLocked();
 
     const absl::Time now = absl::Now();
     absl::Time next_wake = now + absl::Seconds(1);

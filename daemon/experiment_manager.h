@@ -64,6 +64,10 @@ struct ManagerOptions {
   // Submits one (non-admin) user may make per minute, as a token bucket holding this many
   // (0: no limit).
   int submits_per_minute_per_user = 0;
+  // Tests only: called on the control thread, without the manager's lock, between starting a
+  // dispatched experiment's workers and committing its RUNNING event (to hold that window
+  // open while a test cancels, watches or shuts down).
+  std::function<void(const std::string& id)> while_starting_for_test;
 };
 
 // Receives one experiment's events. Called with the manager's lock held: implementations
@@ -209,6 +213,12 @@ class ExperimentManager {
     std::string preempted_reason;
     // Its final event is being committed without the manager's lock (CancelQueuedLocked).
     bool final_write_in_flight = false;
+    // Dispatched, and its workers are being started and its RUNNING event committed without
+    // the manager's lock (StartReservedLocked): nothing else appends to it meanwhile.
+    bool starting = false;
+    // A worker of it that exited while it was starting: what the exit said, and its output.
+    std::string exited_while_starting;
+    std::string exited_while_starting_tail;
   };
 
   ExperimentManager(ManagerOptions options, std::unique_ptr<ExperimentStore> store,
@@ -230,6 +240,20 @@ class ExperimentManager {
   void ControlLoop() ABSL_LOCKS_EXCLUDED(mutex_);
 
   void StartLocked(const Dispatch& dispatch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // A dispatch's start, from StartLocked (which reserves its workers and marks it starting)
+  // to StartReservedLocked (which starts them and commits its RUNNING without the lock).
+  struct PendingStart {
+    std::string id;
+    WorkerGroup group;
+    v1::ExperimentEvent running;
+    v1::Experiment experiment;  // as `running` leaves it
+    StartedWorkers processes;
+    absl::Status stored;
+  };
+  // Starts the workers StartLocked reserved and commits their RUNNING events with the lock let
+  // go (every RPC used to wait behind a vfork, an exec and an fsync per dispatch), then
+  // publishes them, handling a cancel, a stop or a worker's exit that came meanwhile.
+  void StartReservedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Starts preemptions the policy calls for; the workers' exits finish them.
   void PreemptLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Once a preempted experiment's last worker is gone: PREEMPTED, then QUEUED in its place.
@@ -255,7 +279,8 @@ class ExperimentManager {
   absl::StatusOr<v1::Experiment> CancelQueuedLocked(const std::string& id, const std::string& why,
                                                     v1::AuditEntry audit)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // Returns once no final write of `id` is in flight (the lock is let go while waiting).
+  // Returns once no write of `id` made without the lock is in flight: a queued cancel's final
+  // event, or its start's RUNNING (the lock is let go while waiting).
   void WaitForFinalWriteLocked(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // The stored experiment, with the writes still waiting for the disk applied.
   absl::StatusOr<v1::Experiment> GetLocked(const std::string& id)
@@ -272,7 +297,8 @@ class ExperimentManager {
 
   absl::Mutex mutex_;
   absl::CondVar wake_;
-  // Signalled when a final write made without the lock (CancelQueuedLocked) is done.
+  // Signalled when a write made without the lock (CancelQueuedLocked, a start's RUNNING) is
+  // done.
   absl::CondVar final_write_done_;
   bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
   SweepPointListener sweep_point_listener_ ABSL_GUARDED_BY(mutex_);
@@ -296,6 +322,8 @@ class ExperimentManager {
       "experiment", watch_slots_,
       [this](const absl::Status& refusal) { CountWatchRefusal(refusal); }};
   int64_t next_submit_order_ ABSL_GUARDED_BY(mutex_) = 0;
+  // Dispatched this round, reserved, to be started by StartReservedLocked.
+  std::vector<PendingStart> pending_starts_ ABSL_GUARDED_BY(mutex_);
   // The JIT cache as the last worker to finish saw it (the probe's view is stale after runs).
   int64_t jit_cache_entries_ ABSL_GUARDED_BY(mutex_) = 0;
   int64_t jit_cache_bytes_ ABSL_GUARDED_BY(mutex_) = 0;

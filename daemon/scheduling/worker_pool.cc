@@ -27,7 +27,7 @@ WorkerPool::WorkerPool(absl::Mutex& owner_lock, const v1::ListGpusResponse& inve
       on_exit_(std::move(on_exit)),
       on_retired_(std::move(on_retired)) {}
 
-absl::StatusOr<int64_t> WorkerPool::Start(const std::vector<int>& gpus) {
+WorkerLaunch WorkerPool::LaunchFor(const std::vector<int>& gpus) const {
   WorkerLaunch launch;
   launch.binary = options_.worker_binary;
   launch.env = WorkerEnvironment();
@@ -36,21 +36,19 @@ absl::StatusOr<int64_t> WorkerPool::Start(const std::vector<int>& gpus) {
   // An empty list hides every GPU from CPU workloads.
   launch.env.push_back(absl::StrCat("CUDA_VISIBLE_DEVICES=", absl::StrJoin(uuids, ",")));
   if (options_.allow_test_faults) launch.env.push_back("GPUPROF_ENABLE_TEST_FAULTS=1");
-  const int64_t id = next_id_++;
-  ASSIGN_OR_RETURN(auto process, WorkerProcess::Start(
-                                     launch,
-                                     [this, id](const worker_protocol::WorkerReport& report) {
-                                       on_report_(id, report);
-                                     },
-                                     [this, id](const WorkerExit& exit) { on_exit_(id, exit); }));
-  Slot& slot = slots_[id];
-  slot.process = std::move(process);
-  slot.gpus = gpus;
-  return id;
+  return launch;
 }
 
 absl::StatusOr<WorkerGroup> WorkerPool::Acquire(const std::string& experiment_id,
                                                 const std::vector<int>& gpus, bool one_per_rank) {
+  owner_lock_.AssertHeld();
+  WorkerGroup group = Reserve(experiment_id, gpus, one_per_rank);
+  RETURN_IF_ERROR(Install(group, StartReserved(group)));
+  return group;
+}
+
+WorkerGroup WorkerPool::Reserve(const std::string& experiment_id, const std::vector<int>& gpus,
+                                bool one_per_rank) {
   owner_lock_.AssertHeld();
   WorkerGroup group;
   const int ranks = one_per_rank ? static_cast<int>(gpus.size()) : 1;
@@ -76,15 +74,13 @@ absl::StatusOr<WorkerGroup> WorkerPool::Acquire(const std::string& experiment_id
     });
     for (int rank = 0; rank < ranks; ++rank) {
       const std::vector<int> visible = one_per_rank ? std::vector<int>{gpus[rank]} : gpus;
-      absl::StatusOr<int64_t> id = Start(visible);
-      if (!id.ok()) {
-        for (int64_t started : group.workers) Retire(started);
-        return id.status();
-      }
-      Slot& slot = slots_[*id];
+      const int64_t id = next_id_++;
+      Slot& slot = slots_[id];
+      slot.gpus = visible;
       slot.rank = rank;
       if (one_per_rank) slot.group_gpus = gpus;
-      group.workers.push_back(*id);
+      group.workers.push_back(id);
+      group.to_start.emplace_back(id, LaunchFor(visible));
     }
   }
   const absl::Time now = absl::Now();
@@ -96,13 +92,52 @@ absl::StatusOr<WorkerGroup> WorkerPool::Acquire(const std::string& experiment_id
   return group;
 }
 
+StartedWorkers WorkerPool::StartReserved(const WorkerGroup& group) const {
+  StartedWorkers started;
+  for (const auto& [id, launch] : group.to_start) {
+    started.push_back(WorkerProcess::Start(
+        launch,
+        [this, id](const worker_protocol::WorkerReport& report) { on_report_(id, report); },
+        [this, id](const WorkerExit& exit) { on_exit_(id, exit); }));
+  }
+  return started;
+}
+
+absl::Status WorkerPool::Install(const WorkerGroup& group, StartedWorkers started) {
+  owner_lock_.AssertHeld();
+  absl::Status failed;
+  for (size_t i = 0; i < group.to_start.size() && i < started.size(); ++i) {
+    if (!started[i].ok()) {
+      if (failed.ok()) failed = started[i].status();
+      continue;
+    }
+    std::unique_ptr<WorkerProcess>& process = *started[i];
+    const auto slot = slots_.find(group.to_start[i].first);
+    if (slot == slots_.end()) {
+      // It exited (or was retired) before it was installed: destroyed outside the lock.
+      process->Kill();
+      retired_.push_back(std::move(process));
+      on_retired_();
+      continue;
+    }
+    slot->second.process = std::move(process);
+    if (slot->second.kill_on_install) slot->second.process->Kill();
+  }
+  if (!failed.ok()) {
+    for (int64_t id : group.workers) Retire(id);
+  }
+  return failed;
+}
+
 void WorkerPool::StartRendezvous(const WorkerGroup& group) {
   owner_lock_.AssertHeld();
   worker_protocol::WorkerCommand command;
   command.mutable_rendezvous()->set_world_size(static_cast<int>(group.workers.size()));
   const auto rank0 = slots_.find(group.workers.at(0));
   // A failed send means the worker died; its exit callback fails the experiment.
-  if (rank0 != slots_.end()) (void)rank0->second.process->Send(command);
+  if (rank0 != slots_.end() && rank0->second.process != nullptr) {
+    (void)rank0->second.process->Send(command);
+  }
 }
 
 void WorkerPool::AssignRanks(const v1::Experiment& experiment, const std::vector<int64_t>& workers,
@@ -137,7 +172,9 @@ void WorkerPool::AssignRanks(const v1::Experiment& experiment, const std::vector
     }
     // A failed send means the worker died; its exit callback fails the experiment.
     const auto slot = slots_.find(workers[rank]);
-    if (slot != slots_.end()) (void)slot->second.process->Send(command);
+    if (slot != slots_.end() && slot->second.process != nullptr) {
+      (void)slot->second.process->Send(command);
+    }
   }
 }
 
@@ -173,7 +210,9 @@ void WorkerPool::Finished(int64_t worker) {
 std::string WorkerPool::StderrTail(int64_t worker) const {
   owner_lock_.AssertHeld();
   const auto slot = slots_.find(worker);
-  return slot == slots_.end() ? "" : slot->second.process->StderrTail();
+  return slot == slots_.end() || slot->second.process == nullptr
+             ? ""
+             : slot->second.process->StderrTail();
 }
 
 std::string WorkerPool::DescribeRanks(const std::string& experiment_id,
@@ -183,7 +222,8 @@ std::string WorkerPool::DescribeRanks(const std::string& experiment_id,
   std::vector<std::string> ranks;
   for (size_t rank = 0; rank < workers.size(); ++rank) {
     const auto slot = slots_.find(workers[rank]);
-    if (slot == slots_.end() || slot->second.experiment_id != experiment_id) {
+    if (slot == slots_.end() || slot->second.experiment_id != experiment_id ||
+        slot->second.process == nullptr) {
       ranks.push_back(absl::StrCat("rank ", rank, " done"));
       continue;
     }
@@ -200,7 +240,12 @@ std::string WorkerPool::DescribeRanks(const std::string& experiment_id,
 void WorkerPool::Kill(const std::string& experiment_id) {
   owner_lock_.AssertHeld();
   for (auto& [id, slot] : slots_) {
-    if (slot.experiment_id == experiment_id) slot.process->Kill();
+    if (slot.experiment_id != experiment_id) continue;
+    if (slot.process == nullptr) {
+      slot.kill_on_install = true;
+    } else {
+      slot.process->Kill();
+    }
   }
 }
 
@@ -208,9 +253,12 @@ void WorkerPool::Retire(int64_t worker) {
   owner_lock_.AssertHeld();
   const auto it = slots_.find(worker);
   if (it == slots_.end()) return;
-  it->second.process->Kill();
-  retired_.push_back(std::move(it->second.process));
+  // Reserved without a process: Install retires the process when it comes.
+  std::unique_ptr<WorkerProcess> process = std::move(it->second.process);
   slots_.erase(it);
+  if (process == nullptr) return;
+  process->Kill();
+  retired_.push_back(std::move(process));
   on_retired_();
 }
 
@@ -253,10 +301,14 @@ std::optional<WorkerRun> WorkerPool::Exited(int64_t worker) {
   const auto slot = slots_.find(worker);
   if (slot == slots_.end()) return std::nullopt;
   WorkerRun run{slot->second.experiment_id, slot->second.rank};
-  // The process is gone; its object is destroyed outside the lock.
-  retired_.push_back(std::move(slot->second.process));
+  // The process is gone; its object is destroyed outside the lock (by Install's caller if it
+  // exited while reserved).
+  std::unique_ptr<WorkerProcess> process = std::move(slot->second.process);
   slots_.erase(slot);
-  on_retired_();
+  if (process != nullptr) {
+    retired_.push_back(std::move(process));
+    on_retired_();
+  }
   return run;
 }
 

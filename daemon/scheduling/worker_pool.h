@@ -41,7 +41,13 @@ struct WorkerGroup {
   std::vector<int64_t> workers;
   // Idle workers already on exactly these GPUs (with their communicator, for ranks).
   bool reused = false;
+  // The workers of `workers` that Reserve set aside without a process yet, each with how to
+  // start it (StartReserved).
+  std::vector<std::pair<int64_t, WorkerLaunch>> to_start;
 };
+
+// The processes StartReserved started for a group's to_start, in its order, or why not.
+using StartedWorkers = std::vector<absl::StatusOr<std::unique_ptr<WorkerProcess>>>;
 
 // What a worker was running: the experiment (empty while idle) and its rank in it.
 struct WorkerRun {
@@ -79,6 +85,18 @@ class WorkerPool {
   // nothing is left started.
   absl::StatusOr<WorkerGroup> Acquire(const std::string& experiment_id,
                                       const std::vector<int>& gpus, bool one_per_rank);
+  // Acquire in three steps, so that new processes start without the owner's lock (a vfork and
+  // exec take milliseconds on a busy host, and every RPC waits for that lock): Reserve (lock
+  // held) picks the idle workers to reuse or reserves slots, without processes, for new ones;
+  // StartReserved (lock NOT held: it reads only what never changes) starts the processes;
+  // Install (lock held) puts them in their slots. A reserved worker that exits before Install
+  // is reported as usual (its Exited forgets the slot) and Install retires its process; Kill
+  // of a reserved worker takes effect at Install. If a process could not be started, Install
+  // retires the whole group and returns why.
+  WorkerGroup Reserve(const std::string& experiment_id, const std::vector<int>& gpus,
+                      bool one_per_rank);
+  StartedWorkers StartReserved(const WorkerGroup& group) const;
+  absl::Status Install(const WorkerGroup& group, StartedWorkers started);
   // A new group's first step: rank 0 makes the NCCL id (its report carries the rendezvous).
   void StartRendezvous(const WorkerGroup& group);
   // Sends every rank of `workers` its assignment for `experiment`, which holds its GPUs in
@@ -118,7 +136,9 @@ class WorkerPool {
 
  private:
   struct Slot {
-    std::unique_ptr<WorkerProcess> process;
+    std::unique_ptr<WorkerProcess> process;  // null while reserved (Reserve to Install)
+    // Killed while reserved: killed as soon as Install gives it its process.
+    bool kill_on_install = false;
     // What the worker sees (CUDA_VISIBLE_DEVICES): all of an experiment's GPUs, or one rank's.
     std::vector<int> gpus;
     // For a rank of a group: the group's GPUs in rank order, and this worker's rank in it.
@@ -130,7 +150,8 @@ class WorkerPool {
     absl::Time last_report;
   };
 
-  absl::StatusOr<int64_t> Start(const std::vector<int>& gpus);
+  // How a worker that sees `gpus` is started.
+  WorkerLaunch LaunchFor(const std::vector<int>& gpus) const;
   void RetireIf(const std::function<bool(const Slot&)>& retire);
 
   absl::Mutex& owner_lock_;
