@@ -22,6 +22,20 @@ namespace {
 using ::google::protobuf::util::TimeUtil;
 namespace worker_protocol = ::gpuprof::worker_protocol;
 
+// How long start-up waits for the sweep manager to queue its interrupted points again
+// (RecoveredRerunsQueued) before it starts experiments all the same.
+constexpr absl::Duration kRerunHold = absl::Seconds(10);
+
+// The last time the daemon knew `experiment` running: the time of its last stored event
+// (now, if that cannot be read).
+google::protobuf::Timestamp LastStoredEventTime(ExperimentStore& store,
+                                                const v1::Experiment& experiment) {
+  const absl::StatusOr<std::vector<v1::ExperimentEvent>> last =
+      store.Events(experiment.id(), experiment.last_seq());
+  if (last.ok() && !last->empty() && last->back().has_time()) return last->back().time();
+  return TimestampNow();
+}
+
 }  // namespace
 
 ExperimentManager::ExperimentManager(ManagerOptions options, std::unique_ptr<ExperimentStore> store,
@@ -105,8 +119,12 @@ absl::Status ExperimentManager::Probe() {
 absl::Status ExperimentManager::Recover() {
   ASSIGN_OR_RETURN(auto running, store_->ListByState(v1::RUNNING));
   std::vector<std::pair<v1::Experiment, v1::ExperimentEvent>> interrupted;
+  // Sweep points among them: a sweep runs them again, in the place they had in the queue.
+  std::vector<v1::Experiment> interrupted_points;
   for (auto& experiment : running) {
-    interrupted.push_back(InterruptedAtRestart(std::move(experiment), TimestampNow()));
+    if (!experiment.sweep_id().empty()) interrupted_points.push_back(experiment);
+    const google::protobuf::Timestamp last_alive = LastStoredEventTime(*store_, experiment);
+    interrupted.push_back(InterruptedAtRestart(std::move(experiment), last_alive));
   }
   if (!interrupted.empty()) {
     RETURN_IF_ERROR(store_->UpdateMany(interrupted));
@@ -125,8 +143,13 @@ absl::Status ExperimentManager::Recover() {
     experiment.clear_gpu_ids();
     queued.push_back(std::move(experiment));
   }
+  const RecoveredOrders orders = RecoveredSubmitOrders(queued, interrupted_points);
   absl::MutexLock lock(&mutex_);
-  for (auto& experiment : queued) {
+  rerun_orders_ = orders.interrupted;
+  if (!rerun_orders_.empty()) scheduler_->HoldDispatchUntil(absl::Now() + kRerunHold);
+  next_submit_order_ = orders.next;
+  for (size_t index = 0; index < queued.size(); ++index) {
+    v1::Experiment& experiment = queued[index];
     Active& active = active_[experiment.id()];
     active.experiment = std::move(experiment);
     // The host may have changed since the experiment was accepted.
@@ -139,7 +162,7 @@ absl::Status ExperimentManager::Recover() {
     }
     scheduler_->Enqueue(PendingExperiment{
         active.experiment.id(), active.experiment.user(), active.experiment.request().priority(),
-        next_submit_order_++, active.experiment.request().gpus(),
+        orders.queued[index], active.experiment.request().gpus(),
         workloads::RequiredGpuCount(active.experiment.request()), active.experiment.sweep_id(),
         active.experiment.sweep_max_concurrent_gpus()});
   }
@@ -157,13 +180,12 @@ absl::StatusOr<v1::Experiment> ExperimentManager::Submit(v1::ExperimentRequest r
   const std::string user = request.user();
   ASSIGN_OR_RETURN(Admission admission,
                    admission_.Admit(AdmissionRequest{actor, user, {std::move(request)}}));
-  return SubmitInternal(std::move(admission), "", 0, 0);
+  return SubmitInternal(std::move(admission), "", 0, 0, std::nullopt);
 }
 
-absl::StatusOr<v1::Experiment> ExperimentManager::SubmitSweepPoint(v1::ExperimentRequest request,
-                                                                   const std::string& sweep_id,
-                                                                   int point,
-                                                                   int max_concurrent_gpus) {
+absl::StatusOr<v1::Experiment> ExperimentManager::SubmitSweepPoint(
+    v1::ExperimentRequest request, const std::string& sweep_id, int point,
+    int max_concurrent_gpus, const std::string& rerun_of) {
   // A later attempt of a point already admitted with its sweep: as an admin, so that it is
   // validated and takes its place but meets no rate limit or quota a second time.
   const std::string user = request.user();
@@ -171,7 +193,22 @@ absl::StatusOr<v1::Experiment> ExperimentManager::SubmitSweepPoint(v1::Experimen
                     /*admin=*/true};
   ASSIGN_OR_RETURN(Admission admission,
                    admission_.Admit(AdmissionRequest{actor, user, {std::move(request)}}));
-  return SubmitInternal(std::move(admission), sweep_id, point, max_concurrent_gpus);
+  std::optional<int64_t> submit_order;
+  if (!rerun_of.empty()) {
+    absl::MutexLock lock(&mutex_);
+    if (const auto kept = rerun_orders_.find(rerun_of); kept != rerun_orders_.end()) {
+      submit_order = kept->second;
+      rerun_orders_.erase(kept);
+    }
+  }
+  return SubmitInternal(std::move(admission), sweep_id, point, max_concurrent_gpus, submit_order);
+}
+
+void ExperimentManager::RecoveredRerunsQueued() {
+  absl::MutexLock lock(&mutex_);
+  rerun_orders_.clear();
+  scheduler_->HoldDispatchUntil(absl::InfinitePast());
+  wake_.Signal();
 }
 
 absl::StatusOr<std::vector<v1::Experiment>> ExperimentManager::SubmitSweepPoints(
@@ -228,10 +265,9 @@ void ExperimentManager::SetSweepPointListener(SweepPointListener listener) {
   sweep_point_listener_ = std::move(listener);
 }
 
-absl::StatusOr<v1::Experiment> ExperimentManager::SubmitInternal(Admission admission,
-                                                                 const std::string& sweep_id,
-                                                                 int point,
-                                                                 int max_concurrent_gpus) {
+absl::StatusOr<v1::Experiment> ExperimentManager::SubmitInternal(
+    Admission admission, const std::string& sweep_id, int point, int max_concurrent_gpus,
+    std::optional<int64_t> submit_order) {
   const Actor& actor = admission.actor();
   const std::string& user = admission.user();
   const bool on_behalf = admission.on_behalf();
@@ -277,7 +313,7 @@ absl::StatusOr<v1::Experiment> ExperimentManager::SubmitInternal(Admission admis
     PendingExperiment pending{id,
                               experiment.user(),
                               experiment.request().priority(),
-                              next_submit_order_++,
+                              submit_order.has_value() ? *submit_order : next_submit_order_++,
                               experiment.request().gpus(),
                               workloads::RequiredGpuCount(experiment.request()),
                               sweep_id,

@@ -112,9 +112,16 @@ class ExperimentManager {
   // Submit for point `point` of sweep `sweep_id`: the experiment records both (stored with
   // the sweep's link in one transaction), and its sweep holds at most `max_concurrent_gpus`
   // GPUs at once (0: no cap).
+  // `rerun_of`: the point's previous attempt; if start-up found it interrupted, the new one
+  // takes its place in the queue (see RecoveredRerunsQueued).
   absl::StatusOr<v1::Experiment> SubmitSweepPoint(v1::ExperimentRequest request,
                                                   const std::string& sweep_id, int point,
-                                                  int max_concurrent_gpus);
+                                                  int max_concurrent_gpus,
+                                                  const std::string& rerun_of = "");
+  // Start-up found sweep points interrupted: their queue places are kept, and nothing starts,
+  // until the sweep manager has queued again those it runs again and calls this (or 10 s
+  // passed). Places not taken by then are let go.
+  void RecoveredRerunsQueued();
   // SubmitSweepPoint for the points 0..n-1 of a new sweep that `admission` admitted (the
   // sweep manager's admission().Admit), stored in one transaction: all are queued or none is.
   // The admission holds their queue places until they are queued; the store's commit is made
@@ -227,8 +234,10 @@ class ExperimentManager {
   static void Log(const std::string& line);
   absl::Status Probe();
   // Stores, queues and audits the one experiment `admission` admitted.
+  // `submit_order`: its queue place, if kept for it (else the next one).
   absl::StatusOr<v1::Experiment> SubmitInternal(Admission admission, const std::string& sweep_id,
-                                                int point, int max_concurrent_gpus);
+                                                int point, int max_concurrent_gpus,
+                                                std::optional<int64_t> submit_order);
   // Each user's queued experiments and running GPUs, for admission's quotas.
   std::map<std::string, UserUse> UseByUser() ABSL_LOCKS_EXCLUDED(mutex_);
   absl::Status Recover() ABSL_LOCKS_EXCLUDED(mutex_);
@@ -327,6 +336,9 @@ class ExperimentManager {
   // The JIT cache as the last worker to finish saw it (the probe's view is stale after runs).
   int64_t jit_cache_entries_ ABSL_GUARDED_BY(mutex_) = 0;
   int64_t jit_cache_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
+  // Queue places kept at start-up for interrupted sweep points, by experiment id; the
+  // scheduler dispatches nothing while they wait (RecoveredRerunsQueued).
+  std::map<std::string, int64_t> rerun_orders_ ABSL_GUARDED_BY(mutex_);
   std::thread control_thread_;
 };
 

@@ -1,5 +1,8 @@
 #include "daemon/experiment_record.h"
 
+#include <algorithm>
+#include <tuple>
+
 #include "absl/time/clock.h"
 #include "common/experiment_states.h"
 #include "google/protobuf/util/time_util.h"
@@ -64,14 +67,45 @@ std::pair<v1::Experiment, v1::ExperimentEvent> NewExperiment(
 }
 
 std::pair<v1::Experiment, v1::ExperimentEvent> InterruptedAtRestart(
-    v1::Experiment experiment, const google::protobuf::Timestamp& now) {
+    v1::Experiment experiment, const google::protobuf::Timestamp& last_alive) {
   v1::ExperimentEvent event =
       StateEvent(v1::INTERRUPTED, "gpuprofd stopped while the experiment ran");
   event.set_experiment_id(experiment.id());
   event.set_seq(experiment.last_seq() + 1);
-  *event.mutable_time() = now;
+  *event.mutable_time() = last_alive;
   ApplyEvent(event, experiment);
   return {std::move(experiment), std::move(event)};
+}
+
+RecoveredOrders RecoveredSubmitOrders(const std::vector<v1::Experiment>& queued,
+                                      const std::vector<v1::Experiment>& interrupted) {
+  // By creation time, then by id (a sweep's points are created at one time; ids are numbered
+  // in the order they were stored).
+  auto created_before = [](const v1::Experiment& a, const v1::Experiment& b) {
+    return std::make_tuple(a.created().seconds(), a.created().nanos(), a.id().size(), a.id()) <
+           std::make_tuple(b.created().seconds(), b.created().nanos(), b.id().size(), b.id());
+  };
+  std::vector<const v1::Experiment*> points;
+  for (const v1::Experiment& point : interrupted) points.push_back(&point);
+  std::stable_sort(points.begin(), points.end(),
+                   [&](const v1::Experiment* a, const v1::Experiment* b) {
+                     return created_before(*a, *b);
+                   });
+  // Queued experiment k gets (k + 1) * stride; a point placed before queued experiment k (the
+  // first one created after it) gets k * stride + its rank among the points there.
+  const int64_t stride = static_cast<int64_t>(points.size()) + 1;
+  RecoveredOrders orders;
+  for (size_t k = 0; k < queued.size(); ++k) {
+    orders.queued.push_back((static_cast<int64_t>(k) + 1) * stride);
+  }
+  for (size_t j = 0; j < points.size(); ++j) {
+    size_t before = 0;
+    while (before < queued.size() && !created_before(*points[j], queued[before])) ++before;
+    orders.interrupted[points[j]->id()] =
+        static_cast<int64_t>(before) * stride + static_cast<int64_t>(j) + 1;
+  }
+  orders.next = (static_cast<int64_t>(queued.size()) + 1) * stride;
+  return orders;
 }
 
 }  // namespace gpuprof::daemon

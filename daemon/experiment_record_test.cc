@@ -1,5 +1,8 @@
 #include "daemon/experiment_record.h"
 
+#include <string>
+#include <vector>
+
 #include "gtest/gtest.h"
 
 namespace gpuprof::daemon {
@@ -76,6 +79,50 @@ TEST(InterruptedAtRestartTest, TheNextSeqEndsTheRunAtRestartTime) {
   EXPECT_EQ(interrupted.last_seq(), 5);
   EXPECT_EQ(interrupted.reason(), "gpuprofd stopped while the experiment ran");
   EXPECT_EQ(interrupted.finished().seconds(), 900);
+}
+
+v1::Experiment CreatedAt(const std::string& id, int64_t seconds) {
+  v1::Experiment experiment;
+  experiment.set_id(id);
+  *experiment.mutable_created() = At(seconds);
+  return experiment;
+}
+
+TEST(RecoveredSubmitOrdersTest, AnInterruptedPointKeepsItsPlaceAmongTheQueuedOnes) {
+  // Queued at restart: created at 10, 20, 30. Interrupted points created at 15, 5, 15 and 40.
+  const std::vector<v1::Experiment> queued = {CreatedAt("q10", 10), CreatedAt("q20", 20),
+                                              CreatedAt("q30", 30)};
+  const std::vector<v1::Experiment> interrupted = {CreatedAt("p15a", 15), CreatedAt("p5", 5),
+                                                   CreatedAt("p15b", 15), CreatedAt("p40", 40)};
+  const RecoveredOrders orders = RecoveredSubmitOrders(queued, interrupted);
+  ASSERT_EQ(orders.queued.size(), 3u);
+  ASSERT_EQ(orders.interrupted.size(), 4u);
+  // Everything in creation order, a tie in the order given; new submissions after all.
+  const std::vector<int64_t> in_order = {
+      orders.interrupted.at("p5"),   orders.queued[0], orders.interrupted.at("p15a"),
+      orders.interrupted.at("p15b"), orders.queued[1], orders.queued[2],
+      orders.interrupted.at("p40"),  orders.next};
+  for (size_t i = 1; i < in_order.size(); ++i) {
+    EXPECT_LT(in_order[i - 1], in_order[i]) << "at " << i;
+  }
+}
+
+TEST(RecoveredSubmitOrdersTest, PointsCreatedTogetherAreOrderedByTheirIds) {
+  // A sweep's points are created at one time: point 1 (exp-000002) was interrupted, points 2
+  // and 3 still queued.
+  const RecoveredOrders orders =
+      RecoveredSubmitOrders({CreatedAt("exp-000003", 50), CreatedAt("exp-000004", 50)},
+                            {CreatedAt("exp-000002", 50)});
+  EXPECT_LT(orders.interrupted.at("exp-000002"), orders.queued[0]);
+  EXPECT_LT(orders.queued[0], orders.queued[1]);
+}
+
+TEST(RecoveredSubmitOrdersTest, WithoutInterruptedPointsTheQueueKeepsItsOrder) {
+  const RecoveredOrders orders =
+      RecoveredSubmitOrders({CreatedAt("a", 30), CreatedAt("b", 10)}, {});
+  ASSERT_EQ(orders.queued.size(), 2u);
+  EXPECT_LT(orders.queued[0], orders.queued[1]);
+  EXPECT_LT(orders.queued[1], orders.next);
 }
 
 }  // namespace

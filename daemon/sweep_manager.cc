@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -134,6 +135,9 @@ void SweepManager::Shutdown() {
 }
 
 absl::Status SweepManager::Resume() {
+  // Whatever happens here, experiments start afterwards: the interrupted points queued again
+  // below have taken the places kept for them.
+  const absl::Cleanup reruns_queued = [this] { experiments_->RecoveredRerunsQueued(); };
   ASSIGN_OR_RETURN(std::vector<v1::Sweep> sweeps, store_.ListSweepsByState(v1::SWEEP_RUNNING));
   absl::MutexLock lock(&mutex_);
   int rerun = 0, submitted = 0;
@@ -260,7 +264,8 @@ void SweepManager::SubmitPointLocked(ActiveSweep& active, int index,
                                      const v1::ExperimentRequest& request, bool announce) {
   v1::SweepPoint& point = active.points[index];
   absl::StatusOr<v1::Experiment> submitted = experiments_->SubmitSweepPoint(
-      request, active.sweep.id(), index, active.sweep.request().max_concurrent_gpus());
+      request, active.sweep.id(), index, active.sweep.request().max_concurrent_gpus(),
+      /*rerun_of=*/point.experiment_id());
   if (!point.experiment_id().empty()) point.add_earlier_experiment_ids(point.experiment_id());
   if (submitted.ok()) {
     point.set_experiment_id(submitted->id());

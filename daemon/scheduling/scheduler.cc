@@ -54,6 +54,7 @@ std::vector<const PendingExperiment*> Scheduler::PolicyOrder() const {
 
 std::vector<Dispatch> Scheduler::DispatchReady(absl::Time now) {
   std::vector<Dispatch> dispatched;
+  if (now < hold_dispatch_until_) return dispatched;
   // Each start changes the fair-share order, so recompute it after every dispatch.
   bool started = true;
   while (started && !queue_.empty()) {

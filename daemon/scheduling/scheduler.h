@@ -75,6 +75,9 @@ class Scheduler {
   bool Remove(const std::string& id);
   // Leases resources to every experiment that can start now, in policy order.
   std::vector<Dispatch> DispatchReady(absl::Time now);
+  // DispatchReady leases nothing before `until` (start-up keeps queue places for experiments
+  // about to be queued again, which must not be overtaken meanwhile).
+  void HoldDispatchUntil(absl::Time until) { hold_dispatch_until_ = until; }
   // Frees what a dispatched experiment held.
   void Release(const std::string& id);
 
@@ -130,6 +133,7 @@ class Scheduler {
   std::map<std::string, int> gpus_per_group_;
   std::map<std::string, int> gpus_per_user_;
   std::function<int(const std::string& user)> user_gpu_limit_;
+  absl::Time hold_dispatch_until_ = absl::InfinitePast();
   std::map<std::string, int64_t> last_served_;      // user -> dispatch tick
   int64_t tick_ = 0;
 };

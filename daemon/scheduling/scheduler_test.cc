@@ -56,6 +56,16 @@ TEST(Scheduler, OneUsersBacklogDoesNotHoldBackAnother) {
   EXPECT_THAT(Ids(scheduler.DispatchReady(kNow)), ElementsAre("a1"));
 }
 
+TEST(Scheduler, AHeldDispatchLetsAnEarlierOrderQueuedLaterGoFirst) {
+  Scheduler scheduler(FourGpus(), /*cpu_slots=*/1);
+  scheduler.HoldDispatchUntil(kNow + absl::Seconds(10));
+  scheduler.Enqueue(Cpu("later", "alice", 20));
+  EXPECT_THAT(Ids(scheduler.DispatchReady(kNow)), ElementsAre());
+  // Queued after it, but with the earlier place it kept: it runs first once the hold ends.
+  scheduler.Enqueue(Cpu("rerun", "alice", 10));
+  EXPECT_THAT(Ids(scheduler.DispatchReady(kNow + absl::Seconds(10))), ElementsAre("rerun"));
+}
+
 TEST(Scheduler, SweepGroupNeverHoldsMoreGpusThanItsCap) {
   Scheduler scheduler(FourGpus(), 1);
   for (int i = 0; i < 6; ++i) {
