@@ -118,7 +118,7 @@ int main(int argc, char** argv) {
   }
   const absl::Time accepted = absl::Now();
   std::printf("%s: %d points of %s over %s, at most %d GPU(s) at once, on %s\n", sweep.id().c_str(),
-              sweep.points_size(), workload.c_str(), axis.c_str(), gpu_count, target.c_str());
+              sweep.points_total(), workload.c_str(), axis.c_str(), gpu_count, target.c_str());
   v1::WatchSweepRequest watch;
   watch.set_sweep_id(sweep.id());
   grpc::ClientContext watch_context;
@@ -131,13 +131,20 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "the sweep stream ended early\n");
     return 1;
   }
-  grpc::ClientContext get_context;
+  // Every page of the points (GetSweep returns them a page at a time).
+  std::vector<v1::SweepPoint> stored_points;
   v1::GetSweepRequest get;
   get.set_sweep_id(sweep.id());
-  stub->GetSweep(&get_context, get, &sweep);
+  get.set_points_page_size(5000);
+  do {
+    grpc::ClientContext get_context;
+    if (!stub->GetSweep(&get_context, get, &sweep).ok()) break;
+    stored_points.insert(stored_points.end(), sweep.points().begin(), sweep.points().end());
+    get.set_points_page_token(sweep.next_points_page_token());
+  } while (!get.points_page_token().empty());
 
   std::vector<double> queue_to_result_ms, run_ms;
-  for (const v1::SweepPoint& point : sweep.points()) {
+  for (const v1::SweepPoint& point : stored_points) {
     const v1::Experiment& experiment = point.experiment();
     if (point.state() != v1::FINISHED) continue;
     queue_to_result_ms.push_back(

@@ -16,6 +16,7 @@
 #include "client/fleet_sweep.h"
 #include "client/render.h"
 #include "client/sweep_commands.h"
+#include "client/sweep_pages.h"
 #include "client/sweep_render.h"
 #include "client/table.h"
 #include "common/terminal_text.h"
@@ -129,10 +130,8 @@ grpc::Status ResolveCompareSide(Session& session, const std::string& name,
     side.points.push_back(std::move(experiment));
     return grpc::Status::OK;
   }
-  v1::GetSweepRequest request;
-  request.set_sweep_id(id);
   v1::Sweep sweep;
-  const grpc::Status status = session.Call(&v1::Profiler::StubInterface::GetSweep, request, sweep);
+  const grpc::Status status = GetWholeSweep(session, id, sweep);
   if (!status.ok()) return status;
   if (auto provenance = AddSweepPoints(session, sweep, side); provenance.has_value()) {
     side.provenance = *std::move(provenance);

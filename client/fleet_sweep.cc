@@ -14,6 +14,7 @@
 #include "absl/time/clock.h"
 #include "client/render.h"
 #include "client/sweep_commands.h"
+#include "client/sweep_pages.h"
 #include "client/sweep_render.h"
 #include "client/terminal_output.h"
 #include "common/experiment_states.h"
@@ -65,11 +66,8 @@ bool FleetSweep::Empty() const {
 
 grpc::Status GetPart(Fleet& fleet, size_t node, const std::string& sweep_id,
                      std::optional<v1::Sweep>& part) {
-  v1::GetSweepRequest request;
-  request.set_sweep_id(sweep_id);
   v1::Sweep sweep;
-  const grpc::Status status =
-      fleet.session(node).Call(&v1::Profiler::StubInterface::GetSweep, request, sweep);
+  const grpc::Status status = GetWholeSweep(fleet.session(node), sweep_id, sweep);
   if (status.ok()) part = std::move(sweep);
   return status;
 }
@@ -197,7 +195,7 @@ std::string PartsLine(const Fleet& fleet, const FleetSweep& fleet_sweep) {
     if (!fleet_sweep.parts[i].has_value()) continue;
     const v1::Sweep& part = *fleet_sweep.parts[i];
     parts.push_back(absl::StrCat(fleet.node(i).name, "/", part.id(), " (",
-                                 SweepStateName(part.state()), ", ", part.points_size(),
+                                 SweepStateName(part.state()), ", ", SweepPointTotal(part),
                                  " points)"));
   }
   return absl::StrJoin(parts, ", ");
@@ -296,7 +294,7 @@ int FollowFleetSweep(Fleet& fleet, FleetSweep fleet_sweep, const FollowOptions& 
     if (live) {
       int total = 0, ended = 0, running = 0, failed = 0;
       for (const v1::Sweep* part : parts) {
-        total += part->points_size();
+        total += SweepPointTotal(*part);
         ended += part->points_finished() + part->points_failed();
         running += part->points_running();
         failed += part->points_failed();

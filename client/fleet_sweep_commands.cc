@@ -40,7 +40,7 @@ int ShowFleetSweep(Fleet& fleet, const std::string& id, const ParsedArgs& args) 
   const std::vector<const v1::Sweep*> parts = PartsOf(fleet_sweep);
   int total = 0, finished = 0, running = 0, queued = 0, failed = 0;
   for (const v1::Sweep* part : parts) {
-    total += part->points_size();
+    total += SweepPointTotal(*part);
     finished += part->points_finished();
     running += part->points_running();
     queued += part->points_queued();

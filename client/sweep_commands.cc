@@ -16,7 +16,9 @@
 #include "client/render.h"
 #include "client/request_builder.h"
 #include "client/request_text.h"
+#include "client/sweep_pages.h"
 #include "client/sweep_plot.h"
+#include "client/sweep_watch_summary.h"
 #include "client/table.h"
 #include "client/terminal_output.h"
 #include "common/experiment_states.h"
@@ -112,10 +114,22 @@ absl::StatusOr<std::optional<v1::SweepAxis>> AxisFromFlag(const FieldDescriptor*
   return axis;
 }
 
+// The live table's header, in the widths its rows are printed in.
+std::string FixedWidthHeader(const std::vector<std::string>& axes,
+                             const std::vector<size_t>& widths) {
+  std::vector<std::string> header;
+  for (const std::string& column : SweepColumns(axes)) {
+    header.push_back(absl::AsciiStrToUpper(column));
+  }
+  return FixedWidthRow(header, widths, axes.size() + 3);
+}
+
 // ---- following a sweep: rows as points end, a progress line with an ETA ----
 
+// A sweep of more than kMaxPointsShownOneByOne points is shown (as a table) by a line of
+// counts every 100 ended points or 2 s, unless `every_event`.
 int FollowSweep(Session& session, const std::string& id, int64_t from_seq, SweepFormat format,
-                bool json_events) {
+                bool json_events, bool every_event) {
   v1::Sweep sweep;
   {
     v1::GetSweepRequest request;
@@ -126,20 +140,28 @@ int FollowSweep(Session& session, const std::string& id, int64_t from_seq, Sweep
       return code;
     }
   }
+  // The first page of points is enough for the columns' widths.
   const std::vector<std::string> axes = SweepAxisNames(sweep);
   const std::vector<size_t> widths = SweepColumnWidths(sweep);
   const bool table = format == SweepFormat::kTable;
-  const bool live = session.env().stdout_is_terminal && table && !json_events;
+  const int total_points = SweepPointTotal(sweep);
+  const absl::Time created = ToTime(sweep.created());
+  std::optional<SweepWatchSummary> summary;
+  if (!json_events && SummariseSweepWatch(total_points, table, every_event)) {
+    summary.emplace(total_points, created);
+  }
+  const bool live =
+      session.env().stdout_is_terminal && table && !json_events && !summary.has_value();
   // Summaries go where they do not spoil machine-readable output.
   std::ostream& notes = table && !json_events ? session.out() : session.err();
-  const absl::Time created = ToTime(sweep.created());
-  if (!json_events) {
+  if (summary.has_value()) {
+    notes << id << ": " << total_points << " points; a line every "
+          << SweepWatchSummary::Cadence().every_points << " ended points or "
+          << absl::FormatDuration(SweepWatchSummary::Cadence().every)
+          << " (--every-event: a row per point)\n";
+  } else if (!json_events) {
     if (table) {
-      std::vector<std::string> header;
-      for (const std::string& column : SweepColumns(axes)) {
-        header.push_back(absl::AsciiStrToUpper(column));
-      }
-      session.out() << FixedWidthRow(header, widths, axes.size() + 3);
+      session.out() << FixedWidthHeader(axes, widths);
     } else {
       session.out() << SweepHeaderLine(axes, format);
     }
@@ -163,6 +185,8 @@ int FollowSweep(Session& session, const std::string& id, int64_t from_seq, Sweep
     state = event.state();
     if (json_events) {
       session.out() << JsonLine(event) << "\n";
+    } else if (summary.has_value()) {
+      if (auto line = summary->OnEvent(event, session.now())) notes << *line << "\n";
     } else if (event.has_point() && IsTerminalState(event.point().state())) {
       if (live_showing) WriteTerminalControl(session.out(), kClearLine);
       live_showing = false;
@@ -172,7 +196,7 @@ int FollowSweep(Session& session, const std::string& id, int64_t from_seq, Sweep
     }
     if (event.payload_case() == v1::SweepEvent::kEnded) ended = event.ended();
     if (live) {
-      const int total = event.points_total() > 0 ? event.points_total() : sweep.points_size();
+      const int total = event.points_total() > 0 ? event.points_total() : total_points;
       WriteTerminalControl(session.out(), kClearLine);
       session.out() << SweepProgressLine(total, event.points_finished() + event.points_failed(),
                                          event.points_running(), event.points_failed(),
@@ -195,6 +219,7 @@ int FollowSweep(Session& session, const std::string& id, int64_t from_seq, Sweep
     return kExitNotFinished;
   }
   if (!json_events) {
+    if (summary.has_value()) notes << summary->FinalLine(session.now()) << "\n";
     notes << id << ": " << SweepStateName(state)
           << (ended.empty() ? "" : " (" + EscapeForTerminal(ended) + ")") << ", took "
           << FormatElapsed(session.now() - created) << "\n";
@@ -222,6 +247,10 @@ std::vector<FlagSpec> SweepSubmitFlags() {
           {.name = "follow",
            .is_switch = true,
            .help = "print each point as it ends, with progress and an ETA, until the sweep ends"},
+          {.name = "every-event",
+           .is_switch = true,
+           .help = "with --follow: a row per point even for a sweep of more than 50 points "
+                   "(else a line of counts every 100 points or 2s)"},
           {.name = "node-wait",
            .value_syntax = "DURATION",
            .help = "across a fleet, how long --follow waits for a node that stopped answering "
@@ -353,14 +382,16 @@ int RunSweepSubmit(const std::vector<std::string>& args, const ClientEnvironment
   }
   if (parsed->Switch("follow")) {
     if (!parsed->Switch("json")) {
-      session.err() << "submitted " << sweep.id() << ": " << sweep.points_size() << " points\n";
+      session.err() << "submitted " << sweep.id() << ": " << SweepPointTotal(sweep)
+                    << " points\n";
     }
-    return FollowSweep(session, sweep.id(), 1, *format, parsed->Switch("json"));
+    return FollowSweep(session, sweep.id(), 1, *format, parsed->Switch("json"),
+                       parsed->Switch("every-event"));
   }
   if (parsed->Switch("json")) {
     session.out() << JsonLine(sweep) << "\n";
   } else {
-    session.out() << "submitted " << sweep.id() << ": " << sweep.points_size()
+    session.out() << "submitted " << sweep.id() << ": " << SweepPointTotal(sweep)
                   << " points (gpuprof sweep watch " << sweep.id() << " follows it)\n";
   }
   return kExitOk;
@@ -384,21 +415,46 @@ std::vector<FlagSpec> SweepGetFlags() {
           HelpFlag()};
 }
 
+// The points are read a page at a time and printed as they come: a sweep of one page as one
+// table, a larger one row by row in the first page's column widths.
 int RunSweepGet(Session& session, const ParsedArgs& args) {
   absl::StatusOr<SweepFormat> format = ParseSweepFormat(args.Get("format").value_or("table"));
   if (!format.ok()) return ReportUsageError(session.env(), format.status().message(), "sweep get");
-  v1::GetSweepRequest request;
-  request.set_sweep_id(args.positionals[0]);
-  return session.CallAndPrint(&v1::Profiler::StubInterface::GetSweep, request, args.Switch("json"),
-                              [&](const v1::Sweep& sweep) {
-                                if (*format == SweepFormat::kTable) {
-                                  session.out() << RenderSweepSummary(sweep, session.now(),
-                                                                      session.env().time_zone)
-                                                << "\n";
-                                }
-                                session.out() << RenderSweepPoints(sweep, *format);
-                                return kExitOk;
-                              });
+  const std::string& id = args.positionals[0];
+  if (args.Switch("json")) {
+    v1::Sweep sweep;
+    if (const grpc::Status status = GetWholeSweep(session, id, sweep); !status.ok()) {
+      return session.ReportRpcError(status);
+    }
+    session.out() << JsonLine(sweep) << "\n";
+    return kExitOk;
+  }
+  const bool table = *format == SweepFormat::kTable;
+  bool first = true;
+  std::vector<std::string> axes;
+  std::vector<size_t> widths;
+  const grpc::Status status = ForEachSweepPage(session, id, [&](const v1::Sweep& page) {
+    if (first) {
+      first = false;
+      if (table) {
+        session.out() << RenderSweepSummary(page, session.now(), session.env().time_zone) << "\n";
+      }
+      if (page.next_points_page_token().empty()) {
+        session.out() << RenderSweepPoints(page, *format);
+        return;
+      }
+      axes = SweepAxisNames(page);
+      widths = SweepColumnWidths(page);
+      session.out() << (table ? FixedWidthHeader(axes, widths) : SweepHeaderLine(axes, *format));
+    }
+    for (const v1::SweepPoint& point : page.points()) {
+      session.out() << (table ? FixedWidthRow(SweepPointCells(point, axes, true), widths,
+                                              axes.size() + 3)
+                              : SweepPointLine(point, axes, *format));
+    }
+    session.out().flush();
+  });
+  return status.ok() ? kExitOk : session.ReportRpcError(status);
 }
 
 std::vector<FlagSpec> SweepListFlags() {
@@ -412,6 +468,7 @@ std::vector<FlagSpec> SweepListFlags() {
 }
 
 int PrintSweepList(Session& session, const v1::ListSweepsResponse& response) {
+  session.err() << RenderDamagedRows(response.damaged());
   session.out() << (response.sweeps().empty()
                         ? "no sweeps\n"
                         : RenderSweepList(response.sweeps(), session.env().time_zone));
@@ -461,6 +518,10 @@ int RunSweepCancel(Session& session, const ParsedArgs& args) {
 
 std::vector<FlagSpec> SweepWatchFlags() {
   return {{.name = "from-seq", .value_syntax = "N", .help = "replay stored events from N"},
+          {.name = "every-event",
+           .is_switch = true,
+           .help = "a row per point even for a sweep of more than 50 points (else a line of "
+                   "counts every 100 points or 2s)"},
           FormatFlag(),
           {.name = "json", .is_switch = true, .help = "each SweepEvent as a line of JSON"},
           SweepTargetFlag(),
@@ -479,7 +540,8 @@ int RunSweepWatch(Session& session, const ParsedArgs& args) {
   absl::StatusOr<SweepFormat> format = ParseSweepFormat(args.Get("format").value_or("table"));
   if (!format.ok())
     return ReportUsageError(session.env(), format.status().message(), "sweep watch");
-  return FollowSweep(session, args.positionals[0], from_seq, *format, args.Switch("json"));
+  return FollowSweep(session, args.positionals[0], from_seq, *format, args.Switch("json"),
+                     args.Switch("every-event"));
 }
 
 std::vector<FlagSpec> SweepPlotFlags() {
@@ -510,12 +572,10 @@ int RunSweepPlot(Session& session, const ParsedArgs& args) {
         session.env(), absl::StrCat("--y: \"", y, "\" is not figure or pct-of-copy"), "sweep plot");
   }
   options.pct_of_copy = y == "pct-of-copy";
-  v1::GetSweepRequest request;
-  request.set_sweep_id(args.positionals[0]);
   v1::Sweep sweep;
-  if (const int code = session.CallOrReport(&v1::Profiler::StubInterface::GetSweep, request, sweep);
-      code != kExitOk) {
-    return code;
+  if (const grpc::Status status = GetWholeSweep(session, args.positionals[0], sweep);
+      !status.ok()) {
+    return session.ReportRpcError(status);
   }
   const absl::StatusOr<PlotData> data = BuildPlotData(sweep, options);
   if (!data.ok()) return ReportUsageError(session.env(), data.status().message(), "sweep plot");
@@ -540,8 +600,10 @@ const std::vector<SweepSubcommand>& SweepSubcommands() {
       {"cancel", "sweep cancel ID [--reason TEXT]",
        "cancel the points that have not ended; finished points keep their results", 1,
        SweepCancelFlags, RunSweepCancel},
-      {"watch", "sweep watch ID [--from-seq N] [--format F] [--json]",
-       "follow a sweep: a row per point as it ends, progress and ETA", 1, SweepWatchFlags,
+      {"watch", "sweep watch ID [--from-seq N] [--every-event] [--format F] [--json]",
+       "follow a sweep: a row per point as it ends (over 50 points: counts every 100 points "
+       "or 2s), progress and ETA",
+       1, SweepWatchFlags,
        RunSweepWatch},
       {"plot", "sweep plot ID -o FILE.svg|png [--x AXIS] [--y figure|pct-of-copy]",
        "plot the figure against an axis, one line per combination of the others (gnuplot)", 1,

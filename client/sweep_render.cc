@@ -47,6 +47,12 @@ std::string SweepStateName(v1::SweepState state) {
   return EnumShortName(state);
 }
 
+int SweepPointTotal(const v1::Sweep& sweep) {
+  if (sweep.points_total() > 0) return sweep.points_total();
+  return sweep.points_queued() + sweep.points_running() + sweep.points_finished() +
+         sweep.points_failed();
+}
+
 std::vector<std::string> SweepAxisNames(const v1::Sweep& sweep) {
   std::vector<std::string> names;
   for (const v1::SweepAxis& axis : sweep.request().axes()) names.push_back(axis.field());
@@ -193,7 +199,7 @@ std::string FixedWidthRow(const std::vector<std::string>& cells, const std::vect
 
 std::string RenderSweepSummary(const v1::Sweep& sweep, absl::Time now, absl::TimeZone time_zone) {
   std::string text = absl::StrCat(
-      EscapeForTerminal(sweep.id()), "  ", SweepStateName(sweep.state()), "  ", sweep.points_size(),
+      EscapeForTerminal(sweep.id()), "  ", SweepStateName(sweep.state()), "  ", SweepPointTotal(sweep),
       " points: ", sweep.points_finished(), " finished, ", sweep.points_running(), " running, ",
       sweep.points_queued(), " queued, ", sweep.points_failed(), " failed\n");
   absl::StrAppend(&text, "  user      ", EscapeForTerminal(sweep.user()), "\n");
@@ -258,10 +264,8 @@ std::string RenderSweepList(const google::protobuf::RepeatedPtrField<v1::Sweep>&
     const v1::ExperimentRequest& base = sweep.request().base();
     const auto* workload = base.GetReflection()->GetOneofFieldDescriptor(
         base, base.GetDescriptor()->FindOneofByName("workload"));
-    const int total = sweep.points_queued() + sweep.points_running() + sweep.points_finished() +
-                      sweep.points_failed();
     table.AddRow({sweep.id(), sweep.user(), workload == nullptr ? "-" : workload->name(),
-                  SweepStateName(sweep.state()), absl::StrCat(total),
+                  SweepStateName(sweep.state()), absl::StrCat(SweepPointTotal(sweep)),
                   absl::StrCat(sweep.points_finished()), absl::StrCat(sweep.points_failed()),
                   sweep.has_created()
                       ? absl::FormatTime("%Y-%m-%d %H:%M", ToTime(sweep.created()), time_zone)

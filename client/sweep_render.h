@@ -23,6 +23,10 @@ absl::StatusOr<SweepFormat> ParseSweepFormat(absl::string_view text);
 // "running", "finished", "incomplete", "cancelled".
 std::string SweepStateName(v1::SweepState state);
 
+// Every point of the sweep, whichever page of them it carries: points_total, or for a daemon
+// from before paging the sum of its counts.
+int SweepPointTotal(const v1::Sweep& sweep);
+
 // The axes' field names, in the request's order.
 std::vector<std::string> SweepAxisNames(const v1::Sweep& sweep);
 
@@ -33,7 +37,7 @@ std::vector<std::string> SweepColumns(const std::vector<std::string>& axes);
 std::vector<std::string> SweepPointCells(const v1::SweepPoint& point,
                                          const std::vector<std::string>& axes, bool for_people);
 
-// Every point of the sweep in `format` (JSON lines: one SweepPoint per line).
+// Every point the sweep carries in `format` (JSON lines: one SweepPoint per line).
 std::string RenderSweepPoints(const v1::Sweep& sweep, SweepFormat format);
 // One line for a point as it arrives during --follow; the header first (header_line).
 std::string SweepHeaderLine(const std::vector<std::string>& axes, SweepFormat format);

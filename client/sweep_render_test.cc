@@ -69,6 +69,17 @@ TEST(SweepRender, SummaryAndProgress) {
             "[--------------------] 0/4  1 running  elapsed 2.0s");
 }
 
+TEST(SweepRender, APageOfPointsStillCountsTheWholeSweep) {
+  v1::Sweep page = RecordedSweep();
+  page.set_points_total(10'000);
+  page.set_points_queued(9'999);
+  EXPECT_EQ(SweepPointTotal(page), 10'000);
+  EXPECT_THAT(RenderSweepSummary(page, absl::FromUnixSeconds(0), absl::UTCTimeZone()),
+              HasSubstr("running  10000 points: 1 finished"));
+  // A daemon from before paging sends no total: its counts add up to it.
+  EXPECT_EQ(SweepPointTotal(RecordedSweep()), 2);
+}
+
 TEST(SweepRender, FormatNames) {
   EXPECT_EQ(*ParseSweepFormat("CSV"), SweepFormat::kCsv);
   EXPECT_EQ(*ParseSweepFormat("md"), SweepFormat::kMarkdown);
