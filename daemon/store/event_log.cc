@@ -49,9 +49,9 @@ absl::Status Bind(SqliteStatement& statement, int index,
   return statement.BindText(index, std::get<std::string>(value));
 }
 
-// "SELECT seq, proto FROM <table> [WHERE ...]"; values are bound from parameter 1 on.
+// "SELECT seq, proto, id FROM <table> [WHERE ...]"; values are bound from parameter 1 on.
 std::string SelectWhere(absl::string_view table, const std::vector<Condition>& conditions) {
-  std::string sql = absl::StrCat("SELECT seq, proto FROM ", table);
+  std::string sql = absl::StrCat("SELECT seq, proto, id FROM ", table);
   if (conditions.empty()) return sql;
   std::vector<std::string> fragments;
   for (const Condition& condition : conditions) fragments.push_back(condition.sql);

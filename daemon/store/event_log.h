@@ -50,6 +50,18 @@ struct Condition {
   std::vector<std::variant<int64_t, std::string>> values;
 };
 
+// A stored entity whose proto does not parse. Listings and start-up skip it and report it, so
+// that one damaged row does not hide the rest.
+struct DamagedRow {
+  std::string table;  // "experiments"
+  std::string id;     // "exp-000003"
+  std::string error;  // "stored experiment exp-000003 does not parse"
+};
+
+// What to do about a damaged row; ends the messages that report one.
+inline constexpr char kDamagedRowAdvice[] =
+    "restore gpuprofd's database from a backup; `gpuprofd --check-db` lists every damaged row";
+
 // The SQL of an event log, on serialized protos. Writes run inside the caller's transaction;
 // every method takes the connection to use.
 class EventLogTable {
@@ -82,14 +94,14 @@ class EventLogTable {
   // `limit` allows. NotFound if the entity does not exist.
   absl::Status ReadEvents(SqliteDatabase& database, const std::string& id, int64_t from_seq,
                           EventPageLimit limit, Row row) const;
-  // Entities matching every condition, newest first (proto in column 1), one page: page_size
-  // 0 means kDefaultPageSize, larger than kMaxPageSize means kMaxPageSize, negative is
+  // Entities matching every condition, newest first (proto in column 1, id in 2), one page:
+  // page_size 0 means kDefaultPageSize, larger than kMaxPageSize means kMaxPageSize, negative is
   // InvalidArgument; `page_token` is empty or a previous page's next_page_token (a malformed
   // one is InvalidArgument). Returns the next page's token, empty on the last page.
   absl::StatusOr<std::string> ReadPage(SqliteDatabase& database,
                                        const std::vector<Condition>& conditions, int page_size,
                                        const std::string& page_token, Row row) const;
-  // Entities matching every condition, oldest first (proto in column 1).
+  // Entities matching every condition, oldest first (proto in column 1, id in 2).
   absl::Status ReadAll(SqliteDatabase& database, const std::vector<Condition>& conditions,
                        absl::string_view operation, Row row) const;
 
@@ -118,6 +130,12 @@ class EventLog {
   struct Page {
     std::vector<Entity> entities;
     std::string next_page_token;
+    // Rows of the page whose proto does not parse, left out of `entities`.
+    std::vector<DamagedRow> damaged;
+  };
+  struct Listed {
+    std::vector<Entity> entities;
+    std::vector<DamagedRow> damaged;
   };
 
   explicit EventLog(EventLogKind<Entity, Event> kind) : kind_(kind), table_(kind.tables) {}
@@ -197,33 +215,40 @@ class EventLog {
     Page page;
     ASSIGN_OR_RETURN(page.next_page_token,
                      table_.ReadPage(database, conditions, page_size, page_token,
-                                     [&](int64_t seq, const SqliteStatement& row) {
-                                       return ParseSummary(seq, row, page.entities);
+                                     [&](int64_t, const SqliteStatement& row) {
+                                       return ParseListed(row, /*summarize=*/true, page.entities,
+                                                          page.damaged);
                                      }));
     return page;
   }
 
-  // Oldest first, whole.
-  absl::StatusOr<std::vector<Entity>> ListAll(SqliteDatabase& database,
-                                              const std::vector<Condition>& conditions,
-                                              absl::string_view operation) const {
-    std::vector<Entity> entities;
+  // Oldest first, whole; rows that do not parse are in `damaged`, not `entities`.
+  absl::StatusOr<Listed> ListAll(SqliteDatabase& database,
+                                 const std::vector<Condition>& conditions,
+                                 absl::string_view operation) const {
+    Listed listed;
     RETURN_IF_ERROR(table_.ReadAll(
-        database, conditions, operation, [&](int64_t seq, const SqliteStatement& row) {
-          return row.ColumnMessage(1, entities.emplace_back(), NumberedNoun(seq));
+        database, conditions, operation, [&](int64_t, const SqliteStatement& row) {
+          return ParseListed(row, /*summarize=*/false, listed.entities, listed.damaged);
         }));
-    return entities;
+    return listed;
   }
 
  private:
-  std::string NumberedNoun(int64_t seq) const {
-    return absl::StrCat(kind_.tables.noun, " number ", seq);
-  }
-  absl::Status ParseSummary(int64_t seq, const SqliteStatement& row,
-                            std::vector<Entity>& entities) const {
-    Entity& entity = entities.emplace_back();
-    RETURN_IF_ERROR(row.ColumnMessage(1, entity, NumberedNoun(seq)));
-    kind_.summarize(entity);
+  // A row that does not parse is set aside as damaged; the read goes on with the next one.
+  absl::Status ParseListed(const SqliteStatement& row, bool summarize,
+                           std::vector<Entity>& entities, std::vector<DamagedRow>& damaged) const {
+    const std::string id = row.ColumnText(2);
+    Entity entity;
+    const absl::Status parsed =
+        row.ColumnMessage(1, entity, absl::StrCat(kind_.tables.noun, " ", id));
+    if (absl::IsDataLoss(parsed)) {
+      damaged.push_back({kind_.tables.entity_table, id, std::string(parsed.message())});
+      return absl::OkStatus();
+    }
+    RETURN_IF_ERROR(parsed);
+    if (summarize) kind_.summarize(entity);
+    entities.push_back(std::move(entity));
     return absl::OkStatus();
   }
 

@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "daemon/store/sqlite_database.h"
 #include "gmock/gmock.h"
 #include "gpuprof/v1/sweep.pb.h"
@@ -184,8 +185,10 @@ TEST_F(EventLogTest, ListAllIsOldestFirstAndWhole) {
   Create("alice", v1::SWEEP_RUNNING);
   Create("bob", v1::SWEEP_FINISHED);
   Create("carol", v1::SWEEP_RUNNING);
-  const std::vector<v1::Sweep> running = Ok(log_.ListAll(
-      *database_, {{"state = ?", {int64_t{v1::SWEEP_RUNNING}}}}, "listing running plans"));
+  const std::vector<v1::Sweep> running =
+      Ok(log_.ListAll(*database_, {{"state = ?", {int64_t{v1::SWEEP_RUNNING}}}},
+                      "listing running plans"))
+          .entities;
   EXPECT_THAT(Ids(running), ElementsAre("pln-000001", "pln-000003"));
   EXPECT_EQ(running[0].points_size(), 1);  // not summarized
 }
@@ -196,6 +199,28 @@ TEST_F(EventLogTest, AStoredProtoThatDoesNotParseIsDataLoss) {
   const absl::Status damaged = log_.Get(*database_, id).status();
   EXPECT_EQ(damaged.code(), absl::StatusCode::kDataLoss);
   EXPECT_EQ(damaged.message(), "stored plan pln-000001 does not parse");
+}
+
+TEST_F(EventLogTest, ListingsSkipARowThatDoesNotParseAndReportIt) {
+  Create("alice", v1::SWEEP_RUNNING);
+  const std::string damaged = Create("bob", v1::SWEEP_RUNNING);
+  Create("carol", v1::SWEEP_RUNNING);
+  ASSERT_TRUE(database_
+                  ->Execute(absl::StrCat("UPDATE plans SET proto = x'ffffff' WHERE id = '",
+                                         damaged, "'"),
+                            "damaging the proto")
+                  .ok());
+  auto page = Ok(log_.List(*database_, {}, 0, ""));
+  EXPECT_THAT(Ids(page.entities), ElementsAre("pln-000003", "pln-000001"));
+  ASSERT_EQ(page.damaged.size(), 1u);
+  EXPECT_EQ(page.damaged[0].table, "plans");
+  EXPECT_EQ(page.damaged[0].id, damaged);
+  EXPECT_EQ(page.damaged[0].error, "stored plan pln-000002 does not parse");
+
+  auto all = Ok(log_.ListAll(*database_, {}, "listing plans"));
+  EXPECT_THAT(Ids(all.entities), ElementsAre("pln-000001", "pln-000003"));
+  ASSERT_EQ(all.damaged.size(), 1u);
+  EXPECT_EQ(all.damaged[0].id, damaged);
 }
 
 }  // namespace

@@ -144,21 +144,51 @@ const store::EventLogKind<v1::Sweep, v1::SweepEvent> kSweepLog = {
     .summarize = [](v1::Sweep& sweep) { sweep.clear_points(); },
 };
 
-// Counts the rows of `table` and parses each one's proto into `message`: SQLite checks pages,
-// not what is in the blobs.
-absl::StatusOr<int64_t> ParseEveryRow(SqliteDatabase& database, const std::string& table,
-                                      google::protobuf::Message& message) {
+// A table whose rows hold a serialized message, and how --check-db names a row of it.
+struct MessageTable {
+  const char* table;
+  const char* noun;  // "experiment event"
+  const char* key;   // SQL naming the row: "experiment_id || ' seq ' || seq"
+  google::protobuf::Message* message;
+};
+
+// Counts the rows of the table and parses each one's proto: SQLite checks pages, not what is
+// in the blobs. Every row that does not parse is added to `damaged`; the count includes them.
+absl::StatusOr<int64_t> ParseEveryRow(SqliteDatabase& database, const MessageTable& table,
+                                      std::vector<store::DamagedRow>& damaged) {
   ASSIGN_OR_RETURN(
       SqliteStatement select,
-      database.Prepare(absl::StrCat("SELECT proto FROM ", table), absl::StrCat("reading ", table)));
+      database.Prepare(absl::StrCat("SELECT proto, ", table.key, " FROM ", table.table),
+                       absl::StrCat("reading ", table.table)));
   int64_t count = 0;
   while (true) {
     ASSIGN_OR_RETURN(bool has_row, select.Step());
     if (!has_row) return count;
     ++count;
-    RETURN_IF_ERROR(
-        select.ColumnMessage(0, message, absl::StrCat("row ", count, " of table ", table)));
+    const std::string key = select.ColumnText(1);
+    const absl::Status parsed =
+        select.ColumnMessage(0, *table.message, absl::StrCat(table.noun, " ", key));
+    if (absl::IsDataLoss(parsed)) {
+      damaged.push_back({table.table, key, std::string(parsed.message())});
+    } else {
+      RETURN_IF_ERROR(parsed);
+    }
   }
+}
+
+// --check-db's verdict on rows that do not parse: every one, a line each, and what to do.
+absl::Status DamagedRowsError(const std::string& path,
+                              const std::vector<store::DamagedRow>& damaged) {
+  std::string message = absl::StrCat("database ", path, " has ", damaged.size(),
+                                     " damaged row(s) whose stored message does not parse (its "
+                                     "pages are intact; every other row parses):");
+  for (const store::DamagedRow& row : damaged) {
+    absl::StrAppend(&message, "\n  table ", row.table, ", ", row.id, ": ", row.error);
+  }
+  absl::StrAppend(&message,
+                  "\ngpuprofd starts on it and leaves these rows out (listings name them). "
+                  "To get them back, restore the database from a backup taken before the damage");
+  return absl::DataLossError(message);
 }
 
 }  // namespace
@@ -221,6 +251,7 @@ absl::StatusOr<std::string> ExperimentStore::CheckDatabase(const std::string& pa
     return absl::NotFoundError(absl::StrCat("database ", path, " does not exist"));
   }
   ASSIGN_OR_RETURN(std::unique_ptr<SqliteDatabase> database, SqliteDatabase::OpenReadOnly(path));
+  std::vector<store::DamagedRow> damaged;
   auto check = [&]() -> absl::StatusOr<std::string> {
     ASSIGN_OR_RETURN(int64_t version, store::CheckSchemaVersion(*database, path, kSchemaVersion));
     RETURN_IF_ERROR(store::CheckIdentity(*database, path));
@@ -236,18 +267,18 @@ absl::StatusOr<std::string> ExperimentStore::CheckDatabase(const std::string& pa
     v1::SweepPoint point;
     // The sweep tables are added at start-up to databases older than sweeps; one that has not
     // been opened by such a daemon yet has none, which is fine.
-    const std::pair<const char*, google::protobuf::Message*> tables[] = {
-        {"experiments", &experiment},
-        {"events", &event},
-        {"sweeps", &sweep},
-        {"sweep_events", &sweep_event},
-        {"baselines", &baseline},
-        {"sweep_point_protos", &point}};
+    const MessageTable tables[] = {
+        {"experiments", "experiment", "id", &experiment},
+        {"events", "experiment event", "experiment_id || ' seq ' || seq", &event},
+        {"sweeps", "sweep", "id", &sweep},
+        {"sweep_events", "sweep event", "sweep_id || ' seq ' || seq", &sweep_event},
+        {"baselines", "baseline", "name", &baseline},
+        {"sweep_point_protos", "sweep point", "sweep_id || ' point ' || point_index", &point}};
     std::map<std::string, int64_t> rows;
-    for (const auto& [table, message] : tables) {
-      ASSIGN_OR_RETURN(bool present, store::HasTable(*database, table));
+    for (const MessageTable& table : tables) {
+      ASSIGN_OR_RETURN(bool present, store::HasTable(*database, table.table));
       if (!present) continue;
-      ASSIGN_OR_RETURN(rows[table], ParseEveryRow(*database, table, *message));
+      ASSIGN_OR_RETURN(rows[table.table], ParseEveryRow(*database, table, damaged));
     }
     return absl::StrFormat(
         "database %s is intact: schema version %d, %d experiments, %d events, %d sweeps, %d "
@@ -257,6 +288,7 @@ absl::StatusOr<std::string> ExperimentStore::CheckDatabase(const std::string& pa
   };
   absl::StatusOr<std::string> verdict = check();
   if (!verdict.ok()) return store::ExplainUnreadable(verdict.status(), path);
+  if (!damaged.empty()) return DamagedRowsError(path, damaged);
   return verdict;
 }
 
@@ -364,8 +396,10 @@ absl::Status ExperimentStore::UpdateMany(
 }
 
 absl::StatusOr<v1::Experiment> ExperimentStore::Get(const std::string& id) {
-  return database_->OnReader(
+  absl::StatusOr<v1::Experiment> experiment = database_->OnReader(
       [&](SqliteDatabase& database) { return experiments_.Get(database, id); });
+  if (!experiment.ok()) return ExplainDamaged(experiment.status(), "experiments", id);
+  return experiment;
 }
 
 absl::StatusOr<std::vector<v1::ExperimentEvent>> ExperimentStore::Events(
@@ -394,26 +428,34 @@ absl::StatusOr<ExperimentPage> ExperimentStore::List(const ExperimentFilter& fil
   ASSIGN_OR_RETURN(auto page, database_->OnReader([&](SqliteDatabase& database) {
     return experiments_.List(database, conditions, page_size, page_token);
   }));
-  return ExperimentPage{std::move(page.entities), std::move(page.next_page_token)};
+  NoteDamaged(page.damaged);
+  return ExperimentPage{std::move(page.entities), std::move(page.next_page_token),
+                        std::move(page.damaged)};
 }
 
 absl::StatusOr<std::vector<v1::Experiment>> ExperimentStore::ListByState(
     v1::ExperimentState state) {
-  return database_->OnReader([&](SqliteDatabase& database) {
+  ASSIGN_OR_RETURN(auto listed, database_->OnReader([&](SqliteDatabase& database) {
     return experiments_.ListAll(
         database, {{"state = ?", {int64_t{state}}}},
         absl::StrCat("listing experiments in state ", v1::ExperimentState_Name(state)));
-  });
+  }));
+  NoteDamaged(listed.damaged);
+  return std::move(listed.entities);
 }
 
 absl::StatusOr<std::vector<v1::Experiment>> ExperimentStore::ListUserCreatedSince(
     const std::string& user, int64_t created_after_unix_ns) {
   // On the write connection: a quota check must see every write acknowledged so far.
-  return database_->OnWriter([&](SqliteDatabase& database) {
+  // A damaged row counts for nothing: it cannot be read, and refusing every submission of
+  // the user over it would be worse.
+  ASSIGN_OR_RETURN(auto listed, database_->OnWriter([&](SqliteDatabase& database) {
     return experiments_.ListAll(
         database, {{"user = ?", {user}}, {"created_unix_ns >= ?", {created_after_unix_ns}}},
         absl::StrCat("listing recent experiments of ", user));
-  });
+  }));
+  NoteDamaged(listed.damaged);
+  return std::move(listed.entities);
 }
 
 // ---- Sweeps ----
@@ -451,7 +493,10 @@ absl::Status ExperimentStore::UpdateSweep(const v1::Sweep& sweep, const v1::Swee
 }
 
 absl::StatusOr<v1::Sweep> ExperimentStore::GetSweep(const std::string& id) {
-  return database_->OnReader([&](SqliteDatabase& database) { return sweeps_.Get(database, id); });
+  absl::StatusOr<v1::Sweep> sweep =
+      database_->OnReader([&](SqliteDatabase& database) { return sweeps_.Get(database, id); });
+  if (!sweep.ok()) return ExplainDamaged(sweep.status(), "sweeps", id);
+  return sweep;
 }
 
 absl::StatusOr<v1::Sweep> ExperimentStore::GetSweepPage(const std::string& id,
@@ -483,21 +528,24 @@ absl::StatusOr<SweepPage> ExperimentStore::ListSweeps(const std::string& user, i
   ASSIGN_OR_RETURN(auto page, database_->OnReader([&](SqliteDatabase& database) {
     return sweeps_.List(database, conditions, page_size, page_token);
   }));
-  return SweepPage{std::move(page.entities), std::move(page.next_page_token)};
+  NoteDamaged(page.damaged);
+  return SweepPage{std::move(page.entities), std::move(page.next_page_token),
+                   std::move(page.damaged)};
 }
 
 absl::StatusOr<std::vector<v1::Sweep>> ExperimentStore::ListSweepsByState(v1::SweepState state) {
-  ASSIGN_OR_RETURN(std::vector<v1::Sweep> sweeps, database_->OnReader([&](SqliteDatabase& database) {
+  ASSIGN_OR_RETURN(auto listed, database_->OnReader([&](SqliteDatabase& database) {
     return sweeps_.ListAll(database, {{"state = ?", {int64_t{state}}}}, "listing sweeps by state");
   }));
-  for (v1::Sweep& sweep : sweeps) {
+  NoteDamaged(listed.damaged);
+  for (v1::Sweep& sweep : listed.entities) {
     ASSIGN_OR_RETURN(std::vector<v1::SweepPoint> points,
                      database_->OnReader([&](SqliteDatabase& database) {
                        return store::ReadAllSweepPoints(database, sweep.id());
                      }));
     for (v1::SweepPoint& point : points) *sweep.add_points() = std::move(point);
   }
-  return sweeps;
+  return std::move(listed.entities);
 }
 
 absl::StatusOr<std::map<int, std::vector<std::string>>> ExperimentStore::SweepPointExperiments(
@@ -569,6 +617,30 @@ absl::StatusOr<int64_t> ExperimentStore::SizeBytes() {
         "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()",
         "measuring the database");
   });
+}
+
+// ---- Damaged rows ----
+
+std::vector<store::DamagedRow> ExperimentStore::DamagedRowsMet() {
+  absl::MutexLock lock(&damaged_mutex_);
+  std::vector<store::DamagedRow> rows;
+  for (const auto& [key, row] : damaged_) rows.push_back(row);
+  return rows;
+}
+
+void ExperimentStore::NoteDamaged(const std::vector<store::DamagedRow>& rows) {
+  if (rows.empty()) return;
+  absl::MutexLock lock(&damaged_mutex_);
+  for (const store::DamagedRow& row : rows) damaged_.try_emplace({row.table, row.id}, row);
+}
+
+absl::Status ExperimentStore::ExplainDamaged(const absl::Status& read, const std::string& table,
+                                             const std::string& id) {
+  if (!absl::IsDataLoss(read)) return read;
+  NoteDamaged({{table, id, std::string(read.message())}});
+  return absl::DataLossError(absl::StrCat(id, " cannot be read: its row in table ", table,
+                                          " is damaged (", read.message(), "); ",
+                                          store::kDamagedRowAdvice));
 }
 
 }  // namespace gpuprof::daemon

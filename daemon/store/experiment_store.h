@@ -20,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "daemon/store/baselines.h"
 #include "daemon/store/drained_gpus.h"
@@ -44,6 +45,8 @@ struct SweepPage {
   // Newest first, without their points.
   std::vector<v1::Sweep> sweeps;
   std::string next_page_token;
+  // Sweeps of the page whose stored row does not parse, left out of `sweeps`.
+  std::vector<store::DamagedRow> damaged;
 };
 
 struct ExperimentPage {
@@ -51,6 +54,8 @@ struct ExperimentPage {
   std::vector<v1::Experiment> experiments;
   // Empty on the last page.
   std::string next_page_token;
+  // Experiments of the page whose stored row does not parse, left out of `experiments`.
+  std::vector<store::DamagedRow> damaged;
 };
 
 // A submission refused because its write failed: `stored`'s code, `what` ("the experiment
@@ -76,8 +81,9 @@ class ExperimentStore {
   // The full check behind `gpuprofd --check-db`, read-only: SQLite's integrity_check, the
   // file's identity (gpuprof's, not another application's) and that every stored message
   // parses. Returns a one-line summary when intact; DataLoss or FailedPrecondition saying what
-  // is wrong otherwise, NotFound if there is no file. Open runs the cheaper quick_check and
-  // the identity check, and refuses a file that fails them.
+  // is wrong otherwise (every row whose message does not parse, a line each), NotFound if
+  // there is no file. Open runs the cheaper quick_check and the identity check, and refuses a
+  // file that fails them.
   static absl::StatusOr<std::string> CheckDatabase(const std::string& path);
 
   ExperimentStore(const ExperimentStore&) = delete;
@@ -109,7 +115,8 @@ class ExperimentStore {
   absl::Status UpdateMany(
       const std::vector<std::pair<v1::Experiment, v1::ExperimentEvent>>& updates);
 
-  // NotFound (naming the id) if there is no such experiment.
+  // NotFound (naming the id) if there is no such experiment; DataLoss naming it and what to
+  // do if its stored row does not parse.
   absl::StatusOr<v1::Experiment> Get(const std::string& id);
 
   // The experiment's events with seq >= from_seq, in ascending seq order, as many as `limit`
@@ -125,7 +132,8 @@ class ExperimentStore {
                                       const std::string& page_token);
 
   // Every experiment in `state`, oldest (first submitted) first, with results: used at
-  // start-up to re-queue QUEUED experiments and to find the ones that were RUNNING.
+  // start-up to re-queue QUEUED experiments and to find the ones that were RUNNING. Rows that
+  // do not parse are left out (and kept in DamagedRowsMet), so one cannot stop the rest.
   absl::StatusOr<std::vector<v1::Experiment>> ListByState(v1::ExperimentState state);
 
   // ---- Sweeps (a sweep's points are experiments whose sweep_id names it) ----
@@ -153,7 +161,7 @@ class ExperimentStore {
   absl::StatusOr<SweepPage> ListSweeps(const std::string& user, int page_size,
                                        const std::string& page_token);
   // Every sweep in `state`, oldest first, with all its points: start-up resumes the running
-  // ones.
+  // ones. Rows that do not parse are left out and kept in DamagedRowsMet, as for ListByState.
   absl::StatusOr<std::vector<v1::Sweep>> ListSweepsByState(v1::SweepState state);
   // Point index -> the experiments created for it, oldest attempt first. Filled by Create, in
   // the same transaction as the experiment, so no point's experiment is ever lost.
@@ -199,6 +207,10 @@ class ExperimentStore {
   // Size of the database in bytes (page_count * page_size), for a metric. Excludes the WAL.
   absl::StatusOr<int64_t> SizeBytes();
 
+  // Every row this store has found damaged since it was opened (by start-up's reads, listings
+  // and gets), by table and id: for the log and a metric.
+  std::vector<store::DamagedRow> DamagedRowsMet() ABSL_LOCKS_EXCLUDED(damaged_mutex_);
+
  private:
   explicit ExperimentStore(std::unique_ptr<store::GroupCommit> database);
 
@@ -207,9 +219,19 @@ class ExperimentStore {
                                                   v1::Experiment& experiment,
                                                   v1::ExperimentEvent& first_event);
 
+  // Keeps the rows for DamagedRowsMet.
+  void NoteDamaged(const std::vector<store::DamagedRow>& rows) ABSL_LOCKS_EXCLUDED(damaged_mutex_);
+  // A Get's DataLoss (the row does not parse) noted and restated with what to do.
+  absl::Status ExplainDamaged(const absl::Status& read, const std::string& table,
+                              const std::string& id);
+
   const std::unique_ptr<store::GroupCommit> database_;
   const store::EventLog<v1::Experiment, v1::ExperimentEvent> experiments_;
   const store::EventLog<v1::Sweep, v1::SweepEvent> sweeps_;
+  absl::Mutex damaged_mutex_;
+  // (table, id) -> the row.
+  std::map<std::pair<std::string, std::string>, store::DamagedRow> damaged_
+      ABSL_GUARDED_BY(damaged_mutex_);
 };
 
 }  // namespace gpuprof::daemon
