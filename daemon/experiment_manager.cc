@@ -557,6 +557,10 @@ std::map<int, std::string> ExperimentManager::GpuLeases() {
 
 absl::StatusOr<int64_t> ExperimentManager::StoreSizeBytes() { return store_->SizeBytes(); }
 
+std::vector<store::DamagedRow> ExperimentManager::DamagedStoreRows() {
+  return store_->DamagedRowsMet();
+}
+
 void ExperimentManager::AppendEventLocked(Active& active, v1::ExperimentEvent event) {
   v1::Experiment& experiment = active.experiment;
   event.set_experiment_id(experiment.id());

@@ -177,6 +177,9 @@ class ExperimentManager {
   // GPU index -> whether leased, for the metrics exporter.
   std::map<int, std::string> GpuLeases();
   absl::StatusOr<int64_t> StoreSizeBytes();
+  // The store's rows found damaged (their proto does not parse) and skipped, for the log and
+  // a metric.
+  std::vector<store::DamagedRow> DamagedStoreRows();
 
   // ---- GPU health (reported by gpu_health/gpu_health_monitor; kept in gpu_health_) ----
 

@@ -50,6 +50,8 @@ class DaemonMetrics : public ManagerObserver {
   // GPU index -> id of the experiment holding it; GPUs not in the map are free.
   virtual void SetGpuLeases(const std::map<int, std::string>& leases) = 0;
   virtual void SetStoreSizeBytes(int64_t bytes) = 0;
+  // Rows of the store found damaged (their proto does not parse) and skipped since start-up.
+  virtual void SetStoreDamagedRows(int64_t rows) {}
   // Quota use of the users named in the access policy, and of everyone else as "(other)"
   // (kOtherUsers; gpu_hours_last_day unset for it): replaces the previous set.
   virtual void SetUserQuotaUse(const std::vector<v1::QuotaReport>& use) {}

@@ -19,6 +19,7 @@ inline constexpr char kGpuLeased[] = "gpuprof_gpu_leased";
 inline constexpr char kWorkerFailures[] = "gpuprof_worker_failures_total";
 inline constexpr char kGrpcRequests[] = "gpuprof_grpc_requests_total";
 inline constexpr char kStoreSizeBytes[] = "gpuprof_store_size_bytes";
+inline constexpr char kStoreDamagedRows[] = "gpuprof_store_damaged_rows";
 inline constexpr char kAccessRefusals[] = "gpuprof_access_refusals_total";
 inline constexpr char kPreemptions[] = "gpuprof_preemptions_total";
 inline constexpr char kConnections[] = "gpuprof_connections";
@@ -69,6 +70,7 @@ inline constexpr const char* kAll[] = {
     kWorkerFailures,
     kGrpcRequests,
     kStoreSizeBytes,
+    kStoreDamagedRows,
     kAccessRefusals,
     kPreemptions,
     kConnections,

@@ -67,6 +67,7 @@ void MetricsExporter::SampleOnce() {
   if (absl::StatusOr<int64_t> size = manager_->StoreSizeBytes(); size.ok()) {
     metrics_.SetStoreSizeBytes(*size);
   }
+  metrics_.SetStoreDamagedRows(static_cast<int64_t>(manager_->DamagedStoreRows().size()));
   if (telemetry_ != nullptr) {
     for (const GpuTelemetry& sample : telemetry_->Read()) metrics_.SetGpuTelemetry(sample);
   }

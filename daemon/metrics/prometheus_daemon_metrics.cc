@@ -223,6 +223,13 @@ PrometheusDaemonMetrics::PrometheusDaemonMetrics(absl::string_view version)
                             .Help("Size of the SQLite experiment store.")
                             .Register(*registry_)
                             .Add({})),
+      store_damaged_rows_(prometheus::BuildGauge()
+                              .Name(metric_names::kStoreDamagedRows)
+                              .Help("Rows of the experiment store whose stored message does not "
+                                    "parse, skipped by start-up and listings since gpuprofd "
+                                    "started (run gpuprofd --check-db).")
+                              .Register(*registry_)
+                              .Add({})),
       result_bandwidth_(prometheus::BuildGauge()
                             .Name(metric_names::kResultBandwidth)
                             .Help("Bandwidth achieved by the latest finished experiment of the "
@@ -535,6 +542,10 @@ void PrometheusDaemonMetrics::SetGpuLeases(const std::map<int, std::string>& lea
 
 void PrometheusDaemonMetrics::SetStoreSizeBytes(int64_t bytes) {
   store_size_bytes_.Set(static_cast<double>(bytes));
+}
+
+void PrometheusDaemonMetrics::SetStoreDamagedRows(int64_t rows) {
+  store_damaged_rows_.Set(static_cast<double>(rows));
 }
 
 void PrometheusDaemonMetrics::SetTelemetryAvailable(bool available) {

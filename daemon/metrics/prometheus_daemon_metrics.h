@@ -59,6 +59,7 @@ class PrometheusDaemonMetrics final : public DaemonMetrics {
   void SetQueuedExperiments(int64_t count) override;
   void SetGpuLeases(const std::map<int, std::string>& leases) override;
   void SetStoreSizeBytes(int64_t bytes) override;
+  void SetStoreDamagedRows(int64_t rows) override;
   void SetUserQuotaUse(const std::vector<v1::QuotaReport>& use) override;
   void SetConnections(int64_t live, int64_t refused_total) override;
   void SetTelemetryAvailable(bool available) override;
@@ -95,6 +96,7 @@ class PrometheusDaemonMetrics final : public DaemonMetrics {
   absl::Mutex quota_mutex_;
   std::set<std::string> quota_users_ ABSL_GUARDED_BY(quota_mutex_);  // users with series now
   prometheus::Gauge& store_size_bytes_;
+  prometheus::Gauge& store_damaged_rows_;
 
   // Results: the latest value of each kind, per bounded label set.
   prometheus::Family<prometheus::Gauge>& result_bandwidth_;

@@ -357,6 +357,11 @@ absl::Status DaemonServer::StartCore() {
                         absl::StrCat("resuming sweeps: ", sweeps.status().ToString()));
   }
   sweeps_ = *std::move(sweeps);
+  // Rows that do not parse were left out of the recovery above instead of stopping it.
+  for (const store::DamagedRow& row : manager_->DamagedStoreRows()) {
+    Log(absl::StrCat("not recovered: ", row.id, " (table ", row.table, "): ", row.error,
+                     "; the rest of the queue runs. To get it back, ", store::kDamagedRowAdvice));
+  }
   service_ = std::make_unique<ProfilerService>(manager_.get(), sweeps_.get(), authenticator_.get(),
                                                metrics_ ? metrics_->rpc_observer() : nullptr,
                                                options_.rpc_threads,

@@ -145,6 +145,19 @@ grpc::ServerUnaryReactor* ProfilerService::GetExperiment(
   });
 }
 
+namespace {
+// A listing's rows that do not parse, returned beside the ones that do.
+template <typename Response>
+void AddDamaged(const std::vector<store::DamagedRow>& rows, Response& response) {
+  for (const store::DamagedRow& row : rows) {
+    v1::DamagedRow& damaged = *response.add_damaged();
+    damaged.set_table(row.table);
+    damaged.set_id(row.id);
+    damaged.set_error(row.error);
+  }
+}
+}  // namespace
+
 grpc::ServerUnaryReactor* ProfilerService::ListExperiments(
     grpc::CallbackServerContext* context, const v1::ListExperimentsRequest* request,
     v1::ListExperimentsResponse* response) {
@@ -165,6 +178,7 @@ grpc::ServerUnaryReactor* ProfilerService::ListExperiments(
         *response->add_experiments() = std::move(experiment);
       }
       response->set_next_page_token(page->next_page_token);
+      AddDamaged(page->damaged, *response);
     }
     return page.status();
   });
@@ -248,6 +262,7 @@ grpc::ServerUnaryReactor* ProfilerService::ListSweeps(grpc::CallbackServerContex
     if (page.ok()) {
       for (auto& sweep : page->sweeps) *response->add_sweeps() = std::move(sweep);
       response->set_next_page_token(page->next_page_token);
+      AddDamaged(page->damaged, *response);
     }
     return page.status();
   });
