@@ -120,7 +120,8 @@ std::vector<FlagSpec> ListFlags() {
       {.name = "limit", .value_syntax = "N", .help = "experiments per page (daemon default 50)"},
       {.name = "page-token", .value_syntax = "TOKEN", .help = "continue a previous listing"},
       {.name = "all", .is_switch = true, .help = "follow every page"},
-      JsonFlag("print the ListExperimentsResponse as JSON (one for --all)"),
+      JsonFlag("print the ListExperimentsResponse as JSON (one for --all; rows the daemon "
+               "could not read are in \"damaged\")"),
       TargetFlag(),
       HelpFlag(),
   };
@@ -180,6 +181,7 @@ grpc::Status FetchList(Session& session, v1::ListExperimentsRequest request, boo
     for (v1::Experiment& experiment : *page.mutable_experiments()) {
       *listed.add_experiments() = std::move(experiment);
     }
+    for (v1::DamagedRow& row : *page.mutable_damaged()) *listed.add_damaged() = std::move(row);
     listed.set_next_page_token(page.next_page_token());
     // A token that does not change would loop forever.
     if (!all_pages || page.next_page_token().empty() ||
@@ -198,6 +200,9 @@ int RunList(Session& session, const ParsedArgs& args) {
   v1::ListExperimentsResponse listed;
   const grpc::Status status = FetchList(session, request, args.Switch("all"), listed);
   if (!status.ok()) return session.ReportRpcError(status);
+  // Rows that do not parse are left out of the listing, not hidden: a line each on stderr (in
+  // the JSON too, as "damaged").
+  session.err() << RenderDamagedRows(listed.damaged());
 
   if (args.Switch("json")) {
     session.out() << JsonLine(listed) << "\n";
@@ -443,6 +448,10 @@ int RunFleetList(Fleet& fleet, const Command&, ParsedArgs args) {
   // One table, ids qualified by node, newest first.
   google::protobuf::RepeatedPtrField<v1::Experiment> merged;
   for (size_t i = 0; i < fleet.size(); ++i) {
+    for (v1::DamagedRow& row : *listed[i].mutable_damaged()) {
+      row.set_id(absl::StrCat(fleet.node(i).name, "/", row.id()));
+    }
+    *fleet.env().err << RenderDamagedRows(listed[i].damaged());
     for (v1::Experiment& experiment : *listed[i].mutable_experiments()) {
       experiment.set_id(absl::StrCat(fleet.node(i).name, "/", experiment.id()));
       *merged.Add() = std::move(experiment);

@@ -621,4 +621,16 @@ std::string RenderFailure(v1::ExperimentState state, absl::string_view reason,
   return out;
 }
 
+std::string RenderDamagedRows(const google::protobuf::RepeatedPtrField<v1::DamagedRow>& rows) {
+  std::string out;
+  for (const v1::DamagedRow& row : rows) {
+    absl::StrAppend(&out, "gpuprof: ", EscapeForTerminal(row.id()),
+                    " is not listed: its row in the daemon's database is damaged (",
+                    EscapeForTerminal(row.error()),
+                    "); the daemon's admin can list every damaged row with `gpuprofd --check-db` "
+                    "and restore the database from a backup\n");
+  }
+  return out;
+}
+
 }  // namespace gpuprof::client

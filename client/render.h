@@ -68,6 +68,10 @@ std::string RenderExperiment(const v1::Experiment& experiment, absl::Time now,
 std::string RenderFailure(v1::ExperimentState state, absl::string_view reason,
                           absl::string_view worker_stderr_tail);
 
+// For stderr: a line per row a listing left out because it does not parse, saying what to do.
+// Empty when there are none.
+std::string RenderDamagedRows(const google::protobuf::RepeatedPtrField<v1::DamagedRow>& rows);
+
 }  // namespace gpuprof::client
 
 #endif  // GPUPROF_CLIENT_RENDER_H_

@@ -543,5 +543,25 @@ TEST(FormatTest, JsonLineEscapesEveryUnsafeCharacter) {
   EXPECT_EQ(parsed.description(), request.description());
 }
 
+TEST(RenderDamagedRowsTest, ALinePerRowWithWhatToDoAndNothingRaw) {
+  google::protobuf::RepeatedPtrField<v1::DamagedRow> rows;
+  EXPECT_EQ(RenderDamagedRows(rows), "");
+  v1::DamagedRow& row = *rows.Add();
+  row.set_table("experiments");
+  row.set_id("exp-000004");
+  row.set_error("stored experiment exp-000004 does not parse");
+  v1::DamagedRow& hostile = *rows.Add();
+  hostile.set_id("exp-000005");
+  hostile.set_error(kHostileText);
+  const std::string lines = RenderDamagedRows(rows);
+  EXPECT_EQ(std::count(lines.begin(), lines.end(), '\n'), 2) << lines;
+  EXPECT_THAT(lines, HasSubstr("gpuprof: exp-000004 is not listed: its row in the daemon's "
+                               "database is damaged (stored experiment exp-000004 does not "
+                               "parse)"));
+  EXPECT_THAT(lines, HasSubstr("gpuprofd --check-db"));
+  EXPECT_THAT(lines, HasSubstr("backup"));
+  EXPECT_FALSE(HasRawControl(lines)) << lines;
+}
+
 }  // namespace
 }  // namespace gpuprof::client
