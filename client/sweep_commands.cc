@@ -469,7 +469,6 @@ std::vector<FlagSpec> SweepListFlags() {
 
 int PrintSweepList(Session& session, const v1::ListSweepsResponse& response) {
   session.err() << RenderDamagedRows(response.damaged());
-  session.err() << RenderDamagedRows(response.damaged());
   session.out() << (response.sweeps().empty()
                         ? "no sweeps\n"
                         : RenderSweepList(response.sweeps(), session.env().time_zone));
