@@ -1,6 +1,7 @@
 #include "client/experiment_commands.h"
 
 #include <algorithm>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -15,6 +16,7 @@
 #include "client/request_builder.h"
 #include "client/request_text.h"
 #include "client/story_command.h"
+#include "client/stream_resume.h"
 #include "client/trace_command.h"
 #include "common/enum_names.h"
 #include "common/experiment_states.h"
@@ -39,8 +41,10 @@ constexpr absl::string_view kValueSyntaxHelp =
     "  lists      comma-separated or the flag repeated: --gpus 0,1; --label a=1 --label b=2\n"
     "The client checks syntax only; the daemon checks ranges and says what it rejects.\n";
 
-// Reads a Submit/Watch stream to its end, rendering each event.
-int FollowEvents(Session& session, grpc::ClientReaderInterface<v1::ExperimentEvent>& reader,
+// Reads a Submit/Watch stream to its end, rendering each event; a stream cut off for reading
+// too slowly is watched again from where it stopped.
+int FollowEvents(Session& session, std::unique_ptr<ClientContext> context,
+                 std::unique_ptr<grpc::ClientReaderInterface<v1::ExperimentEvent>> reader,
                  bool json) {
   EventPrinter printer(session.out(), {.json = json,
                                        .live_line = session.env().stdout_is_terminal && !json,
@@ -48,12 +52,29 @@ int FollowEvents(Session& session, grpc::ClientReaderInterface<v1::ExperimentEve
                                        .now = [&session] { return session.now(); }});
   v1::ExperimentEvent event;
   int64_t last_seq = 0;
-  while (reader.Read(&event)) {
-    printer.Print(event);
-    last_seq = event.seq();
+  int resumes = 0;
+  grpc::Status status;
+  while (true) {
+    while (reader->Read(&event)) {
+      printer.Print(event);
+      last_seq = event.seq();
+      resumes = 0;
+    }
+    status = reader->Finish();
+    const std::optional<int64_t> resume_from = ResumeFromSeq(*context, status);
+    if (!resume_from.has_value() || printer.experiment_id().empty() || resumes == kMaxStreamResumes) {
+      break;
+    }
+    ++resumes;
+    session.err() << "note: " << EscapeForTerminal(status.error_message())
+                  << "; watching again from seq " << *resume_from << "\n";
+    v1::WatchRequest request;
+    request.set_experiment_id(printer.experiment_id());
+    request.set_from_seq(*resume_from);
+    context = std::make_unique<ClientContext>();
+    reader = session.profiler().Watch(context.get(), request);
   }
   printer.Finish();
-  const grpc::Status status = reader.Finish();
   if (!status.ok()) {
     const int exit_code = session.ReportRpcError(status);
     if (!printer.experiment_id().empty()) {
@@ -99,9 +120,9 @@ int RunWatch(Session& session, const ParsedArgs& args) {
   if (const absl::Status text = CheckRequestIsUtf8(request); !text.ok()) {
     return ReportUsageError(session.env(), text.message(), "watch");
   }
-  ClientContext context;
-  auto reader = session.profiler().Watch(&context, request);
-  return FollowEvents(session, *reader, args.Switch("json"));
+  auto context = std::make_unique<ClientContext>();
+  auto reader = session.profiler().Watch(context.get(), request);
+  return FollowEvents(session, std::move(context), std::move(reader), args.Switch("json"));
 }
 
 // ---- list ----
@@ -391,9 +412,11 @@ int RunSubmit(const Invocation& invocation, const std::vector<std::string>& args
     request->set_user(*session.explicit_user());
   }
   const bool json = parsed->Switch("json");
-  ClientContext context;
-  auto reader = session.profiler().Submit(&context, *request);
-  if (parsed->Switch("follow")) return FollowEvents(session, *reader, json);
+  auto context = std::make_unique<ClientContext>();
+  auto reader = session.profiler().Submit(context.get(), *request);
+  if (parsed->Switch("follow")) {
+    return FollowEvents(session, std::move(context), std::move(reader), json);
+  }
 
   v1::ExperimentEvent first;
   if (!reader->Read(&first)) {
@@ -413,7 +436,7 @@ int RunSubmit(const Invocation& invocation, const std::vector<std::string>& args
     session.out() << "\n";
   }
   // Closing the stream only detaches: the experiment stays queued.
-  context.TryCancel();
+  context->TryCancel();
   reader->Finish();
   return kExitOk;
 }
