@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -88,6 +89,12 @@ CREATE TABLE IF NOT EXISTS sweep_points (
   PRIMARY KEY (sweep_id, point_index, attempt)
 ) WITHOUT ROWID;
 )sql";
+
+// The WAL is checkpointed when it reaches this many pages (512 KiB at SQLite's 4 KiB pages;
+// its default, 1000, lets the WAL take 4 MiB of a small volume before any is given back), and
+// cut back to kWalKeptBytes once checkpointed.
+constexpr int kWalAutocheckpointPages = 128;
+constexpr int kWalKeptBytes = 512 * 1024;
 
 int64_t UnixNanos(const google::protobuf::Timestamp& time) {
   return google::protobuf::util::TimeUtil::TimestampToNanoseconds(time);
@@ -191,6 +198,68 @@ absl::Status DamagedRowsError(const std::string& path,
   return absl::DataLossError(message);
 }
 
+// A database that must be created or upgraded before anything can be served, on a full disk:
+// what to do. Other errors unchanged.
+absl::Status ExplainFullDiskAtCreation(const absl::Status& status, const std::string& path) {
+  if (!absl::IsResourceExhausted(status)) return status;
+  return absl::ResourceExhaustedError(absl::StrCat(
+      status.message(), ". The disk holding ", path,
+      " is full and the database must be created or upgraded before gpuprofd can serve it: "
+      "free space there and start gpuprofd again"));
+}
+
+// Creates or upgrades the schema, in one transaction. `commit`: under the write lock, and
+// committed; otherwise in a read transaction that is rolled back, to find out whether there is
+// anything to change. Returns whether there was.
+absl::StatusOr<bool> ApplySchema(SqliteDatabase& database, const std::string& path, bool commit) {
+  std::optional<SqliteTransaction> transaction;
+  if (commit) {
+    absl::StatusOr<SqliteTransaction> begun = SqliteTransaction::Begin(database, "creating schema");
+    if (!begun.ok()) return begun.status();
+    transaction.emplace(*std::move(begun));
+  } else {
+    RETURN_IF_ERROR(database.Execute("BEGIN", "checking the schema"));
+  }
+  auto apply = [&]() -> absl::Status {
+    // Checked again in the transaction: another process may have created or upgraded it.
+    ASSIGN_OR_RETURN(int64_t version,
+                     store::CheckSchemaVersion(database, path, ExperimentStore::kSchemaVersion));
+    if (version < ExperimentStore::kSchemaVersion) {
+      RETURN_IF_ERROR(database.Execute(kSchema, "creating schema"));
+      RETURN_IF_ERROR(database.Execute(
+          absl::StrCat("PRAGMA user_version = ", ExperimentStore::kSchemaVersion),
+          "setting schema version"));
+    }
+    // Tables added after version 1, in the order they came: idempotent, at every open.
+    RETURN_IF_ERROR(database.Execute(kSweepSchema, "creating the sweep tables"));
+    RETURN_IF_ERROR(store::CreateSweepPointTable(database));
+    // Once, with the version set above: a version-1 file's points move to their own rows.
+    if (version < 2) RETURN_IF_ERROR(store::MoveEmbeddedSweepPoints(database).status());
+    RETURN_IF_ERROR(store::CreateBaselinesTable(database));
+    // Databases created before the id was introduced get it on their next start.
+    ASSIGN_OR_RETURN(int64_t application_id,
+                     database.QueryInt64("PRAGMA application_id", "reading application id"));
+    if (application_id != store::kApplicationId) {
+      RETURN_IF_ERROR(database.Execute(
+          absl::StrCat("PRAGMA application_id = ", store::kApplicationId),
+          "setting application id"));
+    }
+    RETURN_IF_ERROR(store::CreateAuditTable(database));
+    RETURN_IF_ERROR(store::CreateDrainedGpusTable(database));
+    return absl::OkStatus();
+  };
+  const absl::Status applied = apply();
+  const bool changes = database.TransactionWrites();
+  if (!commit) {
+    if (database.InTransaction()) (void)database.Execute("ROLLBACK", "ending the schema check");
+    RETURN_IF_ERROR(applied);
+    return changes;
+  }
+  RETURN_IF_ERROR(applied);
+  RETURN_IF_ERROR(transaction->Commit());
+  return changes;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ExperimentStore>> ExperimentStore::Open(const std::string& path) {
@@ -203,45 +272,44 @@ absl::StatusOr<std::unique_ptr<ExperimentStore>> ExperimentStore::Open(const std
   RETURN_IF_ERROR(
       store::ExplainUnreadable(store::CheckPages(*database, path, /*full=*/false), path));
 
-  // The journal mode is stored in the file; it cannot change inside a transaction.
+  // The journal mode is stored in the file; it cannot change inside a transaction. Read
+  // first: setting it writes, and a start on a full disk must write nothing it need not.
   ASSIGN_OR_RETURN(std::string journal_mode,
-                   database->QueryText("PRAGMA journal_mode = WAL", "enabling WAL"));
+                   database->QueryText("PRAGMA journal_mode", "reading the journal mode"));
+  if (journal_mode != "wal") {
+    absl::StatusOr<std::string> enabled =
+        database->QueryText("PRAGMA journal_mode = WAL", "enabling WAL");
+    if (!enabled.ok()) return ExplainFullDiskAtCreation(enabled.status(), path);
+    journal_mode = *enabled;
+  }
   if (journal_mode != "wal") {
     return absl::FailedPreconditionError(
         absl::StrCat("database ", path, " cannot use write-ahead logging (journal mode is ",
                      journal_mode, "); put it on a local file system"));
   }
   // FULL syncs the WAL at every commit. NORMAL would survive a killed daemon too, but can lose
-  // the last acknowledged commits on power loss.
-  RETURN_IF_ERROR(database->Execute("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;",
-                                    "configuring connection"));
-  {
-    ASSIGN_OR_RETURN(SqliteTransaction transaction,
-                     SqliteTransaction::Begin(*database, "creating schema"));
-    // Checked again under the write lock: another process may have created or upgraded it.
-    ASSIGN_OR_RETURN(int64_t version, store::CheckSchemaVersion(*database, path, kSchemaVersion));
-    if (version < kSchemaVersion) {
-      RETURN_IF_ERROR(database->Execute(kSchema, "creating schema"));
-      RETURN_IF_ERROR(database->Execute(absl::StrCat("PRAGMA user_version = ", kSchemaVersion),
-                                        "setting schema version"));
-    }
-    // Tables added after version 1, in the order they came: idempotent, at every open.
-    RETURN_IF_ERROR(database->Execute(kSweepSchema, "creating the sweep tables"));
-    RETURN_IF_ERROR(store::CreateSweepPointTable(*database));
-    // Once, with the version set above: a version-1 file's points move to their own rows.
-    if (version < 2) RETURN_IF_ERROR(store::MoveEmbeddedSweepPoints(*database).status());
-    RETURN_IF_ERROR(store::CreateBaselinesTable(*database));
-    // Databases created before the id was introduced get it on their next start.
-    RETURN_IF_ERROR(database->Execute(
-        absl::StrCat("PRAGMA application_id = ", store::kApplicationId), "setting application id"));
-    RETURN_IF_ERROR(store::CreateAuditTable(*database));
-    RETURN_IF_ERROR(store::CreateDrainedGpusTable(*database));
-    RETURN_IF_ERROR(transaction.Commit());
+  // the last acknowledged commits on power loss. The WAL is checkpointed every
+  // kWalAutocheckpointPages (SQLite's 1000 let it take 4 MiB of a small volume first) and cut
+  // back to kWalKeptBytes after.
+  RETURN_IF_ERROR(database->Execute(
+      absl::StrCat("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON; "
+                   "PRAGMA wal_autocheckpoint = ",
+                   kWalAutocheckpointPages, "; PRAGMA journal_size_limit = ", kWalKeptBytes, ";"),
+      "configuring connection"));
+  RETURN_IF_ERROR(database->KeepWalFilesOnClose());
+  // The schema is applied in a read transaction first, and only if that would change
+  // something, again under the write lock, committed: a start on a complete database writes
+  // nothing, so a full disk does not stop it from serving what is stored.
+  ASSIGN_OR_RETURN(bool schema_changes, ApplySchema(*database, path, /*commit=*/false));
+  if (schema_changes) {
+    RETURN_IF_ERROR(ExplainFullDiskAtCreation(
+        ApplySchema(*database, path, /*commit=*/true).status(), path));
   }
   // Reads go through a second connection: in WAL mode they see the last commit without
   // waiting for the writer's transaction and fsync.
   ASSIGN_OR_RETURN(std::unique_ptr<SqliteDatabase> reader, SqliteDatabase::Open(path));
   RETURN_IF_ERROR(reader->Execute("PRAGMA query_only = ON", "configuring the read connection"));
+  RETURN_IF_ERROR(reader->KeepWalFilesOnClose());
   return std::unique_ptr<ExperimentStore>(new ExperimentStore(
       std::make_unique<store::GroupCommit>(std::move(database), std::move(reader))));
 }
@@ -609,6 +677,20 @@ absl::Status ExperimentStore::DeleteDrainedGpu(const std::string& uuid) {
 absl::StatusOr<std::vector<ExperimentStore::DrainedGpu>> ExperimentStore::ListDrainedGpus() {
   return database_->OnReader(
       [&](SqliteDatabase& database) { return store::ListDrainedGpus(database); });
+}
+
+absl::Status ExperimentStore::ProbeWrite() {
+  return database_->Commit("checking that the database can be written",
+                           [](SqliteDatabase& database) {
+                             return database.Execute(
+                                 absl::StrCat("PRAGMA user_version = ", kSchemaVersion),
+                                 "rewriting the schema version");
+                           });
+}
+
+absl::Status ExperimentStore::CheckpointWal() {
+  return database_->OnWriter(
+      [](SqliteDatabase& database) { return database.CheckpointWal(/*truncate=*/true); });
 }
 
 absl::StatusOr<int64_t> ExperimentStore::SizeBytes() {

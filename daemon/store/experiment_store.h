@@ -207,6 +207,16 @@ class ExperimentStore {
   // Size of the database in bytes (page_count * page_size), for a metric. Excludes the WAL.
   absl::StatusOr<int64_t> SizeBytes();
 
+  // ---- A full disk (daemon/store/store_space_monitor.h watches it) ----
+
+  // Whether the last write was refused because the disk is full, until one commits: reads
+  // are served, writes are refused with ResourceExhausted.
+  bool disk_full() const { return database_->disk_full(); }
+  // A small write (the schema version, rewritten as it is): whether the disk takes writes now.
+  absl::Status ProbeWrite();
+  // Copies the WAL into the database and empties it, giving its space back: when idle.
+  absl::Status CheckpointWal();
+
   // Every row this store has found damaged since it was opened (by start-up's reads, listings
   // and gets), by table and id: for the log and a metric.
   std::vector<store::DamagedRow> DamagedRowsMet() ABSL_LOCKS_EXCLUDED(damaged_mutex_);

@@ -39,7 +39,7 @@ absl::Status GroupCommit::Commit(absl::string_view operation, Write write) {
     std::vector<PendingWrite*> batch;
     batch.swap(queue_);
     queue_mutex_.Unlock();
-    CommitBatch(batch);
+    CommitBatchOrCheckpointAndRetry(batch);
     queue_mutex_.Lock();
     for (PendingWrite* write_in_batch : batch) write_in_batch->done = true;
     committing_ = false;
@@ -48,7 +48,27 @@ absl::Status GroupCommit::Commit(absl::string_view operation, Write write) {
   return pending.result;
 }
 
-void GroupCommit::CommitBatch(const std::vector<PendingWrite*>& batch) {
+void GroupCommit::CommitBatchOrCheckpointAndRetry(const std::vector<PendingWrite*>& batch) {
+  absl::Status committed = CommitBatch(batch);
+  if (absl::IsResourceExhausted(committed)) {
+    // Nothing of the batch was kept. A WAL that has grown to fill the disk is copied into the
+    // database (which reuses its own free pages), and the next transaction writes the WAL from
+    // its start again, in space it already holds.
+    bool checkpointed = false;
+    {
+      absl::MutexLock lock(&writer_mutex_);
+      checkpointed = writer_->CheckpointWal(/*truncate=*/false).ok();
+    }
+    if (checkpointed) committed = CommitBatch(batch);
+  }
+  if (committed.ok()) {
+    disk_full_ = false;
+  } else if (absl::IsResourceExhausted(committed)) {
+    disk_full_ = true;
+  }
+}
+
+absl::Status GroupCommit::CommitBatch(const std::vector<PendingWrite*>& batch) {
   absl::MutexLock lock(&writer_mutex_);
   SqliteDatabase& database = *writer_;
   const std::string operation =
@@ -57,7 +77,7 @@ void GroupCommit::CommitBatch(const std::vector<PendingWrite*>& batch) {
   absl::StatusOr<SqliteTransaction> transaction = SqliteTransaction::Begin(database, operation);
   if (!transaction.ok()) {
     for (PendingWrite* pending : batch) pending->result = transaction.status();
-    return;
+    return transaction.status();
   }
   for (PendingWrite* pending : batch) {
     pending->result = database.Execute("SAVEPOINT write", "starting a write");
@@ -69,7 +89,7 @@ void GroupCommit::CommitBatch(const std::vector<PendingWrite*>& batch) {
                                       ? absl::InternalError("the transaction ended unexpectedly")
                                       : pending->result;
       for (PendingWrite* other : batch) other->result = undone;
-      return;
+      return undone;
     }
     if (!pending->result.ok()) {
       (void)database.Execute("ROLLBACK TO write", "undoing a failed write");
@@ -84,6 +104,7 @@ void GroupCommit::CommitBatch(const std::vector<PendingWrite*>& batch) {
       if (pending->result.ok()) pending->result = committed;
     }
   }
+  return committed;
 }
 
 }  // namespace gpuprof::daemon::store

@@ -4,6 +4,7 @@
 #ifndef GPUPROF_DAEMON_STORE_GROUP_COMMIT_H_
 #define GPUPROF_DAEMON_STORE_GROUP_COMMIT_H_
 
+#include <atomic>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -38,6 +39,10 @@ class GroupCommit {
   absl::Status Commit(absl::string_view operation, Write write)
       ABSL_LOCKS_EXCLUDED(writer_mutex_, queue_mutex_);
 
+  // Whether the last batch was refused for a full disk (ResourceExhausted), until one
+  // commits: the store can be read but not written.
+  bool disk_full() const { return disk_full_.load(); }
+
   // Runs `read` on the read connection: it sees the last commit, without waiting for one
   // that is under way.
   template <typename Read>
@@ -56,7 +61,15 @@ class GroupCommit {
 
  private:
   struct PendingWrite;
-  void CommitBatch(const std::vector<PendingWrite*>& batch) ABSL_LOCKS_EXCLUDED(writer_mutex_);
+  // The batch's transaction: OK once committed (each write's own result is in the batch).
+  absl::Status CommitBatch(const std::vector<PendingWrite*>& batch)
+      ABSL_LOCKS_EXCLUDED(writer_mutex_);
+  // CommitBatch, and once more after a checkpoint if the disk was full: the WAL then starts
+  // over in the space it already holds.
+  void CommitBatchOrCheckpointAndRetry(const std::vector<PendingWrite*>& batch)
+      ABSL_LOCKS_EXCLUDED(writer_mutex_);
+
+  std::atomic<bool> disk_full_{false};
 
   // The write connection, used by one thread at a time.
   absl::Mutex writer_mutex_;

@@ -219,6 +219,25 @@ int64_t SqliteDatabase::ChangedRows() const { return sqlite3_changes(handle_); }
 
 bool SqliteDatabase::InTransaction() const { return sqlite3_get_autocommit(handle_) == 0; }
 
+bool SqliteDatabase::TransactionWrites() const {
+  return sqlite3_txn_state(handle_, "main") == SQLITE_TXN_WRITE;
+}
+
+absl::Status SqliteDatabase::KeepWalFilesOnClose() {
+  int keep = 1;
+  const int result = sqlite3_file_control(handle_, "main", SQLITE_FCNTL_PERSIST_WAL, &keep);
+  if (result != SQLITE_OK) return SqliteError(handle_, result, "keeping the WAL files on close");
+  return absl::OkStatus();
+}
+
+absl::Status SqliteDatabase::CheckpointWal(bool truncate) {
+  const int result = sqlite3_wal_checkpoint_v2(
+      handle_, "main", truncate ? SQLITE_CHECKPOINT_TRUNCATE : SQLITE_CHECKPOINT_RESTART,
+      /*pnLog=*/nullptr, /*pnCkpt=*/nullptr);
+  if (result != SQLITE_OK) return SqliteError(handle_, result, "checkpointing the WAL");
+  return absl::OkStatus();
+}
+
 // ---- SqliteTransaction ----
 
 absl::StatusOr<SqliteTransaction> SqliteTransaction::Begin(SqliteDatabase& database,

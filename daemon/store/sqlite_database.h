@@ -97,6 +97,18 @@ class SqliteDatabase {
   int64_t ChangedRows() const;
   // Whether a transaction is open (SQLite ends one by itself on some errors).
   bool InTransaction() const;
+  // Whether the open transaction has changed something (a write it would have to commit).
+  bool TransactionWrites() const;
+
+  // Keeps the -wal and -shm files when the last connection closes (the WAL emptied). A
+  // restart on a full disk can then read: SQLite's first connection rebuilds the -shm in the
+  // space that file already holds, where without it the file cannot be created and every read
+  // fails with "disk I/O error".
+  absl::Status KeepWalFilesOnClose();
+  // Copies the WAL into the database file. `truncate`: and empties the WAL file, giving its
+  // space back; otherwise the next write starts the WAL over in the space it holds. Busy
+  // (another connection reading or writing) is Unavailable.
+  absl::Status CheckpointWal(bool truncate);
 
  private:
   explicit SqliteDatabase(sqlite3* handle) : handle_(handle) {}
