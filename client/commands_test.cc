@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/version.h"
+#include "common/write_health.h"
 
 #include <sys/stat.h>
 
@@ -25,6 +26,7 @@ namespace {
 
 using ::grpc::health::v1::HealthCheckRequest;
 using ::grpc::health::v1::HealthCheckResponse;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::StartsWith;
@@ -114,12 +116,19 @@ class FakeHealth final : public grpc::health::v1::Health::Service {
  public:
   grpc::Status Check(grpc::ServerContext*, const HealthCheckRequest* request,
                      HealthCheckResponse* response) override {
-    service = request->service();
+    services.push_back(request->service());
+    if (request->service() == kWritesHealthService) {
+      if (!writes_known) return grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown service");
+      response->set_status(writes);
+      return grpc::Status::OK;
+    }
     response->set_status(status);
     return grpc::Status::OK;
   }
   HealthCheckResponse::ServingStatus status = HealthCheckResponse::SERVING;
-  std::string service = "unset";
+  HealthCheckResponse::ServingStatus writes = HealthCheckResponse::SERVING;
+  bool writes_known = true;  // false: a daemon older than the writes service
+  std::vector<std::string> services;
 };
 
 class CommandsTest : public ::testing::Test {
@@ -395,10 +404,21 @@ TEST_F(CommandsTest, GpusRendersTheResponse) {
 TEST_F(CommandsTest, HealthChecksTheWholeServer) {
   EXPECT_EQ(Run({"health"}), kExitOk);
   EXPECT_EQ(out_.str(), "SERVING\n");
-  EXPECT_EQ(health_.service, "");
+  EXPECT_THAT(health_.services, ElementsAre("", kWritesHealthService));
   health_.status = HealthCheckResponse::NOT_SERVING;
   EXPECT_EQ(Run({"health"}), kExitNotFinished);
   EXPECT_EQ(out_.str(), "NOT_SERVING\n");
+}
+
+TEST_F(CommandsTest, HealthSaysWhenOnlyReadsAreServed) {
+  health_.writes = HealthCheckResponse::NOT_SERVING;
+  EXPECT_EQ(Run({"health"}), kExitNotFinished);
+  EXPECT_THAT(out_.str(), StartsWith("SERVING reads only: writes NOT_SERVING (the disk holding "
+                                     "gpuprofd's database is full; free space there"));
+  // A daemon that does not know the writes service is taken as writing.
+  health_.writes_known = false;
+  EXPECT_EQ(Run({"health"}), kExitOk);
+  EXPECT_EQ(out_.str(), "SERVING\n");
 }
 
 TEST_F(CommandsTest, UnreachableDaemonExitsThreeWithAHint) {

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/render.h"
 #include "common/terminal_text.h"
+#include "common/write_health.h"
 
 namespace gpuprof::client {
 namespace {
@@ -78,8 +79,23 @@ int RunHealth(Session& session, const ParsedArgs&) {
       code != kExitOk) {
     return code;
   }
-  session.out() << HealthCheckResponse::ServingStatus_Name(response.status()) << "\n";
-  return response.status() == HealthCheckResponse::SERVING ? kExitOk : kExitNotFinished;
+  if (response.status() != HealthCheckResponse::SERVING) {
+    session.out() << HealthCheckResponse::ServingStatus_Name(response.status()) << "\n";
+    return kExitNotFinished;
+  }
+  // Reads served, writes maybe not: a daemon whose disk is full serves what it stored. A
+  // daemon older than this service answers NOT_FOUND: it does not say, so take it as writing.
+  request.set_service(kWritesHealthService);
+  HealthCheckResponse writes;
+  const grpc::Status asked =
+      session.Call(&grpc::health::v1::Health::StubInterface::Check, request, writes);
+  if (asked.ok() && writes.status() == HealthCheckResponse::NOT_SERVING) {
+    session.out() << "SERVING reads only: writes NOT_SERVING (the disk holding gpuprofd's "
+                     "database is full; free space there and gpuprofd carries on by itself)\n";
+    return kExitNotFinished;
+  }
+  session.out() << "SERVING\n";
+  return kExitOk;
 }
 
 // gpus and health: each node's own output under a header.

@@ -127,7 +127,20 @@ absl::Status ExperimentManager::Recover() {
     interrupted.push_back(InterruptedAtRestart(std::move(experiment), last_alive));
   }
   if (!interrupted.empty()) {
-    RETURN_IF_ERROR(store_->UpdateMany(interrupted));
+    const absl::Status stored = store_->UpdateMany(interrupted);
+    if (absl::IsResourceExhausted(stored)) {
+      // A full disk does not keep the daemon from serving what is stored: the marks wait in
+      // memory (reads see them) and the control loop stores them once the disk takes writes;
+      // nothing starts before.
+      Log(absl::StrCat("could not mark ", interrupted.size(),
+                       " experiment(s) that were running INTERRUPTED: ", stored.message(),
+                       "; retrying every second"));
+      absl::MutexLock lock(&mutex_);
+      storage_error_ = std::string(stored.message());
+      unpersisted_.insert(unpersisted_.end(), interrupted.begin(), interrupted.end());
+    } else {
+      RETURN_IF_ERROR(stored);
+    }
     if (observer_ != nullptr) {
       for (const auto& [experiment, event] : interrupted) observer_->ExperimentEnded(experiment);
     }
@@ -937,9 +950,9 @@ void ExperimentManager::ControlLoop() {
                              storage_error_, "), so it stopped the run rather than lose them"),
                 "");
     }
-    // While writes wait for the disk, nothing new starts (its events could not be kept), and
-    // nothing is preempted for it.
-    if (unpersisted_.empty()) {
+    // While writes wait for the disk, or the disk refuses them, nothing new starts (its events
+    // could not be kept), and nothing is preempted for it.
+    if (unpersisted_.empty() && !store_->disk_full()) {
       for (const Dispatch& dispatch : scheduler_->DispatchReady(absl::Now())) {
         StartLocked(dispatch);
       }

@@ -52,6 +52,9 @@ class DaemonMetrics : public ManagerObserver {
   virtual void SetStoreSizeBytes(int64_t bytes) = 0;
   // Rows of the store found damaged (their proto does not parse) and skipped since start-up.
   virtual void SetStoreDamagedRows(int64_t rows) {}
+  // Free bytes on the disk holding the database (negative: unknown, left unset), and whether
+  // the store serves reads only because that disk is full.
+  virtual void SetStoreSpace(int64_t free_bytes, bool read_only) {}
   // Quota use of the users named in the access policy, and of everyone else as "(other)"
   // (kOtherUsers; gpu_hours_last_day unset for it): replaces the previous set.
   virtual void SetUserQuotaUse(const std::vector<v1::QuotaReport>& use) {}

@@ -20,6 +20,8 @@ inline constexpr char kWorkerFailures[] = "gpuprof_worker_failures_total";
 inline constexpr char kGrpcRequests[] = "gpuprof_grpc_requests_total";
 inline constexpr char kStoreSizeBytes[] = "gpuprof_store_size_bytes";
 inline constexpr char kStoreDamagedRows[] = "gpuprof_store_damaged_rows";
+inline constexpr char kStoreDiskFreeBytes[] = "gpuprof_store_disk_free_bytes";
+inline constexpr char kStoreReadOnly[] = "gpuprof_store_read_only";
 inline constexpr char kAccessRefusals[] = "gpuprof_access_refusals_total";
 inline constexpr char kPreemptions[] = "gpuprof_preemptions_total";
 inline constexpr char kConnections[] = "gpuprof_connections";
@@ -71,6 +73,8 @@ inline constexpr const char* kAll[] = {
     kGrpcRequests,
     kStoreSizeBytes,
     kStoreDamagedRows,
+    kStoreDiskFreeBytes,
+    kStoreReadOnly,
     kAccessRefusals,
     kPreemptions,
     kConnections,

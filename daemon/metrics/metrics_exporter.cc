@@ -68,6 +68,9 @@ void MetricsExporter::SampleOnce() {
     metrics_.SetStoreSizeBytes(*size);
   }
   metrics_.SetStoreDamagedRows(static_cast<int64_t>(manager_->DamagedStoreRows().size()));
+  if (store_space_ != nullptr) {
+    metrics_.SetStoreSpace(store_space_->free_bytes(), store_space_->read_only());
+  }
   if (telemetry_ != nullptr) {
     for (const GpuTelemetry& sample : telemetry_->Read()) metrics_.SetGpuTelemetry(sample);
   }

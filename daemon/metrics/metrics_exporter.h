@@ -18,6 +18,7 @@
 #include "daemon/metrics/prometheus_daemon_metrics.h"
 #include "daemon/server/connection_limit.h"
 #include "daemon/server/profiler_service.h"
+#include "daemon/store/store_space_monitor.h"
 
 namespace gpuprof::daemon {
 
@@ -46,6 +47,9 @@ class MetricsExporter {
   // Samples the connection count and refusals of `limit` too; call before Start. `limit` must
   // outlive Stop.
   void SampleConnections(ConnectionLimit* limit) { connections_ = limit; }
+  // Samples the free space under the store and whether it is read-only; call before Start.
+  // `monitor` must outlive Stop.
+  void SampleStoreSpace(const StoreSpaceMonitor* monitor) { store_space_ = monitor; }
   // The bound port, 0 before Start.
   int port() const { return metrics_.port(); }
   // Reports the daemon down and stops the sampler; call before the manager shuts down.
@@ -60,6 +64,7 @@ class MetricsExporter {
   const std::string nvml_path_;
   ExperimentManager* manager_ = nullptr;
   ConnectionLimit* connections_ = nullptr;
+  const StoreSpaceMonitor* store_space_ = nullptr;
   std::unique_ptr<GpuTelemetryReader> telemetry_;  // null without NVML
 
   absl::Mutex mutex_;

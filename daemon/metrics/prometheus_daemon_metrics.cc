@@ -230,6 +230,18 @@ PrometheusDaemonMetrics::PrometheusDaemonMetrics(absl::string_view version)
                                     "started (run gpuprofd --check-db).")
                               .Register(*registry_)
                               .Add({})),
+      store_disk_free_bytes_(prometheus::BuildGauge()
+                                 .Name(metric_names::kStoreDiskFreeBytes)
+                                 .Help("Bytes free on the file system holding the experiment "
+                                       "store (statvfs f_bavail * f_frsize).")
+                                 .Register(*registry_)
+                                 .Add({})),
+      store_read_only_(prometheus::BuildGauge()
+                           .Name(metric_names::kStoreReadOnly)
+                           .Help("1 while the disk holding the experiment store is full and "
+                                 "gpuprofd serves reads only, refusing writes; else 0.")
+                           .Register(*registry_)
+                           .Add({})),
       result_bandwidth_(prometheus::BuildGauge()
                             .Name(metric_names::kResultBandwidth)
                             .Help("Bandwidth achieved by the latest finished experiment of the "
@@ -538,6 +550,11 @@ void PrometheusDaemonMetrics::SetGpuLeases(const std::map<int, std::string>& lea
     const bool leased = lease != leases.end() && !lease->second.empty();
     gpu_leased_.Add({{"gpu", absl::StrCat(gpu)}}).Set(leased ? 1 : 0);
   }
+}
+
+void PrometheusDaemonMetrics::SetStoreSpace(int64_t free_bytes, bool read_only) {
+  if (free_bytes >= 0) store_disk_free_bytes_.Set(static_cast<double>(free_bytes));
+  store_read_only_.Set(read_only ? 1 : 0);
 }
 
 void PrometheusDaemonMetrics::SetStoreSizeBytes(int64_t bytes) {

@@ -60,6 +60,7 @@ class PrometheusDaemonMetrics final : public DaemonMetrics {
   void SetGpuLeases(const std::map<int, std::string>& leases) override;
   void SetStoreSizeBytes(int64_t bytes) override;
   void SetStoreDamagedRows(int64_t rows) override;
+  void SetStoreSpace(int64_t free_bytes, bool read_only) override;
   void SetUserQuotaUse(const std::vector<v1::QuotaReport>& use) override;
   void SetConnections(int64_t live, int64_t refused_total) override;
   void SetTelemetryAvailable(bool available) override;
@@ -97,6 +98,8 @@ class PrometheusDaemonMetrics final : public DaemonMetrics {
   std::set<std::string> quota_users_ ABSL_GUARDED_BY(quota_mutex_);  // users with series now
   prometheus::Gauge& store_size_bytes_;
   prometheus::Gauge& store_damaged_rows_;
+  prometheus::Gauge& store_disk_free_bytes_;
+  prometheus::Gauge& store_read_only_;
 
   // Results: the latest value of each kind, per bounded label set.
   prometheus::Family<prometheus::Gauge>& result_bandwidth_;

@@ -299,6 +299,7 @@ TEST(PrometheusDaemonMetricsTest, ExportsInventoryLeasesAndDecodedTelemetry) {
   metrics.SetGpuLeases({{1, "01J9SECRETEXPERIMENTID"}});
   metrics.SetQueuedExperiments(4);
   metrics.SetStoreSizeBytes(1 << 20);
+  metrics.SetStoreSpace(3 << 20, /*read_only=*/true);
   metrics.SetTelemetryAvailable(true);
   GpuTelemetry telemetry;
   telemetry.gpu = 0;
@@ -318,6 +319,8 @@ TEST(PrometheusDaemonMetricsTest, ExportsInventoryLeasesAndDecodedTelemetry) {
   EXPECT_EQ(ValueOf(samples, R"(gpuprof_gpu_leased{gpu="1"})"), 1);
   EXPECT_EQ(ValueOf(samples, "gpuprof_queued_experiments"), 4);
   EXPECT_EQ(ValueOf(samples, "gpuprof_store_size_bytes"), 1 << 20);
+  EXPECT_EQ(ValueOf(samples, "gpuprof_store_disk_free_bytes"), 3 << 20);
+  EXPECT_EQ(ValueOf(samples, "gpuprof_store_read_only"), 1);
   EXPECT_EQ(ValueOf(samples, "gpuprof_nvml_available"), 1);
   EXPECT_EQ(ValueOf(samples, R"(gpuprof_gpu_utilization_ratio{gpu="0"})"), 0.5);
   EXPECT_EQ(ValueOf(samples, R"(gpuprof_gpu_temperature_celsius{gpu="0"})"), 61);

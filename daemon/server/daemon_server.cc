@@ -18,6 +18,7 @@
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
 #include "common/version.h"
+#include "common/write_health.h"
 #include "daemon/daemon_config.h"
 #include "daemon/store/experiment_store.h"
 #include "daemon/store/private_state.h"
@@ -321,6 +322,11 @@ absl::Status DaemonServer::StartCore() {
                                 metrics_ ? metrics_->manager_observer() : nullptr);
   if (!manager.ok()) return absl::Status(manager.status().code(), manager.status().ToString());
   manager_ = *std::move(manager);
+  // On a full disk the daemon starts all the same and serves reads: this says so (a log line,
+  // the "writes" health service, metrics) and notices when space comes back.
+  space_monitor_ = StoreSpaceMonitor::Start(
+      manager_->store(), db_path_,
+      {.on_change = [this](bool read_only) { PublishWriteHealth(read_only); }});
 
   // GPU health: NVML's Xid events and memory error counters, reported to the manager. Before
   // metrics and gRPC, so that a GPU waiting for a reset is drained before anyone can lease it.
@@ -348,6 +354,7 @@ absl::Status DaemonServer::StartCore() {
   // Metrics serve before gRPC does, so that a daemon that answers health checks can be scraped.
   if (metrics_ != nullptr) {
     metrics_->SampleConnections(connection_limit_.get());
+    metrics_->SampleStoreSpace(space_monitor_.get());
     const absl::Status serving = metrics_->Start(manager_.get(), options_.metrics_listen);
     if (!serving.ok()) return absl::Status(serving.code(), serving.ToString());
   }
@@ -434,6 +441,11 @@ absl::Status DaemonServer::BindAndServe() {
     return absl::UnavailableError(
         absl::StrCat("could not listen on ", absl::StrJoin(addresses_, ", ")));
   }
+  {
+    absl::MutexLock lock(&write_health_mutex_);
+    write_health_ = server_->GetHealthCheckService();
+    write_health_->SetServingStatus(kWritesHealthService, !space_monitor_->read_only());
+  }
   for (auto& listener : unix_listeners_) listener->Serve(server_.get());
   for (auto& listener : tcp_listeners_) listener->Serve(tcp_acceptor_.get());
   if (!options_.health_listen.empty()) {
@@ -477,6 +489,11 @@ void DaemonServer::RefreshTls(const char* why) {
     Log(absl::StrCat(why, ": TLS files reloaded (", absl::StrJoin(*copied, ", "),
                      "); new connections use them"));
   }
+}
+
+void DaemonServer::PublishWriteHealth(bool read_only) {
+  absl::MutexLock lock(&write_health_mutex_);
+  if (write_health_ != nullptr) write_health_->SetServingStatus(kWritesHealthService, !read_only);
 }
 
 void DaemonServer::Reload() {
@@ -540,6 +557,10 @@ void DaemonServer::StopStarted(bool log) {
   Step(kListenersClosed);
   // Probes see NOT_SERVING first, so the daemon leaves load balancers before it stops.
   if (health_only_ != nullptr) health_only_->SetNotServing();
+  {
+    absl::MutexLock lock(&write_health_mutex_);
+    write_health_ = nullptr;
+  }
   if (server_ != nullptr) server_->GetHealthCheckService()->Shutdown();
   if (metrics_ != nullptr) metrics_->Stop();
   // Streams end when the managers end them; in-flight RPCs then get a moment to finish. Sweeps
@@ -547,6 +568,7 @@ void DaemonServer::StopStarted(bool log) {
   if (sweeps_ != nullptr) sweeps_->Shutdown();
   Step(kSweepsStopped);
   health_monitor_.reset();  // it reports into the manager
+  space_monitor_.reset();   // it writes into the manager's store
   if (manager_ != nullptr) manager_->Shutdown();
   Step(kManagerStopped);
   if (server_ != nullptr) {

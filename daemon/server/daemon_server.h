@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/admission/access_policy.h"
 #include "daemon/experiment_manager.h"
@@ -29,6 +30,7 @@
 #include "daemon/server/tls_file_mirror.h"
 #include "daemon/server/unix_socket_listener.h"
 #include "daemon/store/state_dir_lock.h"
+#include "daemon/store/store_space_monitor.h"
 #include "daemon/sweep_manager.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/resource_quota.h"
@@ -170,6 +172,8 @@ class DaemonServer {
   absl::Status BindAndServe();
   void StartFileWatchers();
   void RefreshTls(const char* why);
+  // The "writes" health service: NOT_SERVING while the store is read-only (a full disk).
+  void PublishWriteHealth(bool read_only) ABSL_LOCKS_EXCLUDED(write_health_mutex_);
   // Stops whatever has started, in Stop()'s order; `log` prints the final "stopped".
   void StopStarted(bool log);
   void Step(absl::string_view step);
@@ -190,6 +194,7 @@ class DaemonServer {
   std::unique_ptr<MetricsExporter> metrics_;           // the manager reports to it to its end
   std::unique_ptr<ExperimentManager> manager_;         // owns the store
   std::unique_ptr<GpuHealthMonitor> health_monitor_;   // reports into the manager
+  std::unique_ptr<StoreSpaceMonitor> space_monitor_;   // watches the manager's store
   std::unique_ptr<SweepManager> sweeps_;
   std::unique_ptr<PeerCredentialRegistry> connection_owners_;
   std::unique_ptr<Authenticator> authenticator_;
@@ -199,6 +204,9 @@ class DaemonServer {
   std::vector<std::unique_ptr<UnixSocketListener>> unix_listeners_;
   std::vector<std::unique_ptr<TcpSocketListener>> tcp_listeners_;
   std::unique_ptr<grpc::Server> server_;
+  absl::Mutex write_health_mutex_;
+  // server_'s health service from BindAndServe until it shuts down.
+  grpc::HealthCheckServiceInterface* write_health_ ABSL_GUARDED_BY(write_health_mutex_) = nullptr;
   std::unique_ptr<HealthOnlyServer> health_only_;
   std::unique_ptr<FileChangeWatcher> tls_watcher_;
   std::unique_ptr<FileChangeWatcher> reload_watcher_;
