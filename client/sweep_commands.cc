@@ -1,6 +1,7 @@
 #include "client/sweep_commands.h"
 
 #include <algorithm>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -16,6 +17,7 @@
 #include "client/render.h"
 #include "client/request_builder.h"
 #include "client/request_text.h"
+#include "client/stream_resume.h"
 #include "client/sweep_pages.h"
 #include "client/sweep_plot.h"
 #include "client/sweep_watch_summary.h"
@@ -173,40 +175,57 @@ int FollowSweep(Session& session, const std::string& id, int64_t from_seq, Sweep
   if (const absl::Status text = CheckRequestIsUtf8(request); !text.ok()) {
     return ReportUsageError(session.env(), text.message(), "sweep watch");
   }
-  ClientContext context;
-  auto reader = session.profiler().WatchSweep(&context, request);
+  auto context = std::make_unique<ClientContext>();
+  auto reader = session.profiler().WatchSweep(context.get(), request);
   v1::SweepEvent event;
   int64_t last_seq = from_seq - 1;
   v1::SweepState state = sweep.state();
   std::string ended;
   bool live_showing = false;
-  while (reader->Read(&event)) {
-    last_seq = event.seq();
-    state = event.state();
-    if (json_events) {
-      session.out() << JsonLine(event) << "\n";
-    } else if (summary.has_value()) {
-      if (auto line = summary->OnEvent(event, session.now())) notes << *line << "\n";
-    } else if (event.has_point() && IsTerminalState(event.point().state())) {
-      if (live_showing) WriteTerminalControl(session.out(), kClearLine);
-      live_showing = false;
-      session.out() << (table ? FixedWidthRow(SweepPointCells(event.point(), axes, true), widths,
-                                              axes.size() + 3)
-                              : SweepPointLine(event.point(), axes, format));
+  int resumes = 0;
+  grpc::Status status;
+  // Cut off for reading too slowly (a paused terminal), the stream is watched again from the
+  // seq the daemon names.
+  while (true) {
+    while (reader->Read(&event)) {
+      resumes = 0;
+      last_seq = event.seq();
+      state = event.state();
+      if (json_events) {
+        session.out() << JsonLine(event) << "\n";
+      } else if (summary.has_value()) {
+        if (auto line = summary->OnEvent(event, session.now())) notes << *line << "\n";
+      } else if (event.has_point() && IsTerminalState(event.point().state())) {
+        if (live_showing) WriteTerminalControl(session.out(), kClearLine);
+        live_showing = false;
+        session.out() << (table ? FixedWidthRow(SweepPointCells(event.point(), axes, true), widths,
+                                                axes.size() + 3)
+                                : SweepPointLine(event.point(), axes, format));
+      }
+      if (event.payload_case() == v1::SweepEvent::kEnded) ended = event.ended();
+      if (live) {
+        const int total = event.points_total() > 0 ? event.points_total() : total_points;
+        WriteTerminalControl(session.out(), kClearLine);
+        session.out() << SweepProgressLine(total, event.points_finished() + event.points_failed(),
+                                           event.points_running(), event.points_failed(),
+                                           session.now() - created);
+        live_showing = true;
+      }
+      session.out().flush();
     }
-    if (event.payload_case() == v1::SweepEvent::kEnded) ended = event.ended();
-    if (live) {
-      const int total = event.points_total() > 0 ? event.points_total() : total_points;
-      WriteTerminalControl(session.out(), kClearLine);
-      session.out() << SweepProgressLine(total, event.points_finished() + event.points_failed(),
-                                         event.points_running(), event.points_failed(),
-                                         session.now() - created);
-      live_showing = true;
-    }
-    session.out().flush();
+    status = reader->Finish();
+    const std::optional<int64_t> resume_from = ResumeFromSeq(*context, status);
+    if (!resume_from.has_value() || resumes == kMaxStreamResumes) break;
+    ++resumes;
+    if (live_showing) WriteTerminalControl(session.out(), kClearLine);
+    live_showing = false;
+    session.err() << "note: " << EscapeForTerminal(status.error_message())
+                  << "; watching again from seq " << *resume_from << "\n";
+    request.set_from_seq(*resume_from);
+    context = std::make_unique<ClientContext>();
+    reader = session.profiler().WatchSweep(context.get(), request);
   }
   if (live_showing) WriteTerminalControl(session.out(), kClearLine);
-  const grpc::Status status = reader->Finish();
   if (!status.ok()) {
     const int code = session.ReportRpcError(status);
     session.err() << "resume with: gpuprof sweep watch " << id << " --from-seq " << last_seq + 1

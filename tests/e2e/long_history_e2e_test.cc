@@ -3,10 +3,13 @@
 // client that stops reading cut off with a position it can resume from.
 #include <grpcpp/grpcpp.h>
 #include <sys/types.h>
+#include <sys/wait.h>
 
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <thread>
@@ -15,6 +18,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
@@ -310,6 +314,44 @@ TEST_F(LongHistoryTest, AClientThatStopsReadingIsCutOffAndResumesFromWhereItWasT
   cancel.join();
   EXPECT_TRUE(resumed.status.ok()) << resumed.status.error_message();
   EXPECT_TRUE(Contiguous(resumed.seqs, resume_from, GetSweep().last_seq()));
+}
+
+TEST_F(LongHistoryTest, TheCliWatchesAgainFromWhereItWasCutOff) {
+  SubmitHangingSweep();
+  ASSERT_FALSE(sweep_id_.empty());
+  ASSERT_EQ(daemon_->Cli({"sweep", "cancel", sweep_id_}).exit_code, 0);
+  ASSERT_EQ(daemon_->Stop(), 0);
+  AppendStoredEvents(20'000);
+  ASSERT_TRUE(daemon_->Start().ok()) << daemon_->Log();
+  const int64_t last_seq = GetSweep().last_seq();
+
+  // `sweep watch --json` into a pipe nobody reads for longer than the daemon waits (a paused
+  // terminal): the daemon cuts the stream off, and the CLI watches again from where it was.
+  const std::string err_path = absl::StrCat(state_dir_, "/watch.err");
+  const std::string command = absl::StrCat(
+      testing::RunfilePath("client/gpuprof"), " --target=", daemon_->target(),
+      " --user=tester sweep watch ", sweep_id_, " --json 2>", err_path);
+  FILE* pipe = popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string out(4096, '\0');
+  out.resize(fread(out.data(), 1, out.size(), pipe));
+  absl::SleepFor(kStallTimeout * 3);
+  char buffer[1 << 16];
+  for (size_t got; (got = fread(buffer, 1, sizeof(buffer), pipe)) > 0;) out.append(buffer, got);
+  const int status = pclose(pipe);
+  std::ifstream err_file(err_path);
+  const std::string err((std::istreambuf_iterator<char>(err_file)),
+                        std::istreambuf_iterator<char>());
+  EXPECT_TRUE(WIFEXITED(status)) << err;
+  EXPECT_THAT(err, HasSubstr("watching again from seq"));
+  std::vector<int64_t> seqs;
+  for (const std::string& line :
+       std::vector<std::string>(absl::StrSplit(out, '\n', absl::SkipEmpty()))) {
+    v1::SweepEvent event;
+    ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(line, &event).ok()) << line;
+    seqs.push_back(event.seq());
+  }
+  EXPECT_TRUE(Contiguous(seqs, 1, last_seq));
 }
 
 }  // namespace
