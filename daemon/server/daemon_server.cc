@@ -197,7 +197,6 @@ absl::Status DaemonServer::ValidateOptions(const Options& options) {
     return absl::InvalidArgumentError(
         absl::StrCat("--rpc_threads must be at least 1, got ", options.rpc_threads));
   }
-  if (!options.socket_group.empty()) RETURN_IF_ERROR(GroupByName(options.socket_group).status());
   if (options.watch_buffer_bytes < 1 || options.watch_buffer_total_bytes < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--watch_buffer_bytes and --watch_buffer_total_bytes must be at least 1, got ",
@@ -208,6 +207,7 @@ absl::Status DaemonServer::ValidateOptions(const Options& options) {
         absl::StrCat("--watch_stall_timeout must be positive, got ",
                      absl::FormatDuration(options.watch_stall_timeout)));
   }
+  if (!options.socket_group.empty()) RETURN_IF_ERROR(GroupByName(options.socket_group).status());
   return absl::OkStatus();
 }
 

@@ -101,14 +101,14 @@ class DaemonServer {
     int max_watch_streams_per_user = 256;
     int submits_per_minute_per_user = 120;
     int rpc_threads = ProfilerService::kDefaultCallThreads;
-
-    // GPU health.
     // Event streams (Watch, WatchSweep, Submit's): bytes queued per stream and in total (live
     // events beyond them are read back from the store), and how long a client may take no
     // event before it is cut off with the seq to resume from.
     int64_t watch_buffer_bytes = StreamLimits().buffer_bytes_per_stream;
     int64_t watch_buffer_total_bytes = StreamLimits().buffer_bytes_total;
     absl::Duration watch_stall_timeout = StreamLimits().stall_timeout;
+
+    // GPU health.
     std::string nvml_library = "libnvidia-ml.so.1";
     absl::Duration gpu_health_interval = absl::Seconds(10);
 

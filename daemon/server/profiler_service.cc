@@ -18,7 +18,7 @@ using ExperimentStream = EventStreamReactor<v1::ExperimentEvent, ExperimentManag
 
 ProfilerService::ProfilerService(ExperimentManager* manager, SweepManager* sweeps,
                                  const Authenticator* authenticator, RpcObserver observer,
-                                 int call_threads)
+                                 int call_threads, StreamLimits stream_limits)
     : manager_(manager),
       sweeps_(sweeps),
       authenticator_(authenticator),

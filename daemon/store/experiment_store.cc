@@ -586,7 +586,7 @@ absl::StatusOr<v1::Sweep> ExperimentStore::GetSweepPage(const std::string& id,
 absl::StatusOr<std::vector<v1::SweepEvent>> ExperimentStore::SweepEvents(
     const std::string& id, int64_t from_seq, store::EventPageLimit limit) {
   return database_->OnReader(
-      [&](SqliteDatabase& database) { return sweeps_.Events(database, id, from_seq); });
+      [&](SqliteDatabase& database) { return sweeps_.Events(database, id, from_seq, limit); });
 }
 
 absl::StatusOr<SweepPage> ExperimentStore::ListSweeps(const std::string& user, int page_size,
