@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "daemon/store/sqlite_database.h"
@@ -48,9 +49,20 @@ absl::Status GroupCommit::Commit(absl::string_view operation, Write write) {
   return pending.result;
 }
 
+namespace {
+
+// SQLITE_FULL (SqliteError's ResourceExhausted with SQLite's own text for it), not a write's
+// own refusal that happens to share the code.
+bool IsDiskFull(const absl::Status& status) {
+  return absl::IsResourceExhausted(status) &&
+         absl::StrContains(status.message(), "database or disk is full");
+}
+
+}  // namespace
+
 void GroupCommit::CommitBatchOrCheckpointAndRetry(const std::vector<PendingWrite*>& batch) {
   absl::Status committed = CommitBatch(batch);
-  if (absl::IsResourceExhausted(committed)) {
+  if (IsDiskFull(committed)) {
     // Nothing of the batch was kept. A WAL that has grown to fill the disk is copied into the
     // database (which reuses its own free pages), and the next transaction writes the WAL from
     // its start again, in space it already holds.
@@ -61,10 +73,13 @@ void GroupCommit::CommitBatchOrCheckpointAndRetry(const std::vector<PendingWrite
     }
     if (checkpointed) committed = CommitBatch(batch);
   }
-  if (committed.ok()) {
-    disk_full_ = false;
-  } else if (absl::IsResourceExhausted(committed)) {
+  // A write refused for space inside a batch that committed the others counts too.
+  bool refused_for_space = IsDiskFull(committed);
+  for (const PendingWrite* pending : batch) refused_for_space |= IsDiskFull(pending->result);
+  if (refused_for_space) {
     disk_full_ = true;
+  } else if (committed.ok()) {
+    disk_full_ = false;
   }
 }
 

@@ -102,5 +102,39 @@ TEST_F(GroupCommitTest, OnWriterSeesWhatWasCommitted) {
             9);
 }
 
+// max_page_count makes SQLite answer SQLITE_FULL as a full disk does.
+TEST_F(GroupCommitTest, ADatabaseThatCannotGrowIsFullUntilAWriteCommits) {
+  ASSERT_TRUE(commit_->OnWriter([](SqliteDatabase& db) {
+    return db.Execute("PRAGMA max_page_count = " +
+                          std::to_string(db.QueryInt64("PRAGMA page_count", "pages").value_or(2)),
+                      "capping the file");
+  }).ok());
+  EXPECT_FALSE(commit_->disk_full());
+  const absl::Status refused = commit_->Commit("many rows", [](SqliteDatabase& db) {
+    for (int64_t key = 0; key < 5000; ++key) {
+      if (absl::Status s = Insert(db, key); !s.ok()) return s;
+    }
+    return absl::OkStatus();
+  });
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
+  EXPECT_TRUE(commit_->disk_full());
+  EXPECT_EQ(Count(), 0);
+
+  ASSERT_TRUE(commit_->OnWriter([](SqliteDatabase& db) {
+    return db.Execute("PRAGMA max_page_count = 1000000", "uncapping the file");
+  }).ok());
+  EXPECT_TRUE(commit_->Commit("one row", [](SqliteDatabase& db) { return Insert(db, 1); }).ok());
+  EXPECT_FALSE(commit_->disk_full());
+  EXPECT_EQ(Count(), 1);
+}
+
+// A write's own ResourceExhausted (a quota, say) is not a full disk.
+TEST_F(GroupCommitTest, AWritesOwnResourceExhaustedIsNotAFullDisk) {
+  EXPECT_FALSE(commit_->Commit("refused", [](SqliteDatabase&) {
+                        return absl::ResourceExhaustedError("quota");
+                      }).ok());
+  EXPECT_FALSE(commit_->disk_full());
+}
+
 }  // namespace
 }  // namespace gpuprof::daemon::store

@@ -231,11 +231,15 @@ absl::Status SqliteDatabase::KeepWalFilesOnClose() {
 }
 
 absl::Status SqliteDatabase::CheckpointWal(bool truncate) {
+  if (truncate) sqlite3_busy_timeout(handle_, 0);
   const int result = sqlite3_wal_checkpoint_v2(
       handle_, "main", truncate ? SQLITE_CHECKPOINT_TRUNCATE : SQLITE_CHECKPOINT_RESTART,
       /*pnLog=*/nullptr, /*pnCkpt=*/nullptr);
-  if (result != SQLITE_OK) return SqliteError(handle_, result, "checkpointing the WAL");
-  return absl::OkStatus();
+  const absl::Status checkpointed =
+      result == SQLITE_OK ? absl::OkStatus()
+                          : SqliteError(handle_, result, "checkpointing the WAL");
+  if (truncate) sqlite3_busy_timeout(handle_, kBusyTimeoutMs);
+  return checkpointed;
 }
 
 // ---- SqliteTransaction ----

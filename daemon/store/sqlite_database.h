@@ -106,8 +106,9 @@ class SqliteDatabase {
   // fails with "disk I/O error".
   absl::Status KeepWalFilesOnClose();
   // Copies the WAL into the database file. `truncate`: and empties the WAL file, giving its
-  // space back; otherwise the next write starts the WAL over in the space it holds. Busy
-  // (another connection reading or writing) is Unavailable.
+  // space back, without waiting for readers (the writer's lock is held meanwhile; one mid-read
+  // makes it Unavailable, and a later one tries again); otherwise it waits for them as any
+  // statement does, and the next write starts the WAL over in the space it holds.
   absl::Status CheckpointWal(bool truncate);
 
  private:
