@@ -6,8 +6,7 @@ namespace gpuprof::daemon {
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
-                      std::string(status.message()));
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
 }
 
 bool StreamBufferBudget::TryReserve(int64_t bytes) {
@@ -41,8 +40,11 @@ void StreamWatchdog::Remove(WatchedStream* stream) {
 }
 
 void StreamWatchdog::Loop() {
-  // Below this much still queued, what the ended streams freed is worth giving back.
+  // Below this much still queued, what the ended streams freed is worth giving back; at most
+  // this often, since a trim holds each allocator arena's lock while it walks it.
   constexpr int64_t kTrimBelowBytes = 1 << 20;
+  constexpr absl::Duration kTrimEvery = absl::Seconds(5);
+  absl::Time last_trim = absl::InfinitePast();
   while (true) {
     std::vector<WatchedStream*> streams;
     bool trim = false;
@@ -56,7 +58,7 @@ void StreamWatchdog::Loop() {
         stream->Ref();
         streams.push_back(stream);
       }
-      if (trim_due_ && budget_.used() < kTrimBelowBytes) {
+      if (trim_due_ && budget_.used() < kTrimBelowBytes && absl::Now() - last_trim >= kTrimEvery) {
         trim = true;
         trim_due_ = false;
       }
@@ -68,7 +70,10 @@ void StreamWatchdog::Loop() {
     }
     // glibc keeps freed memory in its arenas; a replay of a long history frees many small
     // blocks at once, which would otherwise stay in the daemon's RSS.
-    if (trim) malloc_trim(0);
+    if (trim) {
+      malloc_trim(0);
+      last_trim = absl::Now();
+    }
   }
 }
 
