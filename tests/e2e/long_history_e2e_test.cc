@@ -264,13 +264,13 @@ TEST_F(LongHistoryTest, AHundredThousandEventsReplayInOrderThenLiveInBoundedMemo
               static_cast<long long>(ended.last_seq()), static_cast<long long>(baseline_kib),
               static_cast<long long>(peak_kib.load()), static_cast<long long>(after_kib));
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  // The sanitizers' shadow memory and quarantine keep what the daemon frees.
-  constexpr int64_t kMemoryScale = 8;
+  // The sanitizers' allocators make every block dearer and keep what is freed (ASan's
+  // quarantine holds up to 256 MiB), so only the peak is bounded there, more loosely.
+  EXPECT_LT(peak_kib.load() - baseline_kib, 48 * 1024 * 8);
 #else
-  constexpr int64_t kMemoryScale = 1;
+  EXPECT_LT(peak_kib.load() - baseline_kib, 48 * 1024);
+  EXPECT_LT(after_kib - baseline_kib, 8 * 1024);
 #endif
-  EXPECT_LT(peak_kib.load() - baseline_kib, 48 * 1024 * kMemoryScale);
-  EXPECT_LT(after_kib - baseline_kib, 8 * 1024 * kMemoryScale);
 }
 
 TEST_F(LongHistoryTest, AClientThatStopsReadingIsCutOffAndResumesFromWhereItWasTold) {

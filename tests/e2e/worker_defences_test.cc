@@ -185,12 +185,13 @@ TEST_F(WorkerDefencesTest, StalledWatchersOfAFloodingWorkerHoldBoundedMemoryThat
               static_cast<long long>(rss_before_kb), static_cast<long long>(peak_kb),
               static_cast<long long>(rss_after_kb));
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  constexpr int64_t kMemoryScale = 8;  // shadow memory and quarantine keep what is freed
+  // The sanitizers' allocators make every block dearer and keep what is freed (ASan's
+  // quarantine holds up to 256 MiB), so only the peak is bounded there, more loosely.
+  EXPECT_LT(peak_kb - rss_before_kb, 64 * 1024 * 8);
 #else
-  constexpr int64_t kMemoryScale = 1;
+  EXPECT_LT(peak_kb - rss_before_kb, 64 * 1024);
+  EXPECT_LT(rss_after_kb - rss_before_kb, 16 * 1024);
 #endif
-  EXPECT_LT(peak_kb - rss_before_kb, 64 * 1024 * kMemoryScale);
-  EXPECT_LT(rss_after_kb - rss_before_kb, 16 * 1024 * kMemoryScale);
   // A watcher reading at a normal pace gets the whole history from the store.
   const CommandResult replay = daemon_->Cli({"watch", id, "--json"});
   auto events = ParseEventLines(replay.out);
