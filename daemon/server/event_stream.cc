@@ -21,10 +21,7 @@ StreamWatchdog::StreamWatchdog(absl::Duration period, const StreamBufferBudget& 
     : period_(period), budget_(budget), thread_([this] { Loop(); }) {}
 
 StreamWatchdog::~StreamWatchdog() {
-  {
-    absl::MutexLock lock(&mutex_);
-    stopping_ = true;
-  }
+  stop_.Notify();
   thread_.join();
 }
 
@@ -45,14 +42,11 @@ void StreamWatchdog::Loop() {
   constexpr int64_t kTrimBelowBytes = 1 << 20;
   constexpr absl::Duration kTrimEvery = absl::Seconds(5);
   absl::Time last_trim = absl::InfinitePast();
-  while (true) {
+  while (!stop_.WaitForNotificationWithTimeout(period_)) {
     std::vector<WatchedStream*> streams;
     bool trim = false;
     {
       absl::MutexLock lock(&mutex_);
-      auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) { return stopping_; };
-      mutex_.AwaitWithTimeout(absl::Condition(&stopping), period_);
-      if (stopping_) return;
       streams.reserve(streams_.size());
       for (WatchedStream* stream : streams_) {
         stream->Ref();

@@ -21,6 +21,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "daemon/admission/watch_slots.h"
@@ -102,7 +103,7 @@ class StreamWatchdog {
   absl::Mutex mutex_;
   absl::flat_hash_set<WatchedStream*> streams_ ABSL_GUARDED_BY(mutex_);
   bool trim_due_ ABSL_GUARDED_BY(mutex_) = false;
-  bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
+  absl::Notification stop_;
   std::thread thread_;
 };
 

@@ -27,6 +27,9 @@
 
 extern char** environ;
 
+extern "C" void __asan_init() __attribute__((weak));
+extern "C" void __tsan_init() __attribute__((weak));
+
 namespace gpuprof::testing {
 namespace {
 
@@ -77,6 +80,12 @@ std::string RunfilePath(const std::string& workspace_relative) {
   if (srcdir == nullptr) return workspace_relative;
   return absl::StrCat(srcdir, "/", workspace == nullptr ? "gpuprof" : workspace, "/",
                       workspace_relative);
+}
+
+bool RunningUnderSanitizer() {
+  // Weak references: resolved when a sanitizer's runtime is linked in (the TSan build hides
+  // __SANITIZE_THREAD__ from the code, see .bazelrc), null otherwise.
+  return &__asan_init != nullptr || &__tsan_init != nullptr;
 }
 
 int FreeLoopbackPort() {

@@ -38,6 +38,11 @@ struct LocalAccount;  // tests/testing/local_account.h
 // Path of a binary built by Bazel and listed in the test's data, e.g. "daemon/gpuprofd".
 std::string RunfilePath(const std::string& workspace_relative);
 
+// Whether this test runs with AddressSanitizer's or ThreadSanitizer's runtime linked in (the
+// daemons it starts are built the same way): their allocators keep what a process frees, so a
+// test of memory given back can only bound the peak there.
+bool RunningUnderSanitizer();
+
 // A loopback port free when asked (bound and closed).
 int FreeLoopbackPort();
 
