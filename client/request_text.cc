@@ -15,13 +15,6 @@ using ::google::protobuf::FieldDescriptor;
 using ::google::protobuf::Message;
 using ::google::protobuf::Reflection;
 
-size_t Utf8Length(char32_t code_point) {
-  if (code_point < 0x80) return 1;
-  if (code_point < 0x800) return 2;
-  if (code_point < 0x10000) return 3;
-  return 4;
-}
-
 absl::Status CheckMessage(const Message& message, const std::string& path);
 
 std::string ElementPath(const Message& message, const FieldDescriptor& field,
@@ -87,18 +80,6 @@ absl::Status CheckMessage(const Message& message, const std::string& path) {
 }
 
 }  // namespace
-
-std::optional<size_t> FirstInvalidUtf8Byte(absl::string_view text) {
-  size_t offset = 0;
-  while (offset < text.size()) {
-    // FindUnsafeCharacter stops at control characters too: step over those, they are UTF-8.
-    const std::optional<UnsafeCharacter> unsafe = FindUnsafeCharacter(text.substr(offset));
-    if (!unsafe.has_value()) return std::nullopt;
-    if (unsafe->invalid_utf8) return offset + unsafe->byte_offset;
-    offset += unsafe->byte_offset + Utf8Length(unsafe->code_point);
-  }
-  return std::nullopt;
-}
 
 absl::Status CheckUtf8(absl::string_view what, absl::string_view text) {
   const std::optional<size_t> bad = FirstInvalidUtf8Byte(text);

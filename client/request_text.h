@@ -1,6 +1,6 @@
 // Text the CLI puts in a request must be UTF-8: the API's text fields are proto3 strings, and
-// gpuprofd cannot even parse a request that holds anything else (gRPC answers UNIMPLEMENTED
-// with no message). These checks refuse such text before anything is sent, naming where it is.
+// gpuprofd cannot parse a request that holds anything else (it refuses it, naming the field).
+// These checks refuse such text before anything is sent, naming the flag or field.
 #ifndef GPUPROF_CLIENT_REQUEST_TEXT_H_
 #define GPUPROF_CLIENT_REQUEST_TEXT_H_
 
@@ -12,9 +12,6 @@
 #include "google/protobuf/message.h"
 
 namespace gpuprof::client {
-
-// The offset of the first byte of `text` that is not part of valid UTF-8, if any.
-std::optional<size_t> FirstInvalidUtf8Byte(absl::string_view text);
 
 // INVALID_ARGUMENT "WHAT: byte 0xFF at byte 3 is not UTF-8; ..." when `text` is not UTF-8.
 absl::Status CheckUtf8(absl::string_view what, absl::string_view text);

@@ -96,6 +96,15 @@ bool IsUnsafeCodePoint(char32_t c) {
          c == 0x2028 || c == 0x2029 || (c >= 0x202A && c <= 0x202E) || (c >= 0x2066 && c <= 0x2069);
 }
 
+std::optional<size_t> FirstInvalidUtf8Byte(absl::string_view text) {
+  for (size_t i = 0; i < text.size();) {
+    const Decoded decoded = DecodeAt(text, i);
+    if (!decoded.valid) return i;
+    i += decoded.length;
+  }
+  return std::nullopt;
+}
+
 std::optional<UnsafeCharacter> FindUnsafeCharacter(absl::string_view text) {
   for (size_t i = 0; i < text.size();) {
     const Decoded decoded = DecodeAt(text, i);

@@ -32,6 +32,10 @@ struct UnsafeCharacter {
 // in `text`, if any.
 std::optional<UnsafeCharacter> FindUnsafeCharacter(absl::string_view text);
 
+// The offset of the first byte of `text` that is not part of valid UTF-8 (control characters
+// are valid UTF-8), if any.
+std::optional<size_t> FirstInvalidUtf8Byte(absl::string_view text);
+
 // "U+001B (escape)", "U+202E (right-to-left override)", "byte 0xFF (not UTF-8)".
 std::string DescribeUnsafeCharacter(const UnsafeCharacter& character);
 

@@ -104,5 +104,16 @@ TEST(TerminalTextTest, EscapeUnsafeInJsonKeepsTheValue) {
   EXPECT_EQ(EscapeUnsafeInJson("{\n  \"a\": \"\\u001b\"\n}"), "{\n  \"a\": \"\\u001b\"\n}");
 }
 
+TEST(TerminalTextTest, FindsTheFirstByteThatIsNotUtf8) {
+  EXPECT_EQ(FirstInvalidUtf8Byte(""), std::nullopt);
+  EXPECT_EQ(FirstInvalidUtf8Byte("jos\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"), std::nullopt);
+  // Control characters are UTF-8 (refused elsewhere, with their own message).
+  EXPECT_EQ(FirstInvalidUtf8Byte("a\x1b[2Jb\n\xc2\x85"), std::nullopt);
+  EXPECT_EQ(FirstInvalidUtf8Byte("ab\xff"), 2u);
+  EXPECT_EQ(FirstInvalidUtf8Byte("\x1b\xc3"), 1u);      // a truncated sequence
+  EXPECT_EQ(FirstInvalidUtf8Byte("x\xc0\xaf"), 1u);     // an overlong '/'
+  EXPECT_EQ(FirstInvalidUtf8Byte("\xed\xa0\x80"), 0u);  // a surrogate
+}
+
 }  // namespace
 }  // namespace gpuprof

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <optional>
 #include <string>
 
 #include "absl/strings/ascii.h"
@@ -11,6 +12,7 @@
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
 #include "daemon/admission/request_validation.h"
+#include "proto/wire/unparsable_request.h"
 
 namespace gpuprof::daemon {
 namespace {
@@ -76,37 +78,51 @@ absl::Status CheckLength(absl::string_view field, absl::string_view text, size_t
       absl::StrFormat("%s: got %s; at most %d bytes", field, BoundedExcerpt(text), limit));
 }
 
+// A request that did not parse reached here empty, carrying the reason
+// (proto/wire/lenient_request_traits.h): nothing else about it can be checked.
+absl::Status CheckParsed(const google::protobuf::Message& request) {
+  std::optional<std::string> why = wire::UnparsableReason(request);
+  if (!why.has_value()) return absl::OkStatus();
+  return absl::InvalidArgumentError(*std::move(why));
+}
+
 }  // namespace
 
 // An experiment's own text is bounded by admission (request_validation), which names each
 // limit and echoes nothing unbounded; here only its enums and Durations.
 absl::Status CheckRequestForm(const v1::ExperimentRequest& request) {
+  RETURN_IF_ERROR(CheckParsed(request));
   return CheckWellFormed(request);
 }
 
 absl::Status CheckRequestForm(const v1::WatchRequest& request) {
+  RETURN_IF_ERROR(CheckParsed(request));
   RETURN_IF_ERROR(CheckId("experiment_id", request.experiment_id(), "exp-"));
   return CheckWellFormed(request);
 }
 
 absl::Status CheckRequestForm(const v1::CancelRequest& request) {
+  RETURN_IF_ERROR(CheckParsed(request));
   RETURN_IF_ERROR(CheckId("experiment_id", request.experiment_id(), "exp-"));
   RETURN_IF_ERROR(CheckLength("reason", request.reason(), kMaxReasonBytes));
   return CheckWellFormed(request);
 }
 
 absl::Status CheckRequestForm(const v1::GetExperimentRequest& request) {
+  RETURN_IF_ERROR(CheckParsed(request));
   RETURN_IF_ERROR(CheckId("experiment_id", request.experiment_id(), "exp-"));
   return CheckWellFormed(request);
 }
 
 absl::Status CheckRequestForm(const v1::ListExperimentsRequest& request) {
+  RETURN_IF_ERROR(CheckParsed(request));
   RETURN_IF_ERROR(CheckLength("user", request.user(), kMaxUserBytes));
   RETURN_IF_ERROR(CheckLength("page_token", request.page_token(), kMaxPageTokenBytes));
   return CheckWellFormed(request);
 }
 
 absl::Status CheckRequestForm(const v1::SweepRequest& request) {
+  RETURN_IF_ERROR(CheckParsed(request));
   // The base is admitted point by point, as a submitted experiment is.
   RETURN_IF_ERROR(CheckLength("user", request.user(), kMaxUserBytes));
   RETURN_IF_ERROR(CheckLength("description", request.description(), kMaxDescriptionBytes));
@@ -123,11 +139,13 @@ absl::Status CheckRequestForm(const v1::SweepRequest& request) {
 }
 
 absl::Status CheckRequestForm(const v1::WatchSweepRequest& request) {
+  RETURN_IF_ERROR(CheckParsed(request));
   RETURN_IF_ERROR(CheckId("sweep_id", request.sweep_id(), "swp-"));
   return CheckWellFormed(request);
 }
 
 absl::Status CheckRequestForm(const v1::GetSweepRequest& request) {
+  RETURN_IF_ERROR(CheckParsed(request));
   RETURN_IF_ERROR(CheckId("sweep_id", request.sweep_id(), "swp-"));
   RETURN_IF_ERROR(
       CheckLength("points_page_token", request.points_page_token(), kMaxPageTokenBytes));
@@ -135,18 +153,21 @@ absl::Status CheckRequestForm(const v1::GetSweepRequest& request) {
 }
 
 absl::Status CheckRequestForm(const v1::ListSweepsRequest& request) {
+  RETURN_IF_ERROR(CheckParsed(request));
   RETURN_IF_ERROR(CheckLength("user", request.user(), kMaxUserBytes));
   RETURN_IF_ERROR(CheckLength("page_token", request.page_token(), kMaxPageTokenBytes));
   return CheckWellFormed(request);
 }
 
 absl::Status CheckRequestForm(const v1::CancelSweepRequest& request) {
+  RETURN_IF_ERROR(CheckParsed(request));
   RETURN_IF_ERROR(CheckId("sweep_id", request.sweep_id(), "swp-"));
   RETURN_IF_ERROR(CheckLength("reason", request.reason(), kMaxReasonBytes));
   return CheckWellFormed(request);
 }
 
 absl::Status CheckRequestForm(const v1::SaveBaselineRequest& request) {
+  RETURN_IF_ERROR(CheckParsed(request));
   RETURN_IF_ERROR(CheckBaselineNameForm("name", request.name()));
   RETURN_IF_ERROR(CheckTargetId("target_id", request.target_id()));
   RETURN_IF_ERROR(CheckLength("user", request.user(), kMaxUserBytes));
@@ -155,21 +176,25 @@ absl::Status CheckRequestForm(const v1::SaveBaselineRequest& request) {
 }
 
 absl::Status CheckRequestForm(const v1::ListBaselinesRequest& request) {
+  RETURN_IF_ERROR(CheckParsed(request));
   RETURN_IF_ERROR(CheckBaselineNameForm("name", request.name(), /*optional=*/true));
   return CheckWellFormed(request);
 }
 
 absl::Status CheckRequestForm(const v1::DeleteBaselineRequest& request) {
+  RETURN_IF_ERROR(CheckParsed(request));
   RETURN_IF_ERROR(CheckBaselineNameForm("name", request.name()));
   return CheckWellFormed(request);
 }
 
 absl::Status CheckRequestForm(const v1::GetQuotaRequest& request) {
+  RETURN_IF_ERROR(CheckParsed(request));
   RETURN_IF_ERROR(CheckLength("user", request.user(), kMaxUserBytes));
   return CheckWellFormed(request);
 }
 
 absl::Status CheckRequestForm(const v1::ListAuditRequest& request) {
+  RETURN_IF_ERROR(CheckParsed(request));
   RETURN_IF_ERROR(CheckLength("user", request.user(), kMaxUserBytes));
   // The audit trail files a sweep's entries under its sweep id.
   if (!request.experiment_id().empty()) {
@@ -179,7 +204,18 @@ absl::Status CheckRequestForm(const v1::ListAuditRequest& request) {
 }
 
 absl::Status CheckRequestForm(const v1::ClearGpuHealthRequest& request) {
+  RETURN_IF_ERROR(CheckParsed(request));
   RETURN_IF_ERROR(CheckLength("reason", request.reason(), kMaxReasonBytes));
+  return CheckWellFormed(request);
+}
+
+absl::Status CheckRequestForm(const v1::ListGpusRequest& request) {
+  RETURN_IF_ERROR(CheckParsed(request));
+  return CheckWellFormed(request);
+}
+
+absl::Status CheckRequestForm(const v1::WhoAmIRequest& request) {
+  RETURN_IF_ERROR(CheckParsed(request));
   return CheckWellFormed(request);
 }
 

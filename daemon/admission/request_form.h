@@ -16,7 +16,8 @@ namespace gpuprof::daemon {
 // The RPC boundary, before anything else looks at a request: ids and names have their form
 // and a bounded length, free text a bounded length, and the whole message is well formed
 // (CheckWellFormed). INVALID_ARGUMENT naming the field, an excerpt of the value, its length and
-// the form or limit. Deeper checks (an ExperimentRequest's fields) are admission's.
+// the form or limit. A request that did not parse (text that is not UTF-8) is refused first,
+// with the field that holds it (proto/wire/unparsable_request.h). Deeper checks (an ExperimentRequest's fields) are admission's.
 absl::Status CheckRequestForm(const v1::ExperimentRequest& request);
 absl::Status CheckRequestForm(const v1::WatchRequest& request);
 absl::Status CheckRequestForm(const v1::CancelRequest& request);
@@ -33,6 +34,8 @@ absl::Status CheckRequestForm(const v1::DeleteBaselineRequest& request);
 absl::Status CheckRequestForm(const v1::GetQuotaRequest& request);
 absl::Status CheckRequestForm(const v1::ListAuditRequest& request);
 absl::Status CheckRequestForm(const v1::ClearGpuHealthRequest& request);
+absl::Status CheckRequestForm(const v1::ListGpusRequest& request);
+absl::Status CheckRequestForm(const v1::WhoAmIRequest& request);
 
 }  // namespace gpuprof::daemon
 

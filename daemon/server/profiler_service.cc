@@ -187,6 +187,9 @@ grpc::ServerUnaryReactor* ProfilerService::ListExperiments(
 grpc::ServerUnaryReactor* ProfilerService::ListGpus(grpc::CallbackServerContext* context,
                                                     const v1::ListGpusRequest* request,
                                                     v1::ListGpusResponse* response) {
+  if (absl::Status form = CheckRequestForm(*request); !form.ok()) {
+    return FinishUnary(context, "ListGpus", form);
+  }
   if (auto caller = Identify(context); !caller.ok()) {
     return FinishUnary(context, "ListGpus", caller.status());
   }
@@ -338,6 +341,9 @@ grpc::ServerUnaryReactor* ProfilerService::ListBaselines(
 grpc::ServerUnaryReactor* ProfilerService::WhoAmI(grpc::CallbackServerContext* context,
                                                   const v1::WhoAmIRequest* request,
                                                   v1::CallerInfo* response) {
+  if (absl::Status form = CheckRequestForm(*request); !form.ok()) {
+    return FinishUnary(context, "WhoAmI", form);
+  }
   auto caller = Identify(context);
   if (caller.ok()) {
     response->set_user(caller->user);

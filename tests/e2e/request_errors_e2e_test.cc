@@ -1,6 +1,7 @@
 // Requests a careless or hostile client sends, over the real socket to a real gpuprofd: each
 // gets a short, clear refusal naming the field, and none of them is stored. The CLI refuses
 // what it can itself; a raw stub sends what the CLI would not.
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -9,6 +10,10 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "google/protobuf/descriptor.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "tests/testing/daemon_harness.h"
 
@@ -101,15 +106,63 @@ TEST_F(RequestErrorsE2eTest, TextThatIsNotUtf8) {
   EXPECT_THAT(cancel.err, HasSubstr("reason: byte 0xC3 at byte 4 is not UTF-8"));
   EXPECT_THAT(cancel.err, HasSubstr("(the request was not sent)"));
 
-  // A raw client's request cannot even be parsed (a proto3 string must be UTF-8). gRPC 1.51's
-  // callback handlers answer a request that does not parse with UNIMPLEMENTED and no message,
-  // dropping the parse error (server_callback_handlers.h); the daemon never sees it. What
-  // holds: it is refused, nothing is stored, and the daemon goes on serving.
+  // A raw client sends what the CLI would not. Protobuf cannot parse it (a proto3 string must
+  // be UTF-8); the daemon still answers INVALID_ARGUMENT naming the field, and stores nothing.
   v1::ExperimentRequest request;
   request.mutable_radix();
   (*request.mutable_labels())["team"] = "ml\xff";
   const grpc::Status raw = Submit(request);
-  EXPECT_NE(raw.error_code(), grpc::StatusCode::OK);
+  EXPECT_EQ(raw.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << raw.error_message();
+  EXPECT_EQ(raw.error_message(),
+            "labels[team]: byte 0xFF at byte 2 is not UTF-8; text sent to gpuprofd must be UTF-8 "
+            "(proto3 strings), the request was not parsed");
+  v1::GetExperimentRequest get;
+  get.set_experiment_id("exp-00000\xc3");
+  auto stub = daemon_->NewStub();
+  grpc::ClientContext context;
+  v1::Experiment ignored;
+  const grpc::Status raw_get = stub->GetExperiment(&context, get, &ignored);
+  EXPECT_EQ(raw_get.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(raw_get.error_message(),
+              HasSubstr("experiment_id: byte 0xC3 at byte 9 is not UTF-8"));
+  EXPECT_EQ(GetExperiment("exp-999999").error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+// Every method of the service, sent bytes that are no protobuf message at all (a field whose
+// length runs past the end), answers INVALID_ARGUMENT saying so, never gRPC's UNIMPLEMENTED
+// with no message; a method added to the service without its request's lenient parsing
+// (proto/wire/lenient_request_traits.h) fails here.
+TEST_F(RequestErrorsE2eTest, EveryMethodExplainsARequestThatDoesNotParse) {
+  const google::protobuf::ServiceDescriptor* service =
+      google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(
+          "gpuprof.v1.Profiler");
+  ASSERT_NE(service, nullptr);
+  auto channel = grpc::CreateChannel(daemon_->target(), grpc::InsecureChannelCredentials());
+  grpc::GenericStub stub(channel);
+  const std::string broken = "\x0a\x7f";  // field 1, 127 bytes long, and then nothing
+  for (int i = 0; i < service->method_count(); ++i) {
+    const google::protobuf::MethodDescriptor& method = *service->method(i);
+    grpc::Slice slice(broken.data(), broken.size());
+    grpc::ByteBuffer request(&slice, 1);
+    grpc::ByteBuffer response;
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    absl::Notification done;
+    grpc::Status status;
+    // One message and a half-close: how a server-streaming method is called, too.
+    stub.UnaryCall(&context, absl::StrCat("/", service->full_name(), "/", method.name()),
+                   grpc::StubOptions(), &request, &response, [&](grpc::Status result) {
+                     status = std::move(result);
+                     done.Notify();
+                   });
+    ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(60))) << method.name();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << method.name();
+    EXPECT_EQ(status.error_message(),
+              absl::StrCat("the request is not a valid ", method.input_type()->full_name(),
+                           " message (its protobuf wire format is broken)"))
+        << method.name();
+  }
+  // The daemon goes on serving.
   EXPECT_EQ(GetExperiment("exp-999999").error_code(), grpc::StatusCode::NOT_FOUND);
 }
 

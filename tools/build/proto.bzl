@@ -4,8 +4,13 @@ Bazel's native proto rules build protobuf from source, which needs the internet;
 macro runs the installed compiler instead. Import paths are rooted at //proto.
 """
 
-def gpuprof_cc_proto(name, src, deps = [], grpc = False, visibility = None):
-    """One cc_library for one .proto file (and its service stubs when grpc = True)."""
+def gpuprof_cc_proto(name, src, deps = [], grpc = False, grpc_traits = None, visibility = None):
+    """One cc_library for one .proto file (and its service stubs when grpc = True).
+
+    grpc_traits: a header of this package, with its library, that the generated .grpc.pb.h
+    includes right after the messages' header: gRPC SerializationTraits specializations for the
+    service's messages must be seen before the generated code uses them.
+    """
     base = src[:-len(".proto")]
     outs = [base + ".pb.h", base + ".pb.cc"]
     if grpc:
@@ -23,6 +28,19 @@ def gpuprof_cc_proto(name, src, deps = [], grpc = False, visibility = None):
             "--plugin=protoc-gen-grpc=$$(command -v grpc_cpp_plugin)",
         ]
     cmd.append("$(location :%s)" % src)
+    extra_hdrs = []
+    extra_deps = []
+    if grpc_traits:
+        grpc_header = "$(GENDIR)/proto/%s.grpc.pb.h" % base
+        cmd.append("&& sed -i 's|^#include \"%s.pb.h\"$$|&\\n#include \"%s/%s\"|' %s" % (
+            base,
+            native.package_name(),
+            grpc_traits["hdr"],
+            grpc_header,
+        ))
+        cmd.append("&& grep -q '%s' %s" % (grpc_traits["hdr"], grpc_header))
+        extra_hdrs.append(grpc_traits["hdr"])
+        extra_deps.append(grpc_traits["dep"])
     native.filegroup(
         name = name + "_srcs",
         srcs = [src] + proto_deps,
@@ -37,9 +55,10 @@ def gpuprof_cc_proto(name, src, deps = [], grpc = False, visibility = None):
     native.cc_library(
         name = name,
         srcs = [o for o in outs if o.endswith(".cc")],
-        hdrs = [o for o in outs if o.endswith(".h")],
+        hdrs = [o for o in outs if o.endswith(".h")] + extra_hdrs,
         includes = ["."],
-        deps = deps + ["//third_party:protobuf"] + (["//third_party:grpcpp"] if grpc else []),
+        deps = deps + extra_deps + ["//third_party:protobuf"] +
+               (["//third_party:grpcpp"] if grpc else []),
         visibility = visibility,
     )
 
