@@ -19,7 +19,6 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -39,24 +38,11 @@ using ::gpuprof::daemon::store::SqliteTransaction;
 using ::gpuprof::testing::CommandResult;
 using ::gpuprof::testing::DaemonProcess;
 using ::gpuprof::testing::MakeTempDir;
+using ::gpuprof::testing::ProcStatusKib;
 using ::testing::HasSubstr;
 
 constexpr int64_t kStoredEvents = 100'000;
 constexpr absl::Duration kStallTimeout = absl::Seconds(2);
-
-int64_t ResidentKib(pid_t pid) {
-  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
-  std::string line;
-  while (std::getline(status, line)) {
-    absl::string_view rest = line;
-    int64_t kib = 0;
-    if (absl::ConsumePrefix(&rest, "VmRSS:") &&
-        absl::SimpleAtoi(absl::StripSuffix(absl::StripAsciiWhitespace(rest), " kB"), &kib)) {
-      return kib;
-    }
-  }
-  return -1;
-}
 
 // What one watcher received.
 struct Received {
@@ -231,12 +217,12 @@ TEST_F(LongHistoryTest, AHundredThousandEventsReplayInOrderThenLiveInBoundedMemo
   // given back when they end.
   const pid_t daemon_pid = daemon_->pid();
   absl::SleepFor(absl::Seconds(2));  // the cancel's trim
-  const int64_t baseline_kib = ResidentKib(daemon_pid);
+  const int64_t baseline_kib = ProcStatusKib(daemon_pid, "VmRSS");
   std::atomic<int64_t> peak_kib{baseline_kib};
   std::atomic<bool> replaying{true};
   std::thread sampler([&] {
     while (replaying.load()) {
-      peak_kib.store(std::max(peak_kib.load(), ResidentKib(daemon_pid)));
+      peak_kib.store(std::max(peak_kib.load(), ProcStatusKib(daemon_pid, "VmRSS")));
       absl::SleepFor(absl::Milliseconds(20));
     }
   });
@@ -254,10 +240,10 @@ TEST_F(LongHistoryTest, AHundredThousandEventsReplayInOrderThenLiveInBoundedMemo
     EXPECT_TRUE(replay.status.ok()) << replay.status.error_message();
     EXPECT_TRUE(Contiguous(replay.seqs, 1, ended.last_seq()));
   }
-  int64_t after_kib = ResidentKib(daemon_pid);
+  int64_t after_kib = ProcStatusKib(daemon_pid, "VmRSS");
   for (int i = 0; i < 50 && after_kib - baseline_kib > 8 * 1024; ++i) {
     absl::SleepFor(absl::Milliseconds(100));
-    after_kib = ResidentKib(daemon_pid);
+    after_kib = ProcStatusKib(daemon_pid, "VmRSS");
   }
   std::printf("four replays of %lld events: daemon RSS %lld KiB before, %lld KiB at most, "
               "%lld KiB after\n",

@@ -69,20 +69,6 @@ Fate FateOf(int fd) {
   return read(fd, bytes, sizeof(bytes)) > 0 ? Fate::kAdmitted : Fate::kRefused;
 }
 
-int64_t ResidentKib(pid_t pid) {
-  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
-  std::string line;
-  while (std::getline(status, line)) {
-    absl::string_view rest = line;
-    int64_t kib = 0;
-    if (absl::ConsumePrefix(&rest, "VmRSS:") &&
-        absl::SimpleAtoi(absl::StripSuffix(absl::StripAsciiWhitespace(rest), " kB"), &kib)) {
-      return kib;
-    }
-  }
-  return -1;
-}
-
 // One unlabelled series' value from a /metrics scrape, -1 when absent.
 double ScrapedValue(int metrics_port, const std::string& name) {
   auto scraped = HttpGet(metrics_port, "/metrics");
@@ -291,7 +277,7 @@ TEST_F(ServerLimitsTest, ConnectionsOverTheCapAreRefusedAndMemoryStaysBounded) {
   };
   ASSERT_THAT(who(*unix_client), HasSubstr("unix peer credentials"));
   ASSERT_THAT(who(*tcp_client), HasSubstr("loopback TCP owner"));
-  const int64_t rss_before_kib = ResidentKib(daemon_pid);
+  const int64_t rss_before_kib = ProcStatusKib(daemon_pid, "VmRSS");
 
   // Hoard connections, alternating unix and TCP, until the daemon refuses one.
   std::vector<int> hoard;
@@ -315,7 +301,7 @@ TEST_F(ServerLimitsTest, ConnectionsOverTheCapAreRefusedAndMemoryStaysBounded) {
   ASSERT_GE(refused_at, 0) << "no connection refused after " << admitted;
   EXPECT_LE(admitted, cap - 2);
   EXPECT_GE(admitted, cap - 6);
-  const int64_t rss_full_kib = ResidentKib(daemon_pid);
+  const int64_t rss_full_kib = ProcStatusKib(daemon_pid, "VmRSS");
 
   // Every further connection, on either address, is refused, and costs the daemon nothing
   // that stays: many times the cap in refused connections leave its memory where it was.
@@ -328,7 +314,7 @@ TEST_F(ServerLimitsTest, ConnectionsOverTheCapAreRefusedAndMemoryStaysBounded) {
     close(fd);
   }
   EXPECT_EQ(refused, kMoreAttempts);
-  const int64_t rss_after_kib = ResidentKib(daemon_pid);
+  const int64_t rss_after_kib = ProcStatusKib(daemon_pid, "VmRSS");
   std::printf("connection cap %d: daemon RSS %lld KiB before, %lld KiB with the cap's worth open, "
               "%lld KiB after %d more refused\n",
               cap, static_cast<long long>(rss_before_kib), static_cast<long long>(rss_full_kib),

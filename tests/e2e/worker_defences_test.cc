@@ -8,9 +8,6 @@
 #include <thread>
 #include <vector>
 
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -23,19 +20,6 @@ namespace gpuprof::testing {
 namespace {
 
 using ::testing::HasSubstr;
-
-// A field of /proc/PID/status in kB ("VmHWM", "VmRSS"); -1 if unreadable.
-int64_t ProcStatusKb(pid_t pid, const std::string& field) {
-  const CommandResult status = RunCommand({"/bin/cat", "/proc/" + std::to_string(pid) + "/status"});
-  for (absl::string_view line : absl::StrSplit(status.out, '\n')) {
-    if (!absl::ConsumePrefix(&line, field + ":")) continue;
-    line = absl::StripAsciiWhitespace(line);
-    absl::ConsumeSuffix(&line, " kB");
-    int64_t kb = 0;
-    if (absl::SimpleAtoi(line, &kb)) return kb;
-  }
-  return -1;
-}
 
 class WorkerDefencesTest : public ::testing::Test {
  protected:
@@ -70,7 +54,7 @@ class WorkerDefencesTest : public ::testing::Test {
 };
 
 TEST_F(WorkerDefencesTest, FloodingWorkerIsKilledAndMemoryStaysBounded) {
-  const int64_t rss_before_kb = ProcStatusKb(daemon_->pid(), "VmRSS");
+  const int64_t rss_before_kb = ProcStatusKib(daemon_->pid(), "VmRSS");
   ASSERT_GT(rss_before_kb, 0);
   const absl::Time start = absl::Now();
   const v1::ExperimentEvent last = RunWithFault("flood");
@@ -81,7 +65,7 @@ TEST_F(WorkerDefencesTest, FloodingWorkerIsKilledAndMemoryStaysBounded) {
   EXPECT_LT(absl::Now() - start, absl::Minutes(5));
   // The peak while the flood lasted: one report at a time is held, never the whole stream.
   // (Generous for sanitizer builds, whose allocators keep freed memory in quarantine.)
-  const int64_t peak_kb = ProcStatusKb(daemon_->pid(), "VmHWM");
+  const int64_t peak_kb = ProcStatusKib(daemon_->pid(), "VmHWM");
   EXPECT_LT(peak_kb - rss_before_kb, 512 * 1024) << "peak " << peak_kb << " kB, before "
                                                  << rss_before_kb << " kB";
   ExpectStillServing();
@@ -109,7 +93,7 @@ TEST_F(WorkerDefencesTest, StalledWatchersOfAFloodingWorkerHoldBoundedMemoryThat
                                "--watch_stall_timeout=2s"});
   ASSERT_TRUE(daemon_->Start().ok()) << daemon_->Log();
   const pid_t daemon_pid = daemon_->pid();
-  const int64_t rss_before_kb = ProcStatusKb(daemon_pid, "VmRSS");
+  const int64_t rss_before_kb = ProcStatusKib(daemon_pid, "VmRSS");
   const CommandResult submitted =
       daemon_->Cli({"submit", "radix", "--num-requests", "300", "--label",
                     "gpuprof.fault=flood", "--timeout", "10m", "--json"});
@@ -164,7 +148,7 @@ TEST_F(WorkerDefencesTest, StalledWatchersOfAFloodingWorkerHoldBoundedMemoryThat
   }
   EXPECT_EQ(ended.state(), v1::FAILED) << daemon_->Log();
   EXPECT_THAT(ended.reason(), HasSubstr("flooded its report pipe"));
-  const int64_t peak_kb = ProcStatusKb(daemon_pid, "VmHWM");
+  const int64_t peak_kb = ProcStatusKib(daemon_pid, "VmHWM");
   absl::SleepFor(absl::Seconds(3));  // past the stall timeout
   read_again.Notify();
   for (std::thread& watcher : watchers) watcher.join();
@@ -175,10 +159,10 @@ TEST_F(WorkerDefencesTest, StalledWatchersOfAFloodingWorkerHoldBoundedMemoryThat
     EXPECT_EQ(result.resume_from, std::to_string(result.last_seq + 1));
   }
   // What the streams held is given back once they are gone.
-  int64_t rss_after_kb = ProcStatusKb(daemon_pid, "VmRSS");
+  int64_t rss_after_kb = ProcStatusKib(daemon_pid, "VmRSS");
   for (int i = 0; i < 50 && rss_after_kb - rss_before_kb > 16 * 1024; ++i) {
     absl::SleepFor(absl::Milliseconds(100));
-    rss_after_kb = ProcStatusKb(daemon_pid, "VmRSS");
+    rss_after_kb = ProcStatusKib(daemon_pid, "VmRSS");
   }
   std::printf("flood of 32 MiB with four stalled watchers: daemon RSS %lld kB before, peak %lld "
               "kB, %lld kB after\n",

@@ -17,9 +17,12 @@
 #include <sstream>
 #include <thread>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "google/protobuf/util/json_util.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
@@ -86,6 +89,20 @@ bool RunningUnderSanitizer() {
   // Weak references: resolved when a sanitizer's runtime is linked in (the TSan build hides
   // __SANITIZE_THREAD__ from the code, see .bazelrc), null otherwise.
   return &__asan_init != nullptr || &__tsan_init != nullptr;
+}
+
+int64_t ProcStatusKib(pid_t pid, absl::string_view field) {
+  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
+  std::string line;
+  while (std::getline(status, line)) {
+    absl::string_view rest = line;
+    int64_t kib = 0;
+    if (absl::ConsumePrefix(&rest, field) && absl::ConsumePrefix(&rest, ":") &&
+        absl::SimpleAtoi(absl::StripSuffix(absl::StripAsciiWhitespace(rest), " kB"), &kib)) {
+      return kib;
+    }
+  }
+  return -1;
 }
 
 int FreeLoopbackPort() {

@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -12,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "gpuprof/v1/profiler.grpc.pb.h"
 
@@ -42,6 +44,10 @@ std::string RunfilePath(const std::string& workspace_relative);
 // daemons it starts are built the same way): their allocators keep what a process frees, so a
 // test of memory given back can only bound the peak there.
 bool RunningUnderSanitizer();
+
+// A field of /proc/PID/status in KiB ("VmRSS", the resident set now; "VmHWM", its peak); -1 when
+// the process or the field is not there.
+int64_t ProcStatusKib(pid_t pid, absl::string_view field);
 
 // A loopback port free when asked (bound and closed).
 int FreeLoopbackPort();
