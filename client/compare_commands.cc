@@ -46,7 +46,9 @@ std::string CompareHelp() {
       "B/A (above 1: B is better) and whether the difference exceeds the noise both runs\n"
       "measured, sqrt(noise_A^2 + noise_B^2), and --min-change. The summary gives the\n"
       "geometric mean of B/A, the regressions and improvements, and what differs in the\n"
-      "provenance (GPU, driver, CUDA, NCCL, gpuprof version, host).\n"
+      "provenance (GPU, driver, CUDA, NCCL, gpuprof version, host). Where a figure's\n"
+      "noise is unknown (a radix run without repeated passes), so is the verdict: NOISE\n"
+      "and VERDICT say \"unknown\" and --fail-on-regression never fails on that point.\n"
       "exit codes: 0; 5 with --fail-on-regression when a point is worse beyond PCT;\n"
       "2 when nothing matches or an id is unknown.\n\nflags:\n",
       FormatFlagHelp(CompareFlags()));
@@ -204,7 +206,9 @@ int CompareAndPrint(const ClientEnvironment& env, const ParsedArgs& args,
                                           figure(point.b),
                                           absl::StrFormat("%.3f", point.ratio),
                                           SignedPercent(point.ratio),
-                                          absl::StrFormat("%.1f%%", 100 * point.noise),
+                                          point.noise.has_value()
+                                              ? absl::StrFormat("%.1f%%", 100 * *point.noise)
+                                              : std::string("unknown"),
                                           sweep::VerdictName(point.verdict)};
         if (by_node) {
           cells.push_back(point.node_a);
@@ -222,8 +226,9 @@ int CompareAndPrint(const ClientEnvironment& env, const ParsedArgs& args,
         out << "\"" << absl::StrReplaceAll(EscapeForTerminal(point.parameters), {{"\"", "\"\""}})
             << "\"," << absl::StrFormat("%.6g", point.a.value) << ","
             << absl::StrFormat("%.6g", point.b.value) << "," << point.a.unit << ","
-            << absl::StrFormat("%.6g", point.ratio) << "," << absl::StrFormat("%.6g", point.noise)
-            << "," << sweep::VerdictName(point.verdict)
+            << absl::StrFormat("%.6g", point.ratio) << ","
+            << (point.noise.has_value() ? absl::StrFormat("%.6g", *point.noise) : "") << ","
+            << sweep::VerdictName(point.verdict)
             << (by_node ? absl::StrCat(",", point.node_a, ",", point.node_b) : "") << "\n";
       }
       break;
@@ -231,9 +236,11 @@ int CompareAndPrint(const ClientEnvironment& env, const ParsedArgs& args,
       for (const auto& point : comparison.points) {
         out << absl::StrFormat(
             "{\"point\":%s,\"a\":%.6g,\"b\":%.6g,\"unit\":%s,\"ratio\":%.6g,"
-            "\"noise\":%.6g,\"verdict\":\"%s\"%s}\n",
+            "\"noise\":%s,\"verdict\":\"%s\"%s}\n",
             JsonQuoted(point.parameters), point.a.value, point.b.value, JsonQuoted(point.a.unit),
-            point.ratio, point.noise, sweep::VerdictName(point.verdict),
+            point.ratio,
+            point.noise.has_value() ? absl::StrFormat("%.6g", *point.noise) : std::string("null"),
+            sweep::VerdictName(point.verdict),
             by_node ? absl::StrCat(",\"node_a\":", JsonQuoted(point.node_a),
                                    ",\"node_b\":", JsonQuoted(point.node_b))
                     : "");
@@ -246,7 +253,9 @@ int CompareAndPrint(const ClientEnvironment& env, const ParsedArgs& args,
         out << "| " << absl::StrReplaceAll(EscapeForTerminal(point.parameters), {{"|", "\\|"}})
             << " | " << figure(point.a) << " | " << figure(point.b) << " | "
             << absl::StrFormat("%.3f", point.ratio) << " | "
-            << absl::StrFormat("%.1f%%", 100 * point.noise) << " | "
+            << (point.noise.has_value() ? absl::StrFormat("%.1f%%", 100 * *point.noise)
+                                        : std::string("unknown"))
+            << " | "
             << sweep::VerdictName(point.verdict)
             << (by_node ? absl::StrCat(" | ", point.node_a, " | ", point.node_b) : "") << " |\n";
       }
@@ -260,15 +269,17 @@ int CompareAndPrint(const ClientEnvironment& env, const ParsedArgs& args,
       notes << label << ": " << EscapeForTerminal(absl::StrJoin(*list, "; ")) << "\n";
     }
   }
-  const int same =
-      static_cast<int>(comparison.points.size()) - comparison.improvements - comparison.regressions;
+  const int same = static_cast<int>(comparison.points.size()) - comparison.improvements -
+                   comparison.regressions - comparison.noise_unknown;
   notes << comparison.points.size() << " point(s) compared: geomean B/A "
         << absl::StrFormat("%.3f", comparison.geomean_ratio) << " ("
         << SignedPercent(comparison.geomean_ratio) << "), " << comparison.regressions << " worse";
   if (comparison.regressions > 0) {
     notes << " (worst -" << absl::StrFormat("%.1f", comparison.worst_regression_pct) << "%)";
   }
-  notes << ", " << comparison.improvements << " better, " << same << " within noise\n";
+  notes << ", " << comparison.improvements << " better, " << same << " within noise";
+  if (comparison.noise_unknown > 0) notes << ", " << comparison.noise_unknown << " noise unknown";
+  notes << "\n";
   notes << (comparison.provenance_differences.empty()
                 ? std::string("provenance: same GPU, driver and gpuprof version\n")
                 : absl::StrCat(
@@ -278,6 +289,14 @@ int CompareAndPrint(const ClientEnvironment& env, const ParsedArgs& args,
   if (comparison.points.empty()) {
     *env.err << "error: nothing to compare: no point of A matches a point of B\n";
     return kExitUsage;
+  }
+  // A figure without a measured noise may be anywhere in its spread: the gate never fails on
+  // it, and says what it left unjudged.
+  if (*fail_pct >= 0 && comparison.noise_unknown > 0) {
+    *env.err << "not gated: " << comparison.noise_unknown
+             << " point(s) whose noise is unknown (not measured), "
+             << sweep::UnjudgedWorseThan(comparison, *fail_pct) << " of them worse by more than "
+             << *fail_pct << "%\n";
   }
   if (*fail_pct >= 0 && sweep::RegressionBeyond(comparison, *fail_pct)) {
     *env.err << "regression: B is worse than A by more than " << *fail_pct

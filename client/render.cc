@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "common/field_text.h"
 #include "common/gpu_links.h"
 #include "common/terminal_text.h"
+#include "workloads/spec_table.h"
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/json_util.h"
 
@@ -497,32 +499,54 @@ std::string RenderResult(const v1::ExperimentResult& result, absl::string_view i
   return out;
 }
 
+std::string FormatHeadline(const workloads::Headline& headline) {
+  const std::string hint =
+      headline.pct_of_bound > 0
+          ? absl::StrCat(" (", Percent(headline.pct_of_bound), " of ",
+                         EscapeForTerminal(headline.bound_reference), ")")
+          : "";
+  switch (headline.bound) {
+    case workloads::HeadlineBound::kBandwidth:
+      if (headline.name == "busbw") {
+        return absl::StrCat("busbw ", FormatNumber(headline.value), " ", headline.unit);
+      }
+      return absl::StrCat(FormatNumber(headline.value), " ", headline.unit, hint);
+    case workloads::HeadlineBound::kCompute:
+      return absl::StrCat(FormatNumber(headline.value), " ", headline.unit, hint);
+    case workloads::HeadlineBound::kLatency:
+      return absl::StrCat(FormatNumber(headline.value), " µs");
+    case workloads::HeadlineBound::kCpuRate:
+      // A rate on a shared CPU is only as good as its noise: always said, "unknown" included.
+      // "match_ops" -> "1454616 match op/s".
+      return absl::StrCat(
+          FormatNumber(headline.value), " ", absl::StripSuffix(headline.name, "_ops"), " ",
+          headline.unit, " (noise ",
+          headline.relative_noise.has_value() ? Percent(100 * *headline.relative_noise)
+                                              : std::string("unknown"),
+          ")");
+  }
+  return "";
+}
+
+std::string HeadlineDetails(const workloads::Headline& headline) {
+  std::string text =
+      absl::StrCat(FormatHeadline(headline), ", ", workloads::HeadlineBoundName(headline.bound));
+  if (headline.bound != workloads::HeadlineBound::kCpuRate) {
+    absl::StrAppend(&text, ", noise ",
+                    headline.relative_noise.has_value() ? Percent(100 * *headline.relative_noise)
+                                                        : std::string("unknown"));
+  }
+  if (headline.samples > 0) {
+    absl::StrAppend(&text, " over ", headline.samples,
+                    headline.bound == workloads::HeadlineBound::kCpuRate ? " timed passes"
+                                                                          : " samples");
+  }
+  return text;
+}
+
 std::string HeadlineFigure(const v1::Experiment& experiment) {
-  if (!experiment.has_result()) return "";
-  const v1::ExperimentResult& result = experiment.result();
-  if (result.has_collective()) {
-    return absl::StrCat("busbw ", FormatNumber(result.collective().busbw_gbps()), " GB/s");
-  }
-  if (result.has_radix()) return absl::StrCat("hit ", Percent(100 * result.radix().hit_rate()));
-  if (!result.has_measurement()) return "";
-  if (result.has_copy()) {
-    return absl::StrCat(
-        FormatNumber(result.measurement().bandwidth_gbps()), " GB/s (",
-        Percent(result.measurement().pct_of_spec_peak_bandwidth()), " of ",
-        result.copy().link().empty() ? "peak" : EscapeForTerminal(result.copy().link()), ")");
-  }
-  const v1::GpuMeasurement& measurement = result.measurement();
-  if (experiment.workload() == v1::WORKLOAD_ATTENTION && measurement.tflops() > 0) {
-    return absl::StrCat(FormatNumber(measurement.tflops()), " TFLOP/s (",
-                        Percent(measurement.pct_of_spec_peak_flops()), " of peak)");
-  }
-  if (measurement.bandwidth_gbps() <= 0) return "";
-  return absl::StrCat(
-      FormatNumber(measurement.bandwidth_gbps()), " GB/s (",
-      measurement.pct_of_measured_copy_bandwidth() > 0
-          ? absl::StrCat(Percent(measurement.pct_of_measured_copy_bandwidth()), " of copy")
-          : absl::StrCat(Percent(measurement.pct_of_spec_peak_bandwidth()), " of peak"),
-      ")");
+  const std::optional<workloads::Headline> headline = workloads::HeadlineOf(experiment);
+  return headline.has_value() ? FormatHeadline(*headline) : "";
 }
 
 std::string RenderExperimentTable(
@@ -601,6 +625,9 @@ std::string RenderExperiment(const v1::Experiment& experiment, absl::Time now,
     lines.Add("finished", FormatLocalTime(ToTime(experiment.finished()), time_zone));
   }
   lines.Add("gpus", FormatGpuIds(experiment.gpu_ids()));
+  if (const auto headline = workloads::HeadlineOf(experiment); headline.has_value()) {
+    lines.Add("headline", HeadlineDetails(*headline));
+  }
   std::string out = lines.Render("");
   if (!experiment.worker_stderr_tail().empty()) {
     absl::StrAppend(&out, RenderStderrTail(experiment.worker_stderr_tail()));

@@ -18,6 +18,7 @@
 #include "gpuprof/v1/gpus.pb.h"
 #include "gpuprof/v1/profiler.pb.h"
 #include "gpuprof/v1/workloads.pb.h"
+#include "workloads/headline.h"
 
 namespace gpuprof::client {
 
@@ -51,8 +52,13 @@ std::string RenderGpus(const v1::ListGpusResponse& response);
 // collective, what was not collected, dropped records. Lines are indented by `indent`.
 std::string RenderResult(const v1::ExperimentResult& result, absl::string_view indent = "");
 
-// The figure that says most about a result in a table ("2512 GB/s (89% of copy)",
-// "hit 83.2%", "busbw 216 GB/s"); empty without a result.
+// The workload's headline (workloads/headline.h) with the hint of what bounds it: "2854 GB/s
+// (94.8% of copy)", "412.5 TFLOP/s (41.7% of peak)", "busbw 216.0 GB/s", "1454616 match op/s
+// (noise 2.1%)"; empty without a result that has one.
+std::string FormatHeadline(const workloads::Headline& headline);
+// `get`: the same with what bounds it and what it rests on: "2854 GB/s (94.8% of copy),
+// bandwidth-bound, noise 0.4% over 12 samples".
+std::string HeadlineDetails(const workloads::Headline& headline);
 std::string HeadlineFigure(const v1::Experiment& experiment);
 
 // `gpuprof list`: one row per experiment. `now` gives running experiments their run time.

@@ -366,14 +366,56 @@ TEST(HeadlineFigureTest, PicksTheFigureThatMatters) {
   experiment.mutable_result()->mutable_measurement()->set_pct_of_measured_copy_bandwidth(0);
   EXPECT_EQ(HeadlineFigure(experiment), "2512 GB/s (74.9% of peak)");
 
+  // Prefill is compute-bound, decode bandwidth-bound: the same measurement reads differently.
   experiment = ParseText<v1::Experiment>(
-      "workload: WORKLOAD_ATTENTION result { measurement { bandwidth_gbps: 900 flops: 1e12 "
-      "tflops: 412.5 pct_of_spec_peak_flops: 41.7 } }");
+      "workload: WORKLOAD_ATTENTION request { attention { phase: ATTENTION_PHASE_PREFILL } } "
+      "result { measurement { bandwidth_gbps: 900 flops: 1e12 tflops: 412.5 "
+      "pct_of_spec_peak_flops: 41.7 pct_of_measured_copy_bandwidth: 30.1 } }");
   EXPECT_EQ(HeadlineFigure(experiment), "412.5 TFLOP/s (41.7% of peak)");
-  experiment = ParseText<v1::Experiment>("result { radix { hit_rate: 0.832 } }");
-  EXPECT_EQ(HeadlineFigure(experiment), "hit 83.2%");
+  experiment = ParseText<v1::Experiment>(
+      "workload: WORKLOAD_ATTENTION request { attention { phase: ATTENTION_PHASE_DECODE } } "
+      "result { measurement { bandwidth_gbps: 2854 tflops: 11.4 pct_of_spec_peak_flops: 1.2 "
+      "pct_of_measured_copy_bandwidth: 94.8 } }");
+  EXPECT_EQ(HeadlineFigure(experiment), "2854 GB/s (94.8% of copy)");
+  // Radix: the match rate, with its noise when repeated passes measured one.
+  experiment = ParseText<v1::Experiment>(
+      "workload: WORKLOAD_RADIX result { radix { hit_rate: 0.832 operations { operation: "
+      "\"match_prefix\" ops_per_second: 1454616 } } }");
+  EXPECT_EQ(HeadlineFigure(experiment), "1454616 match op/s (noise unknown)");
+  experiment.mutable_result()->mutable_radix()->mutable_operations(0)
+      ->set_ops_per_second_relative_noise(0.021);
+  EXPECT_EQ(HeadlineFigure(experiment), "1454616 match op/s (noise 2.1%)");
   experiment = ParseText<v1::Experiment>("result { collective { busbw_gbps: 216 } }");
   EXPECT_EQ(HeadlineFigure(experiment), "busbw 216.0 GB/s");
+}
+
+TEST(HeadlineFigureTest, EveryBoundHasItsHint) {
+  workloads::Headline latency;
+  latency.bound = workloads::HeadlineBound::kLatency;
+  latency.value = 12.34;
+  latency.unit = "us";
+  EXPECT_EQ(FormatHeadline(latency), "12.3 µs");
+  workloads::Headline bandwidth;
+  bandwidth.name = "bandwidth";
+  bandwidth.unit = "GB/s";
+  bandwidth.value = 2512;
+  EXPECT_EQ(FormatHeadline(bandwidth), "2512 GB/s");
+  bandwidth.pct_of_bound = 86.9;
+  bandwidth.bound_reference = "copy";
+  EXPECT_EQ(FormatHeadline(bandwidth), "2512 GB/s (86.9% of copy)");
+  EXPECT_EQ(HeadlineDetails(bandwidth), "2512 GB/s (86.9% of copy), bandwidth-bound, noise unknown");
+  bandwidth.relative_noise = 0.004;
+  bandwidth.samples = 12;
+  EXPECT_EQ(HeadlineDetails(bandwidth),
+            "2512 GB/s (86.9% of copy), bandwidth-bound, noise 0.4% over 12 samples");
+  workloads::Headline rate;
+  rate.name = "match_ops";
+  rate.unit = "op/s";
+  rate.value = 1454616;
+  rate.bound = workloads::HeadlineBound::kCpuRate;
+  rate.relative_noise = 0.021;
+  rate.samples = 5;
+  EXPECT_EQ(HeadlineDetails(rate), "1454616 match op/s (noise 2.1%), CPU work over 5 timed passes");
 }
 
 TEST(RenderExperimentTableTest, OneRowPerExperiment) {
@@ -404,7 +446,17 @@ TEST(RenderExperimentTableTest, OneRowPerExperiment) {
              created { seconds: 1714561200 }
              started { seconds: 1714561201 }
              finished { seconds: 1714561204 nanos: 500000000 }
-             result { radix { hit_rate: 0.5 } }
+             result {
+               radix {
+                 hit_rate: 0.5
+                 operations {
+                   operation: "match_prefix"
+                   ops_per_second: 812345.6
+                   ops_per_second_relative_noise: 0.012
+                   passes: 5
+                 }
+               }
+             }
            )pb"),
        }) {
     *experiments.Add() = experiment;
@@ -413,8 +465,8 @@ TEST(RenderExperimentTableTest, OneRowPerExperiment) {
             "ID          USER   WORKLOAD    STATE       GPUS  CREATED           RUN TIME  RESULT\n"
             "exp-000003  bob    collective  queued (2)  -     2024-05-01 11:59         -\n"
             "exp-000002  alice  attention   running     0,1   2024-05-01 11:58     50.0s\n"
-            "exp-000001  alice  radix       finished    -     2024-05-01 11:00      3.5s  hit "
-            "50.0%\n");
+            "exp-000001  alice  radix       finished    -     2024-05-01 11:00      3.5s  812346 "
+            "match op/s (noise 1.2%)\n");
 }
 
 TEST(RenderExperimentTest, FinishedWithResult) {
@@ -449,6 +501,7 @@ TEST(RenderExperimentTest, FinishedWithResult) {
             "started:      2024-05-01 11:58:21 (queued 1.2s)\n"
             "finished:     2024-05-01 11:58:30 (ran 8.8s)\n"
             "gpus:         0,1\n"
+            "headline:     busbw 300.0 GB/s, bandwidth-bound, noise unknown\n"
             "result:\n"
             "  collective:  2 ranks, algbw 300.0 GB/s, busbw 300.0 GB/s, data correct\n");
 }

@@ -67,6 +67,49 @@ TEST(SweepPlot, DataHasOneLinePerCombinationOfTheOtherAxes) {
               HasSubstr("has no axis \"dtype\""));
 }
 
+// An attention sweep over kv_len in both phases: decode draws GB/s and its % of copy (it is
+// bandwidth-bound), prefill TFLOP/s; `--y pct-of-copy` draws the decode points.
+v1::Sweep AttentionSweep(v1::AttentionPhase phase) {
+  v1::Sweep sweep;
+  sweep.set_id("swp-000004");
+  sweep.mutable_request()->mutable_base()->mutable_attention()->set_phase(phase);
+  sweep.mutable_request()->add_axes()->set_field("kv_len");
+  int index = 0;
+  for (int kv_len : {1024, 4096, 16384}) {
+    v1::SweepPoint& point = *sweep.add_points();
+    point.set_index(index++);
+    (*point.mutable_parameters())["kv_len"] = absl::StrCat(kv_len);
+    point.set_state(v1::FINISHED);
+    v1::Experiment& experiment = *point.mutable_experiment();
+    experiment.set_workload(v1::WORKLOAD_ATTENTION);
+    experiment.mutable_request()->mutable_attention()->set_phase(phase);
+    experiment.mutable_request()->mutable_attention()->set_kv_len(kv_len);
+    auto* measurement = experiment.mutable_result()->mutable_measurement();
+    measurement->set_bandwidth_gbps(2000 + kv_len / 16);
+    measurement->set_pct_of_measured_copy_bandwidth(60 + kv_len / 1024);
+    measurement->set_tflops(10 + kv_len / 1024);
+  }
+  return sweep;
+}
+
+TEST(SweepPlot, AttentionDecodePlotsItsBandwidthAndPercentOfCopy) {
+  auto decode = BuildPlotData(AttentionSweep(v1::ATTENTION_PHASE_DECODE), {});
+  ASSERT_TRUE(decode.ok()) << decode.status();
+  EXPECT_EQ(decode->y_label, "bandwidth (GB/s)");
+  ASSERT_EQ(decode->series.size(), 1u);
+  EXPECT_EQ(decode->series[0].points.back().second, 2000 + 16384 / 16);
+  auto pct = BuildPlotData(AttentionSweep(v1::ATTENTION_PHASE_DECODE), {.pct_of_copy = true});
+  ASSERT_TRUE(pct.ok()) << pct.status();
+  ASSERT_EQ(pct->series.size(), 1u);
+  ASSERT_EQ(pct->series[0].points.size(), 3u);
+  EXPECT_EQ(pct->series[0].points.back().second, 60 + 16);
+
+  auto prefill = BuildPlotData(AttentionSweep(v1::ATTENTION_PHASE_PREFILL), {});
+  ASSERT_TRUE(prefill.ok()) << prefill.status();
+  EXPECT_EQ(prefill->y_label, "tflops (TFLOP/s)");
+  EXPECT_EQ(prefill->series[0].points.back().second, 10 + 16);
+}
+
 TEST(SweepPlot, GnuplotWritesAValidSvgAndPng) {
   const std::string dir = ::testing::TempDir();
   const std::string svg = dir + "/sweep.svg";

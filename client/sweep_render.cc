@@ -93,8 +93,13 @@ std::vector<std::string> SweepPointCells(const v1::SweepPoint& point,
   cells.push_back(figure->name);
   cells.push_back(number(figure->value));
   cells.push_back(figure->unit);
-  cells.push_back(for_people ? absl::StrFormat("%.1f%%", 100 * figure->relative_noise)
-                             : PlainNumber(figure->relative_noise));
+  // A noise nothing measured is "unknown", never 0.
+  if (!figure->relative_noise.has_value()) {
+    cells.push_back(for_people ? "unknown" : "");
+  } else {
+    cells.push_back(for_people ? absl::StrFormat("%.1f%%", 100 * *figure->relative_noise)
+                               : PlainNumber(*figure->relative_noise));
+  }
   if (figure->pct_of_copy_bandwidth > 0) {
     cells.push_back(for_people ? absl::StrFormat("%.1f%%", figure->pct_of_copy_bandwidth)
                                : PlainNumber(figure->pct_of_copy_bandwidth));

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "google/protobuf/text_format.h"
 
 namespace gpuprof::client {
@@ -119,6 +120,33 @@ TEST(SweepRender, ControlCharactersAreShownEscapedInEveryFormat) {
   EXPECT_THAT(summary, HasSubstr(absl::StrCat("  reason    ", shown, "\n")));
   EXPECT_THAT(summary, HasSubstr(absl::StrCat("  about     ", shown, "\n")));
   EXPECT_EQ(summary.find('\x1b'), std::string::npos) << summary;
+}
+
+// The workload's headline in every row: decode's bandwidth (not its TFLOP/s) with its % of
+// copy, and a radix rate whose noise nothing measured says "unknown", never 0.0%.
+TEST(SweepRender, RowsShowTheHeadlineAndUnknownNoise) {
+  v1::SweepPoint decode;
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(R"pb(
+    index: 0 state: FINISHED experiment_id: "exp-000021"
+    experiment {
+      workload: WORKLOAD_ATTENTION
+      request { attention { phase: ATTENTION_PHASE_DECODE } }
+      result { measurement { bandwidth_gbps: 2854 pct_of_measured_copy_bandwidth: 94.8
+                             tflops: 11.4 pct_of_spec_peak_flops: 1.2
+                             kernel_time { samples: 40 median_us: 169 relative_noise: 0.004 } } }
+    })pb", &decode));
+  EXPECT_EQ(absl::StrJoin(SweepPointCells(decode, {}, true), "|"),
+            "0|finished|exp-000021|169.0|bandwidth|2854|GB/s|0.4%|94.8%");
+  v1::SweepPoint radix;
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(R"pb(
+    index: 1 state: FINISHED experiment_id: "exp-000022"
+    experiment {
+      workload: WORKLOAD_RADIX
+      result { radix { operations { operation: "match_prefix" ops_per_second: 1454616
+                                    latency { samples: 300 median_us: 0.6 relative_noise: 0.8 } } } }
+    })pb", &radix));
+  const std::vector<std::string> cells = SweepPointCells(radix, {}, true);
+  EXPECT_EQ(absl::StrJoin(cells, "|"), "1|finished|exp-000022|0.60|match_ops|1454616|op/s|unknown|-");
 }
 
 }  // namespace

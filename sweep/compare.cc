@@ -68,6 +68,8 @@ std::string VerdictName(Verdict verdict) {
       return "better";
     case Verdict::kRegression:
       return "worse";
+    case Verdict::kNoiseUnknown:
+      return "unknown";
   }
   return "";
 }
@@ -114,10 +116,17 @@ Comparison Compare(const CompareSide& a, const CompareSide& b, const CompareOpti
     compared.b = *other->second;
     compared.ratio = compared.a.higher_is_better ? compared.b.value / compared.a.value
                                                  : compared.a.value / compared.b.value;
-    compared.noise = std::sqrt(compared.a.relative_noise * compared.a.relative_noise +
-                               compared.b.relative_noise * compared.b.relative_noise);
-    const double threshold = std::max(compared.noise, options.min_change);
-    if (compared.ratio > 1 + threshold) {
+    if (compared.a.relative_noise.has_value() && compared.b.relative_noise.has_value()) {
+      compared.noise = std::sqrt(*compared.a.relative_noise * *compared.a.relative_noise +
+                                 *compared.b.relative_noise * *compared.b.relative_noise);
+    }
+    const double threshold = std::max(compared.noise.value_or(0), options.min_change);
+    if (!compared.noise.has_value()) {
+      // Without the noise a difference cannot be called significant, however large (one run's
+      // figure may be anywhere in its spread); nor can a small one be called the same.
+      compared.verdict = Verdict::kNoiseUnknown;
+      ++comparison.noise_unknown;
+    } else if (compared.ratio > 1 + threshold) {
       compared.verdict = Verdict::kImprovement;
       ++comparison.improvements;
     } else if (compared.ratio < 1 - threshold) {
@@ -159,6 +168,14 @@ bool RegressionBeyond(const Comparison& comparison, double pct) {
     if (point.verdict == Verdict::kRegression && 100 * (1 - point.ratio) > pct) return true;
   }
   return false;
+}
+
+int UnjudgedWorseThan(const Comparison& comparison, double pct) {
+  int count = 0;
+  for (const ComparedPoint& point : comparison.points) {
+    if (point.verdict == Verdict::kNoiseUnknown && 100 * (1 - point.ratio) > pct) ++count;
+  }
+  return count;
 }
 
 }  // namespace gpuprof::sweep

@@ -1,6 +1,7 @@
 // Comparing two runs (experiments or sweeps): points matched by their parameters, each with
 // both figures, the ratio, and whether the difference is beyond the noise both runs measured
-// (as nvbench's compare does), a summary and the provenance that differs. Pure.
+// (as nvbench's compare does), a summary and the provenance that differs. Where a figure's noise
+// is unknown, so is whether a difference is significant: such a point is never a regression. Pure.
 #ifndef GPUPROF_SWEEP_COMPARE_H_
 #define GPUPROF_SWEEP_COMPARE_H_
 
@@ -35,7 +36,9 @@ struct CompareOptions {
   double min_change = 0.01;
 };
 
-enum class Verdict { kSame, kImprovement, kRegression };
+// kNoiseUnknown: a side's noise was not measured (radix without repeated passes, a GPU run of
+// one sample), so the difference cannot be judged against it.
+enum class Verdict { kSame, kImprovement, kRegression, kNoiseUnknown };
 
 struct ComparedPoint {
   // "num_tokens=4096 dtype=bf16", or "(single point)".
@@ -44,8 +47,9 @@ struct ComparedPoint {
   PointFigure b;
   // b / a for figures where higher is better, a / b otherwise: > 1 means B is better.
   double ratio = 1;
-  // The relative noise of the ratio: sqrt(noise_a^2 + noise_b^2).
-  double noise = 0;
+  // The relative noise of the ratio: sqrt(noise_a^2 + noise_b^2); nullopt when either side's
+  // is unknown.
+  std::optional<double> noise;
   Verdict verdict = Verdict::kSame;
   // The nodes the two figures came from, when a side spans a fleet (else empty).
   std::string node_a;
@@ -61,6 +65,8 @@ struct Comparison {
   double geomean_ratio = 1;
   int improvements = 0;
   int regressions = 0;
+  // Points whose verdict is kNoiseUnknown: counted as neither, never gated on.
+  int noise_unknown = 0;
   // The largest significant regression, as a positive percentage (0 without one).
   double worst_regression_pct = 0;
   // "GPU: NVIDIA H100 80GB HBM3 vs NVIDIA H200", "driver: 550.54 vs 560.28", ...; across
@@ -70,9 +76,15 @@ struct Comparison {
 
 Comparison Compare(const CompareSide& a, const CompareSide& b, const CompareOptions& options);
 
-// "exit 1 if B is more than 5% worse": true when any significant regression exceeds pct.
+// "exit 1 if B is more than 5% worse": true when any significant regression exceeds pct. A point
+// whose noise is unknown never counts.
 bool RegressionBeyond(const Comparison& comparison, double pct);
 
+// Points whose noise is unknown and whose B is worse than A by more than pct: what the gate did
+// not judge.
+int UnjudgedWorseThan(const Comparison& comparison, double pct);
+
+// "same", "better", "worse", "unknown".
 std::string VerdictName(Verdict verdict);
 
 }  // namespace gpuprof::sweep

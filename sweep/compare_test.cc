@@ -1,6 +1,9 @@
 #include "sweep/compare.h"
 
 #include <cmath>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -23,6 +26,26 @@ v1::Experiment IndexPoint(int64_t tokens, int64_t hidden, double gbps, double no
   measurement->set_pct_of_measured_copy_bandwidth(gbps / 30);
   measurement->mutable_kernel_time()->set_relative_noise(noise);
   measurement->mutable_kernel_time()->set_median_us(100);
+  measurement->mutable_kernel_time()->set_samples(10);
+  return experiment;
+}
+
+// A finished radix point: match_prefix op/s, with the noise of its timed passes when measured.
+v1::Experiment RadixPoint(int64_t seed, double ops_per_second, std::optional<double> noise) {
+  v1::Experiment experiment;
+  experiment.set_workload(v1::WORKLOAD_RADIX);
+  experiment.set_state(v1::FINISHED);
+  experiment.mutable_request()->mutable_radix()->set_seed(seed);
+  v1::OperationStats& match = *experiment.mutable_result()->mutable_radix()->add_operations();
+  match.set_operation("match_prefix");
+  match.set_ops_per_second(ops_per_second);
+  // Per-operation latencies spread widely by design: never the throughput's noise.
+  match.mutable_latency()->set_samples(300);
+  match.mutable_latency()->set_relative_noise(0.8);
+  if (noise.has_value()) {
+    match.set_ops_per_second_relative_noise(*noise);
+    match.set_passes(5);
+  }
   return experiment;
 }
 
@@ -57,7 +80,8 @@ TEST(Compare, DifferencesWithinTheMeasuredNoiseAreNotSignificant) {
                                    Side("b", {IndexPoint(64, 4096, 970, 0.01)}), {});
   ASSERT_EQ(quiet.points.size(), 1u);
   EXPECT_EQ(quiet.points[0].verdict, Verdict::kRegression);
-  EXPECT_NEAR(quiet.points[0].noise, std::sqrt(2) * 0.01, 1e-12);
+  ASSERT_TRUE(quiet.points[0].noise.has_value());
+  EXPECT_NEAR(*quiet.points[0].noise, std::sqrt(2) * 0.01, 1e-12);
   EXPECT_NEAR(quiet.worst_regression_pct, 3.0, 1e-9);
 
   const Comparison noisy = Compare(Side("a", {IndexPoint(64, 4096, 1000, 0.05)}),
@@ -93,6 +117,67 @@ TEST(Compare, SummaryAndRegressionGate) {
   EXPECT_NEAR(comparison.worst_regression_pct, 8.0, 1e-9);
   EXPECT_TRUE(RegressionBeyond(comparison, 5));
   EXPECT_FALSE(RegressionBeyond(comparison, 8.5));
+}
+
+// Two runs of the same radix sweep on the same build, as the issue saw them: one pass each, no
+// measured noise, figures +192% and -19% apart. Nothing may be flagged and no gate may fail,
+// however often it is run.
+TEST(Compare, UnknownNoiseIsNeverFlaggedNorGated) {
+  const std::vector<std::string> axes = {"seed"};
+  for (int repeat = 0; repeat < 20; ++repeat) {
+    const double a1 = 1e5 * (1 + repeat), a2 = 3e5;
+    const Comparison identical =
+        Compare(Side("a", {RadixPoint(1, a1, std::nullopt), RadixPoint(2, a2, std::nullopt)}, axes),
+                Side("b", {RadixPoint(1, a1, std::nullopt), RadixPoint(2, a2, std::nullopt)}, axes),
+                {});
+    ASSERT_EQ(identical.points.size(), 2u);
+    for (const ComparedPoint& point : identical.points) {
+      EXPECT_EQ(point.verdict, Verdict::kNoiseUnknown);
+      EXPECT_FALSE(point.noise.has_value());
+      EXPECT_FALSE(point.a.relative_noise.has_value());
+    }
+    EXPECT_EQ(identical.regressions, 0);
+    EXPECT_EQ(identical.improvements, 0);
+    EXPECT_EQ(identical.noise_unknown, 2);
+    EXPECT_FALSE(RegressionBeyond(identical, 0));
+    EXPECT_FALSE(RegressionBeyond(identical, 3));
+    EXPECT_EQ(UnjudgedWorseThan(identical, 0), 0);
+  }
+  const Comparison apart =
+      Compare(Side("a", {RadixPoint(1, 1e5, std::nullopt), RadixPoint(2, 1e5, std::nullopt)}, axes),
+              Side("b", {RadixPoint(1, 2.924e5, std::nullopt), RadixPoint(2, 0.807e5, std::nullopt)},
+                   axes),
+              {});
+  EXPECT_EQ(apart.regressions, 0);
+  EXPECT_EQ(apart.improvements, 0);
+  EXPECT_EQ(apart.noise_unknown, 2);
+  EXPECT_EQ(apart.worst_regression_pct, 0);
+  EXPECT_FALSE(RegressionBeyond(apart, 3));
+  // What the gate did not judge is reported, not hidden.
+  EXPECT_EQ(UnjudgedWorseThan(apart, 3), 1);
+  EXPECT_EQ(VerdictName(Verdict::kNoiseUnknown), "unknown");
+}
+
+// Noise known on one side only is still unknown for the ratio.
+TEST(Compare, NoiseUnknownOnOneSideIsUnknown) {
+  const Comparison comparison = Compare(Side("a", {RadixPoint(1, 1e5, 0.01)}, {"seed"}),
+                                        Side("b", {RadixPoint(1, 5e4, std::nullopt)}, {"seed"}),
+                                        {});
+  ASSERT_EQ(comparison.points.size(), 1u);
+  EXPECT_EQ(comparison.points[0].verdict, Verdict::kNoiseUnknown);
+  EXPECT_FALSE(RegressionBeyond(comparison, 3));
+}
+
+// With measured passes, radix is judged like any figure.
+TEST(Compare, RadixWithMeasuredNoiseIsJudged) {
+  const Comparison comparison = Compare(Side("a", {RadixPoint(1, 1e5, 0.01)}, {"seed"}),
+                                        Side("b", {RadixPoint(1, 5e4, 0.02)}, {"seed"}), {});
+  ASSERT_EQ(comparison.points.size(), 1u);
+  EXPECT_EQ(comparison.points[0].verdict, Verdict::kRegression);
+  EXPECT_TRUE(RegressionBeyond(comparison, 20));
+  const Comparison same = Compare(Side("a", {RadixPoint(1, 1e5, 0.03)}, {"seed"}),
+                                  Side("b", {RadixPoint(1, 1.02e5, 0.03)}, {"seed"}), {});
+  EXPECT_EQ(same.points[0].verdict, Verdict::kSame);
 }
 
 TEST(Compare, AnExperimentMatchesTheSweepPointWithItsParameters) {

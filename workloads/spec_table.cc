@@ -83,4 +83,12 @@ int RequiredGpuCount(const WorkloadSpec& spec, const v1::ExperimentRequest& requ
   return std::max(1, request.tp_degree());
 }
 
+std::optional<Headline> HeadlineOf(const v1::Experiment& experiment) {
+  if (!experiment.has_result()) return std::nullopt;
+  const WorkloadSpec* spec = FindWorkloadSpec(experiment.workload());
+  if (spec == nullptr) spec = FindWorkloadSpec(experiment.request().workload_case());
+  if (spec == nullptr || spec->headline == nullptr) return HeadlineByResultType(experiment);
+  return spec->headline(experiment);
+}
+
 }  // namespace gpuprof::workloads

@@ -3,10 +3,12 @@
 #ifndef GPUPROF_WORKLOADS_SPEC_TABLE_H_
 #define GPUPROF_WORKLOADS_SPEC_TABLE_H_
 
+#include <optional>
 #include <string>
 
 #include "absl/types/span.h"
 #include "gpuprof/v1/experiment.pb.h"
+#include "workloads/headline.h"
 #include "workloads/workload_spec.h"
 
 namespace gpuprof::workloads {
@@ -26,6 +28,10 @@ bool IsGpuWorkload(const gpuprof::v1::ExperimentRequest& request);
 int RequiredGpuCount(const gpuprof::v1::ExperimentRequest& request);
 // The same for a request whose spec the caller has already looked up.
 int RequiredGpuCount(const WorkloadSpec& spec, const gpuprof::v1::ExperimentRequest& request);
+
+// The experiment's headline, as its workload's spec chooses it (by the result's type for a
+// workload this build does not know); nullopt without a result that has one.
+std::optional<Headline> HeadlineOf(const gpuprof::v1::Experiment& experiment);
 
 }  // namespace gpuprof::workloads
 

@@ -5,11 +5,13 @@
 #define GPUPROF_WORKLOADS_WORKLOAD_SPEC_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
 #include "gpuprof/v1/experiment.pb.h"
 #include "gpuprof/v1/gpus.pb.h"
+#include "workloads/headline.h"
 
 namespace gpuprof::workloads {
 
@@ -41,6 +43,9 @@ struct WorkloadSpec {
   // INVALID_ARGUMENT naming the field as "<workload>.<field>", its value and what is allowed.
   absl::Status (*validate)(const gpuprof::v1::ExperimentRequest& request,
                            const HostLimits& limits) = nullptr;
+  // The figure that sums up a finished experiment of this workload (headline.h's builders);
+  // nullopt when its result lacks it.
+  std::optional<Headline> (*headline)(const gpuprof::v1::Experiment& experiment) = nullptr;
 };
 
 }  // namespace gpuprof::workloads

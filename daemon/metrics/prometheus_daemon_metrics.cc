@@ -268,8 +268,7 @@ PrometheusDaemonMetrics::PrometheusDaemonMetrics(absl::string_view version)
                                   .Name(metric_names::kResultRadixHitRatio)
                                   .Help("Matched over requested tokens in the latest radix "
                                         "experiment (0..1).")
-                                  .Register(*registry_)
-                                  .Add({})),
+                                  .Register(*registry_)),
       result_radix_operations_(prometheus::BuildGauge()
                                    .Name(metric_names::kResultRadixOperations)
                                    .Help("Operations per second of the latest radix "
@@ -405,8 +404,13 @@ void PrometheusDaemonMetrics::RecordResult(const v1::Experiment& experiment) {
   const v1::ExperimentResult& result = experiment.result();
   const std::string workload = WorkloadLabel(experiment.workload());
   const v1::GpuMeasurement& measurement = result.measurement();
+  // Attention's phase (its headline's): prefill and decode are different figures, never one
+  // series that alternates between them.
+  const std::optional<workloads::Headline> headline = workloads::HeadlineOf(experiment);
+  const std::string phase = headline.has_value() ? headline->phase : "";
   for (int gpu : experiment.gpu_ids()) {
-    const Labels labels = {{"workload", workload}, {"gpu", absl::StrCat(gpu)}};
+    Labels labels = {{"workload", workload}, {"gpu", absl::StrCat(gpu)}};
+    if (!phase.empty()) labels["phase"] = phase;
     if (measurement.bandwidth_gbps() > 0) {
       result_bandwidth_.Add(labels).Set(measurement.bandwidth_gbps() * 1e9);
     }
@@ -415,9 +419,12 @@ void PrometheusDaemonMetrics::RecordResult(const v1::Experiment& experiment) {
                                                    100.0);
     }
     if (experiment.request().has_attention() && measurement.tflops() > 0) {
-      const std::string phase = EnumLabel(
-          v1::AttentionPhase_Name(experiment.request().attention().phase()), "ATTENTION_PHASE_");
-      result_attention_flops_.Add({{"phase", phase}, {"gpu", absl::StrCat(gpu)}})
+      result_attention_flops_
+          .Add({{"phase", phase.empty() ? EnumLabel(v1::AttentionPhase_Name(
+                                                        experiment.request().attention().phase()),
+                                                    "ATTENTION_PHASE_")
+                                        : phase},
+                {"gpu", absl::StrCat(gpu)}})
           .Set(measurement.tflops() * 1e12);
     }
   }
@@ -432,7 +439,7 @@ void PrometheusDaemonMetrics::RecordResult(const v1::Experiment& experiment) {
         .Set(result.collective().busbw_gbps() * 1e9);
   }
   if (result.has_radix()) {
-    result_radix_hit_ratio_.Set(result.radix().hit_rate());
+    result_radix_hit_ratio_.Add({}).Set(result.radix().hit_rate());
     for (const v1::OperationStats& operation : result.radix().operations()) {
       result_radix_operations_.Add({{"operation", operation.operation()}})
           .Set(operation.ops_per_second());

@@ -101,12 +101,14 @@ class PrometheusDaemonMetrics final : public DaemonMetrics {
   prometheus::Gauge& store_disk_free_bytes_;
   prometheus::Gauge& store_read_only_;
 
-  // Results: the latest value of each kind, per bounded label set.
+  // Results: the latest value of each kind, per bounded label set; a series appears with the
+  // first result that has it. Attention's carry its phase (workloads/headline.h).
   prometheus::Family<prometheus::Gauge>& result_bandwidth_;
   prometheus::Family<prometheus::Gauge>& result_copy_bandwidth_ratio_;
   prometheus::Family<prometheus::Gauge>& result_collective_bus_bandwidth_;
   prometheus::Family<prometheus::Gauge>& result_attention_flops_;
-  prometheus::Gauge& result_radix_hit_ratio_;
+  // No series until a radix experiment finished here: a node that never ran one has no ratio.
+  prometheus::Family<prometheus::Gauge>& result_radix_hit_ratio_;
   prometheus::Family<prometheus::Gauge>& result_radix_operations_;
 
   // GPU telemetry (NVML).

@@ -265,6 +265,83 @@ TEST(PrometheusDaemonMetricsTest, RecordsGpuResultsInBaseUnitsByBoundedLabels) {
   EXPECT_THAT(text, Not(HasSubstr(R"(gpu="0",workload="store")")));
 }
 
+// Prefill and decode are two figures (6% and 95% of copy on an H100): each phase its own series,
+// never one that alternates between them. Other workloads carry no phase.
+TEST(PrometheusDaemonMetricsTest, AttentionResultsCarryTheirPhase) {
+  PrometheusDaemonMetrics metrics("1.2.3");
+  for (const auto& [phase, pct] : {std::pair{v1::ATTENTION_PHASE_DECODE, 94.8},
+                                   std::pair{v1::ATTENTION_PHASE_PREFILL, 6.2}}) {
+    v1::Experiment attention = EndedExperiment(v1::WORKLOAD_ATTENTION, v1::FINISHED);
+    attention.mutable_request()->mutable_attention()->set_phase(phase);
+    attention.add_gpu_ids(0);
+    v1::GpuMeasurement& measurement = *attention.mutable_result()->mutable_measurement();
+    measurement.set_bandwidth_gbps(pct * 30);
+    measurement.set_pct_of_measured_copy_bandwidth(pct);
+    measurement.set_tflops(pct * 10);
+    metrics.ExperimentEnded(attention);
+  }
+  v1::Experiment index = EndedExperiment(v1::WORKLOAD_INDEX, v1::FINISHED);
+  index.mutable_request()->mutable_index();
+  index.add_gpu_ids(0);
+  index.mutable_result()->mutable_measurement()->set_bandwidth_gbps(1500);
+  index.mutable_result()->mutable_measurement()->set_pct_of_measured_copy_bandwidth(75);
+  metrics.ExperimentEnded(index);
+
+  const std::string text = metrics.ExpositionText();
+  const auto samples = ParseSamples(text);
+  EXPECT_DOUBLE_EQ(ValueOf(samples, R"(gpuprof_result_copy_bandwidth_ratio{)"
+                                    R"(gpu="0",phase="decode",workload="attention"})"),
+                   0.948);
+  EXPECT_DOUBLE_EQ(ValueOf(samples, R"(gpuprof_result_copy_bandwidth_ratio{)"
+                                    R"(gpu="0",phase="prefill",workload="attention"})"),
+                   0.062);
+  EXPECT_DOUBLE_EQ(ValueOf(samples, R"(gpuprof_result_bandwidth_bytes_per_second{)"
+                                    R"(gpu="0",phase="decode",workload="attention"})"),
+                   94.8 * 30 * 1e9);
+  EXPECT_DOUBLE_EQ(
+      ValueOf(samples, R"(gpuprof_result_attention_flops_per_second{gpu="0",phase="decode"})"),
+      948e12);
+  EXPECT_DOUBLE_EQ(
+      ValueOf(samples, R"(gpuprof_result_attention_flops_per_second{gpu="0",phase="prefill"})"),
+      62e12);
+  EXPECT_EQ(ValueOf(samples, R"(gpuprof_result_copy_bandwidth_ratio{gpu="0",workload="index"})"),
+            0.75);
+  // No attention series without its phase.
+  EXPECT_THAT(text, Not(HasSubstr(R"(gpu="0",workload="attention")")));
+}
+
+// A node that never ran a workload exports nothing for it: no radix hit ratio of 0, no
+// bandwidth of 0.
+TEST(PrometheusDaemonMetricsTest, NoResultSeriesForWorkloadsThatNeverRan) {
+  PrometheusDaemonMetrics metrics("1.2.3");
+  const auto result_series = [&metrics] {
+    std::set<std::string> series;
+    for (const auto& [name, value] : ParseSamples(metrics.ExpositionText())) {
+      if (absl::StartsWith(name, "gpuprof_result_")) series.insert(name);
+    }
+    return series;
+  };
+  EXPECT_THAT(result_series(), ::testing::IsEmpty());
+  // A failed radix run is no result either.
+  metrics.ExperimentEnded(EndedExperiment(v1::WORKLOAD_RADIX, v1::FAILED));
+  EXPECT_THAT(result_series(), ::testing::IsEmpty());
+
+  v1::Experiment index = EndedExperiment(v1::WORKLOAD_INDEX, v1::FINISHED);
+  index.mutable_request()->mutable_index();
+  index.add_gpu_ids(0);
+  index.mutable_result()->mutable_measurement()->set_bandwidth_gbps(1500);
+  metrics.ExperimentEnded(index);
+  EXPECT_THAT(result_series(),
+              ::testing::ElementsAre(
+                  R"(gpuprof_result_bandwidth_bytes_per_second{gpu="0",workload="index"})"));
+
+  v1::Experiment radix = EndedExperiment(v1::WORKLOAD_RADIX, v1::FINISHED);
+  radix.mutable_result()->mutable_radix()->set_hit_rate(0);
+  metrics.ExperimentEnded(radix);
+  // Now a hit ratio of 0 is a measured 0.
+  EXPECT_EQ(ValueOf(ParseSamples(metrics.ExpositionText()), "gpuprof_result_radix_hit_ratio"), 0);
+}
+
 TEST(PrometheusDaemonMetricsTest, CountsWorkerFailuresAndRpcs) {
   PrometheusDaemonMetrics metrics("1.2.3");
   metrics.WorkerFailed(/*timed_out=*/false);

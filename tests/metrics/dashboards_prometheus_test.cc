@@ -232,6 +232,31 @@ TEST_F(DashboardsPrometheusTest, EveryPanelQueryParsesAndReturnsData) {
   }
 }
 
+// What Prometheus holds for a node that never ran a workload: nothing. The idle node has no
+// radix series (not a hit ratio of 0), and neither node has a GPU result it never measured.
+TEST_F(DashboardsPrometheusTest, NoResultSeriesForWorkloadsThatNeverRan) {
+  RunExperiments();
+  const auto instances_with = [&](const std::string& selector) {
+    absl::StatusOr<google::protobuf::Struct> data = prometheus_->Query(selector);
+    EXPECT_TRUE(data.ok()) << selector << ": " << data.status();
+    std::set<std::string> found;
+    if (!data.ok()) return found;
+    for (const auto& result : ListField(*data, "result").values()) {
+      found.insert(StringField(StructField(result.struct_value(), "metric"), "instance"));
+    }
+    return found;
+  };
+  EXPECT_EQ(instances_with("gpuprof_result_radix_hit_ratio"), (std::set<std::string>{target_}));
+  EXPECT_EQ(
+      instances_with(R"(gpuprof_result_radix_operations_per_second{operation="match_prefix"})"),
+      (std::set<std::string>{target_}));
+  EXPECT_THAT(
+      instances_with(R"({__name__=~"gpuprof_result_.*", __name__!~"gpuprof_result_radix_.*"})"),
+      ::testing::IsEmpty());
+  // Both daemons are scraped: the idle one answers for its other series.
+  EXPECT_EQ(instances_with("gpuprof_up"), (std::set<std::string>{target_, other_target_}));
+}
+
 TEST_F(DashboardsPrometheusTest, BrokenPromqlIsReportedNotSilentlyEmpty) {
   // The check above relies on Prometheus refusing bad expressions; make sure it does.
   const auto parsed = prometheus_->Query("sum by (workload (gpuprof_experiments_total)");

@@ -147,6 +147,17 @@ AttentionLengths ExpandAttentionLengths(const v1::AttentionSpec& spec) {
   return lengths;
 }
 
+// Decode reads the whole KV cache for one query token: bandwidth-bound, judged against the
+// copy bandwidth. Prefill reuses each cached token across many queries: compute-bound.
+std::optional<Headline> AttentionHeadline(const v1::Experiment& experiment) {
+  // The stored request has its defaults applied; an unset phase is the default, decode.
+  const bool prefill = experiment.request().attention().phase() == v1::ATTENTION_PHASE_PREFILL;
+  std::optional<Headline> headline =
+      prefill ? ComputeHeadline(experiment) : BandwidthHeadline(experiment);
+  if (headline.has_value()) headline->phase = prefill ? "prefill" : "decode";
+  return headline;
+}
+
 const WorkloadSpec kAttentionSpec = {
     .request_case = v1::ExperimentRequest::kAttention,
     .workload = v1::WORKLOAD_ATTENTION,
@@ -154,6 +165,7 @@ const WorkloadSpec kAttentionSpec = {
     .supports_tensor_parallelism = true,
     .apply_defaults = &ApplyAttentionDefaults,
     .validate = &ValidateAttention,
+    .headline = &AttentionHeadline,
 };
 
 }  // namespace gpuprof::workloads

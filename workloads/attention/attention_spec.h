@@ -3,6 +3,7 @@
 #define GPUPROF_WORKLOADS_ATTENTION_ATTENTION_SPEC_H_
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "gpuprof/v1/workloads.pb.h"
@@ -19,6 +20,10 @@ struct AttentionLengths {
   std::vector<int64_t> kv_lens;
 };
 AttentionLengths ExpandAttentionLengths(const v1::AttentionSpec& spec);
+
+// Its headline: decode is bandwidth-bound (GB/s, % of copy), prefill compute-bound (TFLOP/s,
+// % of peak).
+std::optional<Headline> AttentionHeadline(const v1::Experiment& experiment);
 
 }  // namespace gpuprof::workloads
 

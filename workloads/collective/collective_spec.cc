@@ -200,6 +200,7 @@ const WorkloadSpec kCollectiveSpec = {
     .supports_tensor_parallelism = true,
     .apply_defaults = &ApplyCollectiveDefaults,
     .validate = &ValidateCollective,
+    .headline = &BusBandwidthHeadline,
 };
 
 }  // namespace gpuprof::workloads

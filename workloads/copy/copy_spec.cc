@@ -105,6 +105,7 @@ const WorkloadSpec kCopySpec = {
     .supports_tensor_parallelism = false,
     .apply_defaults = &ApplyCopyDefaults,
     .validate = &ValidateCopy,
+    .headline = &LinkBandwidthHeadline,
 };
 
 }  // namespace gpuprof::workloads

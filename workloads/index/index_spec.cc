@@ -104,6 +104,7 @@ const WorkloadSpec kIndexSpec = {
     .supports_tensor_parallelism = true,
     .apply_defaults = &ApplyIndexDefaults,
     .validate = &ValidateIndex,
+    .headline = &BandwidthHeadline,
 };
 
 }  // namespace gpuprof::workloads

@@ -117,6 +117,7 @@ const WorkloadSpec kRadixSpec = {
                          v1::ExperimentRequest& request) { ApplyRadixDefaults(*request.mutable_radix()); },
     .validate = [](const v1::ExperimentRequest& request,
                    const HostLimits&) { return ValidateRadixSpec(request.radix()); },
+    .headline = &MatchRateHeadline,
 };
 
 }  // namespace gpuprof::workloads

@@ -78,6 +78,7 @@ const WorkloadSpec kStoreSpec = {
     .uses_gpu = true,
     .apply_defaults = &ApplyStoreDefaults,
     .validate = &ValidateStore,
+    .headline = &BandwidthHeadline,
 };
 
 }  // namespace gpuprof::workloads
