@@ -55,6 +55,8 @@ constexpr CommonFlag kCommonFlags[] = {
     {"min-iters", "measurement.min_iterations", "", "timed samples at least"},
     {"max-iters", "measurement.max_iterations", "", "timed samples at most"},
     {"time-budget", "measurement.time_budget", "", "stop sampling after this long"},
+    {"min-time", "measurement.min_time", "",
+     "measured time before --noise may stop sampling (default 50ms; 0: none)"},
     {"noise", "measurement.noise_target", "",
      "stop once stddev/mean of the samples is below this (0.01 = 1%)"},
     {"l2", "measurement.l2_mode", "", "cold flushes L2 before every sample"},

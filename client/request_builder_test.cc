@@ -242,6 +242,17 @@ TEST(ExperimentRequestBuilderTest, ErrorsNameTheFlagAsTyped) {
   }
 }
 
+TEST(ExperimentRequestBuilderTest, MinTimeSetsTheFloorAndAnExplicitZeroIsKept) {
+  auto request = Submit("index", {"--min-time", "100ms"});
+  ASSERT_TRUE(request.ok()) << request.status();
+  EXPECT_EQ(request->measurement().min_time().nanos(), 100'000'000);
+  request = Submit("index", {"--min-time", "0s"});
+  ASSERT_TRUE(request.ok()) << request.status();
+  // Present and zero: no time floor, where absent takes the daemon's default.
+  EXPECT_TRUE(request->measurement().has_min_time());
+  EXPECT_EQ(request->measurement().min_time().seconds(), 0);
+}
+
 TEST(ExperimentRequestBuilderTest, FlagHelpCarriesTypesAndChoices) {
   auto builder = ExperimentRequestBuilder::ForWorkload("index");
   ASSERT_TRUE(builder.ok());

@@ -235,6 +235,7 @@ absl::StatusOr<MeasurementOutcome> MeasureStreams(const MeasurementSetup& setup,
   auto last_progress = timed_start;
   progress(api::PHASE_TIMED, 0, max_samples, "timing");
   std::string stop_reason;
+  SamplingState state;
   while (stop_reason.empty()) {
     ASSIGN_OR_RETURN(const double sample,
                      TimeOneSample(setup, timers, blocker,
@@ -242,10 +243,12 @@ absl::StatusOr<MeasurementOutcome> MeasureStreams(const MeasurementSetup& setup,
     samples_us.push_back(sample);
     running.Add(sample);
     const auto now = Clock::now();
-    stop_reason = FirstStopReason(
-        criteria, SamplingState{.samples = running.count(),
-                                .relative_noise = running.relative_noise(),
-                                .elapsed = absl::FromChrono(now - timed_start)});
+    state.samples = running.count();
+    state.relative_noise = running.relative_noise();
+    state.elapsed = absl::FromChrono(now - timed_start);
+    // A sample is the time per unit; the floor counts every unit the sample timed.
+    state.measured += absl::Microseconds(sample * units_per_sample);
+    stop_reason = FirstStopReason(criteria, state);
     if (stop_reason.empty() && now - last_progress >= kProgressInterval) {
       last_progress = now;
       progress(api::PHASE_TIMED, running.count(), max_samples,
@@ -257,7 +260,7 @@ absl::StatusOr<MeasurementOutcome> MeasureStreams(const MeasurementSetup& setup,
   CUDA_RETURN_IF_ERROR(cudaSetDevice(current_device));
 
   *measurement.mutable_kernel_time() = ComputeTimingStats(samples_us);
-  measurement.set_stop_reason(stop_reason);
+  measurement.set_stop_reason(DescribeStop(stop_reason, state, options));
   const double median_us = measurement.kernel_time().median_us();
   FillBandwidth(setup.bytes_per_launch, median_us, setup.gpu.spec_peak_bandwidth_gbps(),
                 setup.gpu.measured_copy_bandwidth_gbps(), measurement);
@@ -267,7 +270,8 @@ absl::StatusOr<MeasurementOutcome> MeasureStreams(const MeasurementSetup& setup,
         "pct_of_measured_copy_bandwidth: the daemon has no copy bandwidth measured for GPU ",
         setup.gpu.index()));
   }
-  progress(api::PHASE_TIMED, measurement.kernel_time().samples(), max_samples, stop_reason);
+  progress(api::PHASE_TIMED, measurement.kernel_time().samples(), max_samples,
+           measurement.stop_reason());
 
   // Throttling: NVML's clock and reasons when available; the samples' drift either way.
   std::string throttling;

@@ -19,6 +19,7 @@ namespace {
 
 namespace api = ::gpuprof::v1;
 using ::testing::HasSubstr;
+using ::testing::StartsWith;
 
 class GpuMeasurementGpuTest : public ::testing::Test {
  protected:
@@ -69,7 +70,7 @@ TEST_F(GpuMeasurementGpuTest, StopsAtMaxIterationsWithPlausibleBandwidth) {
   auto outcome = Measure();
   ASSERT_TRUE(outcome.ok()) << outcome.status();
   const api::GpuMeasurement& measurement = outcome->measurement;
-  EXPECT_EQ(measurement.stop_reason(), "max iterations");
+  EXPECT_THAT(measurement.stop_reason(), StartsWith("max iterations: 50 samples, "));
   EXPECT_EQ(measurement.kernel_time().samples(), 50);
   EXPECT_GT(measurement.bandwidth_gbps(), 100);
   EXPECT_LT(measurement.bandwidth_gbps(), 20000);
@@ -84,8 +85,33 @@ TEST_F(GpuMeasurementGpuTest, GraphColdAndNoiseTarget) {
   ASSERT_TRUE(outcome.ok()) << outcome.status();
   EXPECT_TRUE(outcome->measurement.used_cuda_graph());
   EXPECT_EQ(outcome->measurement.l2_mode(), api::MeasurementOptions::L2_MODE_COLD);
-  EXPECT_EQ(outcome->measurement.stop_reason(), "noise target reached");
+  EXPECT_THAT(outcome->measurement.stop_reason(), StartsWith("noise target reached: "));
   EXPECT_EQ(outcome->measurement.kernel_time().samples(), 5);
+}
+
+TEST_F(GpuMeasurementGpuTest, TheNoiseTargetWaitsForTheFloor) {
+  // A noise target any run meets at once: only the floor keeps it sampling.
+  setup_.options.set_noise_target(0.5);
+  setup_.options.set_max_iterations(1'000'000);
+  setup_.options.set_min_iterations(100);
+  auto by_samples = Measure();
+  ASSERT_TRUE(by_samples.ok()) << by_samples.status();
+  EXPECT_EQ(by_samples->measurement.kernel_time().samples(), 100);
+  EXPECT_THAT(by_samples->measurement.stop_reason(),
+              StartsWith("noise target reached: "));
+  EXPECT_THAT(by_samples->measurement.stop_reason(), HasSubstr(" over 100 samples, "));
+
+  // A 256 MiB memset takes about 0.1 ms: 20 ms of measured time needs far more than 5.
+  setup_.options.set_min_iterations(5);
+  *setup_.options.mutable_min_time() =
+      google::protobuf::util::TimeUtil::MillisecondsToDuration(20);
+  auto by_time = Measure();
+  ASSERT_TRUE(by_time.ok()) << by_time.status();
+  const api::TimingStats& time = by_time->measurement.kernel_time();
+  EXPECT_GT(time.samples(), 5);
+  // The samples' sum (samples x mean) is the measured time the floor counted.
+  EXPECT_GE(time.samples() * time.mean_us(), 20'000 * 0.999);
+  EXPECT_THAT(by_time->measurement.stop_reason(), StartsWith("noise target reached: "));
 }
 
 TEST_F(GpuMeasurementGpuTest, EagerBatchLaunchesThatManyTimesAndReportsTimePerLaunch) {
@@ -125,7 +151,7 @@ TEST_F(GpuMeasurementGpuTest, TimeBudgetStopsEarly) {
       google::protobuf::util::TimeUtil::MillisecondsToDuration(50);
   auto outcome = Measure();
   ASSERT_TRUE(outcome.ok()) << outcome.status();
-  EXPECT_EQ(outcome->measurement.stop_reason(), "time budget");
+  EXPECT_THAT(outcome->measurement.stop_reason(), StartsWith("time budget: "));
   EXPECT_LT(outcome->measurement.kernel_time().samples(), 1'000'000);
 }
 

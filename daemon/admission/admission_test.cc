@@ -222,7 +222,7 @@ TEST_F(AdmissionControlTest, AdmittedRequestsAreTheValidatedRequestsWithDefaults
   const v1::ExperimentRequest& request = admitted->requests().front();
   EXPECT_EQ(request.tp_degree(), 1);
   EXPECT_EQ(TimeUtil::DurationToSeconds(request.timeout()), 30 * 60);
-  EXPECT_EQ(request.measurement().min_iterations(), 10);
+  EXPECT_EQ(request.measurement().min_iterations(), 100);
 
   // An invalid request is an error of the caller's, not a refusal: nothing taken or audited.
   auto invalid = control_->Admit(Single(kMallory, Index(-5)));

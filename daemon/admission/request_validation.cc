@@ -74,6 +74,12 @@ absl::Status ValidateMeasurement(const v1::MeasurementOptions& options) {
                                TimeUtil::DurationToMilliseconds(options.time_budget()), 1,
                                600'000));
   }
+  // 0 is allowed: an explicit "no time floor" (unset takes the default).
+  if (options.has_min_time()) {
+    RETURN_IF_ERROR(CheckRange("measurement.min_time (ms)",
+                               TimeUtil::DurationToMilliseconds(options.min_time()), 0,
+                               600'000));
+  }
   if (!(options.noise_target() >= 0.0 && options.noise_target() < 1.0)) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "measurement.noise_target: got %g; must be in [0, 1)", options.noise_target()));
@@ -274,7 +280,13 @@ void ApplyDefaults(const WorkloadSpec* spec, const ValidationLimits& limits,
   if (uses_gpu) {
     auto& measurement = *request.mutable_measurement();
     SetIfZero(measurement.warmup_iterations(), [&] { measurement.set_warmup_iterations(10); });
-    SetIfZero(measurement.min_iterations(), [&] { measurement.set_min_iterations(10); });
+    // The floor under the noise target (nvbench's min samples and min time): 100 samples so
+    // that p99 is not the maximum, 50 ms of measured GPU time so that a short kernel's noise
+    // does not rest on a millisecond of data. Unset min_time only: an explicit 0 is honoured.
+    SetIfZero(measurement.min_iterations(), [&] { measurement.set_min_iterations(100); });
+    if (!measurement.has_min_time()) {
+      *measurement.mutable_min_time() = TimeUtil::MillisecondsToDuration(50);
+    }
     SetIfZero(measurement.max_iterations(), [&] {
       measurement.set_max_iterations(std::max(1000, measurement.min_iterations()));
     });

@@ -346,6 +346,7 @@ class CopyRun {
     RunningNoise running;
     const auto timed_start = Clock::now();
     std::string stop_reason;
+    measure::SamplingState state;
     while (stop_reason.empty()) {
       const auto start = Clock::now();
       RETURN_IF_ERROR(copy_batch());
@@ -353,21 +354,22 @@ class CopyRun {
       const double sample = std::chrono::duration<double, std::micro>(now - start).count() / units;
       samples_us.push_back(sample);
       running.Add(sample);
-      stop_reason =
-          measure::FirstStopReason(criteria, {.samples = running.count(),
-                                              .relative_noise = running.relative_noise(),
-                                              .elapsed = absl::FromChrono(now - timed_start)});
+      state.samples = running.count();
+      state.relative_noise = running.relative_noise();
+      state.elapsed = absl::FromChrono(now - timed_start);
+      state.measured += absl::FromChrono(now - start);
+      stop_reason = measure::FirstStopReason(criteria, state);
     }
     CUDA_RETURN_IF_ERROR(cudaSetDevice(0));
     measure::MeasurementOutcome outcome;
     v1::GpuMeasurement& measurement = outcome.measurement;
     *measurement.mutable_kernel_time() = measure::ComputeTimingStats(samples_us);
-    measurement.set_stop_reason(stop_reason);
+    measurement.set_stop_reason(measure::DescribeStop(stop_reason, state, options));
     measurement.set_launches_per_sample(units);
     measurement.set_l2_mode(v1::MeasurementOptions::L2_MODE_HOT);
     measure::FillBandwidth(setup.bytes_per_launch, measurement.kernel_time().median_us(),
                            setup.gpu.spec_peak_bandwidth_gbps(), 0, measurement);
-    context_.progress(v1::PHASE_TIMED, samples_us.size(), max_samples, stop_reason);
+    context_.progress(v1::PHASE_TIMED, samples_us.size(), max_samples, measurement.stop_reason());
     outcome.not_collected.push_back(
         "event timing: pageable copies are timed on the host clock (each copy synchronised), "
         "launch and the driver's staging included; no throttling check, L2 not flushed");
