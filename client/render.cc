@@ -196,14 +196,18 @@ void AddJit(const v1::JitInfo& jit, KeyValueLines& lines) {
 
 std::string RenderOperations(const google::protobuf::RepeatedPtrField<v1::OperationStats>& ops,
                              absl::string_view indent) {
-  TextTable table(
-      {"OPERATION", "COUNT", "OPS/S", "MIN µs", "MEDIAN µs", "P90 µs", "P99 µs", "MAX µs"});
-  for (size_t column = 1; column < 8; ++column) table.SetAlign(column, TextTable::Align::kRight);
+  TextTable table({"OPERATION", "COUNT", "OPS/S", "NOISE", "MIN µs", "MEDIAN µs", "P90 µs",
+                   "P99 µs", "MAX µs"});
+  for (size_t column = 1; column < 9; ++column) table.SetAlign(column, TextTable::Align::kRight);
   for (const v1::OperationStats& op : ops) {
     const v1::TimingStats& latency = op.latency();
+    // Unset noise is unknown (a single pass, or a result from before passes), never 0%.
+    const std::string noise = op.has_ops_per_second_relative_noise()
+                                  ? Percent(100 * op.ops_per_second_relative_noise())
+                                  : "unknown";
     table.AddRow({op.operation(), absl::StrCat(op.count()), FormatNumber(op.ops_per_second()),
-                  Micros(latency.min_us()), Micros(latency.median_us()), Micros(latency.p90_us()),
-                  Micros(latency.p99_us()), Micros(latency.max_us())});
+                  noise, Micros(latency.min_us()), Micros(latency.median_us()),
+                  Micros(latency.p90_us()), Micros(latency.p99_us()), Micros(latency.max_us())});
   }
   return table.Render(indent);
 }
@@ -219,6 +223,10 @@ void AddRadix(const v1::RadixResult& radix, KeyValueLines& lines) {
                                           FormatDecimalBytes(radix.compare_bytes()), " compared)"));
   if (radix.wall_seconds() > 0) {
     lines.Add("wall time", FormatElapsed(absl::Seconds(radix.wall_seconds())));
+  }
+  if (!radix.operations().empty() && radix.operations(0).passes() > 0) {
+    lines.Add("passes", absl::StrCat(radix.operations(0).passes(),
+                                     " timed; OPS/S is their median, NOISE their stddev/mean"));
   }
 }
 

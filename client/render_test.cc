@@ -253,12 +253,15 @@ TEST(RenderResultTest, Radix) {
         operation: "match"
         count: 10000
         ops_per_second: 812345.6
+        ops_per_second_relative_noise: 0.0123
+        passes: 5
         latency { min_us: 0.5 median_us: 1.25 p90_us: 2.5 p99_us: 7.75 max_us: 120.5 }
       }
       operations {
         operation: "insert"
         count: 10000
         ops_per_second: 401234
+        passes: 5
         latency { min_us: 0.75 median_us: 2 p90_us: 4 p99_us: 9 max_us: 98 }
       }
     }
@@ -270,10 +273,11 @@ TEST(RenderResultTest, Radix) {
             "890123 tokens\n"
             "token compare:  14.2 GB/s (1.2 GB compared)\n"
             "wall time:      2.5s\n"
+            "passes:         5 timed; OPS/S is their median, NOISE their stddev/mean\n"
             "operations:\n"
-            "  OPERATION  COUNT   OPS/S  MIN µs  MEDIAN µs  P90 µs  P99 µs  MAX µs\n"
-            "  match      10000  812346    0.50       1.25    2.50    7.75   120.5\n"
-            "  insert     10000  401234    0.75       2.00    4.00    9.00    98.0\n");
+            "  OPERATION  COUNT   OPS/S    NOISE  MIN µs  MEDIAN µs  P90 µs  P99 µs  MAX µs\n"
+            "  match      10000  812346     1.2%    0.50       1.25    2.50    7.75   120.5\n"
+            "  insert     10000  401234  unknown    0.75       2.00    4.00    9.00    98.0\n");
 }
 
 TEST(RenderResultTest, CpuOnlyProvenance) {

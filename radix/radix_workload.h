@@ -1,13 +1,19 @@
 // The "radix" workload: replays a synthetic request stream against a radix
 // prefix cache, as an LLM serving engine's scheduler does on the CPU, and
 // reports hit rate and the cost of each cache operation.
+//
+// The stream is replayed in passes, a warm-up first, each pass from an empty
+// cache; an operation's rate is the median over the timed passes, and its
+// noise the passes' spread, so two runs can be compared.
 
 #ifndef GPUPROF_RADIX_RADIX_WORKLOAD_H_
 #define GPUPROF_RADIX_RADIX_WORKLOAD_H_
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "radix/latency_stats.h"
 #include "radix/request_stream.h"
@@ -19,6 +25,31 @@ inline constexpr int64_t kMaxPageSize = 4096;
 // 1 GiB of cached int32 tokens.
 inline constexpr int64_t kMaxCacheTokenBudget = int64_t{1} << 28;
 inline constexpr int64_t kMaxInFlightRequests = 65'536;
+inline constexpr int64_t kMaxWarmupPasses = 100'000;
+inline constexpr int64_t kMaxPasses = 1'000'000;
+inline constexpr double kMaxPassSeconds = 600.0;
+
+// How many times the stream is replayed. Every pass starts from an empty cache
+// and the same stream, so every pass does the same matches, inserts and
+// evictions: their rates differ only by the machine's noise. (Keeping the
+// cache warm across passes would make the first pass the only one that misses
+// and the later ones measure another workload.)
+struct PassConfig {
+  // Untimed passes first: caches, branch predictors, the allocator's pools.
+  int64_t warmup_passes = 1;
+  // The floor: timed passes go on until there are at least `min_passes` of
+  // them lasting at least `min_seconds` together (wall time of the passes). Five
+  // passes are the fewest whose median ignores two outliers; 50 ms gives short
+  // streams more passes (a 300-request pass lasts about a millisecond).
+  int64_t min_passes = 5;
+  double min_seconds = 0.05;
+  // Past the floor: 0 stops there; otherwise passes go on until the relative
+  // noise (stddev / mean) of the per-pass match_prefix rates is at most this.
+  double noise_target = 0.0;
+  // Either ends the run, the floor reached or not (after one timed pass).
+  int64_t max_passes = 1000;
+  double time_budget_seconds = 2.0;
+};
 
 struct RadixWorkloadConfig {
   RequestStreamConfig stream;
@@ -33,14 +64,34 @@ struct RadixWorkloadConfig {
   // evicted.
   bool lock_in_flight = true;
   int64_t in_flight_requests = 32;
-  // The progress callback runs after every this many requests.
+  // The progress callback runs after every this many requests of a pass.
   int64_t progress_interval = 1000;
+  PassConfig passes;
+};
+
+// One operation's rate: calls per second of time spent inside it, per timed
+// pass.
+struct OperationRate {
+  // In pass order.
+  std::vector<double> per_pass;
+  double median = 0.0;
+  // stddev / mean of per_pass; unset with fewer than two passes or a zero mean
+  // (an operation that never ran).
+  std::optional<double> relative_noise;
 };
 
 struct RadixWorkloadReport {
   // Non-empty if the config was invalid (then nothing ran and the rest is
-  // zero), or if a lock bookkeeping check failed mid-run ("internal error: ...").
+  // zero), or if a lock bookkeeping check failed mid-run or two passes did
+  // different work ("internal error: ...").
   std::string error;
+
+  // Timed passes, and why they stopped: "floor reached", "noise target
+  // reached", "max passes" or "time budget".
+  int64_t passes = 0;
+  std::string stop_reason;
+
+  // The counts below are one pass's (every pass does the same work).
 
   int64_t requests = 0;
   int64_t request_tokens = 0;
@@ -57,17 +108,18 @@ struct RadixWorkloadReport {
   int64_t evicted_nodes = 0;
   int64_t evicted_tokens = 0;
 
-  // Latency of each MatchPrefix, Insert and Evict call, timed one by one.
+  // Latency of each MatchPrefix, Insert and Evict call, timed one by one, over
+  // every timed pass.
   LatencyStats match_latency;
   LatencyStats insert_latency;
   LatencyStats evict_latency;
-  // Calls per second of time spent inside that operation.
-  double match_ops_per_second = 0.0;
-  double insert_ops_per_second = 0.0;
-  double evict_ops_per_second = 0.0;
+  OperationRate match_rate;
+  OperationRate insert_rate;
+  OperationRate evict_rate;
 
-  // Token bytes compared along edges by matches and inserts, and that volume
-  // per second of match plus insert time, in GB/s (1e9 bytes).
+  // Token bytes compared along edges by matches and inserts in one pass, and
+  // that volume per second of match plus insert time over the timed passes, in
+  // GB/s (1e9 bytes).
   int64_t compare_bytes = 0;
   double compare_gb_per_second = 0.0;
 
@@ -77,12 +129,19 @@ struct RadixWorkloadReport {
   // Cache size after the run, with all in-flight locks released.
   int64_t final_nodes = 0;
   int64_t final_tokens = 0;
-  // Wall time of the whole run, request generation included.
+  // Wall time of the whole run, warm-up and request generation included.
   double wall_seconds = 0.0;
 };
 
-// Called with (requests done, requests in total).
-using ProgressCallback = std::function<void(int64_t done, int64_t total)>;
+struct PassProgress {
+  bool warmup = false;
+  // 1-based among the warm-up passes, or among the timed ones.
+  int64_t pass = 0;
+  // Requests of this pass.
+  int64_t done = 0;
+  int64_t total = 0;
+};
+using ProgressCallback = std::function<void(const PassProgress& progress)>;
 
 // Returns an empty string if `config` is valid, else a message naming the
 // first bad field, its value and the allowed range, e.g.
@@ -91,9 +150,9 @@ using ProgressCallback = std::function<void(int64_t done, int64_t total)>;
 std::string ValidateRadixWorkloadConfig(const RadixWorkloadConfig& config);
 
 // Runs the workload. `progress` may be empty; otherwise it is called every
-// config.progress_interval requests and once more at the end if the last
-// call did not already report completion. An invalid config yields a report
-// whose `error` says why.
+// config.progress_interval requests of each pass and once more at the end of
+// a pass if the last call did not already report its completion. An invalid
+// config yields a report whose `error` says why.
 RadixWorkloadReport RunRadixWorkload(const RadixWorkloadConfig& config,
                                      const ProgressCallback& progress = {});
 

@@ -1,6 +1,7 @@
 #include "radix/radix_workload.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <utility>
@@ -29,6 +30,10 @@ RadixWorkloadConfig SmallConfig() {
   config.cache_token_budget = kMaxCacheTokenBudget;  // No eviction.
   config.lock_in_flight = false;
   config.progress_interval = 50;
+  // One timed pass, no warm-up: the tests of what the cache does need no more.
+  config.passes.warmup_passes = 0;
+  config.passes.min_passes = 1;
+  config.passes.min_seconds = 0;
   return config;
 }
 
@@ -121,6 +126,27 @@ TEST(RadixWorkloadValidationTest, NamesFieldValueAndRange) {
   config.progress_interval = 0;
   EXPECT_EQ(ValidateRadixWorkloadConfig(config),
             "progress_interval: got 0; must be in [1, 10000000]");
+
+  config = RadixWorkloadConfig{};
+  config.passes.warmup_passes = -1;
+  EXPECT_EQ(ValidateRadixWorkloadConfig(config),
+            "passes.warmup_passes: got -1; must be in [0, 100000]");
+
+  config = RadixWorkloadConfig{};
+  config.passes.min_passes = 10;
+  config.passes.max_passes = 5;
+  EXPECT_EQ(ValidateRadixWorkloadConfig(config),
+            "passes.max_passes: got 5; must be in [10, 1000000]");
+
+  config = RadixWorkloadConfig{};
+  config.passes.min_seconds = -0.5;
+  EXPECT_EQ(ValidateRadixWorkloadConfig(config),
+            "passes.min_seconds: got -0.5; must be in [0, 600]");
+
+  config = RadixWorkloadConfig{};
+  config.passes.noise_target = 1.5;
+  EXPECT_EQ(ValidateRadixWorkloadConfig(config),
+            "passes.noise_target: got 1.5; must be in [0, 1]");
 }
 
 TEST(RadixWorkloadTest, InvalidConfigRunsNothing) {
@@ -128,7 +154,7 @@ TEST(RadixWorkloadTest, InvalidConfigRunsNothing) {
   config.page_size = 5000;
   int progress_calls = 0;
   const RadixWorkloadReport report =
-      RunRadixWorkload(config, [&](int64_t, int64_t) { ++progress_calls; });
+      RunRadixWorkload(config, [&](const PassProgress&) { ++progress_calls; });
   EXPECT_EQ(report.error, "page_size: got 5000; must be in [1, 4096]");
   EXPECT_EQ(report.requests, 0);
   EXPECT_EQ(progress_calls, 0);
@@ -231,9 +257,9 @@ TEST(RadixWorkloadTest, ReportsLatencyAndThroughput) {
   ExpectOrdered(report.match_latency);
   ExpectOrdered(report.insert_latency);
   ExpectOrdered(report.evict_latency);
-  EXPECT_GT(report.match_ops_per_second, 0.0);
-  EXPECT_GT(report.insert_ops_per_second, 0.0);
-  EXPECT_GT(report.evict_ops_per_second, 0.0);
+  EXPECT_GT(report.match_rate.median, 0.0);
+  EXPECT_GT(report.insert_rate.median, 0.0);
+  EXPECT_GT(report.evict_rate.median, 0.0);
   EXPECT_GT(report.compare_bytes, 0);
   EXPECT_EQ(report.compare_bytes % 4, 0);
   EXPECT_GT(report.compare_gb_per_second, 0.0);
@@ -259,7 +285,10 @@ TEST(RadixWorkloadTest, ProgressEveryIntervalAndAtTheEnd) {
   config.stream.num_requests = 50;
   config.progress_interval = 7;
   std::vector<std::pair<int64_t, int64_t>> calls;
-  RunRadixWorkload(config, [&](int64_t done, int64_t total) { calls.emplace_back(done, total); });
+  const auto record = [&](const PassProgress& progress) {
+    calls.emplace_back(progress.done, progress.total);
+  };
+  RunRadixWorkload(config, record);
   const std::vector<std::pair<int64_t, int64_t>> expected = {
       {7, 50}, {14, 50}, {21, 50}, {28, 50}, {35, 50}, {42, 50}, {49, 50}, {50, 50}};
   EXPECT_EQ(calls, expected);
@@ -267,21 +296,154 @@ TEST(RadixWorkloadTest, ProgressEveryIntervalAndAtTheEnd) {
   // No duplicate final call when the interval divides the count.
   config.progress_interval = 25;
   calls.clear();
-  RunRadixWorkload(config, [&](int64_t done, int64_t total) { calls.emplace_back(done, total); });
+  RunRadixWorkload(config, record);
   EXPECT_EQ(calls, (std::vector<std::pair<int64_t, int64_t>>{{25, 50}, {50, 50}}));
 }
 
-TEST(RadixWorkloadTest, DefaultConfigSharesSystemPromptsAndHistory) {
-  // Defaults: 2000 requests from 64 users over 8 system prompts. Every
-  // request after a user's first repeats at least its 512-token system
-  // prompt, so the hit rate is high, and a 256Ki-token budget forces
-  // eviction.
-  const RadixWorkloadReport report = RunRadixWorkload(RadixWorkloadConfig{});
+TEST(RadixWorkloadTest, ProgressNamesTheWarmupAndEachTimedPass) {
+  RadixWorkloadConfig config = SmallConfig();
+  config.stream.num_requests = 50;
+  config.progress_interval = 50;
+  config.passes.warmup_passes = 1;
+  config.passes.min_passes = 2;
+  config.passes.max_passes = 2;
+  std::vector<std::pair<bool, int64_t>> passes;
+  RunRadixWorkload(config, [&](const PassProgress& progress) {
+    EXPECT_EQ(progress.done, 50);
+    passes.emplace_back(progress.warmup, progress.pass);
+  });
+  EXPECT_EQ(passes, (std::vector<std::pair<bool, int64_t>>{{true, 1}, {false, 1}, {false, 2}}));
+}
+
+// The passes of a default-sized stream: what an experiment left at its defaults measures.
+RadixWorkloadConfig PassesConfig() {
+  RadixWorkloadConfig config;
+  config.passes = PassConfig{};
+  return config;
+}
+
+TEST(RadixWorkloadPassesTest, RunsAtLeastTheFloorAndReportsTheMedianAndNoise) {
+  RadixWorkloadConfig config = PassesConfig();
+  config.passes.min_passes = 5;
+  config.passes.max_passes = 5;
+  const RadixWorkloadReport report = RunRadixWorkload(config);
   ASSERT_EQ(report.error, "");
+  EXPECT_EQ(report.passes, 5);
+  EXPECT_EQ(report.stop_reason, "max passes");
+  // Counts are one pass's; latencies pool every timed pass.
   EXPECT_EQ(report.requests, 2000);
-  EXPECT_GT(report.hit_rate, 0.8);
-  EXPECT_LT(report.hit_rate, 1.0);
-  EXPECT_GT(report.evictions, 0);
+  EXPECT_EQ(report.match_latency.samples, 5 * 2000);
+  EXPECT_EQ(report.evict_latency.samples, 5 * report.evictions);
+  for (const OperationRate* rate : {&report.match_rate, &report.insert_rate,
+                                    &report.evict_rate}) {
+    ASSERT_EQ(rate->per_pass.size(), 5u);
+    // The median of five: the third in order.
+    std::vector<double> sorted = rate->per_pass;
+    std::sort(sorted.begin(), sorted.end());
+    EXPECT_DOUBLE_EQ(rate->median, sorted[2]);
+    EXPECT_GT(rate->median, 0.0);
+    ASSERT_TRUE(rate->relative_noise.has_value());
+    EXPECT_GT(*rate->relative_noise, 0.0);  // five timings are never all equal
+  }
+}
+
+TEST(RadixWorkloadPassesTest, EveryPassDoesTheSameWorkAsOneAlone) {
+  RadixWorkloadConfig one = PassesConfig();
+  one.passes.warmup_passes = 0;
+  one.passes.min_passes = 1;
+  one.passes.max_passes = 1;
+  RadixWorkloadConfig many = PassesConfig();
+  many.passes.min_passes = 4;
+  many.passes.max_passes = 4;
+  const RadixWorkloadReport single = RunRadixWorkload(one);
+  const RadixWorkloadReport repeated = RunRadixWorkload(many);
+  ASSERT_EQ(single.error, "");
+  ASSERT_EQ(repeated.error, "");
+  // The cache is rebuilt for each pass: the hit rate is not that of a warm cache.
+  EXPECT_EQ(repeated.matched_tokens, single.matched_tokens);
+  EXPECT_EQ(repeated.evictions, single.evictions);
+  EXPECT_EQ(repeated.compare_bytes, single.compare_bytes);
+  EXPECT_EQ(repeated.final_tokens, single.final_tokens);
+  // One pass: its rate, and no noise to claim.
+  EXPECT_EQ(single.passes, 1);
+  ASSERT_EQ(single.match_rate.per_pass.size(), 1u);
+  EXPECT_DOUBLE_EQ(single.match_rate.median, single.match_rate.per_pass[0]);
+  EXPECT_FALSE(single.match_rate.relative_noise.has_value());
+}
+
+TEST(RadixWorkloadPassesTest, TheTimeFloorAddsPassesToShortStreams) {
+  RadixWorkloadConfig config = SmallConfig();
+  config.passes.min_passes = 2;
+  config.passes.min_seconds = 0.02;
+  const RadixWorkloadReport report = RunRadixWorkload(config);
+  ASSERT_EQ(report.error, "");
+  EXPECT_EQ(report.stop_reason, "floor reached");
+  // A 300-request pass takes well under 10 ms, so 20 ms needs more than two.
+  EXPECT_GT(report.passes, 2);
+  EXPECT_GE(report.wall_seconds, 0.02);
+}
+
+TEST(RadixWorkloadPassesTest, TheBudgetAndThePassLimitBoundTheFloor) {
+  RadixWorkloadConfig config = SmallConfig();
+  config.passes.min_passes = 1000;
+  config.passes.max_passes = 1000;
+  config.passes.time_budget_seconds = 0.01;
+  RadixWorkloadReport report = RunRadixWorkload(config);
+  ASSERT_EQ(report.error, "");
+  EXPECT_EQ(report.stop_reason, "time budget");
+  EXPECT_LT(report.passes, 1000);
+  EXPECT_GE(report.passes, 1);
+
+  config.passes.min_passes = 3;
+  config.passes.max_passes = 3;
+  config.passes.min_seconds = 100;
+  config.passes.time_budget_seconds = 100;
+  report = RunRadixWorkload(config);
+  EXPECT_EQ(report.stop_reason, "max passes");
+  EXPECT_EQ(report.passes, 3);
+}
+
+TEST(RadixWorkloadPassesTest, ANoiseTargetAddsPassesPastTheFloor) {
+  RadixWorkloadConfig config = SmallConfig();
+  config.passes.min_passes = 2;
+  // Loose enough to be met on a busy machine within the budget.
+  config.passes.noise_target = 0.5;
+  config.passes.time_budget_seconds = 5;
+  const RadixWorkloadReport report = RunRadixWorkload(config);
+  ASSERT_EQ(report.error, "");
+  EXPECT_EQ(report.stop_reason, "noise target reached");
+  ASSERT_TRUE(report.match_rate.relative_noise.has_value());
+  EXPECT_LE(*report.match_rate.relative_noise, 0.5);
+}
+
+// |second - first| / first in units of the noisier run's noise.
+double ChangeInNoiseWidths(const OperationRate& first, const OperationRate& second) {
+  const double noise = std::max(first.relative_noise.value_or(0.0),
+                                second.relative_noise.value_or(0.0));
+  return std::abs(second.median - first.median) / first.median / noise;
+}
+
+TEST(RadixWorkloadPassesTest, TwoIdenticalRunsAgreeWithinTheirNoise) {
+  // What compare needs: the same run twice gives medians whose difference the reported noise
+  // explains, within three noise widths (a median of five moves far less than one pass).
+  // Each run lasts tens of milliseconds; other processes on a shared CI machine can slow one
+  // run of a pair as a whole, which no run's own noise can see, so a pair is tried up to three
+  // times. A fault of the measurement (a pass rate thrown by a descheduled call, or passes
+  // doing different work) fails every pair.
+  const RadixWorkloadConfig config = PassesConfig();
+  std::vector<double> changes;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    const RadixWorkloadReport first = RunRadixWorkload(config);
+    const RadixWorkloadReport second = RunRadixWorkload(config);
+    ASSERT_EQ(first.error, "");
+    ASSERT_EQ(second.error, "");
+    ASSERT_TRUE(first.match_rate.relative_noise.has_value());
+    ASSERT_TRUE(second.match_rate.relative_noise.has_value());
+    changes.push_back(ChangeInNoiseWidths(first.match_rate, second.match_rate));
+    if (changes.back() <= 3) break;
+  }
+  EXPECT_LE(changes.back(), 3) << "changes in noise widths, attempt by attempt: "
+                               << testing::PrintToString(changes);
 }
 
 }  // namespace

@@ -71,6 +71,15 @@ TEST(RequestValidation, DefaultsAreFilledAndKeepExplicitZeros) {
   ApplyRequestDefaults({}, TwoNvlinkGpus(), index);
   EXPECT_EQ(index.tracing().level(), v1::TracingOptions::LEVEL_ACTIVITY);
   EXPECT_EQ(index.measurement().warmup_iterations(), 10);
+  // The floor under the noise target: 100 samples and 50 ms of measured time.
+  EXPECT_EQ(index.measurement().min_iterations(), 100);
+  EXPECT_EQ(TimeUtil::DurationToMilliseconds(index.measurement().min_time()), 50);
+  // An explicit zero min_time (no time floor) is kept, not replaced by the default.
+  v1::ExperimentRequest no_time_floor = Index(64);
+  *no_time_floor.mutable_measurement()->mutable_min_time() = TimeUtil::SecondsToDuration(0);
+  ApplyRequestDefaults({}, TwoNvlinkGpus(), no_time_floor);
+  EXPECT_TRUE(no_time_floor.measurement().has_min_time());
+  EXPECT_EQ(TimeUtil::DurationToNanoseconds(no_time_floor.measurement().min_time()), 0);
 }
 
 TEST(RequestValidation, MissingWorkloadNamesTheChoices) {
@@ -427,6 +436,19 @@ TEST(RequestValidation, MeasurementOptionsAreCheckedForCpuWorkloadsToo) {
   *request.mutable_measurement()->mutable_time_budget() = TimeUtil::SecondsToDuration(3600);
   EXPECT_EQ(Check(request, NoGpus()).message(),
             "measurement.time_budget (ms): got 3600000; must be in [1, 600000]");
+  request = Radix();
+  *request.mutable_measurement()->mutable_min_time() = TimeUtil::SecondsToDuration(3600);
+  EXPECT_EQ(Check(request, NoGpus()).message(),
+            "measurement.min_time (ms): got 3600000; must be in [0, 600000]");
+  request = Radix();
+  request.mutable_measurement()->mutable_min_time()->set_nanos(-1);
+  EXPECT_THAT(Check(request, NoGpus()).message(),
+              HasSubstr("measurement.min_time: got a Duration of seconds 0, nanos -1"));
+  // Options that only mean something on a GPU are refused, not ignored.
+  request = Radix();
+  request.mutable_measurement()->set_l2_mode(v1::MeasurementOptions::L2_MODE_COLD);
+  EXPECT_EQ(Check(request, NoGpus()).message(),
+            "measurement.l2_mode: radix runs on the CPU, where it means nothing; leave it unset");
   // Options left at zero (unset) stay valid: a CPU workload gets no defaults.
   request = Radix();
   request.mutable_measurement()->set_warmup_iterations(0);

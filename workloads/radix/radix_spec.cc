@@ -1,10 +1,13 @@
 #include "workloads/radix/radix_spec.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <string>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "google/protobuf/duration.pb.h"
 
 namespace gpuprof::workloads {
 namespace {
@@ -21,13 +24,22 @@ v1::TimingStats ToTimingStats(const radix::LatencyStats& stats) {
   return timing;
 }
 
-void AddOperation(const std::string& name, const radix::LatencyStats& stats,
-                  double ops_per_second, v1::RadixResult& result) {
+// `count` is one pass's calls; `stats` pools every timed pass's.
+void AddOperation(const std::string& name, int64_t count, const radix::LatencyStats& stats,
+                  const radix::OperationRate& rate, int64_t passes, v1::RadixResult& result) {
   auto* operation = result.add_operations();
   operation->set_operation(name);
-  operation->set_count(stats.samples);
-  operation->set_ops_per_second(ops_per_second);
+  operation->set_count(count);
+  operation->set_ops_per_second(rate.median);
+  if (rate.relative_noise.has_value()) {
+    operation->set_ops_per_second_relative_noise(*rate.relative_noise);
+  }
+  operation->set_passes(static_cast<int32_t>(passes));
   *operation->mutable_latency() = ToTimingStats(stats);
+}
+
+double Seconds(const google::protobuf::Duration& duration) {
+  return static_cast<double>(duration.seconds()) + duration.nanos() / 1e9;
 }
 
 }  // namespace
@@ -76,6 +88,38 @@ radix::RadixWorkloadConfig RadixConfigFromSpec(const v1::RadixSpec& spec) {
   return config;
 }
 
+radix::PassConfig RadixPassConfigFromOptions(const v1::MeasurementOptions& options) {
+  // Zero (unset) takes radix's own default, as GPU workloads take theirs at admission; these
+  // are applied here so that a CPU request stays free of options it did not set.
+  radix::PassConfig passes;
+  if (options.warmup_iterations() > 0) passes.warmup_passes = options.warmup_iterations();
+  if (options.min_iterations() > 0) passes.min_passes = options.min_iterations();
+  passes.max_passes = options.max_iterations() > 0
+                          ? options.max_iterations()
+                          : std::max<int64_t>(passes.max_passes, passes.min_passes);
+  // An explicit 0 min_time is honoured (no time floor).
+  if (options.has_min_time()) passes.min_seconds = Seconds(options.min_time());
+  if (options.has_time_budget() && Seconds(options.time_budget()) > 0) {
+    passes.time_budget_seconds = Seconds(options.time_budget());
+  }
+  passes.noise_target = options.noise_target();
+  return passes;
+}
+
+absl::Status ValidateRadixMeasurement(const v1::MeasurementOptions& options) {
+  // The ranges of every option are checked for every workload at admission; here, the options
+  // that only mean something on a GPU, so that a radix run never silently ignores one.
+  const auto refuse = [](absl::string_view field) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "measurement.", field, ": radix runs on the CPU, where it means nothing; leave it unset"));
+  };
+  if (options.l2_mode() != v1::MeasurementOptions::L2_MODE_UNSPECIFIED) return refuse("l2_mode");
+  if (options.graph_launches_per_sample() != 0) return refuse("graph_launches_per_sample");
+  if (options.eager_launches_per_sample() != 0) return refuse("eager_launches_per_sample");
+  if (options.host_inputs()) return refuse("host_inputs");
+  return absl::OkStatus();
+}
+
 absl::Status ValidateRadixSpec(const v1::RadixSpec& spec) {
   if (spec.in_flight_requests() < 0) {
     return absl::InvalidArgumentError(absl::StrCat("radix.in_flight_requests: got ",
@@ -98,9 +142,12 @@ v1::RadixResult RadixResultFromReport(const radix::RadixWorkloadReport& report) 
   result.set_inserts(report.inserts);
   result.set_evictions(report.evictions);
   result.set_evicted_tokens(report.evicted_tokens);
-  AddOperation("match_prefix", report.match_latency, report.match_ops_per_second, result);
-  AddOperation("insert", report.insert_latency, report.insert_ops_per_second, result);
-  AddOperation("evict", report.evict_latency, report.evict_ops_per_second, result);
+  AddOperation("match_prefix", report.requests, report.match_latency, report.match_rate,
+               report.passes, result);
+  AddOperation("insert", report.inserts, report.insert_latency, report.insert_rate,
+               report.passes, result);
+  AddOperation("evict", report.evictions, report.evict_latency, report.evict_rate, report.passes,
+               result);
   result.set_compare_bytes(report.compare_bytes);
   result.set_compare_gbps(report.compare_gb_per_second);
   result.set_tree_nodes(report.final_nodes);
@@ -115,8 +162,13 @@ const WorkloadSpec kRadixSpec = {
     .uses_gpu = false,
     .apply_defaults = [](const v1::ListGpusResponse&,
                          v1::ExperimentRequest& request) { ApplyRadixDefaults(*request.mutable_radix()); },
-    .validate = [](const v1::ExperimentRequest& request,
-                   const HostLimits&) { return ValidateRadixSpec(request.radix()); },
+    .validate =
+        [](const v1::ExperimentRequest& request, const HostLimits&) {
+          if (absl::Status status = ValidateRadixMeasurement(request.measurement()); !status.ok()) {
+            return status;
+          }
+          return ValidateRadixSpec(request.radix());
+        },
     .headline = &MatchRateHeadline,
 };
 

@@ -15,6 +15,13 @@ namespace gpuprof::workloads {
 // Fills unset fields from radix::RadixWorkloadConfig's defaults.
 void ApplyRadixDefaults(v1::RadixSpec& spec);
 radix::RadixWorkloadConfig RadixConfigFromSpec(const v1::RadixSpec& spec);
+// The passes the stream is replayed in, from the request's measurement options:
+// warmup_iterations warm-up passes, min_iterations and min_time the floor of timed passes,
+// noise_target (0: stop at the floor), max_iterations and time_budget the bounds; unset
+// fields take radix::PassConfig's defaults.
+radix::PassConfig RadixPassConfigFromOptions(const v1::MeasurementOptions& options);
+// INVALID_ARGUMENT for a measurement option that only means something on a GPU.
+absl::Status ValidateRadixMeasurement(const v1::MeasurementOptions& options);
 // INVALID_ARGUMENT naming the field as "radix.<field>", its value and the allowed range.
 absl::Status ValidateRadixSpec(const v1::RadixSpec& spec);
 v1::RadixResult RadixResultFromReport(const radix::RadixWorkloadReport& report);
