@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "client/listing_output.h"
 #include "client/table.h"
 #include "common/terminal_text.h"
 
@@ -87,14 +88,21 @@ std::vector<FlagSpec> AuditFlags() {
   return {{.name = "user", .value_syntax = "NAME", .help = "entries by or for this user"},
           {.name = "experiment", .value_syntax = "ID", .help = "entries about this experiment"},
           {.name = "limit", .value_syntax = "N", .help = "at most N entries (default 100)"},
-          JsonFlag("print the ListAuditResponse as JSON"),
+          JsonFlag("one AuditEntry per line as JSON (NDJSON)"),
+          ListingStyleFlags()[0],
           TargetFlag(),
           HelpFlag()};
 }
 
-int PrintAudit(Session& session, const v1::ListAuditResponse& response) {
+int PrintAudit(Session& session, const v1::ListAuditResponse& response, ListingStyle style) {
+  if (style == ListingStyle::kJsonLines) {
+    session.out() << JsonLines(response.entries());
+    return kExitOk;
+  }
   TextTable table;
-  table.AddRow({"TIME", "ACTOR", "FOR", "ACTION", "EXPERIMENT", "DETAIL"});
+  if (style != ListingStyle::kNoHeaders) {
+    table.AddRow({"TIME", "ACTOR", "FOR", "ACTION", "EXPERIMENT", "DETAIL"});
+  }
   for (const v1::AuditEntry& entry : response.entries()) {
     const absl::Time time = absl::FromUnixSeconds(entry.time().seconds());
     table.AddRow({absl::FormatTime("%Y-%m-%d %H:%M:%S", time, session.env().time_zone),
@@ -115,9 +123,13 @@ int RunAudit(Session& session, const ParsedArgs& args) {
     return ReportUsageError(session.env(), std::string(limit.status().message()), "audit");
   }
   if (limit->has_value()) request.set_limit(**limit);
+  const absl::StatusOr<ListingStyle> style = ListingStyleOf(args);
+  if (!style.ok()) return ReportUsageError(session.env(), style.status().message(), "audit");
   return session.CallAndPrint(
-      &v1::Profiler::StubInterface::ListAudit, request, args.Switch("json"),
-      [&session](const v1::ListAuditResponse& response) { return PrintAudit(session, response); });
+      &v1::Profiler::StubInterface::ListAudit, request, /*json=*/false,
+      [&](const v1::ListAuditResponse& response) {
+        return PrintAudit(session, response, *style);
+      });
 }
 
 }  // namespace

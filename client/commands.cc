@@ -1,5 +1,6 @@
 #include "client/commands.h"
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <utility>
@@ -38,6 +39,18 @@ constexpr absl::string_view kExitCodeHelp =
     "     others and names the missing ones\n";
 
 int RunHelp(const Invocation& invocation, const std::vector<std::string>& args);
+
+// How many words at args[at] are an output flag that may come before the command (--json,
+// --format F, --no-headers, -q): nullopt when it is none, 0 when its value is missing.
+std::optional<size_t> OutputFlagWords(const std::vector<std::string>& args, size_t at) {
+  const std::string& word = args[at];
+  for (absl::string_view flag : {"--json", "--no-headers", "--quiet", "-q"}) {
+    if (word == flag || absl::StartsWith(word, absl::StrCat(flag, "="))) return 1;
+  }
+  if (absl::StartsWith(word, "--format=")) return 1;
+  if (word == "--format") return at + 1 < args.size() ? 2 : 0;
+  return std::nullopt;
+}
 
 // Every command, in the order `gpuprof help` lists them.
 const std::vector<Command>& Commands() {
@@ -129,6 +142,13 @@ std::string MainHelp() {
       kExitCodeHelp);
 }
 
+// Whether `count` positionals suit the command: exactly its own, or more when the last is a
+// list ("ID...").
+bool PositionalsFit(const Command& command, size_t count) {
+  const bool list = !command.positionals.empty() && absl::EndsWith(command.positionals.back(), "...");
+  return list ? count >= command.positionals.size() : count == command.positionals.size();
+}
+
 // Parses a command's flags and positionals and runs it.
 int RunCommand(const Command& command, const Invocation& invocation,
                const std::vector<std::string>& args) {
@@ -139,7 +159,7 @@ int RunCommand(const Command& command, const Invocation& invocation,
     *env.out << CommandHelp(command);
     return kExitOk;
   }
-  if (parsed->positionals.size() != command.positionals.size()) {
+  if (!PositionalsFit(command, parsed->positionals.size())) {
     const std::string message =
         parsed->positionals.size() < command.positionals.size()
             ? absl::StrCat(command.name, " needs ", absl::StrJoin(command.positionals, " "),
@@ -166,7 +186,7 @@ int RunFleetCommand(const Command& command, Fleet& fleet, const std::vector<std:
     return ReportUsageError(fleet.env(), "a command's --target and a fleet exclude each other",
                             command.name);
   }
-  if (parsed->positionals.size() != command.positionals.size()) {
+  if (!PositionalsFit(command, parsed->positionals.size())) {
     return ReportUsageError(fleet.env(),
                             absl::StrCat(command.name, " takes ", command.positionals.size(),
                                          " argument(s): gpuprof ", command.usage),
@@ -202,12 +222,22 @@ int RunGpuprof(const std::vector<std::string>& args, const ClientEnvironment& en
   Invocation invocation{.env = env};
   GlobalOptions& globals = invocation.globals;
   size_t next = 0;
+  // Output flags before the command are the command's own: `gpuprof --json list`.
+  std::vector<std::string> output_flags;
   // Options before the command: --target, --user, --help, --version.
   while (next < args.size() && absl::StartsWith(args[next], "-")) {
     const std::string& word = args[next];
     if (word == "--help" || word == "-h") {
       *env.out << MainHelp();
       return kExitOk;
+    }
+    if (const std::optional<size_t> taken = OutputFlagWords(args, next); taken.has_value()) {
+      if (*taken == 0) {
+        return ReportUsageError(env, absl::StrCat(word, " needs a value"), "");
+      }
+      output_flags.insert(output_flags.end(), args.begin() + next, args.begin() + next + *taken);
+      next += *taken;
+      continue;
     }
     if (word == "--version") {
       *env.out << "gpuprof " << GpuprofVersion() << "\n";
@@ -254,9 +284,12 @@ int RunGpuprof(const std::vector<std::string>& args, const ClientEnvironment& en
   const std::string& name = args[next];
   const Command* command = FindCommand(name);
   std::vector<std::string> rest(args.begin() + next + 1, args.end());
-  // "-h" is the one single-dash flag people type out of habit.
+  // Before a "--" that ends the flags, if any.
+  rest.insert(std::find(rest.begin(), rest.end(), "--"), output_flags.begin(), output_flags.end());
+  // "-h" and "-q" are the single-dash flags people type out of habit.
   for (std::string& word : rest) {
     if (word == "-h") word = "--help";
+    if (word == "-q") word = "--quiet";
     if (word == "-o" && command != nullptr && command->short_o_is_output) word = "--output";
   }
   // Local: needs no daemon, so nothing about the connection may stop it.

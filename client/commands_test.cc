@@ -190,7 +190,7 @@ TEST_F(CommandsTest, HelpVersionAndUsageErrors) {
   EXPECT_EQ(Run({"help", "watch"}), kExitOk);
   EXPECT_THAT(out_.str(), StartsWith("usage: gpuprof watch ID"));
   EXPECT_EQ(Run({"get"}), kExitUsage);
-  EXPECT_THAT(err_.str(), StartsWith("error: get needs ID: gpuprof get ID [--json]\n"));
+  EXPECT_THAT(err_.str(), StartsWith("error: get needs ID: gpuprof get ID [--json | --command]\n"));
   EXPECT_EQ(Run({"get", "a", "b"}), kExitUsage);
   EXPECT_THAT(err_.str(), StartsWith("error: unexpected argument \"b\""));
   EXPECT_TRUE(targets_.empty()) << "help and usage errors must not connect";
@@ -340,7 +340,9 @@ TEST_F(CommandsTest, ListBuildsTheFilterAndFollowsPages) {
   EXPECT_EQ(request.workload(), v1::WORKLOAD_INDEX);
   EXPECT_EQ(request.page_size(), 1);
   EXPECT_THAT(out_.str(), StartsWith("ID     USER   WORKLOAD  STATE"));
-  EXPECT_THAT(out_.str(), HasSubstr("more: add --page-token p2 (or --all)\n"));
+  // The hint goes to stderr: stdout holds the listing alone.
+  EXPECT_THAT(err_.str(), HasSubstr("more: add --page-token p2 (or --all)\n"));
+  EXPECT_THAT(out_.str(), Not(HasSubstr("more:")));
   EXPECT_THAT(out_.str(), Not(HasSubstr("exp-1")));
 
   EXPECT_EQ(Run({"list", "--all"}), kExitOk);
@@ -348,8 +350,23 @@ TEST_F(CommandsTest, ListBuildsTheFilterAndFollowsPages) {
   EXPECT_THAT(out_.str(), HasSubstr("exp-1"));
   EXPECT_THAT(out_.str(), Not(HasSubstr("more:")));
 
-  EXPECT_EQ(Run({"list", "--all", "--json"}), kExitOk);
-  EXPECT_THAT(out_.str(), StartsWith("{\"experiments\":[{\"id\":\"exp-2\""));
+  // NDJSON: one Experiment per line, not one wrapper object; --json also before the command.
+  for (const auto& args : {std::vector<std::string>{"list", "--all", "--json"},
+                           std::vector<std::string>{"--json", "list", "--all"}}) {
+    EXPECT_EQ(Run(args), kExitOk);
+    EXPECT_EQ(out_.str(),
+              "{\"id\":\"exp-2\",\"state\":\"RUNNING\",\"workload\":\"WORKLOAD_INDEX\","
+              "\"user\":\"alice\"}\n"
+              "{\"id\":\"exp-1\",\"state\":\"FINISHED\",\"workload\":\"WORKLOAD_RADIX\","
+              "\"user\":\"alice\"}\n");
+  }
+  EXPECT_EQ(Run({"list", "--all", "-q"}), kExitOk);
+  EXPECT_EQ(out_.str(), "exp-2\nexp-1\n");
+  EXPECT_EQ(Run({"-q", "list", "--all"}), kExitOk);
+  EXPECT_EQ(out_.str(), "exp-2\nexp-1\n");
+  EXPECT_EQ(Run({"list", "--all", "--no-headers"}), kExitOk);
+  EXPECT_THAT(out_.str(), StartsWith("exp-2  alice"));
+  EXPECT_EQ(Run({"list", "--page-token", "p2", "--no-headers", "--json"}), kExitUsage);
 
   EXPECT_EQ(Run({"list", "--page-token", "p2", "--user", "bob"}), kExitOk);
   EXPECT_EQ(profiler_.listed.back().page_token(), "p2");
@@ -378,6 +395,19 @@ TEST_F(CommandsTest, GetRendersOrNotFound) {
   EXPECT_EQ(err_.str(), "error: NOT_FOUND: no experiment exp-8\n");
 }
 
+TEST_F(CommandsTest, GetCommandPrintsTheSubmitLineThatRunsItAgain) {
+  profiler_.experiment = ParseText<v1::Experiment>(
+      "id: 'exp-7' workload: WORKLOAD_INDEX state: FINISHED user: 'alice' "
+      "request { index { num_tokens: 8 } priority: 2 user: 'alice' "
+      "          labels { key: 'why' value: 'a b' } } "
+      "result { provenance { request { index { num_tokens: 8 vocab_size: 128000 } } } }");
+  EXPECT_EQ(Run({"get", "exp-7", "--command"}), kExitOk) << err_.str();
+  EXPECT_EQ(out_.str(),
+            "gpuprof submit index --num-tokens 8 --vocab-size 128000 --priority 2 "
+            "--label 'why=a b'\n");
+  EXPECT_EQ(Run({"get", "exp-7", "--command", "--json"}), kExitUsage);
+}
+
 TEST_F(CommandsTest, CancelPrintsTheNewState) {
   EXPECT_EQ(Run({"cancel", "exp-7"}), kExitOk);
   // Without --reason the daemon records who cancelled it, as it authenticated them.
@@ -388,6 +418,21 @@ TEST_F(CommandsTest, CancelPrintsTheNewState) {
   profiler_.unary_status = grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "already done");
   EXPECT_EQ(Run({"cancel", "exp-7"}), kExitUsage);
   EXPECT_EQ(err_.str(), "error: FAILED_PRECONDITION: already done\n");
+}
+
+TEST_F(CommandsTest, CancelTakesSeveralIds) {
+  EXPECT_EQ(Run({"cancel", "exp-7", "exp-8", "exp-9", "--reason", "wrong size"}), kExitOk);
+  EXPECT_EQ(out_.str(),
+            "exp-7: cancelled (wrong size)\nexp-8: cancelled (wrong size)\n"
+            "exp-9: cancelled (wrong size)\n");
+  ASSERT_EQ(profiler_.cancelled.size(), 3u);
+  EXPECT_EQ(profiler_.cancelled[1].experiment_id(), "exp-8");
+  EXPECT_EQ(Run({"cancel"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("cancel needs ID..."));
+  // Each one is tried; the exit code is the first failure's.
+  profiler_.unary_status = grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "already done");
+  EXPECT_EQ(Run({"cancel", "exp-1", "exp-2"}), kExitUsage);
+  EXPECT_EQ(profiler_.cancelled.size(), 5u);
 }
 
 TEST_F(CommandsTest, GpusRendersTheResponse) {

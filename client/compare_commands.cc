@@ -14,6 +14,8 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
 #include "client/fleet_sweep.h"
+#include "client/listing_output.h"
+#include "client/record_row.h"
 #include "client/render.h"
 #include "client/sweep_commands.h"
 #include "client/sweep_pages.h"
@@ -33,6 +35,9 @@ std::vector<FlagSpec> CompareFlags() {
            .value_syntax = "PCT",
            .help = "differences below this are never significant (default 1)"},
           FormatFlag(),
+          {.name = "json",
+           .is_switch = true,
+           .help = "one JSON object per compared point (the same as --format jsonl)"},
           SweepTargetFlag(),
           HelpFlag()};
 }
@@ -57,7 +62,9 @@ std::string CompareHelp() {
 std::vector<FlagSpec> BaselineFlags() {
   return {{.name = "replace", .is_switch = true, .help = "save: replace a baseline of that name"},
           {.name = "description", .value_syntax = "TEXT", .help = "save: kept with the baseline"},
-          {.name = "json", .is_switch = true, .help = "list: the baselines as JSON"},
+          {.name = "json", .is_switch = true, .help = "list: one Baseline per line as JSON"},
+          ListingStyleFlags()[0],
+          ListingStyleFlags()[1],
           SweepTargetFlag(),
           HelpFlag()};
 }
@@ -145,6 +152,28 @@ namespace {
 
 std::string SignedPercent(double ratio) { return absl::StrFormat("%+.1f%%", 100 * (ratio - 1)); }
 
+// A compared point for CSV and JSON lines, at full precision: the same columns in both.
+RecordRow ComparedPointRecord(const sweep::ComparedPoint& point, bool by_node) {
+  RecordRow row;
+  row.AddText("point", point.parameters);
+  row.AddText("figure", point.a.name);
+  row.AddNumber("a", point.a.value);
+  row.AddNumber("b", point.b.value);
+  row.AddText("unit", point.a.unit);
+  row.AddNumber("ratio", point.ratio);
+  row.AddNumber("change_pct", 100 * (point.ratio - 1));
+  // Empty (null) where a side's noise was not measured.
+  row.AddOptionalNumber("noise_a", point.a.relative_noise);
+  row.AddOptionalNumber("noise_b", point.b.relative_noise);
+  row.AddOptionalNumber("noise", point.noise);
+  row.AddText("verdict", sweep::VerdictName(point.verdict));
+  if (by_node) {
+    row.AddText("node_a", point.node_a);
+    row.AddText("node_b", point.node_b);
+  }
+  return row;
+}
+
 }  // namespace
 
 int CompareAndPrint(const ClientEnvironment& env, const ParsedArgs& args,
@@ -166,6 +195,12 @@ int CompareAndPrint(const ClientEnvironment& env, const ParsedArgs& args,
   }
   absl::StatusOr<SweepFormat> format = ParseSweepFormat(args.Get("format").value_or("table"));
   if (!format.ok()) return ReportUsageError(env, format.status().message(), "compare");
+  if (args.Switch("json")) {
+    if (args.Has("format") && *format != SweepFormat::kJsonLines) {
+      return ReportUsageError(env, "--json and --format exclude each other", "compare");
+    }
+    format = SweepFormat::kJsonLines;
+  }
 
   sweep::CompareSide a, b;
   for (auto [name, side] :
@@ -221,42 +256,28 @@ int CompareAndPrint(const ClientEnvironment& env, const ParsedArgs& args,
       break;
     }
     case SweepFormat::kCsv:
-      out << "point,a,b,unit,ratio,noise,verdict" << (by_node ? ",node_a,node_b" : "") << "\n";
+    case SweepFormat::kJsonLines: {
+      bool first = true;
       for (const auto& point : comparison.points) {
-        out << "\"" << absl::StrReplaceAll(EscapeForTerminal(point.parameters), {{"\"", "\"\""}})
-            << "\"," << absl::StrFormat("%.6g", point.a.value) << ","
-            << absl::StrFormat("%.6g", point.b.value) << "," << point.a.unit << ","
-            << absl::StrFormat("%.6g", point.ratio) << ","
-            << (point.noise.has_value() ? absl::StrFormat("%.6g", *point.noise) : "") << ","
-            << sweep::VerdictName(point.verdict)
-            << (by_node ? absl::StrCat(",", point.node_a, ",", point.node_b) : "") << "\n";
+        const RecordRow row = ComparedPointRecord(point, by_node);
+        if (first && *format == SweepFormat::kCsv) out << row.CsvHeader();
+        first = false;
+        out << (*format == SweepFormat::kCsv ? row.Csv() : row.Json());
       }
       break;
-    case SweepFormat::kJsonLines:
-      for (const auto& point : comparison.points) {
-        out << absl::StrFormat(
-            "{\"point\":%s,\"a\":%.6g,\"b\":%.6g,\"unit\":%s,\"ratio\":%.6g,"
-            "\"noise\":%s,\"verdict\":\"%s\"%s}\n",
-            JsonQuoted(point.parameters), point.a.value, point.b.value, JsonQuoted(point.a.unit),
-            point.ratio,
-            point.noise.has_value() ? absl::StrFormat("%.6g", *point.noise) : std::string("null"),
-            sweep::VerdictName(point.verdict),
-            by_node ? absl::StrCat(",\"node_a\":", JsonQuoted(point.node_a),
-                                   ",\"node_b\":", JsonQuoted(point.node_b))
-                    : "");
-      }
-      break;
+    }
     case SweepFormat::kMarkdown:
+      // The same cells as the table, under a header of as many columns.
       out << "| " << absl::StrJoin(header, " | ") << " |\n|"
           << absl::StrJoin(std::vector<std::string>(header.size(), "---"), "|") << "|\n";
       for (const auto& point : comparison.points) {
         out << "| " << absl::StrReplaceAll(EscapeForTerminal(point.parameters), {{"|", "\\|"}})
             << " | " << figure(point.a) << " | " << figure(point.b) << " | "
-            << absl::StrFormat("%.3f", point.ratio) << " | "
+            << absl::StrFormat("%.3f", point.ratio) << " | " << SignedPercent(point.ratio)
+            << " | "
             << (point.noise.has_value() ? absl::StrFormat("%.1f%%", 100 * *point.noise)
                                         : std::string("unknown"))
-            << " | "
-            << sweep::VerdictName(point.verdict)
+            << " | " << sweep::VerdictName(point.verdict)
             << (by_node ? absl::StrCat(" | ", point.node_a, " | ", point.node_b) : "") << " |\n";
       }
       break;
@@ -372,8 +393,10 @@ int RunBaselineCommand(const Invocation& invocation, const std::vector<std::stri
     return kExitOk;
   }
   if (action == "list" && parsed->positionals.size() == 1) {
+    const absl::StatusOr<ListingStyle> style = ListingStyleOf(*parsed);
+    if (!style.ok()) return ReportUsageError(env, style.status().message(), "baseline");
     return session.CallAndPrint(
-        &v1::Profiler::StubInterface::ListBaselines, {}, parsed->Switch("json"),
+        &v1::Profiler::StubInterface::ListBaselines, {}, /*json=*/false,
         [&](const v1::ListBaselinesResponse& response) {
           // OWNER may replace or delete it; SAVED BY saved this version (the owner or an admin).
           TextTable table({"NAME", "TARGET", "OWNER", "SAVED BY", "CREATED", "DESCRIPTION"});
@@ -383,7 +406,14 @@ int RunBaselineCommand(const Invocation& invocation, const std::vector<std::stri
                           FormatLocalTime(ToTime(baseline.created()), env.time_zone),
                           baseline.description()});
           }
-          session.out() << (response.baselines().empty() ? "no baselines\n" : table.Render());
+          std::vector<std::string> names;
+          for (const v1::Baseline& baseline : response.baselines()) {
+            names.push_back(baseline.name());
+          }
+          session.out() << (response.baselines().empty() && *style == ListingStyle::kTable
+                                ? "no baselines\n"
+                                : RenderListing(*style, response.baselines(), table.Render(),
+                                                names));
           return kExitOk;
         });
   }

@@ -12,11 +12,13 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "client/event_printer.h"
+#include "client/listing_output.h"
 #include "client/render.h"
 #include "client/request_builder.h"
 #include "client/request_text.h"
 #include "client/story_command.h"
 #include "client/stream_resume.h"
+#include "client/submit_command_line.h"
 #include "client/trace_command.h"
 #include "common/enum_names.h"
 #include "common/experiment_states.h"
@@ -141,8 +143,10 @@ std::vector<FlagSpec> ListFlags() {
       {.name = "limit", .value_syntax = "N", .help = "experiments per page (daemon default 50)"},
       {.name = "page-token", .value_syntax = "TOKEN", .help = "continue a previous listing"},
       {.name = "all", .is_switch = true, .help = "follow every page"},
-      JsonFlag("print the ListExperimentsResponse as JSON (one for --all; rows the daemon "
-               "could not read are in \"damaged\")"),
+      JsonFlag("one Experiment per line as JSON (NDJSON); damaged rows and the next page's "
+               "token go to stderr"),
+      ListingStyleFlags()[0],
+      ListingStyleFlags()[1],
       TargetFlag(),
       HelpFlag(),
   };
@@ -216,41 +220,65 @@ grpc::Status FetchList(Session& session, v1::ListExperimentsRequest request, boo
 }
 
 int RunList(Session& session, const ParsedArgs& args) {
+  const absl::StatusOr<ListingStyle> style = ListingStyleOf(args);
+  if (!style.ok()) return ReportUsageError(session.env(), style.status().message(), "list");
   v1::ListExperimentsRequest request;
   if (auto usage = ListRequestFromArgs(session, args, request); usage.has_value()) return *usage;
   v1::ListExperimentsResponse listed;
   const grpc::Status status = FetchList(session, request, args.Switch("all"), listed);
   if (!status.ok()) return session.ReportRpcError(status);
-  // Rows that do not parse are left out of the listing, not hidden: a line each on stderr (in
-  // the JSON too, as "damaged").
+  // Rows that do not parse are left out of the listing, not hidden: a line each on stderr.
   session.err() << RenderDamagedRows(listed.damaged());
 
-  if (args.Switch("json")) {
-    session.out() << JsonLine(listed) << "\n";
-    return kExitOk;
-  }
-  if (listed.experiments().empty()) {
+  if (*style == ListingStyle::kTable && listed.experiments().empty()) {
     session.out() << "no experiments\n";
   } else {
-    session.out() << RenderExperimentTable(listed.experiments(), session.now(),
-                                           session.env().time_zone);
+    std::vector<std::string> ids;
+    for (const v1::Experiment& experiment : listed.experiments()) ids.push_back(experiment.id());
+    session.out() << RenderListing(*style, listed.experiments(),
+                                   RenderExperimentTable(listed.experiments(), session.now(),
+                                                         session.env().time_zone),
+                                   ids);
   }
-  if (!listed.next_page_token().empty()) {
-    session.out() << "more: add --page-token " << EscapeForTerminal(listed.next_page_token())
-                  << " (or --all)\n";
-  }
+  // Hints on stderr: stdout holds the listing alone, whatever reads it.
+  session.err() << PagingHint(listed.next_page_token(), /*offer_all=*/true);
   return kExitOk;
 }
 
 // ---- get ----
 
 std::vector<FlagSpec> GetFlags() {
-  return {JsonFlag("print the Experiment as JSON"), TargetFlag(), HelpFlag()};
+  return {JsonFlag("print the Experiment as JSON"),
+          {.name = "command",
+           .is_switch = true,
+           .help = "print the gpuprof submit command line that runs it again (its workload's "
+                   "parameters as run, the daemon's defaults filled in)"},
+          TargetFlag(),
+          HelpFlag()};
 }
 
 int RunGet(Session& session, const ParsedArgs& args) {
   v1::GetExperimentRequest request;
   request.set_experiment_id(args.positionals[0]);
+  if (args.Switch("command")) {
+    if (args.Switch("json")) {
+      return ReportUsageError(session.env(), "--command and --json exclude each other", "get");
+    }
+    v1::Experiment experiment;
+    if (const int code =
+            session.CallOrReport(&v1::Profiler::StubInterface::GetExperiment, request, experiment);
+        code != kExitOk) {
+      return code;
+    }
+    const absl::StatusOr<std::vector<std::string>> words =
+        SubmitCommandWords(RequestToReproduce(experiment));
+    if (!words.ok()) {
+      session.err() << "error: " << words.status().message() << "\n";
+      return kExitOtherError;
+    }
+    session.out() << ShellCommandLine(*words) << "\n";
+    return kExitOk;
+  }
   return session.CallAndPrint(&v1::Profiler::StubInterface::GetExperiment, request,
                               args.Switch("json"), [&session](const v1::Experiment& experiment) {
                                 session.out() << RenderExperiment(experiment, session.now(),
@@ -271,9 +299,9 @@ std::vector<FlagSpec> CancelFlags() {
           HelpFlag()};
 }
 
-int RunCancel(Session& session, const ParsedArgs& args) {
+int RunCancelOne(Session& session, const std::string& id, const ParsedArgs& args) {
   v1::CancelRequest request;
-  request.set_experiment_id(args.positionals[0]);
+  request.set_experiment_id(id);
   // The API carries no caller identity; the reason at least records who asked.
   request.set_reason(args.Get("reason").value_or(""));
   // The daemon checks the caller owns the experiment (or is an admin) and records who it was.
@@ -288,6 +316,17 @@ int RunCancel(Session& session, const ParsedArgs& args) {
                                 session.out() << "\n";
                                 return kExitOk;
                               });
+}
+
+// Each id in turn (`gpuprof list -q --state queued | xargs gpuprof cancel`): one that fails
+// does not stop the others; the exit code is the first failure's.
+int RunCancel(Session& session, const ParsedArgs& args) {
+  int exit_code = kExitOk;
+  for (const std::string& id : args.positionals) {
+    const int code = RunCancelOne(session, id, args);
+    if (exit_code == kExitOk) exit_code = code;
+  }
+  return exit_code;
 }
 
 // ---- trace, story (client/trace_command.h, client/story_command.h) ----
@@ -448,6 +487,8 @@ int RunFleetList(Fleet& fleet, const Command&, ParsedArgs args) {
     return ReportUsageError(fleet.env(),
                             "--page-token continues one node's listing: add --node NAME", "list");
   }
+  const absl::StatusOr<ListingStyle> style = ListingStyleOf(args);
+  if (!style.ok()) return ReportUsageError(fleet.env(), style.status().message(), "list");
   v1::ListExperimentsRequest request;
   {
     Session session(fleet.env(), ConnectionOptions(), fleet.user());
@@ -460,15 +501,7 @@ int RunFleetList(Fleet& fleet, const Command&, ParsedArgs args) {
     const grpc::Status status = FetchList(session, request, args.Switch("all"), listed[i]);
     return status.ok() ? kExitOk : session.ReportRpcError(status);
   });
-  if (args.Switch("json")) {
-    for (size_t i = 0; i < fleet.size(); ++i) {
-      if (outcomes[i].exit_code != kExitOk) continue;
-      *fleet.env().out << "{\"node\":" << JsonQuoted(fleet.node(i).name)
-                       << ",\"response\":" << JsonLine(listed[i]) << "}\n";
-    }
-    return fleet.ExitCode(outcomes, kExitNotFinished);
-  }
-  // One table, ids qualified by node, newest first.
+  // One listing, ids qualified by node (in the JSON too), newest first.
   google::protobuf::RepeatedPtrField<v1::Experiment> merged;
   for (size_t i = 0; i < fleet.size(); ++i) {
     for (v1::DamagedRow& row : *listed[i].mutable_damaged()) {
@@ -486,14 +519,17 @@ int RunFleetList(Fleet& fleet, const Command&, ParsedArgs args) {
                             std::make_pair(b.created().seconds(), b.created().nanos());
                    });
   Session session(fleet.env(), ConnectionOptions(), std::nullopt);
-  if (merged.empty()) {
+  if (*style == ListingStyle::kTable && merged.empty()) {
     *fleet.env().out << "no experiments\n";
   } else {
-    *fleet.env().out << RenderExperimentTable(merged, session.now(), fleet.env().time_zone);
+    std::vector<std::string> ids;
+    for (const v1::Experiment& experiment : merged) ids.push_back(experiment.id());
+    *fleet.env().out << RenderListing(
+        *style, merged, RenderExperimentTable(merged, session.now(), fleet.env().time_zone), ids);
   }
   for (size_t i = 0; i < fleet.size(); ++i) {
     if (!listed[i].next_page_token().empty()) {
-      *fleet.env().out << "more on " << fleet.node(i).name << ": add --node " << fleet.node(i).name
+      *fleet.env().err << "more on " << fleet.node(i).name << ": add --node " << fleet.node(i).name
                        << " --page-token " << listed[i].next_page_token() << " (or --all)\n";
     }
   }
@@ -560,6 +596,17 @@ int RunFleetOnOneExperiment(Fleet& fleet, const Command& command, ParsedArgs arg
   return command.run(fleet.session(node_index), args);
 }
 
+int RunFleetCancel(Fleet& fleet, const Command& command, ParsedArgs args) {
+  int exit_code = kExitOk;
+  for (const std::string& id : std::vector<std::string>(args.positionals)) {
+    ParsedArgs one = args;
+    one.positionals = {id};
+    const int code = RunFleetOnOneExperiment(fleet, command, std::move(one));
+    if (exit_code == kExitOk) exit_code = code;
+  }
+  return exit_code;
+}
+
 // `gpuprof help submit [WORKLOAD]`.
 int SubmitHelpCommand(const ClientEnvironment& env, const std::vector<std::string>& args) {
   if (args.empty()) {
@@ -615,7 +662,7 @@ Command ListCommand() {
 
 Command GetCommand() {
   return {.name = "get",
-          .usage = "get ID [--json]",
+          .usage = "get ID [--json | --command]",
           .summary = "one experiment: request, state, times, result",
           .details =
               "Shows one experiment: its request, state and reason, times, GPUs, the "
@@ -665,13 +712,16 @@ Command StoryCommand() {
 
 Command CancelCommand() {
   return {.name = "cancel",
-          .usage = "cancel ID [--reason TEXT]",
-          .summary = "cancel a queued or running experiment",
-          .details = "Cancels the experiment and prints its new state.",
-          .positionals = {"ID"},
+          .usage = "cancel ID... [--reason TEXT]",
+          .summary = "cancel queued or running experiments",
+          .details =
+              "Cancels each experiment and prints its new state (--json: one Experiment per\n"
+              "line). An id that cannot be cancelled does not stop the others; the exit code is\n"
+              "the first failure's.",
+          .positionals = {"ID..."},
           .flags = CancelFlags,
           .run = RunCancel,
-          .run_on_fleet = RunFleetOnOneExperiment};
+          .run_on_fleet = RunFleetCancel};
 }
 
 }  // namespace gpuprof::client

@@ -166,6 +166,12 @@ const FieldDescriptor* ExperimentRequestBuilder::FieldForFlag(absl::string_view 
   return it == path_by_flag_.end() ? nullptr : it->second.back();
 }
 
+std::vector<const FieldDescriptor*> ExperimentRequestBuilder::FieldPathForFlag(
+    absl::string_view flag_name) const {
+  const auto it = path_by_flag_.find(std::string(flag_name));
+  return it == path_by_flag_.end() ? FieldPath() : it->second;
+}
+
 std::string ExperimentRequestBuilder::ApiFieldName(absl::string_view flag_name) const {
   const auto it = path_by_flag_.find(std::string(flag_name));
   if (it == path_by_flag_.end()) return "";

@@ -38,6 +38,9 @@ class ExperimentRequestBuilder {
   // flags; and its API name for sweep axes: the spec field's name ("num_tokens") or the dotted
   // path from ExperimentRequest ("measurement.l2_mode").
   const google::protobuf::FieldDescriptor* FieldForFlag(absl::string_view flag_name) const;
+  // Every field from ExperimentRequest down to the one the flag sets; empty for other flags.
+  std::vector<const google::protobuf::FieldDescriptor*> FieldPathForFlag(
+      absl::string_view flag_name) const;
   std::string ApiFieldName(absl::string_view flag_name) const;
 
   // The request the flags describe; the workload is selected even with no workload flags.

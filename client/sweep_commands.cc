@@ -14,6 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "client/command.h"
+#include "client/listing_output.h"
 #include "client/render.h"
 #include "client/request_builder.h"
 #include "client/request_text.h"
@@ -481,23 +482,34 @@ std::vector<FlagSpec> SweepListFlags() {
           {.name = "mine", .is_switch = true, .help = "only your sweeps"},
           {.name = "limit", .value_syntax = "N", .help = "sweeps per page (daemon default 50)"},
           {.name = "page-token", .value_syntax = "TOKEN", .help = "continue a previous listing"},
-          {.name = "json", .is_switch = true, .help = "the ListSweepsResponse as JSON"},
+          {.name = "json",
+           .is_switch = true,
+           .help = "one Sweep per line as JSON (NDJSON); damaged rows and the next page's token "
+                   "go to stderr"},
+          ListingStyleFlags()[0],
+          ListingStyleFlags()[1],
           SweepTargetFlag(),
           HelpFlag()};
 }
 
-int PrintSweepList(Session& session, const v1::ListSweepsResponse& response) {
+int PrintSweepList(Session& session, const v1::ListSweepsResponse& response, ListingStyle style) {
   session.err() << RenderDamagedRows(response.damaged());
-  session.out() << (response.sweeps().empty()
-                        ? "no sweeps\n"
-                        : RenderSweepList(response.sweeps(), session.env().time_zone));
-  if (!response.next_page_token().empty()) {
-    session.out() << "more: add --page-token " << response.next_page_token() << "\n";
+  if (style == ListingStyle::kTable && response.sweeps().empty()) {
+    session.out() << "no sweeps\n";
+  } else {
+    std::vector<std::string> ids;
+    for (const v1::Sweep& sweep : response.sweeps()) ids.push_back(sweep.id());
+    session.out() << RenderListing(style, response.sweeps(),
+                                   RenderSweepList(response.sweeps(), session.env().time_zone),
+                                   ids);
   }
+  session.err() << PagingHint(response.next_page_token(), /*offer_all=*/false);
   return kExitOk;
 }
 
 int RunSweepList(Session& session, const ParsedArgs& args) {
+  const absl::StatusOr<ListingStyle> style = ListingStyleOf(args);
+  if (!style.ok()) return ReportUsageError(session.env(), style.status().message(), "sweep list");
   v1::ListSweepsRequest request;
   if (args.Switch("mine")) request.set_user(session.user());
   if (const auto user = args.Get("user"); user.has_value()) request.set_user(*user);
@@ -508,8 +520,10 @@ int RunSweepList(Session& session, const ParsedArgs& args) {
   if (page_size->has_value()) request.set_page_size(**page_size);
   request.set_page_token(args.Get("page-token").value_or(""));
   return session.CallAndPrint(
-      &v1::Profiler::StubInterface::ListSweeps, request, args.Switch("json"),
-      [&](const v1::ListSweepsResponse& response) { return PrintSweepList(session, response); });
+      &v1::Profiler::StubInterface::ListSweeps, request, /*json=*/false,
+      [&](const v1::ListSweepsResponse& response) {
+        return PrintSweepList(session, response, *style);
+      });
 }
 
 std::vector<FlagSpec> SweepCancelFlags() {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -17,18 +18,13 @@
 namespace gpuprof::client {
 namespace {
 
-std::string CsvCell(const std::string& cell) {
-  if (cell.find_first_of(",\"\n") == std::string::npos) return cell;
-  return absl::StrCat("\"", absl::StrReplaceAll(cell, {{"\"", "\"\""}}), "\"");
-}
-
 std::string MarkdownRow(const std::vector<std::string>& cells) {
   std::vector<std::string> escaped;
   for (const std::string& cell : cells) escaped.push_back(absl::StrReplaceAll(cell, {{"|", "\\|"}}));
   return absl::StrCat("| ", absl::StrJoin(escaped, " | "), " |\n");
 }
 
-std::string PlainNumber(double value) { return absl::StrFormat("%.6g", value); }
+std::string PlainNumber(double value) { return RoundTripNumber(value); }
 
 }  // namespace
 
@@ -109,11 +105,70 @@ std::vector<std::string> SweepPointCells(const v1::SweepPoint& point,
   return cells;
 }
 
+RecordRow SweepPointRecord(const v1::SweepPoint& point, const std::vector<std::string>& axes) {
+  RecordRow row;
+  row.AddInteger("point", point.index());
+  for (const std::string& axis : axes) {
+    const auto it = point.parameters().find(axis);
+    if (it == point.parameters().end()) {
+      row.AddEmpty(axis);
+    } else {
+      row.AddText(axis, it->second);
+    }
+  }
+  row.AddText("state", StateName(point.state()));
+  row.AddText("experiment", point.experiment_id());
+  const v1::Experiment& experiment = point.experiment();
+  row.AddText("gpu_ids", absl::StrJoin(experiment.gpu_ids(), ","));
+  const v1::ExperimentResult& result = experiment.result();
+  row.AddText("gpu", result.provenance().gpus().empty() ? ""
+                                                        : result.provenance().gpus(0).name());
+  const auto figure = sweep::FigureOf(experiment);
+  const auto positive = [](double value) {
+    return value > 0 ? std::optional<double>(value) : std::nullopt;
+  };
+  if (figure.has_value()) {
+    row.AddText("figure", figure->name);
+    row.AddNumber("value", figure->value);
+    row.AddText("unit", figure->unit);
+    row.AddOptionalNumber("noise", figure->relative_noise);  // empty: not measured
+  } else {
+    for (const char* name : {"figure", "value", "unit", "noise"}) row.AddEmpty(name);
+  }
+  const bool timed = result.has_measurement() && result.measurement().has_kernel_time();
+  const v1::TimingStats& time = result.measurement().kernel_time();
+  const auto timing = [timed](double value) {
+    return timed ? std::optional<double>(value) : std::nullopt;
+  };
+  const int64_t samples =
+      figure.has_value() && figure->samples > 0 ? figure->samples : (timed ? time.samples() : 0);
+  if (samples > 0) {
+    row.AddInteger("samples", samples);
+  } else {
+    row.AddEmpty("samples");
+  }
+  row.AddOptionalNumber("min_us", timing(time.min_us()));
+  row.AddOptionalNumber("median_us", timing(time.median_us()));
+  row.AddOptionalNumber("p90_us", timing(time.p90_us()));
+  row.AddOptionalNumber("p99_us", timing(time.p99_us()));
+  // Both rates where the run measured them: a figure of one does not hide the other.
+  const v1::GpuMeasurement& measured = result.measurement();
+  row.AddOptionalNumber("gb_per_s", positive(figure.has_value() && figure->bandwidth_gbps > 0
+                                                 ? figure->bandwidth_gbps
+                                                 : measured.bandwidth_gbps()));
+  row.AddOptionalNumber("tflops", positive(figure.has_value() && figure->tflops > 0
+                                               ? figure->tflops
+                                               : measured.tflops()));
+  row.AddOptionalNumber("pct_of_copy",
+                        positive(figure.has_value() ? figure->pct_of_copy_bandwidth : 0));
+  return row;
+}
+
 std::string SweepHeaderLine(const std::vector<std::string>& axes, SweepFormat format) {
   const std::vector<std::string> columns = SweepColumns(axes);
   switch (format) {
     case SweepFormat::kCsv:
-      return absl::StrCat(absl::StrJoin(columns, ","), "\n");
+      return SweepPointRecord(v1::SweepPoint(), axes).CsvHeader();
     case SweepFormat::kMarkdown:
       return absl::StrCat(MarkdownRow(columns),
                           MarkdownRow(std::vector<std::string>(columns.size(), "---")));
@@ -132,14 +187,9 @@ std::string SweepPointLine(const v1::SweepPoint& point, const std::vector<std::s
                            SweepFormat format) {
   switch (format) {
     case SweepFormat::kJsonLines:
-      return absl::StrCat(JsonLine(point), "\n");
-    case SweepFormat::kCsv: {
-      std::vector<std::string> cells;
-      for (const std::string& cell : SweepPointCells(point, axes, false)) {
-        cells.push_back(CsvCell(cell));
-      }
-      return absl::StrCat(absl::StrJoin(cells, ","), "\n");
-    }
+      return SweepPointRecord(point, axes).Json();
+    case SweepFormat::kCsv:
+      return SweepPointRecord(point, axes).Csv();
     case SweepFormat::kMarkdown:
       return MarkdownRow(SweepPointCells(point, axes, true));
     case SweepFormat::kTable:

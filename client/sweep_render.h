@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "client/record_row.h"
 #include "google/protobuf/repeated_field.h"
 #include "gpuprof/v1/sweep.pb.h"
 
@@ -37,7 +38,13 @@ std::vector<std::string> SweepColumns(const std::vector<std::string>& axes);
 std::vector<std::string> SweepPointCells(const v1::SweepPoint& point,
                                          const std::vector<std::string>& axes, bool for_people);
 
-// Every point the sweep carries in `format` (JSON lines: one SweepPoint per line).
+// A point as a row for CSV and JSON lines (the same columns in both, every column in every
+// row, empty where not measured): point, each axis, state, experiment, gpu_ids, gpu, figure,
+// value, unit, noise, samples, min_us, median_us, p90_us, p99_us, gb_per_s, tflops,
+// pct_of_copy, at full precision.
+RecordRow SweepPointRecord(const v1::SweepPoint& point, const std::vector<std::string>& axes);
+
+// Every point the sweep carries in `format` (JSON lines: a SweepPointRecord per line).
 std::string RenderSweepPoints(const v1::Sweep& sweep, SweepFormat format);
 // One line for a point as it arrives during --follow; the header first (header_line).
 std::string SweepHeaderLine(const std::vector<std::string>& axes, SweepFormat format);

@@ -27,9 +27,14 @@ v1::Sweep RecordedSweep() {
       index: 0 parameters { key: "num_tokens" value: "64" } parameters { key: "dtype" value: "bf16" }
       experiment_id: "exp-000011" state: FINISHED attempt: 1
       experiment {
-        workload: WORKLOAD_INDEX state: FINISHED
-        result { measurement { bandwidth_gbps: 812.5 pct_of_measured_copy_bandwidth: 27.1
-                               kernel_time { median_us: 1.25 relative_noise: 0.012 } } }
+        workload: WORKLOAD_INDEX state: FINISHED gpu_ids: 0
+        result {
+          measurement { bandwidth_gbps: 1454616.25 pct_of_measured_copy_bandwidth: 27.1
+                        tflops: 3.5
+                        kernel_time { samples: 40 min_us: 1.125 median_us: 1.25 p90_us: 1.5
+                                      p99_us: 2.0000001 relative_noise: 0.012 } }
+          provenance { gpus { name: "NVIDIA H100 80GB HBM3" } }
+        }
       }
     }
     points {
@@ -43,20 +48,32 @@ v1::Sweep RecordedSweep() {
 
 TEST(SweepRender, FormatsCarryTheSameCells) {
   const v1::Sweep sweep = RecordedSweep();
+  // CSV and JSON lines: the same columns, every one in every row, at full precision.
   EXPECT_EQ(RenderSweepPoints(sweep, SweepFormat::kCsv),
-            "point,num_tokens,dtype,state,experiment,median_us,figure,value,unit,noise,pct_of_copy\n"
-            "0,64,bf16,finished,exp-000011,1.25,bandwidth,812.5,GB/s,0.012,27.1\n"
-            "1,4096,bf16,queued,exp-000014,,,,,,\n");
+            "point,num_tokens,dtype,state,experiment,gpu_ids,gpu,figure,value,unit,noise,samples,"
+            "min_us,median_us,p90_us,p99_us,gb_per_s,tflops,pct_of_copy\n"
+            "0,64,bf16,finished,exp-000011,0,NVIDIA H100 80GB HBM3,bandwidth,1454616.25,GB/s,"
+            "0.012,40,1.125,1.25,1.5,2.0000001,1454616.25,3.5,27.1\n"
+            "1,4096,bf16,queued,exp-000014,,,,,,,,,,,,,,\n");
   const std::string markdown = RenderSweepPoints(sweep, SweepFormat::kMarkdown);
   EXPECT_THAT(markdown, HasSubstr("| point | num_tokens | dtype | state |"));
-  EXPECT_THAT(markdown, HasSubstr("| 0 | 64 | bf16 | finished | exp-000011 | 1.25 | bandwidth | 812.5 | GB/s | 1.2% | 27.1% |"));
+  EXPECT_THAT(markdown, HasSubstr("| 0 | 64 | bf16 | finished | exp-000011 | 1.25 | bandwidth | 1454616 | GB/s | 1.2% | 27.1% |"));
   EXPECT_THAT(markdown, HasSubstr("| 1 | 4096 | bf16 | queued (run 2) |"));
   const std::string jsonl = RenderSweepPoints(sweep, SweepFormat::kJsonLines);
-  EXPECT_THAT(jsonl, HasSubstr("\"experimentId\":\"exp-000011\""));
-  EXPECT_EQ(std::count(jsonl.begin(), jsonl.end(), '\n'), 2);
+  EXPECT_EQ(jsonl,
+            "{\"point\":0,\"num_tokens\":\"64\",\"dtype\":\"bf16\",\"state\":\"finished\","
+            "\"experiment\":\"exp-000011\",\"gpu_ids\":\"0\",\"gpu\":\"NVIDIA H100 80GB HBM3\","
+            "\"figure\":\"bandwidth\",\"value\":1454616.25,\"unit\":\"GB/s\",\"noise\":0.012,"
+            "\"samples\":40,\"min_us\":1.125,\"median_us\":1.25,\"p90_us\":1.5,"
+            "\"p99_us\":2.0000001,\"gb_per_s\":1454616.25,\"tflops\":3.5,\"pct_of_copy\":27.1}\n"
+            "{\"point\":1,\"num_tokens\":\"4096\",\"dtype\":\"bf16\",\"state\":\"queued\","
+            "\"experiment\":\"exp-000014\",\"gpu_ids\":\"\",\"gpu\":\"\",\"figure\":null,"
+            "\"value\":null,\"unit\":null,\"noise\":null,\"samples\":null,\"min_us\":null,"
+            "\"median_us\":null,\"p90_us\":null,\"p99_us\":null,\"gb_per_s\":null,"
+            "\"tflops\":null,\"pct_of_copy\":null}\n");
   const std::string table = RenderSweepPoints(sweep, SweepFormat::kTable);
   EXPECT_THAT(table, HasSubstr("NUM_TOKENS"));
-  EXPECT_THAT(table, HasSubstr("812.5  GB/s"));
+  EXPECT_THAT(table, HasSubstr("GB/s"));
 }
 
 TEST(SweepRender, SummaryAndProgress) {

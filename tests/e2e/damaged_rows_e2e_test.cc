@@ -118,16 +118,16 @@ TEST(DamagedRowsE2eTest, ADamagedFinishedAndQueuedExperimentHideNothingElse) {
   }
   EXPECT_THAT(listed.err, HasSubstr("gpuprofd --check-db"));
 
-  // The JSON carries them in "damaged".
+  // --json: one Experiment per line for the rows that read; the damaged ones on stderr.
   const CommandResult json = daemon.Cli({"list", "--all", "--json"});
   ASSERT_EQ(json.exit_code, 0) << json.err;
-  v1::ListExperimentsResponse response;
-  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json.out, &response).ok()) << json.out;
-  EXPECT_EQ(response.experiments_size(), 3);
-  ASSERT_EQ(response.damaged_size(), 2);
-  EXPECT_EQ(response.damaged(0).table(), "experiments");
-  EXPECT_EQ(response.damaged(0).id(), damaged_queued);  // newest first, as the listing
-  EXPECT_EQ(response.damaged(1).id(), damaged_finished);
+  const auto listed_json = ParseJsonLines<v1::Experiment>(json.out);
+  ASSERT_TRUE(listed_json.ok()) << listed_json.status();
+  EXPECT_EQ(listed_json->size(), 3u);
+  for (const std::string& id : {damaged_finished, damaged_queued}) {
+    EXPECT_THAT(json.out, Not(HasSubstr(id)));
+    EXPECT_THAT(json.err, HasSubstr(absl::StrCat("gpuprof: ", id, " is not listed")));
+  }
 
   // A get of a damaged one names it and what to do.
   const CommandResult got = daemon.Cli({"get", damaged_finished});

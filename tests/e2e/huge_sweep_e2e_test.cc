@@ -161,11 +161,11 @@ TEST_F(HugeSweepE2eTest, SweepGetPrintsEveryPointOnceInOrder) {
   // A listing counts the points without carrying them.
   const CommandResult list = daemon_->Cli({"sweep", "list", "--json"});
   ASSERT_EQ(list.exit_code, 0) << list.err;
-  v1::ListSweepsResponse listed;
-  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(list.out, &listed).ok());
-  ASSERT_EQ(listed.sweeps_size(), 1);
-  EXPECT_EQ(listed.sweeps(0).points_size(), 0);
-  EXPECT_EQ(listed.sweeps(0).points_total(), kPoints);
+  const auto listed = gpuprof::testing::ParseJsonLines<v1::Sweep>(list.out);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ((*listed)[0].points_size(), 0);
+  EXPECT_EQ((*listed)[0].points_total(), kPoints);
 }
 
 TEST_F(HugeSweepE2eTest, SweepWatchSummarisesUnlessEveryEventIsAsked) {

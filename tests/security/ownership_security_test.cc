@@ -105,10 +105,9 @@ class OwnershipSecurityTest : public ::testing::Test {
   v1::Baseline Stored(const std::string& name) {
     const CommandResult listed = daemon_->CliAsIs({"baseline", "list", "--json"});
     EXPECT_EQ(listed.exit_code, 0) << listed.err;
-    v1::ListBaselinesResponse response;
-    EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(listed.out, &response).ok())
-        << listed.out;
-    for (const v1::Baseline& baseline : response.baselines()) {
+    const auto baselines = ParseJsonLines<v1::Baseline>(listed.out);
+    EXPECT_TRUE(baselines.ok()) << baselines.status();
+    for (const v1::Baseline& baseline : baselines.value_or(std::vector<v1::Baseline>())) {
       if (baseline.name() == name) return baseline;
     }
     return v1::Baseline();
@@ -119,10 +118,9 @@ class OwnershipSecurityTest : public ::testing::Test {
     const CommandResult audit =
         daemon_->CliAsIs({"audit", "--user", user, "--limit", "1000", "--json"});
     EXPECT_EQ(audit.exit_code, 0) << audit.err;
-    v1::ListAuditResponse response;
-    EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(audit.out, &response).ok())
-        << audit.out;
-    return {response.entries().begin(), response.entries().end()};
+    const auto entries = ParseJsonLines<v1::AuditEntry>(audit.out);
+    EXPECT_TRUE(entries.ok()) << entries.status();
+    return entries.value_or(std::vector<v1::AuditEntry>());
   }
 
   // The thief's refusals whose detail starts with `reason`, in the audit trail.

@@ -121,10 +121,9 @@ class PolicyReloadSecurityTest : public ::testing::Test {
   std::vector<v1::AuditEntry> Audit() {
     const CommandResult audit = daemon_->CliAsIs({"audit", "--limit", "1000", "--json"});
     EXPECT_EQ(audit.exit_code, 0) << audit.err;
-    v1::ListAuditResponse response;
-    EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(audit.out, &response).ok())
-        << audit.out;
-    return {response.entries().begin(), response.entries().end()};
+    const auto entries = ParseJsonLines<v1::AuditEntry>(audit.out);
+    EXPECT_TRUE(entries.ok()) << entries.status();
+    return entries.value_or(std::vector<v1::AuditEntry>());
   }
 
   LocalAccount tenant_;

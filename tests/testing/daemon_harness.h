@@ -13,8 +13,11 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "google/protobuf/util/json_util.h"
 #include "gpuprof/v1/profiler.grpc.pb.h"
 
 namespace gpuprof::testing {
@@ -117,6 +120,21 @@ class DaemonProcess {
 // Parses the CLI's --json output (one JSON object per line) into events.
 absl::StatusOr<std::vector<v1::ExperimentEvent>> ParseEventLines(const std::string& ndjson);
 absl::StatusOr<v1::Experiment> ParseExperiment(const std::string& json);
+
+// Parses a listing's --json output (NDJSON: one message per line) into messages.
+template <typename Message>
+absl::StatusOr<std::vector<Message>> ParseJsonLines(const std::string& ndjson) {
+  std::vector<Message> messages;
+  for (absl::string_view line : absl::StrSplit(ndjson, '\n', absl::SkipWhitespace())) {
+    Message message;
+    if (!google::protobuf::util::JsonStringToMessage(std::string(line), &message).ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("not a ", Message::descriptor()->name(), ": ", line.substr(0, 200)));
+    }
+    messages.push_back(std::move(message));
+  }
+  return messages;
+}
 
 }  // namespace gpuprof::testing
 

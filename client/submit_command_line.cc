@@ -1,0 +1,207 @@
+#include "client/submit_command_line.h"
+
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/time/time.h"
+#include "client/record_row.h"
+#include "client/request_builder.h"
+#include "common/enum_names.h"
+#include "google/protobuf/duration.pb.h"
+#include "google/protobuf/util/message_differencer.h"
+
+namespace gpuprof::client {
+namespace {
+
+using ::google::protobuf::Descriptor;
+using ::google::protobuf::FieldDescriptor;
+using ::google::protobuf::Message;
+using ::google::protobuf::Reflection;
+
+// One scalar as the flag parser reads it back (no size suffixes: the exact value).
+std::string ScalarText(const Message& message, const FieldDescriptor* field, int index) {
+  const Reflection* reflection = message.GetReflection();
+  const bool repeated = field->is_repeated();
+  switch (field->cpp_type()) {
+    case FieldDescriptor::CPPTYPE_INT32:
+      return absl::StrCat(repeated ? reflection->GetRepeatedInt32(message, field, index)
+                                   : reflection->GetInt32(message, field));
+    case FieldDescriptor::CPPTYPE_INT64:
+      return absl::StrCat(repeated ? reflection->GetRepeatedInt64(message, field, index)
+                                   : reflection->GetInt64(message, field));
+    case FieldDescriptor::CPPTYPE_UINT32:
+      return absl::StrCat(repeated ? reflection->GetRepeatedUInt32(message, field, index)
+                                   : reflection->GetUInt32(message, field));
+    case FieldDescriptor::CPPTYPE_UINT64:
+      return absl::StrCat(repeated ? reflection->GetRepeatedUInt64(message, field, index)
+                                   : reflection->GetUInt64(message, field));
+    case FieldDescriptor::CPPTYPE_DOUBLE:
+      return RoundTripNumber(repeated ? reflection->GetRepeatedDouble(message, field, index)
+                                      : reflection->GetDouble(message, field));
+    case FieldDescriptor::CPPTYPE_FLOAT:
+      return RoundTripNumber(repeated ? reflection->GetRepeatedFloat(message, field, index)
+                                      : reflection->GetFloat(message, field));
+    case FieldDescriptor::CPPTYPE_BOOL:
+      return (repeated ? reflection->GetRepeatedBool(message, field, index)
+                       : reflection->GetBool(message, field))
+                 ? "true"
+                 : "false";
+    case FieldDescriptor::CPPTYPE_ENUM:
+      return EnumShortName(repeated ? reflection->GetRepeatedEnum(message, field, index)
+                                    : reflection->GetEnum(message, field));
+    case FieldDescriptor::CPPTYPE_STRING:
+      return repeated ? reflection->GetRepeatedString(message, field, index)
+                      : reflection->GetString(message, field);
+    case FieldDescriptor::CPPTYPE_MESSAGE:
+      break;
+  }
+  return "";
+}
+
+// The value of a singular message field: a Duration ("1m30s") or a small message's fields
+// joined by ':' ("0:32000").
+std::string MessageText(const Message& value) {
+  const Descriptor* type = value.GetDescriptor();
+  if (type->full_name() == "google.protobuf.Duration") {
+    const auto& duration = static_cast<const google::protobuf::Duration&>(value);
+    return absl::FormatDuration(absl::Seconds(duration.seconds()) +
+                                absl::Nanoseconds(duration.nanos()));
+  }
+  std::vector<std::string> parts;
+  for (int i = 0; i < type->field_count(); ++i) parts.push_back(ScalarText(value, type->field(i), 0));
+  return absl::StrJoin(parts, ":");
+}
+
+// Appends "--flag value" for each value `field` of `message` holds.
+absl::Status AppendFlag(const Message& message, const FieldDescriptor* field,
+                        const std::string& flag, std::vector<std::string>& words) {
+  const Reflection* reflection = message.GetReflection();
+  if (field->is_map()) {
+    for (int i = 0; i < reflection->FieldSize(message, field); ++i) {
+      const Message& entry = reflection->GetRepeatedMessage(message, field, i);
+      const Descriptor* type = entry.GetDescriptor();
+      words.push_back(absl::StrCat("--", flag));
+      words.push_back(absl::StrCat(ScalarText(entry, type->map_key(), 0), "=",
+                                   ScalarText(entry, type->map_value(), 0)));
+    }
+    return absl::OkStatus();
+  }
+  if (field->is_repeated()) {
+    for (int i = 0; i < reflection->FieldSize(message, field); ++i) {
+      const std::string text = ScalarText(message, field, i);
+      // The parser splits a repeated value on ','.
+      if (absl::StrContains(text, ',')) {
+        return absl::FailedPreconditionError(
+            absl::StrCat(field->name(), ": \"", text, "\" holds a comma, which --", flag,
+                         " would split"));
+      }
+      words.push_back(absl::StrCat("--", flag));
+      words.push_back(text);
+    }
+    return absl::OkStatus();
+  }
+  if (field->cpp_type() == FieldDescriptor::CPPTYPE_BOOL) {
+    words.push_back(absl::StrCat("--", flag, "=", ScalarText(message, field, 0)));
+    return absl::OkStatus();
+  }
+  words.push_back(absl::StrCat("--", flag));
+  words.push_back(field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE
+                      ? MessageText(reflection->GetMessage(message, field))
+                      : ScalarText(message, field, 0));
+  return absl::OkStatus();
+}
+
+bool IsShellSafe(absl::string_view word) {
+  if (word.empty()) return false;
+  for (const char c : word) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) &&
+        absl::string_view("_-./:=,@%+").find(c) == absl::string_view::npos) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::string>> SubmitCommandWords(const v1::ExperimentRequest& request) {
+  const Reflection* reflection = request.GetReflection();
+  const FieldDescriptor* workload = reflection->GetOneofFieldDescriptor(
+      request, request.GetDescriptor()->FindOneofByName("workload"));
+  if (workload == nullptr) return absl::FailedPreconditionError("the request names no workload");
+  absl::StatusOr<ExperimentRequestBuilder> builder =
+      ExperimentRequestBuilder::ForWorkload(workload->name());
+  if (!builder.ok()) return builder.status();
+
+  std::vector<std::string> words = {"submit", workload->name()};
+  for (const auto& flags : {builder->workload_flags(), builder->common_flags()}) {
+    for (const FlagSpec& flag : flags) {
+      const std::vector<const FieldDescriptor*> path = builder->FieldPathForFlag(flag.name);
+      const Message* message = &request;
+      bool present = true;
+      for (size_t i = 0; i + 1 < path.size() && present; ++i) {
+        present = message->GetReflection()->HasField(*message, path[i]);
+        if (present) message = &message->GetReflection()->GetMessage(*message, path[i]);
+      }
+      if (!present || path.empty()) continue;
+      const FieldDescriptor* field = path.back();
+      const bool set = field->is_repeated()
+                           ? message->GetReflection()->FieldSize(*message, field) > 0
+                           : message->GetReflection()->HasField(*message, field);
+      if (!set) continue;
+      if (const absl::Status status = AppendFlag(*message, field, flag.name, words);
+          !status.ok()) {
+        return status;
+      }
+    }
+  }
+
+  // What no flag says would be lost: parse the words back and compare.
+  std::vector<FlagSpec> specs = builder->workload_flags();
+  specs.insert(specs.end(), builder->common_flags().begin(), builder->common_flags().end());
+  absl::StatusOr<ParsedArgs> parsed =
+      ParseArgs(std::vector<std::string>(words.begin() + 2, words.end()), specs);
+  if (!parsed.ok()) return parsed.status();
+  absl::StatusOr<v1::ExperimentRequest> rebuilt = builder->Build(*parsed);
+  if (!rebuilt.ok()) return rebuilt.status();
+  google::protobuf::util::MessageDifferencer differencer;
+  // An empty sub-message says nothing a missing one does not.
+  differencer.set_message_field_comparison(
+      google::protobuf::util::MessageDifferencer::EQUIVALENT);
+  std::string differences;
+  differencer.ReportDifferencesToString(&differences);
+  if (!differencer.Compare(request, *rebuilt)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("no command line says all of this request: ", differences));
+  }
+  return words;
+}
+
+v1::ExperimentRequest RequestToReproduce(const v1::Experiment& experiment) {
+  v1::ExperimentRequest request = experiment.request();
+  request.clear_user();
+  const v1::ExperimentRequest& ran = experiment.result().provenance().request();
+  const FieldDescriptor* field = request.GetReflection()->GetOneofFieldDescriptor(
+      request, request.GetDescriptor()->FindOneofByName("workload"));
+  if (field != nullptr && ran.GetReflection()->HasField(ran, field)) {
+    request.GetReflection()->MutableMessage(&request, field)->CopyFrom(
+        ran.GetReflection()->GetMessage(ran, field));
+  }
+  return request;
+}
+
+std::string ShellCommandLine(const std::vector<std::string>& words) {
+  std::vector<std::string> quoted = {"gpuprof"};
+  for (const std::string& word : words) {
+    quoted.push_back(IsShellSafe(word)
+                         ? word
+                         : absl::StrCat("'", absl::StrReplaceAll(word, {{"'", "'\\''"}}), "'"));
+  }
+  return absl::StrJoin(quoted, " ");
+}
+
+}  // namespace gpuprof::client
