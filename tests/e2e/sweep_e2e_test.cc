@@ -273,7 +273,8 @@ TEST_F(SweepE2eTest, CompareMatchesPointsGatesOnRegressionsAndUsesBaselines) {
   EXPECT_THAT(daemon_->Cli({"baseline", "list"}).out, HasSubstr(a));
   const CommandResult against_baseline = daemon_->Cli({"compare", "main", b, "--format", "csv"});
   EXPECT_EQ(against_baseline.exit_code, 0) << against_baseline.err;
-  EXPECT_THAT(against_baseline.out, HasSubstr("point,a,b,unit,ratio,noise,verdict\n"));
+  EXPECT_THAT(against_baseline.out,
+              HasSubstr("point,figure,a,b,unit,ratio,change_pct,noise_a,noise_b,noise,verdict\n"));
   EXPECT_THAT(against_baseline.err, HasSubstr("2 point(s) compared"));
 
   // Long shared prefixes make prefix matching far slower: a regression beyond any threshold.
