@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -178,6 +179,22 @@ OperationRate SummarizeRate(std::vector<double> per_pass) {
   return rate;
 }
 
+void Append(std::vector<int64_t> from, std::vector<int64_t>& to) {
+  if (to.empty()) {
+    to = std::move(from);
+    return;
+  }
+  to.insert(to.end(), from.begin(), from.end());
+}
+
+// Replays of the stream per timed pass: enough for a pass to last min_pass_seconds, judged
+// by the last warm-up replay (one without a warm-up, or for a stream that long already).
+int64_t ReplaysPerPass(const PassConfig& config, double warmup_seconds) {
+  if (warmup_seconds <= 0 || config.min_pass_seconds <= warmup_seconds) return 1;
+  const double replays = std::ceil(config.min_pass_seconds / warmup_seconds);
+  return std::min(kMaxReplaysPerPass, static_cast<int64_t>(replays));
+}
+
 // The first rule that ends the timed passes, or "" to go on. The floor comes
 // first; the budget and the pass limit bound it.
 std::string PassStopReason(const PassConfig& config, int64_t passes, double timed_seconds,
@@ -244,6 +261,11 @@ std::string ValidateRadixWorkloadConfig(const RadixWorkloadConfig& config) {
       !error.empty()) {
     return error;
   }
+  if (std::string error = OutOfRangeSeconds("passes.min_pass_seconds", passes.min_pass_seconds,
+                                            0, kMaxPassSeconds);
+      !error.empty()) {
+    return error;
+  }
   return OutOfRangeSeconds("passes.noise_target", passes.noise_target, 0, 1);
 }
 
@@ -262,15 +284,21 @@ RadixWorkloadReport RunRadixWorkload(const RadixWorkloadConfig& config,
     };
   };
 
+  double last_warmup_seconds = 0.0;
   for (int64_t pass = 1; pass <= config.passes.warmup_passes; ++pass) {
+    const Clock::time_point warmup_start = Clock::now();
     const PassOutcome warmup = RunPass(config, pass_progress(true, pass));
+    last_warmup_seconds =
+        static_cast<double>(NanosecondsBetween(warmup_start, Clock::now())) / 1e9;
     if (!warmup.error.empty()) {
       report.error = warmup.error;
       return report;
     }
   }
+  report.replays_per_pass = ReplaysPerPass(config.passes, last_warmup_seconds);
 
   PassOutcome first;
+  bool have_first = false;
   std::vector<int64_t> match_ns;
   std::vector<int64_t> insert_ns;
   std::vector<int64_t> evict_ns;
@@ -281,33 +309,39 @@ RadixWorkloadReport RunRadixWorkload(const RadixWorkloadConfig& config,
   double timed_seconds = 0.0;
   while (report.stop_reason.empty()) {
     const Clock::time_point pass_start = Clock::now();
-    PassOutcome pass = RunPass(config, pass_progress(false, report.passes + 1));
+    std::vector<int64_t> pass_match_ns;
+    std::vector<int64_t> pass_insert_ns;
+    std::vector<int64_t> pass_evict_ns;
+    for (int64_t replay = 0; replay < report.replays_per_pass; ++replay) {
+      PassOutcome outcome = RunPass(config, pass_progress(false, report.passes + 1));
+      if (!outcome.error.empty()) {
+        report.error = outcome.error;
+        return report;
+      }
+      if (have_first && !SameWork(first, outcome)) {
+        // Same stream, same empty tree: anything else is a bug, and would make the passes'
+        // rates incomparable.
+        report.error = "internal error: a replay did different work from the first";
+        return report;
+      }
+      Append(std::move(outcome.match_ns), pass_match_ns);
+      Append(std::move(outcome.insert_ns), pass_insert_ns);
+      Append(std::move(outcome.evict_ns), pass_evict_ns);
+      if (!have_first) {
+        // Its counts stand for every replay.
+        first = std::move(outcome);
+        have_first = true;
+      }
+    }
     timed_seconds += static_cast<double>(NanosecondsBetween(pass_start, Clock::now())) / 1e9;
-    if (!pass.error.empty()) {
-      report.error = pass.error;
-      return report;
-    }
-    if (report.passes > 0 && !SameWork(first, pass)) {
-      // Same stream, same empty tree: anything else is a bug, and would make the passes'
-      // rates incomparable.
-      report.error = "internal error: a pass did different work from the first";
-      return report;
-    }
     ++report.passes;
-    match_rates.push_back(PassOpsPerSecond(pass.match_ns));
-    insert_rates.push_back(PassOpsPerSecond(pass.insert_ns));
-    evict_rates.push_back(PassOpsPerSecond(pass.evict_ns));
+    match_rates.push_back(PassOpsPerSecond(pass_match_ns));
+    insert_rates.push_back(PassOpsPerSecond(pass_insert_ns));
+    evict_rates.push_back(PassOpsPerSecond(pass_evict_ns));
     match_noise.Add(match_rates.back());
-    match_ns.insert(match_ns.end(), pass.match_ns.begin(), pass.match_ns.end());
-    insert_ns.insert(insert_ns.end(), pass.insert_ns.begin(), pass.insert_ns.end());
-    evict_ns.insert(evict_ns.end(), pass.evict_ns.begin(), pass.evict_ns.end());
-    if (report.passes == 1) {
-      // Its counts stand for every pass; its samples are pooled above.
-      pass.match_ns = {};
-      pass.insert_ns = {};
-      pass.evict_ns = {};
-      first = std::move(pass);
-    }
+    Append(std::move(pass_match_ns), match_ns);
+    Append(std::move(pass_insert_ns), insert_ns);
+    Append(std::move(pass_evict_ns), evict_ns);
     report.stop_reason = PassStopReason(config.passes, report.passes, timed_seconds, match_noise);
   }
 
@@ -335,10 +369,11 @@ RadixWorkloadReport RunRadixWorkload(const RadixWorkloadConfig& config,
 
   report.compare_bytes = first.compare_bytes;
   const int64_t compare_ns = report.match_latency.total_ns + report.insert_latency.total_ns;
-  // Every timed pass compared the same bytes; bytes per nanosecond is GB/s.
+  // Every replay compared the same bytes; bytes per nanosecond is GB/s.
+  const double replays = static_cast<double>(report.passes * report.replays_per_pass);
   report.compare_gb_per_second =
-      compare_ns > 0 ? static_cast<double>(report.compare_bytes) *
-                           static_cast<double>(report.passes) / static_cast<double>(compare_ns)
+      compare_ns > 0 ? static_cast<double>(report.compare_bytes) * replays /
+                           static_cast<double>(compare_ns)
                      : 0.0;
   report.wall_seconds = static_cast<double>(NanosecondsBetween(run_start, Clock::now())) / 1e9;
   return report;

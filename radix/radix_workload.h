@@ -28,6 +28,7 @@ inline constexpr int64_t kMaxInFlightRequests = 65'536;
 inline constexpr int64_t kMaxWarmupPasses = 100'000;
 inline constexpr int64_t kMaxPasses = 1'000'000;
 inline constexpr double kMaxPassSeconds = 600.0;
+inline constexpr int64_t kMaxReplaysPerPass = 10'000;
 
 // How many times the stream is replayed. Every pass starts from an empty cache
 // and the same stream, so every pass does the same matches, inserts and
@@ -43,6 +44,12 @@ struct PassConfig {
   // streams more passes (a 300-request pass lasts about a millisecond).
   int64_t min_passes = 5;
   double min_seconds = 0.05;
+  // A timed pass replays the stream (each replay from an empty cache) as many
+  // times as it takes to last this long, judged by the last warm-up pass, so
+  // that a short stream's pass rate does not rest on a fraction of a
+  // millisecond of calls. The default 2000-request stream (about 14 ms on a
+  // 2-core VM) takes one.
+  double min_pass_seconds = 0.01;
   // Past the floor: 0 stops there; otherwise passes go on until the relative
   // noise (stddev / mean) of the per-pass match_prefix rates is at most this.
   double noise_target = 0.0;
@@ -86,12 +93,13 @@ struct RadixWorkloadReport {
   // different work ("internal error: ...").
   std::string error;
 
-  // Timed passes, and why they stopped: "floor reached", "noise target
-  // reached", "max passes" or "time budget".
+  // Timed passes, replays of the stream in each, and why they stopped: "floor
+  // reached", "noise target reached", "max passes" or "time budget".
   int64_t passes = 0;
+  int64_t replays_per_pass = 1;
   std::string stop_reason;
 
-  // The counts below are one pass's (every pass does the same work).
+  // The counts below are one replay's (every replay does the same work).
 
   int64_t requests = 0;
   int64_t request_tokens = 0;
@@ -109,7 +117,7 @@ struct RadixWorkloadReport {
   int64_t evicted_tokens = 0;
 
   // Latency of each MatchPrefix, Insert and Evict call, timed one by one, over
-  // every timed pass.
+  // every timed pass (samples = calls x replays_per_pass x passes).
   LatencyStats match_latency;
   LatencyStats insert_latency;
   LatencyStats evict_latency;
@@ -117,7 +125,7 @@ struct RadixWorkloadReport {
   OperationRate insert_rate;
   OperationRate evict_rate;
 
-  // Token bytes compared along edges by matches and inserts in one pass, and
+  // Token bytes compared along edges by matches and inserts in one replay, and
   // that volume per second of match plus insert time over the timed passes, in
   // GB/s (1e9 bytes).
   int64_t compare_bytes = 0;
@@ -137,7 +145,8 @@ struct PassProgress {
   bool warmup = false;
   // 1-based among the warm-up passes, or among the timed ones.
   int64_t pass = 0;
-  // Requests of this pass.
+  // Requests of the replay under way (a timed pass may replay the stream
+  // several times).
   int64_t done = 0;
   int64_t total = 0;
 };

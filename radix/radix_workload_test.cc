@@ -144,6 +144,11 @@ TEST(RadixWorkloadValidationTest, NamesFieldValueAndRange) {
             "passes.min_seconds: got -0.5; must be in [0, 600]");
 
   config = RadixWorkloadConfig{};
+  config.passes.min_pass_seconds = 1000;
+  EXPECT_EQ(ValidateRadixWorkloadConfig(config),
+            "passes.min_pass_seconds: got 1000; must be in [0, 600]");
+
+  config = RadixWorkloadConfig{};
   config.passes.noise_target = 1.5;
   EXPECT_EQ(ValidateRadixWorkloadConfig(config),
             "passes.noise_target: got 1.5; must be in [0, 1]");
@@ -307,6 +312,7 @@ TEST(RadixWorkloadTest, ProgressNamesTheWarmupAndEachTimedPass) {
   config.passes.warmup_passes = 1;
   config.passes.min_passes = 2;
   config.passes.max_passes = 2;
+  config.passes.min_pass_seconds = 0;  // one replay a pass
   std::vector<std::pair<bool, int64_t>> passes;
   RunRadixWorkload(config, [&](const PassProgress& progress) {
     EXPECT_EQ(progress.done, 50);
@@ -332,8 +338,8 @@ TEST(RadixWorkloadPassesTest, RunsAtLeastTheFloorAndReportsTheMedianAndNoise) {
   EXPECT_EQ(report.stop_reason, "max passes");
   // Counts are one pass's; latencies pool every timed pass.
   EXPECT_EQ(report.requests, 2000);
-  EXPECT_EQ(report.match_latency.samples, 5 * 2000);
-  EXPECT_EQ(report.evict_latency.samples, 5 * report.evictions);
+  EXPECT_EQ(report.match_latency.samples, 5 * 2000 * report.replays_per_pass);
+  EXPECT_EQ(report.evict_latency.samples, 5 * report.evictions * report.replays_per_pass);
   for (const OperationRate* rate : {&report.match_rate, &report.insert_rate,
                                     &report.evict_rate}) {
     ASSERT_EQ(rate->per_pass.size(), 5u);
@@ -381,6 +387,26 @@ TEST(RadixWorkloadPassesTest, TheTimeFloorAddsPassesToShortStreams) {
   // A 300-request pass takes well under 10 ms, so 20 ms needs more than two.
   EXPECT_GT(report.passes, 2);
   EXPECT_GE(report.wall_seconds, 0.02);
+}
+
+TEST(RadixWorkloadPassesTest, AShortStreamIsReplayedSeveralTimesPerPass) {
+  RadixWorkloadConfig config = SmallConfig();
+  config.passes.warmup_passes = 1;
+  config.passes.min_passes = 2;
+  config.passes.max_passes = 2;
+  // Far longer than a 300-request replay, even in a sanitizer's build.
+  config.passes.min_pass_seconds = 0.2;
+  const RadixWorkloadReport report = RunRadixWorkload(config);
+  ASSERT_EQ(report.error, "");
+  EXPECT_GT(report.replays_per_pass, 1);
+  EXPECT_EQ(report.passes, 2);
+  // Counts are one replay's; latencies pool every replay of every pass.
+  EXPECT_EQ(report.requests, 300);
+  EXPECT_EQ(report.match_latency.samples, 300 * report.replays_per_pass * 2);
+
+  // Without a warm-up to judge by, one replay a pass.
+  config.passes.warmup_passes = 0;
+  EXPECT_EQ(RunRadixWorkload(config).replays_per_pass, 1);
 }
 
 TEST(RadixWorkloadPassesTest, TheBudgetAndThePassLimitBoundTheFloor) {
