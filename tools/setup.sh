@@ -22,6 +22,9 @@ PACKAGES=(
   # Tools used by scripts and tests; openssl makes the TLS tests' certificates, gnuplot draws
   # `gpuprof sweep plot` (and its test); iproute2 gives the fleet test its network namespaces.
   python3 sqlite3 curl ca-certificates openssl gnuplot-nox iproute2
+  # The Python client (python/, tests/python): Debian's gRPC, protobuf and pandas for python3;
+  # setuptools and venv for `pip install --no-build-isolation ./python`.
+  python3-grpcio python3-protobuf python3-pandas python3-setuptools python3-venv
   # The Kubernetes manifests' check (deploy/k8s): Node.js and npm for the schema packages.
   nodejs
 )
@@ -64,6 +67,10 @@ if ! kubectl version --client -o json 2>/dev/null | grep -q '"kustomizeVersion":
   echo "setup: warning: no kubectl with kustomize v5 here; //deploy/k8s:manifests_test will" \
        "fail until one is on PATH" >&2
 fi
+
+# The Python client's gpuprof.v1 modules, generated from proto/ into python/gpuprof/v1 (ignored
+# by git) so that PYTHONPATH=python imports it in place; Bazel's tests generate their own.
+python/generate_stubs.sh python
 
 cuda="${CUDA_PATH:-/usr/local/cuda}"
 if [ ! -x "$cuda/bin/nvcc" ]; then

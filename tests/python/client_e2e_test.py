@@ -1,0 +1,271 @@
+"""The Python client against a real gpuprofd (real unix socket, real SQLite, real workers): radix
+experiments and a radix sweep run on the CPU. The sweep's DataFrame must hold the same numbers
+as the CLI's `gpuprof sweep get ID --format csv`, column by column, to the CSV's rounding.
+Run by client_e2e_test.sh with the daemon, worker and CLI from Bazel's runfiles."""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import decimal
+import io
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+from typing import Any, Dict, List
+
+import grpc
+import pandas
+
+import gpuprof
+import gpuprof.aio
+
+RUNFILES = os.environ["GPUPROF_RUNFILES"]
+GPUPROFD = os.path.join(RUNFILES, "daemon/gpuprofd")
+WORKER = os.path.join(RUNFILES, "worker/gpuprof_worker")
+CLI = os.path.join(RUNFILES, "client/gpuprof")
+EXAMPLE = os.path.join(RUNFILES, "python/examples/sweep_notebook.py")
+
+# Radix runs kept short: a few hundred requests, its fewest timed passes, no time floor.
+QUICK = dict(users=8, max_iters=5, min_time=0)
+
+
+def is_empty(value: Any) -> bool:
+    return value is None or value == "" or (isinstance(value, float) and math.isnan(value))
+
+
+def rounding_tolerance(text: str) -> float:
+    """Half a unit in the last digit the CSV printed: "0.1043" -> 0.00005."""
+    exponent = decimal.Decimal(text).as_tuple().exponent
+    return 0.5 * 10.0 ** int(exponent)
+
+
+class DaemonTest(unittest.TestCase):
+    daemon: subprocess.Popen
+    target: str
+    socket_dir: str
+    state_dir: str
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        # Unix socket paths are limited to 107 bytes; the test's own temp dir can be longer.
+        cls.socket_dir = tempfile.mkdtemp(prefix="gpuprof-py-")
+        cls.state_dir = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"), prefix="state-")
+        cls.target = f"unix:{cls.socket_dir}/gpuprofd.sock"
+        # The flags tests/testing/daemon_harness.cc starts it with.
+        with open(os.path.join(cls.state_dir, "gpuprofd.log"), "wb") as log:
+            cls.daemon = subprocess.Popen(
+                [
+                    GPUPROFD,
+                    f"--state_dir={cls.state_dir}",
+                    f"--listen={cls.target}",
+                    f"--worker_binary={WORKER}",
+                    "--measure_copy_bandwidth=false",
+                    "--metrics_listen=",
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        deadline = time.monotonic() + 60
+        while True:
+            if cls.daemon.poll() is not None:
+                raise RuntimeError(f"gpuprofd exited at start-up:\n{cls.daemon_log()}")
+            try:
+                with gpuprof.Client(cls.target, timeout=0.5) as probe:
+                    probe.whoami()
+                break
+            except gpuprof.GpuprofError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"gpuprofd did not answer:\n{cls.daemon_log()}")
+                time.sleep(0.05)
+        cls.client = gpuprof.Client(cls.target)
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        cls.client.close()
+        cls.daemon.send_signal(signal.SIGTERM)
+        try:
+            cls.daemon.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            cls.daemon.kill()
+            cls.daemon.wait()
+        shutil.rmtree(cls.socket_dir, ignore_errors=True)
+
+    @classmethod
+    def daemon_log(cls) -> str:
+        with open(os.path.join(cls.state_dir, "gpuprofd.log"), errors="replace") as file:
+            return file.read()[-4000:]
+
+    def cli(self, *args: str) -> str:
+        run = subprocess.run(
+            [CLI, f"--target={self.target}", *args], capture_output=True, text=True, timeout=60
+        )
+        self.assertEqual(run.returncode, 0, f"gpuprof {' '.join(args)}: {run.stderr}")
+        return run.stdout
+
+
+class ClientTest(DaemonTest):
+    def test_submit_wait_result_and_headline(self) -> None:
+        experiment = self.client.submit("radix", requests=300, seed=7, wait=True, **QUICK)
+        self.assertEqual(experiment.state, "finished", experiment.proto.reason)
+        self.assertTrue(experiment.id.startswith("exp-"))
+        self.assertEqual(experiment.workload, "radix")
+        # The request as submitted, keyword arguments on the spec's fields.
+        self.assertEqual(experiment.proto.request.radix.num_requests, 300)
+        self.assertEqual(experiment.proto.request.radix.num_users, 8)
+        self.assertEqual(experiment.proto.request.radix.seed, 7)
+
+        result = experiment.result
+        self.assertIsInstance(result, dict)
+        operations = {op["operation"]: op for op in result["radix"]["operations"]}
+        match = operations["match_prefix"]
+        headline = experiment.headline
+        self.assertEqual((headline.name, headline.unit, headline.bound),
+                         ("match_ops", "op/s", "CPU work"))
+        self.assertEqual(headline.value, match["ops_per_second"])
+        self.assertEqual(headline.samples, match["passes"])
+        if "ops_per_second_relative_noise" in match:
+            self.assertEqual(headline.relative_noise, match["ops_per_second_relative_noise"])
+        else:
+            self.assertIsNone(headline.relative_noise)
+        self.assertGreater(headline.value, 0)
+
+        row = experiment.row()
+        self.assertEqual(row["experiment"], experiment.id)
+        self.assertEqual(row["value"], headline.value)
+        self.assertEqual(row["match_prefix_ops_per_second"], headline.value)
+        # The same figures again through a fresh GetExperiment.
+        again = self.client.experiment(experiment.id)
+        self.assertEqual(again.headline, headline)
+        frame = again.to_dataframe()
+        self.assertEqual(len(frame), 1)
+        self.assertEqual(frame["value"][0], headline.value)
+
+    def test_errors_name_what_to_change(self) -> None:
+        with self.assertRaisesRegex(TypeError, r'radix takes no argument "requestz".*"requests"'):
+            self.client.submit("radix", requestz=300)
+        with self.assertRaisesRegex(ValueError, r"unknown workload \"radx\"; choose one of index"):
+            self.client.submit("radx")
+        with self.assertRaisesRegex(ValueError, r"l2='tepid'.*not one of hot, cold"):
+            self.client.submit("radix", requests=300, l2="tepid")
+        # The daemon's own validation comes back as INVALID_ARGUMENT with its message.
+        with self.assertRaises(gpuprof.GpuprofError) as refused:
+            self.client.submit("radix", requests=-5)
+        self.assertEqual(refused.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("num_requests", refused.exception.details)
+        with self.assertRaises(gpuprof.GpuprofError) as missing:
+            self.client.experiment("exp-999999")
+        self.assertEqual(missing.exception.code, grpc.StatusCode.NOT_FOUND)
+
+    def test_watch_blocking_and_async_see_the_same_events(self) -> None:
+        async def submit_and_watch() -> List[Any]:
+            async with gpuprof.aio.AsyncClient(self.target) as client:
+                experiment = await client.submit("radix", requests=200, **QUICK)
+                events = [event async for event in client.watch(experiment.id)]
+                # Leaving an async loop early stops watching, not the experiment.
+                async for _ in client.watch(experiment.id):
+                    break
+                finished = await client.experiment(experiment.id)
+                self.assertEqual(finished.state, "finished")
+                return events
+
+        async_events = asyncio.run(submit_and_watch())
+        experiment_id = async_events[0].experiment_id
+        blocking_events = list(self.client.watch(experiment_id))
+        self.assertEqual([e.seq for e in blocking_events], list(range(1, len(blocking_events) + 1)))
+        self.assertEqual(
+            [e.SerializeToString() for e in async_events],
+            [e.SerializeToString() for e in blocking_events],
+        )
+        self.assertEqual(blocking_events[0].state.state, gpuprof.v1.experiment_pb2.QUEUED)
+        self.assertEqual(blocking_events[-1].state.state, gpuprof.v1.experiment_pb2.FINISHED)
+        self.assertEqual(sum(e.HasField("result") for e in blocking_events), 1)
+        # from_seq replays from there on.
+        tail = list(self.client.watch(experiment_id, from_seq=len(blocking_events) - 1))
+        self.assertEqual([e.seq for e in tail], [len(blocking_events) - 1, len(blocking_events)])
+
+    def test_sweep_dataframe_has_the_cli_csv_numbers(self) -> None:
+        sweep = self.client.submit_sweep(
+            "radix", {"requests": [200, 300], "seed": [1, 2]}, wait=True, **QUICK
+        )
+        self.assertEqual(sweep.state, "finished", sweep.proto.reason)
+        # One point a page: the client joins GetSweep's pages.
+        paged = self.client.sweep(sweep.id, points_page_size=1)
+        frame = paged.to_dataframe()
+        self.assertIsInstance(frame, pandas.DataFrame)
+        self.assertEqual(list(frame["point"]), list(range(4)))
+        self.assertEqual(list(frame["num_requests"]), [200, 200, 300, 300])
+        self.assertEqual(list(frame["seed"]), [1, 2, 1, 2])
+        self.assertTrue((frame["value"] > 0).all())
+
+        csv_rows = list(csv.DictReader(io.StringIO(self.cli("sweep", "get", sweep.id, "--format", "csv"))))
+        self.assertEqual(len(csv_rows), len(frame))
+        cli_columns = list(csv_rows[0])
+        for needed in ("point", "state", "experiment", "figure", "value", "unit", "noise", "samples"):
+            self.assertIn(needed, cli_columns)
+        shared = [column for column in cli_columns if column in frame.columns]
+        only_cli = [column for column in cli_columns if column not in frame.columns]
+        self.assertEqual(only_cli, [], "columns of the CLI's CSV the DataFrame lacks")
+        compared = 0
+        for csv_row, (_, frame_row) in zip(csv_rows, frame.iterrows()):
+            for column in shared:
+                text, value = csv_row[column], frame_row[column]
+                where = f"point {csv_row['point']} column {column}: CSV {text!r}, frame {value!r}"
+                if text == "":
+                    self.assertTrue(is_empty(value), where)
+                    continue
+                self.assertFalse(is_empty(value), where)
+                try:
+                    number = float(text)
+                except ValueError:
+                    self.assertEqual(str(value), text, where)
+                    continue
+                self.assertLessEqual(abs(float(value) - number), rounding_tolerance(text), where)
+                compared += 1
+        # value, noise and samples at least, for each of the four points.
+        self.assertGreaterEqual(compared, 4 * 3)
+
+    def test_experiments_list_pages_and_filters(self) -> None:
+        submitted = [self.client.submit("radix", requests=200 + i, **QUICK) for i in range(2)]
+        for experiment in submitted:
+            experiment.wait(timeout=60)
+        listing = self.client.experiments(mine=True, page_size=1)
+        ids = [experiment.id for experiment in listing]
+        self.assertEqual(len(ids), len(set(ids)), "a page repeated an experiment")
+        for experiment in submitted:
+            self.assertIn(experiment.id, ids)
+        frame = listing.to_dataframe()
+        self.assertEqual(list(frame["experiment"]), ids)
+        self.assertTrue(set(frame["user"]) == {self.client.whoami()["user"]})
+        for experiment in submitted:
+            row = frame[frame["experiment"] == experiment.id].iloc[0]
+            fresh = self.client.experiment(experiment.id)
+            self.assertEqual(row["state"], "finished")
+            self.assertEqual(row["value"], fresh.headline.value)
+            self.assertEqual(row["workload"], "radix")
+        self.assertEqual(len(self.client.experiments(mine=True, limit=2)), 2)
+        self.assertEqual(len(self.client.experiments(user="nobody-here")), 0)
+        finished = self.client.experiments(states=["finished"], workload="radix")
+        self.assertTrue(all(e.state == "finished" for e in finished))
+
+    def test_notebook_example_runs(self) -> None:
+        run = subprocess.run(
+            [sys.executable, "-B", EXAMPLE],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=dict(os.environ, GPUPROF_TARGET=self.target),
+        )
+        self.assertEqual(run.returncode, 0, run.stderr[-3000:])
+        self.assertIn("match_ops", run.stdout)
+        self.assertIn("events seen by asyncio", run.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
