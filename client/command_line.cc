@@ -57,6 +57,20 @@ bool LooksLikeFlag(absl::string_view word) {
 
 }  // namespace
 
+std::string ClosestName(absl::string_view typed, const std::vector<std::string>& names) {
+  std::string best;
+  size_t best_distance = 3;  // suggest only close matches
+  for (const std::string& name : names) {
+    const size_t distance = EditDistance(typed, name);
+    if (distance < best_distance ||
+        (!typed.empty() && absl::StartsWith(name, typed) && best.empty())) {
+      best_distance = std::min(distance, best_distance);
+      best = name;
+    }
+  }
+  return best;
+}
+
 std::string NormalizeFlagName(absl::string_view name) {
   return absl::StrReplaceAll(name, {{"_", "-"}});
 }

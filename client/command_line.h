@@ -60,6 +60,10 @@ absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args,
 absl::StatusOr<std::optional<int32_t>> ParseCountFlag(const ParsedArgs& args,
                                                       absl::string_view name);
 
+// The name in `names` a typo most likely meant (edit distance at most 2, or a name that
+// starts with `typed`); empty when none is close.
+std::string ClosestName(absl::string_view typed, const std::vector<std::string>& names);
+
 // Flag names are matched with '_' read as '-': "num_tokens" -> "num-tokens".
 std::string NormalizeFlagName(absl::string_view name);
 

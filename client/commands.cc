@@ -13,6 +13,7 @@
 #include "client/command.h"
 #include "client/command_line.h"
 #include "client/compare_commands.h"
+#include "client/completion_script.h"
 #include "client/experiment_commands.h"
 #include "client/fleet_sweep_commands.h"
 #include "client/gpu_commands.h"
@@ -39,6 +40,14 @@ constexpr absl::string_view kExitCodeHelp =
     "     others and names the missing ones\n";
 
 int RunHelp(const Invocation& invocation, const std::vector<std::string>& args);
+int RunCompletion(const Invocation& invocation, const std::vector<std::string>& args);
+
+constexpr absl::string_view kCompletionHelp =
+    "usage: gpuprof completion bash|zsh\n\n"
+    "Prints a completion script for commands, subcommands, workloads and flags, made from the\n"
+    "same tables the CLI parses with. Load it in your shell's startup file:\n"
+    "  bash:  source <(gpuprof completion bash)\n"
+    "  zsh:   source <(gpuprof completion zsh)\n";
 
 // How many words at args[at] are an output flag that may come before the command (--json,
 // --format F, --no-headers, -q): nullopt when it is none, 0 when its value is missing.
@@ -72,8 +81,16 @@ const std::vector<Command>& Commands() {
       CompareCommand(),
       BaselineCommand(),
       TokenHashCommand(),
+      {.name = "completion",
+       .summary = "bash or zsh completion: source <(gpuprof completion bash)",
+       .run_args = RunCompletion,
+       .help = [](const ClientEnvironment& env, const std::vector<std::string>&) {
+         *env.out << kCompletionHelp;
+         return int{kExitOk};
+       },
+       .local = true},
       {.name = "help",
-       .summary = "this text, or a command's: gpuprof help submit index",
+       .summary = "this text, or a command's: gpuprof help submit index, gpuprof help sweep get",
        .run_args = RunHelp,
        .local = true},
   };
@@ -85,6 +102,29 @@ const Command* FindCommand(absl::string_view name) {
     if (command.name == name) return &command;
   }
   return nullptr;
+}
+
+// "unknown command "lsit" (did you mean list?); run gpuprof help".
+std::string UnknownCommandMessage(absl::string_view typed) {
+  std::vector<std::string> names;
+  for (const Command& command : Commands()) names.emplace_back(command.name);
+  const std::string closest = ClosestName(typed, names);
+  return absl::StrCat("unknown command \"", typed, "\"",
+                      closest.empty() ? "" : absl::StrCat(" (did you mean ", closest, "?)"),
+                      "; run gpuprof help");
+}
+
+int RunCompletion(const Invocation& invocation, const std::vector<std::string>& args) {
+  const ClientEnvironment& env = invocation.env;
+  if (args.size() != 1 || (args[0] != "bash" && args[0] != "zsh")) {
+    if (args.size() == 1 && args[0] == "--help") {
+      *env.out << kCompletionHelp;
+      return kExitOk;
+    }
+    return ReportUsageError(env, "usage: gpuprof completion bash|zsh", "completion");
+  }
+  *env.out << CompletionScript(args[0] == "bash" ? Shell::kBash : Shell::kZsh, Commands());
+  return kExitOk;
 }
 
 std::string MainHelp() {
@@ -103,10 +143,10 @@ std::string MainHelp() {
       {.name = "node-timeout",
        .value_syntax = "DURATION",
        .help = "how long each node may take to answer (default: the fleet file's, else 10s)"},
-      {.name = "user", .value_syntax = "NAME", .help = "who you are (default: $USER)"},
       {.name = "user",
        .value_syntax = "NAME",
-       .help = "act for this user (admins only; the daemon authenticates everyone else)"},
+       .help = "act for this user (admins only; the daemon authenticates everyone else as "
+               "who they are)"},
       {.name = "tls-ca",
        .value_syntax = "FILE",
        .help = "PEM CA of the daemon's certificate: connect with TLS"},
@@ -206,9 +246,7 @@ int RunHelp(const Invocation& invocation, const std::vector<std::string>& args) 
     *env.out << MainHelp();
     return kExitOk;
   }
-  if (command == nullptr) {
-    return ReportUsageError(env, absl::StrCat("unknown command \"", args[0], "\""), "");
-  }
+  if (command == nullptr) return ReportUsageError(env, UnknownCommandMessage(args[0]), "");
   if (command->help != nullptr) {
     return command->help(env, std::vector<std::string>(args.begin() + 1, args.end()));
   }
@@ -308,10 +346,7 @@ int RunGpuprof(const std::vector<std::string>& args, const ClientEnvironment& en
   if (const absl::Status nodes = invocation.ResolveNodes(); !nodes.ok()) {
     return ReportUsageError(env, nodes.message(), "");
   }
-  if (command == nullptr) {
-    return ReportUsageError(env, absl::StrCat("unknown command \"", name, "\"; run gpuprof help"),
-                            "");
-  }
+  if (command == nullptr) return ReportUsageError(env, UnknownCommandMessage(name), "");
   const bool spread = command->run_args_on_fleet != nullptr && invocation.SpreadsOverFleet();
   if (command->run_args != nullptr && !spread && invocation.nodes.size() > 1) {
     return ReportUsageError(env, absl::StrCat(name, " runs on one node: pick it with --node NAME"),

@@ -196,6 +196,44 @@ TEST_F(CommandsTest, HelpVersionAndUsageErrors) {
   EXPECT_TRUE(targets_.empty()) << "help and usage errors must not connect";
 }
 
+TEST_F(CommandsTest, HelpForEveryCommandAndSuggestionsForTypos) {
+  EXPECT_EQ(Run({"lsit"}), kExitUsage);
+  EXPECT_EQ(err_.str(), "error: unknown command \"lsit\" (did you mean list?); run gpuprof help\n");
+  EXPECT_EQ(Run({"help", "swep"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("(did you mean sweep?)"));
+  for (const char* command : {"sweep", "compare", "baseline", "completion", "cancel", "audit"}) {
+    EXPECT_EQ(Run({"help", command}), kExitOk) << command << ": " << err_.str();
+    EXPECT_THAT(out_.str(), HasSubstr("usage: gpuprof")) << command;
+  }
+  EXPECT_EQ(Run({"help", "sweep", "get"}), kExitOk);
+  EXPECT_THAT(out_.str(), StartsWith("usage: gpuprof sweep get ID"));
+  EXPECT_THAT(out_.str(), HasSubstr("--format"));
+  EXPECT_EQ(Run({"help", "sweep", "attention"}), kExitOk);
+  EXPECT_THAT(out_.str(), HasSubstr("--dtype fp16|bf16"));
+  // The global help names --user once, with what it does.
+  EXPECT_EQ(Run({"help"}), kExitOk);
+  const std::string help = out_.str();
+  EXPECT_EQ(help.find("\n  --user NAME"), help.rfind("\n  --user NAME"));
+  EXPECT_NE(help.find("\n  --user NAME"), std::string::npos);
+  EXPECT_TRUE(targets_.empty()) << "help must not connect";
+}
+
+TEST_F(CommandsTest, CompletionScriptsAreLocal) {
+  EXPECT_EQ(Run({"completion", "bash"}), kExitOk);
+  EXPECT_THAT(out_.str(), HasSubstr("complete -F _gpuprof gpuprof"));
+  EXPECT_THAT(out_.str(), HasSubstr("\"submit\") echo 'index store attention"));
+  EXPECT_EQ(Run({"completion", "zsh"}), kExitOk);
+  EXPECT_THAT(out_.str(), HasSubstr("compdef _gpuprof gpuprof"));
+  EXPECT_EQ(Run({"completion", "fish"}), kExitUsage);
+  EXPECT_TRUE(targets_.empty()) << "completion must not connect";
+}
+
+TEST_F(CommandsTest, SubmitRefusesAZeroTheDaemonWouldReplace) {
+  EXPECT_EQ(Run({"submit", "radix", "--requests", "0"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("--requests 0: radix.num_requests of 0 means unset"));
+  EXPECT_TRUE(targets_.empty()) << "a refused request must not connect";
+}
+
 TEST_F(CommandsTest, SubmitHelpIsGeneratedFromTheSpec) {
   EXPECT_EQ(Run({"submit", "attention", "--help"}), kExitOk);
   EXPECT_THAT(out_.str(), HasSubstr("attention flags (fields of gpuprof.v1.AttentionSpec"));

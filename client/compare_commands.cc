@@ -531,6 +531,7 @@ int BaselineHelpCommand(const ClientEnvironment& env, const std::vector<std::str
 Command CompareCommand() {
   return {.name = "compare",
           .summary = "compare two experiments, sweeps or baselines, noise-aware",
+          .flags = CompareFlags,
           .run_args = RunCompareCommand,
           .run_args_on_fleet = RunFleetCompareCommand,
           .help = CompareHelpCommand};
@@ -539,6 +540,7 @@ Command CompareCommand() {
 Command BaselineCommand() {
   return {.name = "baseline",
           .summary = "name an experiment or sweep as a baseline to compare against",
+          .flags = BaselineFlags,
           .run_args = RunBaselineCommand,
           .help = BaselineHelpCommand};
 }

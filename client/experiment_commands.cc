@@ -20,6 +20,7 @@
 #include "client/stream_resume.h"
 #include "client/submit_command_line.h"
 #include "client/trace_command.h"
+#include "client/workload_flag_help.h"
 #include "common/enum_names.h"
 #include "common/experiment_states.h"
 #include "common/field_text.h"
@@ -366,6 +367,8 @@ int RunStory(Session& session, const ParsedArgs& args) {
 
 // ---- submit ----
 
+}  // namespace
+
 std::vector<FlagSpec> SubmitOutputFlags() {
   return {{.name = "follow",
            .is_switch = true,
@@ -374,6 +377,8 @@ std::vector<FlagSpec> SubmitOutputFlags() {
           TargetFlag(),
           HelpFlag()};
 }
+
+namespace {
 
 std::string SubmitHelp() {
   auto builder = ExperimentRequestBuilder::ForWorkload(WorkloadNames()[0]);
@@ -394,7 +399,9 @@ std::string SubmitWorkloadHelp(const ExperimentRequestBuilder& builder) {
   std::string help = absl::StrCat(
       "usage: gpuprof submit ", builder.workload(), " [flags] [--follow] [--json]\n\n",
       builder.workload(), " flags (fields of ", builder.spec_type()->full_name(),
-      "; unset fields get the daemon's defaults):\n", FormatFlagHelp(builder.workload_flags()));
+      "; unset fields get the daemon's defaults, shown for a request that sets nothing "
+      "else):\n",
+      FormatFlagHelp(DescribedWorkloadFlags(builder)));
   if (!builder.unsettable_fields().empty()) {
     absl::StrAppend(&help, "  (not settable from the command line: ",
                     absl::StrJoin(builder.unsettable_fields(), ", "), ")\n");
@@ -442,6 +449,9 @@ int RunSubmit(const Invocation& invocation, const std::vector<std::string>& args
   }
   absl::StatusOr<v1::ExperimentRequest> request = builder->Build(*parsed);
   if (!request.ok()) return ReportUsageError(env, request.status().message(), help_command);
+  if (const absl::Status zeros = CheckNoSilentZeros(*builder, *parsed, *request); !zeros.ok()) {
+    return ReportUsageError(env, zeros.message(), help_command);
+  }
 
   absl::StatusOr<Session> made = invocation.MakeSession(*parsed);
   if (!made.ok()) return ReportUsageError(env, made.status().message(), "");

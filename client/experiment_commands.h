@@ -15,6 +15,9 @@ Command TraceCommand();
 Command StoryCommand();
 Command CancelCommand();
 
+// --follow, --json, --target, --help: submit's flags besides the request's.
+std::vector<FlagSpec> SubmitOutputFlags();
+
 }  // namespace gpuprof::client
 
 #endif  // GPUPROF_CLIENT_EXPERIMENT_COMMANDS_H_

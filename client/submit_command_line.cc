@@ -181,6 +181,12 @@ absl::StatusOr<std::vector<std::string>> SubmitCommandWords(const v1::Experiment
   return words;
 }
 
+std::string FieldValueText(const Message& message, const FieldDescriptor* field) {
+  return field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE
+             ? MessageText(message.GetReflection()->GetMessage(message, field))
+             : ScalarText(message, field, 0);
+}
+
 v1::ExperimentRequest RequestToReproduce(const v1::Experiment& experiment) {
   v1::ExperimentRequest request = experiment.request();
   request.clear_user();

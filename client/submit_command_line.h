@@ -22,6 +22,10 @@ absl::StatusOr<std::vector<std::string>> SubmitCommandWords(const v1::Experiment
 // default does not change the rerun, and no user (the rerun is the caller's).
 v1::ExperimentRequest RequestToReproduce(const v1::Experiment& experiment);
 
+// One singular field's value as a flag reads it back: "4096", "bf16", "1m30s", "0:32000".
+std::string FieldValueText(const google::protobuf::Message& message,
+                           const google::protobuf::FieldDescriptor* field);
+
 // The words as one line a POSIX shell splits back into them: "gpuprof submit index ...".
 std::string ShellCommandLine(const std::vector<std::string>& words);
 

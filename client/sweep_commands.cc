@@ -24,6 +24,7 @@
 #include "client/sweep_watch_summary.h"
 #include "client/table.h"
 #include "client/terminal_output.h"
+#include "client/workload_flag_help.h"
 #include "common/experiment_states.h"
 #include "common/field_text.h"
 #include "common/terminal_text.h"
@@ -296,7 +297,7 @@ std::string SweepSubmitHelp(const ExperimentRequestBuilder& builder) {
   return absl::StrCat("usage: gpuprof sweep ", builder.workload(),
                       " [flags, some with several values] [--zip] [--max-gpus N] [--follow]\n\n",
                       kAxisSyntaxHelp, "\n", builder.workload(), " flags:\n",
-                      FormatFlagHelp(builder.workload_flags()), "\ncommon flags:\n",
+                      FormatFlagHelp(DescribedWorkloadFlags(builder)), "\ncommon flags:\n",
                       FormatFlagHelp(builder.common_flags()), "\nsweep flags:\n",
                       FormatFlagHelp(SweepSubmitFlags()));
 }
@@ -703,9 +704,29 @@ int RunSweepCommand(const Invocation& invocation, const std::vector<std::string>
       invocation.globals.user);
 }
 
-int SweepHelpCommand(const ClientEnvironment& env, const std::vector<std::string>&) {
-  *env.out << SweepHelp();
-  return kExitOk;
+int SweepHelpCommand(const ClientEnvironment& env, const std::vector<std::string>& args) {
+  if (args.empty()) {
+    *env.out << SweepHelp();
+    return kExitOk;
+  }
+  // A subcommand's or a workload's own help; printing help needs no daemon.
+  std::vector<std::string> words = {args[0], "--help"};
+  return RunSweepCommand(
+      words, env,
+      [](const ParsedArgs&) -> absl::StatusOr<Session> {
+        return absl::InternalError("help needs no daemon");
+      },
+      std::nullopt);
 }
+
+std::vector<std::pair<std::string, std::vector<FlagSpec>>> SweepSubcommandFlags() {
+  std::vector<std::pair<std::string, std::vector<FlagSpec>>> flags;
+  for (const SweepSubcommand& subcommand : SweepSubcommands()) {
+    flags.emplace_back(std::string(subcommand.name), subcommand.flags());
+  }
+  return flags;
+}
+
+std::vector<FlagSpec> SweepSubmitFlagSpecs() { return SweepSubmitFlags(); }
 
 }  // namespace gpuprof::client

@@ -6,6 +6,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -44,8 +45,13 @@ int RunSweepCommand(const std::vector<std::string>& args, const ClientEnvironmen
                     const SessionMaker& make_session, const std::optional<std::string>& user);
 // The same on the daemon the global options name.
 int RunSweepCommand(const Invocation& invocation, const std::vector<std::string>& args);
-// `gpuprof help sweep`.
+// `gpuprof help sweep [SUBCOMMAND | WORKLOAD]`.
 int SweepHelpCommand(const ClientEnvironment& env, const std::vector<std::string>& args);
+
+// The subcommands (get, list, ...) with their flags, for completion.
+std::vector<std::pair<std::string, std::vector<FlagSpec>>> SweepSubcommandFlags();
+// The flags of `sweep <workload>` besides the workload's own.
+std::vector<FlagSpec> SweepSubmitFlagSpecs();
 
 }  // namespace gpuprof::client
 
