@@ -1,7 +1,7 @@
 """The Python client against a real gpuprofd (real unix socket, real SQLite, real workers): radix
 experiments and a radix sweep run on the CPU. The sweep's DataFrame must hold the same numbers
 as the CLI's `gpuprof sweep get ID --format csv`, column by column, to the CSV's rounding.
-Run by client_e2e_test.sh with the daemon, worker and CLI from Bazel's runfiles."""
+Run by run_python_test.sh with the daemon, worker and CLI from Bazel's runfiles."""
 
 from __future__ import annotations
 

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Runs client_e2e_test.py with Debian's python3 (its python3-grpcio, python3-protobuf and
-# python3-pandas; tools/setup.sh installs them) and the client package from the runfiles,
-# where python/gpuprof's sources and the gpuprof.v1 modules //python:stubs generated meet.
+# run_python_test.sh SCRIPT: runs a test script of this package with Debian's python3 (its
+# python3-grpcio, python3-protobuf and python3-pandas; tools/setup.sh installs them) and the
+# client package from the runfiles, where python/gpuprof's sources and the gpuprof.v1 modules
+# //python:stubs generated meet.
 set -euo pipefail
 runfiles="${TEST_SRCDIR:-$0.runfiles}/${TEST_WORKSPACE:-gpuprof}"
 python=/usr/bin/python3
 if ! "$python" -c 'import grpc, google.protobuf, pandas' 2>/dev/null; then
-  echo "client_e2e_test: $python lacks python3-grpcio, python3-protobuf or python3-pandas" \
+  echo "run_python_test: $python lacks python3-grpcio, python3-protobuf or python3-pandas" \
        "(run tools/setup.sh)" >&2
   exit 1
 fi
@@ -15,4 +16,4 @@ export PYTHONPATH="$runfiles/python"
 # No config file or environment of the user's steers the client under test.
 export GPUPROF_CONFIG=/dev/null
 unset GPUPROF_TARGET GPUPROF_TOKEN
-exec "$python" -B "$runfiles/tests/python/client_e2e_test.py" "$@"
+exec "$python" -B "$runfiles/tests/python/$1"
