@@ -83,8 +83,8 @@ TEST_F(SweepE2eTest, SweepRunsEveryPointAsAnExperimentAndReplays) {
   std::vector<std::string> lines = absl::StrSplit(run.out, '\n', absl::SkipEmpty());
   ASSERT_EQ(lines.size(), 5u) << run.out;
   EXPECT_EQ(lines[0],
-            "point,num_requests,num_users,state,experiment,median_us,figure,value,unit,noise,"
-            "pct_of_copy");
+            "point,num_requests,num_users,state,experiment,gpu_ids,gpu,figure,value,unit,noise,"
+            "samples,min_us,median_us,p90_us,p99_us,gb_per_s,tflops,pct_of_copy");
   for (size_t i = 1; i < lines.size(); ++i) EXPECT_THAT(lines[i], HasSubstr(",finished,exp-"));
   EXPECT_THAT(run.err, HasSubstr("finished (all 4 points finished)"));
 
