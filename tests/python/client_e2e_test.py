@@ -8,17 +8,20 @@ from __future__ import annotations
 import asyncio
 import csv
 import decimal
+import hashlib
 import io
 import math
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import time
 import unittest
 from typing import Any, Dict, List
+from unittest import mock
 
 import grpc
 import pandas
@@ -46,11 +49,24 @@ def rounding_tolerance(text: str) -> float:
     return 0.5 * 10.0 ** int(exponent)
 
 
+def free_loopback_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 class DaemonTest(unittest.TestCase):
     daemon: subprocess.Popen
     target: str
     socket_dir: str
     state_dir: str
+    # What a subclass adds: more daemon flags, and how to connect to it.
+    extra_flags: List[str] = []
+    client_settings: Dict[str, Any] = {}
+
+    @classmethod
+    def prepare(cls) -> None:
+        """Runs before the daemon starts (certificates, ...)."""
 
     @classmethod
     def setUpClass(cls) -> None:
@@ -58,6 +74,7 @@ class DaemonTest(unittest.TestCase):
         cls.socket_dir = tempfile.mkdtemp(prefix="gpuprof-py-")
         cls.state_dir = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"), prefix="state-")
         cls.target = f"unix:{cls.socket_dir}/gpuprofd.sock"
+        cls.prepare()
         # The flags tests/testing/daemon_harness.cc starts it with.
         with open(os.path.join(cls.state_dir, "gpuprofd.log"), "wb") as log:
             cls.daemon = subprocess.Popen(
@@ -68,6 +85,7 @@ class DaemonTest(unittest.TestCase):
                     f"--worker_binary={WORKER}",
                     "--measure_copy_bandwidth=false",
                     "--metrics_listen=",
+                    *cls.extra_flags,
                 ],
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -77,14 +95,14 @@ class DaemonTest(unittest.TestCase):
             if cls.daemon.poll() is not None:
                 raise RuntimeError(f"gpuprofd exited at start-up:\n{cls.daemon_log()}")
             try:
-                with gpuprof.Client(cls.target, timeout=0.5) as probe:
+                with gpuprof.Client(cls.target, timeout=0.5, **cls.client_settings) as probe:
                     probe.whoami()
                 break
             except gpuprof.GpuprofError:
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"gpuprofd did not answer:\n{cls.daemon_log()}")
                 time.sleep(0.05)
-        cls.client = gpuprof.Client(cls.target)
+        cls.client = gpuprof.Client(cls.target, **cls.client_settings)
 
     @classmethod
     def tearDownClass(cls) -> None:
@@ -265,6 +283,94 @@ class ClientTest(DaemonTest):
         self.assertEqual(run.returncode, 0, run.stderr[-3000:])
         self.assertIn("match_ops", run.stdout)
         self.assertIn("events seen by asyncio", run.stdout)
+
+
+# Certificates as tests/testing/tls_fixture.cc makes them: a CA, a server certificate for
+# 127.0.0.1, a client certificate whose CN is the user.
+MAKE_CERTIFICATES = r"""
+set -e
+key() { openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$1.key" 2>/dev/null; }
+key ca
+openssl req -x509 -new -key ca.key -out ca.pem -days 2 -subj "/CN=gpuprof python test ca"
+printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n' > server.ext
+printf 'extendedKeyUsage=clientAuth\n' > client.ext
+leaf() {
+  key $1
+  openssl req -new -key $1.key -out $1.csr -subj "/CN=$1"
+  openssl x509 -req -in $1.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out $1.pem -days 2 \
+    -extfile $2 2>/dev/null
+}
+leaf server server.ext
+leaf alice client.ext
+"""
+
+
+ROBOT_TOKEN = "python-client-test-token-0123456789"
+
+
+class TlsTest(DaemonTest):
+    """The client's TLS settings against a daemon on loopback TCP with TLS: a client
+    certificate (the daemon takes the caller for its CN) or a bearer token (the user the policy
+    lists for its SHA-256), as docs/security.md describes them."""
+
+    @classmethod
+    def prepare(cls) -> None:
+        cls.certs = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"), prefix="certs-")
+        subprocess.run(["bash", "-c", MAKE_CERTIFICATES], cwd=cls.certs, check=True)
+        policy = os.path.join(cls.certs, "policy.textproto")
+        with open(policy, "w") as file:
+            file.write(
+                "policy_version: 1\n"
+                "tls_subjects_are_local_users: true\n"
+                f'tokens {{ user: "robot" sha256: "{hashlib.sha256(ROBOT_TOKEN.encode()).hexdigest()}" }}\n'
+                "end_of_policy: true\n"
+            )
+        with open(os.path.join(cls.certs, "robot.token"), "w") as file:
+            file.write(ROBOT_TOKEN + "\n")
+        cls.target = f"127.0.0.1:{free_loopback_port()}"
+        cls.extra_flags = [
+            f"--listen={cls.target}",
+            f"--tls_cert={cls.certs}/server.pem",
+            f"--tls_key={cls.certs}/server.key",
+            f"--tls_client_ca={cls.certs}/ca.pem",
+            "--tls_require_client_cert=false",
+            f"--policy={policy}",
+        ]
+        cls.client_settings = dict(
+            tls_ca=f"{cls.certs}/ca.pem",
+            tls_cert=f"{cls.certs}/alice.pem",
+            tls_key=f"{cls.certs}/alice.key",
+        )
+
+    def test_identified_by_the_client_certificate(self) -> None:
+        caller = self.client.whoami()
+        self.assertEqual(caller["user"], "alice")
+        self.assertIn("TLS client certificate", caller["authenticated_by"])
+        experiment = self.client.submit("radix", requests=200, wait=True, **QUICK)
+        self.assertEqual(experiment.state, "finished", experiment.proto.reason)
+        self.assertEqual(experiment.proto.user, "alice")
+        self.assertIn(experiment.id, [e.id for e in self.client.experiments(mine=True)])
+
+    def test_identified_by_the_bearer_token_from_file_or_environment(self) -> None:
+        ca = f"{self.certs}/ca.pem"
+        with gpuprof.Client(self.target, tls_ca=ca, token_file=f"{self.certs}/robot.token") as robot:
+            caller = robot.whoami()
+            self.assertEqual((caller["user"], caller["authenticated_by"]), ("robot", "bearer token"))
+        with mock.patch.dict(os.environ, {"GPUPROF_TOKEN": ROBOT_TOKEN}):
+            with gpuprof.Client(self.target, tls_ca=ca) as robot:
+                self.assertEqual(robot.whoami()["user"], "robot")
+
+    def test_without_a_certificate_or_tls_the_daemon_refuses(self) -> None:
+        with gpuprof.Client(self.target, tls_ca=f"{self.certs}/ca.pem", timeout=5) as nobody:
+            with self.assertRaises(gpuprof.GpuprofError) as refused:
+                nobody.whoami()
+            self.assertEqual(refused.exception.code, grpc.StatusCode.UNAUTHENTICATED)
+        with self.assertRaisesRegex(ValueError, "a bearer token is sent only over TLS"):
+            gpuprof.Client(self.target, token=ROBOT_TOKEN)
+        with gpuprof.Client(self.target, timeout=5) as plaintext:
+            with self.assertRaises(gpuprof.GpuprofError) as refused:
+                plaintext.whoami()
+            self.assertEqual(refused.exception.code, grpc.StatusCode.UNAVAILABLE)
 
 
 if __name__ == "__main__":
