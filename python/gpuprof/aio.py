@@ -9,6 +9,7 @@ streams as async iterators.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, AsyncIterator, Mapping, Optional
 
 import grpc
@@ -17,6 +18,46 @@ import grpc.aio
 from gpuprof import _connection, _request
 from gpuprof._client import Experiment, GpuprofError, Sweep
 from gpuprof._stubs import experiment_pb2, profiler_pb2, profiler_pb2_grpc, sweep_pb2
+
+
+class AsyncEventStream(AsyncIterator[Any]):
+    """A server stream of events as an async iterator; it ends when the experiment or sweep
+    ends. cancel() (or leaving an `async with` block) stops watching, never the experiment."""
+
+    def __init__(self, call: Any, method: str) -> None:
+        self._call = call
+        self._method = method
+        self._cancelled = False
+
+    def __aiter__(self) -> "AsyncEventStream":
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            event = await self._call.read()
+        except asyncio.CancelledError:
+            if self._cancelled:
+                raise StopAsyncIteration from None
+            raise
+        except grpc.RpcError as error:
+            if self._cancelled and error.code() == grpc.StatusCode.CANCELLED:
+                raise StopAsyncIteration from None
+            if error.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+                raise TimeoutError(f"{self._method}: no end before the timeout") from None
+            raise GpuprofError.from_rpc(error, self._method) from None
+        if event is grpc.aio.EOF:
+            raise StopAsyncIteration
+        return event
+
+    def cancel(self) -> None:
+        self._cancelled = True
+        self._call.cancel()
+
+    async def __aenter__(self) -> "AsyncEventStream":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        self.cancel()
 
 
 class AsyncClient:
@@ -74,21 +115,13 @@ class AsyncClient:
         except grpc.RpcError as error:
             raise GpuprofError.from_rpc(error, method) from None
 
-    async def _events(self, method: str, request: Any, timeout: Optional[float]) -> AsyncIterator[Any]:
+    def _events(self, method: str, request: Any, timeout: Optional[float]) -> "AsyncEventStream":
         call = getattr(self._stub, method)(request, timeout=timeout, metadata=self._metadata)
-        try:
-            async for event in call:
-                yield event
-        except grpc.RpcError as error:
-            if error.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
-                raise TimeoutError(f"{method}: no end before the timeout") from None
-            raise GpuprofError.from_rpc(error, method) from None
-        finally:
-            call.cancel()  # leaving the loop early stops watching, never the experiment
+        return AsyncEventStream(call, method)
 
     def watch(
         self, experiment_id: str, *, from_seq: int = 0, timeout: Optional[float] = None
-    ) -> AsyncIterator[experiment_pb2.ExperimentEvent]:
+    ) -> "AsyncEventStream":
         """`async for event in c.watch(id)`: stored events from `from_seq`, then live ones until
         the experiment ends."""
         request = profiler_pb2.WatchRequest(experiment_id=experiment_id, from_seq=from_seq)
@@ -96,7 +129,7 @@ class AsyncClient:
 
     def watch_sweep(
         self, sweep_id: str, *, from_seq: int = 0, timeout: Optional[float] = None
-    ) -> AsyncIterator[sweep_pb2.SweepEvent]:
+    ) -> "AsyncEventStream":
         request = sweep_pb2.WatchSweepRequest(sweep_id=sweep_id, from_seq=from_seq)
         return self._events("WatchSweep", request, timeout)
 

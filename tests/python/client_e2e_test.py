@@ -186,9 +186,12 @@ class ClientTest(DaemonTest):
             async with gpuprof.aio.AsyncClient(self.target) as client:
                 experiment = await client.submit("radix", requests=200, **QUICK)
                 events = [event async for event in client.watch(experiment.id)]
-                # Leaving an async loop early stops watching, not the experiment.
-                async for _ in client.watch(experiment.id):
-                    break
+                # Stopping a watch early ends the stream, not the experiment.
+                async with client.watch(experiment.id) as stream:
+                    first = await stream.__anext__()
+                    self.assertEqual(first.seq, 1)
+                    stream.cancel()
+                    self.assertEqual([e async for e in stream], [])
                 finished = await client.experiment(experiment.id)
                 self.assertEqual(finished.state, "finished")
                 return events
