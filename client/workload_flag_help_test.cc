@@ -26,6 +26,8 @@ TEST(WorkloadFlagHelpTest, FlagsSayTheirCommentAndTheDaemonsDefault) {
   const std::vector<FlagSpec> flags = DescribedWorkloadFlags(*index);
   EXPECT_EQ(Flag(flags, "num-splits").help,
             "Warps that cooperate on one row; 0 picks a value from the row size.");
+  // A trailing comment, and the default the index spec fills in.
+  EXPECT_EQ(Flag(flags, "num-tokens").help, "Token ids gathered per launch. (default: 4096)");
   const auto attention = ExperimentRequestBuilder::ForWorkload("attention");
   ASSERT_TRUE(attention.ok());
   const std::vector<FlagSpec> attention_flags = DescribedWorkloadFlags(*attention);
