@@ -23,8 +23,8 @@ PACKAGES=(
   # `gpuprof sweep plot` (and its test); iproute2 gives the fleet test its network namespaces.
   python3 sqlite3 curl ca-certificates openssl gnuplot-nox iproute2
   # The Python client (python/, tests/python): Debian's gRPC, protobuf and pandas for python3;
-  # setuptools and venv for `pip install --no-build-isolation ./python`.
-  python3-grpcio python3-protobuf python3-pandas python3-setuptools python3-venv
+  # setuptools and venv for `pip install --no-build-isolation ./python`; mypy checks its types.
+  python3-grpcio python3-protobuf python3-pandas python3-setuptools python3-venv python3-mypy
   # The Kubernetes manifests' check (deploy/k8s): Node.js and npm for the schema packages.
   nodejs
 )

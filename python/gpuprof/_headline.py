@@ -8,7 +8,7 @@ copy: bandwidth against the link's spec peak."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Dict, Optional
+from typing import Any, Callable, Dict, Optional
 
 from gpuprof._stubs import experiment_pb2, workloads_pb2
 
@@ -47,7 +47,7 @@ def _noise(time: experiment_pb2.TimingStats) -> Optional[float]:
     return None
 
 
-def _from_measurement(measurement: experiment_pb2.GpuMeasurement, **figure) -> Headline:
+def _from_measurement(measurement: experiment_pb2.GpuMeasurement, **figure: Any) -> Headline:
     time = measurement.kernel_time
     return Headline(
         relative_noise=_noise(time),

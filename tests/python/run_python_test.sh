@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # run_python_test.sh SCRIPT: runs a test script of this package with Debian's python3 (its
-# python3-grpcio, python3-protobuf and python3-pandas; tools/setup.sh installs them) and the
-# client package from the runfiles, where python/gpuprof's sources and the gpuprof.v1 modules
-# //python:stubs generated meet.
+# python3-grpcio, python3-protobuf, python3-pandas and python3-mypy; tools/setup.sh installs
+# them) and the client package from the runfiles, where python/gpuprof's sources and the
+# gpuprof.v1 modules //python:stubs generated meet.
 set -euo pipefail
 runfiles="${TEST_SRCDIR:-$0.runfiles}/${TEST_WORKSPACE:-gpuprof}"
 python=/usr/bin/python3
