@@ -231,6 +231,11 @@ TEST_F(CommandsTest, CompletionScriptsAreLocal) {
 TEST_F(CommandsTest, SubmitRefusesAZeroTheDaemonWouldReplace) {
   EXPECT_EQ(Run({"submit", "radix", "--requests", "0"}), kExitUsage);
   EXPECT_THAT(err_.str(), HasSubstr("--requests 0: radix.num_requests of 0 means unset"));
+  // A sweep's axis value and its base alike.
+  EXPECT_EQ(Run({"sweep", "radix", "--requests", "0,100"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("--requests 0: radix.num_requests of 0 means unset"));
+  EXPECT_EQ(Run({"sweep", "radix", "--users", "2,4", "--requests", "0"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("radix.num_requests of 0 means unset"));
   EXPECT_TRUE(targets_.empty()) << "a refused request must not connect";
 }
 

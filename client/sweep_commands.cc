@@ -346,6 +346,17 @@ std::optional<SweepSubmission> ParseSweepSubmission(const std::vector<std::strin
       }
       if (axis->has_value()) {
         (*axis)->set_field(builder->ApiFieldName(flag.name));
+        // Each value as if given alone: a 0 the daemon would replace is refused here too.
+        std::vector<std::string> values((*axis)->values().begin(), (*axis)->values().end());
+        if ((*axis)->has_range()) values.push_back(absl::StrCat((*axis)->range().start()));
+        for (const std::string& value : values) {
+          ParsedArgs one;
+          one.flags.push_back({flag.name, flag.typed_name, value});
+          const absl::StatusOr<v1::ExperimentRequest> point = builder->Build(one);
+          const absl::Status zeros =
+              point.ok() ? CheckNoSilentZeros(*builder, one, *point) : absl::OkStatus();
+          if (!zeros.ok()) return done(ReportUsageError(env, zeros.message(), help_command));
+        }
         *request.add_axes() = **axis;
         continue;
       }
@@ -361,6 +372,9 @@ std::optional<SweepSubmission> ParseSweepSubmission(const std::vector<std::strin
   }
   absl::StatusOr<v1::ExperimentRequest> base = builder->Build(base_args);
   if (!base.ok()) return done(ReportUsageError(env, base.status().message(), help_command));
+  if (const absl::Status zeros = CheckNoSilentZeros(*builder, base_args, *base); !zeros.ok()) {
+    return done(ReportUsageError(env, zeros.message(), help_command));
+  }
   // Empty means "me, as the daemon authenticates me"; another name needs an admin.
   if (base->user().empty() && explicit_user.has_value()) base->set_user(*explicit_user);
   request.set_user(base->user());
