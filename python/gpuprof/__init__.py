@@ -21,6 +21,7 @@ from gpuprof._client import (
     Sweep,
     message_to_dict,
 )
+from gpuprof._compare import Comparison, ComparedPoint
 from gpuprof._connection import ConnectionOptions, resolve as resolve_connection
 from gpuprof._headline import Headline, headline_of
 from gpuprof._request import build_request, build_sweep_request, workload_names
@@ -28,6 +29,8 @@ from gpuprof._rows import experiment_row, sweep_point_row
 
 __all__ = [
     "Client",
+    "Comparison",
+    "ComparedPoint",
     "ConnectionOptions",
     "EventStream",
     "Experiment",

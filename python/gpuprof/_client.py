@@ -9,7 +9,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Seque
 import grpc
 from google.protobuf import json_format
 
-from gpuprof import _connection, _fields, _request, _rows
+from gpuprof import _compare, _connection, _fields, _request, _rows
 from gpuprof._headline import Headline, headline_of
 from gpuprof._stubs import access_pb2, experiment_pb2, gpus_pb2, profiler_pb2, profiler_pb2_grpc
 from gpuprof._stubs import sweep_pb2, workloads_pb2
@@ -505,6 +505,28 @@ class Client:
         last its end."""
         request = sweep_pb2.WatchSweepRequest(sweep_id=sweep_id, from_seq=from_seq)
         return self._stream("WatchSweep", request, timeout)
+
+    # --- comparing ----------------------------------------------------------------------------
+
+    def _compare_side(self, name: str) -> _compare.CompareSide:
+        if name.startswith("exp-"):
+            return _compare.CompareSide(name, [], [self._get_experiment(name)])
+        if name.startswith("swp-"):
+            sweep = Sweep(self._get_sweep(name))
+            return _compare.CompareSide(name, sweep.axes, [p.experiment for p in sweep.points])
+        baselines = self._unary("ListBaselines", sweep_pb2.ListBaselinesRequest(name=name))
+        if not baselines.baselines:
+            raise ValueError(f'"{name}" is not an experiment (exp-...), a sweep (swp-...) or a baseline')
+        side = self._compare_side(baselines.baselines[0].target_id)
+        side.id = f"baseline {name} ({side.id})"
+        return side
+
+    def compare(self, a: str, b: str, *, min_change: float = 0.01) -> _compare.Comparison:
+        """Compares two runs as `gpuprof compare A B` does: experiments, sweeps or baselines by
+        name; points matched by parameters, ratio > 1 when B is better, a verdict against the
+        noise both measured (never "regression" when a noise is unknown). `.to_dataframe()`,
+        `.regressions`, `.worst_regression_pct`, `.geomean_ratio`."""
+        return _compare.compare(self._compare_side(a), self._compare_side(b), min_change)
 
     def cancel_sweep(self, sweep_id: str, reason: str = "") -> sweep_pb2.Sweep:
         return self._unary(

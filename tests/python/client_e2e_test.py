@@ -252,6 +252,21 @@ class ClientTest(DaemonTest):
         # value, noise and samples at least, for each of the four points.
         self.assertGreaterEqual(compared, 4 * 3)
 
+        # compare, as `gpuprof compare`: a sweep against itself (through a baseline the CLI
+        # saved) is the same everywhere; against one of its points, that point alone matches.
+        self.cli("baseline", "save", "py-sweep", sweep.id)
+        itself = self.client.compare("py-sweep", sweep.id)
+        self.assertEqual(len(itself.points), 4)
+        self.assertTrue(all(p.ratio == 1 and p.verdict == "same" for p in itself.points))
+        self.assertEqual((itself.regressions, itself.geomean_ratio), (0, 1.0))
+        self.assertIn(sweep.id, itself.a)
+        one = self.client.compare(sweep.id, paged.points[3].experiment_id)
+        self.assertEqual([p.parameters for p in one.points], [{"num_requests": "300", "seed": "2"}])
+        self.assertEqual(len(one.only_in_a), 3)
+        table = one.to_dataframe()
+        self.assertEqual(list(table["verdict"]), ["same"])
+        self.assertEqual(table["a"][0], frame["value"][3])
+
     def test_experiments_list_pages_and_filters(self) -> None:
         submitted = [self.client.submit("radix", requests=200 + i, **QUICK) for i in range(2)]
         for experiment in submitted:

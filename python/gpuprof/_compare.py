@@ -1,0 +1,170 @@
+"""Two runs (experiments or sweeps) compared as `gpuprof compare` compares them
+(sweep/compare.cc): points matched by their parameters read from each point's request, the
+ratio of their headlines (> 1: B is better), and whether the difference is beyond the noise both
+runs measured; a point whose noise is unknown is never a regression."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Dict, List, Optional, Sequence
+
+from gpuprof import _fields
+from gpuprof._headline import Headline, headline_of
+from gpuprof._stubs import experiment_pb2
+
+SAME, IMPROVEMENT, REGRESSION, NOISE_UNKNOWN = "same", "improvement", "regression", "noise unknown"
+
+
+@dataclasses.dataclass
+class CompareSide:
+    id: str  # as named: "exp-000012", "swp-000003", "baseline main"
+    axes: List[str]
+    points: List[experiment_pb2.Experiment]
+
+
+def _axis_value(request: experiment_pb2.ExperimentRequest, axis: str) -> str:
+    """The value of an axis field ("num_tokens", "index.num_tokens", "measurement.l2_mode") in
+    the request, as text; "-" when the request has no such field."""
+    message: Any = request
+    names = axis.split(".")
+    workload = request.WhichOneof("workload")
+    if len(names) == 1 and workload and names[0] not in request.DESCRIPTOR.fields_by_name:
+        names = [workload, *names]
+    for name in names[:-1]:
+        if name not in message.DESCRIPTOR.fields_by_name:
+            return "-"
+        message = getattr(message, name)
+    field = message.DESCRIPTOR.fields_by_name.get(names[-1])
+    if field is None:
+        return "-"
+    value = getattr(message, field.name)
+    if field.label == field.LABEL_REPEATED:
+        return ",".join(str(item) for item in value)
+    if field.type == field.TYPE_ENUM:
+        return _fields.enum_short_name(field.enum_type, value)
+    if field.message_type is not None:
+        return " ".join(f"{f.name}:{v}" for f, v in value.ListFields())
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def parameters_of(experiment: experiment_pb2.Experiment, axes: Sequence[str]) -> Dict[str, str]:
+    return {axis: _axis_value(experiment.request, axis) for axis in axes}
+
+
+@dataclasses.dataclass
+class ComparedPoint:
+    parameters: Dict[str, str]
+    a: Headline
+    b: Headline
+    # b / a where higher is better, a / b otherwise: > 1 means B is better.
+    ratio: float
+    # The ratio's relative noise, sqrt(noise_a^2 + noise_b^2); None when either is unknown.
+    noise: Optional[float]
+    verdict: str
+
+
+@dataclasses.dataclass
+class Comparison:
+    a: str
+    b: str
+    points: List[ComparedPoint]
+    only_in_a: List[Dict[str, str]]
+    only_in_b: List[Dict[str, str]]
+    without_result: List[Dict[str, str]]
+    geomean_ratio: float
+
+    @property
+    def regressions(self) -> int:
+        return sum(point.verdict == REGRESSION for point in self.points)
+
+    @property
+    def improvements(self) -> int:
+        return sum(point.verdict == IMPROVEMENT for point in self.points)
+
+    @property
+    def worst_regression_pct(self) -> float:
+        worst = [100 * (1 - p.ratio) for p in self.points if p.verdict == REGRESSION]
+        return max(worst, default=0.0)
+
+    def rows(self) -> List[Dict[str, Any]]:
+        rows = []
+        for point in self.points:
+            row: Dict[str, Any] = dict(point.parameters)
+            row.update(
+                figure=point.a.name,
+                unit=point.a.unit,
+                a=point.a.value,
+                b=point.b.value,
+                ratio=point.ratio,
+                change_pct=100 * (point.ratio - 1),
+                noise=point.noise,
+                verdict=point.verdict,
+                a_noise=point.a.relative_noise,
+                b_noise=point.b.relative_noise,
+            )
+            rows.append(row)
+        return rows
+
+    def to_dataframe(self) -> Any:
+        """One row per matched point: its parameters, both figures, ratio, noise, verdict."""
+        from gpuprof._rows import to_dataframe
+
+        return to_dataframe(self.rows())
+
+
+def compare(a: CompareSide, b: CompareSide, min_change: float = 0.01) -> Comparison:
+    axes = list(a.axes) + [axis for axis in b.axes if axis not in a.axes]
+    key = lambda experiment: tuple(parameters_of(experiment, axes).items())  # noqa: E731
+    figures_b: Dict[Any, Optional[Headline]] = {key(p): headline_of(p) for p in b.points}
+    seen = set()
+    points: List[ComparedPoint] = []
+    only_in_a: List[Dict[str, str]] = []
+    without_result: List[Dict[str, str]] = []
+    log_sum = 0.0
+    for experiment in a.points:
+        parameters = key(experiment)
+        if parameters in seen:
+            continue
+        seen.add(parameters)
+        if parameters not in figures_b:
+            only_in_a.append(dict(parameters))
+            continue
+        figure_a, figure_b = headline_of(experiment), figures_b[parameters]
+        if (
+            figure_a is None
+            or figure_b is None
+            or figure_a.value <= 0
+            or figure_b.value <= 0
+            or figure_a.name != figure_b.name
+        ):
+            without_result.append(dict(parameters))
+            continue
+        ratio = (
+            figure_b.value / figure_a.value
+            if figure_a.higher_is_better
+            else figure_a.value / figure_b.value
+        )
+        noise = None
+        if figure_a.relative_noise is not None and figure_b.relative_noise is not None:
+            noise = math.hypot(figure_a.relative_noise, figure_b.relative_noise)
+        threshold = max(noise or 0.0, min_change)
+        if noise is None:
+            # Without the noise a difference cannot be called significant, nor the same.
+            verdict = NOISE_UNKNOWN
+        elif ratio > 1 + threshold:
+            verdict = IMPROVEMENT
+        elif ratio < 1 - threshold:
+            verdict = REGRESSION
+        else:
+            verdict = SAME
+        log_sum += math.log(ratio)
+        points.append(ComparedPoint(dict(parameters), figure_a, figure_b, ratio, noise, verdict))
+    only_in_b = []
+    for experiment in b.points:
+        parameters = key(experiment)
+        if parameters not in seen:
+            only_in_b.append(dict(parameters))
+            seen.add(parameters)
+    geomean = math.exp(log_sum / len(points)) if points else 1.0
+    return Comparison(a.id, b.id, points, only_in_a, only_in_b, without_result, geomean)
