@@ -1,7 +1,7 @@
 """The Python client's pure parts, without a daemon: keyword arguments onto the request as the
 CLI's flags set it, the headline of each workload's result as workloads/headline.cc computes it
 (GPU results included, which the CPU-only e2e test cannot produce), the rows of a GPU result,
-and the connection settings' checks and precedence."""
+compare's verdicts, and the connection settings' checks and precedence."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import unittest
 from unittest import mock
 
 import gpuprof
-from gpuprof import _connection
+from gpuprof import _compare, _connection
 from gpuprof.v1 import experiment_pb2, sweep_pb2, workloads_pb2
 
 
@@ -231,6 +231,41 @@ class HeadlineTest(unittest.TestCase):
         self.assertEqual(list(frame["num_tokens"]), [4096, "4Ki"])
         # Nothing measured: NaN in a float column, not None in an object column.
         self.assertEqual(str(frame["value"].dtype), "float64")
+
+
+def index_point(tokens: int, gbps: float, noise: float, samples: int = 100) -> experiment_pb2.Experiment:
+    return gpu_experiment(
+        workloads_pb2.WORKLOAD_INDEX, gpuprof.build_request("index", dict(tokens=tokens, dtype="bf16")),
+        experiment_pb2.GpuMeasurement(kernel_time=timing(samples, 10.0, noise), bandwidth_gbps=gbps),
+    )
+
+
+class CompareTest(unittest.TestCase):
+    def test_verdicts_against_the_noise_both_measured(self) -> None:
+        a = _compare.CompareSide("swp-000001", ["num_tokens", "dtype"], [
+            index_point(1024, 1000.0, 0.01), index_point(2048, 1000.0, 0.01),
+            index_point(4096, 1000.0, 0.01), index_point(8192, 1000.0, 0.01, samples=1),
+            index_point(16384, 1000.0, 0.01)])
+        b = _compare.CompareSide("swp-000002", ["num_tokens"], [
+            index_point(1024, 1010.0, 0.01),   # +1%: inside sqrt(2)% of noise
+            index_point(2048, 900.0, 0.01),    # -10%: a regression
+            index_point(4096, 1100.0, 0.01),   # +10%: an improvement
+            index_point(8192, 500.0, 0.01),    # A's one sample: noise unknown, never a regression
+            index_point(32768, 1000.0, 0.01)])
+        result = _compare.compare(a, b)
+        self.assertEqual([p.parameters["num_tokens"] for p in result.points], ["1024", "2048", "4096", "8192"])
+        self.assertEqual([p.parameters["dtype"] for p in result.points], ["bf16"] * 4)
+        self.assertEqual([p.verdict for p in result.points], ["same", "regression", "improvement", "noise unknown"])
+        self.assertAlmostEqual(result.points[0].noise, 0.01 * 2 ** 0.5)
+        self.assertIsNone(result.points[3].noise)
+        self.assertEqual((result.regressions, result.improvements), (1, 1))
+        self.assertAlmostEqual(result.worst_regression_pct, 10.0)
+        self.assertEqual(result.only_in_a, [{"num_tokens": "16384", "dtype": "bf16"}])
+        self.assertEqual(result.only_in_b, [{"num_tokens": "32768", "dtype": "bf16"}])
+        self.assertAlmostEqual(result.geomean_ratio, (1.01 * 0.9 * 1.1 * 0.5) ** 0.25)
+        frame = result.to_dataframe()
+        self.assertEqual(list(frame["verdict"]), [p.verdict for p in result.points])
+        self.assertAlmostEqual(frame["change_pct"][1], -10.0)
 
 
 class ConnectionTest(unittest.TestCase):
