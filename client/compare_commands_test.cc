@@ -68,7 +68,7 @@ TEST_F(CompareOutputTest, CsvAndJsonLinesCarryFullPrecisionAndTheSummaryGoesToSt
   EXPECT_EQ(Compare({"--format", "csv"}),
             "point,figure,a,b,unit,ratio,change_pct,noise_a,noise_b,noise,verdict\n"
             "(single point),bandwidth,1454616,1454616.125,GB/s,1.0000000859333322,"
-            "8.593333222783883e-06,0.01,0.01,0.01414213562373095,same\n");
+            "8.593333222783883e-06,0.01,0.01,0.03084211122492953,same\n");
   EXPECT_THAT(err_.str(), HasSubstr("1 point(s) compared"));
   const std::string json = Compare({"--json"});
   EXPECT_EQ(json, Compare({"--format", "jsonl"}));
@@ -76,7 +76,7 @@ TEST_F(CompareOutputTest, CsvAndJsonLinesCarryFullPrecisionAndTheSummaryGoesToSt
             "{\"point\":\"(single point)\",\"figure\":\"bandwidth\",\"a\":1454616,"
             "\"b\":1454616.125,\"unit\":\"GB/s\",\"ratio\":1.0000000859333322,"
             "\"change_pct\":8.593333222783883e-06,\"noise_a\":0.01,\"noise_b\":0.01,"
-            "\"noise\":0.01414213562373095,\"verdict\":\"same\"}\n");
+            "\"noise\":0.03084211122492953,\"verdict\":\"same\"}\n");
   Compare({"--json", "--format", "csv"});
   EXPECT_EQ(exit_code_, kExitUsage);
 }

@@ -53,6 +53,17 @@ std::string NodeOf(const CompareSide& side, size_t point) {
   return point < side.point_nodes.size() ? side.point_nodes[point] : "";
 }
 
+// The change two identical runs may show by chance: two standard deviations of the ratio, each
+// side's noise taken at the 95% upper bound its sample count allows (a CPU figure's 5 passes say
+// less about its spread than a GPU figure's 500 samples). Between runs a machine varies more
+// than within one (clocks, other work on a shared box), which the bound also leaves room for.
+double ChanceChange(const PointFigure& a, const PointFigure& b) {
+  constexpr double kStandardDeviations = 2;
+  const double noise_a = *a.relative_noise * NoiseUpperBoundFactor(a.samples);
+  const double noise_b = *b.relative_noise * NoiseUpperBoundFactor(b.samples);
+  return kStandardDeviations * std::sqrt(noise_a * noise_a + noise_b * noise_b);
+}
+
 const v1::Provenance& ProvenanceOf(const CompareSide& side, const std::string& node) {
   const auto found = side.node_provenance.find(node);
   return found == side.node_provenance.end() ? side.provenance : found->second;
@@ -117,8 +128,7 @@ Comparison Compare(const CompareSide& a, const CompareSide& b, const CompareOpti
     compared.ratio = compared.a.higher_is_better ? compared.b.value / compared.a.value
                                                  : compared.a.value / compared.b.value;
     if (compared.a.relative_noise.has_value() && compared.b.relative_noise.has_value()) {
-      compared.noise = std::sqrt(*compared.a.relative_noise * *compared.a.relative_noise +
-                                 *compared.b.relative_noise * *compared.b.relative_noise);
+      compared.noise = ChanceChange(compared.a, compared.b);
     }
     const double threshold = std::max(compared.noise.value_or(0), options.min_change);
     if (!compared.noise.has_value()) {
@@ -161,6 +171,17 @@ Comparison Compare(const CompareSide& a, const CompareSide& b, const CompareOpti
     }
   }
   return comparison;
+}
+
+double NoiseUpperBoundFactor(int64_t samples) {
+  constexpr double kMaxFactor = 10;
+  if (samples < 2) return kMaxFactor;
+  const double k = static_cast<double>(samples - 1);
+  constexpr double kZ05 = 1.6448536;  // the standard normal's 5% quantile, negated
+  const double root = 1 - 2 / (9 * k) - kZ05 * std::sqrt(2 / (9 * k));
+  if (root <= 0) return kMaxFactor;
+  const double quantile = k * root * root * root;
+  return std::min(kMaxFactor, std::sqrt(k / quantile));
 }
 
 bool RegressionBeyond(const Comparison& comparison, double pct) {

@@ -5,6 +5,7 @@
 #ifndef GPUPROF_SWEEP_COMPARE_H_
 #define GPUPROF_SWEEP_COMPARE_H_
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -47,8 +48,10 @@ struct ComparedPoint {
   PointFigure b;
   // b / a for figures where higher is better, a / b otherwise: > 1 means B is better.
   double ratio = 1;
-  // The relative noise of the ratio: sqrt(noise_a^2 + noise_b^2); nullopt when either side's
-  // is unknown.
+  // The change the ratio may show by chance, as a fraction: 2 x sqrt(noise_a^2 + noise_b^2),
+  // each side's noise at the 95% upper bound its sample count allows (x2.4 for 5 passes, x1.07
+  // for 500 samples); nullopt when either side's is unknown. Beyond it (and min_change) a
+  // point is better or worse.
   std::optional<double> noise;
   Verdict verdict = Verdict::kSame;
   // The nodes the two figures came from, when a side spans a fleet (else empty).
@@ -75,6 +78,11 @@ struct Comparison {
 };
 
 Comparison Compare(const CompareSide& a, const CompareSide& b, const CompareOptions& options);
+
+// How far above the stddev seen in `samples` samples the true one may be, at 95% confidence
+// (sqrt((n-1) / chi2_0.05(n-1)), Wilson and Hilferty's approximation): 2.4 for the 5 timed
+// passes of a CPU figure, 1.05 for 500 GPU samples, at most 10 (fewer than 2 samples).
+double NoiseUpperBoundFactor(int64_t samples);
 
 // "exit 1 if B is more than 5% worse": true when any significant regression exceeds pct. A point
 // whose noise is unknown never counts.
