@@ -669,7 +669,10 @@ std::string SweepHelp() {
   return absl::StrCat(
       "usage: gpuprof sweep <workload> [flags] | gpuprof sweep get|list|cancel|watch|plot ...\n\n",
       subcommands.Render("  "), "\n", kAxisSyntaxHelp,
-      "\nformats: table (default), csv, jsonl (one SweepPoint per line), markdown.\n"
+      "\nformats: table (default), csv, jsonl, markdown. csv and jsonl carry the same columns\n"
+      "at full precision (point, the axes, state, experiment, gpu_ids, gpu, figure, value,\n"
+      "unit, noise, samples, min_us, median_us, p90_us, p99_us, gb_per_s, tflops,\n"
+      "pct_of_copy), empty (null) where not measured; sweep get --json is the whole Sweep.\n"
       "exit codes: --follow and watch exit 0 when every point finished, 1 otherwise.\n");
 }
 
