@@ -176,9 +176,15 @@ std::string MainHelp() {
       "\nThe connection can also be set in ~/.config/gpuprof/config.textproto (or\n"
       "$GPUPROF_CONFIG): target, tls_ca, tls_cert, tls_key, token_file; flags and\n"
       "$GPUPROF_TARGET / $GPUPROF_TOKEN win over it.\n"
-      "\n--json output follows the proto3 JSON mapping: lowerCamelCase names, enums by name,\n"
-      "64-bit integers as strings, fields at their default value left out; streams (submit\n"
-      "--follow, watch) print one event per line (NDJSON).\n\n",
+      "\noutput for scripts: --json, --format F, -q and --no-headers may also come before the\n"
+      "command. --json prints one JSON object per line (NDJSON) wherever there are several:\n"
+      "listings (list, sweep list, baseline list, audit) one item per line, streams (submit\n"
+      "--follow, watch) one event per line, compare one point per line. Hints (the next\n"
+      "page's token, damaged rows, compare's summary) go to stderr. The JSON follows the\n"
+      "proto3 JSON mapping: lowerCamelCase names, enums by name, 64-bit integers as strings,\n"
+      "fields at their default value left out. -q prints only ids, --no-headers a table\n"
+      "without its header line. gpuprof get ID --command prints the submit line that runs\n"
+      "an experiment again.\n\n",
       kExitCodeHelp);
 }
 
