@@ -201,6 +201,10 @@ TEST_F(CommandsTest, HelpForEveryCommandAndSuggestionsForTypos) {
   EXPECT_EQ(err_.str(), "error: unknown command \"lsit\" (did you mean list?); run gpuprof help\n");
   EXPECT_EQ(Run({"help", "swep"}), kExitUsage);
   EXPECT_THAT(err_.str(), HasSubstr("(did you mean sweep?)"));
+  EXPECT_EQ(Run({"sweep", "lsit"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("(did you mean list?)"));
+  EXPECT_EQ(Run({"submit", "atention"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("unknown workload \"atention\" (did you mean attention?)"));
   for (const char* command : {"sweep", "compare", "baseline", "completion", "cancel", "audit"}) {
     EXPECT_EQ(Run({"help", command}), kExitOk) << command << ": " << err_.str();
     EXPECT_THAT(out_.str(), HasSubstr("usage: gpuprof")) << command;

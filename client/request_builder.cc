@@ -108,9 +108,11 @@ absl::StatusOr<ExperimentRequestBuilder> ExperimentRequestBuilder::ForWorkload(
     if (oneof->field(i)->name() == workload) workload_field = oneof->field(i);
   }
   if (workload_field == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat("unknown workload \"", workload,
-                                                   "\"; choose one of ",
-                                                   absl::StrJoin(WorkloadNames(), ", ")));
+    const std::string closest = ClosestName(workload, WorkloadNames());
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unknown workload \"", workload, "\"",
+        closest.empty() ? "" : absl::StrCat(" (did you mean ", closest, "?)"), "; choose one of ",
+        absl::StrJoin(WorkloadNames(), ", ")));
   }
   ExperimentRequestBuilder builder(workload_field);
 

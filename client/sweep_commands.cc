@@ -711,6 +711,19 @@ int RunSweepCommand(const std::vector<std::string>& args, const ClientEnvironmen
     return ReportUsageError(env, "the workload (or get, list, cancel, watch, plot) comes first",
                             "sweep");
   }
+  // A typo of a subcommand is not an unknown workload.
+  std::vector<std::string> names = WorkloadNames();
+  const bool workload = std::find(names.begin(), names.end(), args[0]) != names.end();
+  for (const SweepSubcommand& subcommand : SweepSubcommands()) {
+    names.emplace_back(subcommand.name);
+  }
+  if (const std::string closest = ClosestName(args[0], names); !workload && !closest.empty()) {
+    return ReportUsageError(
+        env,
+        absl::StrCat("unknown sweep subcommand or workload \"", args[0], "\" (did you mean ",
+                     closest, "?)"),
+        "sweep");
+  }
   return RunSweepSubmit(args, env, make_session, user);
 }
 
