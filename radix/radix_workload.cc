@@ -236,6 +236,11 @@ std::string ValidateRadixWorkloadConfig(const RadixWorkloadConfig& config) {
       !error.empty()) {
     return error;
   }
+  if (std::string error = OutOfRangeSeconds("progress_min_seconds", config.progress_min_seconds,
+                                            0, kMaxPassSeconds);
+      !error.empty()) {
+    return error;
+  }
   const PassConfig& passes = config.passes;
   if (std::string error =
           OutOfRangeMessage("passes.warmup_passes", passes.warmup_passes, 0, kMaxWarmupPasses);
@@ -277,10 +282,23 @@ RadixWorkloadReport RunRadixWorkload(const RadixWorkloadConfig& config,
 
   const Clock::time_point run_start = Clock::now();
   const int64_t total_requests = config.stream.num_requests;
+  std::optional<bool> last_progress_warmup;
+  Clock::time_point last_progress;
+  const auto throttled_progress = [&](const PassProgress& pass) {
+    const Clock::time_point now = Clock::now();
+    if (last_progress_warmup == pass.warmup &&
+        static_cast<double>(NanosecondsBetween(last_progress, now)) / 1e9 <
+            config.progress_min_seconds) {
+      return;
+    }
+    last_progress_warmup = pass.warmup;
+    last_progress = now;
+    progress(pass);
+  };
   const auto pass_progress = [&](bool warmup, int64_t pass) -> std::function<void(int64_t)> {
     if (!progress) return {};
-    return [&progress, warmup, pass, total_requests](int64_t done) {
-      progress({.warmup = warmup, .pass = pass, .done = done, .total = total_requests});
+    return [&throttled_progress, warmup, pass, total_requests](int64_t done) {
+      throttled_progress({.warmup = warmup, .pass = pass, .done = done, .total = total_requests});
     };
   };
 

@@ -71,8 +71,12 @@ struct RadixWorkloadConfig {
   // evicted.
   bool lock_in_flight = true;
   int64_t in_flight_requests = 32;
-  // The progress callback runs after every this many requests of a pass.
+  // The progress callback runs after every this many requests of a replay,
+  // but at most once per progress_min_seconds (the first call of the warm-up
+  // and of the timed passes always runs): each call may become an event that
+  // the daemon stores, and a short stream is replayed tens of times.
   int64_t progress_interval = 1000;
+  double progress_min_seconds = 0.25;
   PassConfig passes;
 };
 

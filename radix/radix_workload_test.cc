@@ -30,6 +30,7 @@ RadixWorkloadConfig SmallConfig() {
   config.cache_token_budget = kMaxCacheTokenBudget;  // No eviction.
   config.lock_in_flight = false;
   config.progress_interval = 50;
+  config.progress_min_seconds = 0;
   // One timed pass, no warm-up: the tests of what the cache does need no more.
   config.passes.warmup_passes = 0;
   config.passes.min_passes = 1;
@@ -126,6 +127,11 @@ TEST(RadixWorkloadValidationTest, NamesFieldValueAndRange) {
   config.progress_interval = 0;
   EXPECT_EQ(ValidateRadixWorkloadConfig(config),
             "progress_interval: got 0; must be in [1, 10000000]");
+
+  config = RadixWorkloadConfig{};
+  config.progress_min_seconds = -1;
+  EXPECT_EQ(ValidateRadixWorkloadConfig(config),
+            "progress_min_seconds: got -1; must be in [0, 600]");
 
   config = RadixWorkloadConfig{};
   config.passes.warmup_passes = -1;
@@ -319,6 +325,21 @@ TEST(RadixWorkloadTest, ProgressNamesTheWarmupAndEachTimedPass) {
     passes.emplace_back(progress.warmup, progress.pass);
   });
   EXPECT_EQ(passes, (std::vector<std::pair<bool, int64_t>>{{true, 1}, {false, 1}, {false, 2}}));
+}
+
+TEST(RadixWorkloadTest, ProgressIsThrottledButEachPhaseIsReported) {
+  RadixWorkloadConfig config = SmallConfig();
+  config.progress_interval = 1;  // a call per request, unthrottled
+  config.progress_min_seconds = 600;
+  config.passes.warmup_passes = 2;
+  config.passes.min_passes = 3;
+  config.passes.max_passes = 3;
+  std::vector<std::pair<bool, int64_t>> calls;
+  RunRadixWorkload(config, [&](const PassProgress& progress) {
+    calls.emplace_back(progress.warmup, progress.pass);
+  });
+  // Of 5 x 300 calls, the first of the warm-up and the first of the timed passes.
+  EXPECT_EQ(calls, (std::vector<std::pair<bool, int64_t>>{{true, 1}, {false, 1}}));
 }
 
 // The passes of a default-sized stream: what an experiment left at its defaults measures.
