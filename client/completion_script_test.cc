@@ -1,8 +1,11 @@
 #include "client/completion_script.h"
 
+#include <cstdio>
+#include <fstream>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -53,6 +56,37 @@ TEST(CompletionScriptTest, ScriptsRegisterThemselves) {
   const std::string zsh = CompletionScript(Shell::kZsh, Table());
   EXPECT_THAT(zsh, HasSubstr("#compdef gpuprof"));
   EXPECT_THAT(zsh, HasSubstr("compdef _gpuprof gpuprof\n"));
+}
+
+// What bash offers after `words` (the last one being completed), with the generated script.
+std::string BashCompletes(const std::string& script, const std::vector<std::string>& words) {
+  const std::string path = absl::StrCat(::testing::TempDir(), "/gpuprof_completion.bash");
+  std::ofstream(path) << script;
+  std::string array;
+  for (const std::string& word : words) absl::StrAppend(&array, " '", word, "'");
+  const std::string command =
+      absl::StrCat("/bin/bash -c 'source \"$0\"; COMP_WORDS=(\"$@\"); ",
+                   "COMP_CWORD=$((${#COMP_WORDS[@]}-1)); _gpuprof; echo \"${COMPREPLY[*]}\"' ",
+                   path, array);
+  std::string output;
+  if (FILE* pipe = popen(command.c_str(), "r"); pipe != nullptr) {
+    char buffer[4096];
+    while (fgets(buffer, sizeof(buffer), pipe) != nullptr) output += buffer;
+    pclose(pipe);
+  }
+  return output;
+}
+
+TEST(CompletionScriptTest, BashCompletesFromTheTable) {
+  const std::string bash = CompletionScript(Shell::kBash, Table());
+  EXPECT_EQ(BashCompletes(bash, {"gpuprof", "su"}), "submit\n");
+  EXPECT_EQ(BashCompletes(bash, {"gpuprof", "--target", "unix:/x", "submit", "att"}),
+            "attention\n");
+  EXPECT_EQ(BashCompletes(bash, {"gpuprof", "submit", "attention", "--dtype", ""}), "fp16 bf16\n");
+  EXPECT_EQ(BashCompletes(bash, {"gpuprof", "submit", "attention", "--kv-l"}),
+            "--kv-len --kv-lens --kv-len-max\n");
+  EXPECT_EQ(BashCompletes(bash, {"gpuprof", "list", "--state", "r"}), "running\n");
+  EXPECT_EQ(BashCompletes(bash, {"gpuprof", "sweep", "get", "swp-1", "--format", "j"}), "jsonl\n");
 }
 
 }  // namespace
