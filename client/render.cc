@@ -221,6 +221,10 @@ void AddRadix(const v1::RadixResult& radix, KeyValueLines& lines) {
                                   " nodes / ", radix.tree_tokens(), " tokens"));
   lines.Add("token compare", absl::StrCat(FormatNumber(radix.compare_gbps()), " GB/s (",
                                           FormatDecimalBytes(radix.compare_bytes()), " compared)"));
+  if (radix.online_cpus() > 0) {
+    lines.Add("host CPU", absl::StrFormat("other processes took %.2f of %d CPUs while it ran",
+                                          radix.other_cpus(), radix.online_cpus()));
+  }
   if (radix.wall_seconds() > 0) {
     lines.Add("wall time", FormatElapsed(absl::Seconds(radix.wall_seconds())));
   }
@@ -548,6 +552,9 @@ std::string HeadlineDetails(const workloads::Headline& headline) {
     absl::StrAppend(&text, " over ", headline.samples,
                     headline.bound == workloads::HeadlineBound::kCpuRate ? " timed passes"
                                                                           : " samples");
+  }
+  if (!headline.noise_unknown_because.empty()) {
+    absl::StrAppend(&text, " (noise unknown: ", headline.noise_unknown_because, ")");
   }
   return text;
 }

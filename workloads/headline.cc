@@ -1,5 +1,7 @@
 #include "workloads/headline.h"
 
+#include "absl/strings/str_format.h"
+
 namespace gpuprof::workloads {
 namespace {
 
@@ -104,7 +106,13 @@ std::optional<Headline> MatchRateHeadline(const v1::Experiment& experiment) {
     headline.bound = HeadlineBound::kCpuRate;
     // Only the spread over repeated timed passes is the throughput's noise; the spread of
     // per-operation latencies is not (requests differ in length by design).
-    if (operation.has_ops_per_second_relative_noise()) {
+    const v1::RadixResult& radix = experiment.result().radix();
+    if (radix.online_cpus() > 0 && radix.other_cpus() >= kSharedCpuOtherCpus) {
+      // Every pass slowed alike agrees with the others: their spread says nothing here.
+      headline.noise_unknown_because =
+          absl::StrFormat("other processes took %.1f of %d CPUs while it ran", radix.other_cpus(),
+                          radix.online_cpus());
+    } else if (operation.has_ops_per_second_relative_noise()) {
       headline.relative_noise = operation.ops_per_second_relative_noise();
     }
     headline.samples = operation.passes();

@@ -32,6 +32,9 @@ struct Headline {
   // stddev / mean of the samples (or timed passes) behind the value; nullopt when nothing
   // measured it, which is not the same as a noise of 0.
   std::optional<double> relative_noise;
+  // Why the noise is unknown though samples measured one ("other processes took 1.4 of 2
+  // CPUs while it ran"); empty otherwise.
+  std::string noise_unknown_because;
   // The samples (GPU) or timed passes (CPU) the value and its noise rest on; 0 when unknown.
   int64_t samples = 0;
   // The median time behind the figure, in microseconds (0 when not timed).
@@ -58,7 +61,11 @@ std::optional<Headline> BandwidthHeadline(const v1::Experiment& experiment);
 std::optional<Headline> ComputeHeadline(const v1::Experiment& experiment);
 // A collective's bus bandwidth at the largest size.
 std::optional<Headline> BusBandwidthHeadline(const v1::Experiment& experiment);
-// Radix: match_prefix operations per second, with the noise of its timed passes.
+// A CPU figure measured while other processes took this many of the host's CPUs on average
+// (or more) shared its CPU: its noise is unknown.
+inline constexpr double kSharedCpuOtherCpus = 0.5;
+// Radix: match_prefix operations per second, with the noise of its timed passes (unknown when
+// the CPU was shared, above).
 std::optional<Headline> MatchRateHeadline(const v1::Experiment& experiment);
 // Copy: bandwidth against the spec peak of the link the bytes crossed.
 std::optional<Headline> LinkBandwidthHeadline(const v1::Experiment& experiment);

@@ -149,6 +149,36 @@ TEST(HeadlineTest, RadixIsTheMatchRateWithTheNoiseOfItsPasses) {
   EXPECT_EQ(headline->median_us, 0.6);
 }
 
+// Passes slowed alike by another process on the CPU agree with each other: a run that shared
+// the CPU has no known noise, whatever its passes' spread, and says why.
+TEST(HeadlineTest, RadixOnASharedCpuHasUnknownNoise) {
+  v1::Experiment experiment = Parse(R"pb(
+    workload: WORKLOAD_RADIX
+    result {
+      radix {
+        operations {
+          operation: "match_prefix"
+          ops_per_second: 1454616
+          ops_per_second_relative_noise: 0.021
+          passes: 5
+        }
+        other_cpus: 1.4
+        online_cpus: 2
+      }
+    })pb");
+  std::optional<Headline> headline = HeadlineOf(experiment);
+  ASSERT_TRUE(headline.has_value());
+  EXPECT_FALSE(headline->relative_noise.has_value());
+  EXPECT_EQ(headline->noise_unknown_because, "other processes took 1.4 of 2 CPUs while it ran");
+  EXPECT_EQ(headline->samples, 5);
+  // A quiet host: the passes' noise stands.
+  experiment.mutable_result()->mutable_radix()->set_other_cpus(kSharedCpuOtherCpus / 2);
+  headline = HeadlineOf(experiment);
+  ASSERT_TRUE(headline.has_value());
+  EXPECT_EQ(headline->relative_noise, 0.021);
+  EXPECT_EQ(headline->noise_unknown_because, "");
+}
+
 // One pass over the request stream measures no run-to-run noise: it is unknown, not 0, and the
 // latencies' spread (requests differ by design) is never taken for it.
 TEST(HeadlineTest, RadixWithoutRepeatedPassesHasUnknownNoise) {
