@@ -1,7 +1,8 @@
 """Two runs (experiments or sweeps) compared as `gpuprof compare` compares them
 (sweep/compare.cc): points matched by their parameters read from each point's request, the
-ratio of their headlines (> 1: B is better), and whether the difference is beyond the noise both
-runs measured; a point whose noise is unknown is never a regression."""
+ratio of their headlines (> 1: B is better), and whether the difference is beyond what chance
+allows given the noise both runs measured; a point whose noise is unknown is never a
+regression."""
 
 from __future__ import annotations
 
@@ -59,7 +60,9 @@ class ComparedPoint:
     b: Headline
     # b / a where higher is better, a / b otherwise: > 1 means B is better.
     ratio: float
-    # The ratio's relative noise, sqrt(noise_a^2 + noise_b^2); None when either is unknown.
+    # The change the ratio may show by chance, as a fraction: 2 x sqrt(noise_a^2 + noise_b^2),
+    # each side's noise at the 95% upper bound its sample count allows; None when either side's
+    # noise is unknown. Beyond it (and min_change) a point is better or worse.
     noise: Optional[float]
     verdict: str
 
@@ -113,6 +116,29 @@ class Comparison:
         return to_dataframe(self.rows())
 
 
+def noise_upper_bound_factor(samples: int) -> float:
+    """How far above the stddev seen in `samples` samples the true one may be, at 95%
+    confidence (sqrt((n-1) / chi2_0.05(n-1)), Wilson and Hilferty's approximation): 2.4 for 5
+    passes, 1.05 for 500 samples, at most 10 (fewer than 2 samples)."""
+    most = 10.0
+    if samples < 2:
+        return most
+    k = float(samples - 1)
+    z05 = 1.6448536  # the standard normal's 5% quantile, negated
+    root = 1 - 2 / (9 * k) - z05 * math.sqrt(2 / (9 * k))
+    if root <= 0:
+        return most
+    return min(most, math.sqrt(k / (k * root**3)))
+
+
+def chance_change(a: Headline, b: Headline) -> float:
+    """Two standard deviations of the ratio, each side's noise at its 95% upper bound."""
+    assert a.relative_noise is not None and b.relative_noise is not None
+    noise_a = a.relative_noise * noise_upper_bound_factor(a.samples)
+    noise_b = b.relative_noise * noise_upper_bound_factor(b.samples)
+    return 2 * math.hypot(noise_a, noise_b)
+
+
 def compare(a: CompareSide, b: CompareSide, min_change: float = 0.01) -> Comparison:
     axes = list(a.axes) + [axis for axis in b.axes if axis not in a.axes]
     key = lambda experiment: tuple(parameters_of(experiment, axes).items())  # noqa: E731
@@ -147,7 +173,7 @@ def compare(a: CompareSide, b: CompareSide, min_change: float = 0.01) -> Compari
         )
         noise = None
         if figure_a.relative_noise is not None and figure_b.relative_noise is not None:
-            noise = math.hypot(figure_a.relative_noise, figure_b.relative_noise)
+            noise = chance_change(figure_a, figure_b)
         threshold = max(noise or 0.0, min_change)
         if noise is None:
             # Without the noise a difference cannot be called significant, nor the same.

@@ -23,6 +23,9 @@ class Headline:
     # stddev / mean of the samples (or timed passes) behind the value; None when nothing
     # measured it, which is not a noise of 0.
     relative_noise: Optional[float] = None
+    # Why the noise is unknown though samples measured one ("other processes took 1.4 of 2
+    # CPUs while it ran"); empty otherwise.
+    noise_unknown_because: str = ""
     # The samples (GPU) or timed passes (CPU) the value rests on; 0 when unknown.
     samples: int = 0
     # The median time behind the figure in microseconds (0 when not timed).
@@ -117,22 +120,35 @@ def bus_bandwidth_headline(experiment: experiment_pb2.Experiment) -> Optional[He
     )
 
 
+# A CPU figure measured while other processes took this many of the host's CPUs on average (or
+# more) has no known noise (workloads/headline.h's kSharedCpuOtherCpus).
+SHARED_CPU_OTHER_CPUS = 0.5
+
+
 def match_rate_headline(experiment: experiment_pb2.Experiment) -> Optional[Headline]:
-    for operation in experiment.result.radix.operations:
+    radix = experiment.result.radix
+    for operation in radix.operations:
         if operation.operation != "match_prefix" or operation.ops_per_second <= 0:
             continue
         # Only the spread over repeated timed passes is the throughput's noise; unset: unknown.
-        noise = (
-            operation.ops_per_second_relative_noise
-            if operation.HasField("ops_per_second_relative_noise")
-            else None
-        )
+        # Passes all slowed alike by another process on the CPU agree with each other, so a run
+        # that shared the CPU has no known noise either (results that predate the CPU figures
+        # have none of them).
+        noise: Optional[float] = None
+        because = ""
+        online_cpus = getattr(radix, "online_cpus", 0)
+        other_cpus = getattr(radix, "other_cpus", 0.0)
+        if online_cpus > 0 and other_cpus >= SHARED_CPU_OTHER_CPUS:
+            because = f"other processes took {other_cpus:.1f} of {online_cpus} CPUs while it ran"
+        elif operation.HasField("ops_per_second_relative_noise"):
+            noise = operation.ops_per_second_relative_noise
         return Headline(
             name="match_ops",
             unit="op/s",
             value=operation.ops_per_second,
             bound="CPU work",
             relative_noise=noise,
+            noise_unknown_because=because,
             samples=operation.passes,
             median_us=operation.latency.median_us,
         )

@@ -77,6 +77,7 @@ def figures(experiment: experiment_pb2.Experiment) -> Row:
     row["pct_of_bound"] = _positive(headline.pct_of_bound) if headline else None
     row["bound_reference"] = (headline.bound_reference or None) if headline else None
     row["phase"] = (headline.phase or None) if headline else None
+    row["noise_unknown_because"] = (headline.noise_unknown_because or None) if headline else None
     # The median behind the headline whatever timed it: the kernel, the collective's largest
     # size, or radix's match_prefix latency.
     row["headline_median_us"] = _positive(headline.median_us) if headline else None

@@ -208,6 +208,16 @@ class HeadlineTest(unittest.TestCase):
         # Set, even to 0, it is measured (the constructor copied `result`: set it in place).
         experiment.result.radix.operations[1].ops_per_second_relative_noise = 0.0
         self.assertEqual(gpuprof.headline_of(experiment).relative_noise, 0.0)
+        radix = experiment.result.radix
+        if "other_cpus" in radix.DESCRIPTOR.fields_by_name:
+            # Other processes took the CPU while it ran: the passes' spread says nothing.
+            radix.online_cpus, radix.other_cpus = 2, 1.4
+            headline = gpuprof.headline_of(experiment)
+            self.assertIsNone(headline.relative_noise)
+            self.assertEqual(headline.noise_unknown_because,
+                             "other processes took 1.4 of 2 CPUs while it ran")
+            radix.other_cpus = 0.4
+            self.assertEqual(gpuprof.headline_of(experiment).relative_noise, 0.0)
 
     def test_no_result_no_headline(self) -> None:
         experiment = experiment_pb2.Experiment(workload=workloads_pb2.WORKLOAD_INDEX,
@@ -241,13 +251,19 @@ def index_point(tokens: int, gbps: float, noise: float, samples: int = 100) -> e
 
 
 class CompareTest(unittest.TestCase):
+    def test_noise_bound_as_the_cli_takes_it(self) -> None:
+        # sweep/compare.h: 2.4 for the 5 timed passes of a CPU figure, 1.05 for 500 samples.
+        self.assertAlmostEqual(_compare.noise_upper_bound_factor(5), 2.41, places=2)
+        self.assertAlmostEqual(_compare.noise_upper_bound_factor(500), 1.055, places=3)
+        self.assertEqual(_compare.noise_upper_bound_factor(1), 10.0)
+
     def test_verdicts_against_the_noise_both_measured(self) -> None:
         a = _compare.CompareSide("swp-000001", ["num_tokens", "dtype"], [
             index_point(1024, 1000.0, 0.01), index_point(2048, 1000.0, 0.01),
             index_point(4096, 1000.0, 0.01), index_point(8192, 1000.0, 0.01, samples=1),
             index_point(16384, 1000.0, 0.01)])
         b = _compare.CompareSide("swp-000002", ["num_tokens"], [
-            index_point(1024, 1010.0, 0.01),   # +1%: inside sqrt(2)% of noise
+            index_point(1024, 1030.0, 0.01),   # +3%: inside what chance allows (3.2%)
             index_point(2048, 900.0, 0.01),    # -10%: a regression
             index_point(4096, 1100.0, 0.01),   # +10%: an improvement
             index_point(8192, 500.0, 0.01),    # A's one sample: noise unknown, never a regression
@@ -256,13 +272,16 @@ class CompareTest(unittest.TestCase):
         self.assertEqual([p.parameters["num_tokens"] for p in result.points], ["1024", "2048", "4096", "8192"])
         self.assertEqual([p.parameters["dtype"] for p in result.points], ["bf16"] * 4)
         self.assertEqual([p.verdict for p in result.points], ["same", "regression", "improvement", "noise unknown"])
-        self.assertAlmostEqual(result.points[0].noise, 0.01 * 2 ** 0.5)
+        # 2 standard deviations of the ratio, each noise at its 95% bound for 100 samples.
+        factor = _compare.noise_upper_bound_factor(100)
+        self.assertAlmostEqual(factor, 1.1336, places=3)
+        self.assertAlmostEqual(result.points[0].noise, 2 * 0.01 * factor * 2 ** 0.5)
         self.assertIsNone(result.points[3].noise)
         self.assertEqual((result.regressions, result.improvements), (1, 1))
         self.assertAlmostEqual(result.worst_regression_pct, 10.0)
         self.assertEqual(result.only_in_a, [{"num_tokens": "16384", "dtype": "bf16"}])
         self.assertEqual(result.only_in_b, [{"num_tokens": "32768", "dtype": "bf16"}])
-        self.assertAlmostEqual(result.geomean_ratio, (1.01 * 0.9 * 1.1 * 0.5) ** 0.25)
+        self.assertAlmostEqual(result.geomean_ratio, (1.03 * 0.9 * 1.1 * 0.5) ** 0.25)
         frame = result.to_dataframe()
         self.assertEqual(list(frame["verdict"]), [p.verdict for p in result.points])
         self.assertAlmostEqual(frame["change_pct"][1], -10.0)
