@@ -393,9 +393,11 @@ class Client:
         elif user is not None:
             request.user = user
         for state in states or ():
-            request.states.append(_fields.parse_enum(experiment_pb2.ExperimentState.DESCRIPTOR, state).number)
+            state_enum = experiment_pb2.ExperimentState.DESCRIPTOR
+            request.states.append(_fields.parse_enum(state_enum, state).number)
         if workload is not None:
-            request.workload = _fields.parse_enum(workloads_pb2.Workload.DESCRIPTOR, workload).number
+            workload_enum = workloads_pb2.Workload.DESCRIPTOR
+            request.workload = _fields.parse_enum(workload_enum, workload).number
         experiments: List[Experiment] = []
         damaged: List[Any] = []
         while True:
@@ -516,7 +518,9 @@ class Client:
             return _compare.CompareSide(name, sweep.axes, [p.experiment for p in sweep.points])
         baselines = self._unary("ListBaselines", sweep_pb2.ListBaselinesRequest(name=name))
         if not baselines.baselines:
-            raise ValueError(f'"{name}" is not an experiment (exp-...), a sweep (swp-...) or a baseline')
+            raise ValueError(
+                f'"{name}" is not an experiment (exp-...), a sweep (swp-...) or a baseline'
+            )
         side = self._compare_side(baselines.baselines[0].target_id)
         side.id = f"baseline {name} ({side.id})"
         return side

@@ -145,7 +145,9 @@ class AsyncClient:
             call.cancel()  # detaches: the experiment keeps running
         if first is grpc.aio.EOF:
             raise GpuprofError(grpc.StatusCode.UNKNOWN, "no event", "Submit")
-        return await (self.wait(first.experiment_id) if wait else self.experiment(first.experiment_id))
+        if wait:
+            return await self.wait(first.experiment_id)
+        return await self.experiment(first.experiment_id)
 
     async def experiment(self, experiment_id: str) -> Experiment:
         request = profiler_pb2.GetExperimentRequest(experiment_id=experiment_id)

@@ -225,10 +225,12 @@ class ClientTest(DaemonTest):
         self.assertEqual(list(frame["seed"]), [1, 2, 1, 2])
         self.assertTrue((frame["value"] > 0).all())
 
-        csv_rows = list(csv.DictReader(io.StringIO(self.cli("sweep", "get", sweep.id, "--format", "csv"))))
+        cli_csv = self.cli("sweep", "get", sweep.id, "--format", "csv")
+        csv_rows = list(csv.DictReader(io.StringIO(cli_csv)))
         self.assertEqual(len(csv_rows), len(frame))
         cli_columns = list(csv_rows[0])
-        for needed in ("point", "state", "experiment", "figure", "value", "unit", "noise", "samples"):
+        needed_columns = ("point", "state", "experiment", "figure", "value", "unit", "noise", "samples")
+        for needed in needed_columns:
             self.assertIn(needed, cli_columns)
         shared = [column for column in cli_columns if column in frame.columns]
         only_cli = [column for column in cli_columns if column not in frame.columns]
@@ -324,6 +326,8 @@ leaf alice client.ext
 
 
 ROBOT_TOKEN = "python-client-test-token-0123456789"
+# What the policy lists: the token's SHA-256 only (docs/security.md).
+ROBOT_TOKEN_SHA256 = hashlib.sha256(ROBOT_TOKEN.encode()).hexdigest()
 
 
 class TlsTest(DaemonTest):
@@ -340,7 +344,7 @@ class TlsTest(DaemonTest):
             file.write(
                 "policy_version: 1\n"
                 "tls_subjects_are_local_users: true\n"
-                f'tokens {{ user: "robot" sha256: "{hashlib.sha256(ROBOT_TOKEN.encode()).hexdigest()}" }}\n'
+                f'tokens {{ user: "robot" sha256: "{ROBOT_TOKEN_SHA256}" }}\n'
                 "end_of_policy: true\n"
             )
         with open(os.path.join(cls.certs, "robot.token"), "w") as file:
