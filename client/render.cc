@@ -519,8 +519,8 @@ std::string FormatHeadline(const workloads::Headline& headline) {
           : "";
   switch (headline.bound) {
     case workloads::HeadlineBound::kBandwidth:
-      if (headline.name == "busbw") {
-        return absl::StrCat("busbw ", FormatNumber(headline.value), " ", headline.unit);
+      if (headline.name == "busbw" || headline.name == "algbw") {
+        return absl::StrCat(headline.name, " ", FormatNumber(headline.value), " ", headline.unit);
       }
       return absl::StrCat(FormatNumber(headline.value), " ", headline.unit, hint);
     case workloads::HeadlineBound::kCompute:

@@ -1,9 +1,12 @@
 #include "measure/stop_criteria.h"
 
 #include <algorithm>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "google/protobuf/util/time_util.h"
 
 namespace gpuprof::measure {
@@ -59,9 +62,15 @@ std::string DescribeStop(absl::string_view rule, const SamplingState& state,
                       measured_ms, noise_pct);
   const int64_t min_samples = MinSamplesFor(options);
   const absl::Duration min_measured = MinMeasuredTimeFor(options);
-  if (state.samples < min_samples || state.measured < min_measured) {
-    absl::StrAppendFormat(&description, "; below the floor of %d samples and %.1f ms measured",
-                          min_samples, absl::ToDoubleMilliseconds(min_measured));
+  // Only the parts of the floor that were not reached.
+  std::vector<std::string> short_of;
+  if (state.samples < min_samples) short_of.push_back(absl::StrFormat("%d samples", min_samples));
+  if (state.measured < min_measured) {
+    short_of.push_back(
+        absl::StrFormat("%.1f ms measured", absl::ToDoubleMilliseconds(min_measured)));
+  }
+  if (!short_of.empty()) {
+    absl::StrAppend(&description, "; below the floor of ", absl::StrJoin(short_of, " and "));
   } else if (state.relative_noise > options.noise_target()) {
     absl::StrAppendFormat(&description, " (target %.2f%%)", target_pct);
   }

@@ -98,6 +98,19 @@ TEST(DescribeStopTest, SaysWhichRuleAndWhatTheFiguresRestOn) {
                           .measured = absl::Milliseconds(1900)},
                          options),
             "time budget: 40 samples, 1900.0 ms measured, noise 3.10%; below the floor of 100 "
+            "samples");
+  // Only what was short of the floor is named.
+  EXPECT_EQ(DescribeStop("time budget",
+                         {.samples = 400, .relative_noise = 0.031,
+                          .measured = absl::Milliseconds(20)},
+                         options),
+            "time budget: 400 samples, 20.0 ms measured, noise 3.10%; below the floor of 50.0 ms "
+            "measured");
+  EXPECT_EQ(DescribeStop("time budget",
+                         {.samples = 40, .relative_noise = 0.031,
+                          .measured = absl::Milliseconds(20)},
+                         options),
+            "time budget: 40 samples, 20.0 ms measured, noise 3.10%; below the floor of 100 "
             "samples and 50.0 ms measured");
   EXPECT_EQ(DescribeStop("time budget",
                          {.samples = 400, .relative_noise = 0.031,

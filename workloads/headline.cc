@@ -80,13 +80,19 @@ std::optional<Headline> ComputeHeadline(const v1::Experiment& experiment) {
 
 std::optional<Headline> BusBandwidthHeadline(const v1::Experiment& experiment) {
   const v1::CollectiveResult& collective = experiment.result().collective();
-  if (collective.busbw_gbps() <= 0) return std::nullopt;
   Headline headline;
   headline.name = "busbw";
-  headline.unit = "GB/s";
   headline.value = collective.busbw_gbps();
+  if (collective.ranks() == 1 && collective.algbw_gbps() > 0) {
+    // One rank moves no bytes between GPUs (nccl-tests' bus factor is 0): what it measures is
+    // the collective's own copy, so that is the figure.
+    headline.name = "algbw";
+    headline.value = collective.algbw_gbps();
+  }
+  if (headline.value <= 0) return std::nullopt;
+  headline.unit = "GB/s";
   headline.bound = HeadlineBound::kBandwidth;
-  headline.bandwidth_gbps = collective.busbw_gbps();
+  headline.bandwidth_gbps = headline.value;
   if (collective.points_size() > 0) {
     const v1::TimingStats& largest = collective.points(collective.points_size() - 1).time();
     headline.relative_noise = NoiseOf(largest);

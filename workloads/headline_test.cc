@@ -123,6 +123,25 @@ TEST(HeadlineTest, CollectiveIsBusBandwidthAtTheLargestSize) {
   EXPECT_EQ(headline->median_us, 8800);
 }
 
+// One rank has no bus traffic (busbw 0 by nccl-tests' factor): its figure is the algbw.
+TEST(HeadlineTest, ACollectiveOfOneRankIsItsAlgorithmBandwidth) {
+  const std::optional<Headline> headline = HeadlineOf(Parse(R"pb(
+    workload: WORKLOAD_COLLECTIVE
+    result {
+      collective {
+        ranks: 1
+        algbw_gbps: 1436
+        busbw_gbps: 0
+        points { bytes: 67108864 time { samples: 20 median_us: 46.7 relative_noise: 0.001 } }
+      }
+    })pb"));
+  ASSERT_TRUE(headline.has_value());
+  EXPECT_EQ(headline->name, "algbw");
+  EXPECT_EQ(headline->value, 1436);
+  EXPECT_EQ(headline->samples, 20);
+  EXPECT_FALSE(HeadlineOf(Parse("result { collective { ranks: 2 busbw_gbps: 0 } }")).has_value());
+}
+
 TEST(HeadlineTest, RadixIsTheMatchRateWithTheNoiseOfItsPasses) {
   const std::optional<Headline> headline = HeadlineOf(Parse(R"pb(
     workload: WORKLOAD_RADIX
