@@ -15,7 +15,7 @@ from gpuprof._stubs import experiment_pb2, workloads_pb2
 
 @dataclasses.dataclass(frozen=True)
 class Headline:
-    name: str  # "bandwidth", "tflops", "busbw", "match_ops"
+    name: str  # "bandwidth", "tflops", "busbw" (algbw for one rank), "match_ops"
     unit: str  # "GB/s", "TFLOP/s", "op/s"
     value: float
     # "bandwidth-bound", "compute-bound", "CPU work".
@@ -102,21 +102,25 @@ def compute_headline(experiment: experiment_pb2.Experiment) -> Optional[Headline
 
 def bus_bandwidth_headline(experiment: experiment_pb2.Experiment) -> Optional[Headline]:
     collective = experiment.result.collective
-    if collective.busbw_gbps <= 0:
+    name, value = "busbw", collective.busbw_gbps
+    if collective.ranks == 1 and collective.algbw_gbps > 0:
+        # One rank moves no bytes between GPUs: its figure is the collective's own copy.
+        name, value = "algbw", collective.algbw_gbps
+    if value <= 0:
         return None
     noise, samples, median_us = None, 0, 0.0
     if collective.points:
         largest = collective.points[-1].time
         noise, samples, median_us = _noise(largest), largest.samples, largest.median_us
     return Headline(
-        name="busbw",
+        name=name,
         unit="GB/s",
-        value=collective.busbw_gbps,
+        value=value,
         bound="bandwidth-bound",
         relative_noise=noise,
         samples=samples,
         median_us=median_us,
-        bandwidth_gbps=collective.busbw_gbps,
+        bandwidth_gbps=value,
     )
 
 
