@@ -262,7 +262,7 @@ def _page_size(value: int, most: int) -> int:
     return value
 
 
-class Client:
+class Client(_connection.Connected):
     """A connection to gpuprofd.
 
         c = gpuprof.Client("unix:/run/gpuprof/gpuprofd.sock")   # or "host:port"
@@ -272,37 +272,9 @@ class Client:
     Target, TLS files and token come as the CLI's do: arguments, then $GPUPROF_TARGET and
     $GPUPROF_TOKEN, then the CLI's config file; `timeout` (seconds) bounds each unary call."""
 
-    def __init__(
-        self,
-        target: Optional[str] = None,
-        *,
-        tls_ca: Optional[str] = None,
-        tls_cert: Optional[str] = None,
-        tls_key: Optional[str] = None,
-        token: Optional[str] = None,
-        token_file: Optional[str] = None,
-        user: Optional[str] = None,
-        config: Optional[str] = None,
-        timeout: Optional[float] = 60.0,
-    ) -> None:
-        self.options = _connection.resolve(
-            target,
-            tls_ca=tls_ca,
-            tls_cert=tls_cert,
-            tls_key=tls_key,
-            token=token,
-            token_file=token_file,
-            user=user,
-            config_path=config,
-        )
-        self.timeout = timeout
-        self._metadata = _connection.call_metadata(self.options)
+    def _open_channel(self) -> None:
         self._channel = _connection.open_channel(self.options)
         self._stub = profiler_pb2_grpc.ProfilerStub(self._channel)
-
-    @property
-    def target(self) -> str:
-        return self.options.target
 
     def close(self) -> None:
         self._channel.close()

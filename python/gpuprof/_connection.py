@@ -168,3 +168,42 @@ def open_channel(options: ConnectionOptions) -> grpc.Channel:
     if creds is None:
         return grpc.insecure_channel(options.target, options=channel_arguments())
     return grpc.secure_channel(options.target, creds, options=channel_arguments())
+
+
+class Connected:
+    """Where and as whom a client connects, resolved once: what gpuprof.Client and
+    gpuprof.aio.AsyncClient share. Each opens its own kind of channel in _open_channel()."""
+
+    def __init__(
+        self,
+        target: Optional[str] = None,
+        *,
+        tls_ca: Optional[str] = None,
+        tls_cert: Optional[str] = None,
+        tls_key: Optional[str] = None,
+        token: Optional[str] = None,
+        token_file: Optional[str] = None,
+        user: Optional[str] = None,
+        config: Optional[str] = None,
+        timeout: Optional[float] = 60.0,
+    ) -> None:
+        self.options = resolve(
+            target,
+            tls_ca=tls_ca,
+            tls_cert=tls_cert,
+            tls_key=tls_key,
+            token=token,
+            token_file=token_file,
+            user=user,
+            config_path=config,
+        )
+        self.timeout = timeout
+        self._metadata = call_metadata(self.options)
+        self._open_channel()
+
+    def _open_channel(self) -> None:
+        raise NotImplementedError
+
+    @property
+    def target(self) -> str:
+        return self.options.target

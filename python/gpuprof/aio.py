@@ -60,35 +60,11 @@ class AsyncEventStream(AsyncIterator[Any]):
         self.cancel()
 
 
-class AsyncClient:
+class AsyncClient(_connection.Connected):
     """As gpuprof.Client, for asyncio code. Handles it returns read as the blocking client's do
     (result, headline, row, to_dataframe); refreshing them goes through this client's calls."""
 
-    def __init__(
-        self,
-        target: Optional[str] = None,
-        *,
-        tls_ca: Optional[str] = None,
-        tls_cert: Optional[str] = None,
-        tls_key: Optional[str] = None,
-        token: Optional[str] = None,
-        token_file: Optional[str] = None,
-        user: Optional[str] = None,
-        config: Optional[str] = None,
-        timeout: Optional[float] = 60.0,
-    ) -> None:
-        self.options = _connection.resolve(
-            target,
-            tls_ca=tls_ca,
-            tls_cert=tls_cert,
-            tls_key=tls_key,
-            token=token,
-            token_file=token_file,
-            user=user,
-            config_path=config,
-        )
-        self.timeout = timeout
-        self._metadata = _connection.call_metadata(self.options)
+    def _open_channel(self) -> None:
         creds = _connection.credentials(self.options)
         arguments = _connection.channel_arguments()
         self._channel = (
