@@ -315,7 +315,7 @@ int CompareAndPrint(const ClientEnvironment& env, const ParsedArgs& args,
   // it, and says what it left unjudged.
   if (*fail_pct >= 0 && comparison.noise_unknown > 0) {
     *env.err << "not gated: " << comparison.noise_unknown
-             << " point(s) whose noise is unknown (not measured), "
+             << " point(s) whose noise is unknown (not measured, or measured on a shared CPU), "
              << sweep::UnjudgedWorseThan(comparison, *fail_pct) << " of them worse by more than "
              << *fail_pct << "%\n";
   }

@@ -3,6 +3,8 @@
 #include <cstdint>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -102,8 +104,46 @@ std::vector<FlagSpec> DescribedWorkloadFlags(const ExperimentRequestBuilder& bui
   return flags;
 }
 
+namespace {
+
+// Common flags whose 0 the daemon replaces by its default (daemon/admission's ApplyDefaults and
+// the workloads' specs), with that default and what the flag takes. Flags whose 0 means
+// something (--warmup 0, --noise 0, --graph 0, --priority 0) are not here: they are sent.
+struct ReplacedZero {
+  const char* flag;
+  const char* field;
+  const char* replaced_by;
+  const char* allowed;
+};
+constexpr ReplacedZero kReplacedZeros[] = {
+    {"min-iters", "measurement.min_iterations", "100 on a GPU, 5 passes for radix",
+     "at least 1"},
+    {"max-iters", "measurement.max_iterations", "1000 on a GPU", "at least 1"},
+    {"time-budget", "measurement.time_budget", "2s", "a positive duration"},
+    {"timeout", "timeout", "the daemon's --default_timeout", "a positive duration"},
+    {"tp", "tp_degree", "1, or a collective's GPU count", "at least 1"},
+};
+
+bool IsZeroText(absl::string_view value) {
+  const absl::StatusOr<int64_t> number = ParseSizedInteger(value, SizeUnits::kCount);
+  if (number.ok()) return *number == 0;
+  absl::Duration duration;
+  return absl::ParseDuration(value, &duration) && duration == absl::ZeroDuration();
+}
+
+}  // namespace
+
 absl::Status CheckNoSilentZeros(const ExperimentRequestBuilder& builder, const ParsedArgs& args,
                                 const v1::ExperimentRequest& request) {
+  for (const FlagValue& flag : args.flags) {
+    for (const ReplacedZero& replaced : kReplacedZeros) {
+      if (flag.name != replaced.flag || !IsZeroText(flag.value)) continue;
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--", flag.typed_name, " ", flag.value, ": ", replaced.field,
+          " of 0 means unset, which the daemon replaces by its default (", replaced.replaced_by,
+          "); give ", replaced.allowed, ", or leave the flag out for the default"));
+    }
+  }
   const workloads::WorkloadSpec* spec = SpecOf(builder);
   if (spec == nullptr || spec->apply_defaults == nullptr) return absl::OkStatus();
   const FieldDescriptor* workload_field = WorkloadField(builder);

@@ -24,7 +24,8 @@ std::vector<FlagSpec> DescribedWorkloadFlags(const ExperimentRequestBuilder& bui
 
 // Proto3 cannot tell an explicit 0 from an unset field, so the daemon would replace
 // `--num-requests 0` by its default. InvalidArgument, naming the flag and what it takes, for
-// each workload flag given as 0 where the workload's defaults fill in something else.
+// each workload flag given as 0 where the workload's defaults fill in something else, and each
+// common flag (--min-iters, --max-iters, --time-budget, --timeout, --tp) given as 0.
 absl::Status CheckNoSilentZeros(const ExperimentRequestBuilder& builder, const ParsedArgs& args,
                                 const v1::ExperimentRequest& request);
 

@@ -67,5 +67,43 @@ TEST(WorkloadFlagHelpTest, AnExplicitZeroTheDaemonWouldReplaceIsRefused) {
   EXPECT_TRUE(CheckNoSilentZeros(*index, *splits, *index->Build(*splits)).ok());
 }
 
+// The common flags whose 0 the daemon replaces are refused; those whose 0 means something
+// (no warm-up, no noise target, no graph, priority 0) are sent as given.
+TEST(WorkloadFlagHelpTest, ACommonFlagsZeroIsRefusedOrHonoured) {
+  const auto index = ExperimentRequestBuilder::ForWorkload("index");
+  ASSERT_TRUE(index.ok());
+  const std::vector<FlagSpec>& common = index->common_flags();
+  std::vector<FlagSpec> flags = index->workload_flags();
+  flags.insert(flags.end(), common.begin(), common.end());
+  const auto check = [&](std::vector<std::string> words) {
+    const auto parsed = ParseArgs(words, flags);
+    EXPECT_TRUE(parsed.ok()) << parsed.status();
+    const auto request = index->Build(*parsed);
+    EXPECT_TRUE(request.ok()) << request.status();
+    return CheckNoSilentZeros(*index, *parsed, *request);
+  };
+  EXPECT_THAT(check({"--min-iters", "0"}).message(),
+              HasSubstr("--min-iters 0: measurement.min_iterations of 0 means unset, which the "
+                        "daemon replaces by its default (100 on a GPU, 5 passes for radix); give "
+                        "at least 1"));
+  EXPECT_THAT(check({"--time-budget", "0s"}).message(),
+              HasSubstr("measurement.time_budget of 0 means unset"));
+  EXPECT_THAT(check({"--timeout=0"}).message(), HasSubstr("timeout of 0 means unset"));
+  EXPECT_EQ(check({"--max-iters", "0"}).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(check({"--tp", "0"}).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(check({"--min-iters", "10", "--timeout", "5m"}).ok());
+  for (const std::vector<std::string>& meaningful :
+       {std::vector<std::string>{"--warmup", "0"}, std::vector<std::string>{"--noise", "0"},
+        std::vector<std::string>{"--graph", "0"}, std::vector<std::string>{"--priority", "0"}}) {
+    EXPECT_TRUE(check(meaningful).ok()) << meaningful[0];
+  }
+  // Sent as given: present in the request, so the daemon keeps the 0.
+  const auto parsed = ParseArgs({"--warmup", "0", "--noise", "0"}, flags);
+  const auto request = index->Build(*parsed);
+  ASSERT_TRUE(request.ok());
+  EXPECT_TRUE(request->measurement().has_warmup_iterations());
+  EXPECT_TRUE(request->measurement().has_noise_target());
+}
+
 }  // namespace
 }  // namespace gpuprof::client

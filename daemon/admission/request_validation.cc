@@ -279,7 +279,8 @@ void ApplyDefaults(const WorkloadSpec* spec, const ValidationLimits& limits,
   // Measurement and tracing options mean nothing to CPU workloads; keep their requests clean.
   if (uses_gpu) {
     auto& measurement = *request.mutable_measurement();
-    SetIfZero(measurement.warmup_iterations(), [&] { measurement.set_warmup_iterations(10); });
+    // Unset only: an explicit 0 (no warm-up) is honoured.
+    if (!measurement.has_warmup_iterations()) measurement.set_warmup_iterations(10);
     // The floor under the noise target (nvbench's min samples and min time): 100 samples so
     // that p99 is not the maximum, 50 ms of measured GPU time so that a short kernel's noise
     // does not rest on a millisecond of data. Unset min_time only: an explicit 0 is honoured.
@@ -294,7 +295,8 @@ void ApplyDefaults(const WorkloadSpec* spec, const ValidationLimits& limits,
     if (measurement.time_budget().seconds() == 0 && measurement.time_budget().nanos() == 0) {
       *measurement.mutable_time_budget() = TimeUtil::SecondsToDuration(2);
     }
-    SetIfZero(measurement.noise_target(), [&] { measurement.set_noise_target(0.01); });
+    // Unset only: an explicit 0 samples on to max_iterations or the time budget.
+    if (!measurement.has_noise_target()) measurement.set_noise_target(0.01);
     SetIfZero(measurement.l2_mode(),
               [&] { measurement.set_l2_mode(v1::MeasurementOptions::L2_MODE_HOT); });
     SetIfZero(request.tracing().level(),

@@ -80,6 +80,16 @@ TEST(RequestValidation, DefaultsAreFilledAndKeepExplicitZeros) {
   ApplyRequestDefaults({}, TwoNvlinkGpus(), no_time_floor);
   EXPECT_TRUE(no_time_floor.measurement().has_min_time());
   EXPECT_EQ(TimeUtil::DurationToNanoseconds(no_time_floor.measurement().min_time()), 0);
+  EXPECT_EQ(index.measurement().noise_target(), 0.01);
+  // So are an explicit 0 warm-up iterations and noise target (sample to the max or budget).
+  v1::ExperimentRequest explicit_zeros = Index(64);
+  explicit_zeros.mutable_measurement()->set_warmup_iterations(0);
+  explicit_zeros.mutable_measurement()->set_noise_target(0);
+  ApplyRequestDefaults({}, TwoNvlinkGpus(), explicit_zeros);
+  EXPECT_TRUE(explicit_zeros.measurement().has_warmup_iterations());
+  EXPECT_EQ(explicit_zeros.measurement().warmup_iterations(), 0);
+  EXPECT_TRUE(explicit_zeros.measurement().has_noise_target());
+  EXPECT_EQ(explicit_zeros.measurement().noise_target(), 0);
 }
 
 TEST(RequestValidation, MissingWorkloadNamesTheChoices) {

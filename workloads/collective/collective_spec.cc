@@ -52,7 +52,7 @@ void ApplyCollectiveDefaults(const v1::ListGpusResponse& inventory, v1::Experime
   SetIfZero(measurement.min_iterations(), [&] { measurement.set_min_iterations(20); });
   measurement.set_max_iterations(measurement.min_iterations());
   *measurement.mutable_time_budget() = google::protobuf::util::TimeUtil::SecondsToDuration(600);
-  SetIfZero(measurement.warmup_iterations(), [&] { measurement.set_warmup_iterations(5); });
+  if (!measurement.has_warmup_iterations()) measurement.set_warmup_iterations(5);
   if (spec.eager()) {
     // A batch of host launches per sample, as NCCL driven directly runs them back to back.
     measurement.set_graph_launches_per_sample(0);

@@ -92,7 +92,8 @@ radix::PassConfig RadixPassConfigFromOptions(const v1::MeasurementOptions& optio
   // Zero (unset) takes radix's own default, as GPU workloads take theirs at admission; these
   // are applied here so that a CPU request stays free of options it did not set.
   radix::PassConfig passes;
-  if (options.warmup_iterations() > 0) passes.warmup_passes = options.warmup_iterations();
+  // An explicit 0 warm-up passes is honoured (the first timed pass then starts cold).
+  if (options.has_warmup_iterations()) passes.warmup_passes = options.warmup_iterations();
   if (options.min_iterations() > 0) passes.min_passes = options.min_iterations();
   passes.max_passes = options.max_iterations() > 0
                           ? options.max_iterations()
