@@ -34,6 +34,10 @@ std::vector<FlagSpec> CompareFlags() {
           {.name = "min-change",
            .value_syntax = "PCT",
            .help = "differences below this are never significant (default 1)"},
+          {.name = "cpu-run-noise",
+           .value_syntax = "PCT",
+           .help = "judge CPU rates (radix) assuming runs differ by this much (stddev/mean); "
+                   "without it their points are not judged"},
           FormatFlag(),
           {.name = "json",
            .is_switch = true,
@@ -48,12 +52,15 @@ std::string CompareHelp() {
       "[--format F]\n\n"
       "A and B are experiments (exp-...), sweeps (swp-...) or baselines (a name, or\n"
       "baseline:NAME). Points are matched by their parameters; each shows both figures,\n"
-      "B/A (above 1: B is better) and whether the difference exceeds the noise both runs\n"
-      "measured, sqrt(noise_A^2 + noise_B^2), and --min-change. The summary gives the\n"
+      "B/A (above 1: B is better) and whether the difference exceeds both the change chance\n"
+      "allows (NOISE: 2 x sqrt(noise_A^2 + noise_B^2), each noise at the 95% upper bound\n"
+      "of its sample count; docs/sweeps.md) and --min-change. The summary gives the\n"
       "geometric mean of B/A, the regressions and improvements, and what differs in the\n"
       "provenance (GPU, driver, CUDA, NCCL, gpuprof version, host). Where a figure's\n"
-      "noise is unknown (a radix run without repeated passes), so is the verdict: NOISE\n"
-      "and VERDICT say \"unknown\" and --fail-on-regression never fails on that point.\n"
+      "noise is unknown (a radix run without repeated passes, or on a shared CPU), so is\n"
+      "the verdict: NOISE and VERDICT say \"unknown\" and --fail-on-regression never fails\n"
+      "on that point. A CPU rate's passes say nothing of how far another run lands (runs\n"
+      "differ more than passes), so radix points are judged only with --cpu-run-noise PCT.\n"
       "exit codes: 0; 5 with --fail-on-regression when a point is worse beyond PCT;\n"
       "2 when nothing matches or an id is unknown.\n\nflags:\n",
       FormatFlagHelp(CompareFlags()));
@@ -189,9 +196,11 @@ int CompareAndPrint(const ClientEnvironment& env, const ParsedArgs& args,
   };
   const std::optional<double> min_change = percent("min-change", 1);
   const std::optional<double> fail_pct = percent("fail-on-regression", -1);
-  if (!min_change.has_value() || !fail_pct.has_value()) {
-    return ReportUsageError(env, "--min-change and --fail-on-regression take a percentage >= 0",
-                            "compare");
+  const std::optional<double> cpu_run_noise = percent("cpu-run-noise", -1);
+  if (!min_change.has_value() || !fail_pct.has_value() || !cpu_run_noise.has_value()) {
+    return ReportUsageError(
+        env, "--min-change, --fail-on-regression and --cpu-run-noise take a percentage >= 0",
+        "compare");
   }
   absl::StatusOr<SweepFormat> format = ParseSweepFormat(args.Get("format").value_or("table"));
   if (!format.ok()) return ReportUsageError(env, format.status().message(), "compare");
@@ -207,7 +216,9 @@ int CompareAndPrint(const ClientEnvironment& env, const ParsedArgs& args,
        {std::pair{args.positionals[0], &a}, std::pair{args.positionals[1], &b}}) {
     if (const int code = resolve(name, *side); code != kExitOk) return code;
   }
-  const sweep::Comparison comparison = sweep::Compare(a, b, {.min_change = *min_change / 100});
+  sweep::CompareOptions options{.min_change = *min_change / 100};
+  if (*cpu_run_noise >= 0) options.cpu_run_noise = *cpu_run_noise / 100;
+  const sweep::Comparison comparison = sweep::Compare(a, b, options);
 
   std::ostream& out = *env.out;
   const bool table = *format == SweepFormat::kTable;
@@ -315,7 +326,8 @@ int CompareAndPrint(const ClientEnvironment& env, const ParsedArgs& args,
   // it, and says what it left unjudged.
   if (*fail_pct >= 0 && comparison.noise_unknown > 0) {
     *env.err << "not gated: " << comparison.noise_unknown
-             << " point(s) whose noise is unknown (not measured, or measured on a shared CPU), "
+             << " point(s) whose noise is unknown (not measured, measured on a shared CPU, or a "
+                "CPU rate without --cpu-run-noise), "
              << sweep::UnjudgedWorseThan(comparison, *fail_pct) << " of them worse by more than "
              << *fail_pct << "%\n";
   }

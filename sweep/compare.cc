@@ -57,11 +57,21 @@ std::string NodeOf(const CompareSide& side, size_t point) {
 // side's noise taken at the 95% upper bound its sample count allows (a CPU figure's 5 passes say
 // less about its spread than a GPU figure's 500 samples). Between runs a machine varies more
 // than within one (clocks, other work on a shared box), which the bound also leaves room for.
-double ChanceChange(const PointFigure& a, const PointFigure& b) {
+// nullopt where a side's noise is unknown, or covers one run only and no run-to-run noise was
+// given for it.
+std::optional<double> ChanceChange(const PointFigure& a, const PointFigure& b,
+                                   const CompareOptions& options) {
   constexpr double kStandardDeviations = 2;
-  const double noise_a = *a.relative_noise * NoiseUpperBoundFactor(a.samples);
-  const double noise_b = *b.relative_noise * NoiseUpperBoundFactor(b.samples);
-  return kStandardDeviations * std::sqrt(noise_a * noise_a + noise_b * noise_b);
+  const auto noise = [&](const PointFigure& figure) -> std::optional<double> {
+    if (!figure.relative_noise.has_value()) return std::nullopt;
+    const double measured = *figure.relative_noise * NoiseUpperBoundFactor(figure.samples);
+    if (figure.noise_covers_runs) return measured;
+    if (!options.cpu_run_noise.has_value()) return std::nullopt;
+    return std::max(measured, *options.cpu_run_noise);
+  };
+  const std::optional<double> noise_a = noise(a), noise_b = noise(b);
+  if (!noise_a.has_value() || !noise_b.has_value()) return std::nullopt;
+  return kStandardDeviations * std::sqrt(*noise_a * *noise_a + *noise_b * *noise_b);
 }
 
 const v1::Provenance& ProvenanceOf(const CompareSide& side, const std::string& node) {
@@ -127,9 +137,7 @@ Comparison Compare(const CompareSide& a, const CompareSide& b, const CompareOpti
     compared.b = *other->second;
     compared.ratio = compared.a.higher_is_better ? compared.b.value / compared.a.value
                                                  : compared.a.value / compared.b.value;
-    if (compared.a.relative_noise.has_value() && compared.b.relative_noise.has_value()) {
-      compared.noise = ChanceChange(compared.a, compared.b);
-    }
+    compared.noise = ChanceChange(compared.a, compared.b, options);
     const double threshold = std::max(compared.noise.value_or(0), options.min_change);
     if (!compared.noise.has_value()) {
       // Without the noise a difference cannot be called significant, however large (one run's

@@ -35,10 +35,15 @@ struct CompareOptions {
   // Differences smaller than this fraction are never significant, whatever the noise says
   // (a run can report near-zero noise).
   double min_change = 0.01;
+  // The run-to-run noise (stddev/mean) to assume for figures whose noise comes from one run only
+  // (CPU rates: Headline::noise_covers_runs), as the larger of it and their own; unset, such
+  // points are not judged (kNoiseUnknown).
+  std::optional<double> cpu_run_noise;
 };
 
 // kNoiseUnknown: a side's noise was not measured (radix without repeated passes, a GPU run of
-// one sample), so the difference cannot be judged against it.
+// one sample, a run on a shared CPU) or covers one run only (a CPU rate without
+// CompareOptions::cpu_run_noise), so the difference cannot be judged against it.
 enum class Verdict { kSame, kImprovement, kRegression, kNoiseUnknown };
 
 struct ComparedPoint {

@@ -110,6 +110,7 @@ std::optional<Headline> MatchRateHeadline(const v1::Experiment& experiment) {
     headline.unit = "op/s";
     headline.value = operation.ops_per_second();
     headline.bound = HeadlineBound::kCpuRate;
+    headline.noise_covers_runs = false;
     // Only the spread over repeated timed passes is the throughput's noise; the spread of
     // per-operation latencies is not (requests differ in length by design).
     const v1::RadixResult& radix = experiment.result().radix();

@@ -32,6 +32,11 @@ struct Headline {
   // stddev / mean of the samples (or timed passes) behind the value; nullopt when nothing
   // measured it, which is not the same as a noise of 0.
   std::optional<double> relative_noise;
+  // Whether the noise also bounds how far another run lands. A GPU kernel's samples do (identical
+  // sweeps on an H100 agree within 0.1%); a CPU rate's passes do not: on the same idle VM,
+  // identical radix runs came out up to 2x apart with 3-15% spread between their own passes.
+  // compare judges such a figure only with a run-to-run noise the user gives it.
+  bool noise_covers_runs = true;
   // Why the noise is unknown though samples measured one ("other processes took 1.4 of 2
   // CPUs while it ran"); empty otherwise.
   std::string noise_unknown_because;

@@ -497,12 +497,22 @@ class Client(_connection.Connected):
         side.id = f"baseline {name} ({side.id})"
         return side
 
-    def compare(self, a: str, b: str, *, min_change: float = 0.01) -> _compare.Comparison:
+    def compare(
+        self,
+        a: str,
+        b: str,
+        *,
+        min_change: float = 0.01,
+        cpu_run_noise: Optional[float] = None,
+    ) -> _compare.Comparison:
         """Compares two runs as `gpuprof compare A B` does: experiments, sweeps or baselines by
         name; points matched by parameters, ratio > 1 when B is better, a verdict against the
-        noise both measured (never "regression" when a noise is unknown). `.to_dataframe()`,
-        `.regressions`, `.worst_regression_pct`, `.geomean_ratio`."""
-        return _compare.compare(self._compare_side(a), self._compare_side(b), min_change)
+        noise both measured (never "regression" when a noise is unknown; CPU rates are judged
+        only with `cpu_run_noise`, as --cpu-run-noise). `.to_dataframe()`, `.regressions`,
+        `.worst_regression_pct`, `.geomean_ratio`."""
+        return _compare.compare(
+            self._compare_side(a), self._compare_side(b), min_change, cpu_run_noise
+        )
 
     def cancel_sweep(self, sweep_id: str, reason: str = "") -> sweep_pb2.Sweep:
         return self._unary(

@@ -131,15 +131,33 @@ def noise_upper_bound_factor(samples: int) -> float:
     return min(most, math.sqrt(k / (k * root**3)))
 
 
-def chance_change(a: Headline, b: Headline) -> float:
-    """Two standard deviations of the ratio, each side's noise at its 95% upper bound."""
-    assert a.relative_noise is not None and b.relative_noise is not None
-    noise_a = a.relative_noise * noise_upper_bound_factor(a.samples)
-    noise_b = b.relative_noise * noise_upper_bound_factor(b.samples)
+def chance_change(
+    a: Headline, b: Headline, cpu_run_noise: Optional[float] = None
+) -> Optional[float]:
+    """Two standard deviations of the ratio, each side's noise at its 95% upper bound; for a
+    figure whose noise covers one run only (a CPU rate), at least `cpu_run_noise`. None where a
+    noise is unknown, or covers one run and no `cpu_run_noise` was given."""
+
+    def noise(figure: Headline) -> Optional[float]:
+        if figure.relative_noise is None:
+            return None
+        measured = figure.relative_noise * noise_upper_bound_factor(figure.samples)
+        if figure.noise_covers_runs:
+            return measured
+        return None if cpu_run_noise is None else max(measured, cpu_run_noise)
+
+    noise_a, noise_b = noise(a), noise(b)
+    if noise_a is None or noise_b is None:
+        return None
     return 2 * math.hypot(noise_a, noise_b)
 
 
-def compare(a: CompareSide, b: CompareSide, min_change: float = 0.01) -> Comparison:
+def compare(
+    a: CompareSide,
+    b: CompareSide,
+    min_change: float = 0.01,
+    cpu_run_noise: Optional[float] = None,
+) -> Comparison:
     axes = list(a.axes) + [axis for axis in b.axes if axis not in a.axes]
     key = lambda experiment: tuple(parameters_of(experiment, axes).items())  # noqa: E731
     figures_b: Dict[Any, Optional[Headline]] = {key(p): headline_of(p) for p in b.points}
@@ -171,9 +189,7 @@ def compare(a: CompareSide, b: CompareSide, min_change: float = 0.01) -> Compari
             if figure_a.higher_is_better
             else figure_a.value / figure_b.value
         )
-        noise = None
-        if figure_a.relative_noise is not None and figure_b.relative_noise is not None:
-            noise = chance_change(figure_a, figure_b)
+        noise = chance_change(figure_a, figure_b, cpu_run_noise)
         threshold = max(noise or 0.0, min_change)
         if noise is None:
             # Without the noise a difference cannot be called significant, nor the same.

@@ -26,6 +26,10 @@ class Headline:
     # Why the noise is unknown though samples measured one ("other processes took 1.4 of 2
     # CPUs while it ran"); empty otherwise.
     noise_unknown_because: str = ""
+    # Whether the noise also bounds how far another run lands: a GPU kernel's samples do, a CPU
+    # rate's passes do not (workloads/headline.h), so compare judges those only with a
+    # run-to-run noise given to it.
+    noise_covers_runs: bool = True
     # The samples (GPU) or timed passes (CPU) the value rests on; 0 when unknown.
     samples: int = 0
     # The median time behind the figure in microseconds (0 when not timed).
@@ -151,6 +155,7 @@ def match_rate_headline(experiment: experiment_pb2.Experiment) -> Optional[Headl
             unit="op/s",
             value=operation.ops_per_second,
             bound="CPU work",
+            noise_covers_runs=False,
             relative_noise=noise,
             noise_unknown_because=because,
             samples=operation.passes,

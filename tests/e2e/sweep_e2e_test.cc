@@ -291,11 +291,18 @@ TEST_F(SweepE2eTest, CompareMatchesPointsGatesOnRegressionsAndUsesBaselines) {
   };
   const std::string fast = run({"--system-prompt-tokens", "64", "--max-history-tokens", "256"});
   const std::string slow = run({"--system-prompt-tokens", "60000", "--max-history-tokens", "256"});
-  // The slow run is far slower whatever the machine does; whether compare may call it worse
-  // depends on the noise both runs measured: flagged (and gated) beyond the change chance
-  // allows, "same" within it, "unknown" where a run's noise is unknown (it shared the CPU).
-  const CommandResult rows =
-      daemon_->Cli({"compare", fast, slow, "--fail-on-regression", "20", "--format", "csv"});
+  // The slow run is far slower whatever the machine does. A CPU rate is judged only with a
+  // run-to-run noise to assume (its passes do not bound another run); with one, whether compare
+  // may call it worse depends on the noise both runs measured: flagged (and gated) beyond the
+  // change chance allows, "same" within it, "unknown" where a run shared the CPU.
+  const CommandResult unjudged = daemon_->Cli({"compare", fast, slow, "--fail-on-regression", "20"});
+  EXPECT_EQ(unjudged.exit_code, 0) << unjudged.out << unjudged.err;
+  EXPECT_THAT(unjudged.out, HasSubstr("1 noise unknown"));
+  EXPECT_THAT(unjudged.err, HasSubstr("1 of them worse by more than 20%"));
+  const std::vector<std::string> judged = {"--fail-on-regression", "20", "--cpu-run-noise", "10"};
+  std::vector<std::string> csv = {"compare", fast, slow, "--format", "csv"};
+  csv.insert(csv.end(), judged.begin(), judged.end());
+  const CommandResult rows = daemon_->Cli(csv);
   const std::vector<std::string> lines = absl::StrSplit(rows.out, '\n', absl::SkipEmpty());
   ASSERT_EQ(lines.size(), 2u) << rows.out << rows.err;
   const std::vector<std::string> cells = absl::StrSplit(lines[1], ',');
@@ -304,7 +311,9 @@ TEST_F(SweepE2eTest, CompareMatchesPointsGatesOnRegressionsAndUsesBaselines) {
   ASSERT_TRUE(absl::SimpleAtod(cells[5], &ratio)) << lines[1];
   EXPECT_LT(ratio, 0.8) << "long shared prefixes must be slower: " << lines[1];
   const std::string& verdict = cells[10];
-  const CommandResult worse = daemon_->Cli({"compare", fast, slow, "--fail-on-regression", "20"});
+  std::vector<std::string> table = {"compare", fast, slow};
+  table.insert(table.end(), judged.begin(), judged.end());
+  const CommandResult worse = daemon_->Cli(table);
   if (verdict == "worse") {
     EXPECT_EQ(worse.exit_code, 5) << worse.out << worse.err;
     EXPECT_THAT(worse.out, HasSubstr("1 worse"));
@@ -319,10 +328,12 @@ TEST_F(SweepE2eTest, CompareMatchesPointsGatesOnRegressionsAndUsesBaselines) {
     EXPECT_EQ(worse.exit_code, 0) << worse.out << worse.err;
     EXPECT_THAT(worse.out, HasSubstr("1 noise unknown"));
     EXPECT_THAT(worse.err, HasSubstr("not gated: 1 point(s) whose noise is unknown (not "
-                                     "measured, or measured on a shared CPU), 1 of them worse "
-                                     "by more than 20%"));
+                                     "measured, measured on a shared CPU, or a CPU rate without "
+                                     "--cpu-run-noise), 1 of them worse by more than 20%"));
   }
-  const CommandResult better = daemon_->Cli({"compare", slow, fast, "--fail-on-regression", "20"});
+  std::vector<std::string> reversed = {"compare", slow, fast};
+  reversed.insert(reversed.end(), judged.begin(), judged.end());
+  const CommandResult better = daemon_->Cli(reversed);
   EXPECT_EQ(better.exit_code, 0) << better.err;
   EXPECT_THAT(better.out, HasSubstr(verdict == "worse"     ? "1 better"
                                     : verdict == "same" ? "1 within noise"
