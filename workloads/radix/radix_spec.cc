@@ -118,6 +118,15 @@ absl::Status ValidateRadixMeasurement(const v1::MeasurementOptions& options) {
   if (options.graph_launches_per_sample() != 0) return refuse("graph_launches_per_sample");
   if (options.eager_launches_per_sample() != 0) return refuse("eager_launches_per_sample");
   if (options.host_inputs()) return refuse("host_inputs");
+  // What the worker would refuse, refused here, before anything runs: fewer timed passes at
+  // most than at least (radix's floor is 5 passes when --min-iters is not given).
+  const radix::PassConfig passes = RadixPassConfigFromOptions(options);
+  if (options.max_iterations() > 0 && passes.max_passes < passes.min_passes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "measurement.max_iterations: got ", options.max_iterations(), "; radix times at least ",
+        passes.min_passes, " passes (measurement.min_iterations",
+        options.min_iterations() > 0 ? "" : ", unset: 5", "), so it must be at least that"));
+  }
   return absl::OkStatus();
 }
 

@@ -68,6 +68,22 @@ TEST(RadixMeasurementTest, GpuOnlyOptionsAreRefusedByName) {
   EXPECT_TRUE(ValidateRadixMeasurement(options).ok());
 }
 
+// At admission, not in the worker: a pass limit below the floor.
+TEST(RadixMeasurementTest, AMaximumBelowTheFloorIsRefused) {
+  v1::MeasurementOptions options;
+  options.set_max_iterations(3);
+  const absl::Status below = ValidateRadixMeasurement(options);
+  EXPECT_EQ(below.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(below.message(),
+            "measurement.max_iterations: got 3; radix times at least 5 passes "
+            "(measurement.min_iterations, unset: 5), so it must be at least that");
+  options.set_min_iterations(2);
+  EXPECT_TRUE(ValidateRadixMeasurement(options).ok());
+  options.set_max_iterations(5);
+  options.set_min_iterations(0);
+  EXPECT_TRUE(ValidateRadixMeasurement(options).ok());
+}
+
 radix::RadixWorkloadConfig ShortRun(int64_t passes) {
   v1::RadixSpec spec;
   ApplyRadixDefaults(spec);
