@@ -4,7 +4,7 @@ results read as dicts and pandas DataFrames."""
 from __future__ import annotations
 
 import datetime
-from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, TypeVar, Union
 
 import grpc
 from google.protobuf import json_format
@@ -88,7 +88,43 @@ class EventStream(Iterator[Any]):
         self.cancel()
 
 
-class Experiment:
+_HandleT = TypeVar("_HandleT", bound="_Handle")
+
+
+class _Handle:
+    """What Experiment and Sweep share: the daemon's last copy of the run, the blocking client
+    that fetches it again, and waiting for the run to end."""
+
+    proto: Any
+    _client: Optional["Client"]
+
+    @property
+    def done(self) -> bool:
+        raise NotImplementedError
+
+    def refresh(self: _HandleT) -> _HandleT:
+        raise NotImplementedError
+
+    def watch(self, from_seq: int = 0, timeout: Optional[float] = None) -> EventStream:
+        raise NotImplementedError
+
+    def _needs_client(self) -> "Client":
+        if self._client is None:
+            raise RuntimeError(
+                f"this {type(self).__name__} has no blocking Client (use AsyncClient's calls)"
+            )
+        return self._client
+
+    def wait(self: _HandleT, timeout: Optional[float] = None) -> _HandleT:
+        """Blocks until the experiment, or every point of the sweep, has ended (TimeoutError
+        after `timeout` seconds)."""
+        if not self.done:
+            for _ in self.watch(from_seq=max(self.proto.last_seq, 1), timeout=timeout):
+                pass
+        return self.refresh()
+
+
+class Experiment(_Handle):
     """One experiment as the daemon last reported it. Reads (result, headline, row) use that
     copy; refresh() and wait() fetch it again."""
 
@@ -133,24 +169,12 @@ class Experiment:
     def to_dataframe(self) -> Any:
         return _rows.to_dataframe([self.row()])
 
-    def _needs_client(self) -> "Client":
-        if self._client is None:
-            raise RuntimeError("this Experiment has no blocking Client (use AsyncClient's calls)")
-        return self._client
-
     def refresh(self) -> "Experiment":
         self.proto = self._needs_client()._get_experiment(self.id)
         return self
 
     def watch(self, from_seq: int = 0, timeout: Optional[float] = None) -> EventStream:
         return self._needs_client().watch(self.id, from_seq=from_seq, timeout=timeout)
-
-    def wait(self, timeout: Optional[float] = None) -> "Experiment":
-        """Blocks until the experiment ends (TimeoutError after `timeout` seconds)."""
-        if not self.done:
-            for _ in self.watch(from_seq=max(self.proto.last_seq, 1), timeout=timeout):
-                pass
-        return self.refresh()
 
     def cancel(self, reason: str = "") -> "Experiment":
         self.proto = self._needs_client().cancel(self.id, reason)
@@ -184,7 +208,7 @@ class ExperimentList(Sequence[Experiment]):
         return _rows.to_dataframe(self.rows())
 
 
-class Sweep:
+class Sweep(_Handle):
     """A sweep with every point (GetSweep's pages joined), as the daemon last reported it."""
 
     def __init__(self, proto: sweep_pb2.Sweep, client: Optional["Client"] = None) -> None:
@@ -228,24 +252,12 @@ class Sweep:
         the statistics (the columns of `gpuprof sweep get ID --format csv`, and more)."""
         return _rows.to_dataframe(self.rows())
 
-    def _needs_client(self) -> "Client":
-        if self._client is None:
-            raise RuntimeError("this Sweep has no blocking Client (use AsyncClient's calls)")
-        return self._client
-
     def refresh(self) -> "Sweep":
         self.proto = self._needs_client()._get_sweep(self.id)
         return self
 
     def watch(self, from_seq: int = 0, timeout: Optional[float] = None) -> EventStream:
         return self._needs_client().watch_sweep(self.id, from_seq=from_seq, timeout=timeout)
-
-    def wait(self, timeout: Optional[float] = None) -> "Sweep":
-        """Blocks until every point ended (TimeoutError after `timeout` seconds)."""
-        if not self.done:
-            for _ in self.watch(from_seq=max(self.proto.last_seq, 1), timeout=timeout):
-                pass
-        return self.refresh()
 
     def cancel(self, reason: str = "") -> "Sweep":
         self._needs_client().cancel_sweep(self.id, reason)
