@@ -7,11 +7,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
-#include "absl/time/time.h"
 #include "client/record_row.h"
 #include "client/request_builder.h"
-#include "common/enum_names.h"
-#include "google/protobuf/duration.pb.h"
+#include "common/field_text.h"
 #include "google/protobuf/util/message_differencer.h"
 
 namespace gpuprof::client {
@@ -22,58 +20,10 @@ using ::google::protobuf::FieldDescriptor;
 using ::google::protobuf::Message;
 using ::google::protobuf::Reflection;
 
-// One scalar as the flag parser reads it back (no size suffixes: the exact value).
-std::string ScalarText(const Message& message, const FieldDescriptor* field, int index) {
-  const Reflection* reflection = message.GetReflection();
-  const bool repeated = field->is_repeated();
-  switch (field->cpp_type()) {
-    case FieldDescriptor::CPPTYPE_INT32:
-      return absl::StrCat(repeated ? reflection->GetRepeatedInt32(message, field, index)
-                                   : reflection->GetInt32(message, field));
-    case FieldDescriptor::CPPTYPE_INT64:
-      return absl::StrCat(repeated ? reflection->GetRepeatedInt64(message, field, index)
-                                   : reflection->GetInt64(message, field));
-    case FieldDescriptor::CPPTYPE_UINT32:
-      return absl::StrCat(repeated ? reflection->GetRepeatedUInt32(message, field, index)
-                                   : reflection->GetUInt32(message, field));
-    case FieldDescriptor::CPPTYPE_UINT64:
-      return absl::StrCat(repeated ? reflection->GetRepeatedUInt64(message, field, index)
-                                   : reflection->GetUInt64(message, field));
-    case FieldDescriptor::CPPTYPE_DOUBLE:
-      return RoundTripNumber(repeated ? reflection->GetRepeatedDouble(message, field, index)
-                                      : reflection->GetDouble(message, field));
-    case FieldDescriptor::CPPTYPE_FLOAT:
-      return RoundTripNumber(repeated ? reflection->GetRepeatedFloat(message, field, index)
-                                      : reflection->GetFloat(message, field));
-    case FieldDescriptor::CPPTYPE_BOOL:
-      return (repeated ? reflection->GetRepeatedBool(message, field, index)
-                       : reflection->GetBool(message, field))
-                 ? "true"
-                 : "false";
-    case FieldDescriptor::CPPTYPE_ENUM:
-      return EnumShortName(repeated ? reflection->GetRepeatedEnum(message, field, index)
-                                    : reflection->GetEnum(message, field));
-    case FieldDescriptor::CPPTYPE_STRING:
-      return repeated ? reflection->GetRepeatedString(message, field, index)
-                      : reflection->GetString(message, field);
-    case FieldDescriptor::CPPTYPE_MESSAGE:
-      break;
-  }
-  return "";
-}
-
-// The value of a singular message field: a Duration ("1m30s") or a small message's fields
-// joined by ':' ("0:32000").
-std::string MessageText(const Message& value) {
-  const Descriptor* type = value.GetDescriptor();
-  if (type->full_name() == "google.protobuf.Duration") {
-    const auto& duration = static_cast<const google::protobuf::Duration&>(value);
-    return absl::FormatDuration(absl::Seconds(duration.seconds()) +
-                                absl::Nanoseconds(duration.nanos()));
-  }
-  std::vector<std::string> parts;
-  for (int i = 0; i < type->field_count(); ++i) parts.push_back(ScalarText(value, type->field(i), 0));
-  return absl::StrJoin(parts, ":");
+// One value as the flag parser reads it back: doubles at round-trip precision, no size
+// suffixes, so the exact value.
+std::string ExactText(const Message& message, const FieldDescriptor* field, int index) {
+  return FieldValueAsText(message, field, index, RoundTripNumber);
 }
 
 // Appends "--flag value" for each value `field` of `message` holds.
@@ -85,14 +35,14 @@ absl::Status AppendFlag(const Message& message, const FieldDescriptor* field,
       const Message& entry = reflection->GetRepeatedMessage(message, field, i);
       const Descriptor* type = entry.GetDescriptor();
       words.push_back(absl::StrCat("--", flag));
-      words.push_back(absl::StrCat(ScalarText(entry, type->map_key(), 0), "=",
-                                   ScalarText(entry, type->map_value(), 0)));
+      words.push_back(absl::StrCat(ExactText(entry, type->map_key(), 0), "=",
+                                   ExactText(entry, type->map_value(), 0)));
     }
     return absl::OkStatus();
   }
   if (field->is_repeated()) {
     for (int i = 0; i < reflection->FieldSize(message, field); ++i) {
-      const std::string text = ScalarText(message, field, i);
+      const std::string text = ExactText(message, field, i);
       // The parser splits a repeated value on ','.
       if (absl::StrContains(text, ',')) {
         return absl::FailedPreconditionError(
@@ -105,13 +55,11 @@ absl::Status AppendFlag(const Message& message, const FieldDescriptor* field,
     return absl::OkStatus();
   }
   if (field->cpp_type() == FieldDescriptor::CPPTYPE_BOOL) {
-    words.push_back(absl::StrCat("--", flag, "=", ScalarText(message, field, 0)));
+    words.push_back(absl::StrCat("--", flag, "=", ExactText(message, field, 0)));
     return absl::OkStatus();
   }
   words.push_back(absl::StrCat("--", flag));
-  words.push_back(field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE
-                      ? MessageText(reflection->GetMessage(message, field))
-                      : ScalarText(message, field, 0));
+  words.push_back(ExactText(message, field, 0));
   return absl::OkStatus();
 }
 
@@ -182,9 +130,7 @@ absl::StatusOr<std::vector<std::string>> SubmitCommandWords(const v1::Experiment
 }
 
 std::string FieldValueText(const Message& message, const FieldDescriptor* field) {
-  return field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE
-             ? MessageText(message.GetReflection()->GetMessage(message, field))
-             : ScalarText(message, field, 0);
+  return ExactText(message, field, 0);
 }
 
 v1::ExperimentRequest RequestToReproduce(const v1::Experiment& experiment) {

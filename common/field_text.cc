@@ -12,6 +12,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "common/status_macros.h"
+#include "google/protobuf/descriptor.pb.h"
+#include "google/protobuf/duration.pb.h"
 
 namespace gpuprof {
 namespace {
@@ -376,6 +378,61 @@ std::string FieldTypeName(const FieldDescriptor* field) {
       name = field->type_name();
   }
   return field->is_repeated() ? absl::StrCat("repeated ", name) : name;
+}
+
+std::string FieldValueAsText(const Message& message, const FieldDescriptor* field, int index,
+                             std::string (*number_text)(double)) {
+  const Reflection* reflection = message.GetReflection();
+  const bool repeated = field->is_repeated();
+  switch (field->cpp_type()) {
+    case FieldDescriptor::CPPTYPE_INT32:
+      return absl::StrCat(repeated ? reflection->GetRepeatedInt32(message, field, index)
+                                   : reflection->GetInt32(message, field));
+    case FieldDescriptor::CPPTYPE_INT64:
+      return absl::StrCat(repeated ? reflection->GetRepeatedInt64(message, field, index)
+                                   : reflection->GetInt64(message, field));
+    case FieldDescriptor::CPPTYPE_UINT32:
+      return absl::StrCat(repeated ? reflection->GetRepeatedUInt32(message, field, index)
+                                   : reflection->GetUInt32(message, field));
+    case FieldDescriptor::CPPTYPE_UINT64:
+      return absl::StrCat(repeated ? reflection->GetRepeatedUInt64(message, field, index)
+                                   : reflection->GetUInt64(message, field));
+    case FieldDescriptor::CPPTYPE_DOUBLE:
+      return number_text(repeated ? reflection->GetRepeatedDouble(message, field, index)
+                                  : reflection->GetDouble(message, field));
+    case FieldDescriptor::CPPTYPE_FLOAT:
+      return number_text(repeated ? reflection->GetRepeatedFloat(message, field, index)
+                                  : reflection->GetFloat(message, field));
+    case FieldDescriptor::CPPTYPE_BOOL:
+      return (repeated ? reflection->GetRepeatedBool(message, field, index)
+                       : reflection->GetBool(message, field))
+                 ? "true"
+                 : "false";
+    case FieldDescriptor::CPPTYPE_ENUM:
+      return EnumShortName(field->enum_type(),
+                           repeated ? reflection->GetRepeatedEnumValue(message, field, index)
+                                    : reflection->GetEnumValue(message, field));
+    case FieldDescriptor::CPPTYPE_STRING:
+      return repeated ? reflection->GetRepeatedString(message, field, index)
+                      : reflection->GetString(message, field);
+    case FieldDescriptor::CPPTYPE_MESSAGE: {
+      const Message& child = repeated ? reflection->GetRepeatedMessage(message, field, index)
+                                      : reflection->GetMessage(message, field);
+      if (child.GetDescriptor()->full_name() == "google.protobuf.Duration") {
+        const auto& duration = static_cast<const google::protobuf::Duration&>(child);
+        return absl::FormatDuration(absl::Seconds(duration.seconds()) +
+                                    absl::Nanoseconds(duration.nanos()));
+      }
+      // Small messages are typed as their fields joined by ':' (a map entry as key=value).
+      std::vector<std::string> parts;
+      const Descriptor* type = child.GetDescriptor();
+      for (int i = 0; i < type->field_count(); ++i) {
+        parts.push_back(FieldValueAsText(child, type->field(i), -1, number_text));
+      }
+      return absl::StrJoin(parts, type->options().map_entry() ? "=" : ":");
+    }
+  }
+  return "";
 }
 
 }  // namespace gpuprof

@@ -48,6 +48,15 @@ bool IsSettableFromText(const google::protobuf::FieldDescriptor* field);
 // "DURATION", "KEY=VALUE", "INT[,INT...]".
 std::string FieldValueSyntax(const google::protobuf::FieldDescriptor* field);
 
+// One value of `field` (element `index` of a repeated field; ignored otherwise) in the syntax
+// SetFieldFromText reads: integers in full, enums by short name, true/false, strings as they
+// are, a Duration as "1m30s", a small message as its fields joined by ':' (a map entry as
+// key=value). Doubles and floats are written by `number_text`: the sweeps' short form or the
+// CLI's round-trip one.
+std::string FieldValueAsText(const google::protobuf::Message& message,
+                             const google::protobuf::FieldDescriptor* field, int index,
+                             std::string (*number_text)(double));
+
 // The field's proto type for help: "int64", "DataType", "VocabRange", "repeated int32".
 std::string FieldTypeName(const google::protobuf::FieldDescriptor* field);
 

@@ -34,59 +34,8 @@ bool IsIntegerField(const FieldDescriptor* field) {
   }
 }
 
-std::string ScalarText(const Message& message, const FieldDescriptor* field, int index) {
-  const Reflection* reflection = message.GetReflection();
-  const bool repeated = field->is_repeated();
-  switch (field->cpp_type()) {
-    case FieldDescriptor::CPPTYPE_INT32:
-      return absl::StrCat(repeated ? reflection->GetRepeatedInt32(message, field, index)
-                                   : reflection->GetInt32(message, field));
-    case FieldDescriptor::CPPTYPE_INT64:
-      return absl::StrCat(repeated ? reflection->GetRepeatedInt64(message, field, index)
-                                   : reflection->GetInt64(message, field));
-    case FieldDescriptor::CPPTYPE_UINT32:
-      return absl::StrCat(repeated ? reflection->GetRepeatedUInt32(message, field, index)
-                                   : reflection->GetUInt32(message, field));
-    case FieldDescriptor::CPPTYPE_UINT64:
-      return absl::StrCat(repeated ? reflection->GetRepeatedUInt64(message, field, index)
-                                   : reflection->GetUInt64(message, field));
-    case FieldDescriptor::CPPTYPE_DOUBLE:
-      return absl::StrCat(repeated ? reflection->GetRepeatedDouble(message, field, index)
-                                   : reflection->GetDouble(message, field));
-    case FieldDescriptor::CPPTYPE_FLOAT:
-      return absl::StrCat(repeated ? reflection->GetRepeatedFloat(message, field, index)
-                                   : reflection->GetFloat(message, field));
-    case FieldDescriptor::CPPTYPE_BOOL:
-      return (repeated ? reflection->GetRepeatedBool(message, field, index)
-                       : reflection->GetBool(message, field))
-                 ? "true"
-                 : "false";
-    case FieldDescriptor::CPPTYPE_ENUM:
-      return EnumShortName(field->enum_type(),
-                           repeated ? reflection->GetRepeatedEnumValue(message, field, index)
-                                    : reflection->GetEnumValue(message, field));
-    case FieldDescriptor::CPPTYPE_STRING:
-      return repeated ? reflection->GetRepeatedString(message, field, index)
-                      : reflection->GetString(message, field);
-    case FieldDescriptor::CPPTYPE_MESSAGE: {
-      const Message& child = repeated ? reflection->GetRepeatedMessage(message, field, index)
-                                      : reflection->GetMessage(message, field);
-      if (child.GetDescriptor()->full_name() == "google.protobuf.Duration") {
-        const auto& duration = static_cast<const google::protobuf::Duration&>(child);
-        return absl::FormatDuration(absl::Seconds(duration.seconds()) +
-                                    absl::Nanoseconds(duration.nanos()));
-      }
-      // Small messages are typed as their fields joined by ':' (a map entry as key=value).
-      std::vector<std::string> parts;
-      const Descriptor* type = child.GetDescriptor();
-      for (int i = 0; i < type->field_count(); ++i) {
-        parts.push_back(ScalarText(child, type->field(i), -1));
-      }
-      return absl::StrJoin(parts, type->options().map_entry() ? "=" : ":");
-    }
-  }
-  return "";
-}
+// Axis values as the sweep tables show them (six significant digits).
+std::string ShortNumber(double value) { return absl::StrCat(value); }
 
 std::string AxisError(absl::string_view axis, absl::string_view what) {
   return absl::StrCat("axis \"", axis, "\": ", what);
@@ -155,10 +104,10 @@ std::string FieldValueText(const v1::ExperimentRequest& request, const FieldPath
     message = &message->GetReflection()->GetMessage(*message, path[i]);
   }
   const FieldDescriptor* field = path.back();
-  if (!field->is_repeated()) return ScalarText(*message, field, -1);
+  if (!field->is_repeated()) return FieldValueAsText(*message, field, -1, ShortNumber);
   std::vector<std::string> values;
   const int size = message->GetReflection()->FieldSize(*message, field);
-  for (int i = 0; i < size; ++i) values.push_back(ScalarText(*message, field, i));
+  for (int i = 0; i < size; ++i) values.push_back(FieldValueAsText(*message, field, i, ShortNumber));
   if (field->is_map()) std::sort(values.begin(), values.end());
   return absl::StrJoin(values, ",");
 }
