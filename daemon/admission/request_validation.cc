@@ -6,6 +6,8 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
@@ -113,7 +115,11 @@ absl::Status ValidateLabels(const v1::ExperimentRequest& request, const Validati
     return absl::InvalidArgumentError(absl::StrFormat("labels: got %d labels; at most %d allowed",
                                                       request.labels_size(), kMaxLabels));
   }
-  for (const auto& [key, value] : request.labels()) {
+  // Sorted so that the first bad label named is the same however the map was decoded.
+  std::vector<std::pair<absl::string_view, absl::string_view>> labels(request.labels().begin(),
+                                                                      request.labels().end());
+  std::sort(labels.begin(), labels.end());
+  for (const auto& [key, value] : labels) {
     if (key.empty() || key.size() > kMaxLabelKeyBytes ||
         !std::all_of(key.begin(), key.end(), IsLabelKeyChar)) {
       return absl::InvalidArgumentError(absl::StrFormat(

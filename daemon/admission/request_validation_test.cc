@@ -293,6 +293,16 @@ TEST(RequestValidation, LabelsDescriptionUserAndFaults) {
   (*request.mutable_labels())["bad key!"] = "x";
   EXPECT_THAT(Check(request, NoGpus()).message(), HasSubstr("labels: key \"bad key!\""));
 
+  // With two bad keys the first in sorted order is named, whatever order the map was decoded in.
+  request = Radix();
+  (*request.mutable_labels())["z\x1b"] = "x";
+  (*request.mutable_labels())["a\x10"] = "x";
+  for (int copy = 0; copy < 8; ++copy) {
+    v1::ExperimentRequest decoded;
+    ASSERT_TRUE(decoded.ParseFromString(request.SerializeAsString()));
+    EXPECT_THAT(Check(decoded, NoGpus()).message(), HasSubstr("labels: key \"a\\020\""));
+  }
+
   request = Radix();
   request.set_description(std::string(5000, 'd'));
   EXPECT_EQ(Check(request, NoGpus()).message(), "description: 5000 bytes; at most 4096 allowed");
