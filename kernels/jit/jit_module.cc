@@ -37,7 +37,8 @@ void JitKernel::Reset() {
 }
 
 absl::Status JitKernel::Launch(int64_t blocks, int threads, const void* params,
-                               bool programmatic_dependent_launch, cudaStream_t stream) const {
+                               bool programmatic_dependent_launch, cudaStream_t stream,
+                               int64_t dynamic_shared_bytes) const {
   if (kernel_ == nullptr) return absl::FailedPreconditionError("launch of an unloaded kernel");
   if (blocks < 1 || blocks > std::numeric_limits<int32_t>::max()) {
     return absl::InvalidArgumentError(
@@ -47,6 +48,7 @@ absl::Status JitKernel::Launch(int64_t blocks, int threads, const void* params,
   config.gridDim = dim3(static_cast<unsigned>(blocks));
   config.blockDim = dim3(static_cast<unsigned>(threads));
   config.stream = stream;
+  config.dynamicSmemBytes = static_cast<size_t>(dynamic_shared_bytes);
   cudaLaunchAttribute attribute = {};
   if (programmatic_dependent_launch) {
     attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -72,7 +74,30 @@ absl::StatusOr<KernelAttributes> JitKernel::Attributes() const {
   return KernelAttributes{
       .registers_per_thread = attributes.numRegs,
       .max_threads_per_block = attributes.maxThreadsPerBlock,
-      .local_bytes_per_thread = static_cast<int64_t>(attributes.localSizeBytes)};
+      .local_bytes_per_thread = static_cast<int64_t>(attributes.localSizeBytes),
+      .static_shared_bytes = static_cast<int64_t>(attributes.sharedSizeBytes)};
+}
+
+absl::Status JitKernel::AllowDynamicSharedBytes(int64_t bytes) const {
+  if (kernel_ == nullptr) return absl::FailedPreconditionError("attribute of an unloaded kernel");
+  CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel_),
+                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            static_cast<int>(bytes)));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> JitKernel::MaxActiveBlocksPerMultiprocessor(
+    int threads, int64_t dynamic_shared_bytes) const {
+  if (kernel_ == nullptr) return absl::FailedPreconditionError("occupancy of an unloaded kernel");
+  int blocks = 0;
+  const cudaError_t error = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+      &blocks, reinterpret_cast<const void*>(kernel_), threads,
+      static_cast<size_t>(dynamic_shared_bytes));
+  if (error != cudaSuccess) {
+    cudaGetLastError();  // not sticky; a later launch check must not report it
+    return CudaStatus(error, "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+  }
+  return blocks;
 }
 
 }  // namespace gpuprof::kernels

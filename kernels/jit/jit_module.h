@@ -18,6 +18,7 @@ struct KernelAttributes {
   int registers_per_thread = 0;
   int max_threads_per_block = 0;
   int64_t local_bytes_per_thread = 0;  // spills show up here
+  int64_t static_shared_bytes = 0;     // __shared__ arrays of fixed size, per block
 };
 
 // A loaded kernel; move-only, unloads its library on destruction.
@@ -37,10 +38,21 @@ class JitKernel {
   // Launches with one by-value parameter struct (the kernels take a __grid_constant__ struct).
   // With `programmatic_dependent_launch` the launch may overlap the previous kernel on the
   // stream until the kernel's griddepcontrol.wait (sm_90+).
+  // `dynamic_shared_bytes` above 48 KiB needs AllowDynamicSharedBytes first.
   absl::Status Launch(int64_t blocks, int threads, const void* params,
-                      bool programmatic_dependent_launch, cudaStream_t stream) const;
+                      bool programmatic_dependent_launch, cudaStream_t stream,
+                      int64_t dynamic_shared_bytes = 0) const;
 
   absl::StatusOr<KernelAttributes> Attributes() const;
+
+  // Lets launches use up to `bytes` of dynamic shared memory per block (the opt-in above the
+  // default 48 KiB).
+  absl::Status AllowDynamicSharedBytes(int64_t bytes) const;
+
+  // Blocks of `threads` threads with `dynamic_shared_bytes` each that fit on one SM at once, as
+  // the runtime's occupancy calculator says.
+  absl::StatusOr<int> MaxActiveBlocksPerMultiprocessor(int threads,
+                                                       int64_t dynamic_shared_bytes) const;
 
   void Reset();
 

@@ -57,6 +57,13 @@ absl::StatusOr<v1::ExperimentResult> RunGpuWorkloadPlan(GpuWorkloadPlan& plan,
   ASSIGN_OR_RETURN(CudaStream stream, CudaStream::Create());
   ASSIGN_OR_RETURN(const std::string allocated, plan.Allocate(stream.get()));
   context.progress(v1::PHASE_ALLOCATION, 1, 1, allocated);
+  ASSIGN_OR_RETURN(const bool go_on_to_timing,
+                   plan.CheckBeforeTiming(stream.get(), context.progress, result));
+  if (!go_on_to_timing) {
+    plan.DescribeKernels(result);
+    plan.FinishResult(result);
+    return result;
+  }
 
   const WorkPerLaunch work = plan.work_per_launch();
   const measure::MeasurementSetup setup{
@@ -93,6 +100,7 @@ absl::StatusOr<v1::ExperimentResult> RunGpuWorkloadPlan(GpuWorkloadPlan& plan,
   v1::Verification& verification = *result.mutable_verification();
   RETURN_IF_ERROR(plan.Verify(stream.get(), verification));
   context.progress(v1::PHASE_VERIFICATION, 1, 1, verification.passed() ? "passed" : "FAILED");
+  plan.FinishResult(result);
   return result;
 }
 

@@ -79,6 +79,18 @@ class GpuWorkloadPlan {
                                     gpuprof::v1::ExperimentResult& result) {
     return absl::OkStatus();
   }
+  // After allocation, before any timing: checks of the plan's own (a submitted kernel run on
+  // fresh inputs against our reference), recorded in the result. Returns whether the run goes
+  // on to timing; false ends it with the result as it stands (a check failed, or only checks
+  // were asked for), after DescribeKernels and FinishResult.
+  virtual absl::StatusOr<bool> CheckBeforeTiming(cudaStream_t stream,
+                                                 const measure::PhaseProgress& progress,
+                                                 gpuprof::v1::ExperimentResult& result) {
+    return true;
+  }
+  // The plan's last word on the result, after verification (or after CheckBeforeTiming ended
+  // the run).
+  virtual void FinishResult(gpuprof::v1::ExperimentResult& result) const {}
 };
 
 // Runs `plan` on the first leased GPU with the request's measurement options. Fills
