@@ -78,6 +78,69 @@ struct gpuprof_store_params {
 };
 
 // ---- decode: attention decode over the paged cache ------------------------------------------
-// (gpuprof_decode_params is defined here.)
+//
+//   o[b, h, :] = sum_j softmax_j(scale * q[b, h, :] . K_b[j, h / G, :]) * V_b[j, h / G, :]
+//                                   for every sequence b, query head h, j in [0, kv_lens[b])
+//
+// One query token per sequence (the one being generated) attends to all of its sequence's
+// cached tokens: nothing is masked. Grouped-query attention: G = num_qo_heads / num_kv_heads
+// query heads share one KV head, query head h reading KV head h / G (heads kv * G .. kv * G +
+// G - 1 read KV head kv). Elements are bf16 or fp16 (GPUPROF_DTYPE_BF16 says which), the same
+// type in every buffer; the check expects scores, softmax and sums in fp32.
+//
+//   q        [batch_size x num_qo_heads x head_dim]  read only
+//   o        [batch_size x num_qo_heads x head_dim]  written: every element, in the input
+//                                                    type, and nothing outside it
+//   k_cache, v_cache  [num_pages x page_size x num_kv_heads x head_dim]  read only; our paged
+//            layout (the one our decode reads): token j of sequence b is slot j % page_size of
+//            page page_indices[page_indptr[b] + j / page_size], so element d of KV head kv is
+//              k_cache[page * kv_page_stride + (j % page_size) * kv_token_stride
+//                      + kv * head_dim + d]                      (strides in elements)
+//            and the same in v_cache. A sequence's pages are scattered over the cache, in no
+//            order; a page may be partly used (its sequence's last one).
+//   page_indptr   [batch_size + 1] int32  read only; sequence b's pages are the entries
+//                 page_indptr[b] .. page_indptr[b + 1] - 1 of page_indices,
+//                 ceil(kv_lens[b] / page_size) of them; page_indptr[0] = 0
+//   page_indices  [page_indptr[batch_size]] int32  read only; page numbers in [0, num_pages),
+//                 each used once
+//   kv_lens       [batch_size] int32  read only; cached tokens of each sequence, at least 1,
+//                 not all equal in general
+//
+// head_dim is a multiple of 8 (64, 128 or 256), so a 16-byte vector access reads 8 elements
+// of a head's row of q, o, k_cache or v_cache, aligned. An item is a (sequence, KV head) pair,
+// item = b * num_kv_heads + kv_head: blocks = ceil(batch_size * num_kv_heads / items_per_block)
+// (blockIdx.x only), threads = block_threads; block i takes items i * items_per_block ..
+// min((i + 1) * items_per_block, batch_size * num_kv_heads) - 1. The block of an item computes
+// all G query heads of it, so each K/V row it loads serves G heads.
+//
+// Extra macros, equal to the fields of the same name: GPUPROF_HEAD_DIM, GPUPROF_GROUP_SIZE
+// (G), GPUPROF_PAGE_SIZE (a power of two), GPUPROF_DTYPE_BF16 (1: bf16, 0: fp16);
+// GPUPROF_ELEMENT_BYTES is 2 and GPUPROF_ROW_BYTES is head_dim * 2 (one head's row).
+//
+// The check compares o with our exact fp32 attention on the same inputs: |o - ref| <= 1.5e-2
+// + 1.5e-2 |ref| per element and a relative L2 error of at most 1e-2 for bf16 (4e-3, 4e-3 and
+// 3e-3 for fp16), the tolerances our own decode kernels are held to.
+struct gpuprof_decode_params {
+  const void* q;
+  const void* k_cache;
+  const void* v_cache;
+  void* o;
+  const int* page_indptr;
+  const int* page_indices;
+  const int* kv_lens;
+  long long num_pages;
+  long long kv_page_stride;   // elements from one page to the next: page_size * kv_token_stride
+  long long kv_token_stride;  // elements from one slot to the next: num_kv_heads * head_dim
+  // The softmax scale in natural units, 1 / sqrt(head_dim): weights exp(scale * q.k) / sum.
+  float scale;
+  // The same in base 2, scale * log2(e): exp2f(scale_log2 * q.k) == expf(scale * q.k), for
+  // kernels that use exp2 (as ours do).
+  float scale_log2;
+  int batch_size;
+  int num_qo_heads;
+  int num_kv_heads;
+  int head_dim;
+  int page_size;
+};
 
 #endif  // GPUPROF_CONTRACT_H_
