@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -35,8 +36,14 @@ struct UserKernelCompileRequest {
 
 struct UserKernelCompileLimits {
   absl::Duration wall_time = absl::Seconds(60);
-  int64_t memory_bytes = int64_t{4} << 30;  // address space of the compiling process
+  // Address space the compiling child may add to what it starts with (it starts as a copy of
+  // the caller, whose CUDA context alone reserves far more address space than any compile
+  // needs). Not applied in sanitizer builds, whose shadow memory needs a huge address space.
+  int64_t memory_bytes = int64_t{4} << 30;
 };
+
+// At most this many options from the submitter; the caller may add as many of its own.
+inline constexpr int kMaxUserCompileOptions = 32;
 
 struct UserKernelBinary {
   std::string source_sha256;  // hex, of `source` alone
@@ -46,6 +53,8 @@ struct UserKernelBinary {
   std::string compile_log;   // warnings included; may be empty
   bool cache_hit = false;
   double compile_ms = 0;
+  // Set when the compiled code could not be written to the cache (the kernel still runs).
+  std::string cache_write_error;
 };
 
 // The compile failed because of the source (not the box): kInvalidArgument whose message is
@@ -72,6 +81,12 @@ struct SassInstruction {
 };
 absl::StatusOr<std::vector<SassInstruction>> DisassembleCubin(const std::string& cubin,
                                                               const std::string& function);
+
+// The instructions of `function` in nvdisasm's listing (`-c -g` output), at most
+// `max_instructions`. Exposed for tests; DisassembleCubin runs nvdisasm and calls it.
+std::vector<SassInstruction> ParseNvdisasmListing(std::string_view listing,
+                                                  std::string_view function,
+                                                  size_t max_instructions);
 
 }  // namespace gpuprof::kernels
 
