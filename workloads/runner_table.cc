@@ -3,6 +3,8 @@
 #include "workloads/attention/attention_runner.h"
 #include "workloads/collective/collective_runner.h"
 #include "workloads/copy/copy_runner.h"
+#include "workloads/custom_kernel/index_contract_plan.h"
+#include "workloads/custom_kernel/store_contract_plan.h"
 #include "workloads/index/index_runner.h"
 #include "workloads/radix/radix_runner.h"
 #include "workloads/spec_table.h"
@@ -13,10 +15,16 @@ namespace {
 
 namespace v1 = ::gpuprof::v1;
 
+// A workload with a contract for submitted kernels: ours, or the request's own kernel.
+template <RunWorkloadFunction kOurs, RunWorkloadFunction kCustom>
+absl::StatusOr<v1::ExperimentResult> OursOrCustom(const RunContext& context) {
+  return context.assignment.request().has_custom_kernel() ? kCustom(context) : kOurs(context);
+}
+
 // One line per workload the worker runs.
 constexpr WorkloadRunner kRunners[] = {
-    {v1::ExperimentRequest::kIndex, &RunIndexWorkload},
-    {v1::ExperimentRequest::kStore, &RunStoreWorkload},
+    {v1::ExperimentRequest::kIndex, &OursOrCustom<&RunIndexWorkload, &RunIndexContractWorkload>},
+    {v1::ExperimentRequest::kStore, &OursOrCustom<&RunStoreWorkload, &RunStoreContractWorkload>},
     {v1::ExperimentRequest::kRadix, &RunRadixWorkload},
     {v1::ExperimentRequest::kCollective, &RunCollectiveWorkload},
     {v1::ExperimentRequest::kAttention, &RunAttentionWorkload},
