@@ -1,6 +1,7 @@
 #include "workloads/custom_kernel/custom_kernel_plan.h"
 
 #include <algorithm>
+#include <cctype>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -43,6 +44,39 @@ std::string ElementHex(const std::byte* element, int element_bytes) {
   return absl::StrFormat("0x%0*x", 2 * element_bytes, value);
 }
 
+kernels::UserKernelCompileRequest MakeUserKernelCompileRequest(
+    const v1::CustomKernel& kernel, const std::string& contract_name,
+    const CustomLaunchShape& shape, const std::vector<std::string>& contract_macros,
+    kernels::GpuArchitecture arch) {
+  kernels::UserKernelCompileRequest compile{
+      .source = kernel.source(),
+      .file_name = kernel.file_name().empty() ? "kernel.cu" : kernel.file_name(),
+      .kernel_name = kernel.kernel_name(),
+      .options = {kernel.compile_options().begin(), kernel.compile_options().end()},
+      .headers = {{std::string(kernels::kContractHeaderName),
+                   std::string(kernels::ContractHeaderText())}},
+      .arch = arch};
+  std::string upper_name = contract_name;
+  for (char& c : upper_name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  for (const std::string& macro :
+       {absl::StrCat("GPUPROF_CONTRACT_", upper_name, "=1"),
+        absl::StrCat("GPUPROF_BLOCK_THREADS=", shape.block_threads),
+        absl::StrCat("GPUPROF_ITEMS_PER_BLOCK=", shape.items_per_block),
+        absl::StrCat("GPUPROF_DYNAMIC_SHARED_BYTES=", shape.dynamic_shared_bytes)}) {
+    compile.options.push_back(absl::StrCat("-D", macro));
+  }
+  for (const std::string& macro : contract_macros) {
+    compile.options.push_back(absl::StrCat("-D", macro));
+  }
+  // Profiling attributes stalls to source lines when the SASS carries them.
+  if (kernel.mode() == v1::CustomKernel::MODE_PROFILE &&
+      std::find(compile.options.begin(), compile.options.end(), "-lineinfo") ==
+          compile.options.end()) {
+    compile.options.push_back("-lineinfo");
+  }
+  return compile;
+}
+
 CustomKernelPlan::CustomKernelPlan(const worker_protocol::ExperimentAssignment& assignment)
     : assignment_(assignment) {}
 
@@ -72,32 +106,12 @@ absl::Status CustomKernelPlan::Compile(const gpu::DeviceFacts& device,
   blocks_ = std::max<int64_t>(1, (items() + items_per_block_ - 1) / items_per_block_);
   file_name_ = custom.file_name().empty() ? "kernel.cu" : custom.file_name();
 
-  kernels::UserKernelCompileRequest compile{
-      .source = custom.source(),
-      .file_name = file_name_,
-      .kernel_name = custom.kernel_name(),
-      .options = {custom.compile_options().begin(), custom.compile_options().end()},
-      .headers = {{std::string(kernels::kContractHeaderName),
-                   std::string(kernels::ContractHeaderText())}},
-      .arch = {device.compute_major, device.compute_minor}};
-  std::string upper_name = contract_name();
-  for (char& c : upper_name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  for (const std::string& macro :
-       {absl::StrCat("GPUPROF_CONTRACT_", upper_name, "=1"),
-        absl::StrCat("GPUPROF_BLOCK_THREADS=", block_threads_),
-        absl::StrCat("GPUPROF_ITEMS_PER_BLOCK=", items_per_block_),
-        absl::StrCat("GPUPROF_DYNAMIC_SHARED_BYTES=", dynamic_shared_bytes_)}) {
-    compile.options.push_back(absl::StrCat("-D", macro));
-  }
-  for (const std::string& macro : ContractMacros()) {
-    compile.options.push_back(absl::StrCat("-D", macro));
-  }
-  // Profiling attributes stalls to source lines when the SASS carries them.
-  if (custom.mode() == v1::CustomKernel::MODE_PROFILE &&
-      std::find(compile.options.begin(), compile.options.end(), "-lineinfo") ==
-          compile.options.end()) {
-    compile.options.push_back("-lineinfo");
-  }
+  const kernels::UserKernelCompileRequest compile = MakeUserKernelCompileRequest(
+      custom, contract_name(),
+      {.block_threads = block_threads_,
+       .items_per_block = items_per_block_,
+       .dynamic_shared_bytes = dynamic_shared_bytes_},
+      ContractMacros(), {device.compute_major, device.compute_minor});
   kernels::UserKernelCompileLimits limits;
   const worker_protocol::CustomKernelLimits& given = assignment_.custom_kernel_limits();
   if (given.has_compile_timeout() && (given.compile_timeout().seconds() > 0 ||

@@ -26,6 +26,8 @@
 #include "gpu/device_facts.h"
 #include "gpuprof/v1/experiment.pb.h"
 #include "gpuprof/worker_protocol/worker_protocol.pb.h"
+#include "kernels/custom/user_kernel_compile.h"
+#include "kernels/jit/jit_cache.h"
 #include "kernels/jit/jit_module.h"
 #include "measure/timing_loop.h"
 #include "workloads/custom_kernel/guarded_buffer.h"
@@ -51,6 +53,23 @@ struct OutputComparison {
 
 // An element's bytes as the little-endian number they are: "0x3f80" for a bf16 1.0.
 std::string ElementHex(const std::byte* element, int element_bytes);
+
+// How a submitted kernel is launched: CustomKernel's fields with their defaults applied.
+struct CustomLaunchShape {
+  int block_threads = 256;
+  int64_t items_per_block = 1;
+  int64_t dynamic_shared_bytes = 0;
+};
+
+// The NVRTC request for a submitted kernel under contract `contract_name` ("index"): its source
+// and file name, the contract header as <gpuprof/contract.h>, the submitter's options, then
+// -D macros: GPUPROF_CONTRACT_<NAME>=1, the launch shape's GPUPROF_BLOCK_THREADS,
+// GPUPROF_ITEMS_PER_BLOCK and GPUPROF_DYNAMIC_SHARED_BYTES, and `contract_macros`
+// ("GPUPROF_ROW_BYTES=14336"). MODE_PROFILE adds -lineinfo.
+kernels::UserKernelCompileRequest MakeUserKernelCompileRequest(
+    const gpuprof::v1::CustomKernel& kernel, const std::string& contract_name,
+    const CustomLaunchShape& shape, const std::vector<std::string>& contract_macros,
+    kernels::GpuArchitecture arch);
 
 class CustomKernelPlan : public GpuWorkloadPlan {
  public:
