@@ -18,6 +18,7 @@
 #include "client/fleet_sweep_commands.h"
 #include "client/gpu_commands.h"
 #include "client/invocation.h"
+#include "client/kernel_commands.h"
 #include "client/node_fanout.h"
 #include "client/table.h"
 #include "client/token_command.h"
@@ -32,7 +33,7 @@ constexpr absl::string_view kExitCodeHelp =
     "  1  the experiment failed, was cancelled, timed out or was interrupted, or the stream\n"
     "     ended first; health: the daemon is not serving\n"
     "  2  bad command line, or the daemon rejected the request (INVALID_ARGUMENT, NOT_FOUND,\n"
-    "     FAILED_PRECONDITION, ...)\n"
+    "     FAILED_PRECONDITION, ...); submit --follow, watch: the custom kernel did not compile\n"
     "  3  the daemon cannot be reached (UNAVAILABLE)\n"
     "  4  any other error\n"
     "  5  compare --fail-on-regression: B is worse than A beyond the limit\n"
@@ -71,6 +72,7 @@ const std::vector<Command>& Commands() {
       GetCommand(),
       TraceCommand(),
       StoryCommand(),
+      SassCommand(),
       CancelCommand(),
       GpuCommand(),
       WhoAmICommand(),
@@ -79,6 +81,7 @@ const std::vector<Command>& Commands() {
       HealthCommand(),
       SweepCommand(),
       CompareCommand(),
+      BoardCommand(),
       BaselineCommand(),
       TokenHashCommand(),
       {.name = "completion",

@@ -190,7 +190,7 @@ TEST_F(CommandsTest, HelpVersionAndUsageErrors) {
   EXPECT_EQ(Run({"help", "watch"}), kExitOk);
   EXPECT_THAT(out_.str(), StartsWith("usage: gpuprof watch ID"));
   EXPECT_EQ(Run({"get"}), kExitUsage);
-  EXPECT_THAT(err_.str(), StartsWith("error: get needs ID: gpuprof get ID [--json | --command]\n"));
+  EXPECT_THAT(err_.str(), StartsWith("error: get needs ID: gpuprof get ID [--json | --command | --source]\n"));
   EXPECT_EQ(Run({"get", "a", "b"}), kExitUsage);
   EXPECT_THAT(err_.str(), StartsWith("error: unexpected argument \"b\""));
   EXPECT_TRUE(targets_.empty()) << "help and usage errors must not connect";
@@ -333,6 +333,110 @@ TEST_F(CommandsTest, FollowRendersUntilTheEndAndExitsByState) {
       Event("experiment_id: 'exp-3' seq: 5 state { state: FAILED reason: 'boom' }");
   EXPECT_EQ(Run({"watch", "exp-3"}), kExitNotFinished);
   EXPECT_THAT(out_.str(), HasSubstr("exp-3 failed: boom\n"));
+}
+
+TEST_F(CommandsTest, AKernelThatDidNotCompileExitsTwoWithTheCompilersMessages) {
+  profiler_.events = {
+      Event("experiment_id: 'exp-8' seq: 1 state { state: RUNNING gpu_ids: 0 }"),
+      Event("experiment_id: 'exp-8' seq: 2 result { custom_kernel { compile_log: "
+            "'g.cu(3): error: identifier \"x\" is undefined\\ng.cu(7): warning: unused\\n' } }"),
+      Event("experiment_id: 'exp-8' seq: 3 state { state: FAILED reason: 'the kernel did not "
+            "compile' }"),
+  };
+  EXPECT_EQ(Run({"watch", "exp-8"}), kExitUsage);
+  EXPECT_THAT(out_.str(), HasSubstr("exp-8 failed: the kernel did not compile:\n"
+                                    "g.cu(3): error: identifier \"x\" is undefined\n"
+                                    "g.cu(7): warning: unused\n"));
+  // Known by the reason alone, the log in it.
+  profiler_.events = {
+      Event("experiment_id: 'exp-8' seq: 1 state { state: FAILED reason: 'compile error:\\n"
+            "g.cu(3): error: expected a \";\"' }"),
+  };
+  EXPECT_EQ(Run({"watch", "exp-8", "--json"}), kExitUsage);
+  EXPECT_EQ(Run({"watch", "exp-8"}), kExitUsage);
+  EXPECT_THAT(out_.str(), HasSubstr("compile error:\ng.cu(3): error: expected a \";\"\n"));
+  // A kernel that compiled and then failed is an ordinary failure.
+  profiler_.events = {
+      Event("experiment_id: 'exp-8' seq: 1 result { custom_kernel { compile_log: 'warning' "
+            "registers_per_thread: 30 } }"),
+      Event("experiment_id: 'exp-8' seq: 2 state { state: FAILED reason: 'illegal address' }"),
+  };
+  EXPECT_EQ(Run({"watch", "exp-8"}), kExitNotFinished);
+}
+
+TEST_F(CommandsTest, SubmitSendsTheKernelFileAndRefusesBadOnesWithoutConnecting) {
+  const std::string dir = std::getenv("TEST_TMPDIR");
+  const std::string source = "extern \"C\" __global__ void g(const gpuprof::IndexParams p) {}\n";
+  std::ofstream(dir + "/g.cu") << source;
+  profiler_.events = {Event("experiment_id: 'exp-9' seq: 1 state { state: QUEUED }")};
+  EXPECT_EQ(Run({"submit", "index", "--kernel-file", dir + "/g.cu", "--mode", "test"}), kExitOk)
+      << err_.str();
+  ASSERT_EQ(profiler_.submitted.size(), 1u);
+  EXPECT_EQ(profiler_.submitted[0].custom_kernel().source(), source);
+  EXPECT_EQ(profiler_.submitted[0].custom_kernel().file_name(), "g.cu");
+  EXPECT_EQ(profiler_.submitted[0].custom_kernel().kernel_name(), "g");
+  EXPECT_EQ(profiler_.submitted[0].custom_kernel().mode(), v1::CustomKernel::MODE_TEST);
+  targets_.clear();
+  EXPECT_EQ(Run({"submit", "radix", "--kernel-file", dir + "/g.cu"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("radix takes no custom kernel"));
+  EXPECT_EQ(Run({"submit", "index", "--kernel-file", dir + "/none.cu"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("none.cu: No such file or directory"));
+  EXPECT_TRUE(targets_.empty());
+  EXPECT_EQ(Run({"submit", "index", "--help"}), kExitOk);
+  EXPECT_THAT(out_.str(), HasSubstr("custom kernel flags"));
+  EXPECT_THAT(out_.str(), HasSubstr("--block-threads INT "));
+  EXPECT_THAT(out_.str(), HasSubstr("Threads per block: a multiple of 32 from 32 to 1024."));
+  EXPECT_EQ(Run({"submit", "radix", "--help"}), kExitOk);
+  EXPECT_THAT(out_.str(), Not(HasSubstr("--kernel-file")));
+}
+
+TEST_F(CommandsTest, GetSourcePrintsTheBytesAndSassSaysWhyThereIsNone) {
+  const std::string source("extern \"C\" __global__ void g() {}\n\x1b[31m\0tail", 40);
+  profiler_.experiment.set_id("exp-10");
+  profiler_.experiment.set_state(v1::FINISHED);
+  profiler_.experiment.mutable_request()->mutable_index();
+  profiler_.experiment.mutable_request()->mutable_custom_kernel()->set_source(source);
+  profiler_.experiment.mutable_request()->mutable_custom_kernel()->set_file_name("g.cu");
+  EXPECT_EQ(Run({"get", "exp-10", "--source"}), kExitOk);
+  EXPECT_EQ(out_.str(), source);
+  EXPECT_EQ(Run({"get", "exp-10"}), kExitOk);
+  EXPECT_THAT(out_.str(), HasSubstr("kernel:\n  name:"));
+  EXPECT_EQ(Run({"get", "exp-10", "--command"}), kExitOk);
+  EXPECT_EQ(out_.str(), "gpuprof submit index --kernel-file g.cu\n");
+  EXPECT_EQ(Run({"sass", "exp-10"}), kExitOtherError);
+  EXPECT_THAT(err_.str(), HasSubstr("exp-10 has no result yet"));
+  profiler_.experiment.mutable_result()->add_sass()->set_text("EXIT ;");
+  EXPECT_EQ(Run({"sass", "exp-10"}), kExitOk);
+  EXPECT_EQ(out_.str(), "OFFSET  INSTRUCTION\n0000    EXIT ;\n");
+  EXPECT_EQ(Run({"sass", "exp-10", "--json"}), kExitOk);
+  EXPECT_EQ(out_.str(), "{\"text\":\"EXIT ;\"}\n");
+  profiler_.experiment.mutable_request()->clear_custom_kernel();
+  EXPECT_EQ(Run({"get", "exp-10", "--source"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("exp-10 ran our kernel"));
+}
+
+TEST_F(CommandsTest, BoardPagesTheListingAndRanksTheShape) {
+  const auto run = [](const std::string& id, int hidden, double gbps) {
+    return absl::StrCat("experiments { id: '", id, "' user: 'ana' state: FINISHED ",
+                        "request { index { hidden_dim: ", hidden, " } } result { measurement { ",
+                        "bandwidth_gbps: ", gbps, " kernel_time { samples: 9 relative_noise: "
+                        "0.01 } } verification { checked: true passed: true } } } ");
+  };
+  profiler_.pages[""] = ParseText<v1::ListExperimentsResponse>(
+      absl::StrCat(run("exp-1", 7168, 2000), run("exp-2", 4096, 3000), "next_page_token: 'p2'"));
+  profiler_.pages["p2"] = ParseText<v1::ListExperimentsResponse>(run("exp-3", 7168, 2500));
+  EXPECT_EQ(Run({"board", "index", "--hidden", "7168"}), kExitOk) << err_.str();
+  ASSERT_EQ(profiler_.listed.size(), 2u);
+  EXPECT_EQ(profiler_.listed[0].workload(), v1::WORKLOAD_INDEX);
+  EXPECT_EQ(profiler_.listed[1].page_token(), "p2");
+  EXPECT_THAT(out_.str(), HasSubstr("   1  2500 GB/s ±1.0%    1.00x  ours    ana   exp-3  -    -\n"));
+  EXPECT_THAT(out_.str(), HasSubstr("   2  2000 GB/s ±1.0%    0.80x  ours    ana   exp-1  -    -\n"));
+  EXPECT_THAT(out_.str(), Not(HasSubstr("exp-2")));
+  EXPECT_EQ(Run({"board", "index", "--hidden", "7168", "-q"}), kExitOk);
+  EXPECT_EQ(out_.str(), "exp-3\nexp-1\n");
+  EXPECT_EQ(Run({"board", "index", "--hidden", "1", "--json"}), kExitOk);
+  EXPECT_EQ(out_.str(), "");
+  EXPECT_EQ(Run({"board", "index", "--seed", "1"}), kExitUsage);
 }
 
 TEST_F(CommandsTest, WatchPassesFromSeqAndReportsAStreamThatEndsEarly) {

@@ -117,6 +117,7 @@ std::map<std::string, CompletionContext> CompletionContexts(const std::vector<Co
         if (!builder.ok()) continue;
         CompletionContext& flags = contexts[absl::StrCat(name, " ", workload)];
         AddFlags(DescribedWorkloadFlags(*builder), flags);
+        AddFlags(builder->custom_kernel_flags(), flags);
         AddFlags(builder->common_flags(), flags);
         AddFlags(name == "submit" ? SubmitOutputFlags() : SweepSubmitFlagSpecs(), flags);
       }

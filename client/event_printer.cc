@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/field_text.h"
+#include "client/custom_kernel.h"
 #include "client/render.h"
 #include "client/terminal_output.h"
 #include "common/terminal_text.h"
@@ -38,6 +39,8 @@ void EventPrinter::Print(const v1::ExperimentEvent& event) {
   if (!event.experiment_id().empty()) experiment_id_ = event.experiment_id();
   const absl::Time time = event.has_time() ? ToTime(event.time()) : options_.now();
   if (!first_event_time_.has_value()) first_event_time_ = time;
+  if (event.has_state()) reason_ = event.state().reason();
+  if (event.has_result()) result_ = event.result();
   if (options_.json) {
     if (event.has_state()) state_ = event.state().state();
     out_ << JsonLine(event) << "\n" << std::flush;
@@ -70,6 +73,10 @@ void EventPrinter::Print(const v1::ExperimentEvent& event) {
   out_ << std::flush;
 }
 
+bool EventPrinter::kernel_did_not_compile() const {
+  return KernelDidNotCompile(state_, reason_, result_);
+}
+
 void EventPrinter::Finish() {
   if (live_line_showing_) out_ << "\n";
   live_line_showing_ = false;
@@ -90,6 +97,10 @@ void EventPrinter::PrintState(const v1::StateChange& change, absl::Time time) {
         absl::StrAppend(&line, " in ", FormatElapsed(time - *running_since_));
       }
       absl::StrAppend(&line, "\n");
+    } else if (kernel_did_not_compile()) {
+      // The compiler's messages as it wrote them, a line each (file:line first).
+      absl::StrAppend(&line, "failed: the kernel did not compile:\n",
+                      CompilerMessages(change.reason(), result_));
     } else {
       absl::StrAppend(&line, RenderFailure(state_, change.reason(), change.worker_stderr_tail()));
     }

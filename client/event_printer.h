@@ -41,6 +41,8 @@ class EventPrinter {
   // The last state seen; UNSPECIFIED before any.
   v1::ExperimentState state() const { return state_; }
   const std::string& experiment_id() const { return experiment_id_; }
+  // The experiment failed because its custom kernel did not compile (exit code 2).
+  bool kernel_did_not_compile() const;
 
  private:
   void PrintState(const v1::StateChange& change, absl::Time time);
@@ -58,6 +60,9 @@ class EventPrinter {
 
   std::string experiment_id_;
   v1::ExperimentState state_ = v1::EXPERIMENT_STATE_UNSPECIFIED;
+  // The terminal state's reason and the last result, to tell a kernel that did not compile.
+  std::string reason_;
+  v1::ExperimentResult result_;
   int32_t queue_position_ = 0;
   std::string gpu_ids_;
   std::optional<absl::Time> first_event_time_;

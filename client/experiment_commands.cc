@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "client/custom_kernel.h"
 #include "client/event_printer.h"
 #include "client/listing_output.h"
 #include "client/render.h"
@@ -87,6 +88,8 @@ int FollowEvents(Session& session, std::unique_ptr<ClientContext> context,
     return exit_code;
   }
   if (printer.state() == v1::FINISHED) return kExitOk;
+  // The user's source, not the run, failed: a usage error, as a request the daemon refuses.
+  if (printer.kernel_did_not_compile()) return kExitUsage;
   if (!IsTerminalState(printer.state())) {
     session.err() << "error: the event stream ended before the experiment did";
     if (!printer.experiment_id().empty()) {
@@ -254,6 +257,9 @@ std::vector<FlagSpec> GetFlags() {
            .is_switch = true,
            .help = "print the gpuprof submit command line that runs it again (its workload's "
                    "parameters as run, the daemon's defaults filled in)"},
+          {.name = "source",
+           .is_switch = true,
+           .help = "print the custom kernel's source exactly as submitted, nothing else"},
           TargetFlag(),
           HelpFlag()};
 }
@@ -261,6 +267,25 @@ std::vector<FlagSpec> GetFlags() {
 int RunGet(Session& session, const ParsedArgs& args) {
   v1::GetExperimentRequest request;
   request.set_experiment_id(args.positionals[0]);
+  if (args.Switch("source")) {
+    if (args.Switch("json") || args.Switch("command")) {
+      return ReportUsageError(session.env(), "--source excludes --json and --command", "get");
+    }
+    v1::Experiment experiment;
+    if (const int code =
+            session.CallOrReport(&v1::Profiler::StubInterface::GetExperiment, request, experiment);
+        code != kExitOk) {
+      return code;
+    }
+    if (experiment.request().custom_kernel().source().empty()) {
+      session.err() << "error: " << EscapeForTerminal(experiment.id())
+                    << " ran our kernel: it has no source of its own\n";
+      return kExitUsage;
+    }
+    // The bytes as submitted, for a file or a diff: nothing escaped, nothing added.
+    session.out() << experiment.request().custom_kernel().source() << std::flush;
+    return kExitOk;
+  }
   if (args.Switch("command")) {
     if (args.Switch("json")) {
       return ReportUsageError(session.env(), "--command and --json exclude each other", "get");
@@ -389,7 +414,8 @@ std::string SubmitHelp() {
       " (gpuprof submit <workload> --help lists its flags)\n\n"
       "Queues an experiment. Without --follow, prints its id and returns; the experiment keeps\n"
       "running (gpuprof watch ID follows it). With --follow, streams progress and the result;\n"
-      "exits 0 if the experiment finished, 1 if not.\n\n"
+      "exits 0 if the experiment finished, 2 if its custom kernel did not compile (the\n"
+      "compiler's messages are printed), 1 if it did not finish otherwise.\n\n"
       "common flags:\n",
       builder.ok() ? FormatFlagHelp(builder->common_flags()) : "", "\noutput flags:\n",
       FormatFlagHelp(SubmitOutputFlags()), "\n", kValueSyntaxHelp);
@@ -405,6 +431,13 @@ std::string SubmitWorkloadHelp(const ExperimentRequestBuilder& builder) {
   if (!builder.unsettable_fields().empty()) {
     absl::StrAppend(&help, "  (not settable from the command line: ",
                     absl::StrJoin(builder.unsettable_fields(), ", "), ")\n");
+  }
+  if (!builder.custom_kernel_flags().empty()) {
+    absl::StrAppend(&help,
+                    "\ncustom kernel flags (your own kernel in place of ours; contract and "
+                    "examples in\ndocs/custom-kernels.md; an option that starts with -- is "
+                    "given as --kernel-option=--use_fast_math):\n",
+                    FormatFlagHelp(DescribedCustomKernelFlags(builder)));
   }
   absl::StrAppend(&help, "\ncommon flags:\n", FormatFlagHelp(builder.common_flags()),
                   "\noutput flags:\n", FormatFlagHelp(SubmitOutputFlags()), "\n", kValueSyntaxHelp);
@@ -433,11 +466,15 @@ int RunSubmit(const Invocation& invocation, const std::vector<std::string>& args
   const std::string help_command = absl::StrCat("submit ", args[0]);
 
   std::vector<FlagSpec> flags = builder->workload_flags();
-  for (const auto& group : {builder->common_flags(), SubmitOutputFlags()}) {
+  for (const auto& group :
+       {builder->custom_kernel_flags(), builder->common_flags(), SubmitOutputFlags()}) {
     flags.insert(flags.end(), group.begin(), group.end());
   }
-  absl::StatusOr<ParsedArgs> parsed =
-      ParseArgs(std::vector<std::string>(args.begin() + 1, args.end()), flags);
+  const std::vector<std::string> words(args.begin() + 1, args.end());
+  if (const absl::Status refused = RefuseCustomKernelFlags(*builder, words); !refused.ok()) {
+    return ReportUsageError(env, refused.message(), help_command);
+  }
+  absl::StatusOr<ParsedArgs> parsed = ParseArgs(words, flags);
   if (!parsed.ok()) return ReportUsageError(env, parsed.status().message(), help_command);
   if (parsed->Switch("help")) {
     *env.out << SubmitWorkloadHelp(*builder);
@@ -451,6 +488,10 @@ int RunSubmit(const Invocation& invocation, const std::vector<std::string>& args
   if (!request.ok()) return ReportUsageError(env, request.status().message(), help_command);
   if (const absl::Status zeros = CheckNoSilentZeros(*builder, *parsed, *request); !zeros.ok()) {
     return ReportUsageError(env, zeros.message(), help_command);
+  }
+  // The source is read and checked here: a file that cannot be sent costs no RPC.
+  if (const absl::Status kernel = ApplyKernelFile(*builder, *parsed, *request); !kernel.ok()) {
+    return ReportUsageError(env, kernel.message(), help_command);
   }
 
   absl::StatusOr<Session> made = invocation.MakeSession(*parsed);
@@ -647,8 +688,9 @@ Command WatchCommand() {
       .details =
           "Replays the experiment's stored events, then streams live ones until it ends. On a\n"
           "terminal a progress line is rewritten in place; otherwise each step gets a line.\n"
-          "Exits 0 if the experiment finished, 1 if it failed, was cancelled, timed out or was\n"
-          "interrupted. Interrupting watch only detaches: the experiment keeps running.",
+          "Exits 0 if the experiment finished, 2 if its custom kernel did not compile (the\n"
+          "compiler's messages are printed), 1 if it failed otherwise, was cancelled, timed out\n"
+          "or was interrupted. Interrupting watch only detaches: the experiment keeps running.",
       .positionals = {"ID"},
       .flags = WatchFlags,
       .run = RunWatch,
@@ -672,12 +714,15 @@ Command ListCommand() {
 
 Command GetCommand() {
   return {.name = "get",
-          .usage = "get ID [--json | --command]",
+          .usage = "get ID [--json | --command | --source]",
           .summary = "one experiment: request, state, times, result",
           .details =
               "Shows one experiment: its request, state and reason, times, GPUs, the "
               "worker's stderr\n"
-              "tail when it died, and the result.",
+              "tail when it died, a custom kernel's block (name, file, SHA-256, launch, "
+              "registers,\n"
+              "spills, shared memory, occupancy, checks, guard bytes, sanitizer), and the result.\n"
+              "--source prints a custom kernel's source exactly as submitted.",
           .positionals = {"ID"},
           .flags = GetFlags,
           .run = RunGet,

@@ -551,6 +551,14 @@ v1::SweepRequest ShareRequest(const v1::SweepRequest& fleet_request,
     v1::SweepAxis* zipped = share.add_axes();
     zipped->set_field(fleet_request.axes(axis).field());
     for (int index : point_indices) zipped->add_values(points[index].parameters[axis].second);
+    // The kernel axis: each point's own source goes with its label.
+    const auto& kernels = fleet_request.axes(axis).kernels();
+    const auto& labels = fleet_request.axes(axis).values();
+    for (int index : point_indices) {
+      for (int k = 0; k < kernels.size() && k < labels.size(); ++k) {
+        if (labels[k] == points[index].parameters[axis].second) *zipped->add_kernels() = kernels[k];
+      }
+    }
   }
   return share;
 }

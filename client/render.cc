@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "client/kernel_render.h"
 #include "client/table.h"
 #include "common/field_text.h"
 #include "common/gpu_links.h"
@@ -614,6 +615,8 @@ std::string RenderExperiment(const v1::Experiment& experiment, absl::Time now,
   shown.clear_description();
   shown.clear_labels();
   shown.clear_user();
+  // A custom kernel's source is for `get --source`; the kernel block below describes it.
+  if (shown.has_custom_kernel()) shown.mutable_custom_kernel()->clear_source();
   const std::string request_text = CompactText(shown);
   lines.Add("request", request_text.empty() ? "-" : request_text);
   if (experiment.has_created()) {
@@ -647,6 +650,7 @@ std::string RenderExperiment(const v1::Experiment& experiment, absl::Time now,
   if (!experiment.worker_stderr_tail().empty()) {
     absl::StrAppend(&out, RenderStderrTail(experiment.worker_stderr_tail()));
   }
+  absl::StrAppend(&out, RenderKernelBlock(experiment));
   if (experiment.has_result()) {
     absl::StrAppend(&out, "result:\n", RenderResult(experiment.result(), "  "));
   }

@@ -72,6 +72,23 @@ constexpr CommonFlag kCommonFlags[] = {
     {"description", "description", "TEXT", "free text kept with the experiment"},
 };
 
+// A kernel of the submitter's own (docs/custom-kernels.md), for the workloads that take one.
+// Their help is the field's proto comment (workload_flag_help). --kernel-file sets no field
+// itself: the CLI reads the file into custom_kernel.source (client/custom_kernel.h).
+constexpr CommonFlag kCustomKernelFlags[] = {
+    {"kernel-name", "custom_kernel.kernel_name", "NAME",
+     "the extern \"C\" __global__ function to launch (default: the source's only one)"},
+    {"block-threads", "custom_kernel.block_threads", "", ""},
+    {"items-per-block", "custom_kernel.items_per_block", "", ""},
+    {"dynamic-shared", "custom_kernel.dynamic_shared_bytes", "BYTES", ""},
+    {"kernel-option", "custom_kernel.compile_options", "OPT", ""},
+    {"mode", "custom_kernel.mode", "test|benchmark|profile|sanitize",
+     "test: check only; benchmark (default): check, time, check again; profile: with hardware "
+     "metrics and PC-sampling stalls; sanitize: check under compute-sanitizer"},
+    {"sanitizer", "custom_kernel.sanitizer_tool", "memcheck|racecheck|initcheck|synccheck", ""},
+};
+constexpr absl::string_view kCustomKernelWorkloads[] = {"index", "store", "attention"};
+
 const OneofDescriptor* WorkloadOneof() {
   return v1::ExperimentRequest::descriptor()->FindOneofByName(std::string(kWorkloadOneof));
 }
@@ -91,7 +108,38 @@ FlagSpec FlagForField(const FieldDescriptor* field, std::string name, std::strin
   return flag;
 }
 
+// The field path a dotted name from ExperimentRequest names.
+absl::StatusOr<std::vector<const FieldDescriptor*>> RequestFieldPath(absl::string_view flag,
+                                                                     absl::string_view dotted) {
+  std::vector<const FieldDescriptor*> path;
+  const Descriptor* type = v1::ExperimentRequest::descriptor();
+  for (absl::string_view name : absl::StrSplit(dotted, '.')) {
+    const FieldDescriptor* field =
+        type == nullptr ? nullptr : type->FindFieldByName(std::string(name));
+    if (field == nullptr) {
+      return absl::InternalError(
+          absl::StrCat("--", flag, ": ExperimentRequest has no field ", dotted));
+    }
+    path.push_back(field);
+    type = field->message_type();
+  }
+  return path;
+}
+
 }  // namespace
+
+bool TakesCustomKernel(absl::string_view workload) {
+  for (absl::string_view name : kCustomKernelWorkloads) {
+    if (name == workload) return true;
+  }
+  return false;
+}
+
+std::vector<std::string> CustomKernelFlagNames() {
+  std::vector<std::string> names = {std::string(kKernelFileFlag)};
+  for (const CommonFlag& flag : kCustomKernelFlags) names.emplace_back(flag.name);
+  return names;
+}
 
 std::vector<std::string> WorkloadNames() {
   std::vector<std::string> names;
@@ -159,6 +207,23 @@ absl::StatusOr<ExperimentRequestBuilder> ExperimentRequestBuilder::ForWorkload(
     }
     builder.path_by_flag_[flag.name] = FieldPath{workload_field, field};
     builder.workload_flags_.push_back(std::move(flag));
+  }
+
+  if (TakesCustomKernel(workload)) {
+    builder.custom_kernel_flags_.push_back(
+        {.name = std::string(kKernelFileFlag),
+         .value_syntax = "PATH",
+         .help = "run this CUDA source's kernel in place of ours (at most 256 KiB; "
+                 "docs/custom-kernels.md)"});
+    for (const CommonFlag& custom : kCustomKernelFlags) {
+      absl::StatusOr<FieldPath> path = RequestFieldPath(custom.name, custom.path);
+      if (!path.ok()) return path.status();
+      FlagSpec flag =
+          FlagForField(path->back(), std::string(custom.name), std::string(custom.help));
+      if (!custom.value_syntax.empty()) flag.value_syntax = std::string(custom.value_syntax);
+      builder.path_by_flag_[flag.name] = *std::move(path);
+      builder.custom_kernel_flags_.push_back(std::move(flag));
+    }
   }
   return builder;
 }

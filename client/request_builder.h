@@ -19,6 +19,14 @@ namespace gpuprof::client {
 // What `submit` accepts: the field names of ExperimentRequest's `workload` oneof, in order.
 std::vector<std::string> WorkloadNames();
 
+// The workloads that run a kernel of the submitter's own (ExperimentRequest.custom_kernel):
+// index, store, attention (decode).
+bool TakesCustomKernel(absl::string_view workload);
+// "kernel-file", "kernel-name", ...: what custom_kernel_flags() holds for such a workload.
+std::vector<std::string> CustomKernelFlagNames();
+// Names a file the CLI reads into custom_kernel.source; no field of its own.
+inline constexpr absl::string_view kKernelFileFlag = "kernel-file";
+
 class ExperimentRequestBuilder {
  public:
   // InvalidArgument, listing the workloads, when `workload` is not one.
@@ -31,6 +39,9 @@ class ExperimentRequestBuilder {
   const std::vector<FlagSpec>& workload_flags() const { return workload_flags_; }
   // Flags every workload shares: GPU selection, measurement, tracing, labels, ...
   const std::vector<FlagSpec>& common_flags() const { return common_flags_; }
+  // --kernel-file and the custom_kernel fields' flags, for workloads that TakesCustomKernel;
+  // empty for the others.
+  const std::vector<FlagSpec>& custom_kernel_flags() const { return custom_kernel_flags_; }
   // Spec fields no flag can set (e.g. a repeated message), for help.
   const std::vector<std::string>& unsettable_fields() const { return unsettable_fields_; }
 
@@ -59,6 +70,7 @@ class ExperimentRequestBuilder {
   const google::protobuf::FieldDescriptor* workload_field_;
   std::vector<FlagSpec> workload_flags_;
   std::vector<FlagSpec> common_flags_;
+  std::vector<FlagSpec> custom_kernel_flags_;
   std::vector<std::string> unsettable_fields_;
   absl::flat_hash_map<std::string, FieldPath> path_by_flag_;
 };

@@ -86,7 +86,21 @@ absl::StatusOr<std::vector<std::string>> SubmitCommandWords(const v1::Experiment
   if (!builder.ok()) return builder.status();
 
   std::vector<std::string> words = {"submit", workload->name()};
-  for (const auto& flags : {builder->workload_flags(), builder->common_flags()}) {
+  // A custom kernel's source is not a flag's value: the command names its file, which
+  // `gpuprof get ID --source > FILE` writes.
+  v1::ExperimentRequest without_source = request;
+  if (request.custom_kernel().source().empty()) {
+    without_source.mutable_custom_kernel()->clear_file_name();
+  } else {
+    words.push_back(absl::StrCat("--", kKernelFileFlag));
+    words.push_back(request.custom_kernel().file_name().empty()
+                        ? "kernel.cu"
+                        : request.custom_kernel().file_name());
+    without_source.mutable_custom_kernel()->clear_source();
+    without_source.mutable_custom_kernel()->clear_file_name();
+  }
+  for (const auto& flags :
+       {builder->workload_flags(), builder->custom_kernel_flags(), builder->common_flags()}) {
     for (const FlagSpec& flag : flags) {
       const std::vector<const FieldDescriptor*> path = builder->FieldPathForFlag(flag.name);
       const Message* message = &request;
@@ -110,6 +124,8 @@ absl::StatusOr<std::vector<std::string>> SubmitCommandWords(const v1::Experiment
 
   // What no flag says would be lost: parse the words back and compare.
   std::vector<FlagSpec> specs = builder->workload_flags();
+  specs.insert(specs.end(), builder->custom_kernel_flags().begin(),
+               builder->custom_kernel_flags().end());
   specs.insert(specs.end(), builder->common_flags().begin(), builder->common_flags().end());
   absl::StatusOr<ParsedArgs> parsed =
       ParseArgs(std::vector<std::string>(words.begin() + 2, words.end()), specs);
@@ -122,7 +138,7 @@ absl::StatusOr<std::vector<std::string>> SubmitCommandWords(const v1::Experiment
       google::protobuf::util::MessageDifferencer::EQUIVALENT);
   std::string differences;
   differencer.ReportDifferencesToString(&differences);
-  if (!differencer.Compare(request, *rebuilt)) {
+  if (!differencer.Compare(without_source, *rebuilt)) {
     return absl::FailedPreconditionError(
         absl::StrCat("no command line says all of this request: ", differences));
   }

@@ -14,6 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "client/command.h"
+#include "client/custom_kernel.h"
 #include "client/listing_output.h"
 #include "client/render.h"
 #include "client/request_builder.h"
@@ -297,7 +298,13 @@ std::string SweepSubmitHelp(const ExperimentRequestBuilder& builder) {
   return absl::StrCat("usage: gpuprof sweep ", builder.workload(),
                       " [flags, some with several values] [--zip] [--max-gpus N] [--follow]\n\n",
                       kAxisSyntaxHelp, "\n", builder.workload(), " flags:\n",
-                      FormatFlagHelp(DescribedWorkloadFlags(builder)), "\ncommon flags:\n",
+                      FormatFlagHelp(DescribedWorkloadFlags(builder)),
+                      builder.custom_kernel_flags().empty()
+                          ? ""
+                          : absl::StrCat("\ncustom kernel flags (--kernel-file a.cu,b.cu[,ours]: "
+                                         "the kernel as an axis):\n",
+                                         FormatFlagHelp(DescribedCustomKernelFlags(builder))),
+                      "\ncommon flags:\n",
                       FormatFlagHelp(builder.common_flags()), "\nsweep flags:\n",
                       FormatFlagHelp(SweepSubmitFlags()));
 }
@@ -317,11 +324,15 @@ std::optional<SweepSubmission> ParseSweepSubmission(const std::vector<std::strin
   if (!builder.ok()) return done(ReportUsageError(env, builder.status().message(), "sweep"));
   const std::string help_command = absl::StrCat("sweep ", args[0]);
   std::vector<FlagSpec> flags = builder->workload_flags();
-  for (const auto& group : {builder->common_flags(), SweepSubmitFlags()}) {
+  for (const auto& group :
+       {builder->custom_kernel_flags(), builder->common_flags(), SweepSubmitFlags()}) {
     flags.insert(flags.end(), group.begin(), group.end());
   }
-  absl::StatusOr<ParsedArgs> parsed =
-      ParseArgs(std::vector<std::string>(args.begin() + 1, args.end()), flags);
+  const std::vector<std::string> words(args.begin() + 1, args.end());
+  if (const absl::Status refused = RefuseCustomKernelFlags(*builder, words); !refused.ok()) {
+    return done(ReportUsageError(env, refused.message(), help_command));
+  }
+  absl::StatusOr<ParsedArgs> parsed = ParseArgs(words, flags);
   if (!parsed.ok()) return done(ReportUsageError(env, parsed.status().message(), help_command));
   if (parsed->Switch("help")) {
     *env.out << SweepSubmitHelp(*builder);
@@ -335,8 +346,22 @@ std::optional<SweepSubmission> ParseSweepSubmission(const std::vector<std::strin
   if (!format.ok()) return done(ReportUsageError(env, format.status().message(), help_command));
 
   v1::SweepRequest request;
+  // --kernel-file a.cu,b.cu[,ours]: the kernel as an axis, each point one source.
+  std::vector<std::string> kernel_files;
+  for (const std::string& value : parsed->GetAll(kKernelFileFlag)) {
+    for (absl::string_view entry : absl::StrSplit(value, ',')) {
+      kernel_files.emplace_back(absl::StripAsciiWhitespace(entry));
+    }
+  }
+  const bool kernel_axis = kernel_files.size() > 1;
+  if (kernel_axis) {
+    absl::StatusOr<v1::SweepAxis> axis = KernelSweepAxis(kernel_files, parsed->Get("kernel-name"));
+    if (!axis.ok()) return done(ReportUsageError(env, axis.status().message(), help_command));
+    *request.add_axes() = *std::move(axis);
+  }
   ParsedArgs base_args;
   for (const FlagValue& flag : parsed->flags) {
+    if (kernel_axis && flag.name == kKernelFileFlag) continue;
     const FieldDescriptor* field = builder->FieldForFlag(flag.name);
     if (field != nullptr) {
       absl::StatusOr<std::optional<v1::SweepAxis>> axis = AxisFromFlag(field, flag.value);
@@ -375,6 +400,14 @@ std::optional<SweepSubmission> ParseSweepSubmission(const std::vector<std::strin
   if (const absl::Status zeros = CheckNoSilentZeros(*builder, base_args, *base); !zeros.ok()) {
     return done(ReportUsageError(env, zeros.message(), help_command));
   }
+  // One kernel file: every point runs it; several: the axis above holds them.
+  if (const absl::Status kernel =
+          kernel_axis ? CheckCustomKernelFlags(*builder, *parsed, *base, kernel_files)
+                      : ApplyKernelFile(*builder, base_args, *base);
+      !kernel.ok()) {
+    return done(ReportUsageError(env, kernel.message(), help_command));
+  }
+  if (kernel_axis && base->has_custom_kernel()) base->mutable_custom_kernel()->clear_kernel_name();
   // Empty means "me, as the daemon authenticates me"; another name needs an admin.
   if (base->user().empty() && explicit_user.has_value()) base->set_user(*explicit_user);
   request.set_user(base->user());

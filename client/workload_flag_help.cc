@@ -104,6 +104,16 @@ std::vector<FlagSpec> DescribedWorkloadFlags(const ExperimentRequestBuilder& bui
   return flags;
 }
 
+std::vector<FlagSpec> DescribedCustomKernelFlags(const ExperimentRequestBuilder& builder) {
+  std::vector<FlagSpec> flags = builder.custom_kernel_flags();
+  for (FlagSpec& flag : flags) {
+    const FieldDescriptor* field = builder.FieldForFlag(flag.name);
+    if (field == nullptr || !flag.help.empty()) continue;
+    flag.help = FirstSentence(FieldComment(field->full_name()));
+  }
+  return flags;
+}
+
 namespace {
 
 // Common flags whose 0 the daemon replaces by its default (daemon/admission's ApplyDefaults and

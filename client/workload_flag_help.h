@@ -22,6 +22,11 @@ const google::protobuf::FieldDescriptor* WorkloadField(const ExperimentRequestBu
 // enum only the values the workload's validation accepts.
 std::vector<FlagSpec> DescribedWorkloadFlags(const ExperimentRequestBuilder& builder);
 
+// The builder's custom kernel flags (--kernel-name, --block-threads, ...) with the first
+// sentence of their CustomKernel field's proto comment as help; empty for a workload that
+// takes no custom kernel.
+std::vector<FlagSpec> DescribedCustomKernelFlags(const ExperimentRequestBuilder& builder);
+
 // Proto3 cannot tell an explicit 0 from an unset field, so the daemon would replace
 // `--num-requests 0` by its default. InvalidArgument, naming the flag and what it takes, for
 // each workload flag given as 0 where the workload's defaults fill in something else, and each

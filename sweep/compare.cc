@@ -16,6 +16,10 @@ namespace {
 std::string ParametersOf(const v1::Experiment& experiment, const std::vector<std::string>& axes) {
   std::vector<std::string> parts;
   for (const std::string& axis : axes) {
+    if (axis == kKernelAxis) {
+      parts.push_back(absl::StrCat(axis, "=", KernelAxisValue(experiment.request())));
+      continue;
+    }
     const auto path = ResolveAxisField(experiment.request(), axis);
     parts.push_back(absl::StrCat(axis, "=", path.ok() ? FieldValueText(experiment.request(), *path)
                                                       : "-"));

@@ -112,6 +112,15 @@ std::string FieldValueText(const v1::ExperimentRequest& request, const FieldPath
   return absl::StrJoin(values, ",");
 }
 
+std::string KernelAxisValue(const v1::ExperimentRequest& request) {
+  // A listing leaves the source out but keeps the file's name.
+  if (request.custom_kernel().source().empty() && request.custom_kernel().file_name().empty()) {
+    return std::string(kOurKernel);
+  }
+  return request.custom_kernel().file_name().empty() ? "kernel.cu"
+                                                     : request.custom_kernel().file_name();
+}
+
 absl::StatusOr<std::vector<std::string>> AxisValues(const v1::SweepAxis& axis,
                                                     const FieldPath& path) {
   const int kinds = (axis.values_size() > 0 ? 1 : 0) + (axis.has_range() ? 1 : 0) +
@@ -177,12 +186,33 @@ absl::StatusOr<std::vector<std::string>> AxisValues(const v1::SweepAxis& axis,
 absl::StatusOr<std::vector<ExpandedPoint>> ExpandSweep(const v1::SweepRequest& request) {
   struct Axis {
     std::string name;
-    FieldPath path;
+    FieldPath path;  // empty for the kernel axis
     std::vector<std::string> values;
+    // The kernel axis: the kernel of each value (SweepAxis.kernels).
+    std::vector<const v1::CustomKernel*> kernels;
   };
   std::vector<Axis> axes;
   std::set<std::string> seen;
   for (const v1::SweepAxis& axis : request.axes()) {
+    if (axis.field() == kKernelAxis) {
+      if (axis.values_size() == 0 || axis.values_size() != axis.kernels_size() ||
+          axis.has_range() || axis.has_powers_of_two()) {
+        return absl::InvalidArgumentError(AxisError(
+            axis.field(), "needs a kernel for each value (kernels and values of equal length)"));
+      }
+      if (!seen.insert(std::string(kKernelAxis)).second) {
+        return absl::InvalidArgumentError(AxisError(axis.field(), "given twice"));
+      }
+      Axis kernel_axis{axis.field(), {}, {axis.values().begin(), axis.values().end()}, {}};
+      for (const v1::CustomKernel& kernel : axis.kernels()) kernel_axis.kernels.push_back(&kernel);
+      axes.push_back(std::move(kernel_axis));
+      continue;
+    }
+    if (axis.kernels_size() > 0) {
+      return absl::InvalidArgumentError(
+          AxisError(axis.field(), absl::StrCat("kernels belong to the \"", kKernelAxis,
+                                               "\" axis only")));
+    }
     ASSIGN_OR_RETURN(FieldPath path, ResolveAxisField(request.base(), axis.field()));
     std::string key;
     for (const auto* field : path) absl::StrAppend(&key, field->full_name(), "/");
@@ -245,6 +275,7 @@ absl::StatusOr<std::vector<ExpandedPoint>> ExpandSweep(const v1::SweepRequest& r
       }
     }
     for (size_t a = 0; a < axes.size(); ++a) {
+      if (axes[a].path.empty()) continue;  // the kernel axis, set last
       Message* message = &point.request;
       for (size_t i = 0; i + 1 < axes[a].path.size(); ++i) {
         message = message->GetReflection()->MutableMessage(message, axes[a].path[i]);
@@ -253,8 +284,24 @@ absl::StatusOr<std::vector<ExpandedPoint>> ExpandSweep(const v1::SweepRequest& r
       RETURN_IF_ERROR(
           SetFieldFromText(message, axes[a].path.back(), axes[a].values[choice[a]]));
     }
+    // A kernel replaces the custom kernel's source and names (the base keeps its launch
+    // shape and mode); ours runs without one.
+    for (size_t a = 0; a < axes.size(); ++a) {
+      if (!axes[a].path.empty()) continue;
+      const v1::CustomKernel& kernel = *axes[a].kernels[choice[a]];
+      if (kernel.source().empty()) {
+        point.request.clear_custom_kernel();
+        continue;
+      }
+      v1::CustomKernel* point_kernel = point.request.mutable_custom_kernel();
+      point_kernel->set_source(kernel.source());
+      point_kernel->set_file_name(kernel.file_name());
+      point_kernel->set_kernel_name(kernel.kernel_name());
+    }
     for (const Axis& axis : axes) {
-      point.parameters.emplace_back(axis.name, FieldValueText(point.request, axis.path));
+      point.parameters.emplace_back(axis.name, axis.path.empty()
+                                                   ? KernelAxisValue(point.request)
+                                                   : FieldValueText(point.request, axis.path));
     }
     points.push_back(std::move(point));
   }

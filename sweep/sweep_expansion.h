@@ -18,6 +18,10 @@ namespace gpuprof::sweep {
 // A sweep may not expand to more points than this.
 inline constexpr int kMaxSweepPoints = 10000;
 
+// The axis over kernels (SweepAxis.kernels): each point one source, or ours.
+inline constexpr absl::string_view kKernelAxis = "kernel";
+inline constexpr absl::string_view kOurKernel = "ours";
+
 // Fields from ExperimentRequest down to the one an axis sets.
 using FieldPath = std::vector<const google::protobuf::FieldDescriptor*>;
 
@@ -38,6 +42,10 @@ absl::StatusOr<FieldPath> ResolveAxisField(const v1::ExperimentRequest& base,
 // text, repeated fields comma-joined, maps "k=v" sorted. Used for point parameters and for
 // matching points by their parameters.
 std::string FieldValueText(const v1::ExperimentRequest& request, const FieldPath& path);
+
+// The kernel axis' value of a request: its custom kernel's file name ("kernel.cu" when it has
+// none), or "ours" when it has no custom kernel.
+std::string KernelAxisValue(const v1::ExperimentRequest& request);
 
 // The axis' values as typed (lists as given; ranges and powers of two enumerated).
 absl::StatusOr<std::vector<std::string>> AxisValues(const v1::SweepAxis& axis,

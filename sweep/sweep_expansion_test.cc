@@ -45,6 +45,39 @@ TEST(ExpandSweep, CartesianProductVariesTheLastAxisFastest) {
   EXPECT_EQ(last.gpus().gpu_count(), 1);
 }
 
+TEST(ExpandSweep, TheKernelAxisGivesEachPointItsSourceAndNamesItByFile) {
+  auto points = ExpandSweep(Parse(R"pb(
+    base { index {} custom_kernel { block_threads: 128 mode: MODE_TEST } }
+    axes { field: "kernel" values: "ours" values: "a.cu" values: "b.cu"
+           kernels {} kernels { source: "A" file_name: "a.cu" kernel_name: "ka" }
+           kernels { source: "B" file_name: "b.cu" kernel_name: "kb" } }
+    axes { field: "num_tokens" values: "1" values: "64" }
+  )pb"));
+  ASSERT_TRUE(points.ok()) << points.status();
+  ASSERT_EQ(points->size(), 6u);
+  EXPECT_EQ(Describe(*points)[0], "kernel=ours, num_tokens=1");
+  EXPECT_EQ(Describe(*points)[3], "kernel=a.cu, num_tokens=64");
+  EXPECT_FALSE((*points)[0].request.has_custom_kernel());
+  const v1::CustomKernel& b = (*points)[5].request.custom_kernel();
+  EXPECT_EQ(b.source(), "B");
+  EXPECT_EQ(b.kernel_name(), "kb");
+  EXPECT_EQ(b.block_threads(), 128);  // the base's launch shape and mode stay
+  EXPECT_EQ(b.mode(), v1::CustomKernel::MODE_TEST);
+  EXPECT_EQ((*points)[5].request.index().num_tokens(), 64);
+  EXPECT_EQ(KernelAxisValue((*points)[5].request), "b.cu");
+
+  EXPECT_THAT(ExpandSweep(Parse(R"pb(base { index {} }
+                                     axes { field: "kernel" values: "a.cu" })pb"))
+                  .status()
+                  .message(),
+              HasSubstr("needs a kernel for each value"));
+  EXPECT_THAT(ExpandSweep(Parse(R"pb(base { index {} }
+                                     axes { field: "num_tokens" values: "1" kernels {} })pb"))
+                  .status()
+                  .message(),
+              HasSubstr("kernels belong to the \"kernel\" axis only"));
+}
+
 TEST(ExpandSweep, ZippedAxesPairValuesAndNeedEqualLengths) {
   auto points = ExpandSweep(Parse(R"pb(
     base { store {} }
