@@ -154,10 +154,15 @@ worker_protocol::RunFinished RunExperiment(const worker_protocol::ExperimentAssi
   }
   // Activity batches go out before the result, which counts what was dropped or not collected.
   if (tracing.has_value()) tracing->Finish(*result);
+  // A submitted kernel in which compute-sanitizer found errors fails the experiment; its
+  // result (the report) is kept, and the reason says how many errors and the first.
+  const bool sanitizer_errors = result->custom_kernel().sanitizer_errors() > 0;
+  const std::string sanitizer_verdict = result->verification().message();
   v1::ExperimentEvent event;
   *event.mutable_result() = *std::move(result);
   *event.mutable_result()->mutable_provenance() = MakeProvenance(assignment);
   emit(event);
+  if (sanitizer_errors) return Failed(absl::StrCat(name, ": ", sanitizer_verdict), false);
   return Succeeded();
 }
 

@@ -4,6 +4,10 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/strip.h"
 
 #include "comm/nccl_communicator.h"
 #include "comm/nccl_tuning_log.h"
@@ -14,6 +18,7 @@
 #include "kernels/jit/jit_cache.h"
 #include "measure/copy_bandwidth.h"
 #include "worker/experiment_dispatch.h"
+#include "workloads/custom_kernel/sanitizer_run.h"
 #include "workloads/runner_table.h"
 
 namespace gpuprof::worker {
@@ -110,7 +115,18 @@ int Serve() {
 }  // namespace
 }  // namespace gpuprof::worker
 
-int main() {
+int main(int argc, char** argv) {
+  // MODE_SANITIZE: this binary again, under compute-sanitizer, running one submitted kernel's
+  // checks (workloads/custom_kernel/sanitizer_run.h).
+  if (argc == 2 && absl::StartsWith(argv[1], gpuprof::workloads::kCustomKernelCheckFlag)) {
+    return gpuprof::workloads::RunCustomKernelCheckChild(
+        std::string(absl::StripPrefix(argv[1], gpuprof::workloads::kCustomKernelCheckFlag)),
+        [](const gpuprof::v1::ExperimentRequest& request) -> gpuprof::workloads::RunWorkloadFunction {
+          const gpuprof::workloads::WorkloadRunner* runner =
+              gpuprof::workloads::FindWorkloadRunner(request.workload_case());
+          return runner != nullptr ? runner->run : nullptr;
+        });
+  }
   // Before anything can call NCCL: its tuning log tells collectives which algorithm it chose.
   gpuprof::comm::ProcessNcclTuningLog();
   return gpuprof::worker::Serve();

@@ -3,7 +3,9 @@
 #include "workloads/attention/attention_runner.h"
 #include "workloads/collective/collective_runner.h"
 #include "workloads/copy/copy_runner.h"
+#include "workloads/custom_kernel/decode_contract_plan.h"
 #include "workloads/custom_kernel/index_contract_plan.h"
+#include "workloads/custom_kernel/sanitizer_run.h"
 #include "workloads/custom_kernel/store_contract_plan.h"
 #include "workloads/index/index_runner.h"
 #include "workloads/radix/radix_runner.h"
@@ -18,7 +20,12 @@ namespace v1 = ::gpuprof::v1;
 // A workload with a contract for submitted kernels: ours, or the request's own kernel.
 template <RunWorkloadFunction kOurs, RunWorkloadFunction kCustom>
 absl::StatusOr<v1::ExperimentResult> OursOrCustom(const RunContext& context) {
-  return context.assignment.request().has_custom_kernel() ? kCustom(context) : kOurs(context);
+  if (!context.assignment.request().has_custom_kernel()) return kOurs(context);
+  // MODE_SANITIZE re-runs this worker under compute-sanitizer, whose child runs kCustom.
+  if (context.assignment.request().custom_kernel().mode() == v1::CustomKernel::MODE_SANITIZE) {
+    return RunCustomKernelUnderSanitizer(context);
+  }
+  return kCustom(context);
 }
 
 // One line per workload the worker runs.
@@ -27,7 +34,8 @@ constexpr WorkloadRunner kRunners[] = {
     {v1::ExperimentRequest::kStore, &OursOrCustom<&RunStoreWorkload, &RunStoreContractWorkload>},
     {v1::ExperimentRequest::kRadix, &RunRadixWorkload},
     {v1::ExperimentRequest::kCollective, &RunCollectiveWorkload},
-    {v1::ExperimentRequest::kAttention, &RunAttentionWorkload},
+    {v1::ExperimentRequest::kAttention,
+     &OursOrCustom<&RunAttentionWorkload, &RunDecodeContractWorkload>},
     {v1::ExperimentRequest::kCopy, &RunCopyWorkload},
 };
 
