@@ -2,12 +2,14 @@
 
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <linux/landlock.h>
 #include <nvrtc.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -220,7 +222,7 @@ std::string FileNamePart(absl::string_view text, size_t max_size) {
   std::string part;
   for (char c : text) {
     if (part.size() == max_size) break;
-    part += absl::ascii_isalnum(c) || c == '_' || c == '-' ? c : '_';
+    part += absl::ascii_isalnum(c) || c == '_' || c == '-' || c == '.' ? c : '_';
   }
   return part.empty() ? "_" : part;
 }
@@ -520,6 +522,29 @@ int64_t AddressSpaceBytes() {
   return pages * sysconf(_SC_PAGESIZE);
 }
 
+// Denies the child every file access from here on (opening, listing, executing, creating,
+// removing) with Landlock: NVRTC would otherwise #include any file the worker can read, and show
+// its lines in the compile errors ('#include "/etc/shadow"'). NVRTC needs no file once its
+// builtins are mapped (PreloadNvrtcBuiltins) and the provided headers are in memory. False
+// where the kernel has no Landlock (before Linux 5.13, or disabled): the compile then runs
+// without it.
+bool DenyFileAccess() {
+  landlock_ruleset_attr ruleset{};
+  // Every right of Landlock's first ABI, which each later one keeps.
+  ruleset.handled_access_fs =
+      LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_READ_FILE |
+      LANDLOCK_ACCESS_FS_READ_DIR | LANDLOCK_ACCESS_FS_REMOVE_DIR |
+      LANDLOCK_ACCESS_FS_REMOVE_FILE | LANDLOCK_ACCESS_FS_MAKE_CHAR |
+      LANDLOCK_ACCESS_FS_MAKE_DIR | LANDLOCK_ACCESS_FS_MAKE_REG | LANDLOCK_ACCESS_FS_MAKE_SOCK |
+      LANDLOCK_ACCESS_FS_MAKE_FIFO | LANDLOCK_ACCESS_FS_MAKE_BLOCK | LANDLOCK_ACCESS_FS_MAKE_SYM;
+  const long ruleset_fd = syscall(SYS_landlock_create_ruleset, &ruleset, sizeof(ruleset), 0);
+  if (ruleset_fd < 0) return false;
+  const bool restricted = prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
+                          syscall(SYS_landlock_restrict_self, ruleset_fd, 0) == 0;
+  close(static_cast<int>(ruleset_fd));
+  return restricted;
+}
+
 void WriteAll(int fd, absl::string_view bytes) {
   while (!bytes.empty()) {
     const ssize_t written = write(fd, bytes.data(), bytes.size());
@@ -549,6 +574,10 @@ void WriteAll(int fd, absl::string_view bytes) {
       setrlimit(RLIMIT_AS, &address_space);
     }
   }
+  // NVRTC records the compile's directory in the line info: the root, for every worker alike
+  // (DisassembleCubin shows the names relative to it).
+  if (chdir("/") != 0) _exit(122);
+  DenyFileAccess();
   try {
     WriteAll(report_fd, SerializeReport(CompileInChild(compile)));
   } catch (...) {
@@ -748,13 +777,16 @@ class TemporaryFile {
 };
 
 // `//## File "my_gather.cu", line 14` (with -gi, `... inlined at "...", line N` follows):
-// "my_gather.cu:14", the innermost location.
+// "my_gather.cu:14", the innermost location, relative to the compile's directory (the root,
+// see RunCompileChild).
 std::string LineInfoComment(absl::string_view line) {
   absl::string_view rest = absl::StripLeadingAsciiWhitespace(line);
   if (!absl::ConsumePrefix(&rest, "//## File \"")) return "";
   const size_t quote = rest.find('"');
   if (quote == absl::string_view::npos) return "";
-  const absl::string_view file = rest.substr(0, quote);
+  absl::string_view file = rest.substr(0, quote);
+  while (absl::ConsumePrefix(&file, "/")) {
+  }
   rest.remove_prefix(quote + 1);
   if (!absl::ConsumePrefix(&rest, ", line ")) return "";
   size_t digits = 0;
@@ -875,6 +907,8 @@ std::vector<SassInstruction> ParseNvdisasmListing(std::string_view listing_view,
     instructions.push_back(
         {.pc_offset = pc, .text = std::string(rest), .source_line = source_line});
   }
+  // The NOPs that pad the function to its section's alignment never run.
+  while (!instructions.empty() && instructions.back().text == "NOP") instructions.pop_back();
   return instructions;
 }
 

@@ -1,6 +1,9 @@
 #include "kernels/custom/user_kernel_compile.h"
 
+#include <linux/landlock.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
@@ -107,7 +110,8 @@ TEST(CompileUserKernelTest, CompilesThenHitsTheCache) {
   EXPECT_EQ(first->cubin.substr(0, 4), "\x7f" "ELF");
   EXPECT_EQ(first->lowered_name, "gather_rows");
   EXPECT_EQ(first->source_sha256, Sha256Hex(kGoodSource));
-  EXPECT_THAT(first->cache_key, ::testing::StartsWith("user__my_gather__gather_rows__sm90__cuda"));
+  EXPECT_THAT(first->cache_key,
+              ContainsRegex("^user__my_gather__gather_rows__sm90__cuda[0-9]+\\.[0-9]+__[0-9a-f]{64}$"));
   // Warnings are kept, as NVRTC writes them.
   EXPECT_THAT(first->compile_log, HasSubstr("my_gather.cu(4): warning"));
   EXPECT_THAT(first->cache_write_error, IsEmpty());
@@ -211,6 +215,24 @@ TEST(CompileUserKernelTest, RefusesBadNamesAndOptionsBeforeCompiling) {
             absl::StatusCode::kInvalidArgument);
 }
 
+bool KernelHasLandlock() {
+  return syscall(SYS_landlock_create_ruleset, nullptr, 0, LANDLOCK_CREATE_RULESET_VERSION) > 0;
+}
+
+TEST(CompileUserKernelTest, SourceCannotIncludeTheHostsFiles) {
+  if (!KernelHasLandlock()) GTEST_SKIP() << "this kernel has no Landlock";
+  const std::string secret_path = FreshDirectory("secret.h");
+  std::ofstream(secret_path) << "int leaked_secret_7f3a = 1;\n";
+  UserKernelCompileRequest request = GoodRequest();
+  request.source = absl::StrCat("#include \"", secret_path, "\"\n", kGoodSource);
+  const JitCache cache(FreshDirectory("include_host_file"));
+  auto binary = CompileUserKernel(request, {}, cache);
+  EXPECT_EQ(binary.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(binary.status().message(),
+              AllOf(HasSubstr("my_gather.cu(1): catastrophic error: cannot open source file"),
+                    Not(HasSubstr("leaked_secret_7f3a"))));
+}
+
 // Some 3,600 class instantiations: most of a second of compiling, far past the limit below.
 constexpr char kSlowSource[] =
     "template <int A, int B> struct Grid {\n"
@@ -261,13 +283,16 @@ TEST(ParseNvdisasmListingTest, TakesTheFunctionsInstructionsAndLines) {
       "\t.sectioninfo\t@\"SHI_REGISTERS=12\"\n"
       "gather_rows:\n"
       ".text.gather_rows:\n"
-      "\t//## File \"my_gather.cu\", line 3\n"
+      "\t//## File \"/my_gather.cu\", line 3\n"
       "        /*0000*/                   LDC R1, c[0x0][0x28] ;    /* 0x00000a00ff017b82 */\n"
       "                                                             /* 0x000fe40000000800 */\n"
       "\t//## File \"my_gather.cu\", line 5 inlined at \"my_gather.cu\", line 9\n"
       "        /*0010*/              @!P0 EXIT ;\n"
       ".L_x_0:\n"
-      "        /*0020*/                   BRA `(.L_x_0);\n";
+      "        /*0020*/                   BRA `(.L_x_0);\n"
+      "        /*0030*/                   NOP;\n"
+      "        /*0040*/                   NOP;\n"
+      ".L_x_1:\n";
   const std::vector<SassInstruction> sass = ParseNvdisasmListing(kListing, "gather_rows", 100);
   ASSERT_EQ(sass.size(), 3u);
   EXPECT_EQ(sass[0].pc_offset, 0);
