@@ -73,8 +73,9 @@ absl::StatusOr<v1::SweepAxis> KernelSweepAxis(const std::vector<std::string>& en
                                               const std::optional<std::string>& kernel_name);
 
 // Whether an experiment ended because the custom kernel did not compile: FAILED, and the
-// reason begins with "compile" or the result carries the compiler's log and no compiled
-// kernel (no registers).
+// reason begins with "compile" or holds an NVRTC error ("g.cu(12): error: ...", as the worker
+// passes CompileUserKernel's message on: "index: INVALID_ARGUMENT: g.cu(12): error: ..."), or
+// the result carries the compiler's log and no compiled kernel (no registers).
 bool KernelDidNotCompile(v1::ExperimentState state, absl::string_view reason,
                          const v1::ExperimentResult& result);
 // The compiler's messages as it wrote them (file:line), each line made safe for a terminal:

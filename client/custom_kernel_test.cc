@@ -7,6 +7,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/request_builder.h"
+#include "client/sweep_commands.h"
+#include "sweep/sweep_expansion.h"
+#include <sstream>
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -157,11 +160,61 @@ TEST(KernelSweepAxis, OneSourcePerPointAndOursAsAPoint) {
   EXPECT_THAT(KernelSweepAxis({a}, std::nullopt).status().message(), HasSubstr("two or more"));
 }
 
+TEST(ParseSweepSubmission, KernelFilesAreAnAxisWhosePointsEachCarryOneSource) {
+  const std::string a = WriteFile("a.cu", kGather);
+  const std::string b = WriteFile("b.cu", R"(extern "C" __global__ void other() {})");
+  std::ostringstream out, err;
+  ClientEnvironment env;
+  env.out = &out;
+  env.err = &err;
+  int exit_code = -1;
+  std::optional<SweepSubmission> submission = ParseSweepSubmission(
+      {"index", "--kernel-file", absl::StrCat("ours,", a, ",", b), "--tokens", "1,64",
+       "--block-threads", "128"},
+      env, std::nullopt, exit_code);
+  ASSERT_TRUE(submission.has_value()) << err.str();
+  const v1::SweepRequest& request = submission->request;
+  ASSERT_EQ(request.axes_size(), 2);
+  EXPECT_EQ(request.axes(0).field(), "kernel");
+  EXPECT_EQ(request.base().custom_kernel().block_threads(), 128);
+  EXPECT_TRUE(request.base().custom_kernel().source().empty());
+  absl::StatusOr<std::vector<sweep::ExpandedPoint>> points = sweep::ExpandSweep(request);
+  ASSERT_TRUE(points.ok()) << points.status();
+  ASSERT_EQ(points->size(), 6u);
+  EXPECT_EQ(sweep::DescribeParameters((*points)[0].parameters), "kernel=ours, num_tokens=1");
+  EXPECT_FALSE((*points)[0].request.has_custom_kernel());
+  EXPECT_EQ(sweep::DescribeParameters((*points)[3].parameters), "kernel=a.cu, num_tokens=64");
+  EXPECT_EQ((*points)[3].request.custom_kernel().source(), kGather);
+  EXPECT_EQ((*points)[3].request.custom_kernel().block_threads(), 128);
+  EXPECT_EQ((*points)[5].request.custom_kernel().kernel_name(), "other");
+
+  // One file: every point runs it.
+  submission = ParseSweepSubmission({"index", "--kernel-file", a, "--tokens", "1,64"}, env,
+                                    std::nullopt, exit_code);
+  ASSERT_TRUE(submission.has_value()) << err.str();
+  EXPECT_EQ(submission->request.base().custom_kernel().source(), kGather);
+  EXPECT_EQ(submission->request.axes_size(), 1);
+  // Refused before any RPC.
+  EXPECT_FALSE(ParseSweepSubmission({"radix", "--kernel-file", absl::StrCat(a, ",", b)}, env,
+                                    std::nullopt, exit_code)
+                   .has_value());
+  EXPECT_EQ(exit_code, 2);
+  EXPECT_THAT(err.str(), HasSubstr("radix takes no custom kernel"));
+}
+
 TEST(KernelDidNotCompile, KnownByTheReasonOrByALogWithoutRegisters) {
   v1::ExperimentResult none;
   EXPECT_TRUE(KernelDidNotCompile(v1::FAILED, "compile failed: my_gather.cu(3): error", none));
   EXPECT_FALSE(KernelDidNotCompile(v1::FINISHED, "compile", none));
   EXPECT_FALSE(KernelDidNotCompile(v1::FAILED, "illegal address", none));
+  // As the worker passes the compiler's message on.
+  EXPECT_TRUE(KernelDidNotCompile(
+      v1::FAILED, "index: INVALID_ARGUMENT: my_gather.cu(12): error: identifier \"x\" is undefined",
+      none));
+  EXPECT_TRUE(KernelDidNotCompile(v1::FAILED, "store: INVALID_ARGUMENT: k.cu(1): catastrophic "
+                                  "error: cannot open source file \"cub/cub.cuh\"", none));
+  EXPECT_FALSE(KernelDidNotCompile(v1::FAILED, "check (3): error at row 5", none));
+  EXPECT_FALSE(KernelDidNotCompile(v1::FAILED, "(3): error", none));
   v1::ExperimentResult log;
   log.mutable_custom_kernel()->set_compile_log("my_gather.cu(3): error: expected a \";\"\n");
   EXPECT_TRUE(KernelDidNotCompile(v1::FAILED, "the worker said so", log));
