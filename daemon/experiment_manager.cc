@@ -11,6 +11,7 @@
 #include "absl/strings/str_replace.h"
 #include "common/experiment_states.h"
 #include "common/status_macros.h"
+#include "daemon/admission/custom_kernel_audit.h"
 #include "daemon/experiment_record.h"
 #include "daemon/scheduling/inventory_probe.h"
 #include "google/protobuf/util/time_util.h"
@@ -36,6 +37,14 @@ google::protobuf::Timestamp LastStoredEventTime(ExperimentStore& store,
   return TimestampNow();
 }
 
+worker_protocol::CustomKernelLimits CustomKernelLimitsOf(const ManagerOptions& options) {
+  worker_protocol::CustomKernelLimits limits;
+  *limits.mutable_compile_timeout() = TimeUtil::NanosecondsToDuration(
+      absl::ToInt64Nanoseconds(options.custom_kernel_compile_timeout));
+  limits.set_compile_memory_bytes(options.custom_kernel_compile_memory_bytes);
+  return limits;
+}
+
 }  // namespace
 
 ExperimentManager::ExperimentManager(ManagerOptions options, std::unique_ptr<ExperimentStore> store,
@@ -57,7 +66,7 @@ ExperimentManager::ExperimentManager(ManagerOptions options, std::unique_ptr<Exp
       workers_(
           mutex_, inventory_,
           WorkerPoolOptions{options_.worker_binary, options_.limits.allow_test_faults,
-                            options_.worker_idle_timeout},
+                            options_.worker_idle_timeout, CustomKernelLimitsOf(options_)},
           [this](int64_t worker, const worker_protocol::WorkerReport& report) {
             OnWorkerReport(worker, report);
           },
@@ -301,9 +310,10 @@ absl::StatusOr<v1::Experiment> ExperimentManager::SubmitInternal(
   audit.set_actor(actor.user);
   if (on_behalf) audit.set_on_behalf_of(user);
   audit.set_action("submit");
-  audit.set_detail(on_behalf ? absl::StrCat("admin ", actor.user, " on behalf of ", user, ": ",
-                                            v1::Workload_Name(experiment.workload()))
-                             : v1::Workload_Name(experiment.workload()));
+  audit.set_detail(absl::StrCat(
+      on_behalf ? absl::StrCat("admin ", actor.user, " on behalf of ", user, ": ") : "",
+      v1::Workload_Name(experiment.workload()),
+      CustomKernelAuditDetail({experiment.request()})));
   audit.set_authenticated_by(actor.authenticated_by);
   // Stored without the manager's lock, so that concurrent submissions share one commit (the
   // store's group commit) instead of each waiting for the previous one's fsync; the audit
@@ -644,8 +654,12 @@ void ExperimentManager::StartLocked(const Dispatch& dispatch) {
       workloads::FindWorkloadSpec(active.experiment.request().workload_case());
   const bool one_per_rank = spec != nullptr && spec->supports_tensor_parallelism &&
                             active.experiment.request().tp_degree() > 1;
+  // A custom kernel is the submitter's code: a new worker, retired when it ends.
+  const WorkerReuse reuse = active.experiment.request().has_custom_kernel()
+                                ? WorkerReuse::kSingleUse
+                                : WorkerReuse::kWarm;
   PendingStart start{.id = dispatch.id,
-                     .group = workers_.Reserve(dispatch.id, dispatch.gpus, one_per_rank)};
+                     .group = workers_.Reserve(dispatch.id, dispatch.gpus, one_per_rank, reuse)};
   start.running = StateEvent(v1::RUNNING);
   for (int gpu : dispatch.gpus) start.running.mutable_state()->add_gpu_ids(gpu);
   start.running.set_experiment_id(dispatch.id);
@@ -862,6 +876,8 @@ void ExperimentManager::OnWorkerReport(int64_t worker,
     jit_cache_entries_ = finished.jit_cache_entries();
     jit_cache_bytes_ = finished.jit_cache_bytes();
   }
+  // Read before Finished, which retires a single-use worker (a custom kernel's).
+  const std::string stderr_tail = finished.ok() ? "" : workers_.StderrTail(worker);
   workers_.Finished(worker);
   const bool group = active.workers.size() > 1;
   if (finished.ok()) {
@@ -873,7 +889,7 @@ void ExperimentManager::OnWorkerReport(int64_t worker,
     workers_.Kill(active.experiment.id());
     EndLocked(id, v1::FAILED,
               group ? absl::StrCat("rank ", rank, ": ", finished.error()) : finished.error(),
-              workers_.StderrTail(worker));
+              stderr_tail);
   }
   // A worker that saw an error may hold a broken CUDA context or communicator: never reuse it.
   if (!finished.ok() || finished.must_not_reuse()) workers_.Retire(worker);

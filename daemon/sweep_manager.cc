@@ -10,6 +10,7 @@
 #include "common/experiment_states.h"
 #include "common/status_macros.h"
 #include "daemon/admission/baseline_ownership.h"
+#include "daemon/admission/custom_kernel_audit.h"
 #include "daemon/store/sweep_point_table.h"
 #include "google/protobuf/util/time_util.h"
 #include "sweep/sweep_expansion.h"
@@ -33,10 +34,11 @@ int StateRank(v1::ExperimentState state) {
   return 0;
 }
 
-// A point's experiment as the sweep keeps it: the provenance stays with the experiment.
+// A point's experiment as the sweep keeps it: the provenance, a custom kernel's source and its
+// SASS stay with the experiment.
 v1::Experiment Summary(const v1::Experiment& experiment) {
   v1::Experiment summary = experiment;
-  summary.mutable_result()->clear_provenance();
+  SummarizeForListing(summary);
   if (!summary.result().IsInitialized() || summary.result().ByteSizeLong() == 0) {
     summary.clear_result();
   }
@@ -365,6 +367,7 @@ absl::StatusOr<v1::Sweep> SweepManager::Submit(v1::SweepRequest request, const A
     submission.point_parameters.push_back(sweep::DescribeParameters(point.parameters));
   }
   ASSIGN_OR_RETURN(Admission admission, experiments_->admission().Admit(std::move(submission)));
+  const std::string custom_kernels = CustomKernelAuditDetail(admission.requests());
   v1::Sweep sweep;
   *sweep.mutable_request() = request;
   sweep.set_state(v1::SWEEP_RUNNING);
@@ -415,7 +418,7 @@ absl::StatusOr<v1::Sweep> SweepManager::Submit(v1::SweepRequest request, const A
     entry.set_experiment_id(id);
     entry.set_detail(absl::StrCat(
         on_behalf ? absl::StrCat("admin ", actor.user, " on behalf of ", request.user(), ": ") : "",
-        points.size(), " point(s)"));
+        points.size(), " point(s)", custom_kernels));
     entry.set_authenticated_by(actor.authenticated_by);
     experiments_->RecordAudit(std::move(entry));
   }

@@ -264,6 +264,14 @@ absl::Status ValidateAccessPolicy(const v1::AccessPolicy& policy) {
     }
     CheckQuota(field + ".quota", policy.groups(i).quota(), errors);
   }
+  for (int i = 0; i < policy.custom_kernel_users_size(); ++i) {
+    CheckUserName(absl::StrCat("custom_kernel_users[", i, "]"), policy.custom_kernel_users(i),
+                  policy, /*entry_of_no_one=*/true, errors);
+  }
+  for (int i = 0; i < policy.custom_kernel_groups_size(); ++i) {
+    CheckName(absl::StrCat("custom_kernel_groups[", i, "]"), policy.custom_kernel_groups(i),
+              "group", errors);
+  }
   std::map<std::string, int> seen_hashes;
   for (int i = 0; i < policy.tokens_size(); ++i) {
     const std::string field = absl::StrCat("tokens[", i, "]");
@@ -335,6 +343,22 @@ std::vector<std::string> UnixGroupsOf(const std::string& user) {
     }
   }
   return names;
+}
+
+CustomKernelDecision DecideCustomKernels(const v1::AccessPolicy& policy, const std::string& user,
+                                         const std::vector<std::string>& groups, bool admin) {
+  if (admin) return {true, "admin"};
+  if (policy.custom_kernels_for_everyone()) return {true, "custom_kernels_for_everyone"};
+  const auto& users = policy.custom_kernel_users();
+  if (std::find(users.begin(), users.end(), user) != users.end()) {
+    return {true, "listed in custom_kernel_users"};
+  }
+  for (const std::string& group : policy.custom_kernel_groups()) {
+    if (std::find(groups.begin(), groups.end(), group) != groups.end()) {
+      return {true, absl::StrCat("member of group ", group, " (custom_kernel_groups)")};
+    }
+  }
+  return {false, ""};
 }
 
 AdminDecision DecideAdmin(const v1::AccessPolicy& policy, const std::string& user,
@@ -418,6 +442,14 @@ ResolvedQuota AccessControl::QuotaForUser(const std::string& user) const {
   const auto current = policy();
   return ResolveQuota(*current, user,
                       current->groups().empty() ? std::vector<std::string>() : UnixGroupsOf(user));
+}
+
+CustomKernelDecision AccessControl::CustomKernelsFor(const std::string& user, bool admin) const {
+  const auto current = policy();
+  return DecideCustomKernels(
+      *current, user,
+      current->custom_kernel_groups().empty() ? std::vector<std::string>() : UnixGroupsOf(user),
+      admin);
 }
 
 bool AccessControl::TlsSubjectsAreLocalUsers() const {

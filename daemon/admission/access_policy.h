@@ -55,7 +55,16 @@ struct ResolvedQuota {
   std::string source;  // "default_quota", "users entry", "group gpu-team"
 };
 
+// Whether a user may submit custom kernels, and why ("admin", "listed in custom_kernel_users",
+// "member of group gpu-devs", "custom_kernels_for_everyone"); `reason` is empty when not.
+struct CustomKernelDecision {
+  bool allowed = false;
+  std::string reason;
+};
+
 // Decisions for one policy.
+CustomKernelDecision DecideCustomKernels(const v1::AccessPolicy& policy, const std::string& user,
+                                         const std::vector<std::string>& groups, bool admin);
 AdminDecision DecideAdmin(const v1::AccessPolicy& policy, const std::string& user,
                           const std::vector<std::string>& groups, bool is_daemon_uid);
 ResolvedQuota ResolveQuota(const v1::AccessPolicy& policy, const std::string& user,
@@ -77,6 +86,9 @@ class AccessControl {
   ResolvedQuota QuotaFor(const std::string& user, const std::vector<std::string>& groups) const;
   // Looks the user's groups up only when the policy has group quotas.
   ResolvedQuota QuotaForUser(const std::string& user) const;
+  // DecideCustomKernels for the policy in force; looks the user's groups up only when the
+  // policy names custom_kernel_groups.
+  CustomKernelDecision CustomKernelsFor(const std::string& user, bool admin) const;
   // The user a bearer token belongs to, if any.
   std::optional<std::string> UserForToken(absl::string_view token) const;
   // Whether a TLS certificate's subject names the local account of the same name (policy

@@ -251,6 +251,45 @@ TEST(DecideAdminTest, ListsGroupsAndDaemonUser) {
   EXPECT_FALSE(DecideAdmin(policy, "root", {}, true).admin);
 }
 
+TEST(DecideCustomKernelsTest, AdminsOnlyUnlessThePolicyNamesUsersGroupsOrEveryone) {
+  v1::AccessPolicy policy;
+  // Unset: admins only.
+  EXPECT_FALSE(DecideCustomKernels(policy, "bob", {"users"}, /*admin=*/false).allowed);
+  EXPECT_EQ(DecideCustomKernels(policy, "root", {}, /*admin=*/true).reason, "admin");
+  policy.add_custom_kernel_users("bob");
+  policy.add_custom_kernel_groups("kernel-devs");
+  EXPECT_EQ(DecideCustomKernels(policy, "bob", {}, false).reason,
+            "listed in custom_kernel_users");
+  EXPECT_EQ(DecideCustomKernels(policy, "carol", {"users", "kernel-devs"}, false).reason,
+            "member of group kernel-devs (custom_kernel_groups)");
+  const CustomKernelDecision dave = DecideCustomKernels(policy, "dave", {"users"}, false);
+  EXPECT_FALSE(dave.allowed);
+  EXPECT_EQ(dave.reason, "");
+  policy.set_custom_kernels_for_everyone(true);
+  EXPECT_EQ(DecideCustomKernels(policy, "dave", {}, false).reason, "custom_kernels_for_everyone");
+}
+
+TEST(DecideCustomKernelsTest, PolicyFieldsAreParsedAndTheirNamesChecked) {
+  auto policy = ParseAccessPolicy(Whole("custom_kernel_users: \"alice\"\n"
+                                        "custom_kernel_users: \"tls:robot\"\n"
+                                        "custom_kernel_groups: \"kernel-devs\"\n"
+                                        "custom_kernels_for_everyone: false"),
+                                  "policy.textproto");
+  ASSERT_TRUE(policy.ok()) << policy.status();
+  EXPECT_TRUE(DecideCustomKernels(*policy, "tls:robot", {}, false).allowed);
+  EXPECT_FALSE(DecideCustomKernels(*policy, "robot", {}, false).allowed);
+  auto bad = ParseAccessPolicy(Whole("custom_kernel_users: \"a b\"\n"
+                                     "custom_kernel_users: \"(other)\"\n"
+                                     "custom_kernel_groups: \"\""),
+                               "policy.textproto");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(),
+              AllOf(HasSubstr("custom_kernel_users[0]: got \"a b\""),
+                    HasSubstr("custom_kernel_users[1]: got \"(other)\"; a user name has no "
+                              "parentheses"),
+                    HasSubstr("custom_kernel_groups[0]: must name a group")));
+}
+
 TEST(ResolveQuotaTest, UserOverGroupOverDefaultFieldByField) {
   v1::AccessPolicy policy;
   policy.mutable_default_quota()->set_max_queued_experiments(10);

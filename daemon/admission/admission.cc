@@ -125,6 +125,8 @@ absl::StatusOr<Admission> AdmissionControl::Admit(AdmissionRequest submission) {
                                    "); only admins may submit ", submission.sweep ? "a sweep " : "",
                                    "on behalf of another user (asked for ", user, ")")));
   }
+  // Policy: who may run their own kernel on the box (before its source is even checked).
+  RETURN_IF_ERROR(CheckCustomKernelPolicy(submission));
   // Policy: admins have no quota.
   std::optional<ResolvedQuota> quota;
   if (!actor.admin && options_.access != nullptr) quota = options_.access->QuotaForUser(user);
@@ -140,6 +142,29 @@ absl::StatusOr<Admission> AdmissionControl::Admit(AdmissionRequest submission) {
   // Audited without the lock: the audit entry is a durable write.
   const std::string on_behalf_of = reason != "submit-rate" && user != actor.user ? user : "";
   return Refuse(actor, on_behalf_of, reason, admission.status());
+}
+
+absl::Status AdmissionControl::CheckCustomKernelPolicy(const AdmissionRequest& submission) {
+  const Actor& actor = submission.actor;
+  const auto custom = std::find_if(
+      submission.requests.begin(), submission.requests.end(),
+      [](const v1::ExperimentRequest& request) { return request.has_custom_kernel(); });
+  if (custom == submission.requests.end() || actor.admin || options_.access == nullptr) {
+    return absl::OkStatus();
+  }
+  // Asked of the actor, who sent the source (only an admin acts for another user).
+  if (options_.access->CustomKernelsFor(actor.user, actor.admin).allowed) {
+    return absl::OkStatus();
+  }
+  const std::string prefix = PointPrefix(
+      submission, static_cast<size_t>(custom - submission.requests.begin()), /*parameters=*/true);
+  return Refuse(
+      actor, "", "custom-kernel",
+      absl::PermissionDeniedError(absl::StrCat(
+          prefix, "custom_kernel: ", actor.user, " (", actor.authenticated_by,
+          ") may not submit custom kernels on this daemon; the access policy's "
+          "custom_kernel_users, custom_kernel_groups or custom_kernels_for_everyone say who may "
+          "(ask an admin)")));
 }
 
 absl::Status AdmissionControl::Validate(AdmissionRequest& submission) const {

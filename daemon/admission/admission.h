@@ -1,6 +1,7 @@
 // Admission: the one step every submission takes before anything of it is stored, for a single
 // experiment and a sweep's points alike:
-//   identity (who may submit for whom) -> policy (the quota that applies, its timeout cap)
+//   identity (who may submit for whom) -> policy (who may run custom kernels; the quota that
+//   applies, its timeout cap)
 //   -> validation (defaults, then the request as it will be stored)
 //   -> quotas (rate, per-request limits, queued experiments, GPU-hours)
 //   -> reservations (the queue places and the submit token), taken in the critical section
@@ -173,6 +174,9 @@ class AdmissionControl {
   friend class Admission;
   // Gives back what an admission still holds (Admission's destructor).
   void GiveBack(Admission& admission) ABSL_LOCKS_EXCLUDED(mutex_);
+  // PERMISSION_DENIED (refused: counted, audited) when a request carries a custom kernel and
+  // the policy does not let the actor submit one.
+  absl::Status CheckCustomKernelPolicy(const AdmissionRequest& submission);
   // Defaults, then validation, of every request; a sweep's error names the point.
   absl::Status Validate(AdmissionRequest& submission) const;
   // Rate and quotas, checked before anything is taken; then the token and the places. A

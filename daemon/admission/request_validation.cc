@@ -19,6 +19,7 @@
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
 #include "common/terminal_text.h"
+#include "daemon/admission/custom_kernel_validation.h"
 #include "daemon/scheduling/gpu_placement.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/duration.pb.h"
@@ -279,6 +280,8 @@ absl::Status ValidateGpuSelectionOnHost(const v1::ExperimentRequest& request,
 void ApplyDefaults(const WorkloadSpec* spec, const ValidationLimits& limits,
                    const v1::ListGpusResponse& inventory, v1::ExperimentRequest& request) {
   if (spec != nullptr) spec->apply_defaults(inventory, request);
+  // Before the tracing default: a profiled custom kernel traces at LEVEL_FULL.
+  ApplyCustomKernelDefaults(request);
   const bool uses_gpu = spec != nullptr && spec->uses_gpu;
   // Workloads that run one process per rank chose their degree above; the others run as one.
   if (uses_gpu && request.tp_degree() == 0) request.set_tp_degree(1);
@@ -329,6 +332,7 @@ absl::Status Validate(const WorkloadSpec* spec, const v1::ExperimentRequest& req
   // Unknown enum values and invalid Durations anywhere, before any Duration is converted.
   RETURN_IF_ERROR(CheckWellFormed(request));
   RETURN_IF_ERROR(ValidateCommon(request, limits));
+  RETURN_IF_ERROR(ValidateCustomKernel(request, limits.custom_kernel_max_source_bytes));
   RETURN_IF_ERROR(ValidateGpuSelectionShape(request, *spec));
   const std::string workload = WorkloadName(request);
   if (spec->uses_gpu && inventory.gpus_size() == 0) {

@@ -6,6 +6,7 @@
 #define GPUPROF_DAEMON_ADMISSION_REQUEST_VALIDATION_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,8 @@ struct ValidationLimits {
   absl::Duration max_timeout = absl::Hours(24);
   // Fault-injection labels (gpuprof.fault=...) are refused unless the daemon runs for tests.
   bool allow_test_faults = false;
+  // The largest custom_kernel.source admitted (gpuprofd --custom_kernel_max_source_bytes).
+  int64_t custom_kernel_max_source_bytes = int64_t{256} << 10;
 };
 
 // Fills unset (zero) fields with their documented defaults. Pure: no validation.

@@ -181,7 +181,8 @@ PrometheusDaemonMetrics::PrometheusDaemonMetrics(absl::string_view version)
       access_refusals_(prometheus::BuildCounter()
                            .Name(metric_names::kAccessRefusals)
                            .Help("Requests refused by the access policy, by reason: "
-                                 "on-behalf-of, not-owner, quota:<quota name>. (Callers that "
+                                 "on-behalf-of, not-owner, custom-kernel, quota:<quota name>. "
+                                 "(Callers that "
                                  "could not be identified show as grpc_requests_total with "
                                  "code UNAUTHENTICATED.)")
                            .Register(*registry_)),

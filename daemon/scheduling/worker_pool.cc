@@ -40,23 +40,25 @@ WorkerLaunch WorkerPool::LaunchFor(const std::vector<int>& gpus) const {
 }
 
 absl::StatusOr<WorkerGroup> WorkerPool::Acquire(const std::string& experiment_id,
-                                                const std::vector<int>& gpus, bool one_per_rank) {
+                                                const std::vector<int>& gpus, bool one_per_rank,
+                                                WorkerReuse reuse) {
   owner_lock_.AssertHeld();
-  WorkerGroup group = Reserve(experiment_id, gpus, one_per_rank);
+  WorkerGroup group = Reserve(experiment_id, gpus, one_per_rank, reuse);
   RETURN_IF_ERROR(Install(group, StartReserved(group)));
   return group;
 }
 
 WorkerGroup WorkerPool::Reserve(const std::string& experiment_id, const std::vector<int>& gpus,
-                                bool one_per_rank) {
+                                bool one_per_rank, WorkerReuse reuse) {
   owner_lock_.AssertHeld();
   WorkerGroup group;
   const int ranks = one_per_rank ? static_cast<int>(gpus.size()) : 1;
+  const bool single_use = reuse == WorkerReuse::kSingleUse;
   // Idle workers that already hold contexts (and, for ranks, a communicator) on exactly this
-  // arrangement skip the start-up.
+  // arrangement skip the start-up; a single-use group takes none of them.
   std::vector<int64_t> warm(ranks, -1);
   for (const auto& [id, slot] : slots_) {
-    if (!slot.experiment_id.empty()) continue;
+    if (single_use || !slot.experiment_id.empty()) continue;
     if (one_per_rank ? slot.group_gpus == gpus : slot.group_gpus.empty() && slot.gpus == gpus) {
       warm[slot.rank] = id;
     }
@@ -78,6 +80,7 @@ WorkerGroup WorkerPool::Reserve(const std::string& experiment_id, const std::vec
       Slot& slot = slots_[id];
       slot.gpus = visible;
       slot.rank = rank;
+      slot.single_use = single_use;
       if (one_per_rank) slot.group_gpus = gpus;
       group.workers.push_back(id);
       group.to_start.emplace_back(id, LaunchFor(visible));
@@ -163,6 +166,9 @@ void WorkerPool::AssignRanks(const v1::Experiment& experiment, const std::vector
         *run.add_links() = link;
       }
     }
+    if (experiment.request().has_custom_kernel()) {
+      *run.mutable_custom_kernel_limits() = options_.custom_kernel_limits;
+    }
     run.set_worker_reused(reused);
     run.set_rank(rank);
     run.set_world_size(world_size);
@@ -202,6 +208,10 @@ void WorkerPool::NoteReport(int64_t worker) {
 void WorkerPool::Finished(int64_t worker) {
   owner_lock_.AssertHeld();
   if (const auto slot = slots_.find(worker); slot != slots_.end()) {
+    if (slot->second.single_use) {
+      Retire(worker);
+      return;
+    }
     slot->second.experiment_id.clear();
     slot->second.idle_since = absl::Now();
   }

@@ -34,7 +34,16 @@ struct WorkerPoolOptions {
   bool allow_test_faults = false;
   // An idle worker kept for reuse on the same GPUs is stopped after this long.
   absl::Duration idle_timeout = absl::Seconds(60);
+  // What compiling a custom kernel may take (gpuprofd's flags); sent with every assignment
+  // whose request carries one.
+  worker_protocol::CustomKernelLimits custom_kernel_limits;
 };
+
+// Whether an experiment may run on a warm idle worker and leave its own warm for the next.
+// A custom kernel is the submitter's code in our process: it gets a new worker, which is
+// retired when the experiment ends, so that nothing it left in the process (its context, its
+// memory, a corrupted heap) meets another experiment.
+enum class WorkerReuse { kWarm, kSingleUse };
 
 // The workers one experiment got, by rank.
 struct WorkerGroup {
@@ -83,8 +92,11 @@ class WorkerPool {
   // one per GPU (rank r sees gpus[r] only). Idle workers holding exactly that arrangement are
   // reused; idle workers on any of these GPUs are stopped; the rest are started. On an error
   // nothing is left started.
+  // kSingleUse: never an idle worker, always new ones (idle workers on these GPUs are
+  // stopped), retired by Finished instead of kept warm.
   absl::StatusOr<WorkerGroup> Acquire(const std::string& experiment_id,
-                                      const std::vector<int>& gpus, bool one_per_rank);
+                                      const std::vector<int>& gpus, bool one_per_rank,
+                                      WorkerReuse reuse = WorkerReuse::kWarm);
   // Acquire in three steps, so that new processes start without the owner's lock (a vfork and
   // exec take milliseconds on a busy host, and every RPC waits for that lock): Reserve (lock
   // held) picks the idle workers to reuse or reserves slots, without processes, for new ones;
@@ -94,7 +106,7 @@ class WorkerPool {
   // of a reserved worker takes effect at Install. If a process could not be started, Install
   // retires the whole group and returns why.
   WorkerGroup Reserve(const std::string& experiment_id, const std::vector<int>& gpus,
-                      bool one_per_rank);
+                      bool one_per_rank, WorkerReuse reuse = WorkerReuse::kWarm);
   StartedWorkers StartReserved(const WorkerGroup& group) const;
   absl::Status Install(const WorkerGroup& group, StartedWorkers started);
   // A new group's first step: rank 0 makes the NCCL id (its report carries the rendezvous).
@@ -110,7 +122,8 @@ class WorkerPool {
   bool AnyRunning(const std::string& experiment_id) const;
   // `worker` reported something for its experiment now (DescribeRanks' "last report").
   void NoteReport(int64_t worker);
-  // `worker` finished its experiment: idle, and kept warm for the same GPUs.
+  // `worker` finished its experiment: idle, and kept warm for the same GPUs; a single-use
+  // worker is retired instead (its exit is not reported).
   void Finished(int64_t worker);
   std::string StderrTail(int64_t worker) const;
   // "; at the deadline: rank 0 (GPU 0, pid N) sleeping, last report 0.2 s before; rank 1 ...
@@ -145,6 +158,8 @@ class WorkerPool {
     std::vector<int> group_gpus;
     int rank = 0;
     std::string experiment_id;  // empty while idle
+    // Started for one experiment (WorkerReuse::kSingleUse): never reused, never idle.
+    bool single_use = false;
     absl::Time idle_since;
     // When the worker last reported anything for its current experiment.
     absl::Time last_report;

@@ -23,6 +23,7 @@ namespace gpuprof::daemon {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::UnorderedElementsAre;
 
 // Two GPUs joined by NVLink, as the probe would report them.
@@ -52,6 +53,13 @@ v1::Experiment ExperimentOn(const std::string& id, const std::vector<int>& gpus,
   return experiment;
 }
 
+worker_protocol::CustomKernelLimits CompileLimits() {
+  worker_protocol::CustomKernelLimits limits;
+  limits.mutable_compile_timeout()->set_seconds(90);
+  limits.set_compile_memory_bytes(int64_t{1} << 30);
+  return limits;
+}
+
 class WorkerPoolTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -75,7 +83,8 @@ class WorkerPoolTest : public ::testing::Test {
 
   void MakePool(const std::string& binary, absl::Duration idle_timeout) {
     pool_ = std::make_unique<WorkerPool>(
-        mutex_, inventory_, WorkerPoolOptions{binary, /*allow_test_faults=*/true, idle_timeout},
+        mutex_, inventory_,
+        WorkerPoolOptions{binary, /*allow_test_faults=*/true, idle_timeout, CompileLimits()},
         [this](int64_t worker, const worker_protocol::WorkerReport& report) {
           absl::MutexLock lock(&mutex_);
           if (report.has_rendezvous()) rendezvous_[worker] = report.rendezvous().nccl_unique_id();
@@ -252,6 +261,48 @@ TEST_F(WorkerPoolTest, IdleWorkersAreRetiredAfterTheTimeoutOrWhenTheirGpuIsDrain
   const absl::StatusOr<WorkerGroup> fresh = pool_->Acquire("exp-2", {0}, false);
   ASSERT_TRUE(fresh.ok());
   EXPECT_FALSE(fresh->reused);
+}
+
+TEST_F(WorkerPoolTest, ASingleUseWorkerIsNewAndRetiredWhenItsExperimentEnds) {
+  absl::MutexLock lock(&mutex_);
+  // A warm worker idles on GPU 0.
+  const absl::StatusOr<WorkerGroup> warm = pool_->Acquire("exp-1", {0}, false);
+  ASSERT_TRUE(warm.ok()) << warm.status();
+  pool_->Finished(warm->workers[0]);
+  EXPECT_EQ(retirements_, 0);
+
+  // A custom kernel's experiment does not take it: a new worker, and the idle one (which would
+  // share the GPU) is stopped.
+  const absl::StatusOr<WorkerGroup> fresh =
+      pool_->Acquire("exp-2", {0}, false, WorkerReuse::kSingleUse);
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  EXPECT_FALSE(fresh->reused);
+  ASSERT_EQ(fresh->workers.size(), 1u);
+  EXPECT_NE(fresh->workers[0], warm->workers[0]);
+  EXPECT_EQ(retirements_, 1);
+  v1::Experiment custom = ExperimentOn("exp-2", {0});
+  custom.mutable_request()->mutable_custom_kernel()->set_kernel_name("my_gather");
+  pool_->AssignRanks(custom, fresh->workers, "", fresh->reused);
+  ASSERT_TRUE(Await([&] { return finished_ == 1; }));
+  // The daemon's compile limits came with the assignment.
+  EXPECT_THAT(said_[fresh->workers[0]], HasSubstr("compile limits 90 s 1073741824 bytes"));
+
+  // Finished retires it (the test's report callback calls Finished): nothing runs, nothing
+  // idles, and the next experiment on the GPU gets a new worker too.
+  EXPECT_EQ(retirements_, 2);
+  EXPECT_FALSE(pool_->AnyRunning("exp-2"));
+  EXPECT_EQ(pool_->RetireIdle(absl::Now()), absl::InfiniteFuture());
+  const absl::StatusOr<WorkerGroup> next = pool_->Acquire("exp-3", {0}, false);
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_FALSE(next->reused);
+  EXPECT_NE(next->workers[0], fresh->workers[0]);
+  // An experiment without a custom kernel is told no compile limits.
+  pool_->AssignRanks(ExperimentOn("exp-3", {0}), next->workers, "", next->reused);
+  ASSERT_TRUE(Await([&] { return finished_ == 2; }));
+  EXPECT_THAT(said_[next->workers[0]], Not(HasSubstr("compile limits")));
+  // Warm workers stay warm.
+  EXPECT_EQ(retirements_, 2);
+  graveyard_ = pool_->TakeRetired();
 }
 
 TEST_F(WorkerPoolTest, AGroupThatCannotStartLeavesNothingStarted) {

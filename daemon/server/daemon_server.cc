@@ -137,6 +137,9 @@ ManagerOptions ManagerOptionsFrom(const DaemonServer::Options& options,
   manager.limits.default_timeout = options.default_timeout;
   manager.limits.max_timeout = options.max_timeout;
   manager.limits.allow_test_faults = options.enable_test_faults;
+  manager.limits.custom_kernel_max_source_bytes = options.custom_kernel_max_source_bytes;
+  manager.custom_kernel_compile_timeout = options.custom_kernel_compile_timeout;
+  manager.custom_kernel_compile_memory_bytes = options.custom_kernel_compile_memory;
   manager.cpu_slots = options.cpu_slots;
   manager.worker_idle_timeout = options.worker_idle_timeout;
   manager.gpu_reservation_after = options.gpu_reservation_after;
@@ -206,6 +209,23 @@ absl::Status DaemonServer::ValidateOptions(const Options& options) {
     return absl::InvalidArgumentError(
         absl::StrCat("--watch_stall_timeout must be positive, got ",
                      absl::FormatDuration(options.watch_stall_timeout)));
+  }
+  // A source travels in one request message, beside the rest of the request.
+  if (options.custom_kernel_max_source_bytes < 1 ||
+      options.custom_kernel_max_source_bytes > options.max_message_bytes / 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--custom_kernel_max_source_bytes=", options.custom_kernel_max_source_bytes,
+        ": must be in [1, ", options.max_message_bytes / 2,
+        "] (half of --max_message_bytes, which the whole request must fit; e.g. 262144)"));
+  }
+  RETURN_IF_ERROR(PositiveDuration("custom_kernel_compile_timeout",
+                                   options.custom_kernel_compile_timeout, "60s"));
+  // Below this NVRTC cannot even load.
+  constexpr int64_t kMinCompileMemory = int64_t{256} << 20;
+  if (options.custom_kernel_compile_memory < kMinCompileMemory) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--custom_kernel_compile_memory=", options.custom_kernel_compile_memory,
+                     ": must be at least ", kMinCompileMemory, " (256 MiB; e.g. 4294967296)"));
   }
   if (!options.socket_group.empty()) RETURN_IF_ERROR(GroupByName(options.socket_group).status());
   return absl::OkStatus();

@@ -59,6 +59,12 @@ class DaemonServer {
     int64_t max_report_bytes_per_experiment = int64_t{1} << 30;
     bool enable_test_faults = false;
 
+    // Custom kernels (docs/custom-kernels.md): the largest source admitted, and what compiling
+    // one may take in the worker (wall time, address space).
+    int64_t custom_kernel_max_source_bytes = int64_t{256} << 10;
+    absl::Duration custom_kernel_compile_timeout = absl::Seconds(60);
+    int64_t custom_kernel_compile_memory = int64_t{4} << 30;
+
     // Side ports. Empty: none.
     std::string metrics_listen = "127.0.0.1:9464";
     std::string health_listen;

@@ -167,6 +167,15 @@ ABSL_FLAG(int64_t, watch_buffer_total_bytes, Defaults().watch_buffer_total_bytes
 ABSL_FLAG(absl::Duration, watch_stall_timeout, Defaults().watch_stall_timeout,
           "A watching client that takes no event for this long is cut off (RESOURCE_EXHAUSTED, "
           "with the seq to watch again from), and its place under the watch caps is freed.");
+ABSL_FLAG(int64_t, custom_kernel_max_source_bytes, Defaults().custom_kernel_max_source_bytes,
+          "Largest custom kernel source (ExperimentRequest.custom_kernel.source) admitted, in "
+          "bytes; larger ones are refused before anything is stored. At most half of "
+          "--max_message_bytes.");
+ABSL_FLAG(absl::Duration, custom_kernel_compile_timeout, Defaults().custom_kernel_compile_timeout,
+          "Wall-clock limit on compiling one custom kernel in the worker (NVRTC in a child "
+          "process, killed at the limit).");
+ABSL_FLAG(int64_t, custom_kernel_compile_memory, Defaults().custom_kernel_compile_memory,
+          "Address space, in bytes, of the child process that compiles a custom kernel.");
 ABSL_FLAG(bool, enable_test_faults, Defaults().enable_test_faults,
           "Honour the gpuprof.fault label (crash/hang/exit/cuda-error a worker): for tests only.");
 
@@ -195,6 +204,8 @@ DaemonServer::Options OptionsFromFlags() {
   FROM_FLAG(submits_per_minute_per_user); FROM_FLAG(nvml_library); FROM_FLAG(gpu_health_interval);
   FROM_FLAG(rpc_threads); FROM_FLAG(enable_test_faults); FROM_FLAG(watch_buffer_bytes);
   FROM_FLAG(watch_buffer_total_bytes); FROM_FLAG(watch_stall_timeout);
+  FROM_FLAG(custom_kernel_max_source_bytes); FROM_FLAG(custom_kernel_compile_timeout);
+  FROM_FLAG(custom_kernel_compile_memory);
   // clang-format on
   if (!absl::GetFlag(FLAGS_listen).empty()) {
     options.listen = SplitAddresses(absl::GetFlag(FLAGS_listen));

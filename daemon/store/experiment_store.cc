@@ -100,6 +100,19 @@ int64_t UnixNanos(const google::protobuf::Timestamp& time) {
   return google::protobuf::util::TimeUtil::TimestampToNanoseconds(time);
 }
 
+}  // namespace
+
+void SummarizeForListing(v1::Experiment& experiment) {
+  experiment.mutable_result()->clear_provenance();
+  // A custom kernel's source (up to 256 KiB) and SASS would make a page of 50 megabytes.
+  if (experiment.request().has_custom_kernel()) {
+    experiment.mutable_request()->mutable_custom_kernel()->clear_source();
+  }
+  experiment.mutable_result()->clear_sass();
+}
+
+namespace {
+
 const store::EventLogKind<v1::Experiment, v1::ExperimentEvent> kExperimentLog = {
     .tables = {.noun = "experiment",
                .noun_with_article = "an experiment",
@@ -122,9 +135,7 @@ const store::EventLogKind<v1::Experiment, v1::ExperimentEvent> kExperimentLog = 
     .owner = &v1::ExperimentEvent::experiment_id,
     .set_owner = [](v1::ExperimentEvent& event,
                     const std::string& id) { event.set_experiment_id(id); },
-    // Keep the figures a listing shows; the provenance (GPU inventory, request) is the bulk.
-    .summarize =
-        [](v1::Experiment& experiment) { experiment.mutable_result()->clear_provenance(); },
+    .summarize = &SummarizeForListing,
 };
 
 const store::EventLogKind<v1::Sweep, v1::SweepEvent> kSweepLog = {
@@ -148,7 +159,15 @@ const store::EventLogKind<v1::Sweep, v1::SweepEvent> kSweepLog = {
         },
     .owner = &v1::SweepEvent::sweep_id,
     .set_owner = [](v1::SweepEvent& event, const std::string& id) { event.set_sweep_id(id); },
-    .summarize = [](v1::Sweep& sweep) { sweep.clear_points(); },
+    // A listing's sweeps without their points, nor a custom kernel's source (a sweep over
+    // kernel files keeps each in its point's experiment).
+    .summarize =
+        [](v1::Sweep& sweep) {
+          sweep.clear_points();
+          if (sweep.request().base().has_custom_kernel()) {
+            sweep.mutable_request()->mutable_base()->mutable_custom_kernel()->clear_source();
+          }
+        },
 };
 
 // A table whose rows hold a serialized message, and how --check-db names a row of it.

@@ -50,13 +50,18 @@ struct SweepPage {
 };
 
 struct ExperimentPage {
-  // Newest first; results keep their figures but not their provenance (summaries).
+  // Newest first, as SummarizeForListing leaves them.
   std::vector<v1::Experiment> experiments;
   // Empty on the last page.
   std::string next_page_token;
   // Experiments of the page whose stored row does not parse, left out of `experiments`.
   std::vector<store::DamagedRow> damaged;
 };
+
+// What a listing keeps of an experiment (List, a sweep's points): its figures, without the bulk
+// that GetExperiment returns: the result's provenance (GPU inventory, request), a custom
+// kernel's source and its SASS.
+void SummarizeForListing(v1::Experiment& experiment);
 
 // A submission refused because its write failed: `stored`'s code, `what` ("the experiment
 // could not be stored, so it was not queued"), why, and on a full disk what the user can do.

@@ -1,6 +1,7 @@
 // A stand-in gpuprof_worker for the daemon's rank supervision tests on machines without GPUs.
 // It speaks the real worker protocol over the real pipes, so the daemon under test is exactly
-// the one that runs NCCL ranks: it reports FAKE_RANK_GPUS GPUs that run `collective`, answers
+// the one that runs NCCL ranks: it reports FAKE_RANK_GPUS GPUs that run `collective` (or the
+// FAKE_RANK_WORKLOADS), answers
 // the rendezvous with an id of its own, and for each assignment reports which rank it is, the
 // id it was given and whether it was told to reuse its communicator; the gpuprof.fault label
 // (crash, exit, hang, optionally @RANK) makes it misbehave, and the fake.run_ms label makes the
@@ -18,6 +19,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "common/fault_label.h"
 #include "common/message_pipe.h"
 #include "gpuprof/worker_protocol/worker_protocol.pb.h"
@@ -56,7 +59,13 @@ v1::ListGpusResponse FakeInventory() {
       link.set_nvlink_count(18);
     }
   }
-  inventory.add_supported_workloads("collective");
+  // FAKE_RANK_WORKLOADS="collective,index": tests of admission's decisions on other workloads
+  // (a custom kernel's index run, which the fake worker only pretends to run).
+  const char* workloads = std::getenv("FAKE_RANK_WORKLOADS");
+  for (absl::string_view workload :
+       absl::StrSplit(workloads != nullptr ? workloads : "collective", ',', absl::SkipEmpty())) {
+    inventory.add_supported_workloads(std::string(workload));
+  }
   return inventory;
 }
 
@@ -101,7 +110,11 @@ int Serve() {
     event.mutable_progress()->set_message(absl::StrCat(
         "rank ", run.rank(), " of ", run.world_size(), " pid ", getpid(), " id ",
         std::string(run.nccl_unique_id().c_str()), " reuse ", run.reuse_communicator() ? 1 : 0,
-        " gpus ", run.gpus_size(), " links ", run.links_size()));
+        " gpus ", run.gpus_size(), " links ", run.links_size(),
+        run.has_custom_kernel_limits()
+            ? absl::StrCat(" compile limits ", run.custom_kernel_limits().compile_timeout().seconds(),
+                           " s ", run.custom_kernel_limits().compile_memory_bytes(), " bytes")
+            : ""));
     *report.mutable_event() = event;
     send(report);
     const std::string fault = FaultFor(run);
