@@ -61,6 +61,8 @@ constexpr size_t kMaxOptionLength = 256;
 // What a compile's child may send back (cubin and log); a source can ask for a huge cubin.
 constexpr uint64_t kMaxChildOutputBytes = uint64_t{256} << 20;
 constexpr size_t kMaxSassInstructions = 50'000;
+// The compiler's messages kept: enough for people, small enough for an RPC and the store.
+constexpr size_t kMaxCompileLogBytes = 64 << 10;
 constexpr uint64_t kMaxDisassemblyBytes = uint64_t{64} << 20;
 constexpr absl::Duration kDisassemblyTimeout = absl::Seconds(30);
 
@@ -599,6 +601,17 @@ void PreloadNvrtcBuiltins() {
   });
 }
 
+// The log's first kMaxCompileLogBytes, cut at a line's end, and how much was left out.
+std::string BoundedLog(std::string log) {
+  if (log.size() <= kMaxCompileLogBytes) return log;
+  size_t cut = log.rfind('\n', kMaxCompileLogBytes);
+  cut = cut == std::string::npos ? kMaxCompileLogBytes : cut + 1;
+  const size_t left_out = log.size() - cut;
+  log.resize(cut);
+  absl::StrAppend(&log, "[", left_out, " more bytes of compiler messages left out]\n");
+  return log;
+}
+
 // True when the log's errors all come from the kernel-name lookup, none from the source.
 bool OnlyNameExpressionErrors(absl::string_view log) {
   int name_errors = 0;
@@ -655,6 +668,7 @@ absl::StatusOr<UserKernelBinary> CompileInChildProcess(const UserKernelCompileRe
   write_end.Close();
   std::string bytes;
   const ReadEnd end = ReadUntilClosed(read_end.get(), deadline, kMaxChildOutputBytes, bytes);
+  const int read_errno = errno;
   const int wait_status = Reap(pid, /*kill_first=*/end != ReadEnd::kEndOfFile);
   const auto stop = std::chrono::steady_clock::now();
   switch (end) {
@@ -668,7 +682,7 @@ absl::StatusOr<UserKernelBinary> CompileInChildProcess(const UserKernelCompileRe
                        FormatBinaryBytes(kMaxChildOutputBytes), " of code and messages"));
     case ReadEnd::kError:
       return absl::InternalError(
-          absl::StrCat("reading the compile of ", request.file_name, ": ", strerror(errno)));
+          absl::StrCat("reading the compile of ", request.file_name, ": ", strerror(read_errno)));
     case ReadEnd::kEndOfFile:
       break;
   }
@@ -679,11 +693,12 @@ absl::StatusOr<UserKernelBinary> CompileInChildProcess(const UserKernelCompileRe
         "compiling ", request.file_name, " failed: the compiler ", DescribeWaitStatus(wait_status),
         ", most likely past the ", memory_limit, " memory limit"));
   }
+  report.log = BoundedLog(std::move(report.log));
   switch (report.outcome) {
     case ChildOutcome::kCompiled:
       break;
     case ChildOutcome::kCompileError:
-      if (absl::StrContains(report.log, "catastrophic error: out of memory")) {
+      if (absl::StrContains(report.log, "): catastrophic error: out of memory")) {
         return absl::ResourceExhaustedError(absl::StrCat(
             "compiling ", request.file_name, " ran out of the ", memory_limit, " memory limit"));
       }
@@ -946,13 +961,14 @@ absl::StatusOr<std::vector<SassInstruction>> DisassembleCubin(const std::string&
   std::string listing;
   const ReadEnd end = ReadUntilClosed(read_end.get(), absl::Now() + kDisassemblyTimeout,
                                       kMaxDisassemblyBytes, listing);
+  const int read_errno = errno;
   const int wait_status = Reap(pid, /*kill_first=*/end != ReadEnd::kEndOfFile);
   if (end == ReadEnd::kDeadline) {
     return absl::DeadlineExceededError(absl::StrCat(
         "nvdisasm took longer than ", FormatLimit(kDisassemblyTimeout)));
   }
   if (end == ReadEnd::kError) {
-    return absl::InternalError(absl::StrCat("reading nvdisasm's output: ", strerror(errno)));
+    return absl::InternalError(absl::StrCat("reading nvdisasm's output: ", strerror(read_errno)));
   }
   // kTooLarge: the listing so far is parsed; the instruction cap bounds it anyway.
   if (end == ReadEnd::kEndOfFile && wait_status != -1 &&

@@ -174,6 +174,21 @@ TEST(CompileUserKernelTest, SourceErrorIsTheCompilersMessage) {
   EXPECT_TRUE(NoChildLeft());
 }
 
+// The compiler's messages are cut to a size an RPC and the store take (NVRTC stops after 100
+// errors, but not after any number of warnings).
+TEST(CompileUserKernelTest, FloodOfMessagesIsCut) {
+  UserKernelCompileRequest request = GoodRequest();
+  request.source = "extern \"C\" __global__ void gather_rows(int* out) {\n";
+  for (int i = 0; i < 2000; ++i) absl::StrAppend(&request.source, "  int unused_", i, ";\n");
+  request.source += "}\n";
+  const JitCache cache(FreshDirectory("flood"));
+  auto binary = CompileUserKernel(request, {}, cache);
+  ASSERT_TRUE(binary.ok()) << binary.status();
+  EXPECT_THAT(binary->compile_log, HasSubstr("my_gather.cu(2): warning"));
+  EXPECT_THAT(binary->compile_log, HasSubstr("more bytes of compiler messages left out"));
+  EXPECT_LT(binary->compile_log.size(), 70'000u);
+}
+
 TEST(CompileUserKernelTest, UnknownKernelNameIsRefusedClearly) {
   UserKernelCompileRequest request = GoodRequest();
   request.kernel_name = "scatter_rows";
