@@ -77,8 +77,7 @@ extern "C" __global__ void __launch_bounds__(THREADS)
   const int items = p.batch_size * p.num_kv_heads;
   const int first_item = blockIdx.x * GPUPROF_ITEMS_PER_BLOCK;
 
-  for (int item = first_item; item < first_item + GPUPROF_ITEMS_PER_BLOCK && item < items;
-       ++item) {
+  for (int item = first_item; item < first_item + GPUPROF_ITEMS_PER_BLOCK && item < items; ++item) {
     const int seq = item / p.num_kv_heads;
     const int kv_head = item % p.num_kv_heads;
     const int kv_len = p.kv_lens[seq];
@@ -90,8 +89,8 @@ extern "C" __global__ void __launch_bounds__(THREADS)
 #pragma unroll
     for (int g = 0; g < GROUP; ++g) {
       const long long row = static_cast<long long>(seq) * p.num_qo_heads + kv_head * GROUP + g;
-      const uint4 bits = *reinterpret_cast<const uint4*>(
-          static_cast<const unsigned short*>(p.q) + row * HEAD_DIM + lane * 8);
+      const uint4 bits = *reinterpret_cast<const uint4*>(static_cast<const unsigned short*>(p.q) +
+                                                         row * HEAD_DIM + lane * 8);
       Unpack(bits, q[g]);
 #pragma unroll
       for (int e = 0; e < 8; ++e) q[g][e] *= p.scale_log2;

@@ -68,8 +68,7 @@ class DecodeContractPlan final : public CustomKernelPlan {
     const auto [low, high] = std::minmax_element(lengths_.kv_lens.begin(), lengths_.kv_lens.end());
     config["sequences"] =
         absl::StrCat(batch(), "; kv ",
-                     *low == *high ? absl::StrCat(*low, " each")
-                                   : absl::StrCat(*low, "..", *high));
+                     *low == *high ? absl::StrCat(*low, " each") : absl::StrCat(*low, "..", *high));
   }
 
  protected:
@@ -94,7 +93,8 @@ class DecodeContractPlan final : public CustomKernelPlan {
           static_cast<int32_t>((kv_len + shape_.page_size - 1) / shape_.page_size));
     }
     RETURN_IF_ERROR(attention::ValidateAttentionShape(
-        shape_, {std::begin(attention::kAttentionHeadDims), std::end(attention::kAttentionHeadDims)}));
+        shape_,
+        {std::begin(attention::kAttentionHeadDims), std::end(attention::kAttentionHeadDims)}));
     return attention::ValidateSequenceLengths(shape_, lengths_);
   }
 
@@ -246,21 +246,21 @@ absl::Status CheckDecodeContractRequest(const v1::ExperimentRequest& request) {
   }
   if (spec.backend() != v1::ATTENTION_BACKEND_UNSPECIFIED &&
       spec.backend() != v1::ATTENTION_BACKEND_GPUPROF) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "attention.backend: got ", EnumShortName(spec.backend()),
-        "; a custom kernel runs in place of ours: leave the backend unset"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("attention.backend: got ", EnumShortName(spec.backend()),
+                     "; a custom kernel runs in place of ours: leave the backend unset"));
   }
   if (request.tp_degree() > 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "tp_degree: got ", request.tp_degree(), "; a custom decode kernel runs on one GPU"));
+    return absl::InvalidArgumentError(absl::StrCat("tp_degree: got ", request.tp_degree(),
+                                                   "; a custom decode kernel runs on one GPU"));
   }
   return absl::OkStatus();
 }
 
 std::string DecodeOutputElementName(int64_t index, int num_qo_heads, int head_dim) {
   const int64_t row = index / head_dim;
-  return absl::StrFormat("sequence %d, head %d, element %d", row / num_qo_heads,
-                         row % num_qo_heads, index % head_dim);
+  return absl::StrFormat("sequence %d, head %d, element %d", row / num_qo_heads, row % num_qo_heads,
+                         index % head_dim);
 }
 
 absl::StatusOr<v1::ExperimentResult> RunDecodeContractWorkload(const RunContext& context) {

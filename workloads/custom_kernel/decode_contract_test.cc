@@ -71,7 +71,8 @@ TEST(DecodeContractTest, RefusesDraftTokens) {
   for (int q_len : {1, 2}) ragged.mutable_attention()->add_q_lens(q_len);
   for (int kv_len : {100, 200}) ragged.mutable_attention()->add_kv_lens(kv_len);
   ragged.mutable_attention()->set_batch_size(2);
-  EXPECT_THAT(CheckDecodeContractRequest(ragged).message(), HasSubstr("attention.q_lens[1]: got 2"));
+  EXPECT_THAT(CheckDecodeContractRequest(ragged).message(),
+              HasSubstr("attention.q_lens[1]: got 2"));
 }
 
 TEST(DecodeContractTest, RefusesOtherBackendsAndTensorParallelism) {

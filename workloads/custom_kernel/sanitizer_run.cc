@@ -33,8 +33,7 @@ namespace {
 
 namespace v1 = ::gpuprof::v1;
 
-constexpr absl::string_view kSanitizerTools[] = {"memcheck", "racecheck", "initcheck",
-                                                "synccheck"};
+constexpr absl::string_view kSanitizerTools[] = {"memcheck", "racecheck", "initcheck", "synccheck"};
 // Every line of compute-sanitizer's report starts with this.
 constexpr absl::string_view kReportPrefix = "=========";
 // The child's own output kept for an error message.
@@ -45,8 +44,8 @@ class ScratchDirectory {
  public:
   static absl::StatusOr<ScratchDirectory> Create() {
     const char* tmp = std::getenv("TMPDIR");
-    std::string pattern = absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp",
-                                       "/gpuprof-sanitize-XXXXXX");
+    std::string pattern =
+        absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "/gpuprof-sanitize-XXXXXX");
     if (mkdtemp(pattern.data()) == nullptr) {
       return absl::InternalError(absl::StrCat("mkdtemp ", pattern, ": ", strerror(errno)));
     }
@@ -255,8 +254,7 @@ std::string CapSanitizerReport(absl::string_view report, size_t max_bytes) {
   const size_t tail = max_bytes / 4;
   const size_t head = max_bytes - tail;
   return absl::StrCat(report.substr(0, head), "\n[... ", report.size() - head - tail,
-                      " bytes of the report left out ...]\n",
-                      report.substr(report.size() - tail));
+                      " bytes of the report left out ...]\n", report.substr(report.size() - tail));
 }
 
 std::vector<std::string> SanitizerCommand(const std::string& sanitizer, const std::string& tool,
@@ -264,19 +262,11 @@ std::vector<std::string> SanitizerCommand(const std::string& sanitizer, const st
                                           const std::string& log_file,
                                           const std::string& worker_binary,
                                           const std::string& assignment_file) {
-  return {sanitizer,
-          "--tool",
-          tool,
+  return {sanitizer, "--tool", tool,
           // Only the submitted kernel is instrumented: ours (inputs, reference) run at speed
           // and cannot be blamed for its errors.
-          "--kernel-name",
-          absl::StrCat("kne=", kernel_name),
-          "--print-limit",
-          "50",
-          "--log-file",
-          log_file,
-          worker_binary,
-          absl::StrCat(kCustomKernelCheckFlag, assignment_file)};
+          "--kernel-name", absl::StrCat("kne=", kernel_name), "--print-limit", "50", "--log-file",
+          log_file, worker_binary, absl::StrCat(kCustomKernelCheckFlag, assignment_file)};
 }
 
 absl::StatusOr<v1::ExperimentResult> RunCustomKernelUnderSanitizer(const RunContext& context) {
@@ -287,10 +277,11 @@ absl::StatusOr<v1::ExperimentResult> RunCustomKernelUnderSanitizer(const RunCont
                        ComputeSanitizerCandidates(std::getenv("CUDA_HOME"), std::getenv("PATH")),
                        [](const std::string& file) { return access(file.c_str(), X_OK) == 0; }));
   std::error_code error;
-  const std::filesystem::path worker_binary = std::filesystem::read_symlink("/proc/self/exe", error);
+  const std::filesystem::path worker_binary =
+      std::filesystem::read_symlink("/proc/self/exe", error);
   if (error) {
-    return absl::InternalError(absl::StrCat("the worker's own binary (/proc/self/exe): ",
-                                            error.message()));
+    return absl::InternalError(
+        absl::StrCat("the worker's own binary (/proc/self/exe): ", error.message()));
   }
   ASSIGN_OR_RETURN(const ScratchDirectory scratch, ScratchDirectory::Create());
   const std::string assignment_file = scratch.File("assignment.pb");
@@ -369,16 +360,15 @@ int RunCustomKernelCheckChild(const std::string& assignment_path, const FindRunn
   // Its parent is compute-sanitizer; without it nobody reads what this run finds.
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   auto fail = [&](const absl::Status& status) {
-    std::fprintf(stderr, "gpuprof_worker (custom-kernel check): %s\n",
-                 status.ToString().c_str());
+    std::fprintf(stderr, "gpuprof_worker (custom-kernel check): %s\n", status.ToString().c_str());
     WriteWholeFile(assignment_path + ".error", EncodeStatus(status));
     return 2;
   };
   const std::optional<std::string> bytes = ReadWholeFile(assignment_path);
   worker_protocol::ExperimentAssignment assignment;
   if (!bytes.has_value() || !assignment.ParseFromString(*bytes)) {
-    return fail(absl::InvalidArgumentError(absl::StrCat(assignment_path,
-                                                        ": not a readable assignment")));
+    return fail(
+        absl::InvalidArgumentError(absl::StrCat(assignment_path, ": not a readable assignment")));
   }
   // The checks alone (MODE_TEST runs them and times nothing), with line info so that the
   // report names the source lines.
@@ -392,10 +382,9 @@ int RunCustomKernelCheckChild(const std::string& assignment_path, const FindRunn
   if (run == nullptr) {
     return fail(absl::UnimplementedError("no runner for this workload in the worker"));
   }
-  const RunContext context{
-      .assignment = assignment,
-      .progress = [](v1::Phase, int64_t, int64_t, const std::string&) {},
-      .tracing = nullptr};
+  const RunContext context{.assignment = assignment,
+                           .progress = [](v1::Phase, int64_t, int64_t, const std::string&) {},
+                           .tracing = nullptr};
   const absl::StatusOr<v1::ExperimentResult> result = run(context);
   if (!result.ok()) return fail(result.status());
   if (!WriteWholeFile(assignment_path + ".result", result->SerializeAsString())) {

@@ -129,13 +129,13 @@ TEST(SanitizerRunTest, CapsLongReportsKeepingHeadAndSummary) {
 }
 
 TEST(SanitizerRunTest, CommandWrapsTheWorkerAndInstrumentsOnlyTheKernel) {
-  EXPECT_THAT(SanitizerCommand("/cuda/bin/compute-sanitizer", "racecheck", "my_decode",
-                               "/tmp/d/sanitizer.log", "/opt/gpuprof/gpuprof_worker",
-                               "/tmp/d/assignment.pb"),
-              ElementsAre("/cuda/bin/compute-sanitizer", "--tool", "racecheck", "--kernel-name",
-                          "kne=my_decode", "--print-limit", "50", "--log-file",
-                          "/tmp/d/sanitizer.log", "/opt/gpuprof/gpuprof_worker",
-                          "--custom-kernel-check=/tmp/d/assignment.pb"));
+  EXPECT_THAT(
+      SanitizerCommand("/cuda/bin/compute-sanitizer", "racecheck", "my_decode",
+                       "/tmp/d/sanitizer.log", "/opt/gpuprof/gpuprof_worker",
+                       "/tmp/d/assignment.pb"),
+      ElementsAre("/cuda/bin/compute-sanitizer", "--tool", "racecheck", "--kernel-name",
+                  "kne=my_decode", "--print-limit", "50", "--log-file", "/tmp/d/sanitizer.log",
+                  "/opt/gpuprof/gpuprof_worker", "--custom-kernel-check=/tmp/d/assignment.pb"));
 }
 
 // ---- The child's side, with a runner of the test's own in place of a workload's. ----
@@ -211,10 +211,10 @@ TEST(SanitizerRunTest, ChildWritesItsFailureWithTheStatusCode) {
   ScratchFile scratch;
   const std::string file = scratch.Path("assignment.pb");
   Write(file, SanitizeAssignment().SerializeAsString());
-  EXPECT_EQ(RunCustomKernelCheckChild(
-                file, [](const v1::ExperimentRequest&) -> RunWorkloadFunction {
-                  return &CompileErrorRun;
-                }),
+  EXPECT_EQ(RunCustomKernelCheckChild(file,
+                                      [](const v1::ExperimentRequest&) -> RunWorkloadFunction {
+                                        return &CompileErrorRun;
+                                      }),
             2);
   EXPECT_EQ(Read(file + ".error"),
             absl::StrCat(static_cast<int>(absl::StatusCode::kInvalidArgument),
@@ -246,8 +246,8 @@ class FakeSanitizer {
                                "  esac\n"
                                "  shift\n"
                                "done\n"
-                               "cp '", scratch_.Path("report.txt"), "' \"$log\"\n",
-                               child_files, "\n"));
+                               "cp '",
+                               scratch_.Path("report.txt"), "' \"$log\"\n", child_files, "\n"));
     chmod(script.c_str(), 0755);
     previous_ = std::getenv("CUDA_HOME") != nullptr ? std::getenv("CUDA_HOME") : "";
     setenv("CUDA_HOME", directory.c_str(), 1);
@@ -265,7 +265,8 @@ class FakeSanitizer {
   std::string previous_;
 };
 
-absl::StatusOr<v1::ExperimentResult> RunParent(const worker_protocol::ExperimentAssignment& assignment) {
+absl::StatusOr<v1::ExperimentResult> RunParent(
+    const worker_protocol::ExperimentAssignment& assignment) {
   const RunContext context{.assignment = assignment,
                            .progress = [](v1::Phase, int64_t, int64_t, const std::string&) {},
                            .tracing = nullptr};
