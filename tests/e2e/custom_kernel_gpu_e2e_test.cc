@@ -124,7 +124,7 @@ class CustomKernelGpuE2eTest : public ::testing::Test {
   void ExpectRefusedBeforeTiming(const v1::Experiment& experiment, const std::string& message) {
     ASSERT_EQ(experiment.state(), v1::FINISHED) << experiment.reason();
     const v1::ExperimentResult& result = experiment.result();
-    EXPECT_TRUE(result.verification().checked());
+    ASSERT_TRUE(result.verification().checked());
     EXPECT_FALSE(result.verification().passed());
     EXPECT_THAT(result.verification().message(), HasSubstr(message));
     EXPECT_EQ(result.custom_kernel().checks_size(), 1);
@@ -137,7 +137,8 @@ class CustomKernelGpuE2eTest : public ::testing::Test {
                                       v1::ExperimentRequest next) {
     *spinning.mutable_timeout() = TimeUtil::SecondsToDuration(10);
     const v1::Experiment timed_out = RunToEnd(spinning);
-    ASSERT_EQ(timed_out.state(), v1::TIMED_OUT) << timed_out.reason();
+    ASSERT_EQ(timed_out.state(), v1::TIMED_OUT)
+        << timed_out.reason() << timed_out.result().verification().message();
     ASSERT_EQ(timed_out.gpu_ids_size(), 1);
     *next.mutable_gpus()->mutable_gpu_ids() = timed_out.gpu_ids();
     const v1::Experiment after = RunToEnd(next);

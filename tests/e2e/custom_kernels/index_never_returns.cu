@@ -2,8 +2,9 @@
 #include <gpuprof/contract.h>
 
 extern "C" __global__ void index_never_returns(const __grid_constant__ gpuprof_index_params p) {
-  // Volatile, so that the compiler cannot prove the loop endless and drop it.
-  volatile long long spins = 0;
-  while (spins >= 0) spins = spins + 1;
-  static_cast<char*>(p.out)[0] = 0;
+  // The ids are in [0, vocab_size), so this waits for a value that never comes; a volatile load
+  // of global memory is not something the compiler may assume constant and drop.
+  const volatile int* id = p.ids;
+  while (*id >= 0) {
+  }
 }

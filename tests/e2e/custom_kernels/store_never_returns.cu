@@ -2,7 +2,9 @@
 #include <gpuprof/contract.h>
 
 extern "C" __global__ void store_never_returns(const __grid_constant__ gpuprof_store_params p) {
-  volatile long long spins = 0;
-  while (spins >= 0) spins = spins + 1;
-  static_cast<char*>(p.k_cache)[0] = 0;
+  // The slots are in [0, cache_slots), so this waits for a value that never comes; a volatile
+  // load of global memory is not something the compiler may assume constant and drop.
+  const volatile int* slot = p.slots;
+  while (*slot >= 0) {
+  }
 }

@@ -14,5 +14,6 @@ extern "C" __global__ void store_out_of_bounds(const __grid_constant__ gpuprof_s
     k_cache[i] = k[i];
     v_cache[i] = v[i];
   }
-  if (token == 0 && threadIdx.x < 8) static_cast<unsigned char*>(p.v_cache)[-1 - threadIdx.x] = 0x42;
+  const int lane = static_cast<int>(threadIdx.x);
+  if (token == 0 && lane < 8) static_cast<unsigned char*>(p.v_cache)[-1 - lane] = 0x42;
 }
