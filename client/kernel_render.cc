@@ -139,6 +139,41 @@ std::string RenderKernelBlock(const v1::Experiment& experiment, absl::string_vie
   return absl::StrCat(indent, "kernel:\n", table.Render(absl::StrCat(indent, "  ")));
 }
 
+std::string KernelSummary(const v1::CustomKernelResult& kernel) {
+  std::vector<std::string> parts;
+  std::string name = kernel.kernel_name().empty() ? "kernel" : kernel.kernel_name();
+  if (!kernel.source_sha256().empty()) absl::StrAppend(&name, "@", ShortSha(kernel.source_sha256()));
+  parts.push_back(name);
+  if (kernel.registers_per_thread() > 0) {
+    parts.push_back(absl::StrCat(kernel.registers_per_thread(), " registers"));
+    parts.push_back(absl::StrCat(Bytes(kernel.local_bytes_per_thread()), " spills"));
+  } else {
+    parts.push_back("not compiled");
+  }
+  if (kernel.blocks_per_sm() > 0) {
+    parts.push_back(absl::StrCat(
+        kernel.blocks_per_sm(), " blocks/SM (",
+        absl::StrFormat("%.1f%%", 100 * kernel.theoretical_occupancy()),
+        kernel.occupancy_limiter().empty() ? "" : ", limited by " + kernel.occupancy_limiter(),
+        ")"));
+  }
+  if (kernel.checks_size() > 0) {
+    int passed = 0;
+    for (const v1::Verification& check : kernel.checks()) passed += check.passed() ? 1 : 0;
+    parts.push_back(absl::StrCat("checks ", passed, "/", kernel.checks_size(), " passed"));
+  }
+  if (kernel.registers_per_thread() > 0) {
+    parts.push_back(kernel.guard_bytes_overwritten() == 0
+                        ? std::string("guard bytes intact")
+                        : absl::StrCat(kernel.guard_bytes_overwritten(),
+                                       " guard bytes OVERWRITTEN"));
+  }
+  if (!kernel.sanitizer_report().empty() || kernel.sanitizer_errors() > 0) {
+    parts.push_back(absl::StrCat("sanitizer ", kernel.sanitizer_errors(), " errors"));
+  }
+  return absl::StrJoin(parts, ", ");
+}
+
 std::string RenderSass(const v1::ExperimentResult& result) {
   if (result.sass().empty()) return "";
   int64_t total_samples = 0;

@@ -19,6 +19,10 @@ std::string KernelLabel(const v1::Experiment& experiment);
 // kernel.
 std::string RenderKernelBlock(const v1::Experiment& experiment, absl::string_view indent = "");
 
+// One line for a result (submit --follow, watch): "my_gather@3f2a9c0d1e4b, 40 registers, 0 B
+// spills, 6 blocks/SM (75.0%, limited by registers), checks 3/3 passed, guard bytes intact".
+std::string KernelSummary(const v1::CustomKernelResult& kernel);
+
 // `sass`: "offset  instruction  [source line]  [samples  top stall]" a line each, the hottest
 // lines marked with '>' when samples exist. Empty when the result has no SASS.
 std::string RenderSass(const v1::ExperimentResult& result);

@@ -85,6 +85,14 @@ TEST(RenderKernelBlock, SanitizerAndCompilerLines) {
   EXPECT_EQ(KernelLabel(Parse(R"pb(request { index {} })pb")), "ours");
 }
 
+TEST(KernelSummary, OneLineForTheResult) {
+  EXPECT_EQ(KernelSummary(Parse(kChecked).result().custom_kernel()),
+            "my_gather@3f2a9c0d1e4b, 40 registers, 16 B spills, 6 blocks/SM (75.0%, limited by "
+            "registers), checks 1/2 passed, guard bytes intact");
+  EXPECT_THAT(RenderResult(Parse(kChecked).result()),
+              HasSubstr("kernel:  my_gather@3f2a9c0d1e4b, 40 registers"));
+}
+
 TEST(RenderSass, OffsetsInstructionsSourceSamplesAndTheHottestMarked) {
   v1::ExperimentResult result;
   for (int i = 0; i < 7; ++i) {

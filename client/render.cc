@@ -445,6 +445,7 @@ std::string RenderResult(const v1::ExperimentResult& result, absl::string_view i
     AddMeasurement(result.measurement(), lines);
   }
   if (result.has_verification()) AddVerification(result.verification(), lines);
+  if (result.has_custom_kernel()) lines.Add("kernel", KernelSummary(result.custom_kernel()));
   if (result.has_jit()) AddJit(result.jit(), lines);
   if (!result.kernel_config().empty()) {
     // The map's order is unspecified; sorted keys keep the output stable.
