@@ -81,6 +81,22 @@ v1::ExperimentRequest Collective(bool hang) {
   return request;
 }
 
+constexpr char kKernelSource[] =
+    "extern \"C\" __global__ void my_gather(const gpuprof::IndexParams p) {}\n";
+
+// An index run on GPU 0 with our kernel, or with a custom kernel.
+v1::ExperimentRequest IndexOnGpu0(bool custom_kernel) {
+  v1::ExperimentRequest request;
+  request.mutable_index()->set_num_tokens(64);
+  request.mutable_gpus()->add_gpu_ids(0);
+  if (custom_kernel) {
+    request.mutable_custom_kernel()->set_source(kKernelSource);
+    request.mutable_custom_kernel()->set_kernel_name("my_gather");
+    request.mutable_custom_kernel()->set_file_name("my_gather.cu");
+  }
+  return request;
+}
+
 const Actor kMallory{"mallory", "test", /*admin=*/false};
 const Actor kAdmin{"root", "test", /*admin=*/true};
 
@@ -92,8 +108,9 @@ AdmissionRequest SweepOf(std::vector<v1::ExperimentRequest> points) {
 class ExperimentManagerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    // The fake worker's inventory.
+    // The fake worker's inventory; it pretends to run index too (custom kernels).
     setenv("FAKE_RANK_GPUS", "2", /*overwrite=*/1);
+    setenv("FAKE_RANK_WORKLOADS", "collective,index", /*overwrite=*/1);
     dir_ = NewTestDir("manager");
     ASSERT_FALSE(dir_.empty());
     auto access =
@@ -152,6 +169,35 @@ class ExperimentManagerTest : public ::testing::Test {
     auto page = manager_->List(filter, ExperimentStore::kMaxPageSize, "");
     EXPECT_TRUE(page.ok()) << page.status();
     return page.ok() ? static_cast<int>(page->experiments.size()) : -1;
+  }
+
+  // Waits for `id` to end; its state then.
+  v1::ExperimentState Ended(const std::string& id) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(60);
+    while (absl::Now() < deadline) {
+      auto now = manager_->Get(id);
+      if (now.ok() && now->state() != v1::QUEUED && now->state() != v1::RUNNING) {
+        return now->state();
+      }
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    ADD_FAILURE() << id << " never ended";
+    return v1::EXPERIMENT_STATE_UNSPECIFIED;
+  }
+
+  // The pid of the worker that ran `id`, as the fake worker reports it ("... pid N id ...").
+  std::string WorkerPidOf(const std::string& id) {
+    auto events = manager_->EventPage(id, 1, {});
+    EXPECT_TRUE(events.ok()) << events.status();
+    for (const v1::ExperimentEvent& event : events.value_or(std::vector<v1::ExperimentEvent>())) {
+      const std::string& message = event.progress().message();
+      const size_t pid = message.find(" pid ");
+      if (pid == std::string::npos) continue;
+      const size_t start = pid + 5;
+      return message.substr(start, message.find(' ', start) - start);
+    }
+    ADD_FAILURE() << id << " has no progress naming its worker";
+    return "";
   }
 
   std::string dir_;
@@ -302,6 +348,79 @@ TEST_F(ExperimentManagerTest, AnotherUserCannotTakeTheOwnersWatchSlots) {
   EXPECT_EQ(*replay, 0);
   EXPECT_TRUE(sink->ended());
   EXPECT_EQ(manager_->watch_slots().LiveOf("mallory"), 4);
+}
+
+TEST_F(ExperimentManagerTest, ACustomKernelIsRefusedUnlessThePolicyAllowsItAndNothingIsStored) {
+  StartManager();
+  auto refused = manager_->Submit(IndexOnGpu0(/*custom_kernel=*/true), kMallory);
+  ASSERT_TRUE(absl::IsPermissionDenied(refused.status())) << refused.status();
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("custom_kernel: mallory (test) may not submit custom kernels on this "
+                        "daemon; the access policy's custom_kernel_users, custom_kernel_groups "
+                        "or custom_kernels_for_everyone say who may"));
+  EXPECT_EQ(StoredOf("mallory"), 0);
+  EXPECT_EQ(refusals_.count("custom-kernel"), 1);
+  // Refused before validation: an invalid kernel gets the same answer, naming the policy.
+  v1::ExperimentRequest invalid = IndexOnGpu0(true);
+  invalid.mutable_custom_kernel()->set_source(std::string(1 << 20, 'x'));
+  EXPECT_TRUE(absl::IsPermissionDenied(manager_->Submit(invalid, kMallory).status()));
+  // Her own kernels are not custom: admitted.
+  EXPECT_TRUE(manager_->Submit(IndexOnGpu0(false), kMallory).ok());
+  v1::ListAuditRequest audit;
+  audit.set_user("mallory");
+  auto entries = manager_->Audit(audit);
+  ASSERT_TRUE(entries.ok()) << entries.status();
+  int refusals = 0;
+  for (const v1::AuditEntry& entry : *entries) {
+    if (entry.action() == "refuse" && absl::StrContains(entry.detail(), "custom-kernel: ")) {
+      ++refusals;
+    }
+  }
+  EXPECT_EQ(refusals, 2);
+}
+
+TEST_F(ExperimentManagerTest, ACustomKernelRunsInANewWorkerThatIsNotKeptAndIsAudited) {
+  StartManager();
+  // Our kernel twice on GPU 0: the second run reuses the first one's warm worker.
+  auto ours = manager_->Submit(IndexOnGpu0(false), kAdmin);
+  ASSERT_TRUE(ours.ok()) << ours.status();
+  ASSERT_EQ(Ended(ours->id()), v1::FINISHED);
+  auto ours_again = manager_->Submit(IndexOnGpu0(false), kAdmin);
+  ASSERT_TRUE(ours_again.ok()) << ours_again.status();
+  ASSERT_EQ(Ended(ours_again->id()), v1::FINISHED);
+  const std::string warm = WorkerPidOf(ours->id());
+  EXPECT_EQ(WorkerPidOf(ours_again->id()), warm);
+
+  // A custom kernel does not take that worker, and its own is not kept for the next run.
+  auto custom = manager_->Submit(IndexOnGpu0(true), kAdmin);
+  ASSERT_TRUE(custom.ok()) << custom.status();
+  ASSERT_EQ(Ended(custom->id()), v1::FINISHED);
+  auto custom_again = manager_->Submit(IndexOnGpu0(true), kAdmin);
+  ASSERT_TRUE(custom_again.ok()) << custom_again.status();
+  ASSERT_EQ(Ended(custom_again->id()), v1::FINISHED);
+  auto after = manager_->Submit(IndexOnGpu0(false), kAdmin);
+  ASSERT_TRUE(after.ok()) << after.status();
+  ASSERT_EQ(Ended(after->id()), v1::FINISHED);
+  const std::string first = WorkerPidOf(custom->id());
+  const std::string second = WorkerPidOf(custom_again->id());
+  const std::string next = WorkerPidOf(after->id());
+  EXPECT_NE(first, warm);
+  EXPECT_NE(second, first);
+  EXPECT_NE(next, second);
+
+  // The source is stored with the experiment; the audit names it by hash and size.
+  auto stored = manager_->Get(custom->id());
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  EXPECT_EQ(stored->request().custom_kernel().source(), kKernelSource);
+  v1::ListAuditRequest audit;
+  audit.set_experiment_id(custom->id());
+  auto entries = manager_->Audit(audit);
+  ASSERT_TRUE(entries.ok()) << entries.status();
+  ASSERT_EQ(entries->size(), 1u);
+  EXPECT_EQ(entries->front().action(), "submit");
+  EXPECT_EQ(entries->front().detail(),
+            absl::StrCat("WORKLOAD_INDEX; custom kernel my_gather.cu (my_gather), source sha256 ",
+                         Sha256Hex(kKernelSource), ", ", sizeof(kKernelSource) - 1, " bytes"));
 }
 
 }  // namespace

@@ -115,6 +115,15 @@ TEST_F(DaemonServerTest, OptionsThatMakeNoSenseAreRefusedNamingTheFlagBeforeAnyt
        "--rpc_threads must be at least 1, got 0"},
       {[](DaemonServer::Options& o) { o.reload_when_changed = {"/nonexistent/policy.textproto"}; },
        "--reload_when_changed: /nonexistent/policy.textproto does not exist"},
+      {[](DaemonServer::Options& o) { o.custom_kernel_max_source_bytes = 0; },
+       "--custom_kernel_max_source_bytes=0: must be in [1, 524288] (half of "
+       "--max_message_bytes"},
+      {[](DaemonServer::Options& o) { o.custom_kernel_max_source_bytes = 600'000; },
+       "--custom_kernel_max_source_bytes=600000: must be in [1, 524288]"},
+      {[](DaemonServer::Options& o) { o.custom_kernel_compile_timeout = absl::ZeroDuration(); },
+       "--custom_kernel_compile_timeout=0: must be positive (e.g. 60s)"},
+      {[](DaemonServer::Options& o) { o.custom_kernel_compile_memory = 1 << 20; },
+       "--custom_kernel_compile_memory=1048576: must be at least 268435456"},
   };
   for (const Case& c : cases) {
     DaemonServer::Options options = BaseOptions();

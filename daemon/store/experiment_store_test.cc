@@ -403,6 +403,45 @@ TEST_F(ExperimentStoreTest, ListReturnsSummariesWithoutProvenance) {
   EXPECT_EQ(full.result().provenance().hostname(), "node7");
 }
 
+TEST_F(ExperimentStoreTest, ACustomKernelsSourceAndSassAreStoredButNotListed) {
+  std::string id = CreateQueued("alice", v1::WORKLOAD_INDEX);
+  ASSERT_OK_AND_ASSIGN(v1::Experiment experiment, store_->Get(id));
+  // The largest source admitted by default (256 KiB) and the most SASS the compile keeps
+  // (50,000 instructions): one row holds both (SQLite's limit is 1 GB a value).
+  const std::string source = std::string(256 << 10, 'k');
+  v1::CustomKernel& kernel = *experiment.mutable_request()->mutable_custom_kernel();
+  kernel.set_source(source);
+  kernel.set_kernel_name("my_gather");
+  kernel.set_file_name("my_gather.cu");
+  experiment.set_state(v1::FINISHED);
+  experiment.mutable_result()->mutable_custom_kernel()->set_source_sha256("ab12");
+  experiment.mutable_result()->mutable_custom_kernel()->set_registers_per_thread(40);
+  for (int i = 0; i < 50'000; ++i) {
+    v1::SassLine& line = *experiment.mutable_result()->add_sass();
+    line.set_pc_offset(16 * i);
+    line.set_text("LDG.E.128.CONSTANT R4, desc[UR6][R2.64] ;");
+    line.set_source_line("my_gather.cu:14");
+  }
+  ASSERT_OK(store_->Update(experiment, StateEvent(2, v1::FINISHED)));
+
+  ASSERT_OK_AND_ASSIGN(v1::Experiment full, store_->Get(id));
+  EXPECT_EQ(full.request().custom_kernel().source(), source);
+  EXPECT_EQ(full.result().sass_size(), 50'000);
+  EXPECT_EQ(full.result().sass(49'999).pc_offset(), 16 * 49'999);
+
+  // A listing keeps which kernel ran and its resources, not the bulk.
+  ASSERT_OK_AND_ASSIGN(ExperimentPage page, store_->List({}, 10, ""));
+  ASSERT_EQ(page.experiments.size(), 1);
+  const v1::Experiment& listed = page.experiments[0];
+  EXPECT_EQ(listed.request().custom_kernel().source(), "");
+  EXPECT_EQ(listed.request().custom_kernel().kernel_name(), "my_gather");
+  EXPECT_EQ(listed.request().custom_kernel().file_name(), "my_gather.cu");
+  EXPECT_EQ(listed.result().sass_size(), 0);
+  EXPECT_EQ(listed.result().custom_kernel().source_sha256(), "ab12");
+  EXPECT_EQ(listed.result().custom_kernel().registers_per_thread(), 40);
+  EXPECT_LT(listed.ByteSizeLong(), 1024u);
+}
+
 TEST_F(ExperimentStoreTest, ListPageSizeDefaultsAndBounds) {
   for (int i = 0; i < ExperimentStore::kDefaultPageSize + 2; ++i) {
     CreateQueued("alice", v1::WORKLOAD_INDEX);
