@@ -93,9 +93,9 @@ std::string FormatLimit(absl::Duration duration) {
 
 absl::Status ValidateCompileOption(const std::string& option) {
   if (option.size() > kMaxOptionLength) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "compile option \"", option.substr(0, 40), "...\" is longer than ", kMaxOptionLength,
-        " characters"));
+    return absl::InvalidArgumentError(absl::StrCat("compile option \"", option.substr(0, 40),
+                                                   "...\" is longer than ", kMaxOptionLength,
+                                                   " characters"));
   }
   if (option == "-lineinfo" || option == "--use_fast_math") return absl::OkStatus();
   absl::string_view rest = option;
@@ -152,7 +152,8 @@ class Sha256 {
       block_size_ = 0;
     }
     while (block_size_ < 56) block_[block_size_++] = 0;
-    for (int i = 7; i >= 0; --i) block_[block_size_++] = static_cast<uint8_t>(length_bits >> (8 * i));
+    for (int i = 7; i >= 0; --i)
+      block_[block_size_++] = static_cast<uint8_t>(length_bits >> (8 * i));
     Compress();
     std::string hex;
     hex.reserve(64);
@@ -260,7 +261,8 @@ std::string UserKernelCacheKey(const UserKernelCompileRequest& request,
   field(absl::StrCat(request.arch.major, ".", request.arch.minor));
   field(nvrtc_version);
   absl::string_view stem = request.file_name;
-  if (const size_t dot = stem.rfind('.'); dot != absl::string_view::npos) stem = stem.substr(0, dot);
+  if (const size_t dot = stem.rfind('.'); dot != absl::string_view::npos)
+    stem = stem.substr(0, dot);
   return absl::StrFormat("user__%s__%s__sm%d%d__cuda%s__%s", FileNamePart(stem, 40),
                          FileNamePart(request.kernel_name, 60), request.arch.major,
                          request.arch.minor, FileNamePart(nvrtc_version, 16), hash.HexDigest());
@@ -288,7 +290,7 @@ bool ReadCacheFile(const std::string& path, const std::string& key, UserKernelBi
   uint64_t cubin_size = 0;
   if (lines[0] != key || lines[1].empty() || !absl::SimpleAtoi(lines[2], &log_size) ||
       !absl::SimpleAtoi(lines[3], &cubin_size) || rest.size() != log_size + cubin_size ||
-      !absl::StartsWith(rest.substr(log_size), "\x7f" "ELF")) {
+      !absl::StartsWith(rest.substr(log_size), "\177ELF")) {
     return false;
   }
   binary.lowered_name = std::string(lines[1]);
@@ -426,7 +428,8 @@ std::string SerializeReport(const ChildReport& report) {
   std::string out;
   AppendU64(out, static_cast<uint64_t>(report.outcome));
   AppendU64(out, static_cast<uint64_t>(static_cast<uint32_t>(report.nvrtc_result)));
-  for (const std::string* text : {&report.log, &report.lowered_name, &report.cubin, &report.detail}) {
+  for (const std::string* text :
+       {&report.log, &report.lowered_name, &report.cubin, &report.detail}) {
     AppendU64(out, text->size());
     out += *text;
   }
@@ -478,10 +481,10 @@ ChildReport CompileInChild(const PreparedCompile& compile) {
     return report;
   };
   nvrtcProgram program = nullptr;
-  nvrtcResult result = nvrtcCreateProgram(
-      &program, compile.source.c_str(), compile.file_name.c_str(),
-      static_cast<int>(compile.header_texts.size()), compile.header_texts.data(),
-      compile.header_names.data());
+  nvrtcResult result =
+      nvrtcCreateProgram(&program, compile.source.c_str(), compile.file_name.c_str(),
+                         static_cast<int>(compile.header_texts.size()), compile.header_texts.data(),
+                         compile.header_names.data());
   if (result != NVRTC_SUCCESS) return failed("nvrtcCreateProgram", result);
   // The process ends right after: no need to destroy the program.
   result = nvrtcAddNameExpression(program, compile.kernel_name.c_str());
@@ -535,10 +538,10 @@ bool DenyFileAccess() {
   // Every right of Landlock's first ABI, which each later one keeps.
   ruleset.handled_access_fs =
       LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_READ_FILE |
-      LANDLOCK_ACCESS_FS_READ_DIR | LANDLOCK_ACCESS_FS_REMOVE_DIR |
-      LANDLOCK_ACCESS_FS_REMOVE_FILE | LANDLOCK_ACCESS_FS_MAKE_CHAR |
-      LANDLOCK_ACCESS_FS_MAKE_DIR | LANDLOCK_ACCESS_FS_MAKE_REG | LANDLOCK_ACCESS_FS_MAKE_SOCK |
-      LANDLOCK_ACCESS_FS_MAKE_FIFO | LANDLOCK_ACCESS_FS_MAKE_BLOCK | LANDLOCK_ACCESS_FS_MAKE_SYM;
+      LANDLOCK_ACCESS_FS_READ_DIR | LANDLOCK_ACCESS_FS_REMOVE_DIR | LANDLOCK_ACCESS_FS_REMOVE_FILE |
+      LANDLOCK_ACCESS_FS_MAKE_CHAR | LANDLOCK_ACCESS_FS_MAKE_DIR | LANDLOCK_ACCESS_FS_MAKE_REG |
+      LANDLOCK_ACCESS_FS_MAKE_SOCK | LANDLOCK_ACCESS_FS_MAKE_FIFO | LANDLOCK_ACCESS_FS_MAKE_BLOCK |
+      LANDLOCK_ACCESS_FS_MAKE_SYM;
   const long ruleset_fd = syscall(SYS_landlock_create_ruleset, &ruleset, sizeof(ruleset), 0);
   if (ruleset_fd < 0) return false;
   const bool restricted = prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
@@ -636,7 +639,8 @@ absl::StatusOr<UserKernelBinary> CompileInChildProcess(const UserKernelCompileRe
   compile.options.push_back(
       absl::StrFormat("--gpu-architecture=sm_%d%d", request.arch.major, request.arch.minor));
   compile.options.push_back("-std=c++17");
-  for (const std::string& option : compile.options) compile.option_pointers.push_back(option.c_str());
+  for (const std::string& option : compile.options)
+    compile.option_pointers.push_back(option.c_str());
   for (const ProvidedHeader& header : request.headers) {
     compile.header_texts.push_back(header.text.c_str());
     compile.header_names.push_back(header.name.c_str());
@@ -714,14 +718,14 @@ absl::StatusOr<UserKernelBinary> CompileInChildProcess(const UserKernelCompileRe
         return absl::ResourceExhaustedError(absl::StrCat(
             "compiling ", request.file_name, " ran out of the ", memory_limit, " memory limit"));
       }
-      return absl::InternalError(absl::StrCat("compiling ", request.file_name, ": ",
-                                              report.detail, "\n", report.log));
+      return absl::InternalError(
+          absl::StrCat("compiling ", request.file_name, ": ", report.detail, "\n", report.log));
   }
   if (report.lowered_name != request.kernel_name) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        request.file_name, " defines ", request.kernel_name,
-        " as a __global__ function without extern \"C\" (its name is mangled to ",
-        report.lowered_name, "); declare it extern \"C\" __global__"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(request.file_name, " defines ", request.kernel_name,
+                     " as a __global__ function without extern \"C\" (its name is mangled to ",
+                     report.lowered_name, "); declare it extern \"C\" __global__"));
   }
   if (report.cubin.empty()) {
     return absl::InternalError(absl::StrCat("compiling ", request.file_name, ": empty cubin"));
@@ -837,8 +841,8 @@ absl::StatusOr<UserKernelBinary> CompileUserKernel(const UserKernelCompileReques
     return absl::InvalidArgumentError("the kernel source contains a NUL byte");
   }
   if (!IsIdentifier(request.kernel_name)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "kernel name \"", request.kernel_name, "\" is not a C identifier"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("kernel name \"", request.kernel_name, "\" is not a C identifier"));
   }
   if (request.file_name.empty() ||
       std::any_of(request.file_name.begin(), request.file_name.end(),
@@ -870,8 +874,7 @@ absl::StatusOr<UserKernelBinary> CompileUserKernel(const UserKernelCompileReques
   ASSIGN_OR_RETURN(binary, CompileInChildProcess(request, request.options, limits));
   binary.source_sha256 = Sha256Hex(request.source);
   binary.cache_key = key;
-  if (const absl::Status written = WriteCacheFile(cache.directory(), path, binary);
-      !written.ok()) {
+  if (const absl::Status written = WriteCacheFile(cache.directory(), path, binary); !written.ok()) {
     binary.cache_write_error = std::string(written.message());
   }
   return binary;
@@ -964,8 +967,8 @@ absl::StatusOr<std::vector<SassInstruction>> DisassembleCubin(const std::string&
   const int read_errno = errno;
   const int wait_status = Reap(pid, /*kill_first=*/end != ReadEnd::kEndOfFile);
   if (end == ReadEnd::kDeadline) {
-    return absl::DeadlineExceededError(absl::StrCat(
-        "nvdisasm took longer than ", FormatLimit(kDisassemblyTimeout)));
+    return absl::DeadlineExceededError(
+        absl::StrCat("nvdisasm took longer than ", FormatLimit(kDisassemblyTimeout)));
   }
   if (end == ReadEnd::kError) {
     return absl::InternalError(absl::StrCat("reading nvdisasm's output: ", strerror(read_errno)));

@@ -80,17 +80,32 @@ TEST(Sha256HexTest, MatchesKnownVectors) {
 TEST(ValidateUserCompileOptionsTest, AcceptsTheAllowedKinds) {
   EXPECT_TRUE(ValidateUserCompileOptions({}).ok());
   EXPECT_TRUE(ValidateUserCompileOptions({"-lineinfo", "--use_fast_math", "-maxrregcount=16",
-                                          "-maxrregcount=255", "-DTILE", "-D_X=1",
-                                          "-DSCALE=2.0f", "-DNEG=-3", "-DEMPTY="})
+                                          "-maxrregcount=255", "-DTILE", "-D_X=1", "-DSCALE=2.0f",
+                                          "-DNEG=-3", "-DEMPTY="})
                   .ok());
 }
 
 TEST(ValidateUserCompileOptionsTest, RefusesEverythingElse) {
-  for (const char* option :
-       {"-maxrregcount=15", "-maxrregcount=256", "-maxrregcount=", "-maxrregcount=+32",
-        "-maxrregcount=32x", "-D", "-D1X", "-DX-Y", "-DX=a b", "-DX=\"s\"", "-DX=$(id)",
-        "-DX=a;b", "--gpu-architecture=sm_80", "-include=/etc/passwd", "-I/etc", "-G",
-        "--use_fast_math ", "-lineinfo=1", "-ftemplate-depth=100000", ""}) {
+  for (const char* option : {"-maxrregcount=15",
+                             "-maxrregcount=256",
+                             "-maxrregcount=",
+                             "-maxrregcount=+32",
+                             "-maxrregcount=32x",
+                             "-D",
+                             "-D1X",
+                             "-DX-Y",
+                             "-DX=a b",
+                             "-DX=\"s\"",
+                             "-DX=$(id)",
+                             "-DX=a;b",
+                             "--gpu-architecture=sm_80",
+                             "-include=/etc/passwd",
+                             "-I/etc",
+                             "-G",
+                             "--use_fast_math ",
+                             "-lineinfo=1",
+                             "-ftemplate-depth=100000",
+                             ""}) {
     const absl::Status status = ValidateUserCompileOptions({option});
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << option;
   }
@@ -107,11 +122,12 @@ TEST(CompileUserKernelTest, CompilesThenHitsTheCache) {
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_FALSE(first->cache_hit);
   EXPECT_GT(first->compile_ms, 0);
-  EXPECT_EQ(first->cubin.substr(0, 4), "\x7f" "ELF");
+  EXPECT_EQ(first->cubin.substr(0, 4), "\177ELF");
   EXPECT_EQ(first->lowered_name, "gather_rows");
   EXPECT_EQ(first->source_sha256, Sha256Hex(kGoodSource));
-  EXPECT_THAT(first->cache_key,
-              ContainsRegex("^user__my_gather__gather_rows__sm90__cuda[0-9]+\\.[0-9]+__[0-9a-f]{64}$"));
+  EXPECT_THAT(
+      first->cache_key,
+      ContainsRegex("^user__my_gather__gather_rows__sm90__cuda[0-9]+\\.[0-9]+__[0-9a-f]{64}$"));
   // Warnings are kept, as NVRTC writes them.
   EXPECT_THAT(first->compile_log, HasSubstr("my_gather.cu(4): warning"));
   EXPECT_THAT(first->cache_write_error, IsEmpty());
@@ -153,7 +169,8 @@ TEST(CompileUserKernelTest, DamagedCacheFileIsCompiledAgain) {
     contents.assign(std::istreambuf_iterator<char>(file), {});
   }
   ASSERT_FALSE(contents.empty());
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << contents.substr(0, contents.size() / 2);
+  std::ofstream(path, std::ios::binary | std::ios::trunc)
+      << contents.substr(0, contents.size() / 2);
   auto second = CompileUserKernel(GoodRequest(), {}, cache);
   ASSERT_TRUE(second.ok()) << second.status();
   EXPECT_FALSE(second->cache_hit);
@@ -199,8 +216,8 @@ TEST(CompileUserKernelTest, UnknownKernelNameIsRefusedClearly) {
             "my_gather.cu defines no extern \"C\" __global__ function named scatter_rows");
 
   // A __device__ function of that name is not a kernel either.
-  request.source = absl::StrCat(kGoodSource,
-                                "extern \"C\" __device__ int scatter_rows(int x) { return x; }\n");
+  request.source =
+      absl::StrCat(kGoodSource, "extern \"C\" __device__ int scatter_rows(int x) { return x; }\n");
   binary = CompileUserKernel(request, {}, cache);
   EXPECT_THAT(binary.status().message(), HasSubstr("defines no extern \"C\" __global__"));
 }
