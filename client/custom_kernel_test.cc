@@ -49,6 +49,20 @@ TEST(ExternCGlobalFunctions, FindsTheKernelsButNotCommentsStringsOrDeviceFunctio
   EXPECT_THAT(ExternCGlobalFunctions("__global__ void k() {}"), IsEmpty());
 }
 
+TEST(ExternCGlobalFunctions, EachWorkedExampleHasOneKernel) {
+  const std::vector<std::pair<std::string, std::string>> examples = {
+      {"index_gather.cu", "index_gather"},
+      {"index_builtin_gather.cu", "builtin_gather"},
+      {"store_scatter.cu", "store_scatter"},
+      {"decode_paged.cu", "decode_paged"}};
+  for (const auto& [file, kernel] : examples) {
+    absl::StatusOr<std::string> source =
+        ReadKernelFile(absl::StrCat("examples/custom_kernels/", file));
+    ASSERT_TRUE(source.ok()) << source.status();
+    EXPECT_THAT(ExternCGlobalFunctions(*source), ElementsAre(kernel)) << file;
+  }
+}
+
 TEST(ChooseKernelName, TheOnlyKernelOrTheOneNamedElseTheCandidates) {
   EXPECT_EQ(*ChooseKernelName(kGather, "g.cu", std::nullopt), "my_gather");
   const std::string two = R"(extern "C" __global__ void a() {} extern "C" __global__ void b() {})";
