@@ -159,13 +159,17 @@ const store::EventLogKind<v1::Sweep, v1::SweepEvent> kSweepLog = {
         },
     .owner = &v1::SweepEvent::sweep_id,
     .set_owner = [](v1::SweepEvent& event, const std::string& id) { event.set_sweep_id(id); },
-    // A listing's sweeps without their points, nor a custom kernel's source (a sweep over
-    // kernel files keeps each in its point's experiment).
+    // A listing's sweeps without their points, nor custom kernels' sources (the base's, a
+    // kernel axis's): GetSweep and each point's experiment keep them.
     .summarize =
         [](v1::Sweep& sweep) {
           sweep.clear_points();
-          if (sweep.request().base().has_custom_kernel()) {
-            sweep.mutable_request()->mutable_base()->mutable_custom_kernel()->clear_source();
+          v1::SweepRequest& request = *sweep.mutable_request();
+          if (request.base().has_custom_kernel()) {
+            request.mutable_base()->mutable_custom_kernel()->clear_source();
+          }
+          for (v1::SweepAxis& axis : *request.mutable_axes()) {
+            for (v1::CustomKernel& kernel : *axis.mutable_kernels()) kernel.clear_source();
           }
         },
 };

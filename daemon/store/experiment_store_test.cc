@@ -442,6 +442,35 @@ TEST_F(ExperimentStoreTest, ACustomKernelsSourceAndSassAreStoredButNotListed) {
   EXPECT_LT(listed.ByteSizeLong(), 1024u);
 }
 
+TEST_F(ExperimentStoreTest, ListedSweepsLeaveOutTheirKernelsSources) {
+  v1::Sweep sweep;
+  sweep.set_user("alice");
+  sweep.set_state(v1::SWEEP_RUNNING);
+  v1::SweepRequest& request = *sweep.mutable_request();
+  request.mutable_base()->mutable_custom_kernel()->set_source("base source");
+  v1::SweepAxis& axis = *request.add_axes();
+  axis.set_field("kernel");
+  axis.add_values("a.cu");
+  axis.add_kernels()->set_source("a source");
+  axis.add_kernels()->set_file_name("ours");
+  v1::SweepEvent first;
+  first.set_seq(1);
+  *first.mutable_created() = sweep;
+  ASSERT_OK_AND_ASSIGN(const std::string id, store_->CreateSweep(sweep, first));
+
+  ASSERT_OK_AND_ASSIGN(SweepPage page, store_->ListSweeps("alice", 0, ""));
+  ASSERT_EQ(page.sweeps.size(), 1u);
+  const v1::SweepRequest& listed = page.sweeps[0].request();
+  EXPECT_EQ(listed.base().custom_kernel().source(), "");
+  ASSERT_EQ(listed.axes(0).kernels_size(), 2);
+  EXPECT_EQ(listed.axes(0).kernels(0).source(), "");
+  EXPECT_EQ(listed.axes(0).kernels(1).file_name(), "ours");
+  // The sweep itself keeps them, for its points and their reruns.
+  ASSERT_OK_AND_ASSIGN(const v1::Sweep stored, store_->GetSweepPage(id, 0, ""));
+  EXPECT_EQ(stored.request().base().custom_kernel().source(), "base source");
+  EXPECT_EQ(stored.request().axes(0).kernels(0).source(), "a source");
+}
+
 TEST_F(ExperimentStoreTest, ListPageSizeDefaultsAndBounds) {
   for (int i = 0; i < ExperimentStore::kDefaultPageSize + 2; ++i) {
     CreateQueued("alice", v1::WORKLOAD_INDEX);
