@@ -332,7 +332,10 @@ class Client(_connection.Connected):
         short names: tokens=4096, hidden=4096) and the options every workload shares (gpus=[0],
         gpu_count, tp, priority, timeout, labels, warmup, min_iters, max_iters, time_budget,
         min_time, noise, l2, graph, trace, user, description). Enums take their short names
-        ("bf16", "cold"), durations seconds or "500ms". With wait=True, returns once it ended."""
+        ("bf16", "cold"), durations seconds or "500ms". custom_kernel= runs a kernel of your own
+        (index, store, attention decode): a CustomKernel or a dict of its fields, e.g.
+        {"source": open("g.cu").read(), "file_name": "g.cu", "kernel_name": "g"}. With
+        wait=True, returns once it ended."""
         return self.submit_request(_request.build_request(workload, fields), wait=wait)
 
     def submit_request(

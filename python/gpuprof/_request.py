@@ -8,6 +8,7 @@ from __future__ import annotations
 import difflib
 from typing import Any, Dict, List, Mapping
 
+from google.protobuf import json_format
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
 from gpuprof import _fields
@@ -139,6 +140,13 @@ class RequestFields:
         request = experiment_pb2.ExperimentRequest()
         getattr(request, self.workload).SetInParent()
         for name, value in values.items():
+            if name == "custom_kernel" and value is not None:
+                # A kernel of your own (docs/custom-kernels.md), passed through as given: a
+                # CustomKernel or a dict of its fields ({"source": ..., "kernel_name": ...}).
+                if isinstance(value, Mapping):
+                    value = json_format.ParseDict(dict(value), experiment_pb2.CustomKernel())
+                request.custom_kernel.CopyFrom(value)
+                continue
             path = self.path(name)
             if value is None:
                 continue

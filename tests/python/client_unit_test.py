@@ -17,6 +17,22 @@ from gpuprof.v1 import experiment_pb2, sweep_pb2, workloads_pb2
 
 
 class RequestTest(unittest.TestCase):
+    def test_custom_kernel_passes_through(self) -> None:
+        source = 'extern "C" __global__ void g() {}\n'
+        request = gpuprof.build_request(
+            "index",
+            dict(hidden=7168, custom_kernel={"source": source, "file_name": "g.cu",
+                                             "block_threads": 128, "mode": "MODE_TEST"}),
+        )
+        self.assertEqual(request.custom_kernel.source, source)
+        self.assertEqual(request.custom_kernel.block_threads, 128)
+        self.assertEqual(request.custom_kernel.mode, experiment_pb2.CustomKernel.MODE_TEST)
+        self.assertEqual(request.index.hidden_dim, 7168)
+        kernel = experiment_pb2.CustomKernel(source=source, kernel_name="g")
+        self.assertEqual(
+            gpuprof.build_request("store", dict(custom_kernel=kernel)).custom_kernel, kernel
+        )
+
     def test_spec_fields_aliases_and_common_options(self) -> None:
         request = gpuprof.build_request(
             "index",
