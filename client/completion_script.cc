@@ -6,6 +6,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "client/experiment_commands.h"
+#include "client/kernel_commands.h"
 #include "client/request_builder.h"
 #include "client/sweep_commands.h"
 #include "client/workload_flag_help.h"
@@ -109,6 +110,16 @@ std::map<std::string, CompletionContext> CompletionContexts(const std::vector<Co
       for (const Command& other : commands) context.words.emplace_back(other.name);
     } else if (name == "completion") {
       context.words = {"bash", "zsh"};
+    } else if (name == "board") {
+      context.words.insert(context.words.end(), workloads.begin(), workloads.end());
+      for (const std::string& workload : workloads) {
+        absl::StatusOr<ExperimentRequestBuilder> builder =
+            ExperimentRequestBuilder::ForWorkload(workload);
+        if (!builder.ok()) continue;
+        CompletionContext& flags = contexts[absl::StrCat(name, " ", workload)];
+        AddFlags(DescribedWorkloadFlags(*builder), flags);
+        AddFlags(BoardFlags(), flags);
+      }
     } else if (name == "submit" || name == "sweep") {
       context.words.insert(context.words.end(), workloads.begin(), workloads.end());
       for (const std::string& workload : workloads) {

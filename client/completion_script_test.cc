@@ -26,6 +26,7 @@ std::vector<Command> Table() {
            }},
           {.name = "submit", .summary = "submit"},
           {.name = "sweep", .summary = "sweep"},
+          {.name = "board", .summary = "board"},
           {.name = "help", .summary = "help"}};
 }
 
@@ -47,6 +48,15 @@ TEST(CompletionScriptTest, ContextsComeFromTheCommandTable) {
               ElementsAre("table", "csv", "jsonl", "markdown"));
   EXPECT_THAT(contexts.at("sweep attention").words, Not(Contains("--follow-every")));
   EXPECT_THAT(contexts.at("help").words, Contains("sweep"));
+  // Custom kernel flags where a workload takes a kernel, and only there.
+  EXPECT_THAT(contexts.at("submit index").words, Contains("--kernel-file"));
+  EXPECT_THAT(contexts.at("sweep store").words, Contains("--block-threads"));
+  EXPECT_THAT(contexts.at("submit index").flag_values.at("--mode"),
+              ElementsAre("test", "benchmark", "profile", "sanitize"));
+  EXPECT_THAT(contexts.at("submit radix").words, Not(Contains("--kernel-file")));
+  EXPECT_THAT(contexts.at("board").words, Contains("index"));
+  EXPECT_THAT(contexts.at("board index").words, Contains("--best-per-kernel"));
+  EXPECT_THAT(contexts.at("board index").words, Contains("--hidden"));
 }
 
 TEST(CompletionScriptTest, ScriptsRegisterThemselves) {
@@ -87,6 +97,7 @@ TEST(CompletionScriptTest, BashCompletesFromTheTable) {
             "--kv-len --kv-lens --kv-len-max\n");
   EXPECT_EQ(BashCompletes(bash, {"gpuprof", "list", "--state", "r"}), "running\n");
   EXPECT_EQ(BashCompletes(bash, {"gpuprof", "sweep", "get", "swp-1", "--format", "j"}), "jsonl\n");
+  EXPECT_EQ(BashCompletes(bash, {"gpuprof", "submit", "index", "--sanitizer", "r"}), "racecheck\n");
 }
 
 }  // namespace

@@ -52,7 +52,9 @@ int RunSass(Session& session, const ParsedArgs& args) {
 // A shape flag the board does not match on: the seed only picks inputs.
 bool IsIgnoredShapeFlag(const FlagSpec& flag) { return flag.name == "seed"; }
 
-std::vector<FlagSpec> BoardOwnFlags() {
+}  // namespace
+
+std::vector<FlagSpec> BoardFlags() {
   return {{.name = "best-per-kernel",
            .is_switch = true,
            .help = "keep each kernel's best run only (ours is one kernel; a source is known by "
@@ -64,6 +66,8 @@ std::vector<FlagSpec> BoardOwnFlags() {
           TargetFlag(),
           HelpFlag()};
 }
+
+namespace {
 
 std::string BoardHelp(const ExperimentRequestBuilder* builder) {
   std::string help = absl::StrCat(
@@ -83,7 +87,7 @@ std::string BoardHelp(const ExperimentRequestBuilder* builder) {
     }
     absl::StrAppend(&help, "\n", builder->workload(), " shape flags:\n", FormatFlagHelp(shape));
   }
-  absl::StrAppend(&help, "\nboard flags:\n", FormatFlagHelp(BoardOwnFlags()));
+  absl::StrAppend(&help, "\nboard flags:\n", FormatFlagHelp(BoardFlags()));
   return help;
 }
 
@@ -116,7 +120,7 @@ int RunBoard(const Invocation& invocation, const std::vector<std::string>& args)
   for (const FlagSpec& flag : builder->workload_flags()) {
     if (!IsIgnoredShapeFlag(flag)) flags.push_back(flag);
   }
-  for (const FlagSpec& flag : BoardOwnFlags()) flags.push_back(flag);
+  for (const FlagSpec& flag : BoardFlags()) flags.push_back(flag);
   absl::StatusOr<ParsedArgs> parsed =
       ParseArgs(std::vector<std::string>(args.begin() + 1, args.end()), flags);
   if (!parsed.ok()) return ReportUsageError(env, parsed.status().message(), help_command);

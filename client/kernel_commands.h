@@ -10,6 +10,10 @@ namespace gpuprof::client {
 Command SassCommand();
 Command BoardCommand();
 
+// board's own flags (--best-per-kernel, --limit, --json, ...), besides the workload's shape
+// flags; for completion.
+std::vector<FlagSpec> BoardFlags();
+
 }  // namespace gpuprof::client
 
 #endif  // GPUPROF_CLIENT_KERNEL_COMMANDS_H_
