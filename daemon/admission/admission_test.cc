@@ -115,7 +115,8 @@ class AdmissionControlTest : public ::testing::Test {
         "users { user: \"mallory\" quota { max_queued_experiments: 2 } }\n"
         "users { user: \"pat\" quota { max_priority: 5 max_timeout { seconds: 600 } "
         "max_concurrent_gpus: 1 } }\n"
-        "users { user: \"gina\" quota { max_gpu_hours_per_day: 1 } }\n");
+        "users { user: \"gina\" quota { max_gpu_hours_per_day: 1 } }\n"
+        "custom_kernel_users: \"pat\"\n");
     ASSERT_TRUE(access.ok()) << access.status();
     access_ = *std::move(access);
     auto store = ExperimentStore::Open(dir_ + "/gpuprof.db");
@@ -214,6 +215,47 @@ TEST_F(AdmissionControlTest, OnlyAdminsSubmitForAnotherUser) {
   ASSERT_TRUE(own.ok()) << own.status();
   EXPECT_FALSE(own->on_behalf());
   EXPECT_EQ(own->requests().front().user(), "mallory");
+}
+
+v1::ExperimentRequest WithCustomKernel(v1::ExperimentRequest request,
+                                       const std::string& source = "extern \"C\" __global__ "
+                                                                   "void k() {}") {
+  request.mutable_custom_kernel()->set_source(source);
+  request.mutable_custom_kernel()->set_kernel_name("k");
+  return request;
+}
+
+TEST_F(AdmissionControlTest, OnlyThoseThePolicyNamesSubmitCustomKernels) {
+  // Mallory is not named: refused before validation, naming the policy's fields (and the
+  // point, in a sweep), counted and audited.
+  auto refused = control_->Admit(Single(kMallory, WithCustomKernel(Index(64))));
+  ASSERT_TRUE(absl::IsPermissionDenied(refused.status())) << refused.status();
+  EXPECT_EQ(refused.status().message(),
+            "custom_kernel: mallory (test) may not submit custom kernels on this daemon; the "
+            "access policy's custom_kernel_users, custom_kernel_groups or "
+            "custom_kernels_for_everyone say who may (ask an admin)");
+  auto sweep = control_->Admit(Sweep(kMallory, {Index(64), WithCustomKernel(Index(128))}));
+  ASSERT_TRUE(absl::IsPermissionDenied(sweep.status())) << sweep.status();
+  EXPECT_THAT(sweep.status().message(), HasSubstr("point 1 (tokens=128): custom_kernel: mallory"));
+  EXPECT_EQ(refusals("custom-kernel"), 2);
+  EXPECT_EQ(RefusalsAudited("mallory").size(), 2u);
+  EXPECT_EQ(queued("mallory"), 0);
+  // Our kernels are anyone's.
+  EXPECT_TRUE(control_->Admit(Single(kMallory, Index(64))).ok());
+
+  // Pat is named: admitted with the kernel's defaults; an invalid kernel is the caller's error.
+  auto admitted = control_->Admit(Single(kPat, WithCustomKernel(Index(64))));
+  ASSERT_TRUE(admitted.ok()) << admitted.status();
+  EXPECT_EQ(admitted->requests().front().custom_kernel().block_threads(), 256);
+  auto oversized =
+      control_->Admit(Single(kPat, WithCustomKernel(Index(64), std::string(300'000, ' '))));
+  ASSERT_TRUE(absl::IsInvalidArgument(oversized.status())) << oversized.status();
+  EXPECT_THAT(oversized.status().message(),
+              HasSubstr("custom_kernel.source: 300000 bytes; at most 262144 allowed"));
+  EXPECT_TRUE(RefusalsAudited("pat").empty());
+
+  // Admins always may, for themselves and on behalf of others.
+  EXPECT_TRUE(control_->Admit(Single(kRoot, WithCustomKernel(Index(64)), "mallory")).ok());
 }
 
 TEST_F(AdmissionControlTest, AdmittedRequestsAreTheValidatedRequestsWithDefaults) {
