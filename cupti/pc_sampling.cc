@@ -58,7 +58,9 @@ class SamplingBuffer {
   // `totals`. The function names are copied, not freed: CUPTI 13 hands out the same string
   // for a function again in later sampling sessions, so freeing it was a double free on the
   // second session in a process (a reused worker).
-  void Drain(std::map<std::string, std::map<uint32_t, uint64_t>>& counts, SampleTotals& totals) {
+  void Drain(std::map<std::string, std::map<uint32_t, uint64_t>>& counts,
+             std::map<std::string, std::map<uint64_t, std::map<uint32_t, uint64_t>>>& by_pc,
+             SampleTotals& totals) {
     totals.total += data_.totalSamples;
     totals.dropped += data_.droppedSamples;
     totals.outside_user_kernels += data_.nonUsrKernelsTotalSamples;
@@ -68,9 +70,11 @@ class SamplingBuffer {
       CUpti_PCSamplingPCData& pc = pc_data_[i];
       const std::string function = pc.functionName != nullptr ? pc.functionName : "<unknown>";
       pc.functionName = nullptr;
+      auto& at_pc = by_pc[function][pc.pcOffset];
       for (size_t r = 0; r < pc.stallReasonCount; ++r) {
         counts[function][pc.stallReason[r].pcSamplingStallReasonIndex] +=
             pc.stallReason[r].samples;
+        at_pc[pc.stallReason[r].pcSamplingStallReasonIndex] += pc.stallReason[r].samples;
       }
     }
     data_.totalNumPcs = 0;
@@ -139,10 +143,34 @@ StallBreakdown SummarizeStalls(std::string function_name,
   return breakdown;
 }
 
+std::vector<StallBreakdown::PcSamples> SummarizePcStalls(
+    const std::map<uint64_t, absl::flat_hash_map<std::string, uint64_t>>& samples_by_pc) {
+  std::vector<StallBreakdown::PcSamples> summary;
+  for (const auto& [pc_offset, by_reason] : samples_by_pc) {
+    StallBreakdown::PcSamples pc{.pc_offset = pc_offset};
+    uint64_t top = 0;
+    std::string top_name;
+    for (const auto& [reason, samples] : by_reason) {
+      if (IsNotIssuedVariant(reason)) continue;
+      pc.samples += samples;
+      if (samples > top || (samples == top && samples > 0 && reason < top_name)) {
+        top = samples;
+        top_name = reason;
+      }
+    }
+    if (pc.samples == 0) continue;
+    pc.top_reason = ShortStallReasonName(top_name);
+    summary.push_back(std::move(pc));
+  }
+  return summary;
+}
+
 namespace {
 
 struct SamplingSession {
   std::map<std::string, std::map<uint32_t, uint64_t>> counts;  // function -> reason -> samples
+  // function -> PC offset -> reason -> samples
+  std::map<std::string, std::map<uint64_t, std::map<uint32_t, uint64_t>>> by_pc;
   absl::flat_hash_map<uint32_t, std::string> reason_by_index;
   SampleTotals totals;
 };
@@ -237,11 +265,11 @@ absl::StatusOr<SamplingSession> SampleOnce(CUcontext context, const PcSamplingOp
     CUPTI_RETURN_IF_ERROR(cuptiPCSamplingGetData(&get));
     const bool more = read_buffer.get()->remainingNumPcs > 0;
     const bool got = read_buffer.get()->totalNumPcs > 0;
-    read_buffer.Drain(session.counts, session.totals);
+    read_buffer.Drain(session.counts, session.by_pc, session.totals);
     if (!more && !got) break;
   }
   RETURN_IF_ERROR(disable_sampling());
-  final_buffer.Drain(session.counts, session.totals);
+  final_buffer.Drain(session.counts, session.by_pc, session.totals);
   return session;
 }
 
@@ -273,6 +301,16 @@ absl::StatusOr<std::vector<StallBreakdown>> CollectStallBreakdown(
                                                     : absl::StrCat("reason_", index)] += samples;
     }
     StallBreakdown breakdown = SummarizeStalls(function, by_name);
+    std::map<uint64_t, absl::flat_hash_map<std::string, uint64_t>> by_pc;
+    for (const auto& [pc_offset, reasons] : session.by_pc[function]) {
+      for (const auto& [index, samples] : reasons) {
+        const auto name = session.reason_by_index.find(index);
+        by_pc[pc_offset][name != session.reason_by_index.end() ? name->second
+                                                              : absl::StrCat("reason_", index)] +=
+            samples;
+      }
+    }
+    breakdown.by_pc = SummarizePcStalls(by_pc);
     if (breakdown.samples > 0) breakdowns.push_back(std::move(breakdown));
   }
   std::sort(breakdowns.begin(), breakdowns.end(),

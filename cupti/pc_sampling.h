@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -24,6 +25,14 @@ struct StallBreakdown {
   uint64_t samples = 0;
   // (short reason, % of the kernel's samples), largest first; sums to ~100.
   std::vector<std::pair<std::string, double>> percent_by_reason;
+  // Per sampled instruction, by its offset from the function's start (the offsets the
+  // disassembler prints): its samples and the reason most of them stalled for.
+  struct PcSamples {
+    uint64_t pc_offset = 0;
+    uint64_t samples = 0;
+    std::string top_reason;  // short name, "long_scoreboard"
+  };
+  std::vector<PcSamples> by_pc;  // ascending offset
 };
 
 struct PcSamplingOptions {
@@ -59,6 +68,12 @@ std::string UnattributedSamplesMessage(uint64_t total, uint64_t dropped,
 // Percentages of `samples_by_reason` (CUPTI reason names), largest first, zero counts dropped.
 StallBreakdown SummarizeStalls(std::string function_name,
                                const absl::flat_hash_map<std::string, uint64_t>& samples_by_reason);
+
+// Per instruction: `samples_by_pc` maps a PC offset to its samples by CUPTI reason name; each
+// becomes its samples (the "not issued" variants left out) and its most common reason (ties to
+// the first name). Offsets without samples are dropped.
+std::vector<StallBreakdown::PcSamples> SummarizePcStalls(
+    const std::map<uint64_t, absl::flat_hash_map<std::string, uint64_t>>& samples_by_pc);
 
 }  // namespace gpuprof::cupti
 

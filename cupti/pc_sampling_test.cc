@@ -38,6 +38,27 @@ TEST(SummarizeStallsTest, PercentOfSamplesLargestFirstWithoutNotIssued) {
   EXPECT_DOUBLE_EQ(total, 100);
 }
 
+TEST(SummarizePcStallsTest, EachInstructionsSamplesAndTopReasonInOffsetOrder) {
+  const std::vector<StallBreakdown::PcSamples> pcs = SummarizePcStalls({
+      {0x80,
+       {{"smsp__pcsamp_warps_issue_stalled_long_scoreboard", 30},
+        {"smsp__pcsamp_warps_issue_stalled_long_scoreboard_not_issued", 99},
+        {"smsp__pcsamp_warps_issue_stalled_selected", 5}}},
+      {0x10,
+       {{"smsp__pcsamp_warps_issue_stalled_wait", 2},
+        {"smsp__pcsamp_warps_issue_stalled_barrier", 2}}},
+      // Only "not issued" samples: the instruction is not counted.
+      {0x20, {{"smsp__pcsamp_warps_issue_stalled_wait_not_issued", 4}}},
+  });
+  ASSERT_EQ(pcs.size(), 2u);
+  EXPECT_EQ(pcs[0].pc_offset, 0x10u);
+  EXPECT_EQ(pcs[0].samples, 4u);
+  EXPECT_EQ(pcs[0].top_reason, "barrier");  // a tie goes to the first name
+  EXPECT_EQ(pcs[1].pc_offset, 0x80u);
+  EXPECT_EQ(pcs[1].samples, 35u);
+  EXPECT_EQ(pcs[1].top_reason, "long_scoreboard");
+}
+
 TEST(SummarizeStallsTest, NoSamples) {
   const StallBreakdown breakdown = SummarizeStalls("k", {});
   EXPECT_EQ(breakdown.samples, 0u);

@@ -266,6 +266,7 @@ absl::Status TracingSession::ProfileKernels(const std::function<absl::Status()>&
       if (stalls->empty()) {
         not_collected_.push_back("warp stalls: not collected: PC sampling took no samples");
       }
+      stall_breakdowns_ = *std::move(stalls);
     } else {
       not_collected_.push_back(cupti::NotCollectedLine("warp stalls", stalls.status()));
     }

@@ -23,6 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "cupti/activity_tracer.h"
+#include "cupti/pc_sampling.h"
 #include "gpuprof/v1/experiment.pb.h"
 #include "measure/launch_annotations.h"
 
@@ -68,6 +69,10 @@ class TracingSession {
 
   ::gpuprof::v1::TracingOptions::Level level() const { return level_; }
 
+  // At FULL, after ProfileKernels: each sampled kernel's stalls, per instruction too (empty when
+  // PC sampling took nothing).
+  const std::vector<StallBreakdown>& stall_breakdowns() const { return stall_breakdowns_; }
+
   // For measure::MeasurementSetup: tags the measurement core's own launches so that their
   // records carry `scaffolding`. Does nothing while tracing is off or finished.
   ::gpuprof::measure::ScaffoldingMarker* scaffolding_marker() { return &scaffolding_marker_; }
@@ -104,6 +109,7 @@ class TracingSession {
   // Metrics by profiled launch, in launch order, and stall percentages by kernel name.
   std::vector<std::pair<std::string, std::vector<std::pair<std::string, double>>>> launch_metrics_;
   std::vector<std::pair<std::string, std::vector<std::pair<std::string, double>>>> stall_metrics_;
+  std::vector<StallBreakdown> stall_breakdowns_;
   std::string replay_description_;
   // Correlation ids of the kernels launched under the range profiler.
   std::vector<uint32_t> metrics_run_;

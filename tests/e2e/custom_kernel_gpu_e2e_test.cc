@@ -6,6 +6,7 @@
 // the same GPU FINISHED), and one that does not compile (FAILED with the compiler's
 // "file.cu(N): error"). Tagged gpu: CI skips it.
 #include <fstream>
+#include <iostream>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -158,7 +159,24 @@ TEST_F(CustomKernelGpuE2eTest, IndexCorrectKernelIsCheckedTimedProfiledAndDisass
   v1::CustomKernel kernel =
       Kernel("examples/custom_kernels/index_gather.cu", "index_gather", 256, 8);
   kernel.set_mode(v1::CustomKernel::MODE_PROFILE);
-  ExpectFinishedCheckedAndDescribed(RunToEnd(IndexRequest(std::move(kernel))));
+  const v1::Experiment experiment = RunToEnd(IndexRequest(std::move(kernel)));
+  ExpectFinishedCheckedAndDescribed(experiment);
+  // PC samples on the SASS lines, or the reason they are not there.
+  int64_t samples = 0;
+  for (const v1::SassLine& line : experiment.result().sass()) {
+    samples += line.samples();
+    if (line.samples() > 0) EXPECT_FALSE(line.top_stall().empty()) << line.text();
+  }
+  bool noted = false;
+  for (const std::string& note : experiment.result().not_collected()) {
+    noted = noted || note.find("PC-sampling stalls per SASS line") == 0;
+  }
+  EXPECT_TRUE(samples > 0 || noted);
+  RecordProperty("sass_pc_samples", static_cast<int>(samples));
+  std::cout << "PC samples on SASS lines: " << samples << "\n";
+  for (const std::string& note : experiment.result().not_collected()) {
+    std::cout << "not collected: " << note << "\n";
+  }
 }
 
 TEST_F(CustomKernelGpuE2eTest, StoreCorrectKernelIsCheckedTimedAndDisassembled) {

@@ -77,8 +77,9 @@ kernels::UserKernelCompileRequest MakeUserKernelCompileRequest(
   return compile;
 }
 
-CustomKernelPlan::CustomKernelPlan(const worker_protocol::ExperimentAssignment& assignment)
-    : assignment_(assignment) {}
+CustomKernelPlan::CustomKernelPlan(const worker_protocol::ExperimentAssignment& assignment,
+                                   const cupti::TracingSession* tracing)
+    : assignment_(assignment), tracing_(tracing) {}
 
 PlanMessages CustomKernelPlan::messages() const {
   return {.jit = absl::StrCat("compiling the submitted ", contract_name(), " kernel with NVRTC"),
@@ -322,12 +323,40 @@ void CustomKernelPlan::FinishResult(v1::ExperimentResult& result) const {
   v1::CustomKernelResult& described = *result.mutable_custom_kernel();
   if (after_timing_.has_value()) *described.add_checks() = *after_timing_;
   described.set_guard_bytes_overwritten(guard_bytes_overwritten_);
-  if (custom_kernel().mode() == v1::CustomKernel::MODE_PROFILE) {
-    // The PC sampler sums its samples per kernel (cupti/pc_sampling.cc); the per-PC records
-    // are not kept, so the kernel's stall breakdown is on its profiling record only.
+  if (custom_kernel().mode() == v1::CustomKernel::MODE_PROFILE) AttributeStallsToSass(result);
+}
+
+void CustomKernelPlan::AttributeStallsToSass(v1::ExperimentResult& result) const {
+  if (result.sass_size() == 0) return;  // its not_collected line says why
+  if (tracing_ == nullptr || tracing_->level() < v1::TracingOptions::LEVEL_FULL) {
+    result.add_not_collected("PC-sampling stalls per SASS line: tracing was not at LEVEL_FULL");
+    return;
+  }
+  // An extern "C" kernel is sampled under its own name.
+  const cupti::StallBreakdown* sampled = nullptr;
+  for (const cupti::StallBreakdown& breakdown : tracing_->stall_breakdowns()) {
+    if (breakdown.function_name == custom_kernel().kernel_name()) sampled = &breakdown;
+  }
+  if (sampled == nullptr) {
     result.add_not_collected(
-        "PC-sampling stalls per SASS line: the sampler keeps samples per kernel, not per "
-        "instruction; the kernel's stall breakdown is on its profiling record (story)");
+        "PC-sampling stalls per SASS line: PC sampling took no sample in the kernel");
+    return;
+  }
+  int64_t placed = 0;
+  for (const cupti::StallBreakdown::PcSamples& pc : sampled->by_pc) {
+    for (v1::SassLine& line : *result.mutable_sass()) {
+      if (static_cast<uint64_t>(line.pc_offset()) != pc.pc_offset) continue;
+      line.set_samples(static_cast<int64_t>(pc.samples));
+      line.set_top_stall(pc.top_reason);
+      placed += static_cast<int64_t>(pc.samples);
+      break;
+    }
+  }
+  if (placed < static_cast<int64_t>(sampled->samples)) {
+    result.add_not_collected(absl::StrFormat(
+        "PC-sampling stalls per SASS line: %d of %d samples fell on offsets the disassembly "
+        "does not list",
+        static_cast<int64_t>(sampled->samples) - placed, static_cast<int64_t>(sampled->samples)));
   }
 }
 

@@ -23,6 +23,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "cupti/tracing_session.h"
 #include "gpu/device_facts.h"
 #include "gpuprof/v1/experiment.pb.h"
 #include "gpuprof/worker_protocol/worker_protocol.pb.h"
@@ -73,7 +74,10 @@ kernels::UserKernelCompileRequest MakeUserKernelCompileRequest(
 
 class CustomKernelPlan : public GpuWorkloadPlan {
  public:
-  explicit CustomKernelPlan(const worker_protocol::ExperimentAssignment& assignment);
+  // `tracing` (the run's, may be null): in MODE_PROFILE its PC samples are attributed to the
+  // kernel's SASS lines.
+  explicit CustomKernelPlan(const worker_protocol::ExperimentAssignment& assignment,
+                            const cupti::TracingSession* tracing = nullptr);
 
   PlanMessages messages() const override;
   absl::Status Compile(const gpu::DeviceFacts& device,
@@ -127,7 +131,11 @@ class CustomKernelPlan : public GpuWorkloadPlan {
   // Registers, shared memory, occupancy and its limiter into the custom-kernel result.
   void DescribeResources(gpuprof::v1::ExperimentResult& result) const;
 
+  // PC samples per SASS line, when the run's tracing sampled the kernel.
+  void AttributeStallsToSass(gpuprof::v1::ExperimentResult& result) const;
+
   const worker_protocol::ExperimentAssignment& assignment_;
+  const cupti::TracingSession* tracing_;
   gpu::DeviceFacts device_;
   int block_threads_ = 256;
   int64_t items_per_block_ = 1;

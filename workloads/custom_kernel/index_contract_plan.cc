@@ -24,8 +24,9 @@ constexpr int kPoisonByte = 0xa5;
 
 class IndexContractPlan final : public CustomKernelPlan {
  public:
-  explicit IndexContractPlan(const worker_protocol::ExperimentAssignment& assignment)
-      : CustomKernelPlan(assignment), spec_(assignment.request().index()) {}
+  IndexContractPlan(const worker_protocol::ExperimentAssignment& assignment,
+                     const cupti::TracingSession* tracing)
+      : CustomKernelPlan(assignment, tracing), spec_(assignment.request().index()) {}
 
   MemoryNeeds memory_needs() const override {
     return {.device_bytes = table_bytes() + ids_bytes() + out_bytes() + 2 * kGuardBytes,
@@ -152,7 +153,7 @@ class IndexContractPlan final : public CustomKernelPlan {
 absl::StatusOr<v1::ExperimentResult> RunIndexContractWorkload(const RunContext& context) {
   // Activated before the plan exists, so that its buffers are freed while the device is current.
   ASSIGN_OR_RETURN(ScopedCudaDevice device, ScopedCudaDevice::Activate(0));
-  IndexContractPlan plan(context.assignment);
+  IndexContractPlan plan(context.assignment, context.tracing);
   return RunGpuWorkloadPlan(plan, context);
 }
 

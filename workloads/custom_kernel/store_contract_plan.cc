@@ -43,8 +43,9 @@ absl::StatusOr<kernels::SlotPattern> SlotPatternOf(v1::SlotPattern pattern) {
 
 class StoreContractPlan final : public CustomKernelPlan {
  public:
-  explicit StoreContractPlan(const worker_protocol::ExperimentAssignment& assignment)
-      : CustomKernelPlan(assignment), spec_(assignment.request().store()) {}
+  StoreContractPlan(const worker_protocol::ExperimentAssignment& assignment,
+                     const cupti::TracingSession* tracing)
+      : CustomKernelPlan(assignment, tracing), spec_(assignment.request().store()) {}
 
   MemoryNeeds memory_needs() const override {
     return {.device_bytes = 2 * (cache_bytes() + 2 * kGuardBytes) + 2 * input_bytes() +
@@ -238,7 +239,7 @@ class StoreContractPlan final : public CustomKernelPlan {
 absl::StatusOr<v1::ExperimentResult> RunStoreContractWorkload(const RunContext& context) {
   // Activated before the plan exists, so that its buffers are freed while the device is current.
   ASSIGN_OR_RETURN(ScopedCudaDevice device, ScopedCudaDevice::Activate(0));
-  StoreContractPlan plan(context.assignment);
+  StoreContractPlan plan(context.assignment, context.tracing);
   return RunGpuWorkloadPlan(plan, context);
 }
 
