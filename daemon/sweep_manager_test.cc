@@ -66,6 +66,7 @@ class SweepManagerTest : public ::testing::Test {
  protected:
   void SetUp() override {
     setenv("FAKE_RANK_GPUS", "2", /*overwrite=*/1);
+    setenv("FAKE_RANK_WORKLOADS", "collective,index", /*overwrite=*/1);
     dir_ = NewTestDir("sweeps");
     ASSERT_FALSE(dir_.empty());
     auto access =
@@ -200,6 +201,50 @@ TEST_F(SweepManagerTest, AnotherUserCannotTakeTheOwnersSweepStreams) {
   EXPECT_EQ(experiments_->watch_slots().LiveOf("mallory"), 8);
   for (int64_t subscription : held) sweeps_->Unsubscribe(sweep->id(), subscription);
   EXPECT_EQ(experiments_->watch_slots().LiveOf("mallory"), 0);
+}
+
+TEST_F(SweepManagerTest, ASweepOverKernelsAuditsEachSourceAndItsPointsLeaveThemOut) {
+  v1::SweepRequest request;
+  request.set_user("root");
+  request.mutable_base()->mutable_index()->set_num_tokens(64);
+  request.mutable_base()->mutable_gpus()->add_gpu_ids(0);
+  v1::SweepAxis& axis = *request.add_axes();
+  axis.set_field("kernel");
+  for (const char* name : {"ours", "a.cu", "b.cu"}) axis.add_values(name);
+  axis.add_kernels();  // ours
+  for (const char* name : {"a.cu", "b.cu"}) {
+    v1::CustomKernel& kernel = *axis.add_kernels();
+    kernel.set_source(absl::StrCat("extern \"C\" __global__ void k() {} // ", name));
+    kernel.set_file_name(name);
+    kernel.set_kernel_name("k");
+  }
+  auto sweep = sweeps_->Submit(request, kAdmin);
+  ASSERT_TRUE(sweep.ok()) << sweep.status();
+
+  v1::ListAuditRequest audit;
+  audit.set_experiment_id(sweep->id());
+  auto entries = experiments_->Audit(audit);
+  ASSERT_TRUE(entries.ok()) << entries.status();
+  ASSERT_EQ(entries->size(), 1u);
+  const std::string a_source = "extern \"C\" __global__ void k() {} // a.cu";
+  const std::string b_source = "extern \"C\" __global__ void k() {} // b.cu";
+  EXPECT_EQ(entries->front().detail(),
+            absl::StrCat("3 point(s); custom kernels a.cu (k), source sha256 ",
+                         Sha256Hex(a_source), ", ", a_source.size(),
+                         " bytes; b.cu (k), source sha256 ", Sha256Hex(b_source), ", ",
+                         b_source.size(), " bytes"));
+
+  // The sweep's points are summaries: which kernel, not its source; the experiment has it.
+  auto stored = sweeps_->Get(sweep->id());
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  ASSERT_EQ(stored->points_size(), 3);
+  const v1::SweepPoint& point = stored->points(1);
+  EXPECT_EQ(point.experiment().request().custom_kernel().file_name(), "a.cu");
+  EXPECT_EQ(point.experiment().request().custom_kernel().source(), "");
+  auto experiment = experiments_->Get(point.experiment_id());
+  ASSERT_TRUE(experiment.ok()) << experiment.status();
+  EXPECT_EQ(experiment->request().custom_kernel().source(),
+            "extern \"C\" __global__ void k() {} // a.cu");
 }
 
 }  // namespace
