@@ -7,6 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "sweep/sweep_expansion.h"
 
 namespace gpuprof::client {
@@ -58,6 +59,39 @@ TEST(ShareRequest, ANodesShareIsAZippedSweepOfItsPointsWithTheFleetLabels) {
   ASSERT_EQ(mine->size(), 2u);
   EXPECT_EQ(mine->at(0).parameters, points->at(1).parameters);
   EXPECT_EQ(mine->at(1).parameters, points->at(4).parameters);
+}
+
+TEST(ShareRequest, AKernelAxisSendsEachPointItsOwnSource) {
+  v1::SweepRequest request;
+  request.mutable_base()->mutable_index();
+  v1::SweepAxis* kernels = request.add_axes();
+  kernels->set_field("kernel");
+  for (const char* name : {"ours", "a.cu", "b.cu"}) {
+    kernels->add_values(name);
+    v1::CustomKernel* kernel = kernels->add_kernels();
+    if (std::string(name) != "ours") {
+      kernel->set_source(absl::StrCat("// ", name));
+      kernel->set_file_name(name);
+    }
+  }
+  v1::SweepAxis* tokens = request.add_axes();
+  tokens->set_field("num_tokens");
+  tokens->add_values("1");
+  tokens->add_values("64");
+  const absl::StatusOr<std::vector<sweep::ExpandedPoint>> points = sweep::ExpandSweep(request);
+  ASSERT_TRUE(points.ok()) << points.status();
+  ASSERT_EQ(points->size(), 6u);
+
+  const v1::SweepRequest share = ShareRequest(request, *points, {0, 5}, "fsw-0002", "a,b");
+  EXPECT_THAT(share.axes(0).values(), ElementsAre("ours", "b.cu"));
+  ASSERT_EQ(share.axes(0).kernels_size(), 2);
+  const absl::StatusOr<std::vector<sweep::ExpandedPoint>> mine = sweep::ExpandSweep(share);
+  ASSERT_TRUE(mine.ok()) << mine.status();
+  ASSERT_EQ(mine->size(), 2u);
+  EXPECT_EQ(mine->at(0).parameters, points->at(0).parameters);
+  EXPECT_FALSE(mine->at(0).request.has_custom_kernel());
+  EXPECT_EQ(mine->at(1).parameters, points->at(5).parameters);
+  EXPECT_EQ(mine->at(1).request.custom_kernel().source(), "// b.cu");
 }
 
 }  // namespace
