@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "client/kernel_render.h"
 #include "common/terminal_text.h"
 
 namespace gpuprof::client {
@@ -352,30 +353,6 @@ absl::StatusOr<v1::SweepAxis> KernelSweepAxis(const std::vector<std::string>& en
   }
   return axis;
 }
-
-namespace {
-
-// NVRTC's message form: "my_gather.cu(12): error: ..." (or "catastrophic error"), somewhere in
-// the text (the worker puts the workload's name and the status code before it).
-bool HasCompilerError(absl::string_view text) {
-  for (absl::string_view marker : {"): error", "): catastrophic error"}) {
-    for (size_t at = text.find(marker); at != absl::string_view::npos;
-         at = text.find(marker, at + 1)) {
-      size_t digits = at;
-      while (digits > 0 && absl::ascii_isdigit(static_cast<unsigned char>(text[digits - 1]))) {
-        --digits;
-      }
-      if (digits == at || digits == 0 || text[digits - 1] != '(') continue;
-      // A file name before the '(': at least one character that is not a space.
-      if (digits >= 2 && !absl::ascii_isspace(static_cast<unsigned char>(text[digits - 2]))) {
-        return true;
-      }
-    }
-  }
-  return false;
-}
-
-}  // namespace
 
 bool KernelDidNotCompile(v1::ExperimentState state, absl::string_view reason,
                          const v1::ExperimentResult& result) {

@@ -43,6 +43,24 @@ void AddLines(TextTable& table, const std::string& key, absl::string_view text) 
 
 }  // namespace
 
+bool HasCompilerError(absl::string_view text) {
+  for (absl::string_view marker : {"): error", "): catastrophic error"}) {
+    for (size_t at = text.find(marker); at != absl::string_view::npos;
+         at = text.find(marker, at + 1)) {
+      size_t digits = at;
+      while (digits > 0 && absl::ascii_isdigit(static_cast<unsigned char>(text[digits - 1]))) {
+        --digits;
+      }
+      if (digits == at || digits == 0 || text[digits - 1] != '(') continue;
+      // A file name before the '(': at least one character that is not a space.
+      if (digits >= 2 && !absl::ascii_isspace(static_cast<unsigned char>(text[digits - 2]))) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
 std::string KernelLabel(const v1::Experiment& experiment) {
   const v1::CustomKernel& kernel = experiment.request().custom_kernel();
   if (kernel.source().empty() && kernel.file_name().empty() &&
@@ -135,7 +153,12 @@ std::string RenderKernelBlock(const v1::Experiment& experiment, absl::string_vie
       for (size_t i = lines.size() - shown; i < lines.size(); ++i) table.AddRow({"", lines[i]});
     }
   }
-  if (!kernel.compile_log().empty()) AddLines(table, "compiler:", kernel.compile_log());
+  if (!kernel.compile_log().empty()) {
+    AddLines(table, "compiler:", kernel.compile_log());
+  } else if (experiment.state() == v1::FAILED && HasCompilerError(experiment.reason())) {
+    // The worker's reason carries the compiler's messages: a line each, as written.
+    AddLines(table, "compiler:", experiment.reason());
+  }
   return absl::StrCat(indent, "kernel:\n", table.Render(absl::StrCat(indent, "  ")));
 }
 

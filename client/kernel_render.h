@@ -10,6 +10,10 @@
 
 namespace gpuprof::client {
 
+// Whether `text` holds an NVRTC error: "my_gather.cu(12): error: ..." (or "catastrophic
+// error"), anywhere (the worker puts the workload's name and the status code before it).
+bool HasCompilerError(absl::string_view text);
+
 // "my_gather@3f2a9c0d1e4b (my_gather.cu)" for a custom kernel, "ours" otherwise.
 std::string KernelLabel(const v1::Experiment& experiment);
 

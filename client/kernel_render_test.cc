@@ -81,6 +81,13 @@ TEST(RenderKernelBlock, SanitizerAndCompilerLines) {
   EXPECT_THAT(RenderKernelBlock(broken),
               HasSubstr("  compiler:  bad.cu(3): error: expected a \";\"\n"
                         "             bad.cu(9): error: x\n"));
+  const v1::Experiment by_reason = Parse(R"pb(
+    id: "exp-3" state: FAILED
+    reason: "index: INVALID_ARGUMENT: bad.cu(3): error: x\nbad.cu(4): error: y"
+    request { index {} custom_kernel { source: "s" file_name: "bad.cu" } })pb");
+  EXPECT_THAT(RenderKernelBlock(by_reason),
+              HasSubstr("  compiler:  index: INVALID_ARGUMENT: bad.cu(3): error: x\n"
+                        "             bad.cu(4): error: y\n"));
   EXPECT_EQ(KernelLabel(Parse(kChecked)), "my_gather@3f2a9c0d1e4b (my_gather.cu)");
   EXPECT_EQ(KernelLabel(Parse(R"pb(request { index {} })pb")), "ours");
 }
