@@ -24,6 +24,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
@@ -265,8 +266,12 @@ std::vector<std::string> SanitizerCommand(const std::string& sanitizer, const st
   return {sanitizer, "--tool", tool,
           // Only the submitted kernel is instrumented: ours (inputs, reference) run at speed
           // and cannot be blamed for its errors.
-          "--kernel-name", absl::StrCat("kne=", kernel_name), "--print-limit", "50", "--log-file",
-          log_file, worker_binary, absl::StrCat(kCustomKernelCheckFlag, assignment_file)};
+          "--kernel-name", absl::StrCat("kne=", kernel_name),
+          // A finding ends the kernel, not the context: the child then reports its own
+          // failure, and the GPU sees no fault of the program's channel (an Xid, on which the
+          // daemon would fail the experiment before the report is read).
+          "--destroy-on-device-error", "kernel", "--print-limit", "50", "--log-file", log_file,
+          worker_binary, absl::StrCat(kCustomKernelCheckFlag, assignment_file)};
 }
 
 absl::StatusOr<v1::ExperimentResult> RunCustomKernelUnderSanitizer(const RunContext& context) {
@@ -337,7 +342,9 @@ absl::StatusOr<v1::ExperimentResult> RunCustomKernelUnderSanitizer(const RunCont
   described.set_sanitizer_errors(summary.errors);
   (*result.mutable_kernel_config())["sanitizer"] = absl::StrCat("compute-sanitizer --tool ", tool);
   v1::Verification& verification = *result.mutable_verification();
-  const std::string checks = verification.message();
+  // The child ran the checks as MODE_TEST; this run is the sanitize mode's.
+  const std::string checks =
+      absl::StrReplaceAll(verification.message(), {{"(MODE_TEST)", "(MODE_SANITIZE)"}});
   verification.set_checked(true);
   verification.set_method(absl::StrCat(
       "the contract's checks before timing, run once in a child process under compute-sanitizer ",

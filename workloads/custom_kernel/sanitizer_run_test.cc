@@ -129,13 +129,13 @@ TEST(SanitizerRunTest, CapsLongReportsKeepingHeadAndSummary) {
 }
 
 TEST(SanitizerRunTest, CommandWrapsTheWorkerAndInstrumentsOnlyTheKernel) {
-  EXPECT_THAT(
-      SanitizerCommand("/cuda/bin/compute-sanitizer", "racecheck", "my_decode",
-                       "/tmp/d/sanitizer.log", "/opt/gpuprof/gpuprof_worker",
-                       "/tmp/d/assignment.pb"),
-      ElementsAre("/cuda/bin/compute-sanitizer", "--tool", "racecheck", "--kernel-name",
-                  "kne=my_decode", "--print-limit", "50", "--log-file", "/tmp/d/sanitizer.log",
-                  "/opt/gpuprof/gpuprof_worker", "--custom-kernel-check=/tmp/d/assignment.pb"));
+  EXPECT_THAT(SanitizerCommand("/cuda/bin/compute-sanitizer", "racecheck", "my_decode",
+                               "/tmp/d/sanitizer.log", "/opt/gpuprof/gpuprof_worker",
+                               "/tmp/d/assignment.pb"),
+              ElementsAre("/cuda/bin/compute-sanitizer", "--tool", "racecheck", "--kernel-name",
+                          "kne=my_decode", "--destroy-on-device-error", "kernel", "--print-limit",
+                          "50", "--log-file", "/tmp/d/sanitizer.log", "/opt/gpuprof/gpuprof_worker",
+                          "--custom-kernel-check=/tmp/d/assignment.pb"));
 }
 
 // ---- The child's side, with a runner of the test's own in place of a workload's. ----

@@ -2,8 +2,9 @@
 #include <gpuprof/contract.h>
 
 extern "C" __global__ void decode_never_returns(const __grid_constant__ gpuprof_decode_params p) {
-  // Volatile, so that the compiler cannot prove the loop endless and drop it.
-  volatile long long spins = 0;
-  while (spins >= 0) spins = spins + 1;
+  // Waits for the first sequence to have no cached token, which never happens (kv_lens >= 1):
+  // a volatile load from global memory each time, which the compiler cannot drop or hoist.
+  while (*static_cast<const volatile int*>(p.kv_lens) > 0) {
+  }
   static_cast<unsigned short*>(p.o)[0] = 0;
 }
