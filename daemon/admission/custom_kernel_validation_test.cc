@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/admission/request_validation.h"
 #include "daemon/admission/test_inventory.h"
+#include "proto/wire/unparsable_request.h"
 
 namespace gpuprof::daemon {
 namespace {
@@ -114,6 +115,17 @@ TEST(CustomKernelValidation, TheSourceIsRequiredAndWithinTheDaemonsLimit) {
   EXPECT_THAT(Check(nul).message(),
               HasSubstr(absl::StrCat("custom_kernel.source: a NUL byte at byte ",
                                      sizeof(kSource) - 1)));
+}
+
+TEST(CustomKernelValidation, ASourceThatIsNotUtf8IsRefusedWhenTheRequestIsParsed) {
+  // custom_kernel (field 19) { source (field 1): one byte 0xFF }, as a raw client may send it:
+  // proto3 strings are UTF-8, so the request does not parse, and the RPC boundary refuses it
+  // naming the field (proto/wire/unparsable_request.h) before admission sees it.
+  const std::string bytes("\x9a\x01\x03\x0a\x01\xff", 6);
+  v1::ExperimentRequest request;
+  EXPECT_FALSE(request.ParseFromString(bytes));
+  EXPECT_THAT(wire::WhyRequestDoesNotParse(*v1::ExperimentRequest::descriptor(), bytes),
+              HasSubstr("custom_kernel.source: byte 0xFF at byte 0 is not UTF-8"));
 }
 
 TEST(CustomKernelValidation, FileNameIsAPlainPrintableName) {
