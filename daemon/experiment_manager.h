@@ -45,7 +45,8 @@ struct ManagerOptions {
   absl::Duration gpu_reservation_after = absl::Minutes(2);
   // An idle worker kept for reuse on the same GPUs is stopped after this long.
   absl::Duration worker_idle_timeout = absl::Seconds(60);
-  // What compiling a custom kernel may take in the worker (wall time, address space).
+  // What compiling a custom kernel may take in the worker (wall time; address space the
+  // compiling child may add to what it starts with).
   absl::Duration custom_kernel_compile_timeout = absl::Seconds(60);
   int64_t custom_kernel_compile_memory_bytes = int64_t{4} << 30;
   absl::Duration probe_timeout = absl::Seconds(180);

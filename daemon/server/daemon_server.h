@@ -60,7 +60,7 @@ class DaemonServer {
     bool enable_test_faults = false;
 
     // Custom kernels (docs/custom-kernels.md): the largest source admitted, and what compiling
-    // one may take in the worker (wall time, address space).
+    // one may take in the worker (wall time, address space added to the compiling child's).
     int64_t custom_kernel_max_source_bytes = int64_t{256} << 10;
     absl::Duration custom_kernel_compile_timeout = absl::Seconds(60);
     int64_t custom_kernel_compile_memory = int64_t{4} << 30;

@@ -175,7 +175,8 @@ ABSL_FLAG(absl::Duration, custom_kernel_compile_timeout, Defaults().custom_kerne
           "Wall-clock limit on compiling one custom kernel in the worker (NVRTC in a child "
           "process, killed at the limit).");
 ABSL_FLAG(int64_t, custom_kernel_compile_memory, Defaults().custom_kernel_compile_memory,
-          "Address space, in bytes, of the child process that compiles a custom kernel.");
+          "Address space, in bytes, that the child process compiling a custom kernel may add "
+          "to what it starts with (a copy of the worker).");
 ABSL_FLAG(bool, enable_test_faults, Defaults().enable_test_faults,
           "Honour the gpuprof.fault label (crash/hang/exit/cuda-error a worker): for tests only.");
 
