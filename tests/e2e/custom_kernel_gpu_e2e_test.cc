@@ -213,6 +213,25 @@ TEST_F(CustomKernelGpuE2eTest, KernelsThatNeverReturnTimeOutAndFreeTheGpu) {
       StoreRequest(Kernel("examples/custom_kernels/store_scatter.cu", "store_scatter", 256, 8)));
 }
 
+// The worker reports the CUDA error, unless the daemon's Xid watcher sees the fault first and
+// ends the experiment naming the Xid: either way FAILED with the fault named, and the GPU runs
+// the next experiment.
+TEST_F(CustomKernelGpuE2eTest, AFaultingKernelFailsNamingTheFaultAndTheGpuGoesOn) {
+  const v1::Experiment faulted = RunToEnd(IndexRequest(
+      Kernel("tests/e2e/custom_kernels/index_illegal_address.cu", "index_illegal_address")));
+  ASSERT_EQ(faulted.state(), v1::FAILED) << faulted.reason();
+  EXPECT_THAT(faulted.reason(), ::testing::AnyOf(HasSubstr("cudaErrorIllegalAddress"),
+                                                 HasSubstr("Xid 43"), HasSubstr("Xid 13"),
+                                                 HasSubstr("Xid 31")));
+  std::cout << "fault reason: " << faulted.reason() << "\n";
+  v1::ExperimentRequest next =
+      IndexRequest(Kernel("examples/custom_kernels/index_gather.cu", "index_gather", 256, 8));
+  *next.mutable_gpus()->mutable_gpu_ids() = faulted.gpu_ids();
+  const v1::Experiment after = RunToEnd(next);
+  EXPECT_EQ(after.state(), v1::FINISHED) << after.reason();
+  EXPECT_TRUE(after.result().verification().passed());
+}
+
 TEST_F(CustomKernelGpuE2eTest, KernelsThatDoNotCompileFailWithTheCompilersMessage) {
   ExpectCompileError(RunToEnd(IndexRequest(Kernel("tests/e2e/custom_kernels/index_does_not_compile.cu",
                                                   "index_does_not_compile"))),

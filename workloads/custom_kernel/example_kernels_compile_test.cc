@@ -66,6 +66,8 @@ TEST(ExampleKernelsCompileTest, ExamplesAndBrokenKernelsThatShouldCompileDo) {
       {"tests/e2e/custom_kernels/index_wrong.cu", "index_wrong", "index", {}, {}},
       {"tests/e2e/custom_kernels/index_out_of_bounds.cu", "index_out_of_bounds", "index", {}, {}},
       {"tests/e2e/custom_kernels/index_never_returns.cu", "index_never_returns", "index", {}, {}},
+      {"tests/e2e/custom_kernels/index_illegal_address.cu", "index_illegal_address", "index", {},
+       {}},
       {"tests/e2e/custom_kernels/store_wrong.cu", "store_wrong", "store", {}, {}},
       {"tests/e2e/custom_kernels/store_out_of_bounds.cu", "store_out_of_bounds", "store", {}, {}},
       {"tests/e2e/custom_kernels/store_never_returns.cu", "store_never_returns", "store", {}, {}},
