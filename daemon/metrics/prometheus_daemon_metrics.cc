@@ -246,7 +246,8 @@ PrometheusDaemonMetrics::PrometheusDaemonMetrics(absl::string_view version)
       result_bandwidth_(prometheus::BuildGauge()
                             .Name(metric_names::kResultBandwidth)
                             .Help("Bandwidth achieved by the latest finished experiment of the "
-                                  "workload on the GPU (bytes read + written per second).")
+                                  "workload on the GPU (bytes read + written per second); "
+                                  "kernel=\"custom\" for a submitter's own kernel.")
                             .Register(*registry_)),
       result_copy_bandwidth_ratio_(
           prometheus::BuildGauge()
@@ -409,9 +410,13 @@ void PrometheusDaemonMetrics::RecordResult(const v1::Experiment& experiment) {
   // series that alternates between them.
   const std::optional<workloads::Headline> headline = workloads::HeadlineOf(experiment);
   const std::string phase = headline.has_value() ? headline->phase : "";
+  // A submitter's own kernel is a series of its own (kernel="custom"), beside ours (no kernel
+  // label), so that neither overwrites the other's latest figure.
+  const bool custom_kernel = experiment.request().has_custom_kernel();
   for (int gpu : experiment.gpu_ids()) {
     Labels labels = {{"workload", workload}, {"gpu", absl::StrCat(gpu)}};
     if (!phase.empty()) labels["phase"] = phase;
+    if (custom_kernel) labels["kernel"] = "custom";
     if (measurement.bandwidth_gbps() > 0) {
       result_bandwidth_.Add(labels).Set(measurement.bandwidth_gbps() * 1e9);
     }
@@ -420,13 +425,14 @@ void PrometheusDaemonMetrics::RecordResult(const v1::Experiment& experiment) {
                                                    100.0);
     }
     if (experiment.request().has_attention() && measurement.tflops() > 0) {
-      result_attention_flops_
-          .Add({{"phase", phase.empty() ? EnumLabel(v1::AttentionPhase_Name(
-                                                        experiment.request().attention().phase()),
-                                                    "ATTENTION_PHASE_")
-                                        : phase},
-                {"gpu", absl::StrCat(gpu)}})
-          .Set(measurement.tflops() * 1e12);
+      Labels flops_labels = {
+          {"phase", phase.empty() ? EnumLabel(v1::AttentionPhase_Name(
+                                                  experiment.request().attention().phase()),
+                                              "ATTENTION_PHASE_")
+                                  : phase},
+          {"gpu", absl::StrCat(gpu)}};
+      if (custom_kernel) flops_labels["kernel"] = "custom";
+      result_attention_flops_.Add(flops_labels).Set(measurement.tflops() * 1e12);
     }
   }
   if (experiment.request().has_collective() && result.collective().busbw_gbps() > 0) {

@@ -310,6 +310,38 @@ TEST(PrometheusDaemonMetricsTest, AttentionResultsCarryTheirPhase) {
   EXPECT_THAT(text, Not(HasSubstr(R"(gpu="0",workload="attention")")));
 }
 
+// A custom kernel's figures are a series of their own: ours keep theirs, without the label.
+TEST(PrometheusDaemonMetricsTest, ACustomKernelsResultsAreTheirOwnSeries) {
+  PrometheusDaemonMetrics metrics("1.2.3");
+  for (const bool custom : {false, true}) {
+    v1::Experiment index = EndedExperiment(v1::WORKLOAD_INDEX, v1::FINISHED);
+    index.mutable_request()->mutable_index();
+    if (custom) index.mutable_request()->mutable_custom_kernel()->set_kernel_name("my_gather");
+    index.add_gpu_ids(0);
+    index.mutable_result()->mutable_measurement()->set_bandwidth_gbps(custom ? 1600 : 1500);
+    metrics.ExperimentEnded(index);
+    v1::Experiment decode = EndedExperiment(v1::WORKLOAD_ATTENTION, v1::FINISHED);
+    decode.mutable_request()->mutable_attention()->set_phase(v1::ATTENTION_PHASE_DECODE);
+    if (custom) decode.mutable_request()->mutable_custom_kernel()->set_kernel_name("my_decode");
+    decode.add_gpu_ids(0);
+    decode.mutable_result()->mutable_measurement()->set_tflops(custom ? 20 : 10);
+    metrics.ExperimentEnded(decode);
+  }
+  const auto samples = ParseSamples(metrics.ExpositionText());
+  EXPECT_EQ(
+      ValueOf(samples, R"(gpuprof_result_bandwidth_bytes_per_second{gpu="0",workload="index"})"),
+      1.5e12);
+  EXPECT_EQ(ValueOf(samples, R"(gpuprof_result_bandwidth_bytes_per_second{)"
+                             R"(gpu="0",kernel="custom",workload="index"})"),
+            1.6e12);
+  EXPECT_EQ(
+      ValueOf(samples, R"(gpuprof_result_attention_flops_per_second{gpu="0",phase="decode"})"),
+      1e13);
+  EXPECT_EQ(ValueOf(samples, R"(gpuprof_result_attention_flops_per_second{)"
+                             R"(gpu="0",kernel="custom",phase="decode"})"),
+            2e13);
+}
+
 // A node that never ran a workload exports nothing for it: no radix hit ratio of 0, no
 // bandwidth of 0.
 TEST(PrometheusDaemonMetricsTest, NoResultSeriesForWorkloadsThatNeverRan) {
