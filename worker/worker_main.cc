@@ -118,12 +118,13 @@ int Serve() {
 int main(int argc, char** argv) {
   // MODE_SANITIZE: this binary again, under compute-sanitizer, running one submitted kernel's
   // checks (workloads/custom_kernel/sanitizer_run.h).
-  if (argc == 2 && absl::StartsWith(argv[1], gpuprof::workloads::kCustomKernelCheckFlag)) {
-    return gpuprof::workloads::RunCustomKernelCheckChild(
-        std::string(absl::StripPrefix(argv[1], gpuprof::workloads::kCustomKernelCheckFlag)),
-        [](const gpuprof::v1::ExperimentRequest& request) -> gpuprof::workloads::RunWorkloadFunction {
-          const gpuprof::workloads::WorkloadRunner* runner =
-              gpuprof::workloads::FindWorkloadRunner(request.workload_case());
+  namespace workloads = gpuprof::workloads;
+  if (argc == 2 && absl::StartsWith(argv[1], workloads::kCustomKernelCheckFlag)) {
+    return workloads::RunCustomKernelCheckChild(
+        std::string(absl::StripPrefix(argv[1], workloads::kCustomKernelCheckFlag)),
+        [](const gpuprof::v1::ExperimentRequest& request) -> workloads::RunWorkloadFunction {
+          const workloads::WorkloadRunner* runner =
+              workloads::FindWorkloadRunner(request.workload_case());
           return runner != nullptr ? runner->run : nullptr;
         });
   }
