@@ -135,7 +135,7 @@ std::string RenderBoard(const std::vector<BoardRow>& rows, absl::TimeZone time_z
     table.AddRow({absl::StrCat(row.rank),
                   absl::StrCat(FormatNumber(row.headline.value), " ", row.headline.unit, " ",
                                Noise(row.headline)),
-                  absl::StrFormat("%.2fx", row.ratio_to_best), row.kernel, row.experiment.user(),
+                  absl::StrFormat("%.3fx", row.ratio_to_best), row.kernel, row.experiment.user(),
                   row.experiment.id(),
                   !row.gpu.empty()                     ? row.gpu
                   : row.experiment.gpu_ids().empty() ? std::string("-")

@@ -90,8 +90,8 @@ TEST(RenderBoard, OneRowPerRunWithItsHeadlineAndNoise) {
   const std::string table = RenderBoard(rows, absl::UTCTimeZone());
   EXPECT_THAT(table, HasSubstr("RANK  HEADLINE"));
   EXPECT_THAT(table, HasSubstr("   1  2500 GB/s ±0.4%"));
-  EXPECT_THAT(table, HasSubstr("1.00x  g@abcdef012345 (g.cu)  ana   exp-2  NVIDIA H100"));
-  EXPECT_THAT(table, HasSubstr("0.80x  ours"));
+  EXPECT_THAT(table, HasSubstr("1.000x  g@abcdef012345 (g.cu)  ana   exp-2  NVIDIA H100"));
+  EXPECT_THAT(table, HasSubstr("0.800x  ours"));
   EXPECT_THAT(table, HasSubstr("1970-01-01 00:01"));
   const google::protobuf::Struct json = BoardRowStruct(rows[0]);
   EXPECT_EQ(json.fields().at("kernel").string_value(), "g@abcdef012345 (g.cu)");

@@ -429,8 +429,8 @@ TEST_F(CommandsTest, BoardPagesTheListingAndRanksTheShape) {
   ASSERT_EQ(profiler_.listed.size(), 2u);
   EXPECT_EQ(profiler_.listed[0].workload(), v1::WORKLOAD_INDEX);
   EXPECT_EQ(profiler_.listed[1].page_token(), "p2");
-  EXPECT_THAT(out_.str(), HasSubstr("   1  2500 GB/s ±1.0%    1.00x  ours    ana   exp-3  -    -\n"));
-  EXPECT_THAT(out_.str(), HasSubstr("   2  2000 GB/s ±1.0%    0.80x  ours    ana   exp-1  -    -\n"));
+  EXPECT_THAT(out_.str(), HasSubstr("   1  2500 GB/s ±1.0%   1.000x  ours    ana   exp-3  -    -\n"));
+  EXPECT_THAT(out_.str(), HasSubstr("   2  2000 GB/s ±1.0%   0.800x  ours    ana   exp-1  -    -\n"));
   EXPECT_THAT(out_.str(), Not(HasSubstr("exp-2")));
   EXPECT_EQ(Run({"board", "index", "--hidden", "7168", "-q"}), kExitOk);
   EXPECT_EQ(out_.str(), "exp-3\nexp-1\n");

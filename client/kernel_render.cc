@@ -29,7 +29,10 @@ std::string DescribeCheck(const v1::Verification& check) {
     absl::StrAppend(&text, ", ", check.mismatches(), " mismatches");
   }
   if (!check.message().empty()) absl::StrAppend(&text, ": ", check.message());
-  if (!check.method().empty()) absl::StrAppend(&text, " (", check.method(), ")");
+  // What it was compared against is long and the same for every check: said for a failure.
+  if (!check.passed() && !check.method().empty()) {
+    absl::StrAppend(&text, " (", check.method(), ")");
+  }
   return text;
 }
 
