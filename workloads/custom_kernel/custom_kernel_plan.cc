@@ -328,7 +328,13 @@ void CustomKernelPlan::FinishResult(v1::ExperimentResult& result) const {
 
 void CustomKernelPlan::AttributeStallsToSass(v1::ExperimentResult& result) const {
   if (result.sass_size() == 0) return;  // its not_collected line says why
-  if (tracing_ == nullptr || tracing_->level() < v1::TracingOptions::LEVEL_FULL) {
+  if (tracing_ == nullptr) {
+    // A contract plan made without the run's tracing (CustomKernelPlan's second argument).
+    result.add_not_collected(
+        "PC-sampling stalls per SASS line: this contract's plan does not read the run's tracing");
+    return;
+  }
+  if (tracing_->level() < v1::TracingOptions::LEVEL_FULL) {
     result.add_not_collected("PC-sampling stalls per SASS line: tracing was not at LEVEL_FULL");
     return;
   }
