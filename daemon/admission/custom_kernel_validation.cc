@@ -13,6 +13,7 @@
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
 #include "daemon/admission/request_validation.h"
+#include "kernels/custom/compile_options.h"
 
 namespace gpuprof::daemon {
 namespace {
@@ -96,7 +97,7 @@ absl::Status CheckKernelName(const std::string& name) {
         "custom_kernel.kernel_name: empty; must name the source's extern \"C\" __global__ "
         "function to launch (a C identifier of at most 255 bytes)");
   }
-  if (name.size() > static_cast<size_t>(kMaxCustomNameBytes) || !IsCIdentifier(name)) {
+  if (name.size() > static_cast<size_t>(kMaxCustomNameBytes) || !kernels::IsCIdentifier(name)) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "custom_kernel.kernel_name: got %s; must be a C identifier ([A-Za-z_][A-Za-z0-9_]*) of "
         "at most %d bytes, the source's extern \"C\" __global__ function",
@@ -129,45 +130,32 @@ absl::Status CheckLaunchShape(const v1::CustomKernel& kernel) {
   return absl::OkStatus();
 }
 
-// One option, by the worker's rules (kernels/custom ValidateUserCompileOptions, which the
-// worker applies again before compiling; custom_kernel_compile_options_test keeps the two in
-// agreement). `field` is "custom_kernel.compile_options[i]".
+// One option: printable, then the rules the worker's compile applies (kernels/custom).
+// `field` is "custom_kernel.compile_options[i]".
 absl::Status CheckCompileOption(const std::string& field, const std::string& option) {
   RETURN_IF_ERROR(CheckPrintableText(field, option));
-  constexpr absl::string_view kAllowed =
-      "allowed: -lineinfo, --use_fast_math, -maxrregcount=N (N from 16 to 255), -DNAME or "
-      "-DNAME=VALUE (NAME a C identifier, VALUE of letters, digits and _ . + -)";
-  if (option.size() > static_cast<size_t>(kMaxCustomCompileOptionBytes)) {
-    return absl::InvalidArgumentError(absl::StrFormat("%s: got %s; at most %d bytes; %s", field,
-                                                      BoundedExcerpt(option),
-                                                      kMaxCustomCompileOptionBytes, kAllowed));
+  if (kernels::IsAllowedUserCompileOption(option)) return absl::OkStatus();
+  if (option.size() > static_cast<size_t>(kernels::kMaxUserCompileOptionBytes)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: got %s; at most %d bytes; %s", field, BoundedExcerpt(option),
+        kernels::kMaxUserCompileOptionBytes, kernels::kAllowedUserCompileOptions));
   }
-  if (option == "-lineinfo" || option == "--use_fast_math") return absl::OkStatus();
-  absl::string_view rest = option;
-  if (absl::ConsumePrefix(&rest, "-maxrregcount=")) {
-    int registers = 0;
-    if (!rest.empty() && std::all_of(rest.begin(), rest.end(), absl::ascii_isdigit) &&
-        absl::SimpleAtoi(rest, &registers) && registers >= 16 && registers <= 255) {
-      return absl::OkStatus();
-    }
-  } else if (absl::ConsumePrefix(&rest, "-D")) {
-    const size_t equals = rest.find('=');
-    const absl::string_view name = rest.substr(0, equals);
-    const absl::string_view value =
-        equals == absl::string_view::npos ? absl::string_view() : rest.substr(equals + 1);
-    if (IsCIdentifier(name) && std::all_of(value.begin(), value.end(), [](char c) {
-          return absl::ascii_isalnum(c) || c == '_' || c == '.' || c == '+' || c == '-';
-        })) {
-      return absl::OkStatus();
-    }
-  }
-  return absl::InvalidArgumentError(
-      absl::StrFormat("%s: got %s; %s", field, BoundedExcerpt(option), kAllowed));
+  return absl::InvalidArgumentError(absl::StrFormat("%s: got %s; %s", field,
+                                                    BoundedExcerpt(option),
+                                                    kernels::kAllowedUserCompileOptions));
 }
 
 absl::Status CheckCompileOptions(const v1::CustomKernel& kernel) {
-  return CheckCustomCompileOptions(
-      std::vector<std::string>(kernel.compile_options().begin(), kernel.compile_options().end()));
+  if (kernel.compile_options_size() > kernels::kMaxUserCompileOptions) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("custom_kernel.compile_options: got %d options; at most %d allowed",
+                        kernel.compile_options_size(), kernels::kMaxUserCompileOptions));
+  }
+  for (int i = 0; i < kernel.compile_options_size(); ++i) {
+    RETURN_IF_ERROR(CheckCompileOption(absl::StrFormat("custom_kernel.compile_options[%d]", i),
+                                       kernel.compile_options(i)));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CheckModeAndSanitizer(const v1::CustomKernel& kernel) {
@@ -190,25 +178,6 @@ absl::Status CheckModeAndSanitizer(const v1::CustomKernel& kernel) {
 }
 
 }  // namespace
-
-bool IsCIdentifier(absl::string_view name) {
-  if (name.empty() || absl::ascii_isdigit(name.front())) return false;
-  return std::all_of(name.begin(), name.end(),
-                     [](char c) { return absl::ascii_isalnum(c) || c == '_'; });
-}
-
-absl::Status CheckCustomCompileOptions(const std::vector<std::string>& options) {
-  if (options.size() > static_cast<size_t>(kMaxCustomCompileOptions)) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("custom_kernel.compile_options: got %d options; at most %d allowed",
-                        options.size(), kMaxCustomCompileOptions));
-  }
-  for (size_t i = 0; i < options.size(); ++i) {
-    RETURN_IF_ERROR(
-        CheckCompileOption(absl::StrFormat("custom_kernel.compile_options[%d]", i), options[i]));
-  }
-  return absl::OkStatus();
-}
 
 void ApplyCustomKernelDefaults(v1::ExperimentRequest& request) {
   if (!request.has_custom_kernel()) return;

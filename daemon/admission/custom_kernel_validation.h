@@ -30,9 +30,6 @@ inline constexpr int64_t kDefaultCustomKernelMaxSourceBytes = int64_t{256} << 10
 inline constexpr int kMaxCustomDynamicSharedBytes = 232448;
 // Names a compiler and a file system both take.
 inline constexpr int kMaxCustomNameBytes = 255;
-// The compiler's limits on a submitter's options (kernels/custom/user_kernel_compile).
-inline constexpr int kMaxCustomCompileOptions = 32;
-inline constexpr int kMaxCustomCompileOptionBytes = 256;
 
 // Fills the custom kernel's unset fields (block_threads 256, items_per_block 1, file_name
 // "kernel.cu", mode MODE_BENCHMARK, MODE_SANITIZE's tool memcheck) and, for MODE_PROFILE,
@@ -43,16 +40,6 @@ void ApplyCustomKernelDefaults(v1::ExperimentRequest& request);
 // OK when the request carries no custom kernel. Called after CheckWellFormed (the mode is a
 // value the enum names) and with the workload set. `max_source_bytes`: the daemon's limit.
 absl::Status ValidateCustomKernel(const v1::ExperimentRequest& request, int64_t max_source_bytes);
-
-// The submitter's compiler options, by the rules the worker's compile applies
-// (kernels::ValidateUserCompileOptions, kernels/custom/user_kernel_compile.h): -lineinfo,
-// --use_fast_math, -maxrregcount=N (16-255), -DNAME[=VALUE]. A copy, because the daemon links
-// no CUDA library and that one links NVRTC; custom_kernel_compile_options_test checks that
-// both accept and refuse the same options. INVALID_ARGUMENT naming the option's index.
-absl::Status CheckCustomCompileOptions(const std::vector<std::string>& options);
-
-// Whether `name` is a C identifier: [A-Za-z_][A-Za-z0-9_]*.
-bool IsCIdentifier(absl::string_view name);
 
 }  // namespace gpuprof::daemon
 

@@ -154,9 +154,6 @@ TEST(CustomKernelValidation, KernelNameIsACIdentifier) {
     EXPECT_THAT(Check(request).message(), HasSubstr("custom_kernel.kernel_name: ")) << bad;
     EXPECT_THAT(Check(request).message(), HasSubstr("extern \"C\" __global__")) << bad;
   }
-  EXPECT_TRUE(IsCIdentifier("_k2"));
-  EXPECT_TRUE(IsCIdentifier(std::string(255, 'k')));
-  EXPECT_FALSE(IsCIdentifier("k\xc3\xa9"));
 }
 
 TEST(CustomKernelValidation, LaunchShapeLimits) {

@@ -57,7 +57,6 @@ constexpr char kCacheFileMagic[] = "GPUPROF-USER-KERNEL 1\n";
 constexpr char kCacheFileSuffix[] = ".cubin";  // as the JIT cache's, so Contents() counts ours
 constexpr char kNameExpressionFile[] = "__nv_name_map";  // where NVRTC reports name expressions
 constexpr int kMaxCallerCompileOptions = 32;
-constexpr size_t kMaxOptionLength = 256;
 // What a compile's child may send back (cubin and log); a source can ask for a huge cubin.
 constexpr uint64_t kMaxChildOutputBytes = uint64_t{256} << 20;
 constexpr size_t kMaxSassInstructions = 50'000;
@@ -78,54 +77,11 @@ bool BuiltWithSanitizer() {
   return &__asan_init != nullptr || &__tsan_init != nullptr || &__msan_init != nullptr;
 }
 
-bool IsIdentifier(absl::string_view name) {
-  if (name.empty() || !(absl::ascii_isalpha(name[0]) || name[0] == '_')) return false;
-  return std::all_of(name.begin(), name.end(),
-                     [](char c) { return absl::ascii_isalnum(c) || c == '_'; });
-}
-
 // "60 s", "50 ms": how the limits read in messages.
 std::string FormatLimit(absl::Duration duration) {
   const int64_t ms = absl::ToInt64Milliseconds(duration);
   if (ms % 1000 == 0) return absl::StrCat(ms / 1000, " s");
   return absl::StrCat(ms, " ms");
-}
-
-absl::Status ValidateCompileOption(const std::string& option) {
-  if (option.size() > kMaxOptionLength) {
-    return absl::InvalidArgumentError(absl::StrCat("compile option \"", option.substr(0, 40),
-                                                   "...\" is longer than ", kMaxOptionLength,
-                                                   " characters"));
-  }
-  if (option == "-lineinfo" || option == "--use_fast_math") return absl::OkStatus();
-  absl::string_view rest = option;
-  if (absl::ConsumePrefix(&rest, "-maxrregcount=")) {
-    int registers = 0;
-    if (absl::SimpleAtoi(rest, &registers) && registers >= 16 && registers <= 255 &&
-        std::all_of(rest.begin(), rest.end(), absl::ascii_isdigit)) {
-      return absl::OkStatus();
-    }
-    return absl::InvalidArgumentError(
-        absl::StrCat("compile option \"", option, "\": -maxrregcount takes 16 to 255"));
-  }
-  if (absl::ConsumePrefix(&rest, "-D")) {
-    const size_t equals = rest.find('=');
-    const absl::string_view name = rest.substr(0, equals);
-    const absl::string_view value =
-        equals == absl::string_view::npos ? absl::string_view() : rest.substr(equals + 1);
-    const bool value_ok = std::all_of(value.begin(), value.end(), [](char c) {
-      return absl::ascii_isalnum(c) || c == '_' || c == '.' || c == '+' || c == '-';
-    });
-    if (IsIdentifier(name) && value_ok) return absl::OkStatus();
-    return absl::InvalidArgumentError(absl::StrCat(
-        "compile option \"", option,
-        "\": a macro is -DNAME or -DNAME=VALUE, NAME a C identifier and VALUE of letters, "
-        "digits and _ . + -"));
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("compile option \"", option,
-                   "\" is not allowed; allowed: -lineinfo, --use_fast_math, -maxrregcount=N "
-                   "(16-255), -DNAME[=VALUE]"));
 }
 
 // --- SHA-256 (FIPS 180-4) ------------------------------------------------------------------
@@ -824,15 +780,6 @@ std::string Sha256Hex(std::string_view bytes) {
   return hash.HexDigest();
 }
 
-absl::Status ValidateUserCompileOptions(const std::vector<std::string>& options) {
-  if (options.size() > kMaxUserCompileOptions) {
-    return absl::InvalidArgumentError(absl::StrCat(options.size(), " compile options; at most ",
-                                                   kMaxUserCompileOptions, " are allowed"));
-  }
-  for (const std::string& option : options) RETURN_IF_ERROR(ValidateCompileOption(option));
-  return absl::OkStatus();
-}
-
 absl::StatusOr<UserKernelBinary> CompileUserKernel(const UserKernelCompileRequest& request,
                                                    const UserKernelCompileLimits& limits,
                                                    const JitCache& cache) {
@@ -840,7 +787,7 @@ absl::StatusOr<UserKernelBinary> CompileUserKernel(const UserKernelCompileReques
   if (request.source.find('\0') != std::string::npos) {
     return absl::InvalidArgumentError("the kernel source contains a NUL byte");
   }
-  if (!IsIdentifier(request.kernel_name)) {
+  if (!IsCIdentifier(request.kernel_name)) {
     return absl::InvalidArgumentError(
         absl::StrCat("kernel name \"", request.kernel_name, "\" is not a C identifier"));
   }
@@ -856,7 +803,9 @@ absl::StatusOr<UserKernelBinary> CompileUserKernel(const UserKernelCompileReques
     return absl::InvalidArgumentError(
         absl::StrCat(request.options.size(), " compile options are too many"));
   }
-  for (const std::string& option : request.options) RETURN_IF_ERROR(ValidateCompileOption(option));
+  for (const std::string& option : request.options) {
+    RETURN_IF_ERROR(ValidateUserCompileOptions({option}));
+  }
   if (limits.wall_time <= absl::ZeroDuration() || limits.memory_bytes <= 0) {
     return absl::InvalidArgumentError("the compile's time and memory limits must be positive");
   }

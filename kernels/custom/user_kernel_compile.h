@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "kernels/custom/compile_options.h"
 #include "kernels/jit/jit_cache.h"
 
 namespace gpuprof::kernels {
@@ -42,9 +43,6 @@ struct UserKernelCompileLimits {
   int64_t memory_bytes = int64_t{4} << 30;
 };
 
-// At most this many options from the submitter; the caller may add as many of its own.
-inline constexpr int kMaxUserCompileOptions = 32;
-
 struct UserKernelBinary {
   std::string source_sha256;  // hex, of `source` alone
   std::string cache_key;
@@ -64,9 +62,6 @@ absl::StatusOr<UserKernelBinary> CompileUserKernel(const UserKernelCompileReques
                                                    const UserKernelCompileLimits& limits,
                                                    const JitCache& cache);
 
-// OK, or kInvalidArgument naming the option and the allowed ones: -lineinfo,
-// --use_fast_math, -maxrregcount=N (16-255), -DNAME[=VALUE]. Used by admission too.
-absl::Status ValidateUserCompileOptions(const std::vector<std::string>& options);
 
 // Hex SHA-256 (lower case) of `bytes`.
 std::string Sha256Hex(std::string_view bytes);

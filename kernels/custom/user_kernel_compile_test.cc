@@ -77,45 +77,6 @@ TEST(Sha256HexTest, MatchesKnownVectors) {
             "41edece42d63e8d9bf515a9ba6932e1c20cbc9f5a5d134645adb5db1b9737ea3");
 }
 
-TEST(ValidateUserCompileOptionsTest, AcceptsTheAllowedKinds) {
-  EXPECT_TRUE(ValidateUserCompileOptions({}).ok());
-  EXPECT_TRUE(ValidateUserCompileOptions({"-lineinfo", "--use_fast_math", "-maxrregcount=16",
-                                          "-maxrregcount=255", "-DTILE", "-D_X=1", "-DSCALE=2.0f",
-                                          "-DNEG=-3", "-DEMPTY="})
-                  .ok());
-}
-
-TEST(ValidateUserCompileOptionsTest, RefusesEverythingElse) {
-  for (const char* option : {"-maxrregcount=15",
-                             "-maxrregcount=256",
-                             "-maxrregcount=",
-                             "-maxrregcount=+32",
-                             "-maxrregcount=32x",
-                             "-D",
-                             "-D1X",
-                             "-DX-Y",
-                             "-DX=a b",
-                             "-DX=\"s\"",
-                             "-DX=$(id)",
-                             "-DX=a;b",
-                             "--gpu-architecture=sm_80",
-                             "-include=/etc/passwd",
-                             "-I/etc",
-                             "-G",
-                             "--use_fast_math ",
-                             "-lineinfo=1",
-                             "-ftemplate-depth=100000",
-                             ""}) {
-    const absl::Status status = ValidateUserCompileOptions({option});
-    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << option;
-  }
-  EXPECT_THAT(ValidateUserCompileOptions({"-G"}).message(),
-              AllOf(HasSubstr("\"-G\""), HasSubstr("-lineinfo, --use_fast_math")));
-  EXPECT_TRUE(ValidateUserCompileOptions(std::vector<std::string>(32, "-lineinfo")).ok());
-  EXPECT_EQ(ValidateUserCompileOptions(std::vector<std::string>(33, "-lineinfo")).code(),
-            absl::StatusCode::kInvalidArgument);
-}
-
 TEST(CompileUserKernelTest, CompilesThenHitsTheCache) {
   const JitCache cache(FreshDirectory("compile_then_hit"));
   auto first = CompileUserKernel(GoodRequest(), {}, cache);
