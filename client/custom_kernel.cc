@@ -17,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "client/kernel_render.h"
 #include "common/terminal_text.h"
+#include "kernels/custom/compile_options.h"
 
 namespace gpuprof::client {
 namespace {
@@ -291,6 +292,12 @@ absl::Status CheckCustomKernelFlags(const ExperimentRequestBuilder& builder,
         "--kernel-file PATH"));
   }
   const v1::CustomKernel& kernel = request.custom_kernel();
+  // The compile's own rule set (admission applies it too): a bad option costs no queue wait.
+  if (const absl::Status options = kernels::ValidateUserCompileOptions(
+          {kernel.compile_options().begin(), kernel.compile_options().end()});
+      !options.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--kernel-option: ", options.message()));
+  }
   if (!kernel.sanitizer_tool().empty() && kernel.mode() != v1::CustomKernel::MODE_SANITIZE) {
     return absl::InvalidArgumentError(
         absl::StrCat("--sanitizer ", kernel.sanitizer_tool(), " needs --mode sanitize"));

@@ -53,8 +53,9 @@ absl::StatusOr<v1::CustomKernel> KernelFromFile(const std::string& path,
 absl::Status RefuseCustomKernelFlags(const ExperimentRequestBuilder& builder,
                                      const std::vector<std::string>& words);
 
-// Checks the custom kernel flags go together: the others need --kernel-file, --sanitizer needs
-// --mode sanitize, attention only in its decode phase. `kernel_files` are --kernel-file's
+// Checks the custom kernel flags go together: the others need --kernel-file, each
+// --kernel-option is one the compile allows (kernels/custom/compile_options), --sanitizer
+// needs --mode sanitize, attention only in its decode phase. `kernel_files` are --kernel-file's
 // paths (a sweep may give several; submit exactly one).
 absl::Status CheckCustomKernelFlags(const ExperimentRequestBuilder& builder,
                                     const ParsedArgs& args, const v1::ExperimentRequest& request,

@@ -156,6 +156,11 @@ TEST(ApplyKernelFile, RefusesFlagsThatDoNotGoTogether) {
               HasSubstr("submit runs one kernel"));
   EXPECT_THAT(Submit("index", {"--kernel-file", path, "--mode", "fast"}).status().message(),
               HasSubstr("--mode"));
+  EXPECT_THAT(Submit("index", {"--kernel-file", path, "--kernel-option", "-I/etc"}).status().message(),
+              HasSubstr("--kernel-option: "));
+  EXPECT_TRUE(Submit("index", {"--kernel-file", path, "--kernel-option", "-maxrregcount=64",
+                               "--kernel-option", "-DTILE=4"})
+                  .ok());
 }
 
 TEST(KernelSweepAxis, OneSourcePerPointAndOursAsAPoint) {

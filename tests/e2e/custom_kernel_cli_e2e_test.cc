@@ -73,6 +73,8 @@ TEST_F(CustomKernelCliTest, LocalChecksRefuseBeforeAnyRpcAndTheDaemonAdmitsAsFor
        "--kernel-name c: my_gather.cu has no extern \"C\" __global__ function of that name"},
       {{"submit", "radix", "--kernel-file", gather}, "radix takes no custom kernel"},
       {{"submit", "index", "--block-threads", "128"}, "give its source with --kernel-file PATH"},
+      {{"submit", "index", "--kernel-file", gather, "--kernel-option", "-I/etc"},
+       "--kernel-option: "},
       {{"submit", "index", "--kernel-file", gather, "--sanitizer", "racecheck"},
        "--sanitizer racecheck needs --mode sanitize"},
       {{"submit", "attention", "--phase", "prefill", "--kernel-file", gather},
