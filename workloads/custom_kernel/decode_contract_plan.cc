@@ -36,8 +36,9 @@ constexpr int kPoisonByte = 0xff;
 
 class DecodeContractPlan final : public CustomKernelPlan {
  public:
-  explicit DecodeContractPlan(const worker_protocol::ExperimentAssignment& assignment)
-      : CustomKernelPlan(assignment), spec_(assignment.request().attention()) {}
+  DecodeContractPlan(const worker_protocol::ExperimentAssignment& assignment,
+                     const cupti::TracingSession* tracing)
+      : CustomKernelPlan(assignment, tracing), spec_(assignment.request().attention()) {}
 
   // As our decode's plan counts them, less the split workspace this contract has none of; the
   // fp32 reference's output and LSE come with DeviceAttentionProblem.
@@ -266,7 +267,7 @@ std::string DecodeOutputElementName(int64_t index, int num_qo_heads, int head_di
 absl::StatusOr<v1::ExperimentResult> RunDecodeContractWorkload(const RunContext& context) {
   // Activated before the plan exists, so that its buffers are freed while the device is current.
   ASSIGN_OR_RETURN(ScopedCudaDevice device, ScopedCudaDevice::Activate(0));
-  DecodeContractPlan plan(context.assignment);
+  DecodeContractPlan plan(context.assignment, context.tracing);
   return RunGpuWorkloadPlan(plan, context);
 }
 
