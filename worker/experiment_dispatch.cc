@@ -154,15 +154,21 @@ worker_protocol::RunFinished RunExperiment(const worker_protocol::ExperimentAssi
   }
   // Activity batches go out before the result, which counts what was dropped or not collected.
   if (tracing.has_value()) tracing->Finish(*result);
-  // A submitted kernel in which compute-sanitizer found errors fails the experiment; its
-  // result (the report) is kept, and the reason says how many errors and the first.
-  const bool sanitizer_errors = result->custom_kernel().sanitizer_errors() > 0;
-  const std::string sanitizer_verdict = result->verification().message();
+  // A submitted kernel refused by its checks (a wrong element, a write past an output, or
+  // compute-sanitizer's findings) fails the experiment: it has no figure to rank. Its result
+  // (the checks, the report, the SASS) is kept, and the reason says what was wrong first.
+  const bool refused_kernel =
+      result->has_custom_kernel() &&
+      (result->custom_kernel().sanitizer_errors() > 0 ||
+       (result->verification().checked() && !result->verification().passed()));
+  const std::string verdict = result->verification().message();
   v1::ExperimentEvent event;
   *event.mutable_result() = *std::move(result);
   *event.mutable_result()->mutable_provenance() = MakeProvenance(assignment);
   emit(event);
-  if (sanitizer_errors) return Failed(absl::StrCat(name, ": ", sanitizer_verdict), false);
+  if (refused_kernel) {
+    return Failed(absl::StrCat(name, ": the custom kernel was refused: ", verdict), false);
+  }
   return Succeeded();
 }
 

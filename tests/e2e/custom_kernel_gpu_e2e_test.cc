@@ -122,8 +122,11 @@ class CustomKernelGpuE2eTest : public ::testing::Test {
     EXPECT_GT(result.measurement().bandwidth_gbps(), 0);
   }
 
+  // A refused kernel fails its experiment (it has no figure to rank), its result kept.
   void ExpectRefusedBeforeTiming(const v1::Experiment& experiment, const std::string& message) {
-    ASSERT_EQ(experiment.state(), v1::FINISHED) << experiment.reason();
+    ASSERT_EQ(experiment.state(), v1::FAILED) << experiment.reason();
+    EXPECT_THAT(experiment.reason(), HasSubstr("the custom kernel was refused: "));
+    EXPECT_THAT(experiment.reason(), HasSubstr(message));
     const v1::ExperimentResult& result = experiment.result();
     ASSERT_TRUE(result.verification().checked());
     EXPECT_FALSE(result.verification().passed());
