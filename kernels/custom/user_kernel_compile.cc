@@ -255,36 +255,12 @@ bool ReadCacheFile(const std::string& path, const std::string& key, UserKernelBi
   return true;
 }
 
-// Writes beside the final name and renames, so that concurrent workers never read a torn file.
-absl::Status WriteCacheFile(const std::string& directory, const std::string& path,
-                            const UserKernelBinary& binary) {
-  std::error_code error;
-  fs::create_directories(directory, error);
-  if (error) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("cannot create JIT cache directory ", directory, ": ", error.message()));
-  }
-  const std::string temporary = absl::StrCat(path, ".tmp.", getpid(), ".", gettid());
-  {
-    std::ofstream file(temporary, std::ios::binary | std::ios::trunc);
-    file << kCacheFileMagic << binary.cache_key << '\n'
-         << binary.lowered_name << '\n'
-         << binary.compile_log.size() << '\n'
-         << binary.cubin.size() << '\n'
-         << binary.compile_log << binary.cubin;
-    file.close();
-    if (!file) {
-      fs::remove(temporary, error);
-      return absl::PermissionDeniedError(absl::StrCat("cannot write JIT cache file ", temporary));
-    }
-  }
-  fs::rename(temporary, path, error);
-  if (error) {
-    fs::remove(temporary, error);
-    return absl::PermissionDeniedError(
-        absl::StrCat("cannot rename JIT cache file into ", path, ": ", error.message()));
-  }
-  return absl::OkStatus();
+// The cache entry: the magic, the key, the lowered name, the log's and the cubin's sizes, then
+// the log and the cubin (ReadCacheFile checks every part).
+std::string CacheFileContents(const UserKernelBinary& binary) {
+  return absl::StrCat(kCacheFileMagic, binary.cache_key, "\n", binary.lowered_name, "\n",
+                      binary.compile_log.size(), "\n", binary.cubin.size(), "\n",
+                      binary.compile_log, binary.cubin);
 }
 
 // --- Child processes -----------------------------------------------------------------------
@@ -823,7 +799,9 @@ absl::StatusOr<UserKernelBinary> CompileUserKernel(const UserKernelCompileReques
   ASSIGN_OR_RETURN(binary, CompileInChildProcess(request, request.options, limits));
   binary.source_sha256 = Sha256Hex(request.source);
   binary.cache_key = key;
-  if (const absl::Status written = WriteCacheFile(cache.directory(), path, binary); !written.ok()) {
+  if (const absl::Status written =
+          WriteCacheEntryAtomically(cache.directory(), path, CacheFileContents(binary));
+      !written.ok()) {
     binary.cache_write_error = std::string(written.message());
   }
   return binary;

@@ -63,19 +63,21 @@ bool ReadCacheFile(const std::string& path, JitBinary& binary) {
   return !binary.lowered_name.empty();
 }
 
-// Writes beside the final name and renames, so that concurrent workers never read a torn file.
-absl::Status WriteCacheFile(const std::string& directory, const std::string& path,
-                            const JitBinary& binary) {
+}  // namespace
+
+absl::Status WriteCacheEntryAtomically(const std::string& directory, const std::string& path,
+                                       std::string_view contents) {
   std::error_code error;
   fs::create_directories(directory, error);
   if (error) {
     return absl::PermissionDeniedError(
         absl::StrCat("cannot create JIT cache directory ", directory, ": ", error.message()));
   }
-  const std::string temporary = absl::StrCat(path, ".tmp.", getpid());
+  // Per thread as well as per process: two threads of a worker may fill the same entry.
+  const std::string temporary = absl::StrCat(path, ".tmp.", getpid(), ".", gettid());
   {
     std::ofstream file(temporary, std::ios::binary | std::ios::trunc);
-    file << kCacheFileMagic << binary.lowered_name << '\n' << binary.cubin;
+    file.write(contents.data(), static_cast<std::streamsize>(contents.size()));
     file.close();
     if (!file) {
       fs::remove(temporary, error);
@@ -90,8 +92,6 @@ absl::Status WriteCacheFile(const std::string& directory, const std::string& pat
   }
   return absl::OkStatus();
 }
-
-}  // namespace
 
 uint64_t KernelSourcesFingerprint(absl::Span<const KernelSource> sources) {
   uint64_t hash = 0xcbf29ce484222325ULL;
@@ -203,7 +203,10 @@ absl::StatusOr<JitBinary> JitCache::GetOrCompile(const JitRequest& request,
   }
   ASSIGN_OR_RETURN(binary, CompileWithNvrtc(request, arch));
   binary.cache_path = path;
-  if (const absl::Status written = WriteCacheFile(directory_, path, binary); !written.ok()) {
+  // The entry: the magic, the lowered name and its newline, then the cubin (ReadCacheFile).
+  const std::string entry = absl::StrCat(kCacheFileMagic, binary.lowered_name, "\n", binary.cubin);
+  if (const absl::Status written = WriteCacheEntryAtomically(directory_, path, entry);
+      !written.ok()) {
     binary.cache_write_error = std::string(written.message());
   }
   return binary;

@@ -90,6 +90,12 @@ class JitCache {
   std::string directory_;
 };
 
+// Writes `contents` to `path` in `directory` (created if absent) through a temporary file and
+// a rename, so that concurrent workers never read a torn entry. For every cache of compiled
+// code under the JIT cache directory.
+absl::Status WriteCacheEntryAtomically(const std::string& directory, const std::string& path,
+                                       std::string_view contents);
+
 // Compiles without the cache (tests and the cache itself).
 absl::StatusOr<JitBinary> CompileWithNvrtc(const JitRequest& request, GpuArchitecture arch);
 
