@@ -25,22 +25,6 @@ namespace v1 = ::gpuprof::v1;
 // The caches hold this byte before each checked launch: slots no token names must keep it.
 constexpr int kCacheFillByte = 0x5a;
 
-absl::StatusOr<kernels::SlotPattern> SlotPatternOf(v1::SlotPattern pattern) {
-  switch (pattern) {
-    case v1::SLOT_PATTERN_UNSPECIFIED:
-    case v1::SLOT_PATTERN_SEQUENTIAL:
-      return kernels::SlotPattern::kSequential;
-    case v1::SLOT_PATTERN_RANDOM:
-      return kernels::SlotPattern::kRandom;
-    case v1::SLOT_PATTERN_SORTED:
-      return kernels::SlotPattern::kSorted;
-    default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("store.slot_pattern: got ", v1::SlotPattern_Name(pattern),
-                       "; must be one of sequential, random, sorted"));
-  }
-}
-
 class StoreContractPlan final : public CustomKernelPlan {
  public:
   StoreContractPlan(const worker_protocol::ExperimentAssignment& assignment,

@@ -55,4 +55,19 @@ absl::StatusOr<kernels::ElementType> ElementTypeOf(v1::DataType dtype) {
   }
 }
 
+absl::StatusOr<kernels::SlotPattern> SlotPatternOf(v1::SlotPattern pattern) {
+  switch (pattern) {
+    case v1::SLOT_PATTERN_SEQUENTIAL:
+      return kernels::SlotPattern::kSequential;
+    case v1::SLOT_PATTERN_RANDOM:
+      return kernels::SlotPattern::kRandom;
+    case v1::SLOT_PATTERN_SORTED:
+      return kernels::SlotPattern::kSorted;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("store.slot_pattern: got ", v1::SlotPattern_Name(pattern),
+                       "; must be one of sequential, random, sorted"));
+  }
+}
+
 }  // namespace gpuprof::workloads

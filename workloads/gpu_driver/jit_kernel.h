@@ -30,6 +30,9 @@ void AddKernelConfig(const std::map<std::string, std::string>& described,
 // The kernels' element type for an API data type; INVALID_ARGUMENT for the others.
 absl::StatusOr<kernels::ElementType> ElementTypeOf(gpuprof::v1::DataType dtype);
 
+// The store kernels' slot pattern for the API's (defaults applied: unset is refused).
+absl::StatusOr<kernels::SlotPattern> SlotPatternOf(gpuprof::v1::SlotPattern pattern);
+
 }  // namespace gpuprof::workloads
 
 #endif  // GPUPROF_WORKLOADS_GPU_DRIVER_JIT_KERNEL_H_

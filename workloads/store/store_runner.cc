@@ -31,21 +31,6 @@ constexpr int kCacheFillByte = 0x5a;
 // The cache is checked in pieces of about this size, so host memory stays small.
 constexpr int64_t kVerifyChunkBytes = int64_t{64} << 20;
 
-absl::StatusOr<kernels::SlotPattern> SlotPatternOf(v1::SlotPattern pattern) {
-  switch (pattern) {
-    case v1::SLOT_PATTERN_SEQUENTIAL:
-      return kernels::SlotPattern::kSequential;
-    case v1::SLOT_PATTERN_RANDOM:
-      return kernels::SlotPattern::kRandom;
-    case v1::SLOT_PATTERN_SORTED:
-      return kernels::SlotPattern::kSorted;
-    default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("store.slot_pattern: got ", v1::SlotPattern_Name(pattern),
-                       "; must be one of sequential, random, sorted"));
-  }
-}
-
 // Compares one cache on the device with what the scatter must leave there: the token's row
 // in each written slot, the fill byte everywhere else.
 absl::Status VerifyCache(const DeviceBuffer& cache_device, int64_t cache_slots, int64_t row_bytes,
