@@ -8,9 +8,7 @@
 // compiler's "file.cu(N): error"); prefill refused; and the sanitize mode: the example clean
 // under memcheck, and a kernel reading before the K cache FAILED with memcheck's count and
 // first error, its report kept. Tagged gpu: CI skips it.
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 
 #include <gmock/gmock.h>
@@ -18,6 +16,7 @@
 
 #include "google/protobuf/util/time_util.h"
 #include "grpcpp/grpcpp.h"
+#include "tests/testing/custom_kernel_runs.h"
 #include "tests/testing/daemon_harness.h"
 
 namespace gpuprof::testing {
@@ -27,27 +26,10 @@ using ::google::protobuf::util::TimeUtil;
 using ::testing::HasSubstr;
 using ::testing::MatchesRegex;
 
-bool IsFinal(v1::ExperimentState state) {
-  return state == v1::FINISHED || state == v1::FAILED || state == v1::CANCELLED ||
-         state == v1::TIMED_OUT || state == v1::INTERRUPTED;
-}
-
-std::string ReadSource(const std::string& path) {
-  std::ifstream file(path);
-  std::stringstream text;
-  text << file.rdbuf();
-  return text.str();
-}
-
 v1::CustomKernel Kernel(const std::string& path, const std::string& name, int block_threads = 0,
                         int items_per_block = 0) {
-  v1::CustomKernel kernel;
-  kernel.set_source(ReadSource(path));
+  v1::CustomKernel kernel = KernelFromFile(path, name, block_threads, items_per_block);
   EXPECT_FALSE(kernel.source().empty()) << path;
-  kernel.set_file_name(path.substr(path.rfind('/') + 1));
-  kernel.set_kernel_name(name);
-  if (block_threads > 0) kernel.set_block_threads(block_threads);
-  if (items_per_block > 0) kernel.set_items_per_block(items_per_block);
   return kernel;
 }
 
@@ -82,32 +64,14 @@ class CustomKernelDecodeGpuE2eTest : public ::testing::Test {
 
   // Submits and follows the experiment to its end; returns the stored experiment, or the
   // refusal's status in `refused` when admission refused it.
-  v1::Experiment RunToEnd(const v1::ExperimentRequest& request, grpc::Status* refused = nullptr) {
-    auto stub = daemon_->NewStub();
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(5));
-    auto events = stub->Submit(&context, request);
-    std::string id;
-    v1::ExperimentEvent event;
-    while (events->Read(&event)) {
-      if (id.empty()) id = event.experiment_id();
-      if (event.has_state() && IsFinal(event.state().state())) break;
-    }
-    // Cancelled once the end is seen; a refusal ends the stream with its own status.
-    if (!id.empty()) context.TryCancel();
-    const grpc::Status submitted = events->Finish();
-    if (id.empty() && refused != nullptr) {
-      *refused = submitted;
+  v1::Experiment RunToEnd(const v1::ExperimentRequest& request, absl::Status* refused = nullptr) {
+    absl::StatusOr<v1::Experiment> experiment = SubmitAndWait(*daemon_, request);
+    if (!experiment.ok() && refused != nullptr) {
+      *refused = experiment.status();
       return {};
     }
-    EXPECT_FALSE(id.empty()) << submitted.error_message() << daemon_->Log();
-    grpc::ClientContext get_context;
-    v1::GetExperimentRequest get;
-    get.set_experiment_id(id);
-    v1::Experiment experiment;
-    const grpc::Status got = stub->GetExperiment(&get_context, get, &experiment);
-    EXPECT_TRUE(got.ok()) << got.error_message();
-    return experiment;
+    EXPECT_TRUE(experiment.ok()) << experiment.status() << daemon_->Log();
+    return experiment.value_or(v1::Experiment());
   }
 
   void ExpectFinishedAndChecked(const v1::Experiment& experiment, int checks) {
@@ -226,11 +190,11 @@ TEST_F(CustomKernelDecodeGpuE2eTest, KernelThatDoesNotCompileFailsWithTheCompile
 TEST_F(CustomKernelDecodeGpuE2eTest, PrefillTakesNoCustomKernel) {
   v1::ExperimentRequest prefill = DecodeRequest(Example());
   prefill.mutable_attention()->set_phase(v1::ATTENTION_PHASE_PREFILL);
-  grpc::Status refused;
+  absl::Status refused;
   const v1::Experiment experiment = RunToEnd(prefill, &refused);
   if (experiment.id().empty()) {
-    EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-    EXPECT_THAT(refused.error_message(), HasSubstr("prefill"));
+    EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(refused.message(), HasSubstr("prefill"));
   } else {
     EXPECT_EQ(experiment.state(), v1::FAILED);
     EXPECT_THAT(experiment.reason(), HasSubstr("decode only"));

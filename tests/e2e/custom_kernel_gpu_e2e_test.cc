@@ -5,10 +5,8 @@
 // bytes), one that never returns (TIMED_OUT at its 10 s timeout, and the next experiment on
 // the same GPU FINISHED), and one that does not compile (FAILED with the compiler's
 // "file.cu(N): error"). Tagged gpu: CI skips it.
-#include <fstream>
 #include <iostream>
 #include <memory>
-#include <sstream>
 #include <string>
 
 #include <gmock/gmock.h>
@@ -16,6 +14,7 @@
 
 #include "google/protobuf/util/time_util.h"
 #include "grpcpp/grpcpp.h"
+#include "tests/testing/custom_kernel_runs.h"
 #include "tests/testing/daemon_harness.h"
 
 namespace gpuprof::testing {
@@ -24,27 +23,10 @@ namespace {
 using ::google::protobuf::util::TimeUtil;
 using ::testing::HasSubstr;
 
-bool IsFinal(v1::ExperimentState state) {
-  return state == v1::FINISHED || state == v1::FAILED || state == v1::CANCELLED ||
-         state == v1::TIMED_OUT || state == v1::INTERRUPTED;
-}
-
-std::string ReadSource(const std::string& path) {
-  std::ifstream file(path);
-  std::stringstream text;
-  text << file.rdbuf();
-  return text.str();
-}
-
 v1::CustomKernel Kernel(const std::string& path, const std::string& name, int block_threads = 0,
                         int items_per_block = 0) {
-  v1::CustomKernel kernel;
-  kernel.set_source(ReadSource(path));
+  v1::CustomKernel kernel = KernelFromFile(path, name, block_threads, items_per_block);
   EXPECT_FALSE(kernel.source().empty()) << path;
-  kernel.set_file_name(path.substr(path.rfind('/') + 1));
-  kernel.set_kernel_name(name);
-  if (block_threads > 0) kernel.set_block_threads(block_threads);
-  if (items_per_block > 0) kernel.set_items_per_block(items_per_block);
   return kernel;
 }
 
@@ -81,26 +63,9 @@ class CustomKernelGpuE2eTest : public ::testing::Test {
 
   // Submits and follows the experiment to its end; returns the stored experiment.
   v1::Experiment RunToEnd(const v1::ExperimentRequest& request) {
-    auto stub = daemon_->NewStub();
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(5));
-    auto events = stub->Submit(&context, request);
-    std::string id;
-    v1::ExperimentEvent event;
-    while (events->Read(&event)) {
-      if (id.empty()) id = event.experiment_id();
-      if (event.has_state() && IsFinal(event.state().state())) break;
-    }
-    context.TryCancel();
-    const grpc::Status submitted = events->Finish();
-    EXPECT_FALSE(id.empty()) << submitted.error_message() << daemon_->Log();
-    grpc::ClientContext get_context;
-    v1::GetExperimentRequest get;
-    get.set_experiment_id(id);
-    v1::Experiment experiment;
-    const grpc::Status got = stub->GetExperiment(&get_context, get, &experiment);
-    EXPECT_TRUE(got.ok()) << got.error_message();
-    return experiment;
+    absl::StatusOr<v1::Experiment> experiment = SubmitAndWait(*daemon_, request);
+    EXPECT_TRUE(experiment.ok()) << experiment.status() << daemon_->Log();
+    return experiment.value_or(v1::Experiment());
   }
 
   void ExpectFinishedCheckedAndDescribed(const v1::Experiment& experiment) {
