@@ -535,6 +535,15 @@ absl::StatusOr<std::vector<v1::Experiment>> ExperimentStore::ListByState(
   return std::move(listed.entities);
 }
 
+absl::StatusOr<int64_t> ExperimentStore::OldestQueuedCreatedUnixNanos() {
+  return database_->OnReader([&](SqliteDatabase& database) {
+    return database.QueryInt64(
+        absl::StrCat("SELECT coalesce((SELECT created_unix_ns FROM experiments WHERE state = ",
+                     int64_t{v1::QUEUED}, " ORDER BY seq LIMIT 1), -1)"),
+        "finding the oldest queued experiment");
+  });
+}
+
 absl::StatusOr<std::vector<v1::Experiment>> ExperimentStore::ListUserCreatedSince(
     const std::string& user, int64_t created_after_unix_ns) {
   // On the write connection: a quota check must see every write acknowledged so far.

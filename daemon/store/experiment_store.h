@@ -140,6 +140,9 @@ class ExperimentStore {
   // start-up to re-queue QUEUED experiments and to find the ones that were RUNNING. Rows that
   // do not parse are left out (and kept in DamagedRowsMet), so one cannot stop the rest.
   absl::StatusOr<std::vector<v1::Experiment>> ListByState(v1::ExperimentState state);
+  // When the first submitted experiment still QUEUED was created (Unix ns), or -1 when none
+  // is: the metrics' queue age. One index lookup, on the read connection.
+  absl::StatusOr<int64_t> OldestQueuedCreatedUnixNanos();
 
   // ---- Sweeps (a sweep's points are experiments whose sweep_id names it) ----
   // A sweep's row holds its request, state and counts; its points are rows of their own, so

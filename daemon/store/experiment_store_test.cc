@@ -209,6 +209,25 @@ TEST_F(ExperimentStoreTest, UpdateReplacesTheExperimentAndAppendsTheEvent) {
   EXPECT_THAT(Ids(finished), ElementsAre(id));
 }
 
+TEST_F(ExperimentStoreTest, OldestQueuedIsTheFirstSubmittedStillQueued) {
+  ASSERT_OK_AND_ASSIGN(int64_t none, store_->OldestQueuedCreatedUnixNanos());
+  EXPECT_EQ(none, -1);
+  v1::Experiment first = MakeExperiment("alice", v1::WORKLOAD_RADIX);
+  first.mutable_created()->set_seconds(1'700'000'010);
+  ASSERT_OK_AND_ASSIGN(std::string first_id, store_->Create(first, StateEvent(1, v1::QUEUED)));
+  v1::Experiment second = MakeExperiment("bob", v1::WORKLOAD_RADIX);
+  second.mutable_created()->set_seconds(1'700'000'020);
+  ASSERT_OK(store_->Create(second, StateEvent(1, v1::QUEUED)).status());
+  ASSERT_OK_AND_ASSIGN(int64_t oldest, store_->OldestQueuedCreatedUnixNanos());
+  EXPECT_EQ(oldest, int64_t{1'700'000'010} * 1'000'000'000 + 123);
+  // Once the first runs, the second is the oldest waiting.
+  first.set_id(first_id);
+  first.set_state(v1::RUNNING);
+  ASSERT_OK(store_->Update(first, v1::ExperimentEvent()));
+  ASSERT_OK_AND_ASSIGN(oldest, store_->OldestQueuedCreatedUnixNanos());
+  EXPECT_EQ(oldest, int64_t{1'700'000'020} * 1'000'000'000 + 123);
+}
+
 TEST_F(ExperimentStoreTest, EventsReplayFromSeq) {
   std::string id = CreateQueued("alice", v1::WORKLOAD_STORE);
   ASSERT_OK_AND_ASSIGN(v1::Experiment experiment, store_->Get(id));
