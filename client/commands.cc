@@ -20,6 +20,7 @@
 #include "client/invocation.h"
 #include "client/kernel_commands.h"
 #include "client/node_fanout.h"
+#include "client/report_command.h"
 #include "client/table.h"
 #include "client/token_command.h"
 #include "common/version.h"
@@ -72,6 +73,7 @@ const std::vector<Command>& Commands() {
       GetCommand(),
       TraceCommand(),
       StoryCommand(),
+      ReportCommand(),
       SassCommand(),
       CancelCommand(),
       GpuCommand(),

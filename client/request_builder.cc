@@ -70,6 +70,15 @@ constexpr CommonFlag kCommonFlags[] = {
     {"metric", "tracing.extra_metrics", "NAME", "extra hardware metric (--trace metrics|full)"},
     {"user", "user", "NAME", "submit as this user (default: $USER)"},
     {"description", "description", "TEXT", "free text kept with the experiment"},
+    {"capture", "capture.tool", "ncu|nsys",
+     "run it again under Nsight Compute or Nsight Systems and keep the report (gpuprof report "
+     "ID; docs/nsight.md)"},
+    {"ncu-set", "capture.ncu_set", "SET", "--capture ncu's section set (default basic)"},
+    {"ncu-kernel", "capture.kernel_filter", "NAME|regex:EXPR",
+     "--capture ncu: the kernels to profile (default: all but the measurement's own)"},
+    {"ncu-launch-skip", "capture.launch_skip", "", "--capture ncu: matching launches to skip"},
+    {"ncu-launch-count", "capture.launch_count", "",
+     "--capture ncu: matching launches to profile (default 1, at most 50)"},
 };
 
 // A kernel of the submitter's own (docs/custom-kernels.md), for the workloads that take one.

@@ -66,7 +66,8 @@ ExperimentManager::ExperimentManager(ManagerOptions options, std::unique_ptr<Exp
       workers_(
           mutex_, inventory_,
           WorkerPoolOptions{options_.worker_binary, options_.limits.allow_test_faults,
-                            options_.worker_idle_timeout, CustomKernelLimitsOf(options_)},
+                            options_.worker_idle_timeout, CustomKernelLimitsOf(options_),
+                            options_.limits.capture_tools},
           [this](int64_t worker, const worker_protocol::WorkerReport& report) {
             OnWorkerReport(worker, report);
           },
@@ -654,8 +655,10 @@ void ExperimentManager::StartLocked(const Dispatch& dispatch) {
       workloads::FindWorkloadSpec(active.experiment.request().workload_case());
   const bool one_per_rank = spec != nullptr && spec->supports_tensor_parallelism &&
                             active.experiment.request().tp_degree() > 1;
-  // A custom kernel is the submitter's code: a new worker, retired when it ends.
-  const WorkerReuse reuse = active.experiment.request().has_custom_kernel()
+  // A custom kernel is the submitter's code: a new worker, retired when it ends. A capture's
+  // worker has run a profiler's child: retired too.
+  const WorkerReuse reuse = active.experiment.request().has_custom_kernel() ||
+                                    active.experiment.request().has_capture()
                                 ? WorkerReuse::kSingleUse
                                 : WorkerReuse::kWarm;
   PendingStart start{.id = dispatch.id,

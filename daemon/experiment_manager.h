@@ -178,6 +178,8 @@ class ExperimentManager {
   v1::ListGpusResponse ListGpus();
 
   int64_t queued_count();
+  // The Nsight tools captures run under and where their reports are kept.
+  const CaptureTools& capture_tools() const { return options_.limits.capture_tools; }
   // GPU index -> whether leased, for the metrics exporter.
   std::map<int, std::string> GpuLeases();
   absl::StatusOr<int64_t> StoreSizeBytes();

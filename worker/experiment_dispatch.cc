@@ -17,6 +17,7 @@
 #include "common/fault_label.h"
 #include "common/version.h"
 #include "cupti/tracing_session.h"
+#include "worker/nsight_capture.h"
 #include "workloads/runner_table.h"
 #include "workloads/spec_table.h"
 
@@ -162,12 +163,34 @@ worker_protocol::RunFinished RunExperiment(const worker_protocol::ExperimentAssi
       (result->custom_kernel().sanitizer_errors() > 0 ||
        (result->verification().checked() && !result->verification().passed()));
   const std::string verdict = result->verification().message();
+  // The report comes from a second run under the tool; the measured run's figures stay.
+  absl::Status capture_failed;
+  if (assignment.has_capture() && !refused_kernel) {
+    absl::StatusOr<v1::CaptureReport> report =
+        RunCapture(assignment, [&](const std::string& message) {
+          EmitProgress(emit, v1::PHASE_PROFILING, 0, 1, message);
+        });
+    if (report.ok()) {
+      *result->mutable_capture_report() = *std::move(report);
+    } else {
+      capture_failed = report.status();
+    }
+  }
   v1::ExperimentEvent event;
   *event.mutable_result() = *std::move(result);
   *event.mutable_result()->mutable_provenance() = MakeProvenance(assignment);
   emit(event);
   if (refused_kernel) {
     return Failed(absl::StrCat(name, ": the custom kernel was refused: ", verdict), false);
+  }
+  if (!capture_failed.ok()) {
+    return Failed(absl::StrCat(name, ": the capture under ",
+                               assignment.request().capture().tool() ==
+                                       v1::NsightCapture::TOOL_NSYS
+                                   ? "nsys"
+                                   : "ncu",
+                               " failed: ", capture_failed.message()),
+                  false);
   }
   return Succeeded();
 }

@@ -18,6 +18,7 @@
 #include "kernels/jit/jit_cache.h"
 #include "measure/copy_bandwidth.h"
 #include "worker/experiment_dispatch.h"
+#include "worker/nsight_capture.h"
 #include "workloads/custom_kernel/sanitizer_run.h"
 #include "workloads/runner_table.h"
 
@@ -122,6 +123,17 @@ int main(int argc, char** argv) {
   if (argc == 2 && absl::StartsWith(argv[1], workloads::kCustomKernelCheckFlag)) {
     return workloads::RunCustomKernelCheckChild(
         std::string(absl::StripPrefix(argv[1], workloads::kCustomKernelCheckFlag)),
+        [](const gpuprof::v1::ExperimentRequest& request) -> workloads::RunWorkloadFunction {
+          const workloads::WorkloadRunner* runner =
+              workloads::FindWorkloadRunner(request.workload_case());
+          return runner != nullptr ? runner->run : nullptr;
+        });
+  }
+  // A capture: this binary again, under ncu or nsys, running one experiment
+  // (worker/nsight_capture.h).
+  if (argc == 2 && absl::StartsWith(argv[1], gpuprof::worker::kCaptureChildFlag)) {
+    return gpuprof::worker::RunCaptureChild(
+        std::string(absl::StripPrefix(argv[1], gpuprof::worker::kCaptureChildFlag)),
         [](const gpuprof::v1::ExperimentRequest& request) -> workloads::RunWorkloadFunction {
           const workloads::WorkloadRunner* runner =
               workloads::FindWorkloadRunner(request.workload_case());

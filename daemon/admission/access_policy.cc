@@ -272,6 +272,13 @@ absl::Status ValidateAccessPolicy(const v1::AccessPolicy& policy) {
     CheckName(absl::StrCat("custom_kernel_groups[", i, "]"), policy.custom_kernel_groups(i),
               "group", errors);
   }
+  for (int i = 0; i < policy.capture_users_size(); ++i) {
+    CheckUserName(absl::StrCat("capture_users[", i, "]"), policy.capture_users(i), policy,
+                  /*entry_of_no_one=*/true, errors);
+  }
+  for (int i = 0; i < policy.capture_groups_size(); ++i) {
+    CheckName(absl::StrCat("capture_groups[", i, "]"), policy.capture_groups(i), "group", errors);
+  }
   std::map<std::string, int> seen_hashes;
   for (int i = 0; i < policy.tokens_size(); ++i) {
     const std::string field = absl::StrCat("tokens[", i, "]");
@@ -356,6 +363,22 @@ CustomKernelDecision DecideCustomKernels(const v1::AccessPolicy& policy, const s
   for (const std::string& group : policy.custom_kernel_groups()) {
     if (std::find(groups.begin(), groups.end(), group) != groups.end()) {
       return {true, absl::StrCat("member of group ", group, " (custom_kernel_groups)")};
+    }
+  }
+  return {false, ""};
+}
+
+CustomKernelDecision DecideCaptures(const v1::AccessPolicy& policy, const std::string& user,
+                                    const std::vector<std::string>& groups, bool admin) {
+  if (admin) return {true, "admin"};
+  if (policy.captures_for_everyone()) return {true, "captures_for_everyone"};
+  const auto& users = policy.capture_users();
+  if (std::find(users.begin(), users.end(), user) != users.end()) {
+    return {true, "listed in capture_users"};
+  }
+  for (const std::string& group : policy.capture_groups()) {
+    if (std::find(groups.begin(), groups.end(), group) != groups.end()) {
+      return {true, absl::StrCat("member of group ", group, " (capture_groups)")};
     }
   }
   return {false, ""};
@@ -450,6 +473,13 @@ CustomKernelDecision AccessControl::CustomKernelsFor(const std::string& user, bo
       *current, user,
       current->custom_kernel_groups().empty() ? std::vector<std::string>() : UnixGroupsOf(user),
       admin);
+}
+
+CustomKernelDecision AccessControl::CapturesFor(const std::string& user, bool admin) const {
+  const auto current = policy();
+  return DecideCaptures(
+      *current, user,
+      current->capture_groups().empty() ? std::vector<std::string>() : UnixGroupsOf(user), admin);
 }
 
 bool AccessControl::TlsSubjectsAreLocalUsers() const {

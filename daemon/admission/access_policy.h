@@ -65,6 +65,10 @@ struct CustomKernelDecision {
 // Decisions for one policy.
 CustomKernelDecision DecideCustomKernels(const v1::AccessPolicy& policy, const std::string& user,
                                          const std::vector<std::string>& groups, bool admin);
+// The same question for captures under an Nsight tool (capture_users, capture_groups,
+// captures_for_everyone).
+CustomKernelDecision DecideCaptures(const v1::AccessPolicy& policy, const std::string& user,
+                                    const std::vector<std::string>& groups, bool admin);
 AdminDecision DecideAdmin(const v1::AccessPolicy& policy, const std::string& user,
                           const std::vector<std::string>& groups, bool is_daemon_uid);
 ResolvedQuota ResolveQuota(const v1::AccessPolicy& policy, const std::string& user,
@@ -89,6 +93,8 @@ class AccessControl {
   // DecideCustomKernels for the policy in force; looks the user's groups up only when the
   // policy names custom_kernel_groups.
   CustomKernelDecision CustomKernelsFor(const std::string& user, bool admin) const;
+  // DecideCaptures for the policy in force.
+  CustomKernelDecision CapturesFor(const std::string& user, bool admin) const;
   // The user a bearer token belongs to, if any.
   std::optional<std::string> UserForToken(absl::string_view token) const;
   // Whether a TLS certificate's subject names the local account of the same name (policy

@@ -127,6 +127,7 @@ absl::StatusOr<Admission> AdmissionControl::Admit(AdmissionRequest submission) {
   }
   // Policy: who may run their own kernel on the box (before its source is even checked).
   RETURN_IF_ERROR(CheckCustomKernelPolicy(submission));
+  RETURN_IF_ERROR(CheckCapturePolicy(submission));
   // Policy: admins have no quota.
   std::optional<ResolvedQuota> quota;
   if (!actor.admin && options_.access != nullptr) quota = options_.access->QuotaForUser(user);
@@ -165,6 +166,27 @@ absl::Status AdmissionControl::CheckCustomKernelPolicy(const AdmissionRequest& s
           ") may not submit custom kernels on this daemon; the access policy's "
           "custom_kernel_users, custom_kernel_groups or custom_kernels_for_everyone say who may "
           "(ask an admin)")));
+}
+
+absl::Status AdmissionControl::CheckCapturePolicy(const AdmissionRequest& submission) {
+  const Actor& actor = submission.actor;
+  const auto capture = std::find_if(
+      submission.requests.begin(), submission.requests.end(),
+      [](const v1::ExperimentRequest& request) {
+        return request.capture().tool() != v1::NsightCapture::TOOL_UNSPECIFIED;
+      });
+  if (capture == submission.requests.end() || actor.admin || options_.access == nullptr) {
+    return absl::OkStatus();
+  }
+  if (options_.access->CapturesFor(actor.user, actor.admin).allowed) return absl::OkStatus();
+  const std::string prefix = PointPrefix(
+      submission, static_cast<size_t>(capture - submission.requests.begin()), /*parameters=*/true);
+  return Refuse(actor, "", "capture",
+                absl::PermissionDeniedError(absl::StrCat(
+                    prefix, "capture: ", actor.user, " (", actor.authenticated_by,
+                    ") may not have experiments run under Nsight tools on this daemon; the "
+                    "access policy's capture_users, capture_groups or captures_for_everyone say "
+                    "who may (ask an admin)")));
 }
 
 absl::Status AdmissionControl::Validate(AdmissionRequest& submission) const {

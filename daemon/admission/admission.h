@@ -177,6 +177,8 @@ class AdmissionControl {
   // PERMISSION_DENIED (refused: counted, audited) when a request carries a custom kernel and
   // the policy does not let the actor submit one.
   absl::Status CheckCustomKernelPolicy(const AdmissionRequest& submission);
+  // Policy: who may have an experiment run under an Nsight tool (capture_users, ...).
+  absl::Status CheckCapturePolicy(const AdmissionRequest& submission);
   // Defaults, then validation, of every request; a sweep's error names the point.
   absl::Status Validate(AdmissionRequest& submission) const;
   // Rate and quotas, checked before anything is taken; then the token and the places. A

@@ -114,6 +114,16 @@ absl::Status CheckRequestForm(const v1::GetExperimentRequest& request) {
   return CheckWellFormed(request);
 }
 
+absl::Status CheckRequestForm(const v1::GetCaptureReportRequest& request) {
+  RETURN_IF_ERROR(CheckParsed(request));
+  RETURN_IF_ERROR(CheckId("experiment_id", request.experiment_id(), "exp-"));
+  if (request.offset() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("offset: got ", request.offset(), "; must be 0 or more"));
+  }
+  return CheckWellFormed(request);
+}
+
 absl::Status CheckRequestForm(const v1::ListExperimentsRequest& request) {
   RETURN_IF_ERROR(CheckParsed(request));
   RETURN_IF_ERROR(CheckLength("user", request.user(), kMaxUserBytes));

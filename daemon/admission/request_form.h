@@ -36,6 +36,7 @@ absl::Status CheckRequestForm(const v1::ListAuditRequest& request);
 absl::Status CheckRequestForm(const v1::ClearGpuHealthRequest& request);
 absl::Status CheckRequestForm(const v1::ListGpusRequest& request);
 absl::Status CheckRequestForm(const v1::WhoAmIRequest& request);
+absl::Status CheckRequestForm(const v1::GetCaptureReportRequest& request);
 
 }  // namespace gpuprof::daemon
 

@@ -19,6 +19,7 @@
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
 #include "common/terminal_text.h"
+#include "daemon/admission/capture_validation.h"
 #include "daemon/admission/custom_kernel_validation.h"
 #include "daemon/scheduling/gpu_placement.h"
 #include "google/protobuf/descriptor.h"
@@ -282,6 +283,7 @@ void ApplyDefaults(const WorkloadSpec* spec, const ValidationLimits& limits,
   if (spec != nullptr) spec->apply_defaults(inventory, request);
   // Before the tracing default: a profiled custom kernel traces at LEVEL_FULL.
   ApplyCustomKernelDefaults(request);
+  ApplyCaptureDefaults(request);
   const bool uses_gpu = spec != nullptr && spec->uses_gpu;
   // Workloads that run one process per rank chose their degree above; the others run as one.
   if (uses_gpu && request.tp_degree() == 0) request.set_tp_degree(1);
@@ -333,6 +335,7 @@ absl::Status Validate(const WorkloadSpec* spec, const v1::ExperimentRequest& req
   RETURN_IF_ERROR(CheckWellFormed(request));
   RETURN_IF_ERROR(ValidateCommon(request, limits));
   RETURN_IF_ERROR(ValidateCustomKernel(request, limits.custom_kernel_max_source_bytes));
+  RETURN_IF_ERROR(ValidateCapture(request, spec->uses_gpu, limits.capture_tools));
   RETURN_IF_ERROR(ValidateGpuSelectionShape(request, *spec));
   const std::string workload = WorkloadName(request);
   if (spec->uses_gpu && inventory.gpus_size() == 0) {

@@ -14,6 +14,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "common/fault_label.h"
+#include "daemon/capture/nsight_tools.h"
 #include "google/protobuf/message.h"
 #include "gpuprof/v1/experiment.pb.h"
 #include "gpuprof/v1/gpus.pb.h"
@@ -33,6 +34,8 @@ struct ValidationLimits {
   bool allow_test_faults = false;
   // The largest custom_kernel.source admitted (gpuprofd --custom_kernel_max_source_bytes).
   int64_t custom_kernel_max_source_bytes = int64_t{256} << 10;
+  // The Nsight tools a capture may run under, as the daemon found them (none by default).
+  CaptureTools capture_tools;
 };
 
 // Fills unset (zero) fields with their documented defaults. Pure: no validation.

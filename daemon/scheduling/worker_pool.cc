@@ -169,6 +169,16 @@ void WorkerPool::AssignRanks(const v1::Experiment& experiment, const std::vector
     if (experiment.request().has_custom_kernel()) {
       *run.mutable_custom_kernel_limits() = options_.custom_kernel_limits;
     }
+    if (const v1::NsightCapture::Tool tool = experiment.request().capture().tool();
+        tool != v1::NsightCapture::TOOL_UNSPECIFIED) {
+      const NsightTool& found = ToolOf(options_.capture, tool);
+      worker_protocol::CaptureSetup& capture = *run.mutable_capture();
+      capture.set_tool_path(found.path);
+      capture.set_tool_version(found.version);
+      capture.set_report_path(
+          CaptureReportPath(options_.capture.reports_dir, experiment.id(), tool));
+      capture.set_max_report_bytes(options_.capture.max_report_bytes);
+    }
     run.set_worker_reused(reused);
     run.set_rank(rank);
     run.set_world_size(world_size);

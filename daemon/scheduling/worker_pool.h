@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "daemon/capture/nsight_tools.h"
 #include "daemon/scheduling/worker_process.h"
 #include "gpuprof/v1/experiment.pb.h"
 #include "gpuprof/v1/gpus.pb.h"
@@ -37,6 +38,9 @@ struct WorkerPoolOptions {
   // What compiling a custom kernel may take (gpuprofd's flags); sent with every assignment
   // whose request carries one.
   worker_protocol::CustomKernelLimits custom_kernel_limits;
+  // The Nsight tools and the reports' directory; an assignment whose request asks for a
+  // capture gets the tool's path and its report's path from here.
+  CaptureTools capture;
 };
 
 // Whether an experiment may run on a warm idle worker and leave its own warm for the next.

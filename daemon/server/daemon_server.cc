@@ -326,6 +326,38 @@ absl::Status DaemonServer::StartCore() {
   if (!store.ok()) {
     // A damaged or foreign database is never replaced by an empty one: refuse to start.
     return absl::Status(store.status().code(),
+absl::StatusOr<CaptureTools> DaemonServer::PrepareCaptureTools() {
+  CaptureTools tools;
+  tools.reports_dir = state_dir_ + "/reports";
+  tools.max_report_bytes = options_.max_capture_report_bytes;
+  std::error_code error;
+  std::filesystem::create_directory(tools.reports_dir, error);
+  if (!error) {
+    std::filesystem::permissions(tools.reports_dir, std::filesystem::perms::owner_all,
+                                 std::filesystem::perm_options::replace, error);
+  }
+  if (error) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("not starting: the reports directory ", tools.reports_dir, ": ",
+                     error.message()));
+  }
+  // A capture the daemon's stop (or a kill) cut short leaves its report half-written.
+  for (const auto& entry : std::filesystem::directory_iterator(tools.reports_dir, error)) {
+    if (absl::StrContains(entry.path().filename().string(), ".partial")) {
+      std::filesystem::remove(entry.path(), error);
+    }
+  }
+  tools.ncu = DiscoverNsightTool(v1::NsightCapture::TOOL_NCU, options_.ncu_path);
+  tools.nsys = DiscoverNsightTool(v1::NsightCapture::TOOL_NSYS, options_.nsys_path);
+  for (const NsightTool* tool : {&tools.ncu, &tools.nsys}) {
+    const std::string name = tool == &tools.ncu ? "ncu" : "nsys";
+    Log(tool->path.empty()
+            ? absl::StrCat(name, ": not found (", tool->flag, "); captures under it are refused")
+            : absl::StrCat(name, ": ", tool->path, " (", tool->version, ")"));
+  }
+  return tools;
+}
+
                         absl::StrCat("not starting: ", store.status().message()));
   }
   RaiseDescriptorLimitFor(options_.max_connections);
@@ -337,9 +369,10 @@ absl::Status DaemonServer::StartCore() {
     metrics_ =
         std::make_unique<MetricsExporter>(std::string(GpuprofVersion()), options_.nvml_library);
   }
-  auto manager =
-      ExperimentManager::Create(ManagerOptionsFrom(options_, access_.get()), *std::move(store),
-                                metrics_ ? metrics_->manager_observer() : nullptr);
+  ManagerOptions manager_options = ManagerOptionsFrom(options_, access_.get());
+  ASSIGN_OR_RETURN(manager_options.limits.capture_tools, PrepareCaptureTools());
+  auto manager = ExperimentManager::Create(std::move(manager_options), *std::move(store),
+                                           metrics_ ? metrics_->manager_observer() : nullptr);
   if (!manager.ok()) return absl::Status(manager.status().code(), manager.status().ToString());
   manager_ = *std::move(manager);
   // On a full disk the daemon starts all the same and serves reads: this says so (a log line,

@@ -17,6 +17,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "daemon/capture/nsight_tools.h"
 #include "daemon/admission/access_policy.h"
 #include "daemon/experiment_manager.h"
 #include "daemon/gpu_health/gpu_health_monitor.h"
@@ -64,6 +65,12 @@ class DaemonServer {
     int64_t custom_kernel_max_source_bytes = int64_t{256} << 10;
     absl::Duration custom_kernel_compile_timeout = absl::Seconds(60);
     int64_t custom_kernel_compile_memory = int64_t{4} << 30;
+
+    // Captures under Nsight tools (docs/nsight.md): ncu and nsys, found on $PATH,
+    // /usr/local/cuda/bin and /opt/nvidia when not given; a report larger than this is not kept.
+    std::string ncu_path;
+    std::string nsys_path;
+    int64_t max_capture_report_bytes = kDefaultMaxCaptureReportBytes;
 
     // Side ports. Empty: none.
     std::string metrics_listen = "127.0.0.1:9464";
@@ -179,6 +186,9 @@ class DaemonServer {
   void StartFileWatchers();
   void RefreshTls(const char* why);
   // The "writes" health service: NOT_SERVING while the store is read-only (a full disk).
+  // The reports' directory (<state_dir>/reports, 0700, a killed capture's partial files
+  // removed) and the Nsight tools found.
+  absl::StatusOr<CaptureTools> PrepareCaptureTools();
   void PublishWriteHealth(bool read_only) ABSL_LOCKS_EXCLUDED(write_health_mutex_);
   // Stops whatever has started, in Stop()'s order; `log` prints the final "stopped".
   void StopStarted(bool log);

@@ -183,6 +183,15 @@ ABSL_FLAG(bool, enable_test_faults, Defaults().enable_test_faults,
 namespace gpuprof::daemon {
 namespace {
 
+ABSL_FLAG(std::string, ncu_path, Defaults().ncu_path,
+          "Nsight Compute's ncu, which `submit --capture ncu` runs experiments under. Unset: "
+          "looked for on $PATH, in /usr/local/cuda/bin and /opt/nvidia/nsight-compute/*/.");
+ABSL_FLAG(std::string, nsys_path, Defaults().nsys_path,
+          "Nsight Systems' nsys, which `submit --capture nsys` runs experiments under. Unset: "
+          "looked for on $PATH, in /usr/local/cuda/bin and /opt/nvidia/nsight-systems/*/bin/.");
+ABSL_FLAG(int64_t, max_capture_report_bytes, Defaults().max_capture_report_bytes,
+          "Largest Nsight report kept (<state_dir>/reports); a larger one is deleted and its "
+          "experiment fails saying so.");
 // Every option but the two lists is the flag of its name.
 #define FROM_FLAG(name) options.name = absl::GetFlag(FLAGS_##name)
 DaemonServer::Options OptionsFromFlags() {
@@ -206,7 +215,8 @@ DaemonServer::Options OptionsFromFlags() {
   FROM_FLAG(rpc_threads); FROM_FLAG(enable_test_faults); FROM_FLAG(watch_buffer_bytes);
   FROM_FLAG(watch_buffer_total_bytes); FROM_FLAG(watch_stall_timeout);
   FROM_FLAG(custom_kernel_max_source_bytes); FROM_FLAG(custom_kernel_compile_timeout);
-  FROM_FLAG(custom_kernel_compile_memory);
+  FROM_FLAG(custom_kernel_compile_memory); FROM_FLAG(ncu_path); FROM_FLAG(nsys_path);
+  FROM_FLAG(max_capture_report_bytes);
   // clang-format on
   if (!absl::GetFlag(FLAGS_listen).empty()) {
     options.listen = SplitAddresses(absl::GetFlag(FLAGS_listen));

@@ -7,8 +7,10 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/status_macros.h"
 #include "daemon/admission/request_form.h"
 
+#include "daemon/capture/capture_reports.h"
 namespace gpuprof::daemon {
 namespace {
 
@@ -152,6 +154,23 @@ void AddDamaged(const std::vector<store::DamagedRow>& rows, Response& response) 
   for (const store::DamagedRow& row : rows) {
     v1::DamagedRow& damaged = *response.add_damaged();
     damaged.set_table(row.table);
+grpc::ServerUnaryReactor* ProfilerService::GetCaptureReport(
+    grpc::CallbackServerContext* context, const v1::GetCaptureReportRequest* request,
+    v1::CaptureReportPage* response) {
+  if (absl::Status form = CheckRequestForm(*request); !form.ok()) {
+    return FinishUnary(context, "GetCaptureReport", form);
+  }
+  auto caller = Identify(context);
+  if (!caller.ok()) return FinishUnary(context, "GetCaptureReport", caller.status());
+  return RunUnary(context, "GetCaptureReport", [this, request, response, identity = *caller] {
+    ASSIGN_OR_RETURN(const v1::Experiment experiment, manager_->Get(request->experiment_id()));
+    RETURN_IF_ERROR(CheckMayReadCaptureReport(experiment, identity.user, identity.admin));
+    ASSIGN_OR_RETURN(*response, ReadCaptureReportPage(manager_->capture_tools().reports_dir,
+                                                      experiment, request->offset()));
+    return absl::OkStatus();
+  });
+}
+
     damaged.set_id(row.id);
     damaged.set_error(row.error);
   }

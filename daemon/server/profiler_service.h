@@ -55,6 +55,9 @@ class ProfilerService final : public v1::Profiler::CallbackService {
   grpc::ServerUnaryReactor* ClearGpuHealth(grpc::CallbackServerContext* context,
                                            const v1::ClearGpuHealthRequest* request,
                                            v1::GpuInfo* response) override;
+  grpc::ServerUnaryReactor* GetCaptureReport(grpc::CallbackServerContext* context,
+                                             const v1::GetCaptureReportRequest* request,
+                                             v1::CaptureReportPage* response) override;
 
   grpc::ServerUnaryReactor* SubmitSweep(grpc::CallbackServerContext* context,
                                         const v1::SweepRequest* request,

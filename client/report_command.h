@@ -1,0 +1,29 @@
+// `gpuprof report ID [-o FILE]`: fetches the Nsight report an experiment submitted with
+// `--capture ncu|nsys` left on the daemon (GetCaptureReport, a page at a time), checks its size
+// and SHA-256 against what the result recorded, and writes it where asked (docs/nsight.md).
+#ifndef GPUPROF_CLIENT_REPORT_COMMAND_H_
+#define GPUPROF_CLIENT_REPORT_COMMAND_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "client/command.h"
+#include "gpuprof/v1/experiment.pb.h"
+
+namespace gpuprof::client {
+
+Command ReportCommand();
+
+// "wrote exp-000042.ncu-rep (1.2 MB, ncu report of exp-000042, Version 2025.3.1.0); open it with
+// ncu-ui, or `ncu --import exp-000042.ncu-rep --page details`".
+std::string DescribeWrittenReport(const v1::CaptureReport& report, absl::string_view experiment_id,
+                                  absl::string_view path);
+
+// Where the report may be written: "-" (stdout) always; a file that exists only with `force`
+// (FAILED_PRECONDITION naming it and --force otherwise).
+absl::Status CheckReportDestination(const std::string& path, bool force);
+
+}  // namespace gpuprof::client
+
+#endif  // GPUPROF_CLIENT_REPORT_COMMAND_H_

@@ -1,0 +1,150 @@
+#include "daemon/capture/nsight_tools.h"
+
+#include <fcntl.h>
+#include <glob.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+extern char** environ;
+
+namespace gpuprof::daemon {
+namespace {
+
+// What a --version may print before we stop reading.
+constexpr size_t kMaxVersionOutputBytes = 16 << 10;
+
+std::vector<std::string> Glob(const std::string& pattern) {
+  std::vector<std::string> found;
+  glob_t matches{};
+  if (glob(pattern.c_str(), 0, nullptr, &matches) == 0) {
+    for (size_t i = 0; i < matches.gl_pathc; ++i) found.emplace_back(matches.gl_pathv[i]);
+  }
+  globfree(&matches);
+  return found;
+}
+
+}  // namespace
+
+std::string NsightToolName(v1::NsightCapture::Tool tool) {
+  return tool == v1::NsightCapture::TOOL_NSYS ? "nsys" : "ncu";
+}
+
+std::string CaptureReportExtension(v1::NsightCapture::Tool tool) {
+  return tool == v1::NsightCapture::TOOL_NSYS ? ".nsys-rep" : ".ncu-rep";
+}
+
+std::string CaptureReportPath(const std::string& reports_dir, const std::string& experiment_id,
+                              v1::NsightCapture::Tool tool) {
+  return absl::StrCat(reports_dir, "/", experiment_id, CaptureReportExtension(tool));
+}
+
+const NsightTool& ToolOf(const CaptureTools& tools, v1::NsightCapture::Tool tool) {
+  return tool == v1::NsightCapture::TOOL_NSYS ? tools.nsys : tools.ncu;
+}
+
+std::vector<std::string> NsightToolCandidates(v1::NsightCapture::Tool tool, const char* path_env,
+                                              std::vector<std::string> installed) {
+  const std::string name = NsightToolName(tool);
+  std::vector<std::string> candidates;
+  auto add = [&](std::string file) {
+    if (std::find(candidates.begin(), candidates.end(), file) == candidates.end()) {
+      candidates.push_back(std::move(file));
+    }
+  };
+  if (path_env != nullptr) {
+    for (absl::string_view directory : absl::StrSplit(path_env, ':', absl::SkipEmpty())) {
+      add(absl::StrCat(absl::StripSuffix(directory, "/"), "/", name));
+    }
+  }
+  add(absl::StrCat("/usr/local/cuda/bin/", name));
+  // Version directories sort by name; the newest is the greatest.
+  std::sort(installed.begin(), installed.end(), std::greater<>());
+  for (std::string& file : installed) add(std::move(file));
+  return candidates;
+}
+
+NsightTool FindNsightTool(v1::NsightCapture::Tool tool, const std::string& flag_value,
+                          const std::vector<std::string>& candidates,
+                          const std::function<bool(const std::string&)>& is_executable,
+                          const std::function<std::string(const std::string&)>& version_of) {
+  NsightTool found;
+  found.flag = absl::StrCat("--", NsightToolName(tool), "_path");
+  found.looked_in = flag_value.empty() ? candidates : std::vector<std::string>{flag_value};
+  for (const std::string& candidate : found.looked_in) {
+    if (!is_executable(candidate)) continue;
+    found.path = candidate;
+    found.version = version_of(candidate);
+    break;
+  }
+  return found;
+}
+
+NsightTool DiscoverNsightTool(v1::NsightCapture::Tool tool, const std::string& flag_value) {
+  const std::vector<std::string> installed =
+      tool == v1::NsightCapture::TOOL_NSYS ? Glob("/opt/nvidia/nsight-systems/*/bin/nsys")
+                                            : Glob("/opt/nvidia/nsight-compute/*/ncu");
+  return FindNsightTool(
+      tool, flag_value, NsightToolCandidates(tool, std::getenv("PATH"), installed),
+      [](const std::string& file) { return access(file.c_str(), X_OK) == 0; },
+      RunVersionCommand);
+}
+
+std::string RunVersionCommand(const std::string& binary) {
+  int pipe_fds[2];
+  if (pipe2(pipe_fds, O_CLOEXEC) != 0) return "";
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDERR_FILENO);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  std::string argv0 = binary;
+  std::string argv1 = "--version";
+  char* argv[] = {argv0.data(), argv1.data(), nullptr};
+  pid_t pid = 0;
+  const int spawned = posix_spawn(&pid, binary.c_str(), &actions, nullptr, argv, environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(pipe_fds[1]);
+  std::string output;
+  if (spawned == 0) {
+    char buffer[4096];
+    ssize_t got = 0;
+    while ((got = read(pipe_fds[0], buffer, sizeof(buffer))) > 0 ||
+           (got < 0 && errno == EINTR)) {
+      if (got > 0 && output.size() < kMaxVersionOutputBytes) output.append(buffer, got);
+    }
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+  }
+  close(pipe_fds[0]);
+  std::string last;
+  for (absl::string_view line : absl::StrSplit(output, '\n')) {
+    line = absl::StripAsciiWhitespace(line);
+    if (!line.empty()) last = std::string(line);
+  }
+  return last;
+}
+
+absl::Status CheckCaptureToolAvailable(const CaptureTools& tools, v1::NsightCapture::Tool tool) {
+  const NsightTool& found = ToolOf(tools, tool);
+  if (!found.path.empty()) return absl::OkStatus();
+  const std::string name = NsightToolName(tool);
+  return absl::FailedPreconditionError(absl::StrCat(
+      "capture.tool: ", name, " is not installed on this node (looked in ",
+      found.looked_in.empty() ? "nothing" : absl::StrJoin(found.looked_in, ", "),
+      "); install NVIDIA Nsight ", tool == v1::NsightCapture::TOOL_NSYS ? "Systems" : "Compute",
+      " or start gpuprofd with ", found.flag.empty() ? absl::StrCat("--", name, "_path") : found.flag,
+      "=FILE"));
+}
+
+}  // namespace gpuprof::daemon
