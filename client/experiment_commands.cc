@@ -360,7 +360,12 @@ int RunCancel(Session& session, const ParsedArgs& args) {
 std::vector<FlagSpec> TraceFlags() {
   return {{.name = "output",
            .value_syntax = "PATH",
-           .help = "where to write the Chrome trace JSON, -o for short (default: ID.trace.json)"},
+           .help = "where to write the Chrome trace JSON, -o for short; - for standard output, "
+                   "a name ending in .gz for gzip (default: ID.trace.json)"},
+          {.name = "gzip",
+           .is_switch = true,
+           .help = "write the trace gzipped (Perfetto opens it as it is); the default for a "
+                   "PATH ending in .gz"},
           TargetFlag(),
           HelpFlag()};
 }
@@ -370,12 +375,18 @@ int RunTrace(Session& session, const ParsedArgs& args) {
   const grpc::Status status =
       FetchExperimentActivity(session.profiler(), args.positionals[0], activity);
   if (!status.ok()) return session.ReportRpcError(status);
-  const std::string path = args.Get("output").value_or(args.positionals[0] + ".trace.json");
-  if (const absl::Status written = WriteChromeTraceFile(activity, path); !written.ok()) {
+  const bool gzip = args.Switch("gzip");
+  const std::string path = args.Get("output").value_or(
+      absl::StrCat(args.positionals[0], ".trace.json", gzip ? ".gz" : ""));
+  if (const absl::Status written =
+          WriteChromeTrace(activity, path, TraceWantsGzip(path, gzip), session.out());
+      !written.ok()) {
     session.err() << "error: " << written.message() << "\n";
     return kExitOtherError;
   }
-  session.out() << DescribeWrittenTrace(activity, path);
+  // Standard output carries the trace: the summary goes to standard error.
+  (path == kStandardOutputPath ? session.err() : session.out())
+      << DescribeWrittenTrace(activity, path);
   return kExitOk;
 }
 
@@ -731,16 +742,18 @@ Command GetCommand() {
 
 Command TraceCommand() {
   return {.name = "trace",
-          .usage = "trace ID [-o trace.json]",
+          .usage = "trace ID [-o trace.json|trace.json.gz|-] [--gzip]",
           .summary = "write an experiment's GPU timeline as a Chrome trace (Perfetto)",
           .details =
               "Writes the experiment's CUPTI activity records (kernels, copies, memsets, CPU "
               "waits,\n"
               "phases) as Chrome trace JSON: one process per GPU, one thread per stream, the "
               "phases\n"
-              "as their own track. Open it in https://ui.perfetto.dev or chrome://tracing. Waits "
-              "for\n"
-              "a running experiment to end.",
+              "as their own track, the host's launch calls with an arrow to each kernel they "
+              "launched.\n"
+              "Open it in https://ui.perfetto.dev or chrome://tracing. -o - writes it to "
+              "standard output,\n"
+              "a PATH ending in .gz (or --gzip) gzipped. Waits for a running experiment to end.",
           .positionals = {"ID"},
           .flags = TraceFlags,
           .run = RunTrace,

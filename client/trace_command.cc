@@ -3,8 +3,10 @@
 #include <fstream>
 #include <memory>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "client/request_text.h"
+#include "common/gzip.h"
 #include "report/trace_export.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/support/sync_stream.h"
@@ -54,25 +56,45 @@ grpc::Status FetchExperimentActivity(v1::Profiler::StubInterface& profiler,
   return reader->Finish();
 }
 
-absl::Status WriteChromeTraceFile(const ExperimentActivity& activity, const std::string& path) {
+bool TraceWantsGzip(const std::string& path, bool gzip_flag) {
+  return gzip_flag || absl::EndsWith(path, ".gz");
+}
+
+absl::Status WriteChromeTrace(const ExperimentActivity& activity, const std::string& path,
+                              bool gzip, std::ostream& standard_output) {
+  std::string trace =
+      report::ExportChromeTrace(activity.experiment_id, activity.records, activity.result);
+  if (gzip) {
+    absl::StatusOr<std::string> compressed = GzipCompress(trace);
+    if (!compressed.ok()) return compressed.status();
+    trace = *std::move(compressed);
+  }
+  if (path == kStandardOutputPath) {
+    standard_output.write(trace.data(), static_cast<std::streamsize>(trace.size()));
+    standard_output.flush();
+    if (!standard_output) return absl::DataLossError("writing the trace to standard output failed");
+    return absl::OkStatus();
+  }
   std::ofstream file(path, std::ios::binary | std::ios::trunc);
   if (!file) return absl::UnavailableError(absl::StrCat("cannot open ", path, " for writing"));
-  file << report::ExportChromeTrace(activity.experiment_id, activity.records, activity.result);
+  file.write(trace.data(), static_cast<std::streamsize>(trace.size()));
   file.close();
   if (!file) return absl::DataLossError(absl::StrCat("writing ", path, " failed"));
   return absl::OkStatus();
 }
 
 std::string DescribeWrittenTrace(const ExperimentActivity& activity, const std::string& path) {
-  int64_t phases = 0, kernels = 0;
+  int64_t phases = 0, kernels = 0, launches = 0;
   for (const v1::ActivityRecord& record : activity.records) {
     if (record.kind() == v1::ActivityRecord::KIND_PHASE) ++phases;
     if (record.kind() == v1::ActivityRecord::KIND_KERNEL) ++kernels;
+    if (record.kind() == v1::ActivityRecord::KIND_LAUNCH) ++launches;
   }
-  std::string text = absl::StrCat("wrote ", activity.records.size(), " records (", phases,
-                                  " phases, ", kernels, " kernels) of ", activity.experiment_id,
-                                  " to ", path,
-                                  "; open it in https://ui.perfetto.dev or chrome://tracing\n");
+  std::string text = absl::StrCat(
+      "wrote ", activity.records.size(), " records (", phases, " phases, ", kernels, " kernels",
+      launches > 0 ? absl::StrCat(", ", launches, " launches") : "", ") of ",
+      activity.experiment_id, " to ", path == kStandardOutputPath ? "standard output" : path,
+      "; open it in https://ui.perfetto.dev or chrome://tracing\n");
   if (activity.records.empty()) {
     absl::StrAppend(&text, "note: the experiment stored no activity records (tracing off, a CPU "
                            "workload, or it ended before any GPU work)\n");

@@ -1,4 +1,5 @@
-// `gpuprof trace ID -o trace.json`: reads back what an experiment stored (its events, replayed
+// `gpuprof trace ID -o trace.json` (or `-o -` for standard output, `-o trace.json.gz` or `--gzip`
+// for gzip): reads back what an experiment stored (its events, replayed
 // by Watch from seq 1: activity batches, the result, the final state) and writes its timeline
 // as a Chrome trace that Perfetto and chrome://tracing load. The fetch is shared with
 // `gpuprof story` (story_command.h).
@@ -6,6 +7,7 @@
 #define GPUPROF_CLIENT_TRACE_COMMAND_H_
 
 #include <cstdint>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -36,10 +38,18 @@ grpc::Status FetchExperimentActivity(v1::Profiler::StubInterface& profiler,
                                      const std::string& experiment_id,
                                      ExperimentActivity& activity);
 
-// Writes the Chrome trace of `activity` to `path`.
-absl::Status WriteChromeTraceFile(const ExperimentActivity& activity, const std::string& path);
+// The path that means standard output.
+inline constexpr char kStandardOutputPath[] = "-";
 
-// "wrote 812 records (3 phases, 640 kernels) of exp-1 to trace.json; open it in
+// Whether the trace is written gzipped: when asked, or when `path` ends in ".gz".
+bool TraceWantsGzip(const std::string& path, bool gzip_flag);
+
+// Writes the Chrome trace of `activity` to `path`, or to `standard_output` when `path` is "-";
+// gzipped (one gzip member, which Perfetto opens as it is) when `gzip`.
+absl::Status WriteChromeTrace(const ExperimentActivity& activity, const std::string& path,
+                              bool gzip, std::ostream& standard_output);
+
+// "wrote 812 records (3 phases, 640 kernels, 640 launches) of exp-1 to trace.json; open it in
 // https://ui.perfetto.dev or chrome://tracing", plus a warning line when the experiment has
 // no records or dropped some.
 std::string DescribeWrittenTrace(const ExperimentActivity& activity, const std::string& path);

@@ -1,5 +1,6 @@
 #include "client/trace_command.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -11,6 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "client/commands.h"
 #include "client/story_command.h"
+#include "common/gzip.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/json_util.h"
@@ -99,6 +101,31 @@ class TraceCommandTest : public ::testing::Test {
     return RunGpuprof(args, env_);
   }
 
+  static std::string ReadFile(const std::string& path) {
+    std::ifstream file(path, std::ios::binary);
+    std::stringstream content;
+    content << file.rdbuf();
+    return content.str();
+  }
+
+  // The trace's slices of the copy kernel, after checking it is JSON a strict parser takes.
+  static int CopyKernelSlices(const std::string& json) {
+    google::protobuf::Struct trace;
+    const auto parsed = google::protobuf::util::JsonStringToMessage(json, &trace);
+    EXPECT_TRUE(parsed.ok()) << parsed.ToString() << "\n" << json.substr(0, 2000);
+    if (!parsed.ok()) return -1;
+    int kernels = 0;
+    for (const auto& value : trace.fields().at("traceEvents").list_value().values()) {
+      const auto& event = value.struct_value().fields();
+      if (event.at("ph").string_value() == "X" && event.at("name").string_value() == "copy<4>" &&
+          event.at("args").struct_value().fields().at("full_name").string_value() ==
+              "void copy<4>(float const*, float*)") {
+        ++kernels;
+      }
+    }
+    return kernels;
+  }
+
   static std::string TempPath(const std::string& name) {
     const char* dir = std::getenv("TEST_TMPDIR");
     return absl::StrCat(dir != nullptr ? dir : "/tmp", "/", name);
@@ -133,28 +160,55 @@ TEST_F(TraceCommandTest, TraceWritesAChromeTraceFile) {
   EXPECT_THAT(out_.str(), StartsWith("wrote 4 records (2 phases, 2 kernels) of exp-000042 to " +
                                      path + "; open it in https://ui.perfetto.dev"));
   EXPECT_THAT(out_.str(), HasSubstr("note: 3 activity records were dropped"));
-  std::ifstream file(path);
-  std::stringstream json;
-  json << file.rdbuf();
-  google::protobuf::Struct trace;
-  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json.str(), &trace).ok()) << json.str();
-  int kernels = 0;
-  for (const auto& value : trace.fields().at("traceEvents").list_value().values()) {
-    const auto& event = value.struct_value().fields();
-    if (event.at("ph").string_value() == "X" && event.at("name").string_value() ==
-                                                    "void copy<4>(float const*, float*)") {
-      ++kernels;
-    }
-  }
-  EXPECT_EQ(kernels, 2);
-  EXPECT_THAT(json.str(), HasSubstr("\"GPU 0: NVIDIA H200\""));
+  const std::string json = ReadFile(path);
+  EXPECT_EQ(CopyKernelSlices(json), 2);
+  EXPECT_THAT(json, HasSubstr("\"GPU 0: NVIDIA H200\""));
+}
+
+// `-o -`: the trace alone on standard output (a pipe into jq or gzip), the summary on stderr;
+// no file named "-".
+TEST_F(TraceCommandTest, DashWritesTheTraceToStandardOutput) {
+  const std::string cwd_dash = "-";
+  std::remove(cwd_dash.c_str());
+  EXPECT_EQ(Run({"trace", "exp-000042", "-o", "-"}), kExitOk) << err_.str();
+  EXPECT_EQ(CopyKernelSlices(out_.str()), 2);
+  EXPECT_THAT(err_.str(), StartsWith("wrote 4 records (2 phases, 2 kernels) of exp-000042 to "
+                                     "standard output;"));
+  EXPECT_FALSE(std::ifstream(cwd_dash).good());
+}
+
+// A .gz path, or --gzip, writes gzip that reads back to the same trace.
+TEST_F(TraceCommandTest, GzipForADotGzPathOrTheFlag) {
+  const std::string gz_path = TempPath("exp.trace.json.gz");
+  EXPECT_EQ(Run({"trace", "exp-000042", "-o", gz_path}), kExitOk) << err_.str();
+  const std::string compressed = ReadFile(gz_path);
+  ASSERT_GE(compressed.size(), 2u);
+  EXPECT_EQ(static_cast<unsigned char>(compressed[0]), 0x1f);  // gzip's magic
+  EXPECT_EQ(static_cast<unsigned char>(compressed[1]), 0x8b);
+  const absl::StatusOr<std::string> json = GzipDecompress(compressed);
+  ASSERT_TRUE(json.ok()) << json.status();
+  EXPECT_EQ(CopyKernelSlices(*json), 2);
+
+  EXPECT_EQ(Run({"trace", "exp-000042", "--gzip", "-o", "-"}), kExitOk) << err_.str();
+  const absl::StatusOr<std::string> piped = GzipDecompress(out_.str());
+  ASSERT_TRUE(piped.ok()) << piped.status();
+  EXPECT_EQ(*piped, *json);
+
+  // --gzip without -o names the file ID.trace.json.gz (in the working directory).
+  const std::string default_path = "exp-000042.trace.json.gz";
+  EXPECT_EQ(Run({"trace", "exp-000042", "--gzip"}), kExitOk) << err_.str();
+  EXPECT_THAT(out_.str(), HasSubstr(" to " + default_path + ";"));
+  const absl::StatusOr<std::string> from_default = GzipDecompress(ReadFile(default_path));
+  ASSERT_TRUE(from_default.ok()) << from_default.status();
+  EXPECT_EQ(*from_default, *json);
+  std::remove(default_path.c_str());
 }
 
 TEST_F(TraceCommandTest, TraceDefaultsTheFileNameAndReportsRpcErrors) {
   EXPECT_EQ(Run({"trace", "exp-unknown", "--output", TempPath("x.json")}), kExitUsage);
   EXPECT_THAT(err_.str(), HasSubstr("NOT_FOUND: no experiment exp-unknown"));
   EXPECT_EQ(Run({"trace", "--help"}), kExitOk);
-  EXPECT_THAT(out_.str(), StartsWith("usage: gpuprof trace ID [-o trace.json]"));
+  EXPECT_THAT(out_.str(), StartsWith("usage: gpuprof trace ID [-o trace.json|trace.json.gz|-]"));
   EXPECT_EQ(Run({"trace", "exp-000042", "-o", "/nonexistent-dir/x.json"}), kExitOtherError);
   EXPECT_THAT(err_.str(), HasSubstr("cannot open /nonexistent-dir/x.json"));
 }

@@ -117,7 +117,11 @@ StoryTimeline BuildStoryTimeline(const std::vector<api::ActivityRecord>& records
 
   std::vector<const api::ActivityRecord*> ordered;
   for (const api::ActivityRecord& record : records) {
-    if (record.kind() == api::ActivityRecord::KIND_PHASE) continue;
+    // Launch calls are the trace's (arrows to their kernels); the story tells the GPU's side.
+    if (record.kind() == api::ActivityRecord::KIND_PHASE ||
+        record.kind() == api::ActivityRecord::KIND_LAUNCH) {
+      continue;
+    }
     ordered.push_back(&record);
     if (record.kind() == api::ActivityRecord::KIND_KERNEL && !record.metrics().empty()) {
       MetricMap& metrics = timeline.metrics_by_kernel[record.name()];

@@ -113,6 +113,20 @@ TEST(BuildStoryTimelineTest, MetricsByKernelFromTheProfilingReplay) {
   EXPECT_TRUE(replayed.durations_ns.empty());
 }
 
+// Launch calls are the host's side, drawn by the trace: the story's groups stay GPU work.
+TEST(BuildStoryTimelineTest, LaunchCallsAreNotGrouped) {
+  const std::vector<api::ActivityRecord> records = {
+      Record("kind: KIND_LAUNCH name: 'cudaLaunchKernel' start_ns: 900 end_ns: 950 "
+             "phase: PHASE_TIMED correlation_id: 7 thread_id: 3 gpu_id: -1"),
+      Record(Kernel("k", 1000, 10, "correlation_id: 7")),
+  };
+  const StoryTimeline timeline = BuildStoryTimeline(records);
+  ASSERT_EQ(timeline.phases.size(), 1u);
+  ASSERT_EQ(timeline.phases[0].groups.size(), 1u);
+  EXPECT_EQ(timeline.phases[0].groups[0].name, "k");
+  EXPECT_THAT(timeline.gpu_ids, ElementsAre(0));
+}
+
 TEST(BuildStoryTimelineTest, NoRecords) {
   const StoryTimeline timeline = BuildStoryTimeline({});
   EXPECT_TRUE(timeline.empty);

@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/enum_names.h"
+#include "report/execution_story.h"
 
 namespace gpuprof::report {
 namespace {
@@ -24,6 +25,15 @@ constexpr int kHostPid = 2;
 constexpr int kFirstGpuPid = 10;
 constexpr int kSynchronizationTid = 1;
 constexpr int kOverheadTid = 2;
+// Host threads that launched work get tids from here on, in order of CUPTI's thread id.
+constexpr int64_t kFirstLaunchThreadTid = 100;
+// A slice's name on its track, at most; the full name goes to args.
+constexpr size_t kMaxSliceNameBytes = 40;
+// Records without timestamps listed (with their args) in otherData, at most.
+constexpr size_t kMaxUntimedListed = 64;
+// Flow events (arrows) from a launch to its GPU work share this name and category, as the
+// trace event format pairs a flow's start and finish by (id, cat, name).
+constexpr absl::string_view kFlowName = "launch";
 
 // 64-bit: a record's gpu_id comes from a worker and may be any int32.
 int64_t GpuPid(int32_t gpu_id) { return kFirstGpuPid + int64_t{std::max(gpu_id, 0)}; }
@@ -81,6 +91,8 @@ absl::string_view Category(api::ActivityRecord::Kind kind) {
       return "cupti_overhead";
     case api::ActivityRecord::KIND_PHASE:
       return "phase";
+    case api::ActivityRecord::KIND_LAUNCH:
+      return "launch";
     default:
       return "activity";
   }
@@ -88,18 +100,75 @@ absl::string_view Category(api::ActivityRecord::Kind kind) {
 
 bool OnHost(const api::ActivityRecord& record) {
   return record.kind() == api::ActivityRecord::KIND_SYNCHRONIZATION ||
-         record.kind() == api::ActivityRecord::KIND_OVERHEAD;
+         record.kind() == api::ActivityRecord::KIND_OVERHEAD ||
+         record.kind() == api::ActivityRecord::KIND_LAUNCH;
 }
 
-std::string Args(const api::ActivityRecord& record) {
+bool IsGpuWork(const api::ActivityRecord& record) {
+  return record.kind() == api::ActivityRecord::KIND_KERNEL ||
+         record.kind() == api::ActivityRecord::KIND_MEMCPY ||
+         record.kind() == api::ActivityRecord::KIND_MEMSET;
+}
+
+// CUPTI writes 0 for a timestamp it did not take (kernels replayed by the profiler have
+// none); such a record has no place on the timeline.
+bool HasTimestamps(const api::ActivityRecord& record) {
+  return record.start_ns() > 0 && record.end_ns() > 0;
+}
+
+// At most `max_bytes` of `text`, cut at a UTF-8 character boundary and marked with "...".
+std::string Bounded(absl::string_view text, size_t max_bytes) {
+  if (text.size() <= max_bytes) return std::string(text);
+  size_t end = max_bytes - 3;
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
+  return absl::StrCat(text.substr(0, end), "...");
+}
+
+// What the slice is called on its track: a phase by its phase, a kernel without return type,
+// namespaces and parameters (and template arguments when still too long), anything else cut
+// to kMaxSliceNameBytes. Args keep the full name (see Args).
+std::string SliceName(const api::ActivityRecord& record) {
+  if (record.kind() == api::ActivityRecord::KIND_PHASE &&
+      record.phase() != api::PHASE_UNSPECIFIED) {
+    return EnumShortName(record.phase());
+  }
+  if (record.kind() == api::ActivityRecord::KIND_KERNEL) {
+    std::string name = ShortKernelName(record.name());
+    if (name.size() > kMaxSliceNameBytes) {
+      if (const size_t bracket = name.find('<'); bracket != std::string::npos && bracket > 0) {
+        name = absl::StrCat(name.substr(0, bracket), "<...>");
+      }
+    }
+    return Bounded(name, kMaxSliceNameBytes);
+  }
+  return Bounded(record.name(), kMaxSliceNameBytes);
+}
+
+// The GPU work one launch made (a graph launch makes many records).
+struct LaunchTargets {
+  std::vector<int64_t> flow_ids;
+  std::string first_name;
+  bool all_scaffolding = true;
+};
+
+// Flagged by the tracer, or a launch whose GPU work is all flagged.
+bool IsScaffolding(const api::ActivityRecord& record, const LaunchTargets* launched) {
+  return record.scaffolding() || (launched != nullptr && launched->all_scaffolding);
+}
+
+std::string Args(const api::ActivityRecord& record, const LaunchTargets* launched = nullptr) {
   JsonObject args;
+  if (const std::string slice_name = SliceName(record); slice_name != record.name()) {
+    args.Add(record.kind() == api::ActivityRecord::KIND_PHASE ? "description" : "full_name",
+             record.name());
+  }
   if (record.kind() != api::ActivityRecord::KIND_PHASE) {
     args.Add("phase", EnumShortName(record.phase()));
   }
   if (record.correlation_id() != 0) {
     args.Add("correlation_id", static_cast<int64_t>(record.correlation_id()));
   }
-  if (record.scaffolding()) args.AddRaw("scaffolding", "true");
+  if (IsScaffolding(record, launched)) args.AddRaw("scaffolding", "true");
   switch (record.kind()) {
     case api::ActivityRecord::KIND_KERNEL:
       args.AddRaw("grid", JsonArray(record.grid()));
@@ -121,6 +190,13 @@ std::string Args(const api::ActivityRecord& record) {
     case api::ActivityRecord::KIND_SYNCHRONIZATION:
       args.Add("gpu", static_cast<int64_t>(record.gpu_id()));
       if (record.stream_id() != 0) args.Add("stream", static_cast<int64_t>(record.stream_id()));
+      break;
+    case api::ActivityRecord::KIND_LAUNCH:
+      args.Add("thread_id", static_cast<int64_t>(record.thread_id()));
+      if (launched != nullptr) {
+        args.Add("gpu_records", static_cast<int64_t>(launched->flow_ids.size()));
+        args.Add("launched", launched->first_name);
+      }
       break;
     default:
       break;
@@ -196,23 +272,61 @@ std::string ExportChromeTrace(absl::string_view experiment_id,
   }
   if (origin_ns == std::numeric_limits<int64_t>::max()) origin_ns = 0;
 
+  // In time order, so viewers that do not sort still read them right. Records without
+  // timestamps stay off the timeline: listed in otherData instead of drawn at 0.
+  std::vector<const api::ActivityRecord*> ordered;
+  std::vector<const api::ActivityRecord*> untimed;
+  ordered.reserve(records.size());
+  for (const api::ActivityRecord& record : records) {
+    (HasTimestamps(record) ? ordered : untimed).push_back(&record);
+  }
+  std::stable_sort(ordered.begin(), ordered.end(), [](const auto* a, const auto* b) {
+    return a->start_ns() < b->start_ns();
+  });
+
+  // Flows: each GPU record whose launch is in the trace gets an arrow from it. Correlation ids
+  // are unique per process, so the first launch of an id is the one.
+  std::map<uint32_t, LaunchTargets> launches;
+  std::map<uint32_t, int64_t> launch_thread_tids;
+  for (const api::ActivityRecord* record : ordered) {
+    if (record->kind() != api::ActivityRecord::KIND_LAUNCH) continue;
+    launch_thread_tids.emplace(record->thread_id(), 0);
+    if (record->correlation_id() != 0) launches.emplace(record->correlation_id(), LaunchTargets{});
+  }
+  int64_t next_tid = kFirstLaunchThreadTid;
+  for (auto& [thread, tid] : launch_thread_tids) tid = next_tid++;
+  std::map<const api::ActivityRecord*, int64_t> flow_id_of_gpu_record;
+  int64_t flows = 0;
+  for (const api::ActivityRecord* record : ordered) {
+    if (!IsGpuWork(*record) || record->correlation_id() == 0) continue;
+    const auto launch = launches.find(record->correlation_id());
+    if (launch == launches.end()) continue;
+    const int64_t flow_id = ++flows;
+    flow_id_of_gpu_record[record] = flow_id;
+    LaunchTargets& targets = launch->second;
+    if (targets.flow_ids.empty()) targets.first_name = SliceName(*record);
+    targets.flow_ids.push_back(flow_id);
+    targets.all_scaffolding = targets.all_scaffolding && record->scaffolding();
+  }
+
   std::vector<std::string> events;
   std::set<int32_t> gpus;
   std::set<std::pair<int32_t, uint32_t>> streams;
   bool any_phase = false, any_sync = false, any_overhead = false;
-  // In time order, so viewers that do not sort still read them right.
-  std::vector<const api::ActivityRecord*> ordered;
-  ordered.reserve(records.size());
-  for (const api::ActivityRecord& record : records) ordered.push_back(&record);
-  std::stable_sort(ordered.begin(), ordered.end(), [](const auto* a, const auto* b) {
-    return a->start_ns() < b->start_ns();
-  });
   for (const api::ActivityRecord* record : ordered) {
     int64_t pid = 0;
     int64_t tid = 0;
+    const LaunchTargets* launched = nullptr;
     if (record->kind() == api::ActivityRecord::KIND_PHASE) {
       pid = kPhasesPid;
       any_phase = true;
+    } else if (record->kind() == api::ActivityRecord::KIND_LAUNCH) {
+      pid = kHostPid;
+      tid = launch_thread_tids.at(record->thread_id());
+      if (const auto launch = launches.find(record->correlation_id());
+          launch != launches.end() && !launch->second.flow_ids.empty()) {
+        launched = &launch->second;
+      }
     } else if (OnHost(*record)) {
       pid = kHostPid;
       const bool sync = record->kind() == api::ActivityRecord::KIND_SYNCHRONIZATION;
@@ -226,14 +340,32 @@ std::string ExportChromeTrace(absl::string_view experiment_id,
     }
     const int64_t start_ns = ElapsedNs(origin_ns, record->start_ns());
     const int64_t duration_ns = ElapsedNs(record->start_ns(), record->end_ns());
-    // Scaffolding stays on its stream (it is what held the stream) but can be filtered out.
-    const std::string category =
-        record->scaffolding() ? absl::StrCat(Category(record->kind()), ",scaffolding")
-                              : std::string(Category(record->kind()));
+    // Scaffolding stays on its stream (it is what held the stream) but can be filtered out; a
+    // launch of scaffolding only is scaffolding too.
+    const std::string category = IsScaffolding(*record, launched)
+                                     ? absl::StrCat(Category(record->kind()), ",scaffolding")
+                                     : std::string(Category(record->kind()));
     events.push_back(absl::StrCat(
-        "{\"name\":", JsonString(record->name()), ",\"cat\":", JsonString(category),
+        "{\"name\":", JsonString(SliceName(*record)), ",\"cat\":", JsonString(category),
         ",\"ph\":\"X\",\"ts\":", Microseconds(start_ns), ",\"dur\":", Microseconds(duration_ns),
-        ",\"pid\":", pid, ",\"tid\":", tid, ",\"args\":", Args(*record), "}"));
+        ",\"pid\":", pid, ",\"tid\":", tid, ",\"args\":", Args(*record, launched), "}"));
+    // A flow binds to the slice that encloses its timestamp: the middle of each slice, which
+    // no neighbour on the track shares.
+    const std::string middle = Microseconds(
+        start_ns + std::min(duration_ns / 2, std::numeric_limits<int64_t>::max() - start_ns));
+    if (launched != nullptr) {
+      for (const int64_t flow_id : launched->flow_ids) {
+        events.push_back(absl::StrCat("{\"name\":", JsonString(kFlowName), ",\"cat\":",
+                                      JsonString(kFlowName), ",\"ph\":\"s\",\"id\":", flow_id,
+                                      ",\"ts\":", middle, ",\"pid\":", pid, ",\"tid\":", tid, "}"));
+      }
+    }
+    if (const auto flow = flow_id_of_gpu_record.find(record); flow != flow_id_of_gpu_record.end()) {
+      events.push_back(absl::StrCat("{\"name\":", JsonString(kFlowName), ",\"cat\":",
+                                    JsonString(kFlowName), ",\"ph\":\"f\",\"bp\":\"e\",\"id\":",
+                                    flow->second, ",\"ts\":", middle, ",\"pid\":", pid,
+                                    ",\"tid\":", tid, "}"));
+    }
   }
 
   // Names and order of the tracks.
@@ -255,9 +387,13 @@ std::string ExportChromeTrace(absl::string_view experiment_id,
     metadata.push_back(MetadataEvent("thread_name", GpuPid(gpu), int64_t{stream}, "name",
                                      JsonString(absl::StrCat("stream ", stream))));
   }
-  if (any_sync || any_overhead) {
+  if (any_sync || any_overhead || !launch_thread_tids.empty()) {
     metadata.push_back(MetadataEvent("process_name", kHostPid, 0, "name", JsonString("host")));
     metadata.push_back(MetadataEvent("process_sort_index", kHostPid, 0, "sort_index", "1000"));
+    for (const auto& [thread, tid] : launch_thread_tids) {
+      metadata.push_back(MetadataEvent("thread_name", kHostPid, tid, "name",
+                                       JsonString(absl::StrCat("CUDA API, thread ", thread))));
+    }
     if (any_sync) {
       metadata.push_back(MetadataEvent("thread_name", kHostPid, kSynchronizationTid, "name",
                                        JsonString("CPU waits (synchronization)")));
@@ -272,6 +408,17 @@ std::string ExportChromeTrace(absl::string_view experiment_id,
   other.Add("experiment_id", experiment_id);
   other.Add("time_origin_ns", origin_ns);
   other.Add("records", static_cast<int64_t>(records.size()));
+  other.Add("launch_flows", flows);
+  // Left out of traceEvents, counted here; the first few listed with what they carry (the
+  // profiler's replayed kernels hold the hardware metrics).
+  other.Add("untimed_records_left_out", static_cast<int64_t>(untimed.size()));
+  std::vector<std::string> untimed_listed;
+  for (size_t i = 0; i < untimed.size() && i < kMaxUntimedListed; ++i) {
+    untimed_listed.push_back(absl::StrCat("{\"name\":", JsonString(untimed[i]->name()),
+                                          ",\"cat\":", JsonString(Category(untimed[i]->kind())),
+                                          ",\"args\":", Args(*untimed[i]), "}"));
+  }
+  other.AddRaw("untimed_records", absl::StrCat("[", absl::StrJoin(untimed_listed, ","), "]"));
   other.Add("dropped_activity_records", result.dropped_activity_records());
   if (!result.provenance().gpuprof_version().empty()) {
     other.Add("gpuprof_version", result.provenance().gpuprof_version());

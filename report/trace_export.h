@@ -3,10 +3,17 @@
 //
 // Layout: a "phases" process with the workload's phases as one track; one process per GPU with
 // one thread per CUDA stream holding its kernels, copies and memsets; a "host" process with the
-// CPU's waits (synchronisation) and CUPTI's overhead. Events are complete ("ph":"X") with ts and
-// dur in microseconds from the first record; args carry launch configuration, bytes and
-// hardware metrics. Records the measurement core launched (stream blocker, L2 flush) stay on
-// their stream's track, with "scaffolding": true in args and "scaffolding" in their category.
+// CPU's waits (synchronisation), CUPTI's overhead and one thread per launching host thread with
+// its launch calls (cudaLaunchKernel, cudaGraphLaunch, ...). Events are complete ("ph":"X") with
+// ts and dur in microseconds from the first record; a flow (an arrow: "s" on the launch, "f"
+// with "bp":"e" on the GPU record, one id each, cat and name "launch") joins each launch to the
+// GPU work of its correlation id. Slice names are short (a phase's short name, a kernel without
+// namespaces and parameters, at most 40 bytes); args keep the full name ("full_name", or
+// "description" for a phase), launch configuration, bytes and hardware metrics. Records
+// without timestamps (kernels replayed by the profiler) are left off the timeline: otherData
+// counts them (untimed_records_left_out) and lists the first 64 with their args. Records the
+// measurement core launched (stream blocker, L2 flush) stay on their stream's track, with
+// "scaffolding": true in args and "scaffolding" in their category.
 #ifndef GPUPROF_REPORT_TRACE_EXPORT_H_
 #define GPUPROF_REPORT_TRACE_EXPORT_H_
 

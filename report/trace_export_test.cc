@@ -7,6 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/json_util.h"
@@ -126,7 +127,7 @@ TEST(ExportChromeTraceTest, OneProcessPerGpuOneThreadPerStreamPhasesApart) {
   EXPECT_TRUE(labels.count("phases of exp-1"));
   EXPECT_TRUE(labels.count("host"));
 
-  const Struct& kernel = *complete_by_name.at("void index<2, 1>(Params)");
+  const Struct& kernel = *complete_by_name.at("index<2, 1>");
   const Struct& phase = *complete_by_name.at("timed");
   const Struct& memset = *complete_by_name.at("memset");
   const Struct& wait = *complete_by_name.at("cudaStreamSynchronize");
@@ -146,10 +147,11 @@ TEST(ExportChromeTraceTest, TimesInMicrosecondsFromTheFirstRecord) {
     const Struct& event = value.struct_value();
     if (Field(event, "ph").string_value() != "X") continue;
     const std::string name = Field(event, "name").string_value();
-    if (name == "void index<2, 1>(Params)") {
+    if (name == "index<2, 1>") {
       EXPECT_DOUBLE_EQ(Field(event, "ts").number_value(), 600.0);  // (1.6 ms - 1.0 ms) in us
       EXPECT_DOUBLE_EQ(Field(event, "dur").number_value(), 41.0);
       const Struct& args = Field(event, "args").struct_value();
+      EXPECT_EQ(Field(args, "full_name").string_value(), "void index<2, 1>(Params)");
       EXPECT_EQ(Field(args, "phase").string_value(), "timed");
       EXPECT_EQ(Field(args, "registers_per_thread").number_value(), 32);
       EXPECT_EQ(Field(args, "dynamic_shared_memory_bytes").number_value(), 2048);
@@ -232,6 +234,238 @@ TEST(ExportChromeTraceTest, TheLargestGpuIdGetsATrackWithoutOverflow) {
   for (const Value& value : Field(trace, "traceEvents").list_value().values()) {
     EXPECT_GT(Field(value.struct_value(), "pid").number_value(), 0);
   }
+}
+
+// The slices of a parsed trace by (pid, tid), for checking where flow events bind.
+struct Slice {
+  std::string name;
+  double ts = 0;
+  double dur = 0;
+  const Struct* event = nullptr;
+};
+using SlicesByTrack = std::map<std::pair<int64_t, int64_t>, std::vector<Slice>>;
+
+SlicesByTrack CompleteSlices(const Struct& trace) {
+  SlicesByTrack slices;
+  for (const Value& value : Field(trace, "traceEvents").list_value().values()) {
+    const Struct& event = value.struct_value();
+    if (Field(event, "ph").string_value() != "X") continue;
+    slices[{static_cast<int64_t>(Field(event, "pid").number_value()),
+            static_cast<int64_t>(Field(event, "tid").number_value())}]
+        .push_back({Field(event, "name").string_value(), Field(event, "ts").number_value(),
+                    Field(event, "dur").number_value(), &event});
+  }
+  return slices;
+}
+
+// The slice on the event's track that encloses its ts, as Perfetto binds a flow event with
+// "bp":"e" (and every "s"); null when none does.
+const Slice* EnclosingSlice(const SlicesByTrack& slices, const Struct& event) {
+  const auto track = slices.find({static_cast<int64_t>(Field(event, "pid").number_value()),
+                                  static_cast<int64_t>(Field(event, "tid").number_value())});
+  if (track == slices.end()) return nullptr;
+  const double ts = Field(event, "ts").number_value();
+  for (const Slice& slice : track->second) {
+    if (slice.ts <= ts && ts <= slice.ts + slice.dur) return &slice;
+  }
+  return nullptr;
+}
+
+// (launch slice name, GPU slice name) of every flow, after checking each start has exactly one
+// finish with the same id, cat and name, bound ("bp":"e") inside a slice of its track.
+std::vector<std::pair<std::string, std::string>> CheckedFlows(const Struct& trace) {
+  const SlicesByTrack slices = CompleteSlices(trace);
+  std::map<int64_t, const Struct*> starts;
+  std::map<int64_t, const Struct*> finishes;
+  for (const Value& value : Field(trace, "traceEvents").list_value().values()) {
+    const Struct& event = value.struct_value();
+    const std::string ph = Field(event, "ph").string_value();
+    if (ph != "s" && ph != "f") continue;
+    const int64_t id = static_cast<int64_t>(Field(event, "id").number_value());
+    EXPECT_TRUE((ph == "s" ? starts : finishes).emplace(id, &event).second)
+        << "two flow events " << ph << " with id " << id;
+    if (ph == "f") EXPECT_EQ(Field(event, "bp").string_value(), "e");
+  }
+  EXPECT_EQ(starts.size(), finishes.size());
+  std::vector<std::pair<std::string, std::string>> flows;
+  for (const auto& [id, start] : starts) {
+    const auto finish = finishes.find(id);
+    if (finish == finishes.end()) {
+      ADD_FAILURE() << "flow " << id << " has no finish";
+      continue;
+    }
+    EXPECT_EQ(Field(*start, "cat").string_value(), Field(*finish->second, "cat").string_value());
+    EXPECT_EQ(Field(*start, "name").string_value(), Field(*finish->second, "name").string_value());
+    const Slice* launch = EnclosingSlice(slices, *start);
+    const Slice* work = EnclosingSlice(slices, *finish->second);
+    if (launch == nullptr || work == nullptr) {
+      ADD_FAILURE() << "flow " << id << " binds to no slice";
+      continue;
+    }
+    EXPECT_THAT(Field(*launch->event, "cat").string_value(), ::testing::StartsWith("launch"));
+    EXPECT_EQ(Field(Field(*launch->event, "args").struct_value(), "correlation_id").number_value(),
+              Field(Field(*work->event, "args").struct_value(), "correlation_id").number_value());
+    flows.push_back({launch->name, work->name});
+  }
+  return flows;
+}
+
+TEST(ExportChromeTraceTest, LaunchesOnTheirHostThreadWithAFlowToEachKernel) {
+  std::vector<api::ActivityRecord> records = SampleRecords();  // its kernel has correlation 42
+  records.push_back(Record("kind: KIND_LAUNCH name: 'cudaLaunchKernel' start_ns: 1590000 "
+                           "end_ns: 1594000 correlation_id: 42 thread_id: 4242 gpu_id: -1 "
+                           "phase: PHASE_TIMED"));
+  // A graph launch: two kernels carry its correlation id.
+  records.push_back(Record("kind: KIND_LAUNCH name: 'cudaGraphLaunch' start_ns: 1800000 "
+                           "end_ns: 1810000 correlation_id: 50 thread_id: 4242 gpu_id: -1"));
+  records.push_back(Record("kind: KIND_KERNEL name: 'void a(int)' start_ns: 1820000 "
+                           "end_ns: 1830000 gpu_id: 3 stream_id: 7 correlation_id: 50"));
+  records.push_back(Record("kind: KIND_KERNEL name: 'void b(int)' start_ns: 1830000 "
+                           "end_ns: 1840000 gpu_id: 3 stream_id: 7 correlation_id: 50"));
+  // A launch of another thread whose GPU record was dropped, and a kernel without its launch.
+  records.push_back(Record("kind: KIND_LAUNCH name: 'cuLaunchKernel' start_ns: 1850000 "
+                           "end_ns: 1852000 correlation_id: 60 thread_id: 17 gpu_id: -1"));
+  records.push_back(Record("kind: KIND_KERNEL name: 'c' start_ns: 1860000 end_ns: 1870000 "
+                           "gpu_id: 3 stream_id: 9 correlation_id: 70"));
+  const Struct trace = ParseJson(ExportChromeTrace("exp-3", records, SampleResult()));
+
+  const auto flows = CheckedFlows(trace);
+  EXPECT_THAT(flows, ::testing::UnorderedElementsAre(
+                         std::pair<std::string, std::string>("cudaLaunchKernel", "index<2, 1>"),
+                         std::pair<std::string, std::string>("cudaGraphLaunch", "a"),
+                         std::pair<std::string, std::string>("cudaGraphLaunch", "b")));
+  EXPECT_EQ(Field(Field(trace, "otherData").struct_value(), "launch_flows").number_value(), 3);
+
+  // Launch slices sit on the host, one track per launching thread, named after it.
+  std::map<int64_t, std::string> host_threads;
+  for (const Value& value : Field(trace, "traceEvents").list_value().values()) {
+    const Struct& event = value.struct_value();
+    if (Field(event, "ph").string_value() == "M" &&
+        Field(event, "name").string_value() == "thread_name" &&
+        Field(event, "pid").number_value() == 2) {
+      host_threads[static_cast<int64_t>(Field(event, "tid").number_value())] =
+          Field(Field(event, "args").struct_value(), "name").string_value();
+    }
+  }
+  const SlicesByTrack slices = CompleteSlices(trace);
+  int launches = 0;
+  for (const auto& [track, track_slices] : slices) {
+    for (const Slice& slice : track_slices) {
+      if (Field(*slice.event, "cat").string_value() != "launch") continue;
+      ++launches;
+      EXPECT_EQ(track.first, 2) << "on the host";
+      const Struct& args = Field(*slice.event, "args").struct_value();
+      const std::string thread =
+          absl::StrCat(static_cast<int64_t>(Field(args, "thread_id").number_value()));
+      EXPECT_EQ(host_threads[track.second], "CUDA API, thread " + thread);
+      if (slice.name == "cudaGraphLaunch") {
+        EXPECT_EQ(Field(args, "gpu_records").number_value(), 2);
+        EXPECT_EQ(Field(args, "launched").string_value(), "a");
+      }
+      if (slice.name == "cuLaunchKernel") EXPECT_FALSE(args.fields().contains("gpu_records"));
+    }
+  }
+  EXPECT_EQ(launches, 3);
+  EXPECT_EQ(host_threads.size(), 4u);  // two launching threads, the waits, the overhead
+}
+
+TEST(ExportChromeTraceTest, ALaunchOfScaffoldingIsScaffolding) {
+  const std::vector<api::ActivityRecord> records = {
+      Record("kind: KIND_LAUNCH name: 'cudaLaunchKernel' start_ns: 100 end_ns: 200 "
+             "correlation_id: 5 thread_id: 1"),
+      Record("kind: KIND_KERNEL name: 'StreamBlockerKernel<32>' start_ns: 300 end_ns: 2000 "
+             "gpu_id: 0 stream_id: 7 correlation_id: 5 scaffolding: true"),
+  };
+  const Struct trace = ParseJson(ExportChromeTrace("exp-4", records, api::ExperimentResult()));
+  EXPECT_EQ(CheckedFlows(trace).size(), 1u);
+  for (const auto& [track, slices] : CompleteSlices(trace)) {
+    for (const Slice& slice : slices) {
+      EXPECT_THAT(Field(*slice.event, "cat").string_value(), HasSubstr(",scaffolding"));
+      EXPECT_TRUE(Field(Field(*slice.event, "args").struct_value(), "scaffolding").bool_value());
+    }
+  }
+}
+
+// A kernel replayed by the profiler comes without timestamps: it is not drawn at 0 with no
+// duration but counted and listed, metrics and all, in otherData.
+TEST(ExportChromeTraceTest, RecordsWithoutTimestampsAreCountedNotDrawn) {
+  std::vector<api::ActivityRecord> records = SampleRecords();
+  records.push_back(Record(
+      "kind: KIND_KERNEL name: 'void profiled<2, 1>(Params)' start_ns: 0 end_ns: 0 gpu_id: 3 "
+      "stream_id: 7 correlation_id: 328 phase: PHASE_PROFILING "
+      "metrics { key: 'dram__throughput.avg.pct_of_peak_sustained_elapsed' value: 84 }"));
+  records.push_back(Record("kind: KIND_MEMCPY name: 'memcpy dtoh' start_ns: 2500000 end_ns: 0 "
+                           "gpu_id: 3 stream_id: 7"));
+  const Struct trace = ParseJson(ExportChromeTrace("exp-5", records, SampleResult()));
+  const Struct& other = Field(trace, "otherData").struct_value();
+  EXPECT_EQ(Field(other, "records").number_value(), records.size());
+  EXPECT_EQ(Field(other, "untimed_records_left_out").number_value(), 2);
+  const auto& listed = Field(other, "untimed_records").list_value();
+  ASSERT_EQ(listed.values_size(), 2);
+  const Struct& replayed = listed.values(0).struct_value();
+  EXPECT_EQ(Field(replayed, "name").string_value(), "void profiled<2, 1>(Params)");
+  EXPECT_EQ(Field(replayed, "cat").string_value(), "kernel");
+  const Struct& replayed_args = Field(replayed, "args").struct_value();
+  EXPECT_EQ(Field(replayed_args, "phase").string_value(), "profiling");
+  EXPECT_EQ(Field(replayed_args, "correlation_id").number_value(), 328);
+  EXPECT_EQ(
+      Field(replayed_args, "dram__throughput.avg.pct_of_peak_sustained_elapsed").number_value(),
+      84);
+
+  int drawn = 0;
+  for (const auto& [track, slices] : CompleteSlices(trace)) {
+    for (const Slice& slice : slices) {
+      ++drawn;
+      EXPECT_GT(slice.dur, 0) << slice.name;
+      EXPECT_NE(slice.name, "profiled<2, 1>") << "the replayed kernel is off the timeline";
+    }
+  }
+  EXPECT_EQ(drawn, static_cast<int>(SampleRecords().size()));
+}
+
+TEST(ExportChromeTraceTest, SliceNamesAreShortWithTheFullNameInArgs) {
+  const std::string replay_phase =
+      "profiling (kernel replay: each kernel ran 8 times (8 passes) to read 5 metrics on GH100; "
+      "memory saved and restored between passes)";
+  const std::string anonymous_kernel =
+      "gpuprof::cupti::testing::(anonymous namespace)::CopyKernel(int4 const*, int4*, unsigned "
+      "long)";
+  const std::string template_kernel =
+      "void ns::GatherRowsKernel<ns::Layout<128, 256, 8>, ns::Epilogue<true, false, 7>, 42>(Params)";
+  // Multi-byte characters where the cut falls (byte 37 is the second of a 'µ'): it must not
+  // split one.
+  const std::string long_copy = "memcpy " + std::string(29, 'x') + "\u00b5\u00b5\u00b5\u00b5 tail";
+  const std::vector<api::ActivityRecord> records = {
+      Record("kind: KIND_PHASE phase: PHASE_PROFILING start_ns: 100 end_ns: 900 name: '" +
+             replay_phase + "'"),
+      Record("kind: KIND_KERNEL start_ns: 200 end_ns: 300 name: '" + anonymous_kernel + "'"),
+      Record("kind: KIND_KERNEL start_ns: 300 end_ns: 400 name: '" + template_kernel + "'"),
+      Record("kind: KIND_MEMCPY start_ns: 400 end_ns: 500 name: '" + long_copy + "'"),
+      Record("kind: KIND_PHASE phase: PHASE_TIMED start_ns: 900 end_ns: 1000 name: 'timed'"),
+  };
+  const Struct trace = ParseJson(ExportChromeTrace("exp-6", records, api::ExperimentResult()));
+  std::map<std::string, const Struct*> args_by_name;
+  for (const auto& [track, slices] : CompleteSlices(trace)) {
+    for (const Slice& slice : slices) {
+      EXPECT_LE(slice.name.size(), 40u) << slice.name;
+      args_by_name[slice.name] = &Field(*slice.event, "args").struct_value();
+    }
+  }
+  ASSERT_EQ(args_by_name.size(), 5u);
+  EXPECT_EQ(Field(*args_by_name.at("profiling"), "description").string_value(), replay_phase);
+  EXPECT_EQ(Field(*args_by_name.at("CopyKernel"), "full_name").string_value(), anonymous_kernel);
+  EXPECT_EQ(Field(*args_by_name.at("GatherRowsKernel<...>"), "full_name").string_value(),
+            template_kernel);
+  // A name that is already short says nothing more.
+  EXPECT_FALSE(args_by_name.at("timed")->fields().contains("description"));
+  bool copy_found = false;
+  for (const auto& [name, args] : args_by_name) {
+    if (name.rfind("memcpy xxx", 0) != 0) continue;
+    copy_found = true;
+    EXPECT_THAT(name, ::testing::EndsWith("..."));
+    EXPECT_EQ(Field(*args, "full_name").string_value(), long_copy);
+  }
+  EXPECT_TRUE(copy_found);
 }
 
 }  // namespace

@@ -30,6 +30,7 @@ _LIBRARIES = {
     "openssl": ["openssl"],
     "protobuf": ["protobuf"],
     "sqlite3": ["sqlite3"],
+    "zlib": ["zlib"],
 }
 
 def _pkg_config(ctx, flag, modules):
