@@ -482,6 +482,14 @@ std::string RenderResult(const v1::ExperimentResult& result, absl::string_view i
     lines.Add("dropped", absl::StrCat(result.dropped_activity_records(),
                                       " activity records (CUPTI buffers were full)"));
   }
+  if (result.has_capture_report()) {
+    const v1::CaptureReport& report = result.capture_report();
+    lines.Add("nsight report",
+              absl::StrCat(report.file_name(), ", ", FormatDecimalBytes(report.size_bytes()),
+                           report.tool() == v1::NsightCapture::TOOL_NSYS ? ", nsys" : ", ncu",
+                           report.tool_version().empty() ? "" : " ", report.tool_version(),
+                           "; fetch it with gpuprof report ID (docs/nsight.md)"));
+  }
   std::string out = lines.Render(indent);
   // A collective's sweep: the whole curve, one size a row, as nccl-tests prints it.
   if (result.has_collective() && result.collective().points_size() > 1) {

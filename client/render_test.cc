@@ -212,6 +212,20 @@ TEST(RenderResultTest, GpuMeasurement) {
             "dropped:        12 activity records (CUPTI buffers were full)\n");
 }
 
+TEST(RenderResultTest, ANsightReportIsNamedWithHowToFetchIt) {
+  const auto result = ParseText<v1::ExperimentResult>(R"pb(
+    capture_report {
+      tool: TOOL_NCU
+      file_name: "exp-000001.ncu-rep"
+      size_bytes: 101960
+      tool_version: "Version 2025.3.1.0"
+    }
+  )pb");
+  EXPECT_EQ(RenderResult(result),
+            "nsight report:  exp-000001.ncu-rep, 102.0 KB, ncu Version 2025.3.1.0; fetch it with "
+            "gpuprof report ID (docs/nsight.md)\n");
+}
+
 TEST(RenderResultTest, ComputeVerificationFailureAndMissingCopyBandwidth) {
   const auto result = ParseText<v1::ExperimentResult>(R"pb(
     measurement {

@@ -167,8 +167,8 @@ worker_protocol::RunFinished RunExperiment(const worker_protocol::ExperimentAssi
   absl::Status capture_failed;
   if (assignment.has_capture() && !refused_kernel) {
     absl::StatusOr<v1::CaptureReport> report =
-        RunCapture(assignment, [&](const std::string& message) {
-          EmitProgress(emit, v1::PHASE_PROFILING, 0, 1, message);
+        RunCapture(assignment, [&](int64_t done, const std::string& message) {
+          EmitProgress(emit, v1::PHASE_PROFILING, done, 1, message);
         });
     if (report.ok()) {
       *result->mutable_capture_report() = *std::move(report);

@@ -166,7 +166,7 @@ std::string ToolName(v1::NsightCapture::Tool tool) {
 
 absl::StatusOr<v1::CaptureReport> RunCapture(
     const worker_protocol::ExperimentAssignment& assignment,
-    const std::function<void(const std::string& message)>& progress) {
+    const std::function<void(int64_t done, const std::string& message)>& progress) {
   const worker_protocol::CaptureSetup& setup = assignment.capture();
   const v1::NsightCapture& capture = assignment.request().capture();
   const std::string tool = ToolName(capture.tool());
@@ -193,9 +193,9 @@ absl::StatusOr<v1::CaptureReport> RunCapture(
   std::filesystem::remove(partial, error);
   const std::vector<std::string> command =
       CaptureCommand(capture, setup.tool_path(), partial, worker_binary.string(), assignment_file);
-  progress(absl::StrCat("running the experiment again under ", tool, " (",
-                        setup.tool_version().empty() ? setup.tool_path() : setup.tool_version(),
-                        ")"));
+  progress(0, absl::StrCat("running the experiment again under ", tool, " (",
+                           setup.tool_version().empty() ? setup.tool_path() : setup.tool_version(),
+                           ")"));
   ASSIGN_OR_RETURN(const pid_t pid, StartChild(command, scratch.File("tool.out")));
   ASSIGN_OR_RETURN(const int wait_status, WaitForChild(pid));
   const std::string output =
@@ -240,8 +240,8 @@ absl::StatusOr<v1::CaptureReport> RunCapture(
   described.set_sha256(Sha256Hex(*report));
   described.set_tool_version(setup.tool_version());
   described.set_command(absl::StrJoin(command, " "));
-  progress(absl::StrCat(tool, " report kept: ", described.file_name(), ", ",
-                        described.size_bytes(), " bytes"));
+  progress(1, absl::StrCat(tool, " report kept: ", described.file_name(), ", ",
+                           described.size_bytes(), " bytes"));
   return described;
 }
 

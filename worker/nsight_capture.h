@@ -15,6 +15,7 @@
 #ifndef GPUPROF_WORKER_NSIGHT_CAPTURE_H_
 #define GPUPROF_WORKER_NSIGHT_CAPTURE_H_
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -28,13 +29,14 @@
 
 namespace gpuprof::worker {
 
-// The parent's side: runs the child under the tool, waits for it, moves the report to
+// The parent's side: runs the child under the tool (telling `progress` 0 of 1 as it starts, 1
+// of 1 once the report is kept), waits for it, moves the report to
 // setup.report_path and describes it. A child that failed, a tool that wrote no report, or a
 // report over setup.max_report_bytes (deleted) is an error naming what went wrong, with the
 // tool's output's tail.
 absl::StatusOr<v1::CaptureReport> RunCapture(
     const worker_protocol::ExperimentAssignment& assignment,
-    const std::function<void(const std::string& message)>& progress);
+    const std::function<void(int64_t done, const std::string& message)>& progress);
 
 // The child's side, from the worker's main: runs the assignment at `assignment_path` with the
 // runner `find_runner` gives, writes "<path>.result" (or the failure to "<path>.error") and
