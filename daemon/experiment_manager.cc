@@ -727,6 +727,7 @@ void ExperimentManager::StartReservedLocked() {
     const auto& timeout = active.experiment.request().timeout();
     active.deadline = absl::Now() + absl::Nanoseconds(TimeUtil::DurationToNanoseconds(timeout));
     PublishEventLocked(active, start.running);
+    if (observer_ != nullptr) observer_->ExperimentStarted(active.experiment);
 
     if (stopping_) {
       // Shutdown ran meanwhile and left this one to us: it did start, so it is interrupted.

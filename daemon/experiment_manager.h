@@ -86,6 +86,8 @@ using SweepPointListener = std::function<void(const v1::Experiment& experiment)>
 class ManagerObserver {
  public:
   virtual ~ManagerObserver() = default;
+  // An experiment's RUNNING was published (again after a preemption), its GPUs in gpu_ids.
+  virtual void ExperimentStarted(const v1::Experiment& experiment) {}
   virtual void ExperimentEnded(const v1::Experiment& experiment) {}
   virtual void WorkerFailed(bool timed_out) {}
   // A request refused by policy: reason is "quota:max_queued_experiments",

@@ -93,15 +93,17 @@ absl::Status CheckBaselineName(const std::string& name) {
 
 }  // namespace
 
-SweepManager::SweepManager(ExperimentManager* experiments)
+SweepManager::SweepManager(ExperimentManager* experiments, SweepObserver* observer)
     : experiments_(experiments),
+      observer_(observer),
       store_(experiments->store()),
       fan_out_("sweep", experiments->watch_slots(), [experiments](const absl::Status& refusal) {
         experiments->CountWatchRefusal(refusal);
       }) {}
 
-absl::StatusOr<std::unique_ptr<SweepManager>> SweepManager::Create(ExperimentManager* experiments) {
-  std::unique_ptr<SweepManager> manager(new SweepManager(experiments));
+absl::StatusOr<std::unique_ptr<SweepManager>> SweepManager::Create(ExperimentManager* experiments,
+                                                                   SweepObserver* observer) {
+  std::unique_ptr<SweepManager> manager(new SweepManager(experiments, observer));
   // Listen before resuming: whatever changes while the stored state is read arrives after it
   // and is applied (or found stale) in order.
   SweepManager* self = manager.get();
@@ -150,6 +152,7 @@ absl::Status SweepManager::Resume() {
     for (v1::SweepPoint& point : *stored.mutable_points()) active.points.push_back(std::move(point));
     stored.clear_points();
     active.sweep = std::move(stored);
+    if (observer_ != nullptr) observer_->SweepStarted(active.sweep);
     ASSIGN_OR_RETURN(auto links, store_.SweepPointExperiments(id));
     // Points are rebuilt from the stored request: expansion is deterministic.
     const auto expanded = sweep::ExpandSweep(active.sweep.request());
@@ -334,6 +337,7 @@ void SweepManager::MaybeEndLocked(const std::string& id) {
     event.set_ended(sweep.reason());
   }
   *sweep.mutable_finished() = Now();
+  if (observer_ != nullptr) observer_->SweepEnded(sweep);
   AppendEventLocked(active, std::move(event));
   EventFanOut<v1::SweepEvent>::EndAll(active.sinks);
   active_.erase(it);
@@ -409,6 +413,7 @@ absl::StatusOr<v1::Sweep> SweepManager::Submit(v1::SweepRequest request, const A
   ActiveSweep& active = active_[id];
   active.sweep = std::move(sweep);
   active.points = std::move(sweep_points);
+  if (observer_ != nullptr) observer_->SweepStarted(active.sweep);
   {
     const bool on_behalf = request.user() != actor.user;
     v1::AuditEntry entry;

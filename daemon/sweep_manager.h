@@ -28,14 +28,27 @@ namespace gpuprof::daemon {
 
 using SweepEventSink = StreamSink<v1::SweepEvent>;
 
+// What the metrics exporter wants to hear about sweeps (annotations). Called with the sweep
+// manager's lock held: queue or record and return, never call back into the managers.
+class SweepObserver {
+ public:
+  virtual ~SweepObserver() = default;
+  // Submitted, or resumed running at start-up.
+  virtual void SweepStarted(const v1::Sweep& sweep) {}
+  // Every point ended: the sweep as it ended (state, finished, counts), without its points.
+  virtual void SweepEnded(const v1::Sweep& sweep) {}
+};
+
 class SweepManager {
  public:
   // A point interrupted by daemon stops is run at most this many times in all.
   static constexpr int kMaxAttempts = 3;
 
   // Resumes the sweeps that were running and starts following their points. `experiments`
-  // must outlive the SweepManager; call Shutdown before shutting it down.
-  static absl::StatusOr<std::unique_ptr<SweepManager>> Create(ExperimentManager* experiments);
+  // must outlive the SweepManager; call Shutdown before shutting it down. `observer` (may be
+  // null) must too.
+  static absl::StatusOr<std::unique_ptr<SweepManager>> Create(ExperimentManager* experiments,
+                                                              SweepObserver* observer = nullptr);
   ~SweepManager();
   SweepManager(const SweepManager&) = delete;
   SweepManager& operator=(const SweepManager&) = delete;
@@ -95,7 +108,7 @@ class SweepManager {
     Subscribers<v1::SweepEvent> sinks;
   };
 
-  explicit SweepManager(ExperimentManager* experiments);
+  SweepManager(ExperimentManager* experiments, SweepObserver* observer);
   absl::Status Resume() ABSL_LOCKS_EXCLUDED(mutex_);
   void FollowLoop() ABSL_LOCKS_EXCLUDED(mutex_, pending_mutex_);
 
@@ -115,6 +128,7 @@ class SweepManager {
   void MaybeEndLocked(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   ExperimentManager* const experiments_;
+  SweepObserver* const observer_;
   ExperimentStore& store_;
   // Watch streams, under the experiment manager's caps (per sweep, per user on it, per user).
   EventFanOut<v1::SweepEvent> fan_out_;

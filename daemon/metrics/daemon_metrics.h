@@ -11,7 +11,9 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "daemon/experiment_manager.h"
+#include "daemon/sweep_manager.h"
 #include "gpuprof/v1/access.pb.h"
 #include "gpuprof/v1/gpus.pb.h"
 #include "grpcpp/support/status.h"
@@ -35,11 +37,12 @@ struct GpuTelemetry {
 
 // Implementations are thread-safe: events come from the manager (with its lock held) and from
 // gRPC threads, gauges from the sampler thread. No method may block.
-class DaemonMetrics : public ManagerObserver {
+class DaemonMetrics : public ManagerObserver, public SweepObserver {
  public:
   ~DaemonMetrics() override = default;
 
-  // ManagerObserver: ExperimentEnded(experiment) and WorkerFailed(timed_out).
+  // ManagerObserver: ExperimentStarted/Ended(experiment), WorkerFailed(timed_out), ...
+  // SweepObserver: SweepStarted/Ended(sweep).
 
   // One finished RPC of the Profiler service.
   virtual void RpcFinished(absl::string_view method, grpc::StatusCode code) = 0;
@@ -47,6 +50,8 @@ class DaemonMetrics : public ManagerObserver {
   // The GPUs this daemon owns, set once at start-up: per-GPU series start from this list.
   virtual void SetGpuInventory(const v1::ListGpusResponse& inventory) = 0;
   virtual void SetQueuedExperiments(int64_t count) = 0;
+  // How long the first submitted experiment still queued has waited (0: none queued).
+  virtual void SetOldestQueuedExperimentAge(absl::Duration age) {}
   // GPU index -> id of the experiment holding it; GPUs not in the map are free.
   virtual void SetGpuLeases(const std::map<int, std::string>& leases) = 0;
   virtual void SetStoreSizeBytes(int64_t bytes) = 0;

@@ -11,11 +11,14 @@ inline constexpr char kUp[] = "gpuprof_up";
 inline constexpr char kBuildInfo[] = "gpuprof_build_info";
 inline constexpr char kExperiments[] = "gpuprof_experiments_total";
 inline constexpr char kQueuedExperiments[] = "gpuprof_queued_experiments";
+inline constexpr char kOldestQueuedExperimentAge[] = "gpuprof_oldest_queued_experiment_age_seconds";
 inline constexpr char kExperimentQueueSeconds[] = "gpuprof_experiment_queue_seconds";
 inline constexpr char kExperimentRunSeconds[] = "gpuprof_experiment_run_seconds";
 inline constexpr char kGpus[] = "gpuprof_gpus";
 inline constexpr char kGpuInfo[] = "gpuprof_gpu_info";
 inline constexpr char kGpuLeased[] = "gpuprof_gpu_leased";
+// Who holds each leased GPU: experiment, user, workload, with dcgm-exporter's GPU labels.
+inline constexpr char kGpuLeaseInfo[] = "gpuprof_gpu_lease_info";
 inline constexpr char kWorkerFailures[] = "gpuprof_worker_failures_total";
 inline constexpr char kGrpcRequests[] = "gpuprof_grpc_requests_total";
 inline constexpr char kStoreSizeBytes[] = "gpuprof_store_size_bytes";
@@ -37,7 +40,18 @@ inline constexpr char kUserGpuHoursLastDay[] = "gpuprof_user_gpu_hours_last_day"
 inline constexpr char kResultBandwidth[] = "gpuprof_result_bandwidth_bytes_per_second";
 inline constexpr char kResultCopyBandwidthRatio[] = "gpuprof_result_copy_bandwidth_ratio";
 inline constexpr char kResultCollectiveBusBandwidth[] =
+// Runs: series carrying an experiment or sweep id, kept for a bounded window after the run
+// ended (daemon/metrics/recent_series.h), for annotations and every sweep point's figure.
+inline constexpr char kExperimentStartTimestamp[] = "gpuprof_experiment_start_timestamp_seconds";
+inline constexpr char kExperimentEndTimestamp[] = "gpuprof_experiment_end_timestamp_seconds";
+inline constexpr char kExperimentHeadline[] = "gpuprof_experiment_headline";
+inline constexpr char kSweepStartTimestamp[] = "gpuprof_sweep_start_timestamp_seconds";
+inline constexpr char kSweepEndTimestamp[] = "gpuprof_sweep_end_timestamp_seconds";
+
     "gpuprof_result_collective_bus_bandwidth_bytes_per_second";
+// Every finished experiment's headline, by workload, phase and figure: a histogram, so that
+// rates and distributions count every result, not the last one before a scrape.
+inline constexpr char kResultHeadline[] = "gpuprof_result_headline";
 inline constexpr char kResultAttentionFlops[] = "gpuprof_result_attention_flops_per_second";
 inline constexpr char kResultRadixHitRatio[] = "gpuprof_result_radix_hit_ratio";
 inline constexpr char kResultRadixOperations[] = "gpuprof_result_radix_operations_per_second";
@@ -68,11 +82,19 @@ inline constexpr const char* kAll[] = {
     kExperimentRunSeconds,
     kGpus,
     kGpuInfo,
+    kOldestQueuedExperimentAge,
     kGpuLeased,
     kWorkerFailures,
     kGrpcRequests,
     kStoreSizeBytes,
     kStoreDamagedRows,
+    kGpuLeaseInfo,
+    kExperimentStartTimestamp,
+    kExperimentEndTimestamp,
+    kExperimentHeadline,
+    kSweepStartTimestamp,
+    kSweepEndTimestamp,
+    kResultHeadline,
     kStoreDiskFreeBytes,
     kStoreReadOnly,
     kAccessRefusals,

@@ -7,8 +7,9 @@
 
 namespace gpuprof::daemon {
 
-MetricsExporter::MetricsExporter(absl::string_view version, std::string nvml_path)
-    : metrics_(version), nvml_path_(std::move(nvml_path)) {}
+MetricsExporter::MetricsExporter(absl::string_view version, std::string nvml_path,
+                                 RecentSeriesLimits recent)
+    : metrics_(version, recent), nvml_path_(std::move(nvml_path)) {}
 
 MetricsExporter::~MetricsExporter() { Stop(); }
 
@@ -57,6 +58,14 @@ void MetricsExporter::Stop() {
 
 void MetricsExporter::SampleOnce() {
   metrics_.SetQueuedExperiments(manager_->queued_count());
+  const absl::Time now = absl::Now();
+  // A failed query keeps the last value, as for the store's size below.
+  if (absl::StatusOr<int64_t> oldest = manager_->store().OldestQueuedCreatedUnixNanos();
+      oldest.ok()) {
+    metrics_.SetOldestQueuedExperimentAge(
+        *oldest < 0 ? absl::ZeroDuration() : now - absl::FromUnixNanos(*oldest));
+  }
+  metrics_.ExpireRecentRuns(now);
   metrics_.SetGpuLeases(manager_->GpuLeases());
   metrics_.SetGpuHealth(manager_->ListGpus());
   metrics_.SetUserQuotaUse(manager_->admission().QuotaUseForMetrics());

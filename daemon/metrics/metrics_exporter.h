@@ -28,9 +28,11 @@ class MetricsExporter {
   // keeps the gauges fresh for short scrape intervals.
   static constexpr absl::Duration kDefaultSampleInterval = absl::Seconds(2);
 
-  // `nvml_path`: the NVML library telemetry is read through.
+  // `nvml_path`: the NVML library telemetry is read through; `recent`: how long, and how many,
+  // ended experiments and sweeps keep their run series (annotations, per-point figures).
   explicit MetricsExporter(absl::string_view version,
-                           std::string nvml_path = "libnvidia-ml.so.1");
+                           std::string nvml_path = "libnvidia-ml.so.1",
+                           RecentSeriesLimits recent = {});
   // Stops sampling and serving.
   ~MetricsExporter();
   MetricsExporter(const MetricsExporter&) = delete;
@@ -38,6 +40,7 @@ class MetricsExporter {
 
   // Hand these to ExperimentManager::Create and ProfilerService; they must not outlive this.
   ManagerObserver* manager_observer() { return &metrics_; }
+  SweepObserver* sweep_observer() { return &metrics_; }
   RpcObserver rpc_observer();
 
   // Serves /metrics on `address` (port 0 picks one), loads NVML for the manager's GPUs when it

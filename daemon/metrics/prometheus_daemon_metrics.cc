@@ -2,13 +2,19 @@
 
 #include "daemon/gpu_health/gpu_faults.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <climits>
+#include <cmath>
 #include <exception>
 #include <optional>
 #include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "daemon/admission/access_policy.h"
 #include "daemon/metrics/metric_names.h"
@@ -116,6 +122,113 @@ double Seconds(const google::protobuf::Timestamp& timestamp) {
 }
 
 // Sets the series for `labels` when there is a value, and drops it when there is none, so
+// A headline's figure in Prometheus' base units, and the unit's name.
+struct BaseUnitFigure {
+  double value;
+  std::string unit;
+};
+BaseUnitFigure InBaseUnits(const workloads::Headline& headline) {
+  if (headline.unit == "GB/s") return {headline.value * 1e9, "bytes_per_second"};
+  if (headline.unit == "TFLOP/s") return {headline.value * 1e12, "flops_per_second"};
+  if (headline.unit == "op/s") return {headline.value, "operations_per_second"};
+  if (headline.unit == "us") return {headline.value * 1e-6, "seconds"};
+  return {headline.value, absl::AsciiStrToLower(headline.unit)};
+}
+
+// Buckets of the headline histogram for each base unit: from the slowest figure a small run
+// gives to past what a GPU or a CPU core reaches, 1-2-5 per decade.
+prometheus::Histogram::BucketBoundaries DecadeBuckets(int from_exponent, int to_exponent) {
+  prometheus::Histogram::BucketBoundaries buckets;
+  for (int exponent = from_exponent; exponent <= to_exponent; ++exponent) {
+    for (double step : {1.0, 2.0, 5.0}) buckets.push_back(step * std::pow(10.0, exponent));
+  }
+  return buckets;
+}
+const prometheus::Histogram::BucketBoundaries& HeadlineBuckets(const std::string& unit) {
+  static const auto* const kBytes = new prometheus::Histogram::BucketBoundaries(
+      DecadeBuckets(8, 13));  // 100 MB/s .. 50 TB/s
+  static const auto* const kFlops = new prometheus::Histogram::BucketBoundaries(
+      DecadeBuckets(10, 15));  // 10 GFLOP/s .. 5 PFLOP/s
+  static const auto* const kOperations = new prometheus::Histogram::BucketBoundaries(
+      DecadeBuckets(2, 9));  // 100 op/s .. 5 Gop/s
+  static const auto* const kSeconds = new prometheus::Histogram::BucketBoundaries(
+      DecadeBuckets(-7, 0));  // 0.1 us .. 5 s
+  if (unit == "bytes_per_second") return *kBytes;
+  if (unit == "flops_per_second") return *kFlops;
+  if (unit == "seconds") return *kSeconds;
+  return *kOperations;
+}
+
+// 812.3 -> "812.3", 1454616 -> "1.455M": four significant digits, as a person reads them.
+std::string ShortNumber(double value) {
+  constexpr std::pair<double, const char*> kPrefixes[] = {{1e12, "T"}, {1e9, "G"}, {1e6, "M"}};
+  for (const auto& [scale, prefix] : kPrefixes) {
+    if (std::abs(value) >= scale) return absl::StrFormat("%.4g%s", value / scale, prefix);
+  }
+  return absl::StrFormat("%.4g", value);
+}
+
+// The headline as the annotation's text: "decode 812.3 GB/s (95.1% of copy)",
+// "1.455M match op/s".
+std::string HeadlineText(const workloads::Headline& headline) {
+  std::string text = headline.phase.empty() ? "" : absl::StrCat(headline.phase, " ");
+  if (headline.bound == workloads::HeadlineBound::kCpuRate) {
+    absl::StrAppend(&text, ShortNumber(headline.value), " ",
+                    absl::StripSuffix(headline.name, "_ops"), " ", headline.unit);
+  } else if (headline.name == "busbw" || headline.name == "algbw") {
+    absl::StrAppend(&text, headline.name, " ", ShortNumber(headline.value), " ", headline.unit);
+  } else {
+    absl::StrAppend(&text, ShortNumber(headline.value), " ", headline.unit);
+  }
+  if (headline.pct_of_bound > 0 && !headline.bound_reference.empty()) {
+    absl::StrAppend(&text, absl::StrFormat(" (%.1f%% of %s)", headline.pct_of_bound,
+                                           headline.bound_reference));
+  }
+  return text;
+}
+
+// At most `max_bytes` of `text`'s first line, cut on a UTF-8 character boundary.
+std::string ShortLabel(absl::string_view text, size_t max_bytes = 120) {
+  text = text.substr(0, text.find('\n'));
+  if (text.size() <= max_bytes) return std::string(text);
+  size_t end = max_bytes;
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
+  return absl::StrCat(text.substr(0, end), "...");
+}
+
+std::string HostName() {
+  char name[HOST_NAME_MAX + 1] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0) return "";
+  return name;
+}
+
+std::string GpuList(const google::protobuf::RepeatedField<int32_t>& gpus) {
+  return absl::StrJoin(gpus, ",");
+}
+
+// What identifies an experiment in its run series: id, user, workload, and its sweep's id
+// and point index when it is a point of one.
+Labels RunLabels(const v1::Experiment& experiment) {
+  Labels labels = {{"experiment", experiment.id()},
+                   {"user", experiment.user()},
+                   {"workload", WorkloadLabel(experiment.workload())}};
+  if (!experiment.sweep_id().empty()) {
+    labels["sweep"] = experiment.sweep_id();
+    labels["point"] = absl::StrCat(experiment.sweep_point());
+  }
+  return labels;
+}
+
+std::string SweepWorkloadLabel(const v1::Sweep& sweep) {
+  const workloads::WorkloadSpec* spec =
+      workloads::FindWorkloadSpec(sweep.request().base().workload_case());
+  return spec == nullptr ? "unspecified" : WorkloadLabel(spec->workload);
+}
+
+std::string SweepStateLabel(v1::SweepState state) {
+  return EnumLabel(v1::SweepState_Name(state), "SWEEP_");
+}
+
 // that a reading NVML stopped returning does not linger as a stale value.
 void SetOrRemove(prometheus::Family<prometheus::Gauge>& family, const Labels& labels,
                  const std::optional<double>& value) {
@@ -128,7 +241,8 @@ void SetOrRemove(prometheus::Family<prometheus::Gauge>& family, const Labels& la
 
 }  // namespace
 
-PrometheusDaemonMetrics::PrometheusDaemonMetrics(absl::string_view version)
+PrometheusDaemonMetrics::PrometheusDaemonMetrics(absl::string_view version,
+                                                 RecentSeriesLimits recent, std::string hostname)
     : registry_(std::make_shared<prometheus::Registry>()),
       up_(prometheus::BuildGauge()
               .Name(metric_names::kUp)
@@ -170,6 +284,18 @@ PrometheusDaemonMetrics::PrometheusDaemonMetrics(absl::string_view version)
                       .Help("1 while the GPU is leased to a running experiment, else 0.")
                       .Register(*registry_)),
       worker_failures_(prometheus::BuildCounter()
+      gpu_lease_info_(prometheus::BuildGauge()
+                          .Name(metric_names::kGpuLeaseInfo)
+                          .Help("Always 1, one series per leased GPU: the experiment holding "
+                                "it, its user and workload, and the GPU's UUID, modelName and "
+                                "Hostname as dcgm-exporter labels them.")
+                          .Register(*registry_)),
+      oldest_queued_age_(prometheus::BuildGauge()
+                             .Name(metric_names::kOldestQueuedExperimentAge)
+                             .Help("How long the first submitted experiment still queued has "
+                                   "waited since its submission; 0 when none is queued.")
+                             .Register(*registry_)
+                             .Add({})),
                            .Name(metric_names::kWorkerFailures)
                            .Help("Worker processes that crashed (reason=crash) or were killed "
                                  "at the experiment's timeout (reason=timeout).")
@@ -277,6 +403,38 @@ PrometheusDaemonMetrics::PrometheusDaemonMetrics(absl::string_view version)
                                          "experiment, by operation.")
                                    .Register(*registry_)),
       nvml_available_(prometheus::BuildGauge()
+      result_headline_(prometheus::BuildHistogram()
+                           .Name(metric_names::kResultHeadline)
+                           .Help("Headline figure of every finished experiment, in the base "
+                                 "unit the unit label names, by workload, phase and figure.")
+                           .Register(*registry_)),
+      experiment_start_(prometheus::BuildGauge()
+                            .Name(metric_names::kExperimentStartTimestamp)
+                            .Help("When the experiment started (Unix seconds); kept for the "
+                                  "retention window after it ended.")
+                            .Register(*registry_)),
+      experiment_end_(prometheus::BuildGauge()
+                          .Name(metric_names::kExperimentEndTimestamp)
+                          .Help("When the experiment ended (Unix seconds), with its final state "
+                                "and headline; kept for the retention window.")
+                          .Register(*registry_)),
+      experiment_headline_(prometheus::BuildGauge()
+                               .Name(metric_names::kExperimentHeadline)
+                               .Help("The finished experiment's headline figure in the base "
+                                     "unit the unit label names; kept for the retention "
+                                     "window, one series per experiment and sweep point.")
+                               .Register(*registry_)),
+      sweep_start_(prometheus::BuildGauge()
+                       .Name(metric_names::kSweepStartTimestamp)
+                       .Help("When the sweep was submitted (Unix seconds); kept for the "
+                             "retention window after it ended.")
+                       .Register(*registry_)),
+      sweep_end_(prometheus::BuildGauge()
+                     .Name(metric_names::kSweepEndTimestamp)
+                     .Help("When the sweep's last point ended (Unix seconds), with its final "
+                           "state and best headline; kept for the retention window.")
+                     .Register(*registry_)),
+      recent_(recent),
                           .Name(metric_names::kNvmlAvailable)
                           .Help("1 when GPU telemetry is read through NVML, 0 when NVML is "
                                 "absent (no driver) or there are no GPUs.")
@@ -336,7 +494,8 @@ PrometheusDaemonMetrics::PrometheusDaemonMetrics(absl::string_view version)
                                    "retired pages (retired_single_bit, retired_double_bit), "
                                    "remapped rows (remapped_correctable, "
                                    "remapped_uncorrectable).")
-                             .Register(*registry_)) {
+                             .Register(*registry_)),
+      hostname_(hostname.empty() ? HostName() : std::move(hostname)) {
   up_.Set(1);
   build_info_.Add({{"version", std::string(version)}}).Set(1);
   // Every bounded combination starts at zero, so that rate() and increase() see the first
@@ -406,6 +565,102 @@ void PrometheusDaemonMetrics::RecordResult(const v1::Experiment& experiment) {
   const v1::ExperimentResult& result = experiment.result();
   const std::string workload = WorkloadLabel(experiment.workload());
   const v1::GpuMeasurement& measurement = result.measurement();
+  RecordRun(experiment);
+  absl::MutexLock lock(&mutex_);
+  running_.erase(experiment.id());
+  for (int gpu : experiment.gpu_ids()) {
+    const auto lease = leases_.find(gpu);
+    if (lease != leases_.end() && lease->second.first == experiment.id()) SetLeaseLocked(gpu, "");
+  }
+}
+
+void PrometheusDaemonMetrics::ExperimentStarted(const v1::Experiment& experiment) {
+  if (experiment.has_started()) {
+    Labels labels = RunLabels(experiment);
+    labels["gpus"] = GpuList(experiment.gpu_ids());
+    recent_.Set(experiment.id(), experiment_start_, labels, Seconds(experiment.started()));
+  }
+  absl::MutexLock lock(&mutex_);
+  running_[experiment.id()] = {experiment.user(), WorkloadLabel(experiment.workload())};
+  for (int gpu : experiment.gpu_ids()) SetLeaseLocked(gpu, experiment.id());
+}
+
+// The run series of an experiment that ended: its end (the annotation) and, when it finished
+// with a headline, the figure; and its sweep's best figure so far.
+void PrometheusDaemonMetrics::RecordRun(const v1::Experiment& experiment) {
+  const std::optional<workloads::Headline> headline =
+      experiment.state() == v1::FINISHED && experiment.has_result()
+          ? workloads::HeadlineOf(experiment)
+          : std::nullopt;
+  if (headline.has_value() && !experiment.sweep_id().empty()) {
+    absl::MutexLock lock(&mutex_);
+    // Bounded by the sweeps running: SweepEnded takes a sweep's entry away. One that never
+    // ends here (the daemon stopped) is dropped once many are held.
+    if (sweep_best_.size() >= 1000 && !sweep_best_.contains(experiment.sweep_id())) {
+      sweep_best_.erase(sweep_best_.begin());
+    }
+    auto [best, first] = sweep_best_.try_emplace(experiment.sweep_id());
+    const bool better = headline->higher_is_better ? headline->value > best->second.value
+                                                   : headline->value < best->second.value;
+    if (first || better) {
+      best->second = {headline->value, headline->higher_is_better, HeadlineText(*headline),
+                      experiment.sweep_point()};
+    }
+  }
+  if (!recent_.enabled()) return;
+  const double ended = experiment.has_finished() ? Seconds(experiment.finished())
+                                                 : absl::ToDoubleSeconds(absl::Now() -
+                                                                         absl::UnixEpoch());
+  Labels labels = RunLabels(experiment);
+  labels["gpus"] = GpuList(experiment.gpu_ids());
+  labels["state"] = StateLabel(experiment.state());
+  labels["headline"] = headline.has_value()       ? HeadlineText(*headline)
+                       : experiment.reason().empty() ? ""
+                                                   : ShortLabel(experiment.reason());
+  recent_.Set(experiment.id(), experiment_end_, labels, ended);
+  if (headline.has_value()) {
+    const BaseUnitFigure figure = InBaseUnits(*headline);
+    Labels figure_labels = RunLabels(experiment);
+    figure_labels["figure"] = headline->name;
+    figure_labels["unit"] = figure.unit;
+    if (!headline->phase.empty()) figure_labels["phase"] = headline->phase;
+    if (experiment.request().has_custom_kernel()) figure_labels["kernel"] = "custom";
+    recent_.Set(experiment.id(), experiment_headline_, figure_labels, figure.value);
+  }
+  recent_.Ended(experiment.id(), absl::Now());
+}
+
+void PrometheusDaemonMetrics::SweepStarted(const v1::Sweep& sweep) {
+  recent_.Set(sweep.id(), sweep_start_,
+              {{"sweep", sweep.id()},
+               {"user", sweep.user()},
+               {"workload", SweepWorkloadLabel(sweep)},
+               {"points", absl::StrCat(sweep.points_total())}},
+              Seconds(sweep.created()));
+}
+
+void PrometheusDaemonMetrics::SweepEnded(const v1::Sweep& sweep) {
+  std::string headline = absl::StrCat(sweep.points_finished(), " of ", sweep.points_total(),
+                                      " points finished");
+  {
+    absl::MutexLock lock(&mutex_);
+    const auto best = sweep_best_.find(sweep.id());
+    if (best != sweep_best_.end()) {
+      absl::StrAppend(&headline, "; best ", best->second.text, " (point ", best->second.point,
+                      ")");
+      sweep_best_.erase(best);
+    }
+  }
+  recent_.Set(sweep.id(), sweep_end_,
+              {{"sweep", sweep.id()},
+               {"user", sweep.user()},
+               {"workload", SweepWorkloadLabel(sweep)},
+               {"points", absl::StrCat(sweep.points_total())},
+               {"state", SweepStateLabel(sweep.state())},
+               {"headline", ShortLabel(headline, 200)}},
+              sweep.has_finished() ? Seconds(sweep.finished())
+                                   : absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()));
+  recent_.Ended(sweep.id(), absl::Now());
   // Attention's phase (its headline's): prefill and decode are different figures, never one
   // series that alternates between them.
   const std::optional<workloads::Headline> headline = workloads::HeadlineOf(experiment);
@@ -419,6 +674,13 @@ void PrometheusDaemonMetrics::RecordResult(const v1::Experiment& experiment) {
     if (custom_kernel) labels["kernel"] = "custom";
     if (measurement.bandwidth_gbps() > 0) {
       result_bandwidth_.Add(labels).Set(measurement.bandwidth_gbps() * 1e9);
+  if (headline.has_value()) {
+    const BaseUnitFigure figure = InBaseUnits(*headline);
+    Labels labels = {{"workload", workload}, {"figure", headline->name}, {"unit", figure.unit}};
+    if (!phase.empty()) labels["phase"] = phase;
+    if (custom_kernel) labels["kernel"] = "custom";
+    result_headline_.Add(labels, HeadlineBuckets(figure.unit)).Observe(figure.value);
+  }
     }
     if (measurement.pct_of_measured_copy_bandwidth() > 0) {
       result_copy_bandwidth_ratio_.Add(labels).Set(measurement.pct_of_measured_copy_bandwidth() /
@@ -547,7 +809,16 @@ void PrometheusDaemonMetrics::SetGpuInventory(const v1::ListGpusResponse& invent
   for (const v1::GpuInfo& gpu : inventory.gpus()) {
     const std::string index = absl::StrCat(gpu.index());
     gpu_indices_.push_back(gpu.index());
-    gpu_info_.Add({{"gpu", index}, {"name", gpu.name()}, {"uuid", gpu.uuid()}}).Set(1);
+    // dcgm-exporter's label names beside ours, so that `on(UUID)` joins the two.
+    const Labels dcgm = {{"gpu", index},
+                         {"UUID", gpu.uuid()},
+                         {"modelName", gpu.name()},
+                         {"Hostname", hostname_}};
+    gpu_labels_[gpu.index()] = dcgm;
+    Labels info = dcgm;
+    info["name"] = gpu.name();
+    info["uuid"] = gpu.uuid();
+    gpu_info_.Add(info).Set(1);
     gpu_leased_.Add({{"gpu", index}}).Set(0);
   }
   gpus_.Set(static_cast<double>(inventory.gpus_size()));
@@ -569,7 +840,37 @@ void PrometheusDaemonMetrics::SetGpuLeases(const std::map<int, std::string>& lea
 void PrometheusDaemonMetrics::SetStoreSpace(int64_t free_bytes, bool read_only) {
   if (free_bytes >= 0) store_disk_free_bytes_.Set(static_cast<double>(free_bytes));
   store_read_only_.Set(read_only ? 1 : 0);
+    SetLeaseLocked(gpu, leased ? lease->second : "");
+  }
 }
+
+void PrometheusDaemonMetrics::SetLeaseLocked(int gpu, const std::string& id) {
+  const auto held = leases_.find(gpu);
+  if (held != leases_.end()) {
+    if (held->second.first == id) return;
+    if (gpu_lease_info_.Has(held->second.second)) {
+      gpu_lease_info_.Remove(&gpu_lease_info_.Add(held->second.second));
+    }
+    leases_.erase(held);
+  }
+  if (id.empty()) return;
+  const auto known = gpu_labels_.find(gpu);
+  Labels labels = known != gpu_labels_.end()
+                      ? known->second
+                      : Labels{{"gpu", absl::StrCat(gpu)}, {"Hostname", hostname_}};
+  labels["experiment"] = id;
+  // An experiment started before the metrics heard of it has no user or workload here.
+  const auto running = running_.find(id);
+  if (running != running_.end()) {
+    labels["user"] = running->second.user;
+    labels["workload"] = running->second.workload;
+}
+  gpu_lease_info_.Add(labels).Set(1);
+  leases_[gpu] = {id, std::move(labels)};
+}
+
+void PrometheusDaemonMetrics::SetOldestQueuedExperimentAge(absl::Duration age) {
+  oldest_queued_age_.Set(std::max(0.0, absl::ToDoubleSeconds(age)));
 
 void PrometheusDaemonMetrics::SetStoreSizeBytes(int64_t bytes) {
   store_size_bytes_.Set(static_cast<double>(bytes));

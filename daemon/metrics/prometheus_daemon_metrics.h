@@ -1,8 +1,10 @@
 // DaemonMetrics exported in the Prometheus text format with prometheus-cpp, on its own HTTP
 // port (loopback by default: metrics say what runs on the machine). Names follow Prometheus'
 // rules: gpuprof_ prefix, base units (_seconds, _bytes, _hertz, _watts), _total counters and
-// 0..1 ratios. Labels are bounded sets (workload, state, GPU index, RPC method, ...); never an
-// experiment id or a user name. docs/metrics.md describes every metric.
+// 0..1 ratios. Labels are bounded sets (workload, state, GPU index, RPC method, ...); an
+// experiment or sweep id, and its user, label only the run series (RecentSeries: kept for a
+// window after the run ended, capped in number) and the lease of a GPU held now.
+// docs/metrics.md describes every metric.
 #ifndef GPUPROF_DAEMON_METRICS_PROMETHEUS_DAEMON_METRICS_H_
 #define GPUPROF_DAEMON_METRICS_PROMETHEUS_DAEMON_METRICS_H_
 
@@ -17,6 +19,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "daemon/metrics/daemon_metrics.h"
+#include "daemon/metrics/recent_series.h"
 #include "prometheus/counter.h"
 #include "prometheus/exposer.h"
 #include "prometheus/family.h"
@@ -28,8 +31,10 @@ namespace gpuprof::daemon {
 
 class PrometheusDaemonMetrics final : public DaemonMetrics {
  public:
-  // `version` goes into gpuprof_build_info.
-  explicit PrometheusDaemonMetrics(absl::string_view version);
+  // `version` goes into gpuprof_build_info; `recent` bounds the run series; `hostname` labels
+  // the per-GPU info series as dcgm-exporter's Hostname does (empty: this host's name).
+  explicit PrometheusDaemonMetrics(absl::string_view version, RecentSeriesLimits recent = {},
+                                   std::string hostname = "");
   ~PrometheusDaemonMetrics() override;
   PrometheusDaemonMetrics(const PrometheusDaemonMetrics&) = delete;
   PrometheusDaemonMetrics& operator=(const PrometheusDaemonMetrics&) = delete;
@@ -46,17 +51,26 @@ class PrometheusDaemonMetrics final : public DaemonMetrics {
   // gpuprof_up: 1 while the daemon serves, 0 once it is shutting down.
   void SetUp(bool up);
 
+  // Removes the run series whose window has passed; the sampler calls it.
+  void ExpireRecentRuns(absl::Time now) { recent_.Expire(now); }
+
   // ManagerObserver.
+  void ExperimentStarted(const v1::Experiment& experiment) override;
   void ExperimentEnded(const v1::Experiment& experiment) override;
   void WorkerFailed(bool timed_out) override;
   void Refused(const std::string& reason) override;
   void Preempted() override;
   void GpuXid(int gpu, v1::GpuFaultClass fault_class) override;
 
+  // SweepObserver.
+  void SweepStarted(const v1::Sweep& sweep) override;
+  void SweepEnded(const v1::Sweep& sweep) override;
+
   // DaemonMetrics.
   void RpcFinished(absl::string_view method, grpc::StatusCode code) override;
   void SetGpuInventory(const v1::ListGpusResponse& inventory) override;
   void SetQueuedExperiments(int64_t count) override;
+  void SetOldestQueuedExperimentAge(absl::Duration age) override;
   void SetGpuLeases(const std::map<int, std::string>& leases) override;
   void SetStoreSizeBytes(int64_t bytes) override;
   void SetStoreDamagedRows(int64_t rows) override;
@@ -68,7 +82,23 @@ class PrometheusDaemonMetrics final : public DaemonMetrics {
   void SetGpuHealth(const v1::ListGpusResponse& gpus) override;
 
  private:
+  // What identifies a running experiment in the lease series.
+  struct RunningExperiment {
+    std::string user;
+    std::string workload;
+  };
+  // The best headline of a running sweep's finished points so far, for its end annotation.
+  struct SweepBest {
+    double value = 0;
+    bool higher_is_better = true;
+    std::string text;
+    int point = 0;
+  };
+
   void RecordResult(const v1::Experiment& experiment);
+  void RecordRun(const v1::Experiment& experiment);
+  // Points gpuprof_gpu_lease_info of `gpu` at experiment `id` (empty: free).
+  void SetLeaseLocked(int gpu, const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   // Declared first: the families below live in it.
   const std::shared_ptr<prometheus::Registry> registry_;
@@ -83,6 +113,8 @@ class PrometheusDaemonMetrics final : public DaemonMetrics {
   prometheus::Gauge& gpus_;
   prometheus::Family<prometheus::Gauge>& gpu_info_;
   prometheus::Family<prometheus::Gauge>& gpu_leased_;
+  prometheus::Family<prometheus::Gauge>& gpu_lease_info_;
+  prometheus::Gauge& oldest_queued_age_;
   prometheus::Family<prometheus::Counter>& worker_failures_;
   prometheus::Family<prometheus::Counter>& grpc_requests_;
   prometheus::Family<prometheus::Counter>& access_refusals_;
@@ -111,6 +143,17 @@ class PrometheusDaemonMetrics final : public DaemonMetrics {
   prometheus::Family<prometheus::Gauge>& result_radix_hit_ratio_;
   prometheus::Family<prometheus::Gauge>& result_radix_operations_;
 
+  // Every finished experiment's headline, by workload, phase, figure and unit.
+  prometheus::Family<prometheus::Histogram>& result_headline_;
+
+  // Run series (annotations, every point's figure), bounded by recent_.
+  prometheus::Family<prometheus::Gauge>& experiment_start_;
+  prometheus::Family<prometheus::Gauge>& experiment_end_;
+  prometheus::Family<prometheus::Gauge>& experiment_headline_;
+  prometheus::Family<prometheus::Gauge>& sweep_start_;
+  prometheus::Family<prometheus::Gauge>& sweep_end_;
+  RecentSeries recent_;
+
   // GPU telemetry (NVML).
   prometheus::Gauge& nvml_available_;
   prometheus::Family<prometheus::Gauge>& gpu_utilization_;
@@ -127,8 +170,15 @@ class PrometheusDaemonMetrics final : public DaemonMetrics {
   prometheus::Family<prometheus::Counter>& gpu_xid_events_;
   prometheus::Family<prometheus::Gauge>& gpu_memory_errors_;
 
+  const std::string hostname_;
   mutable absl::Mutex mutex_;
   std::vector<int> gpu_indices_ ABSL_GUARDED_BY(mutex_);
+  // dcgm-exporter's labels of each GPU (gpu, UUID, modelName, Hostname), by index.
+  std::map<int, prometheus::Labels> gpu_labels_ ABSL_GUARDED_BY(mutex_);
+  // The lease series of each leased GPU, and the experiment it names.
+  std::map<int, std::pair<std::string, prometheus::Labels>> leases_ ABSL_GUARDED_BY(mutex_);
+  std::map<std::string, RunningExperiment> running_ ABSL_GUARDED_BY(mutex_);
+  std::map<std::string, SweepBest> sweep_best_ ABSL_GUARDED_BY(mutex_);
   std::unique_ptr<prometheus::Exposer> exposer_ ABSL_GUARDED_BY(mutex_);
 };
 

@@ -10,6 +10,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -17,6 +18,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/time.h"
 #include "daemon/admission/access_policy.h"
 #include "daemon/metrics/metric_names.h"
 #include "gpuprof/v1/experiment.pb.h"
@@ -47,6 +49,12 @@ double ValueOf(const std::map<std::string, double>& samples, const std::string& 
   for (const auto& [name, value] : samples) absl::StrAppend(&present, "\n  ", name);
   ADD_FAILURE() << "no series " << series << "; present:" << present;
   return -1;
+}
+
+std::string HostName() {
+  char name[256] = {};
+  gethostname(name, sizeof(name) - 1);
+  return name;
 }
 
 google::protobuf::Timestamp At(double seconds) {
@@ -114,6 +122,12 @@ TEST(PrometheusDaemonMetricsTest, NamesFollowPrometheusRules) {
   v1::Experiment radix = EndedExperiment(v1::WORKLOAD_RADIX, v1::FINISHED);
   radix.mutable_result()->mutable_radix()->add_operations()->set_operation("insert");
   metrics.ExperimentEnded(radix);
+  metrics.ExperimentStarted(attention);
+  metrics.SetGpuLeases({{0, attention.id()}});
+  v1::Sweep sweep;
+  sweep.set_id("swp-000001");
+  metrics.SweepStarted(sweep);
+  metrics.SweepEnded(sweep);
   metrics.Refused("quota:max_priority");
   metrics.Preempted();
   v1::QuotaReport policy_user;
@@ -137,8 +151,14 @@ TEST(PrometheusDaemonMetricsTest, NamesFollowPrometheusRules) {
     EXPECT_EQ(type == "counter", absl::EndsWith(name, "_total")) << name << " is a " << type;
   }
   // Exactly the documented names, so that dashboards can be checked against the list.
-  EXPECT_EQ(families,
-            std::set<std::string>(std::begin(metric_names::kAll), std::end(metric_names::kAll)));
+  const std::set<std::string> documented(std::begin(metric_names::kAll),
+                                         std::end(metric_names::kAll));
+  for (const std::string& name : documented) {
+    EXPECT_TRUE(families.contains(name)) << name << " is not exported";
+  }
+  for (const std::string& name : families) {
+    EXPECT_TRUE(documented.contains(name)) << name << " is not in metric_names::kAll";
+  }
 }
 
 TEST(PrometheusDaemonMetricsTest, QuotaUseSeriesFollowThePolicyUsers) {
@@ -182,7 +202,8 @@ TEST(PrometheusDaemonMetricsTest, AUserNamedOtherIsNotTheCatchAll) {
 }
 
 TEST(PrometheusDaemonMetricsTest, CountsEndedExperimentsAndTimesThem) {
-  PrometheusDaemonMetrics metrics("1.2.3");
+  // Without run series (window 0), as the counters and histograms alone would be.
+  PrometheusDaemonMetrics metrics("1.2.3", RecentSeriesLimits{.window = absl::ZeroDuration()});
   v1::Experiment radix = EndedExperiment(v1::WORKLOAD_RADIX, v1::FINISHED);
   v1::RadixResult& result = *radix.mutable_result()->mutable_radix();
   result.set_hit_rate(0.75);
@@ -215,7 +236,7 @@ TEST(PrometheusDaemonMetricsTest, CountsEndedExperimentsAndTimesThem) {
   EXPECT_EQ(
       ValueOf(samples, R"(gpuprof_result_radix_operations_per_second{operation="match_prefix"})"),
       1e6);
-  // Unbounded values never become labels.
+  // Without run series, neither the experiment's id nor its user is a label.
   EXPECT_THAT(text, Not(HasSubstr("SECRET")));
   EXPECT_THAT(text, Not(HasSubstr("alice")));
 }
@@ -364,8 +385,12 @@ TEST(PrometheusDaemonMetricsTest, NoResultSeriesForWorkloadsThatNeverRan) {
   index.mutable_result()->mutable_measurement()->set_bandwidth_gbps(1500);
   metrics.ExperimentEnded(index);
   EXPECT_THAT(result_series(),
-              ::testing::ElementsAre(
+              ::testing::Contains(
                   R"(gpuprof_result_bandwidth_bytes_per_second{gpu="0",workload="index"})"));
+  // The index result's histogram series too, but nothing of radix.
+  for (const std::string& series : result_series()) {
+    EXPECT_THAT(series, Not(HasSubstr("radix"))) << series;
+  }
 
   v1::Experiment radix = EndedExperiment(v1::WORKLOAD_RADIX, v1::FINISHED);
   radix.mutable_result()->mutable_radix()->set_hit_rate(0);
@@ -421,9 +446,10 @@ TEST(PrometheusDaemonMetricsTest, ExportsInventoryLeasesAndDecodedTelemetry) {
   std::string text = metrics.ExpositionText();
   auto samples = ParseSamples(text);
   EXPECT_EQ(ValueOf(samples, "gpuprof_gpus"), 2);
-  EXPECT_EQ(
-      ValueOf(samples, R"(gpuprof_gpu_info{gpu="1",name="NVIDIA H100 80GB HBM3",uuid="GPU-1"})"),
-      1);
+  EXPECT_EQ(ValueOf(samples, absl::StrCat(R"(gpuprof_gpu_info{Hostname=")", HostName(),
+                                         R"(",UUID="GPU-1",gpu="1",modelName="NVIDIA H100 80GB )"
+                                         R"(HBM3",name="NVIDIA H100 80GB HBM3",uuid="GPU-1"})")),
+            1);
   EXPECT_EQ(ValueOf(samples, R"(gpuprof_gpu_leased{gpu="0"})"), 0);
   EXPECT_EQ(ValueOf(samples, R"(gpuprof_gpu_leased{gpu="1"})"), 1);
   EXPECT_EQ(ValueOf(samples, "gpuprof_queued_experiments"), 4);
@@ -442,7 +468,6 @@ TEST(PrometheusDaemonMetricsTest, ExportsInventoryLeasesAndDecodedTelemetry) {
   EXPECT_EQ(ValueOf(samples, R"(gpuprof_gpu_throttle_reason_active{gpu="0",reason="gpu_idle"})"),
             0);
   EXPECT_EQ(samples.count(R"(gpuprof_gpu_memory_used_bytes{gpu="0"})"), 0u);
-  EXPECT_THAT(text, Not(HasSubstr("SECRET")));
 
   // A reading that stops being available disappears instead of going stale.
   telemetry.temperature_celsius.reset();
@@ -522,6 +547,173 @@ TEST(PrometheusDaemonMetricsTest, GpuHealthXidsAndMemoryErrorsPerGpu) {
   EXPECT_EQ(text.find(R"(kind="remapped_correctable")"), std::string::npos);
   // GPU 1 has no reading: no memory error series.
   EXPECT_EQ(text.find(R"(gpuprof_gpu_memory_errors{gpu="1")"), std::string::npos);
+}
+
+// The series of `samples` named `name` whose labels contain every one of `parts`.
+std::vector<std::string> SeriesWith(const std::map<std::string, double>& samples,
+                                    const std::string& name,
+                                    const std::vector<std::string>& parts) {
+  std::vector<std::string> found;
+  for (const auto& [series, value] : samples) {
+    if (!absl::StartsWith(series, absl::StrCat(name, "{"))) continue;
+    bool all = true;
+    for (const std::string& part : parts) all = all && absl::StrContains(series, part);
+    if (all) found.push_back(series);
+  }
+  return found;
+}
+
+v1::Experiment RadixPoint(int point, double match_ops_per_second) {
+  v1::Experiment experiment = EndedExperiment(v1::WORKLOAD_RADIX, v1::FINISHED);
+  experiment.set_id(absl::StrCat("exp-", 100 + point));
+  experiment.set_user("carol");
+  experiment.set_sweep_id("swp-000002");
+  experiment.set_sweep_point(point);
+  experiment.mutable_request()->mutable_radix();
+  v1::OperationStats& match = *experiment.mutable_result()->mutable_radix()->add_operations();
+  match.set_operation("match_prefix");
+  match.set_ops_per_second(match_ops_per_second);
+  return experiment;
+}
+
+// Twenty points that end between two scrapes are twenty series, each with its id, sweep and
+// point, and an end time for the annotation; every one also counts in the histogram.
+TEST(PrometheusDaemonMetricsTest, EveryExperimentAndSweepPointHasItsOwnRunSeries) {
+  PrometheusDaemonMetrics metrics("1.2.3");
+  v1::Sweep sweep;
+  sweep.set_id("swp-000002");
+  sweep.set_user("carol");
+  sweep.mutable_request()->mutable_base()->mutable_radix();
+  sweep.set_points_total(20);
+  *sweep.mutable_created() = At(90);
+  metrics.SweepStarted(sweep);
+  for (int point = 0; point < 20; ++point) {
+    const v1::Experiment experiment = RadixPoint(point, 1e6 + point * 1000);
+    metrics.ExperimentStarted(experiment);
+    metrics.ExperimentEnded(experiment);
+  }
+  sweep.set_state(v1::SWEEP_FINISHED);
+  sweep.set_points_finished(20);
+  *sweep.mutable_finished() = At(110);
+  metrics.SweepEnded(sweep);
+
+  const auto samples = ParseSamples(metrics.ExpositionText());
+  const std::vector<std::string> figures = SeriesWith(
+      samples, "gpuprof_experiment_headline",
+      {R"(sweep="swp-000002")", R"(figure="match_ops")", R"(unit="operations_per_second")",
+       R"(user="carol")", R"(workload="radix")"});
+  ASSERT_EQ(figures.size(), 20u);
+  const std::vector<std::string> point_7 = SeriesWith(
+      samples, "gpuprof_experiment_headline", {R"(point="7")", R"(experiment="exp-107")"});
+  ASSERT_EQ(point_7.size(), 1u);
+  EXPECT_EQ(ValueOf(samples, point_7[0]), 1.007e6);
+  EXPECT_EQ((SeriesWith(samples, "gpuprof_experiment_end_timestamp_seconds",
+                        {R"(sweep="swp-000002")", R"(state="finished")"})
+                 .size()),
+            20u);
+  const std::vector<std::string> end = SeriesWith(
+      samples, "gpuprof_experiment_end_timestamp_seconds",
+      {R"(experiment="exp-119")", R"(headline="1.019M match op/s")", R"(point="19")"});
+  ASSERT_EQ(end.size(), 1u);
+  EXPECT_EQ(ValueOf(samples, end[0]), 103);
+  const std::vector<std::string> start =
+      SeriesWith(samples, "gpuprof_experiment_start_timestamp_seconds", {R"(experiment="exp-119")"});
+  ASSERT_EQ(start.size(), 1u);
+  EXPECT_EQ(ValueOf(samples, start[0]), 102.5);
+  EXPECT_EQ(ValueOf(samples, R"(gpuprof_sweep_start_timestamp_seconds{points="20",)"
+                             R"(sweep="swp-000002",user="carol",workload="radix"})"),
+            90);
+  EXPECT_EQ(ValueOf(samples, R"(gpuprof_sweep_end_timestamp_seconds{headline="20 of 20 points )"
+                             R"m(finished; best 1.019M match op/s (point 19)",points="20",)m"
+                             R"(state="finished",sweep="swp-000002",user="carol",)"
+                             R"(workload="radix"})"),
+            110);
+  EXPECT_EQ(ValueOf(samples, R"(gpuprof_result_headline_count{figure="match_ops",)"
+                             R"(unit="operations_per_second",workload="radix"})"),
+            20);
+
+  // A window later the run series are gone; the histogram keeps every result.
+  metrics.ExpireRecentRuns(absl::Now() + absl::Minutes(15));
+  const auto later = ParseSamples(metrics.ExpositionText());
+  EXPECT_THAT(SeriesWith(later, "gpuprof_experiment_headline", {}), ::testing::IsEmpty());
+  EXPECT_THAT(SeriesWith(later, "gpuprof_experiment_end_timestamp_seconds", {}),
+              ::testing::IsEmpty());
+  EXPECT_THAT(SeriesWith(later, "gpuprof_sweep_end_timestamp_seconds", {}), ::testing::IsEmpty());
+  EXPECT_EQ(ValueOf(later, R"(gpuprof_result_headline_count{figure="match_ops",)"
+                           R"(unit="operations_per_second",workload="radix"})"),
+            20);
+}
+
+TEST(PrometheusDaemonMetricsTest, RunSeriesAreCappedInNumber) {
+  PrometheusDaemonMetrics metrics("1.2.3", RecentSeriesLimits{.window = absl::Hours(1),
+                                                              .max_runs = 5});
+  for (int point = 0; point < 20; ++point) metrics.ExperimentEnded(RadixPoint(point, 1e6));
+  const auto samples = ParseSamples(metrics.ExpositionText());
+  EXPECT_EQ(SeriesWith(samples, "gpuprof_experiment_end_timestamp_seconds", {}).size(), 5u);
+  // The last five to end are kept.
+  EXPECT_EQ(SeriesWith(samples, "gpuprof_experiment_headline", {R"(point="15")"}).size(), 1u);
+  EXPECT_EQ(SeriesWith(samples, "gpuprof_experiment_headline", {R"(point="14")"}).size(), 0u);
+}
+
+TEST(PrometheusDaemonMetricsTest, AFailedRunsAnnotationSaysWhy) {
+  PrometheusDaemonMetrics metrics("1.2.3");
+  v1::Experiment failed = EndedExperiment(v1::WORKLOAD_INDEX, v1::FAILED);
+  failed.set_id("exp-000009");
+  failed.set_reason("worker crashed (signal 11)\nstack follows");
+  metrics.ExperimentEnded(failed);
+  const auto samples = ParseSamples(metrics.ExpositionText());
+  EXPECT_EQ((SeriesWith(samples, "gpuprof_experiment_end_timestamp_seconds",
+                        {R"m(headline="worker crashed (signal 11)")m", R"(state="failed")"})
+                 .size()),
+            1u);
+  EXPECT_THAT(SeriesWith(samples, "gpuprof_experiment_headline", {}), ::testing::IsEmpty());
+}
+
+// Who holds each GPU, with dcgm-exporter's labels so that its series join on UUID.
+TEST(PrometheusDaemonMetricsTest, LeaseInfoNamesTheHolderWithDcgmLabels) {
+  PrometheusDaemonMetrics metrics("1.2.3", {}, "gpu-node-7");
+  v1::ListGpusResponse inventory;
+  for (int index : {0, 1}) {
+    v1::GpuInfo& gpu = *inventory.add_gpus();
+    gpu.set_index(index);
+    gpu.set_name("NVIDIA H100 80GB HBM3");
+    gpu.set_uuid(absl::StrCat("GPU-", index));
+  }
+  metrics.SetGpuInventory(inventory);
+  v1::Experiment index = EndedExperiment(v1::WORKLOAD_INDEX, v1::RUNNING);
+  index.set_id("exp-000007");
+  index.set_user("bob");
+  index.add_gpu_ids(1);
+  metrics.ExperimentStarted(index);
+
+  auto samples = ParseSamples(metrics.ExpositionText());
+  EXPECT_EQ(ValueOf(samples, R"(gpuprof_gpu_lease_info{Hostname="gpu-node-7",UUID="GPU-1",)"
+                             R"(experiment="exp-000007",gpu="1",modelName="NVIDIA H100 80GB )"
+                             R"(HBM3",user="bob",workload="index"})"),
+            1);
+  EXPECT_EQ(ValueOf(samples, R"(gpuprof_gpu_info{Hostname="gpu-node-7",UUID="GPU-0",gpu="0",)"
+                             R"(modelName="NVIDIA H100 80GB HBM3",name="NVIDIA H100 80GB HBM3",)"
+                             R"(uuid="GPU-0"})"),
+            1);
+  // The sampler agrees; then the GPU is freed.
+  metrics.SetGpuLeases({{1, "exp-000007"}});
+  EXPECT_EQ(SeriesWith(ParseSamples(metrics.ExpositionText()), "gpuprof_gpu_lease_info", {}).size(),
+            1u);
+  index.set_state(v1::FINISHED);
+  metrics.ExperimentEnded(index);
+  samples = ParseSamples(metrics.ExpositionText());
+  EXPECT_THAT(SeriesWith(samples, "gpuprof_gpu_lease_info", {}), ::testing::IsEmpty());
+}
+
+TEST(PrometheusDaemonMetricsTest, OldestQueuedExperimentAge) {
+  PrometheusDaemonMetrics metrics("1.2.3");
+  EXPECT_EQ(ValueOf(ParseSamples(metrics.ExpositionText()),
+                    "gpuprof_oldest_queued_experiment_age_seconds"),
+            0);
+  metrics.SetOldestQueuedExperimentAge(absl::Seconds(90));
+  EXPECT_EQ(ValueOf(ParseSamples(metrics.ExpositionText()),
+                    "gpuprof_oldest_queued_experiment_age_seconds"),
+            90);
 }
 
 }  // namespace

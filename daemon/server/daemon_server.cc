@@ -190,6 +190,12 @@ absl::Status DaemonServer::ValidateOptions(const Options& options) {
         absl::StrCat("--reserved_local_connections=", options.reserved_local_connections,
                      ": must be >= 0 and below --max_connections (", options.max_connections, ")"));
   }
+  if (options.metrics_recent_window < absl::ZeroDuration() || options.metrics_recent_max < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--metrics_recent_window=", absl::FormatDuration(options.metrics_recent_window),
+        " --metrics_recent_max=", options.metrics_recent_max,
+        ": must be >= 0 (0: no run series; e.g. 15m and 2000)"));
+  }
   for (const std::string& path : options.reload_when_changed) {
     if (!FileChangeWatcher::Take(path).exists) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -366,8 +372,10 @@ absl::StatusOr<CaptureTools> DaemonServer::PrepareCaptureTools() {
                                .max_per_owner = options_.max_connections_per_user,
                                .reserved_local = options_.reserved_local_connections});
   if (!options_.metrics_listen.empty()) {
-    metrics_ =
-        std::make_unique<MetricsExporter>(std::string(GpuprofVersion()), options_.nvml_library);
+    metrics_ = std::make_unique<MetricsExporter>(
+        std::string(GpuprofVersion()), options_.nvml_library,
+        RecentSeriesLimits{.window = options_.metrics_recent_window,
+                           .max_runs = options_.metrics_recent_max});
   }
   ManagerOptions manager_options = ManagerOptionsFrom(options_, access_.get());
   ASSIGN_OR_RETURN(manager_options.limits.capture_tools, PrepareCaptureTools());
@@ -411,7 +419,8 @@ absl::StatusOr<CaptureTools> DaemonServer::PrepareCaptureTools() {
     const absl::Status serving = metrics_->Start(manager_.get(), options_.metrics_listen);
     if (!serving.ok()) return absl::Status(serving.code(), serving.ToString());
   }
-  auto sweeps = SweepManager::Create(manager_.get());
+  auto sweeps =
+      SweepManager::Create(manager_.get(), metrics_ ? metrics_->sweep_observer() : nullptr);
   if (!sweeps.ok()) {
     return absl::Status(sweeps.status().code(),
                         absl::StrCat("resuming sweeps: ", sweeps.status().ToString()));

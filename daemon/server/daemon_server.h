@@ -74,6 +74,10 @@ class DaemonServer {
 
     // Side ports. Empty: none.
     std::string metrics_listen = "127.0.0.1:9464";
+    // How long an ended experiment or sweep keeps its own series (annotations, every point's
+    // figure), and how many ended ones at most (docs/metrics.md, "Runs").
+    absl::Duration metrics_recent_window = RecentSeriesLimits().window;
+    int metrics_recent_max = RecentSeriesLimits().max_runs;
     std::string health_listen;
 
     // Reloading and stopping.

@@ -59,6 +59,12 @@ ABSL_FLAG(int, max_message_bytes, Defaults().max_message_bytes,
 ABSL_FLAG(std::string, metrics_listen, Defaults().metrics_listen,
           "Address of the Prometheus /metrics endpoint (loopback by default; port 0 picks a free "
           "one); empty disables metrics.");
+ABSL_FLAG(absl::Duration, metrics_recent_window, Defaults().metrics_recent_window,
+          "How long an ended experiment or sweep keeps its own metric series (Grafana "
+          "annotations, every sweep point's figure); 0 gives runs no series of their own.");
+ABSL_FLAG(int, metrics_recent_max, Defaults().metrics_recent_max,
+          "Ended experiments and sweeps that keep their own metric series at most; beyond it "
+          "the first to end lose theirs early.");
 ABSL_FLAG(std::string, health_listen, "",
           "Address of a plaintext port that serves grpc.health.v1 and nothing else, for "
           "Kubernetes' gRPC probes when the API is behind TLS (e.g. 0.0.0.0:7071); empty: none.");
@@ -200,7 +206,8 @@ DaemonServer::Options OptionsFromFlags() {
   FROM_FLAG(state_dir); FROM_FLAG(db); FROM_FLAG(worker_binary); FROM_FLAG(cpu_slots);
   FROM_FLAG(default_timeout); FROM_FLAG(max_timeout); FROM_FLAG(gpu_reservation_after);
   FROM_FLAG(worker_idle_timeout); FROM_FLAG(measure_copy_bandwidth); FROM_FLAG(max_message_bytes);
-  FROM_FLAG(metrics_listen); FROM_FLAG(health_listen); FROM_FLAG(reload_poll_interval);
+  FROM_FLAG(metrics_listen); FROM_FLAG(metrics_recent_window); FROM_FLAG(metrics_recent_max);
+  FROM_FLAG(health_listen); FROM_FLAG(reload_poll_interval);
   FROM_FLAG(shutdown_timeout); FROM_FLAG(max_reports_per_experiment);
   FROM_FLAG(max_report_bytes_per_experiment); FROM_FLAG(tls_cert); FROM_FLAG(tls_key);
   FROM_FLAG(tls_client_ca); FROM_FLAG(tls_user_from); FROM_FLAG(tls_require_client_cert);
