@@ -13,6 +13,7 @@
 #include "common/status_macros.h"
 #include "daemon/admission/custom_kernel_audit.h"
 #include "daemon/experiment_record.h"
+#include "daemon/metrics/latency_phases.h"
 #include "daemon/scheduling/inventory_probe.h"
 #include "google/protobuf/util/time_util.h"
 #include "workloads/spec_table.h"
@@ -201,8 +202,10 @@ absl::StatusOr<v1::Experiment> ExperimentManager::Submit(v1::ExperimentRequest r
 absl::StatusOr<v1::Experiment> ExperimentManager::Submit(v1::ExperimentRequest request,
                                                          const Actor& actor) {
   const std::string user = request.user();
+  PhaseTimer admission_timer(SubmitPhase::kAdmission);
   ASSIGN_OR_RETURN(Admission admission,
                    admission_.Admit(AdmissionRequest{actor, user, {std::move(request)}}));
+  admission_timer.Stop();
   return SubmitInternal(std::move(admission), "", 0, 0, std::nullopt);
 }
 
@@ -300,6 +303,7 @@ absl::StatusOr<v1::Experiment> ExperimentManager::SubmitInternal(
   v1::Experiment& experiment = created_pair.first;
   v1::ExperimentEvent& first = created_pair.second;
   {
+    PhaseTimer position_timer(SubmitPhase::kQueuePosition);
     absl::MutexLock lock(&mutex_);
     if (stopping_) return absl::UnavailableError("gpuprofd is shutting down");
     // Position among what is queued now, plus this one; recomputed live by Get.
@@ -319,7 +323,9 @@ absl::StatusOr<v1::Experiment> ExperimentManager::SubmitInternal(
   // Stored without the manager's lock, so that concurrent submissions share one commit (the
   // store's group commit) instead of each waiting for the previous one's fsync; the audit
   // entry goes into the same transaction, so a submit costs one commit, not two.
+  PhaseTimer store_timer(SubmitPhase::kStore);
   absl::StatusOr<std::string> created = store_->Create(experiment, first, &audit);
+  store_timer.Stop();
   if (!created.ok()) {
     // Nothing was acknowledged: the client sees the refusal and can submit again (the
     // admission gives its place and token back).
@@ -328,6 +334,7 @@ absl::StatusOr<v1::Experiment> ExperimentManager::SubmitInternal(
   }
   const std::string id = *std::move(created);
   experiment.set_id(id);
+  PhaseTimer enqueue_timer(SubmitPhase::kEnqueue);
   // Its place becomes a queued experiment in one critical section.
   admission_.Settle(admission, [&] {
     absl::MutexLock lock(&mutex_);

@@ -27,6 +27,10 @@ inline constexpr char kStoreDiskFreeBytes[] = "gpuprof_store_disk_free_bytes";
 inline constexpr char kStoreReadOnly[] = "gpuprof_store_read_only";
 inline constexpr char kAccessRefusals[] = "gpuprof_access_refusals_total";
 inline constexpr char kPreemptions[] = "gpuprof_preemptions_total";
+// Where a Submit's and a store commit's time goes (latency_phases.h).
+inline constexpr char kSubmitPhaseSeconds[] = "gpuprof_submit_phase_seconds";
+inline constexpr char kStoreCommitPhaseSeconds[] = "gpuprof_store_commit_phase_seconds";
+inline constexpr char kStoreCommitBatchWrites[] = "gpuprof_store_commit_batch_writes";
 inline constexpr char kConnections[] = "gpuprof_connections";
 inline constexpr char kConnectionsRefused[] = "gpuprof_connections_refused_total";
 // Per user: only users with a `users` entry in the access policy get their own series, everyone
@@ -99,6 +103,9 @@ inline constexpr const char* kAll[] = {
     kStoreReadOnly,
     kAccessRefusals,
     kPreemptions,
+    kSubmitPhaseSeconds,
+    kStoreCommitPhaseSeconds,
+    kStoreCommitBatchWrites,
     kConnections,
     kConnectionsRefused,
     kUserQueuedExperiments,

@@ -17,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "daemon/admission/access_policy.h"
+#include "daemon/metrics/latency_phases.h"
 #include "daemon/metrics/metric_names.h"
 #include "gpuprof/v1/workloads.pb.h"
 #include "prometheus/text_serializer.h"
@@ -529,6 +530,7 @@ absl::Status PrometheusDaemonMetrics::Serve(const std::string& address) {
         absl::StrCat("cannot serve metrics on ", address, ": ", error.what()));
   }
   exposer_->RegisterCollectable(registry_);
+  exposer_->RegisterCollectable(LatencyPhaseRegistry());
   return absl::OkStatus();
 }
 
@@ -540,7 +542,11 @@ int PrometheusDaemonMetrics::port() const {
 }
 
 std::string PrometheusDaemonMetrics::ExpositionText() const {
-  return prometheus::TextSerializer().Serialize(registry_->Collect());
+  std::vector<prometheus::MetricFamily> families = registry_->Collect();
+  for (prometheus::MetricFamily& family : LatencyPhaseRegistry()->Collect()) {
+    families.push_back(std::move(family));
+  }
+  return prometheus::TextSerializer().Serialize(families);
 }
 
 void PrometheusDaemonMetrics::SetUp(bool up) { up_.Set(up ? 1 : 0); }

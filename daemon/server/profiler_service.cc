@@ -9,6 +9,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/status_macros.h"
 #include "daemon/admission/request_form.h"
+#include "daemon/metrics/latency_phases.h"
 
 #include "daemon/capture/capture_reports.h"
 namespace gpuprof::daemon {
@@ -72,6 +73,7 @@ grpc::ServerUnaryReactor* ProfilerService::RunUnary(grpc::CallbackServerContext*
 
 grpc::ServerWriteReactor<v1::ExperimentEvent>* ProfilerService::Submit(
     grpc::CallbackServerContext* context, const v1::ExperimentRequest* request) {
+  const absl::Time entered = absl::Now();
   auto* reactor = new ExperimentStream(manager_, context, "Submit", streams_);
   // The form of every request is checked first: nothing below sees an oversized id or text.
   if (absl::Status form = CheckRequestForm(*request); !form.ok()) {
@@ -85,7 +87,8 @@ grpc::ServerWriteReactor<v1::ExperimentEvent>* ProfilerService::Submit(
   }
   Actor actor = ActorOf(*caller);
   if (actor.user.empty()) actor.user = request->user();
-  pool_.Post([this, reactor, request, actor = std::move(actor)] {
+  pool_.Post([this, reactor, request, actor = std::move(actor), entered] {
+    RecordSubmitPhase(SubmitPhase::kPoolWait, absl::Now() - entered);
     auto experiment = manager_->Submit(*request, actor);
     if (!experiment.ok()) {
       reactor->FinishNow(ToGrpcStatus(experiment.status()));
@@ -93,7 +96,11 @@ grpc::ServerWriteReactor<v1::ExperimentEvent>* ProfilerService::Submit(
     }
     // The stream starts with the stored QUEUED event: the acknowledgement, after its commit.
     // It is always admitted (and counted against the submitter's stream caps).
+    const absl::Time stored = absl::Now();
     reactor->Begin(experiment->id(), 1, Watcher{actor.user, actor.admin, /*own_submission=*/true});
+    const absl::Time begun = absl::Now();
+    RecordSubmitPhase(SubmitPhase::kStreamStart, begun - stored);
+    RecordSubmitPhase(SubmitPhase::kTotal, begun - entered);
   });
   return reactor;
 }

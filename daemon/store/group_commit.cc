@@ -10,6 +10,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "daemon/metrics/latency_phases.h"
 #include "daemon/store/sqlite_database.h"
 
 namespace gpuprof::daemon::store {
@@ -26,6 +28,7 @@ GroupCommit::GroupCommit(std::unique_ptr<SqliteDatabase> writer,
     : writer_(std::move(writer)), reader_(std::move(reader)) {}
 
 absl::Status GroupCommit::Commit(absl::string_view operation, Write write) {
+  PhaseTimer wait_timer(StoreCommitPhase::kWait);
   PendingWrite pending{operation, &write};
   absl::MutexLock queue_lock(&queue_mutex_);
   queue_.push_back(&pending);
@@ -85,6 +88,8 @@ void GroupCommit::CommitBatchOrCheckpointAndRetry(const std::vector<PendingWrite
 
 absl::Status GroupCommit::CommitBatch(const std::vector<PendingWrite*>& batch) {
   absl::MutexLock lock(&writer_mutex_);
+  RecordStoreCommitBatch(static_cast<int>(batch.size()));
+  PhaseTimer statements_timer(StoreCommitPhase::kStatements);
   SqliteDatabase& database = *writer_;
   const std::string operation =
       batch.size() == 1 ? std::string(batch[0]->operation)
@@ -113,7 +118,10 @@ absl::Status GroupCommit::CommitBatch(const std::vector<PendingWrite*>& batch) {
   }
   // With synchronous=FULL the commit is durable when it returns: only now are the writes
   // acknowledged.
+  statements_timer.Stop();
+  PhaseTimer commit_timer(StoreCommitPhase::kCommit);
   const absl::Status committed = transaction->Commit();
+  commit_timer.Stop();
   if (!committed.ok()) {
     for (PendingWrite* pending : batch) {
       if (pending->result.ok()) pending->result = committed;

@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
 # One paced load run against a fresh gpuprofd: BIN_DIR holds gpuprofd, gpuprof_worker and
 # load_generator (e.g. copied from bazel-bin/daemon, bazel-bin/worker, bazel-bin/tests/load);
-# BURNERS busy loops of tests/load/cpu_burner.sh compete for the cores meanwhile (0: none).
-# The daemon and the generator run at the caller's priority. Prints the generator's report and
-# the machine's load average before and after.
+# BURNERS busy loops of tests/load/cpu_burner.sh and BUILDS compile loops of
+# tests/load/background_build.sh compete for the cores meanwhile (0: none).
+# The daemon and the generator run at the caller's priority. Prints the generator's report, the
+# daemon's per-phase Submit and commit latencies (tests/load/phase_quantiles.py; a daemon
+# without them prints none) and the machine's load average before and after.
 # Usage: tests/load/paced_run.sh BIN_DIR [RATE=500] [CLIENTS=200] [SECONDS=20] [BURNERS=0]
+#        [BUILDS=0]
 set -euo pipefail
 bin="$(cd "$1" && pwd)"
 rate="${2:-500}"
 clients="${3:-200}"
 seconds="${4:-20}"
 burners="${5:-0}"
+builds="${6:-0}"
 here="$(cd "$(dirname "$0")" && pwd)"
 dir="$(mktemp -d /tmp/paced_run.XXXXXX)"
 port=$((19000 + RANDOM % 1000))
@@ -21,6 +25,7 @@ daemon=$!
 cleanup() {
   kill "$daemon" 2>/dev/null || true
   [[ -n "${burner:-}" ]] && kill "$burner" 2>/dev/null || true
+  [[ -n "${build:-}" ]] && kill "$build" 2>/dev/null || true
   wait 2>/dev/null || true
   rm -rf "$dir"
 }
@@ -31,7 +36,13 @@ if [[ "$burners" -gt 0 ]]; then
   burner=$!
   sleep 1
 fi
+if [[ "$builds" -gt 0 ]]; then
+  "$here/background_build.sh" "$builds" $((seconds + 10)) &
+  build=$!
+  sleep 1
+fi
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 "$bin/load_generator" --target="unix:$dir/gpuprofd.sock" --daemon_pid="$daemon" \
   --metrics_port="$port" --clients="$clients" --duration="${seconds}s" --rate="$rate"
+curl -s "127.0.0.1:$port/metrics" | "$here/phase_quantiles.py" || true
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
