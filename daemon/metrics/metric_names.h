@@ -40,10 +40,6 @@ inline constexpr char kUserQueuedExperiments[] = "gpuprof_user_queued_experiment
 inline constexpr char kUserGpusInUse[] = "gpuprof_user_gpus_in_use";
 inline constexpr char kUserGpuHoursLastDay[] = "gpuprof_user_gpu_hours_last_day";
 
-// Results.
-inline constexpr char kResultBandwidth[] = "gpuprof_result_bandwidth_bytes_per_second";
-inline constexpr char kResultCopyBandwidthRatio[] = "gpuprof_result_copy_bandwidth_ratio";
-inline constexpr char kResultCollectiveBusBandwidth[] =
 // Runs: series carrying an experiment or sweep id, kept for a bounded window after the run
 // ended (daemon/metrics/recent_series.h), for annotations and every sweep point's figure.
 inline constexpr char kExperimentStartTimestamp[] = "gpuprof_experiment_start_timestamp_seconds";
@@ -52,10 +48,14 @@ inline constexpr char kExperimentHeadline[] = "gpuprof_experiment_headline";
 inline constexpr char kSweepStartTimestamp[] = "gpuprof_sweep_start_timestamp_seconds";
 inline constexpr char kSweepEndTimestamp[] = "gpuprof_sweep_end_timestamp_seconds";
 
-    "gpuprof_result_collective_bus_bandwidth_bytes_per_second";
+// Results.
 // Every finished experiment's headline, by workload, phase and figure: a histogram, so that
 // rates and distributions count every result, not the last one before a scrape.
 inline constexpr char kResultHeadline[] = "gpuprof_result_headline";
+inline constexpr char kResultBandwidth[] = "gpuprof_result_bandwidth_bytes_per_second";
+inline constexpr char kResultCopyBandwidthRatio[] = "gpuprof_result_copy_bandwidth_ratio";
+inline constexpr char kResultCollectiveBusBandwidth[] =
+    "gpuprof_result_collective_bus_bandwidth_bytes_per_second";
 inline constexpr char kResultAttentionFlops[] = "gpuprof_result_attention_flops_per_second";
 inline constexpr char kResultRadixHitRatio[] = "gpuprof_result_radix_hit_ratio";
 inline constexpr char kResultRadixOperations[] = "gpuprof_result_radix_operations_per_second";
@@ -82,16 +82,12 @@ inline constexpr const char* kAll[] = {
     kBuildInfo,
     kExperiments,
     kQueuedExperiments,
+    kOldestQueuedExperimentAge,
     kExperimentQueueSeconds,
     kExperimentRunSeconds,
     kGpus,
     kGpuInfo,
-    kOldestQueuedExperimentAge,
     kGpuLeased,
-    kWorkerFailures,
-    kGrpcRequests,
-    kStoreSizeBytes,
-    kStoreDamagedRows,
     kGpuLeaseInfo,
     kExperimentStartTimestamp,
     kExperimentEndTimestamp,
@@ -99,6 +95,10 @@ inline constexpr const char* kAll[] = {
     kSweepStartTimestamp,
     kSweepEndTimestamp,
     kResultHeadline,
+    kWorkerFailures,
+    kGrpcRequests,
+    kStoreSizeBytes,
+    kStoreDamagedRows,
     kStoreDiskFreeBytes,
     kStoreReadOnly,
     kAccessRefusals,

@@ -122,7 +122,6 @@ double Seconds(const google::protobuf::Timestamp& timestamp) {
   return static_cast<double>(timestamp.seconds()) + timestamp.nanos() * 1e-9;
 }
 
-// Sets the series for `labels` when there is a value, and drops it when there is none, so
 // A headline's figure in Prometheus' base units, and the unit's name.
 struct BaseUnitFigure {
   double value;
@@ -230,6 +229,7 @@ std::string SweepStateLabel(v1::SweepState state) {
   return EnumLabel(v1::SweepState_Name(state), "SWEEP_");
 }
 
+// Sets the series for `labels` when there is a value, and drops it when there is none, so
 // that a reading NVML stopped returning does not linger as a stale value.
 void SetOrRemove(prometheus::Family<prometheus::Gauge>& family, const Labels& labels,
                  const std::optional<double>& value) {
@@ -284,7 +284,6 @@ PrometheusDaemonMetrics::PrometheusDaemonMetrics(absl::string_view version,
                       .Name(metric_names::kGpuLeased)
                       .Help("1 while the GPU is leased to a running experiment, else 0.")
                       .Register(*registry_)),
-      worker_failures_(prometheus::BuildCounter()
       gpu_lease_info_(prometheus::BuildGauge()
                           .Name(metric_names::kGpuLeaseInfo)
                           .Help("Always 1, one series per leased GPU: the experiment holding "
@@ -297,6 +296,7 @@ PrometheusDaemonMetrics::PrometheusDaemonMetrics(absl::string_view version,
                                    "waited since its submission; 0 when none is queued.")
                              .Register(*registry_)
                              .Add({})),
+      worker_failures_(prometheus::BuildCounter()
                            .Name(metric_names::kWorkerFailures)
                            .Help("Worker processes that crashed (reason=crash) or were killed "
                                  "at the experiment's timeout (reason=timeout).")
@@ -403,7 +403,6 @@ PrometheusDaemonMetrics::PrometheusDaemonMetrics(absl::string_view version,
                                    .Help("Operations per second of the latest radix "
                                          "experiment, by operation.")
                                    .Register(*registry_)),
-      nvml_available_(prometheus::BuildGauge()
       result_headline_(prometheus::BuildHistogram()
                            .Name(metric_names::kResultHeadline)
                            .Help("Headline figure of every finished experiment, in the base "
@@ -436,6 +435,7 @@ PrometheusDaemonMetrics::PrometheusDaemonMetrics(absl::string_view version,
                            "state and best headline; kept for the retention window.")
                      .Register(*registry_)),
       recent_(recent),
+      nvml_available_(prometheus::BuildGauge()
                           .Name(metric_names::kNvmlAvailable)
                           .Help("1 when GPU telemetry is read through NVML, 0 when NVML is "
                                 "absent (no driver) or there are no GPUs.")
@@ -565,12 +565,6 @@ void PrometheusDaemonMetrics::ExperimentEnded(const v1::Experiment& experiment) 
     }
   }
   if (experiment.state() == v1::FINISHED && experiment.has_result()) RecordResult(experiment);
-}
-
-void PrometheusDaemonMetrics::RecordResult(const v1::Experiment& experiment) {
-  const v1::ExperimentResult& result = experiment.result();
-  const std::string workload = WorkloadLabel(experiment.workload());
-  const v1::GpuMeasurement& measurement = result.measurement();
   RecordRun(experiment);
   absl::MutexLock lock(&mutex_);
   running_.erase(experiment.id());
@@ -667,6 +661,12 @@ void PrometheusDaemonMetrics::SweepEnded(const v1::Sweep& sweep) {
               sweep.has_finished() ? Seconds(sweep.finished())
                                    : absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()));
   recent_.Ended(sweep.id(), absl::Now());
+}
+
+void PrometheusDaemonMetrics::RecordResult(const v1::Experiment& experiment) {
+  const v1::ExperimentResult& result = experiment.result();
+  const std::string workload = WorkloadLabel(experiment.workload());
+  const v1::GpuMeasurement& measurement = result.measurement();
   // Attention's phase (its headline's): prefill and decode are different figures, never one
   // series that alternates between them.
   const std::optional<workloads::Headline> headline = workloads::HeadlineOf(experiment);
@@ -674,12 +674,6 @@ void PrometheusDaemonMetrics::SweepEnded(const v1::Sweep& sweep) {
   // A submitter's own kernel is a series of its own (kernel="custom"), beside ours (no kernel
   // label), so that neither overwrites the other's latest figure.
   const bool custom_kernel = experiment.request().has_custom_kernel();
-  for (int gpu : experiment.gpu_ids()) {
-    Labels labels = {{"workload", workload}, {"gpu", absl::StrCat(gpu)}};
-    if (!phase.empty()) labels["phase"] = phase;
-    if (custom_kernel) labels["kernel"] = "custom";
-    if (measurement.bandwidth_gbps() > 0) {
-      result_bandwidth_.Add(labels).Set(measurement.bandwidth_gbps() * 1e9);
   if (headline.has_value()) {
     const BaseUnitFigure figure = InBaseUnits(*headline);
     Labels labels = {{"workload", workload}, {"figure", headline->name}, {"unit", figure.unit}};
@@ -687,6 +681,12 @@ void PrometheusDaemonMetrics::SweepEnded(const v1::Sweep& sweep) {
     if (custom_kernel) labels["kernel"] = "custom";
     result_headline_.Add(labels, HeadlineBuckets(figure.unit)).Observe(figure.value);
   }
+  for (int gpu : experiment.gpu_ids()) {
+    Labels labels = {{"workload", workload}, {"gpu", absl::StrCat(gpu)}};
+    if (!phase.empty()) labels["phase"] = phase;
+    if (custom_kernel) labels["kernel"] = "custom";
+    if (measurement.bandwidth_gbps() > 0) {
+      result_bandwidth_.Add(labels).Set(measurement.bandwidth_gbps() * 1e9);
     }
     if (measurement.pct_of_measured_copy_bandwidth() > 0) {
       result_copy_bandwidth_ratio_.Add(labels).Set(measurement.pct_of_measured_copy_bandwidth() /
@@ -840,12 +840,6 @@ void PrometheusDaemonMetrics::SetGpuLeases(const std::map<int, std::string>& lea
     const auto lease = leases.find(gpu);
     const bool leased = lease != leases.end() && !lease->second.empty();
     gpu_leased_.Add({{"gpu", absl::StrCat(gpu)}}).Set(leased ? 1 : 0);
-  }
-}
-
-void PrometheusDaemonMetrics::SetStoreSpace(int64_t free_bytes, bool read_only) {
-  if (free_bytes >= 0) store_disk_free_bytes_.Set(static_cast<double>(free_bytes));
-  store_read_only_.Set(read_only ? 1 : 0);
     SetLeaseLocked(gpu, leased ? lease->second : "");
   }
 }
@@ -870,13 +864,19 @@ void PrometheusDaemonMetrics::SetLeaseLocked(int gpu, const std::string& id) {
   if (running != running_.end()) {
     labels["user"] = running->second.user;
     labels["workload"] = running->second.workload;
-}
+  }
   gpu_lease_info_.Add(labels).Set(1);
   leases_[gpu] = {id, std::move(labels)};
 }
 
 void PrometheusDaemonMetrics::SetOldestQueuedExperimentAge(absl::Duration age) {
   oldest_queued_age_.Set(std::max(0.0, absl::ToDoubleSeconds(age)));
+}
+
+void PrometheusDaemonMetrics::SetStoreSpace(int64_t free_bytes, bool read_only) {
+  if (free_bytes >= 0) store_disk_free_bytes_.Set(static_cast<double>(free_bytes));
+  store_read_only_.Set(read_only ? 1 : 0);
+}
 
 void PrometheusDaemonMetrics::SetStoreSizeBytes(int64_t bytes) {
   store_size_bytes_.Set(static_cast<double>(bytes));
