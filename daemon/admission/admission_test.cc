@@ -116,7 +116,8 @@ class AdmissionControlTest : public ::testing::Test {
         "users { user: \"pat\" quota { max_priority: 5 max_timeout { seconds: 600 } "
         "max_concurrent_gpus: 1 } }\n"
         "users { user: \"gina\" quota { max_gpu_hours_per_day: 1 } }\n"
-        "custom_kernel_users: \"pat\"\n");
+        "custom_kernel_users: \"pat\"\n"
+        "capture_users: \"pat\"\n");
     ASSERT_TRUE(access.ok()) << access.status();
     access_ = *std::move(access);
     auto store = ExperimentStore::Open(dir_ + "/gpuprof.db");
@@ -129,6 +130,7 @@ class AdmissionControlTest : public ::testing::Test {
     AdmissionOptions options;
     options.access = access_.get();
     options.submits_per_minute_per_user = submits_per_minute;
+    options.limits.capture_tools.ncu.path = "/usr/local/cuda/bin/ncu";
     options.use_by_user = [this] {
       absl::MutexLock lock(&mutex_);
       return use_;
@@ -256,6 +258,24 @@ TEST_F(AdmissionControlTest, OnlyThoseThePolicyNamesSubmitCustomKernels) {
 
   // Admins always may, for themselves and on behalf of others.
   EXPECT_TRUE(control_->Admit(Single(kRoot, WithCustomKernel(Index(64)), "mallory")).ok());
+}
+
+TEST_F(AdmissionControlTest, OnlyThoseThePolicyNamesAskForCaptures) {
+  v1::ExperimentRequest captured = Index(64);
+  captured.mutable_capture()->set_tool(v1::NsightCapture::TOOL_NCU);
+  auto refused = control_->Admit(Single(kMallory, captured));
+  ASSERT_TRUE(absl::IsPermissionDenied(refused.status())) << refused.status();
+  EXPECT_EQ(refused.status().message(),
+            "capture: mallory (test) may not have experiments run under Nsight tools on this "
+            "daemon; the access policy's capture_users, capture_groups or captures_for_everyone "
+            "say who may (ask an admin)");
+  EXPECT_EQ(refusals("capture"), 1);
+  EXPECT_EQ(RefusalsAudited("mallory").size(), 1u);
+  EXPECT_EQ(queued("mallory"), 0);
+  auto admitted = control_->Admit(Single(kPat, captured));
+  ASSERT_TRUE(admitted.ok()) << admitted.status();
+  EXPECT_EQ(admitted->requests().front().capture().ncu_set(), "basic");
+  EXPECT_TRUE(control_->Admit(Single(kRoot, captured, "mallory")).ok());
 }
 
 TEST_F(AdmissionControlTest, AdmittedRequestsAreTheValidatedRequestsWithDefaults) {

@@ -28,7 +28,10 @@ G submit index $IDX --capture ncu --ncu-set full --ncu-launch-count 2 --follow  
 G submit index $IDX --capture ncu --ncu-kernel regex:IndexKernel --follow               # 3
 G submit index $IDX --capture nsys --follow                                            # 4 or refused
 G submit radix --requests 200 --capture ncu                                            # refused
-for id in exp-000001 exp-000002 exp-000003 exp-000004; do
+D="--gpus 0 --phase decode --batch 32 --kv-len 4096 --heads 32 --kv-heads 8"
+G submit attention $D --capture ncu --ncu-launch-count 3 --follow                       # 4 or 5
+G submit index $IDX --capture ncu --ncu-set no-such-set --follow                        # fails: ncu's word
+for id in exp-000001 exp-000002 exp-000003 exp-000004 exp-000005; do
   G report $id -o $S/$id.ncu-rep || G report $id -o $S/$id.nsys-rep
 done
 G report exp-000001 -o $S/exp-000001.ncu-rep                                           # exists: 2
