@@ -1,9 +1,12 @@
 #include "cupti/activity_records.h"
 
+#include <cupti_driver_cbid.h>
+#include <cupti_runtime_cbid.h>
 #include <cxxabi.h>
 
 #include <algorithm>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <utility>
 
@@ -57,7 +60,60 @@ absl::string_view OverheadName(CUpti_ActivityOverheadKind kind) {
   }
 }
 
+constexpr LaunchApi kRuntimeLaunchApis[] = {
+    {CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, "cudaLaunchKernel"},
+    {CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000, "cudaLaunchKernel"},
+    {CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000, "cudaLaunchKernel"},
+    {CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000, "cudaLaunchKernel"},
+    {CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060, "cudaLaunchKernelEx"},
+    {CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060, "cudaLaunchKernelEx"},
+    {CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000, "cudaLaunchCooperativeKernel"},
+    {CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000,
+     "cudaLaunchCooperativeKernel"},
+    {CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000, "cudaGraphLaunch"},
+    {CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000, "cudaGraphLaunch"},
+    {CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020, "cudaMemcpy"},
+    {CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_ptds_v7000, "cudaMemcpy"},
+    {CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020, "cudaMemcpyAsync"},
+    {CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_ptsz_v7000, "cudaMemcpyAsync"},
+    {CUPTI_RUNTIME_TRACE_CBID_cudaMemset_v3020, "cudaMemset"},
+    {CUPTI_RUNTIME_TRACE_CBID_cudaMemset_ptds_v7000, "cudaMemset"},
+    {CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020, "cudaMemsetAsync"},
+    {CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_ptsz_v7000, "cudaMemsetAsync"},
+};
+
+// What the workloads launch through the driver: NVRTC-compiled kernels (kernels/jit), and
+// the copies of the copy workload.
+constexpr LaunchApi kDriverLaunchApis[] = {
+    {CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, "cuLaunchKernel"},
+    {CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz, "cuLaunchKernel"},
+    {CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, "cuLaunchKernelEx"},
+    {CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz, "cuLaunchKernelEx"},
+    {CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel, "cuLaunchCooperativeKernel"},
+    {CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz, "cuLaunchCooperativeKernel"},
+    {CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch, "cuGraphLaunch"},
+    {CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz, "cuGraphLaunch"},
+    {CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync, "cuMemcpyAsync"},
+    {CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync_ptsz, "cuMemcpyAsync"},
+    {CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2, "cuMemcpyHtoDAsync"},
+    {CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2, "cuMemcpyDtoHAsync"},
+    {CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoDAsync_v2, "cuMemcpyDtoDAsync"},
+    {CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async, "cuMemsetD8Async"},
+    {CUPTI_DRIVER_TRACE_CBID_cuMemsetD32Async, "cuMemsetD32Async"},
+};
+
+std::optional<absl::string_view> LaunchApiName(absl::Span<const LaunchApi> apis,
+                                               CUpti_CallbackId cbid) {
+  for (const LaunchApi& api : apis) {
+    if (api.cbid == cbid) return api.name;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
+
+absl::Span<const LaunchApi> RuntimeLaunchApis() { return kRuntimeLaunchApis; }
+absl::Span<const LaunchApi> DriverLaunchApis() { return kDriverLaunchApis; }
 
 std::string DemangleKernelName(absl::string_view mangled) {
   std::string input(mangled);
@@ -188,9 +244,60 @@ std::optional<api::ActivityRecord> ActivityRecordConverter::Convert(
       record.set_correlation_id(overhead.correlationId);
       return record;
     }
+    case CUPTI_ACTIVITY_KIND_RUNTIME:
+    case CUPTI_ACTIVITY_KIND_DRIVER: {
+      const auto& call = reinterpret_cast<const CUpti_ActivityAPI&>(activity);
+      // CUPTI's activity state is per process: someone else may have enabled every call.
+      const std::optional<absl::string_view> name = LaunchApiName(
+          activity.kind == CUPTI_ACTIVITY_KIND_RUNTIME ? RuntimeLaunchApis() : DriverLaunchApis(),
+          call.cbid);
+      if (!name.has_value()) return std::nullopt;
+      record.set_kind(api::ActivityRecord::KIND_LAUNCH);
+      record.set_name(std::string(*name));
+      record.set_start_ns(Nanoseconds(call.start));
+      record.set_end_ns(Nanoseconds(call.end));
+      record.set_gpu_id(-1);
+      record.set_correlation_id(call.correlationId);
+      record.set_thread_id(call.threadId);
+      return record;
+    }
     default:
       return std::nullopt;
   }
+}
+
+LaunchRecordFilter::LaunchRecordFilter(int64_t max_kept) : max_kept_(std::max<int64_t>(max_kept, 0)) {}
+
+std::vector<api::ActivityRecord> LaunchRecordFilter::Filter(
+    std::vector<api::ActivityRecord> launches, const std::vector<bool>& from_driver) {
+  // Runtime calls of each thread by start; calls of one thread do not overlap, so the last
+  // one that starts at or before a driver call is the only one that can hold it.
+  std::map<uint32_t, std::map<int64_t, int64_t>> runtime_calls;  // thread -> start -> end
+  for (size_t i = 0; i < launches.size(); ++i) {
+    if (i < from_driver.size() && from_driver[i]) continue;
+    int64_t& end = runtime_calls[launches[i].thread_id()][launches[i].start_ns()];
+    end = std::max(end, launches[i].end_ns());
+  }
+  std::vector<api::ActivityRecord> kept;
+  for (size_t i = 0; i < launches.size(); ++i) {
+    api::ActivityRecord& launch = launches[i];
+    if (i < from_driver.size() && from_driver[i]) {
+      const auto thread = runtime_calls.find(launch.thread_id());
+      if (thread != runtime_calls.end()) {
+        auto after = thread->second.upper_bound(launch.start_ns());
+        if (after != thread->second.begin() && std::prev(after)->second >= launch.end_ns()) {
+          continue;  // the runtime's own call into the driver
+        }
+      }
+    }
+    if (kept_ >= max_kept_) {
+      ++left_out_;
+      continue;
+    }
+    ++kept_;
+    kept.push_back(std::move(launch));
+  }
+  return kept;
 }
 
 ScaffoldingCorrelations::ScaffoldingCorrelations(size_t max_pending)

@@ -16,6 +16,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "common/enum_names.h"
 #include "gpuprof/v1/experiment.pb.h"
 
@@ -28,6 +29,19 @@ std::string DemangleKernelName(absl::string_view mangled);
 // "htod", "dtoh", "dtod", ... for CUpti_ActivityMemcpyKind.
 absl::string_view MemcpyKindName(uint32_t copy_kind);
 
+// A CUDA call whose activity record the tracer keeps as a launch (KIND_LAUNCH): it made GPU
+// work, whose records carry its correlation id.
+struct LaunchApi {
+  CUpti_CallbackId cbid;
+  absl::string_view name;  // without CUPTI's version suffix: "cudaLaunchKernel"
+};
+
+// Kernel, cooperative kernel and graph launches, and the copies and memsets that make GPU
+// records, of the runtime API (cupti_runtime_cbid.h) and of the driver API
+// (cupti_driver_cbid.h).
+absl::Span<const LaunchApi> RuntimeLaunchApis();
+absl::Span<const LaunchApi> DriverLaunchApis();
+
 // Converts CUPTI activity records of the kinds the tracer enables. Keeps the context -> device
 // mapping it learns from kernel and copy records, so that synchronisation records (which carry
 // only a context) land on the right GPU.
@@ -38,7 +52,8 @@ class ActivityRecordConverter {
   // ordinal.
   explicit ActivityRecordConverter(std::vector<int32_t> gpu_id_by_device);
 
-  // The record as proto, or nullopt for kinds gpuprof does not keep. `phase` is left unset.
+  // The record as proto, or nullopt for kinds gpuprof does not keep (and API calls that are
+  // not in RuntimeLaunchApis / DriverLaunchApis). `phase` is left unset.
   std::optional<gpuprof::v1::ActivityRecord> Convert(const CUpti_Activity& activity);
 
   int32_t GpuIdOfDevice(uint32_t device) const;
@@ -75,6 +90,32 @@ class ScaffoldingCorrelations {
   // Ordered, so that the oldest (smallest) ids are the ones dropped past the cap.
   std::set<uint32_t> pending_;
   int64_t learnt_ = 0;
+};
+
+// The launch records the tracer keeps, batch by batch. A driver launch that lies inside a
+// runtime launch of the same thread is the runtime's own call into the driver (the GPU records
+// carry the runtime call's correlation id), so it goes. Past `max_kept` launches the rest are
+// counted, not kept: they only draw arrows in the trace, and the GPU records they would point
+// at are bounded by CUPTI's buffers while these would double the count.
+class LaunchRecordFilter {
+ public:
+  static constexpr int64_t kDefaultMaxKept = int64_t{1} << 17;
+
+  explicit LaunchRecordFilter(int64_t max_kept = kDefaultMaxKept);
+
+  // `launches` of one batch (KIND_LAUNCH records), `from_driver[i]` whether launches[i] is a
+  // driver API record; those kept, in their order.
+  std::vector<gpuprof::v1::ActivityRecord> Filter(std::vector<gpuprof::v1::ActivityRecord> launches,
+                                                  const std::vector<bool>& from_driver);
+
+  int64_t max_kept() const { return max_kept_; }
+  // Launch records past max_kept, so far.
+  int64_t left_out() const { return left_out_; }
+
+ private:
+  int64_t max_kept_;
+  int64_t kept_ = 0;
+  int64_t left_out_ = 0;
 };
 
 // The workload's phases as intervals on CUPTI's clock, so that every GPU record can be placed

@@ -1,8 +1,13 @@
 #include "cupti/activity_records.h"
 
+#include <cupti_driver_cbid.h>
+#include <cupti_runtime_cbid.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <set>
+#include <string>
+#include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -334,6 +339,115 @@ TEST(ScaffoldingCorrelationsTest, ForgetsTheOldestPastTheCap) {
   newest.set_correlation_id(12);
   scaffolding.Flag(newest);
   EXPECT_TRUE(newest.scaffolding());
+}
+
+CUpti_ActivityAPI ApiRecord(CUpti_ActivityKind kind, CUpti_CallbackId cbid, uint64_t start,
+                            uint64_t end, uint32_t thread, uint32_t correlation) {
+  CUpti_ActivityAPI call;
+  std::memset(&call, 0, sizeof(call));
+  call.kind = kind;
+  call.cbid = cbid;
+  call.start = start;
+  call.end = end;
+  call.processId = 4000;
+  call.threadId = thread;
+  call.correlationId = correlation;
+  return call;
+}
+
+TEST(ActivityRecordConverterTest, LaunchCallsBecomeLaunchRecordsOtherCallsNothing) {
+  ActivityRecordConverter converter({5});
+  const CUpti_ActivityAPI launch =
+      ApiRecord(CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+                1000, 1400, 77, 99);
+  const auto record = converter.Convert(AsActivity(launch));
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->kind(), api::ActivityRecord::KIND_LAUNCH);
+  EXPECT_EQ(record->name(), "cudaLaunchKernel");
+  EXPECT_EQ(record->start_ns(), 1000);
+  EXPECT_EQ(record->end_ns(), 1400);
+  EXPECT_EQ(record->thread_id(), 77u);
+  EXPECT_EQ(record->correlation_id(), 99u);  // what the kernel record of KernelRecord carries
+  EXPECT_EQ(record->gpu_id(), -1);
+
+  const CUpti_ActivityAPI graph = ApiRecord(
+      CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000, 1, 2, 77, 5);
+  EXPECT_EQ(converter.Convert(AsActivity(graph))->name(), "cudaGraphLaunch");
+  const CUpti_ActivityAPI driver = ApiRecord(
+      CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, 1, 2, 77, 6);
+  EXPECT_EQ(converter.Convert(AsActivity(driver))->name(), "cuLaunchKernel");
+  // A call that launches nothing, and a driver id read as a runtime one, are not launches.
+  const CUpti_ActivityAPI malloc_call = ApiRecord(
+      CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, 1, 2, 77, 7);
+  EXPECT_FALSE(converter.Convert(AsActivity(malloc_call)).has_value());
+  const CUpti_ActivityAPI wrong_domain = ApiRecord(
+      CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, 1, 2, 77, 8);
+  EXPECT_FALSE(converter.Convert(AsActivity(wrong_domain)).has_value());
+}
+
+TEST(LaunchApisTest, EveryApiHasANameAndIdsAreDistinct) {
+  for (const auto apis : {RuntimeLaunchApis(), DriverLaunchApis()}) {
+    std::set<CUpti_CallbackId> ids;
+    for (const LaunchApi& launch_api : apis) {
+      EXPECT_FALSE(launch_api.name.empty());
+      EXPECT_TRUE(ids.insert(launch_api.cbid).second) << launch_api.name;
+    }
+  }
+  EXPECT_GE(RuntimeLaunchApis().size(), 4u);
+  EXPECT_GE(DriverLaunchApis().size(), 4u);
+}
+
+api::ActivityRecord Launch(const std::string& name, int64_t start, int64_t end, uint32_t thread,
+                           uint32_t correlation) {
+  api::ActivityRecord record;
+  record.set_kind(api::ActivityRecord::KIND_LAUNCH);
+  record.set_name(name);
+  record.set_start_ns(start);
+  record.set_end_ns(end);
+  record.set_thread_id(thread);
+  record.set_correlation_id(correlation);
+  return record;
+}
+
+std::vector<std::string> Names(const std::vector<api::ActivityRecord>& records) {
+  std::vector<std::string> names;
+  for (const api::ActivityRecord& record : records) names.push_back(record.name());
+  return names;
+}
+
+TEST(LaunchRecordFilterTest, DropsTheDriverCallInsideARuntimeLaunchOfItsThread) {
+  LaunchRecordFilter filter;
+  // CUPTI completes the inner driver call first.
+  const std::vector<api::ActivityRecord> kept = filter.Filter(
+      {
+          Launch("cuLaunchKernel (inside)", 1100, 1300, 7, 11),
+          Launch("cudaLaunchKernel", 1000, 1400, 7, 10),
+          // The same times on another thread: a launch of its own.
+          Launch("cuLaunchKernel (other thread)", 1100, 1300, 8, 12),
+          // Overlapping but not inside: kept.
+          Launch("cuLaunchKernel (after)", 1350, 1500, 7, 13),
+          Launch("cudaGraphLaunch", 2000, 2100, 7, 14),
+          Launch("cuLaunchKernel (alone)", 3000, 3100, 7, 15),
+      },
+      {true, false, true, true, false, true});
+  EXPECT_THAT(Names(kept),
+              ElementsAre("cudaLaunchKernel", "cuLaunchKernel (other thread)",
+                          "cuLaunchKernel (after)", "cudaGraphLaunch", "cuLaunchKernel (alone)"));
+  EXPECT_EQ(filter.left_out(), 0);
+}
+
+TEST(LaunchRecordFilterTest, CountsWhatIsPastTheCapAcrossBatches) {
+  LaunchRecordFilter filter(3);
+  EXPECT_EQ(filter.Filter({Launch("a", 1, 2, 1, 1), Launch("b", 3, 4, 1, 2)}, {false, false})
+                .size(),
+            2u);
+  EXPECT_THAT(Names(filter.Filter({Launch("c", 5, 6, 1, 3), Launch("d", 7, 8, 1, 4),
+                                   Launch("e", 9, 10, 1, 5)},
+                                  {false, false, false})),
+              ElementsAre("c"));
+  EXPECT_EQ(filter.left_out(), 2);
+  EXPECT_TRUE(filter.Filter({Launch("f", 11, 12, 1, 6)}, {}).empty());
+  EXPECT_EQ(filter.left_out(), 3);
 }
 
 }  // namespace

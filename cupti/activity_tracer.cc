@@ -72,6 +72,7 @@ struct ActivityTracer::State {
   explicit State(ActivityTracerOptions options)
       : pool(options.buffer_bytes, options.max_buffers),
         converter(options.gpu_id_by_device),
+        launch_filter(options.max_launch_records),
         phase_marker_gpu_id(options.gpu_id_by_device.empty() ? 0
                                                              : options.gpu_id_by_device.front()) {}
 
@@ -109,10 +110,14 @@ struct ActivityTracer::State {
   // Only TakeBatch converts; one caller at a time.
   absl::Mutex convert_mutex ABSL_ACQUIRED_BEFORE(mutex);
   ActivityRecordConverter converter ABSL_GUARDED_BY(convert_mutex);
+  LaunchRecordFilter launch_filter ABSL_GUARDED_BY(convert_mutex);
   ScaffoldingCorrelations scaffolding ABSL_GUARDED_BY(convert_mutex);
 
   const int32_t phase_marker_gpu_id;
   std::vector<CUpti_ActivityKind> enabled_kinds;
+  // Launch calls whose records were enabled one by one, to disable the same way.
+  std::vector<CUpti_CallbackId> enabled_runtime_launches;
+  std::vector<CUpti_CallbackId> enabled_driver_launches;
   // The API-callback subscriber that sees which launches are scaffolding; null without one.
   CUpti_SubscriberHandle subscriber = nullptr;
   // Correlation ids the callback saw while a scaffolding region was open, not yet handed to
@@ -185,8 +190,40 @@ absl::StatusOr<ActivityTracer> ActivityTracer::Start(ActivityTracerOptions optio
           absl::StrCat(KindName(kind), " activity records: not collected: ", enabled.message()));
     }
   }
+  tracer.EnableLaunchRecords();
   tracer.EnableScaffoldingTags();
   return tracer;
+}
+
+void ActivityTracer::EnableLaunchRecords() {
+  State& state = *state_;
+  // Per call, not CUPTI_ACTIVITY_KIND_RUNTIME / DRIVER: those would record every CUDA call
+  // (event records, queries, ...) through the same buffers as the kernels.
+  absl::Status enabled = absl::OkStatus();
+  for (const LaunchApi& launch : RuntimeLaunchApis()) {
+    const absl::Status status = CuptiStatus(cuptiActivityEnableRuntimeApi(launch.cbid, 1),
+                                            "cuptiActivityEnableRuntimeApi");
+    if (status.ok()) {
+      state.enabled_runtime_launches.push_back(launch.cbid);
+    } else {
+      enabled.Update(status);
+    }
+  }
+  for (const LaunchApi& launch : DriverLaunchApis()) {
+    const absl::Status status = CuptiStatus(cuptiActivityEnableDriverApi(launch.cbid, 1),
+                                            "cuptiActivityEnableDriverApi");
+    if (status.ok()) {
+      state.enabled_driver_launches.push_back(launch.cbid);
+    } else {
+      enabled.Update(status);
+    }
+  }
+  if (!enabled.ok()) {
+    state.notes.push_back(absl::StrCat(
+        "launch API records (trace arrows from launches to kernels): not collected for some "
+        "calls: ",
+        enabled.message()));
+  }
 }
 
 namespace {
@@ -289,6 +326,9 @@ api::ActivityBatch ActivityTracer::TakeBatch() {
     buffers.swap(state_->completed);
   }
   api::ActivityBatch batch;
+  // Launch records go through the filter (nested driver calls, the cap) before joining.
+  std::vector<api::ActivityRecord> launches;
+  std::vector<bool> launch_from_driver;
   int64_t unreadable_records = 0;
   for (const State::CompletedBuffer& buffer : buffers) {
     CUpti_Activity* activity = nullptr;
@@ -301,9 +341,18 @@ api::ActivityBatch ActivityTracer::TakeBatch() {
         break;
       }
       if (auto record = state_->converter.Convert(*activity); record.has_value()) {
-        *batch.add_records() = *std::move(record);
+        if (record->kind() == api::ActivityRecord::KIND_LAUNCH) {
+          launches.push_back(*std::move(record));
+          launch_from_driver.push_back(activity->kind == CUPTI_ACTIVITY_KIND_DRIVER);
+        } else {
+          *batch.add_records() = *std::move(record);
+        }
       }
     }
+  }
+  for (api::ActivityRecord& launch :
+       state_->launch_filter.Filter(std::move(launches), launch_from_driver)) {
+    *batch.add_records() = std::move(launch);
   }
   // Every launch was tagged before its GPU record could exist.
   for (uint32_t correlation_id : state_->tags.Take()) state_->scaffolding.Tag(correlation_id);
@@ -345,6 +394,14 @@ absl::Status ActivityTracer::Stop() {
   for (CUpti_ActivityKind kind : state_->enabled_kinds) {
     status.Update(CuptiStatus(cuptiActivityDisable(kind), "cuptiActivityDisable"));
   }
+  for (CUpti_CallbackId cbid : state_->enabled_runtime_launches) {
+    status.Update(CuptiStatus(cuptiActivityEnableRuntimeApi(cbid, 0),
+                              "cuptiActivityEnableRuntimeApi(disable)"));
+  }
+  for (CUpti_CallbackId cbid : state_->enabled_driver_launches) {
+    status.Update(CuptiStatus(cuptiActivityEnableDriverApi(cbid, 0),
+                              "cuptiActivityEnableDriverApi(disable)"));
+  }
   if (state_->subscriber != nullptr) {
     status.Update(CuptiStatus(cuptiUnsubscribe(state_->subscriber), "cuptiUnsubscribe"));
     state_->subscriber = nullptr;
@@ -354,6 +411,16 @@ absl::Status ActivityTracer::Stop() {
 }
 
 std::vector<std::string> ActivityTracer::notes() const { return state_->notes; }
+
+int64_t ActivityTracer::launch_records_left_out() const {
+  absl::MutexLock lock(&state_->convert_mutex);
+  return state_->launch_filter.left_out();
+}
+
+int64_t ActivityTracer::max_launch_records() const {
+  absl::MutexLock lock(&state_->convert_mutex);
+  return state_->launch_filter.max_kept();
+}
 
 int64_t ActivityTracer::scaffolding_tags_learnt() const {
   absl::MutexLock lock(&state_->convert_mutex);

@@ -1,6 +1,8 @@
-// CUPTI activity tracing for one process: kernels, memcpy, memset, synchronisation and CUPTI's
-// own overhead, converted to gpuprof::v1::ActivityRecord and placed in the workload's phases;
-// the launches made between BeginScaffolding and EndScaffolding come out flagged.
+// CUPTI activity tracing for one process: kernels, memcpy, memset, synchronisation, CUPTI's
+// own overhead and the host's launch calls (cudaLaunchKernel, cuLaunchKernel, cudaGraphLaunch,
+// ...; see LaunchRecordFilter for which are kept), converted to gpuprof::v1::ActivityRecord
+// and placed in the workload's phases; the launches made between BeginScaffolding and
+// EndScaffolding come out flagged.
 //
 //   ASSIGN_OR_RETURN(ActivityTracer tracer, ActivityTracer::Start({.gpu_id_by_device = {3}}));
 //   tracer.SetPhase(v1::PHASE_WARMUP);
@@ -37,6 +39,8 @@ struct ActivityTracerOptions {
   size_t buffer_bytes = 1 << 20;
   // Buffers lent to CUPTI or awaiting TakeBatch, at most.
   size_t max_buffers = 32;
+  // Launch records kept over the tracer's life, at most (LaunchRecordFilter).
+  int64_t max_launch_records = int64_t{1} << 17;
 };
 
 class ActivityTracer {
@@ -83,6 +87,9 @@ class ActivityTracer {
 
   // Buffer requests refused because max_buffers were lent out (CUPTI dropped records then).
   size_t refused_buffer_requests() const;
+  // Launch records past max_launch_records, left out so far.
+  int64_t launch_records_left_out() const;
+  int64_t max_launch_records() const;
   // Scaffolding tags CUPTI delivered so far, and those not matched to a GPU record yet.
   int64_t scaffolding_tags_learnt() const;
   size_t scaffolding_tags_pending() const;
@@ -94,6 +101,9 @@ class ActivityTracer {
   // Subscribes to CUPTI's runtime API callbacks, which see the correlation id of every launch;
   // what CUPTI refuses (another subscriber) becomes a note, never a failure.
   void EnableScaffoldingTags();
+  // Enables the activity records of the launch calls only (RuntimeLaunchApis,
+  // DriverLaunchApis), not of every CUDA call; what CUPTI refuses becomes a note.
+  void EnableLaunchRecords();
 
   std::unique_ptr<State> state_;
 };

@@ -4,7 +4,9 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdio>
+#include <map>
 #include <numeric>
+#include <string>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -106,7 +108,20 @@ TEST_F(CuptiGpuTest, ActivityTracerRecordsKernelsCopiesAndPhases) {
 
   int kernels = 0, copies = 0, memsets = 0, syncs = 0;
   std::vector<std::string> phases;
+  // Launch calls by correlation id: each GPU record's launch is among them.
+  std::map<uint32_t, std::string> launch_names;
   for (const api::ActivityRecord& record : batch.records()) {
+    if (record.kind() == api::ActivityRecord::KIND_LAUNCH) {
+      launch_names[record.correlation_id()] = record.name();
+    }
+  }
+  std::map<std::string, int> launched_by;
+  for (const api::ActivityRecord& record : batch.records()) {
+    if (const auto launch = launch_names.find(record.correlation_id());
+        launch != launch_names.end() && record.kind() != api::ActivityRecord::KIND_LAUNCH &&
+        record.kind() != api::ActivityRecord::KIND_SYNCHRONIZATION) {
+      ++launched_by[launch->second];
+    }
     switch (record.kind()) {
       case api::ActivityRecord::KIND_KERNEL:
         ++kernels;
@@ -145,8 +160,13 @@ TEST_F(CuptiGpuTest, ActivityTracerRecordsKernelsCopiesAndPhases) {
   EXPECT_GE(syncs, 1);
   EXPECT_EQ(phases, (std::vector<std::string>{"allocation", "timed", "verification"}));
   EXPECT_EQ(batch.dropped_records(), 0);
-  std::printf("activity: %d records, %d kernels, %d syncs, %d notes\n", batch.records_size(),
-              kernels, syncs, static_cast<int>(tracer->notes().size()));
+  EXPECT_EQ(launched_by["cudaLaunchKernel"], 10);
+  EXPECT_EQ(launched_by["cudaMemcpy"], 1);
+  EXPECT_EQ(launched_by["cudaMemset"], 1);
+  std::printf("activity: %d records, %d kernels, %d syncs, %zu launch calls, %d notes\n",
+              batch.records_size(), kernels, syncs, launch_names.size(),
+              static_cast<int>(tracer->notes().size()));
+  for (const std::string& note : tracer->notes()) std::printf("note: %s\n", note.c_str());
 }
 
 TEST_F(CuptiGpuTest, SmallBuffersDropRecordsAndCountThem) {

@@ -291,6 +291,11 @@ void TracingSession::Finish(api::ExperimentResult& result) {
     }
     EmitRecords(std::move(held_back_), 0);
     held_back_.clear();
+    if (const int64_t left_out = tracer_->launch_records_left_out(); left_out > 0) {
+      not_collected_.push_back(absl::StrCat(
+          "launch API records: ", left_out, " past the first ", tracer_->max_launch_records(),
+          " were left out (the trace draws no arrow to their GPU work)"));
+    }
     if (const size_t refused = tracer_->refused_buffer_requests(); refused > 0) {
       not_collected_.push_back(absl::StrCat(
           "activity records: CUPTI asked for a buffer ", refused,

@@ -1,6 +1,7 @@
 // A TracingSession at LEVEL_FULL around a small workload on a real GPU, as a runner drives it:
-// phases, streamed batches, a profiling replay, the result's dropped count and not_collected
-// lines. Prints the execution story; with GPUPROF_RECORD_DIR set, also writes the records and
+// phases, streamed batches, a profiling replay, the launch calls with their kernels'
+// correlation ids (and the trace's arrows between them), the result's dropped count and
+// not_collected lines. Prints the execution story; with GPUPROF_RECORD_DIR set, also writes the records and
 // result it saw (text protos) so that they can serve as recorded test data.
 #include "cupti/tracing_session.h"
 
@@ -9,15 +10,20 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
+#include <set>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
 #include "report/execution_story.h"
+#include "report/trace_export.h"
 #include "cupti/metric_names.h"
 #include "cupti/testing/copy_kernel.h"
+#include "google/protobuf/struct.pb.h"
 #include "google/protobuf/text_format.h"
+#include "google/protobuf/util/json_util.h"
 
 namespace gpuprof::cupti {
 namespace {
@@ -92,6 +98,54 @@ TEST(TracingSessionGpuTest, FullLevelAroundACopyWorkload) {
   }
   EXPECT_EQ(timed, 100);
   EXPECT_GE(profiled, 1);
+
+  // Every timed kernel's launch call is recorded on the host, with the kernel's correlation id,
+  // and the trace draws an arrow from each launch to its kernel.
+  std::map<uint32_t, const api::ActivityRecord*> launch_by_correlation;
+  int launches = 0;
+  for (const api::ActivityRecord& record : records) {
+    if (record.kind() != api::ActivityRecord::KIND_LAUNCH) continue;
+    ++launches;
+    EXPECT_NE(record.correlation_id(), 0u) << record.name();
+    EXPECT_TRUE(launch_by_correlation.emplace(record.correlation_id(), &record).second)
+        << "two launch records of correlation id " << record.correlation_id();
+  }
+  int timed_with_launch = 0;
+  std::set<uint32_t> launch_threads;
+  for (const api::ActivityRecord& record : records) {
+    if (record.kind() != api::ActivityRecord::KIND_KERNEL || record.phase() != api::PHASE_TIMED) {
+      continue;
+    }
+    const auto found = launch_by_correlation.find(record.correlation_id());
+    if (found == launch_by_correlation.end()) continue;
+    const api::ActivityRecord& launch = *found->second;
+    ++timed_with_launch;
+    EXPECT_THAT(launch.name(), ::testing::StartsWith("cudaLaunchKernel"));
+    EXPECT_EQ(launch.phase(), api::PHASE_TIMED);
+    EXPECT_GT(launch.start_ns(), 0);
+    EXPECT_LE(launch.start_ns(), launch.end_ns());
+    EXPECT_LE(launch.start_ns(), record.start_ns()) << "a kernel starts after its launch";
+    launch_threads.insert(launch.thread_id());
+  }
+  EXPECT_EQ(timed_with_launch, 100);
+  EXPECT_EQ(launch_threads.size(), 1u) << "the timed kernels are launched from one thread";
+  const std::string trace = report::ExportChromeTrace("gpu-test", records, result);
+  google::protobuf::Struct parsed;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(trace, &parsed).ok());
+  const auto& other = parsed.fields().at("otherData").struct_value().fields();
+  EXPECT_GE(other.at("launch_flows").number_value(), timed_with_launch);
+  int flow_starts = 0, flow_finishes = 0;
+  for (const auto& event : parsed.fields().at("traceEvents").list_value().values()) {
+    const std::string& ph = event.struct_value().fields().at("ph").string_value();
+    flow_starts += ph == "s";
+    flow_finishes += ph == "f";
+  }
+  EXPECT_EQ(flow_starts, other.at("launch_flows").number_value());
+  EXPECT_EQ(flow_finishes, flow_starts);
+  std::printf("launch records: %d, timed kernels with their launch: %d, trace flows: %d, "
+              "untimed records left out of the trace: %.0f\n",
+              launches, timed_with_launch, flow_starts,
+              other.at("untimed_records_left_out").number_value());
   EXPECT_EQ(result.dropped_activity_records(), 0);
   const bool metrics_refused = std::any_of(
       result.not_collected().begin(), result.not_collected().end(), [](const std::string& line) {
