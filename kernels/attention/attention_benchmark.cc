@@ -8,6 +8,11 @@
 // with causal q == kv counted as half (attention_params.h).
 //
 //   attention_benchmark [--quick] [--only=prefill|decode] [--table=PATH]
+//   attention_benchmark --decode-grid [--groups=1,2,..] [--batches=..] [--kv-lens=..]
+//       [--max-kv-gib=N] [--csv=PATH]
+// --decode-grid: decode at 8 KV heads x GQA group (query heads = 8 x group) x batch x KV length,
+// the tuned kernel (what the daemon runs) beside the measured copy; --csv writes the rows that
+// torch_attention_peers.py --decode-grid --ours reads to print PyTorch's backends beside them.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -20,7 +25,10 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "common/cuda_raii.h"
 #include "common/cuda_status.h"
 #include "common/status_macros.h"
@@ -130,6 +138,100 @@ absl::Status AddCudnnRow(Bench& bench, const DeviceAttentionProblem& d, const st
   return absl::OkStatus();
 }
 
+// Copy ceiling: 1 GiB device-to-device, bytes read + written, in GB/s.
+absl::StatusOr<double> MeasureCopyGbs(Bench& bench) {
+  const size_t bytes = size_t{1} << 30;
+  ASSIGN_OR_RETURN(DeviceBuffer src, DeviceBuffer::Allocate(bytes));
+  ASSIGN_OR_RETURN(DeviceBuffer dst, DeviceBuffer::Allocate(bytes));
+  CUDA_RETURN_IF_ERROR(cudaMemset(src.data(), 1, bytes));
+  ASSIGN_OR_RETURN(Timing t, bench.Time(
+                                 [&]() -> absl::Status {
+                                   CUDA_RETURN_IF_ERROR(
+                                       cudaMemcpyAsync(dst.data(), src.data(), bytes,
+                                                       cudaMemcpyDeviceToDevice, bench.stream()));
+                                   return absl::OkStatus();
+                                 },
+                                 3, 20));
+  return 2.0 * bytes / (t.median_ms * 1e-3) / 1e9;
+}
+
+struct DecodeGrid {
+  std::vector<int> groups = {1, 2, 3, 4, 5, 6, 7, 8};
+  std::vector<int> batches = {1, 32, 64, 128, 256};
+  std::vector<int> kv_lens = {1024, 4096, 16384, 32768};
+  double max_kv_gib = 32;  // shapes whose K + V exceed this are skipped (and said so)
+  std::string csv_path;
+};
+
+// Decode over the grid: 8 KV heads, head_dim 128, bf16, page 16, q_len 1; per shape the tuned
+// kernel (TuneDecodeKernel, as the daemon runs it) timed over L2-flushed launches.
+absl::Status RunDecodeGrid(const DecodeGrid& grid) {
+  int device = 0;
+  CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+  cudaDeviceProp props;
+  CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&props, device));
+  ASSIGN_OR_RETURN(Bench bench, Bench::Create());
+  ASSIGN_OR_RETURN(const double copy_gbs, MeasureCopyGbs(bench));
+  std::printf("device: %s, %d SMs; copy %.0f GB/s (measured)\n", props.name,
+              props.multiProcessorCount, copy_gbs);
+  std::string table = absl::StrFormat(
+      "\n%s, %d SMs; copy %.0f GB/s (measured); decode 8 KV heads, d128, bf16, page 16, q_len 1; "
+      "tuned kernel, median of 10 L2-flushed launches\n\n"
+      "| group | batch | kv | us | GB/s | %% copy | tuning (us each) | launch |\n"
+      "|---|---|---|---|---|---|---|---|\n",
+      props.name, props.multiProcessorCount, copy_gbs);
+  std::string csv = absl::StrFormat("copy_gbs,%.1f\ngroup,batch,kv,us,gbs,pct_copy,kernel\n",
+                                    copy_gbs);
+  for (int kv : grid.kv_lens) {
+    for (int batch : grid.batches) {
+      const double kv_gib = 2.0 * batch * kv * 8 * 128 * 2 / double(1 << 30);
+      if (kv_gib > grid.max_kv_gib) {
+        std::printf("  skipped b%d kv=%d: K+V %.1f GiB > --max-kv-gib %.1f\n", batch, kv, kv_gib,
+                    grid.max_kv_gib);
+        continue;
+      }
+      for (int group : grid.groups) {
+        AttentionShape shape = ServingShape(false);
+        shape.num_kv_heads = 8;
+        shape.num_qo_heads = 8 * group;
+        SequenceLengths lengths{.q_lens = std::vector<int32_t>(batch, 1),
+                                .kv_lens = std::vector<int32_t>(batch, kv)};
+        ASSIGN_OR_RETURN(DeviceAttentionProblem d, MakeDeviceAttentionProblem(shape, lengths, 11));
+        const size_t workspace_bytes =
+            DecodeWorkspaceBytes(shape, d.problem.lengths, kMaxDecodeSplits);
+        ASSIGN_OR_RETURN(DeviceBuffer workspace,
+                         DeviceBuffer::Allocate(std::max<size_t>(workspace_bytes, 16)));
+        const DecodeOptions options{.workspace = workspace.data(),
+                                    .workspace_bytes = workspace.bytes()};
+        ASSIGN_OR_RETURN(const DecodeTuning tuning,
+                         TuneDecodeKernel(d.problem, options, bench.stream(), 3));
+        DecodeOptions tuned = options;
+        tuned.kernel = tuning.fastest;
+        DecodeLaunchInfo info;
+        ASSIGN_OR_RETURN(Timing t, bench.Time(
+                                       [&]() -> absl::Status {
+                                         ASSIGN_OR_RETURN(info, LaunchDecode(d.problem, tuned,
+                                                                             bench.stream()));
+                                         return absl::OkStatus();
+                                       },
+                                       2, 10));
+        const double gbs = AttentionBytes(shape, d.problem.lengths) / (t.median_ms * 1e-3) / 1e9;
+        table += absl::StrFormat("| %d | %d | %d | %.1f | %.0f | %.1f%% | %s | %s |\n", group,
+                                 batch, kv, t.median_ms * 1e3, gbs, 100.0 * gbs / copy_gbs,
+                                 tuning.ToString(), info.ToString());
+        csv += absl::StrFormat("%d,%d,%d,%.2f,%.0f,%.1f,%s\n", group, batch, kv,
+                               t.median_ms * 1e3, gbs, 100.0 * gbs / copy_gbs,
+                               DecodeKernelChoiceName(tuning.fastest));
+      }
+      std::printf("  done b%d kv=%d\n", batch, kv);
+      std::fflush(stdout);
+    }
+  }
+  std::fputs(table.c_str(), stdout);
+  if (!grid.csv_path.empty()) std::ofstream(grid.csv_path) << csv;
+  return absl::OkStatus();
+}
+
 absl::Status Run(bool quick, const std::string& only, const std::string& table_path) {
   int device = 0;
   CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
@@ -142,23 +244,7 @@ absl::Status Run(bool quick, const std::string& only, const std::string& table_p
   ASSIGN_OR_RETURN(Bench bench, Bench::Create());
   const int samples = quick ? 10 : 30;
 
-  // Copy ceiling: 1 GiB device-to-device, bytes read + written.
-  double copy_gbs = 0;
-  {
-    const size_t bytes = size_t{1} << 30;
-    ASSIGN_OR_RETURN(DeviceBuffer src, DeviceBuffer::Allocate(bytes));
-    ASSIGN_OR_RETURN(DeviceBuffer dst, DeviceBuffer::Allocate(bytes));
-    CUDA_RETURN_IF_ERROR(cudaMemset(src.data(), 1, bytes));
-    ASSIGN_OR_RETURN(Timing t, bench.Time(
-                                   [&]() -> absl::Status {
-                                     CUDA_RETURN_IF_ERROR(
-                                         cudaMemcpyAsync(dst.data(), src.data(), bytes,
-                                                         cudaMemcpyDeviceToDevice, bench.stream()));
-                                     return absl::OkStatus();
-                                   },
-                                   3, 20));
-    copy_gbs = 2.0 * bytes / (t.median_ms * 1e-3) / 1e9;
-  }
+  ASSIGN_OR_RETURN(const double copy_gbs, MeasureCopyGbs(bench));
   std::printf("device: %s, %d SMs, CC %d.%d, driver %d, runtime %d\n", props.name,
               props.multiProcessorCount, props.major, props.minor, driver, runtime);
   std::printf(
@@ -358,11 +444,36 @@ absl::Status Run(bool quick, const std::string& only, const std::string& table_p
 }  // namespace
 }  // namespace gpuprof::attention
 
+// "1,2,3" -> {1, 2, 3}; false on anything else.
+bool ParseInts(const char* text, std::vector<int>& out) {
+  out.clear();
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    int value = 0;
+    if (!absl::SimpleAtoi(part, &value) || value <= 0) return false;
+    out.push_back(value);
+  }
+  return !out.empty();
+}
+
 int main(int argc, char** argv) {
-  bool quick = false;
+  bool quick = false, decode_grid = false;
+  gpuprof::attention::DecodeGrid grid;
   std::string table_path, only;
   for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--quick") == 0) {
+    bool ok = true;
+    if (std::strcmp(argv[i], "--decode-grid") == 0) {
+      decode_grid = true;
+    } else if (std::strncmp(argv[i], "--groups=", 9) == 0) {
+      ok = ParseInts(argv[i] + 9, grid.groups);
+    } else if (std::strncmp(argv[i], "--batches=", 10) == 0) {
+      ok = ParseInts(argv[i] + 10, grid.batches);
+    } else if (std::strncmp(argv[i], "--kv-lens=", 10) == 0) {
+      ok = ParseInts(argv[i] + 10, grid.kv_lens);
+    } else if (std::strncmp(argv[i], "--max-kv-gib=", 13) == 0) {
+      ok = absl::SimpleAtod(argv[i] + 13, &grid.max_kv_gib);
+    } else if (std::strncmp(argv[i], "--csv=", 6) == 0) {
+      grid.csv_path = argv[i] + 6;
+    } else if (std::strcmp(argv[i], "--quick") == 0) {
       quick = true;
     } else if (std::strcmp(argv[i], "--only=prefill") == 0 ||
                std::strcmp(argv[i], "--only=decode") == 0) {
@@ -370,11 +481,19 @@ int main(int argc, char** argv) {
     } else if (std::strncmp(argv[i], "--table=", 8) == 0) {
       table_path = argv[i] + 8;
     } else {
-      std::fprintf(stderr, "usage: %s [--quick] [--only=prefill|decode] [--table=PATH]\n", argv[0]);
+      ok = false;
+    }
+    if (!ok) {
+      std::fprintf(stderr,
+                   "usage: %s [--quick] [--only=prefill|decode] [--table=PATH]\n"
+                   "       %s --decode-grid [--groups=1,2,..] [--batches=..] [--kv-lens=..] "
+                   "[--max-kv-gib=N] [--csv=PATH]\n",
+                   argv[0], argv[0]);
       return 2;
     }
   }
-  const absl::Status status = gpuprof::attention::Run(quick, only, table_path);
+  const absl::Status status = decode_grid ? gpuprof::attention::RunDecodeGrid(grid)
+                                          : gpuprof::attention::Run(quick, only, table_path);
   if (!status.ok()) {
     gpuprof::LogStatusToStderr(status);
     return 1;

@@ -238,7 +238,17 @@ INSTANTIATE_TEST_SUITE_P(
         AttentionCase{"d64_gqa1_fp16_page64_spec_causal", 4, 4, 64, 64, AttentionDtype::kFp16,
                       true, {8, 2}, {8, 3000}, {1, 0}},
         AttentionCase{"d128_gqa8_bf16_page1_spec_noncausal", 16, 2, 128, 1,
-                      AttentionDtype::kBf16, false, {2, 2}, {700, 64}, {1, 4}}),
+                      AttentionDtype::kBf16, false, {2, 2}, {700, 64}, {1, 4}},
+        // Groups that are not a power of two: blocks of exactly 5, 7, 3 + 3 draft rows
+        // (9: two blocks of 5, the second with 4) and 6 x 2 drafts (two blocks of 6).
+        AttentionCase{"d128_gqa5_bf16_page16", 10, 2, 128, 16, AttentionDtype::kBf16, true,
+                      {1, 1, 1}, {1, 700, 4100}, {1, 0, 3}},
+        AttentionCase{"d64_gqa7_fp16_page16", 7, 1, 64, 16, AttentionDtype::kFp16, true,
+                      {1, 1}, {300, 3000}, {1, 0}},
+        AttentionCase{"d128_gqa3_bf16_page16_spec_causal", 6, 2, 128, 16,
+                      AttentionDtype::kBf16, true, {3, 1}, {50, 2000}, {1, 0}},
+        AttentionCase{"d256_gqa6_bf16_page16_spec_causal", 12, 2, 256, 16,
+                      AttentionDtype::kBf16, true, {2, 1}, {900, 33}, {1, 0}}),
     [](const ::testing::TestParamInfo<AttentionCase>& info) { return info.param.name; });
 // clang-format on
 

@@ -237,7 +237,15 @@ TEST(DecodePlanTest, GroupsRowsPerBlock) {
   EXPECT_EQ(plan->row_chunks, 4);  // 32 rows
   input.group_size = 3;
   input.max_q_len = 1;
-  EXPECT_EQ(PlanDecode(input)->rows_per_block, 4);
+  EXPECT_EQ(PlanDecode(input)->rows_per_block, 3);  // exact, not padded to 4
+  input.group_size = 7;
+  EXPECT_EQ(PlanDecode(input)->rows_per_block, 7);
+  EXPECT_EQ(PlanDecode(input)->row_chunks, 1);
+  input.group_size = 5;
+  input.max_q_len = 2;  // 10 rows: two blocks of 5, not 8 + 2 padded to 8
+  EXPECT_EQ(PlanDecode(input)->rows_per_block, 5);
+  EXPECT_EQ(PlanDecode(input)->row_chunks, 2);
+  input.group_size = 3;
   input.max_q_len = 9;
   EXPECT_FALSE(PlanDecode(input).ok());
   input.max_q_len = 1;

@@ -46,8 +46,8 @@ __global__ void __launch_bounds__(kDecodeThreads)
     DecodeKernel(const __grid_constant__ DecodeKernelParams p) {
   static_assert(device::kIsAttentionType<T>, "T must be bf16 or fp16");
   static_assert(IsAttentionHeadDim(kHeadDim), "a head size of kAttentionHeadDims");
-  static_assert(kRows >= 1 && kRows <= kMaxDecodeRowsPerBlock && (kRows & (kRows - 1)) == 0,
-                "rows per block: a power of two up to kMaxDecodeRowsPerBlock");
+  static_assert(kRows >= 1 && kRows <= kMaxDecodeRowsPerBlock,
+                "rows per block: 1..kMaxDecodeRowsPerBlock");
   constexpr int kThreadsPerRow = kHeadDim / 8;
   constexpr int kSlots = kDecodeThreads / kThreadsPerRow;
   static_assert(kThreadsPerRow <= 32 && kSlots >= 1);
@@ -446,13 +446,22 @@ absl::StatusOr<DecodeLaunchInfo> LaunchDecodeForHeadDim(const DecodeKernelParams
                                                       .sm_count = 1,
                                                       .blocks_per_sm = 1,
                                                       .requested_splits = 1}));
+  static_assert(kMaxDecodeRowsPerBlock == 8, "a rows-per-block count needs its case below");
   switch (plan.rows_per_block) {
     case 1:
       return LaunchDecodeTyped<T, kHeadDim, 1>(params, problem, options, stream);
     case 2:
       return LaunchDecodeTyped<T, kHeadDim, 2>(params, problem, options, stream);
+    case 3:
+      return LaunchDecodeTyped<T, kHeadDim, 3>(params, problem, options, stream);
     case 4:
       return LaunchDecodeTyped<T, kHeadDim, 4>(params, problem, options, stream);
+    case 5:
+      return LaunchDecodeTyped<T, kHeadDim, 5>(params, problem, options, stream);
+    case 6:
+      return LaunchDecodeTyped<T, kHeadDim, 6>(params, problem, options, stream);
+    case 7:
+      return LaunchDecodeTyped<T, kHeadDim, 7>(params, problem, options, stream);
     case 8:
       return LaunchDecodeTyped<T, kHeadDim, 8>(params, problem, options, stream);
     default:

@@ -4,7 +4,10 @@
 // group's query heads x draft tokens, padded to 16) sit in registers as mma A fragments for the
 // whole split. Each warp takes every kWarps-th tile of kTileKeys keys, gathers it through the
 // page table with cp.async into its own shared-memory stages (kStages deep; a warp reads only
-// what its own lanes copied, so it waits on nothing but __syncwarp), computes S = Q K^T and
+// what its own lanes copied, so it waits on nothing but __syncwarp). Each warp-wide copy takes
+// whole rows (2 keys x 256 bytes at head_dim 128), so L2 sees full 128-byte lines, not one
+// 32-byte sector of 16 rows (that pattern held the kernel at ~80% of copy at every group and
+// batch on an H200, where the CUDA-core kernel's whole-row loads reach 100-107%); computes S = Q K^T and
 // O += P V on tensor cores with its own online softmax, and the warps' results are merged in
 // shared memory at the end. Tiles are stored as the prefill stores them (16-byte chunk index
 // XOR row % 8) so ldmatrix reads them without bank conflicts.
@@ -108,26 +111,32 @@ __global__ void __launch_bounds__(kThreads)
   const int32_t* pages = p.page_indices + p.page_indptr[seq];
   const T* k_base = static_cast<const T*>(p.k_cache) + kv_head * kHeadDim;
   const T* v_base = static_cast<const T*>(p.v_cache) + kv_head * kHeadDim;
-  // Two lanes a key, one page-table read each; the pair's chunks are adjacent (whole sectors).
-  // The page entry of a tile is read one tile before its copies are issued, so the dependent
-  // read is not on the copies' path.
-  const int key = lane / 2, half = lane % 2;
-  auto key_of = [&](int tile) { return kv_begin + (warp + kWarps * tile) * kTileKeys + key; };
+  // Lane l reads the page entry of key l % kTileKeys, one tile before the tile's copies are
+  // issued (so the dependent read is not on the copies' path); copy c of a tile then takes keys
+  // c * kKeysPerCopy.. whole, lane l chunk l % kChunks of key l / kChunks, its page entry
+  // shuffled from the lane that read it.
+  constexpr int kKeysPerCopy = 32 / kChunks;
+  constexpr int kCopies = kTileKeys / kKeysPerCopy;
+  static_assert(kKeysPerCopy * kChunks == 32 && kCopies * kKeysPerCopy == kTileKeys);
+  const int chunk = lane % kChunks, copy_key = lane / kChunks;
+  auto first_key = [&](int tile) { return kv_begin + (warp + kWarps * tile) * kTileKeys; };
   auto read_page = [&](int tile) {
-    const int j = key_of(tile);
+    const int j = first_key(tile) + lane % kTileKeys;
     return j < kv_end ? __ldg(pages + (j >> p.log2_page_size)) : 0;
   };
   auto load_tile = [&](int tile, int stage, int page) {
     T* ks = warp_tiles + stage * 2 * kTileElements;
     T* vs = ks + kTileElements;
-    const int j = key_of(tile);
-    const bool valid = j < kv_end;
-    const int64_t row_offset =
-        valid ? PagedSlot(page, j, p.log2_page_size) * p.kv_row_stride + half * 8 : 0;
+    const int key0 = first_key(tile);
 #pragma unroll
-    for (int c = 0; c < kChunks / 2; ++c) {
-      const int dst = SwizzledOffset<kHeadDim>(key, 2 * c + half);
-      const int64_t src = valid ? row_offset + c * 16 : 0;
+    for (int c = 0; c < kCopies; ++c) {
+      const int key = c * kKeysPerCopy + copy_key;
+      const int key_page = __shfl_sync(0xffffffffu, page, key);
+      const int j = key0 + key;
+      const bool valid = j < kv_end;
+      const int64_t src =
+          valid ? PagedSlot(key_page, j, p.log2_page_size) * p.kv_row_stride + chunk * 8 : 0;
+      const int dst = SwizzledOffset<kHeadDim>(key, chunk);
       CpAsync16(SharedAddress(ks + dst), k_base + src, valid);
       CpAsync16(SharedAddress(vs + dst), v_base + src, valid);
     }

@@ -30,11 +30,10 @@ absl::StatusOr<DecodePlan> PlanDecode(const DecodePlanInput& input) {
   auto plan_for = [&](int blocks_per_sm) {
     DecodePlan plan;
     const int rows = input.group_size * input.max_q_len;
-    plan.rows_per_block = 1;
-    while (plan.rows_per_block < rows && plan.rows_per_block < kMaxDecodeRowsPerBlock) {
-      plan.rows_per_block *= 2;
-    }
-    plan.row_chunks = (rows + plan.rows_per_block - 1) / plan.rows_per_block;
+    // Rows padded to a power of two cost a group of 5 or 7 the math of 8 rows (and their
+    // registers); an exact count is instantiated for each of 1..kMaxDecodeRowsPerBlock.
+    plan.row_chunks = (rows + kMaxDecodeRowsPerBlock - 1) / kMaxDecodeRowsPerBlock;
+    plan.rows_per_block = (rows + plan.row_chunks - 1) / plan.row_chunks;
     const int64_t base_blocks =
         static_cast<int64_t>(input.batch) * input.num_kv_heads * plan.row_chunks;
     const int longest_useful = std::max(1, input.max_kv_len / kMinKvRowsPerSplit);

@@ -35,7 +35,7 @@ struct DecodePlanInput {
 };
 
 struct DecodePlan {
-  int rows_per_block = 0;  // a power of two <= kMaxDecodeRowsPerBlock
+  int rows_per_block = 0;  // 1..kMaxDecodeRowsPerBlock: the rows split evenly over row_chunks
   int row_chunks = 0;      // blocks along the query rows of one (sequence, KV head)
   int num_splits = 0;      // blocks along the KV length
   int64_t blocks = 0;      // the whole grid
@@ -59,9 +59,10 @@ inline constexpr int kTensorCoreMaxSequenceHeads = 8;
 // <= kTensorCoreMaxSequenceHeads. Launchers ask before measuring that kernel's residency.
 bool PlanMayUseTensorCores(const DecodePlanInput& input);
 
-// Rows per block: group_size * max_q_len rounded up to a power of two, capped at
-// kMaxDecodeRowsPerBlock; with q_len 1 and groups up to 8 one block holds the whole group, so
-// each KV head is read once. Splits: the most that still fit in one wave of resident blocks
+// Rows per block: group_size * max_q_len in as few chunks of at most kMaxDecodeRowsPerBlock as
+// hold them, split evenly (5 rows: one block of 5; 10: two of 5), so no block computes padded
+// rows beyond the last chunk's remainder; with q_len 1 and groups up to 8 one block holds the
+// whole group, so each KV head is read once. Splits: the most that still fit in one wave of resident blocks
 // (batch x kv_heads x row_chunks x splits <= sm_count x blocks_per_sm; 1 when the batch alone
 // fills it), but no split shorter than kMinKvRowsPerSplit rows and at most kMaxDecodeSplits.
 // A requested count is clamped to 1..min(max_kv_len, kMaxDecodeSplits). With

@@ -11,6 +11,13 @@ outside the timed region (the bytes stay the GQA minimum, so its GB/s is compara
 says so.
 
   python3 torch_attention_peers.py [--quick] [--table PATH]
+  python3 torch_attention_peers.py --decode-grid --ours ours.csv [--table PATH]
+
+--decode-grid: decode (8 KV heads x GQA group, d128, bf16, q_len 1) at every shape of the CSV
+that `attention_benchmark --decode-grid --csv=ours.csv` wrote, each backend timed over 10
+flushed calls, printed beside our tuned kernel: ours / best PyTorch backend (> 1: ours faster)
+and ours as % of the copy the C++ benchmark measured. K/V are made once per (batch, length)
+and shared by the groups; the expanded retry is skipped where K/V x group would not fit.
 """
 import argparse
 import statistics
@@ -60,11 +67,75 @@ def run_case(backend, q, k, v, causal, flush, samples):
         return None, str(e).splitlines()[0][:60]
 
 
+def run_decode_grid(ours_csv, table_path):
+    with open(ours_csv) as f:
+        lines = [line.strip().split(",") for line in f if line.strip()]
+    our_copy = float(lines[0][1])
+    ours = [(int(g), int(b), int(kv), float(us), float(pct), kernel)
+            for g, b, kv, us, _, pct, kernel in lines[2:]]
+    dev = torch.device("cuda")
+    props = torch.cuda.get_device_properties(dev)
+    flush = torch.empty(2 * 64 * 2**20, dtype=torch.uint8, device=dev)
+    out = [f"\ntorch {torch.__version__}, {props.name}; ours: copy {our_copy:.0f} GB/s "
+           "(measured by attention_benchmark); PyTorch K/V contiguous, ours paged (page 16)\n",
+           "| group | batch | kv | ours us | ours % copy | ours kernel | flash us | cudnn us | "
+           "efficient us | best PyTorch | ours vs best |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
+    shapes = {}
+    for row in ours:
+        shapes.setdefault((row[1], row[2]), []).append(row)
+    for (batch, kv_len), rows in shapes.items():
+        k = torch.empty(batch, KV_HEADS, kv_len, DIM, dtype=torch.bfloat16,
+                        device=dev).uniform_(-1, 1)
+        v = torch.empty_like(k).uniform_(-1, 1)
+        for group, _, _, our_us, our_pct, kernel in rows:
+            q = torch.empty(batch, KV_HEADS * group, 1, DIM, dtype=torch.bfloat16,
+                            device=dev).uniform_(-2, 2)
+            times = {}
+            for name, backend in BACKENDS:
+                if group > 1 and 2 * k.numel() * 2 * group > 24 * 2**30:
+                    # Too big to expand: only the native GQA call.
+                    try:
+                        def call():
+                            with sdpa_kernel(backend):
+                                return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+                        call()
+                        torch.cuda.synchronize()
+                        times[name] = time_ms(call, flush, 10) * 1e3
+                    except RuntimeError:
+                        times[name] = None
+                    continue
+                ms, _ = run_case(backend, q, k, v, False, flush, 10)
+                times[name] = None if ms is None else ms * 1e3
+            valid = {n: t for n, t in times.items() if t is not None}
+            best = min(valid, key=valid.get) if valid else None
+            fmt = lambda t: "-" if t is None else f"{t:.1f}"
+            ratio = f"{valid[best] / our_us:.2f}x" if best else "-"
+            out.append(f"| {group} | {batch} | {kv_len} | {our_us:.1f} | {our_pct:.1f}% | "
+                       f"{kernel} | {fmt(times['flash'])} | {fmt(times['cudnn'])} | "
+                       f"{fmt(times['efficient'])} | {best or '-'} | {ratio} |")
+            del q
+        print(f"  done b{batch} kv={kv_len}", flush=True)
+        del k, v
+        torch.cuda.empty_cache()
+    table = "\n".join(out) + "\n"
+    print(table)
+    if table_path:
+        with open(table_path, "w") as f:
+            f.write(table)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--table", default="")
+    parser.add_argument("--decode-grid", action="store_true")
+    parser.add_argument("--ours", default="")
     args = parser.parse_args()
+    if args.decode_grid:
+        torch.manual_seed(0)
+        run_decode_grid(args.ours, args.table)
+        return
     torch.manual_seed(0)
     dev = torch.device("cuda")
     props = torch.cuda.get_device_properties(dev)
