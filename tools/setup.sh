@@ -13,7 +13,7 @@ PACKAGES=(
   protobuf-compiler protobuf-compiler-grpc grpc-proto
   # Libraries, found through pkg-config by //tools/build:system_libs.bzl.
   libgrpc++-dev libprotobuf-dev libabsl-dev prometheus-cpp-dev libsqlite3-dev
-  libgtest-dev libgmock-dev libbenchmark-dev libssl-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libssl-dev zlib1g-dev
   # Tests: a real Prometheus server and promtool for the metrics tests.
   prometheus
   # Fuzzing: clang with libFuzzer and its sanitizer runtimes (tools/fuzzing/run_fuzzers.sh).
