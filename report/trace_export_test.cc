@@ -1,7 +1,10 @@
 #include "report/trace_export.h"
 
+#include <cstdlib>
+#include <fstream>
 #include <map>
 #include <set>
+#include <sstream>
 #include <string>
 
 #include <gmock/gmock.h>
@@ -466,6 +469,49 @@ TEST(ExportChromeTraceTest, SliceNamesAreShortWithTheFullNameInArgs) {
     EXPECT_EQ(Field(*args, "full_name").string_value(), long_copy);
   }
   EXPECT_TRUE(copy_found);
+}
+
+template <typename Message>
+Message ReadTestdata(const std::string& name) {
+  const char* runfiles = std::getenv("TEST_SRCDIR");
+  const std::string path =
+      (runfiles != nullptr ? std::string(runfiles) + "/gpuprof/" : "") + "report/testdata/" + name;
+  std::ifstream file(path);
+  std::stringstream text;
+  text << file.rdbuf();
+  Message message;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text.str(), &message)) << path;
+  return message;
+}
+
+// The records a TracingSession streamed at LEVEL_FULL on an H100 (report/testdata): its
+// replayed kernel had no timestamps and its profiling phase a 130-character name.
+TEST(ExportChromeTraceTest, ARecordedH100RunHasNoSliceAtZeroAndShortNames) {
+  const auto batch = ReadTestdata<api::ActivityBatch>("h100_copy_full_records.txtpb");
+  const auto result = ReadTestdata<api::ExperimentResult>("h100_copy_full_result.txtpb");
+  ASSERT_GT(batch.records_size(), 100);
+  const std::vector<api::ActivityRecord> records(batch.records().begin(), batch.records().end());
+  const Struct trace = ParseJson(ExportChromeTrace("exp-h100", records, result));
+  int untimed = 0;
+  for (const api::ActivityRecord& record : records) untimed += record.start_ns() == 0;
+  ASSERT_GT(untimed, 0);
+  EXPECT_EQ(Field(Field(trace, "otherData").struct_value(), "untimed_records_left_out")
+                .number_value(),
+            untimed);
+  bool profiling_phase = false;
+  for (const auto& [track, slices] : CompleteSlices(trace)) {
+    for (const Slice& slice : slices) {
+      EXPECT_LE(slice.name.size(), 40u) << slice.name;
+      // Only the first record may start at the origin, and none of these lasts 0.
+      EXPECT_FALSE(slice.ts == 0 && slice.dur == 0) << slice.name;
+      if (slice.name == "profiling") {
+        profiling_phase = true;
+        EXPECT_THAT(Field(Field(*slice.event, "args").struct_value(), "description").string_value(),
+                    ::testing::StartsWith("profiling (kernel replay: "));
+      }
+    }
+  }
+  EXPECT_TRUE(profiling_phase);
 }
 
 }  // namespace
