@@ -8,6 +8,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
 #include "common/cupti_status.h"
 #include "common/status_macros.h"
 #include "cupti/activity_records.h"
@@ -198,31 +199,41 @@ absl::StatusOr<ActivityTracer> ActivityTracer::Start(ActivityTracerOptions optio
 void ActivityTracer::EnableLaunchRecords() {
   State& state = *state_;
   // Per call, not CUPTI_ACTIVITY_KIND_RUNTIME / DRIVER: those would record every CUDA call
-  // (event records, queries, ...) through the same buffers as the kernels.
-  absl::Status enabled = absl::OkStatus();
-  for (const LaunchApi& launch : RuntimeLaunchApis()) {
-    const absl::Status status = CuptiStatus(cuptiActivityEnableRuntimeApi(launch.cbid, 1),
-                                            "cuptiActivityEnableRuntimeApi");
-    if (status.ok()) {
-      state.enabled_runtime_launches.push_back(launch.cbid);
-    } else {
-      enabled.Update(status);
+  // (event records, queries, ...) through the same buffers as the kernels. A CUPTI without the
+  // per-call switch gets the whole kind instead; the converter keeps only the launches.
+  const struct {
+    absl::Span<const LaunchApi> apis;
+    CUptiResult (*enable)(CUpti_CallbackId, uint8_t);
+    CUpti_ActivityKind kind;
+    std::vector<CUpti_CallbackId>* enabled;
+    absl::string_view what;
+  } domains[] = {
+      {RuntimeLaunchApis(), &cuptiActivityEnableRuntimeApi, CUPTI_ACTIVITY_KIND_RUNTIME,
+       &state.enabled_runtime_launches, "runtime"},
+      {DriverLaunchApis(), &cuptiActivityEnableDriverApi, CUPTI_ACTIVITY_KIND_DRIVER,
+       &state.enabled_driver_launches, "driver"},
+  };
+  for (const auto& domain : domains) {
+    absl::Status refused = absl::OkStatus();
+    for (const LaunchApi& launch : domain.apis) {
+      const absl::Status status =
+          CuptiStatus(domain.enable(launch.cbid, 1), "cuptiActivityEnable*Api");
+      if (status.ok()) {
+        domain.enabled->push_back(launch.cbid);
+      } else {
+        refused.Update(status);
+      }
     }
-  }
-  for (const LaunchApi& launch : DriverLaunchApis()) {
-    const absl::Status status = CuptiStatus(cuptiActivityEnableDriverApi(launch.cbid, 1),
-                                            "cuptiActivityEnableDriverApi");
-    if (status.ok()) {
-      state.enabled_driver_launches.push_back(launch.cbid);
+    if (refused.ok()) continue;
+    const absl::Status whole_kind =
+        CuptiStatus(cuptiActivityEnable(domain.kind), "cuptiActivityEnable");
+    if (whole_kind.ok()) {
+      state.enabled_kinds.push_back(domain.kind);
     } else {
-      enabled.Update(status);
+      state.notes.push_back(absl::StrCat(
+          domain.what, " API launch records (the trace's arrows to kernels): not collected: ",
+          refused.message(), "; ", whole_kind.message()));
     }
-  }
-  if (!enabled.ok()) {
-    state.notes.push_back(absl::StrCat(
-        "launch API records (trace arrows from launches to kernels): not collected for some "
-        "calls: ",
-        enabled.message()));
   }
 }
 
