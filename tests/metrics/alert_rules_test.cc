@@ -56,7 +56,19 @@ TEST(AlertRulesTest, EveryMetricQueriedIsExported) {
       ++queried;
     }
   }
-  EXPECT_EQ(queried, 2);
+  EXPECT_EQ(queried, 7);
+}
+
+// The alerts an operator of a GPU node needs, each with a unit test that makes it fire.
+TEST(AlertRulesTest, DaemonQueueWorkerAndGpuAlertsExistAndAreTested) {
+  const std::string rules = ReadFile(RunfilePath(kRules));
+  const std::string tests = ReadFile(RunfilePath(kRuleTests));
+  for (const std::string alert : {"GpuprofDaemonDown", "GpuprofQueueStuck", "GpuprofWorkerFailures",
+                                  "GpuprofGpuDrained", "GpuprofGpuXid", "GpuprofStoreReadOnly",
+                                  "GpuprofStoreDiskAlmostFull"}) {
+    EXPECT_THAT(rules, ::testing::HasSubstr("alert: " + alert + "\n")) << alert;
+    EXPECT_THAT(tests, ::testing::HasSubstr("alertname: " + alert + "\n")) << alert;
+  }
 }
 
 }  // namespace

@@ -251,7 +251,8 @@ TEST_F(DashboardsPrometheusTest, NoResultSeriesForWorkloadsThatNeverRan) {
       instances_with(R"(gpuprof_result_radix_operations_per_second{operation="match_prefix"})"),
       (std::set<std::string>{target_}));
   EXPECT_THAT(
-      instances_with(R"({__name__=~"gpuprof_result_.*", __name__!~"gpuprof_result_radix_.*"})"),
+      instances_with(R"({__name__=~"gpuprof_result_.*", __name__!~"gpuprof_result_radix_.*", )"
+                     R"(workload!="radix"})"),
       ::testing::IsEmpty());
   // Both daemons are scraped: the idle one answers for its other series.
   EXPECT_EQ(instances_with("gpuprof_up"), (std::set<std::string>{target_, other_target_}));

@@ -61,7 +61,8 @@ std::set<std::string> GpuprofMetrics(const std::string& expr) {
       if (absl::EndsWith(name, suffix) && !absl::EndsWith(name, "_total")) {
         const std::string family(absl::StripSuffix(name, suffix));
         if (family == daemon::metric_names::kExperimentQueueSeconds ||
-            family == daemon::metric_names::kExperimentRunSeconds) {
+            family == daemon::metric_names::kExperimentRunSeconds ||
+            family == daemon::metric_names::kResultHeadline) {
           name = family;
         }
       }
@@ -216,6 +217,37 @@ TEST(DashboardsStructureTest, PanelsHaveUniqueIdsLayoutAndPrometheusTargets) {
       }
     }
     EXPECT_GT(targets, 0) << dashboard.file;
+  }
+}
+
+// Every dashboard marks experiments and sweeps: Prometheus annotations whose series value is the
+// time (useValueForTime reads milliseconds, the series hold Unix seconds), titled from labels.
+TEST(DashboardsStructureTest, EveryDashboardAnnotatesExperimentsAndSweeps) {
+  const std::set<std::string> known_metrics(std::begin(daemon::metric_names::kAll),
+                                            std::end(daemon::metric_names::kAll));
+  for (const Dashboard& dashboard : Dashboards()) {
+    std::set<std::string> names;
+    for (const auto& item : ListField(StructField(dashboard.json, "annotations"), "list").values()) {
+      const google::protobuf::Struct& annotation = item.struct_value();
+      const std::string name = StringField(annotation, "name");
+      SCOPED_TRACE(absl::StrCat(dashboard.file, " annotation ", name));
+      names.insert(name);
+      ExpectDatasourceRef(annotation, name);
+      EXPECT_TRUE(Field(annotation, "enable").bool_value());
+      EXPECT_TRUE(Field(annotation, "useValueForTime").bool_value());
+      const std::string expr = StringField(annotation, "expr");
+      EXPECT_TRUE(absl::EndsWith(expr, ") * 1000")) << expr;
+      EXPECT_THAT(expr, HasSubstr(R"(node=~"$node", instance=~"$instance")"));
+      for (const std::string& metric : GpuprofMetrics(expr)) {
+        EXPECT_TRUE(known_metrics.contains(metric)) << metric;
+        EXPECT_TRUE(absl::EndsWith(metric, "_timestamp_seconds")) << metric;
+      }
+      EXPECT_THAT(StringField(annotation, "titleFormat"), HasSubstr("{{"));
+      EXPECT_THAT(StringField(annotation, "textFormat"),
+                  ::testing::AnyOf(HasSubstr("{{headline}}"), HasSubstr("{{points}}")));
+    }
+    EXPECT_EQ(names, (std::set<std::string>{"Experiments", "Sweep starts", "Sweeps"}))
+        << dashboard.file;
   }
 }
 

@@ -125,6 +125,7 @@ const std::map<std::string, std::string>& GpuOnlyPanels() {
       {"gpuprof-overview/GPUs leased",
        "gpuprof_gpu_leased has one series per GPU; a machine without GPUs has none"},
       {"gpuprof-overview/GPU leases", "gpuprof_gpu_leased: one series per GPU"},
+      {"gpuprof-overview/GPU holders", "gpuprof_gpu_lease_info: one series per leased GPU"},
       {"gpuprof-workload-performance/Bandwidth vs measured copy bandwidth",
        "index/store/attention decode results need a GPU and its measured copy bandwidth"},
       {"gpuprof-workload-performance/Achieved bandwidth",

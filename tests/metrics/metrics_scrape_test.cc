@@ -7,7 +7,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "grpcpp/grpcpp.h"
 #include "tests/metrics/daemon_runs.h"
 #include "tests/metrics/http_client.h"
@@ -56,8 +58,19 @@ TEST(MetricsScrapeTest, LiveScrapePassesPromtoolCheckMetrics) {
   EXPECT_THAT(text, HasSubstr("gpuprof_result_radix_hit_ratio "));
   EXPECT_THAT(text,
               HasSubstr(R"(gpuprof_result_radix_operations_per_second{operation="match_prefix"})"));
-  // Neither the user nor an experiment id is ever a label.
-  EXPECT_THAT(text, Not(HasSubstr("metrics-test")));
+  // The user and the experiment ids label only the run series, which go a window after the
+  // run ended (--metrics_recent_window); every other series has bounded labels.
+  int run_series = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (absl::StartsWith(line, "#") || !absl::StrContains(line, "metrics-test")) continue;
+    ++run_series;
+    EXPECT_TRUE(absl::StartsWith(line, "gpuprof_experiment_start_timestamp_seconds{") ||
+                absl::StartsWith(line, "gpuprof_experiment_end_timestamp_seconds{") ||
+                absl::StartsWith(line, "gpuprof_experiment_headline{"))
+        << line;
+  }
+  // Three starts, three ends, one headline (the finished run).
+  EXPECT_EQ(run_series, 7);
 
   const std::string scrape_file = state_dir + "/scrape.txt";
   std::ofstream(scrape_file) << text;
