@@ -116,9 +116,6 @@ struct ActivityTracer::State {
 
   const int32_t phase_marker_gpu_id;
   std::vector<CUpti_ActivityKind> enabled_kinds;
-  // Launch calls whose records were enabled one by one, to disable the same way.
-  std::vector<CUpti_CallbackId> enabled_runtime_launches;
-  std::vector<CUpti_CallbackId> enabled_driver_launches;
   // The API-callback subscriber that sees which launches are scaffolding; null without one.
   CUpti_SubscriberHandle subscriber = nullptr;
   // Correlation ids the callback saw while a scaffolding region was open, not yet handed to
@@ -198,41 +195,25 @@ absl::StatusOr<ActivityTracer> ActivityTracer::Start(ActivityTracerOptions optio
 
 void ActivityTracer::EnableLaunchRecords() {
   State& state = *state_;
-  // Per call, not CUPTI_ACTIVITY_KIND_RUNTIME / DRIVER: those would record every CUDA call
-  // (event records, queries, ...) through the same buffers as the kernels. A CUPTI without the
-  // per-call switch gets the whole kind instead; the converter keeps only the launches.
+  // The whole runtime and driver kinds, not cuptiActivityEnable{Runtime,Driver}Api per launch
+  // call: the per-call switches reach only contexts created after them (measured on an H200,
+  // CUDA 13: a context made first gave 0 launch records), so a worker's second experiment on
+  // its kept context, or any tracer started after cudaMalloc, drew no arrows. The converter
+  // keeps only the launch calls of these kinds.
   const struct {
-    absl::Span<const LaunchApi> apis;
-    CUptiResult (*enable)(CUpti_CallbackId, uint8_t);
     CUpti_ActivityKind kind;
-    std::vector<CUpti_CallbackId>* enabled;
     absl::string_view what;
-  } domains[] = {
-      {RuntimeLaunchApis(), &cuptiActivityEnableRuntimeApi, CUPTI_ACTIVITY_KIND_RUNTIME,
-       &state.enabled_runtime_launches, "runtime"},
-      {DriverLaunchApis(), &cuptiActivityEnableDriverApi, CUPTI_ACTIVITY_KIND_DRIVER,
-       &state.enabled_driver_launches, "driver"},
-  };
+  } domains[] = {{CUPTI_ACTIVITY_KIND_RUNTIME, "runtime"}, {CUPTI_ACTIVITY_KIND_DRIVER, "driver"}};
   for (const auto& domain : domains) {
-    absl::Status refused = absl::OkStatus();
-    for (const LaunchApi& launch : domain.apis) {
-      const absl::Status status =
-          CuptiStatus(domain.enable(launch.cbid, 1), "cuptiActivityEnable*Api");
-      if (status.ok()) {
-        domain.enabled->push_back(launch.cbid);
-      } else {
-        refused.Update(status);
-      }
-    }
-    if (refused.ok()) continue;
-    const absl::Status whole_kind =
+    const absl::Status enabled =
         CuptiStatus(cuptiActivityEnable(domain.kind), "cuptiActivityEnable");
-    if (whole_kind.ok()) {
+    if (enabled.ok()) {
       state.enabled_kinds.push_back(domain.kind);
     } else {
-      state.notes.push_back(absl::StrCat(
-          domain.what, " API launch records (the trace's arrows to kernels): not collected: ",
-          refused.message(), "; ", whole_kind.message()));
+      state.notes.push_back(absl::StrCat(domain.what,
+                                         " API launch records (the trace's arrows to kernels): "
+                                         "not collected: ",
+                                         enabled.message()));
     }
   }
 }
@@ -404,14 +385,6 @@ absl::Status ActivityTracer::Stop() {
   absl::Status status = absl::OkStatus();
   for (CUpti_ActivityKind kind : state_->enabled_kinds) {
     status.Update(CuptiStatus(cuptiActivityDisable(kind), "cuptiActivityDisable"));
-  }
-  for (CUpti_CallbackId cbid : state_->enabled_runtime_launches) {
-    status.Update(CuptiStatus(cuptiActivityEnableRuntimeApi(cbid, 0),
-                              "cuptiActivityEnableRuntimeApi(disable)"));
-  }
-  for (CUpti_CallbackId cbid : state_->enabled_driver_launches) {
-    status.Update(CuptiStatus(cuptiActivityEnableDriverApi(cbid, 0),
-                              "cuptiActivityEnableDriverApi(disable)"));
   }
   if (state_->subscriber != nullptr) {
     status.Update(CuptiStatus(cuptiUnsubscribe(state_->subscriber), "cuptiUnsubscribe"));

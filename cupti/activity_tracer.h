@@ -101,8 +101,8 @@ class ActivityTracer {
   // Subscribes to CUPTI's runtime API callbacks, which see the correlation id of every launch;
   // what CUPTI refuses (another subscriber) becomes a note, never a failure.
   void EnableScaffoldingTags();
-  // Enables the activity records of the launch calls only (RuntimeLaunchApis,
-  // DriverLaunchApis), not of every CUDA call; what CUPTI refuses becomes a note.
+  // Enables the runtime and driver API activity records (the converter keeps the launch calls
+  // of RuntimeLaunchApis and DriverLaunchApis); what CUPTI refuses becomes a note.
   void EnableLaunchRecords();
 
   std::unique_ptr<State> state_;
