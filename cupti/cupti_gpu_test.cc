@@ -115,11 +115,14 @@ TEST_F(CuptiGpuTest, ActivityTracerRecordsKernelsCopiesAndPhases) {
       launch_names[record.correlation_id()] = record.name();
     }
   }
+  // The GPU work each launch call started (a synchronous cudaMemcpy's correlation id is also
+  // carried by records that are not GPU work, so only kernels, copies and memsets count).
   std::map<std::string, int> launched_by;
   for (const api::ActivityRecord& record : batch.records()) {
     if (const auto launch = launch_names.find(record.correlation_id());
-        launch != launch_names.end() && record.kind() != api::ActivityRecord::KIND_LAUNCH &&
-        record.kind() != api::ActivityRecord::KIND_SYNCHRONIZATION) {
+        launch != launch_names.end() && (record.kind() == api::ActivityRecord::KIND_KERNEL ||
+                                         record.kind() == api::ActivityRecord::KIND_MEMCPY ||
+                                         record.kind() == api::ActivityRecord::KIND_MEMSET)) {
       ++launched_by[launch->second];
     }
     switch (record.kind()) {
