@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Sets up a Debian 12 machine and runs the checks that need no GPU; .ci/run (CI) calls it.
 # Stages (each timed; GPUPROF_CI_STAGES picks them, in this order). The default here is `plain`
-# (a quick local check); .ci/run asks for all four: "plain fuzz asan tsan" (docs/reliability.md).
+# (a quick local check); .ci/run asks for all five: "plain image fuzz asan tsan"
+# (docs/reliability.md).
 #   plain  bazel test //...                        the CPU suite as shipped (-O2)
 #   asan   bazel test --config=asan //...          the CPU suite under ASan + UBSan
 #   tsan   bazel test --config=tsan //:tsan_tests  the daemon's concurrent parts under TSan
 #   fuzz   tools/fuzzing/run_fuzzers.sh            each libFuzzer target for FUZZ_SECONDS (60)
 #   image  deploy/container/check.sh               builds the image offline from a local base and
-#                                                  runs gpuprof gpus in it (podman; not in CI's
-#                                                  default stages: docs/deploy.md says why)
+#                                                  runs gpuprof gpus in it (podman; after plain,
+#                                                  whose Bazel outputs it packs)
 # Extra arguments go to every `bazel test`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
