@@ -178,10 +178,10 @@ class ExperimentManager {
   absl::StatusOr<ExperimentPage> List(const ExperimentFilter& filter, int page_size,
                                       const std::string& page_token);
   v1::ListGpusResponse ListGpus();
-
-  int64_t queued_count();
   // The Nsight tools captures run under and where their reports are kept.
   const CaptureTools& capture_tools() const { return options_.limits.capture_tools; }
+
+  int64_t queued_count();
   // GPU index -> whether leased, for the metrics exporter.
   std::map<int, std::string> GpuLeases();
   absl::StatusOr<int64_t> StoreSizeBytes();

@@ -326,12 +326,6 @@ absl::Status DaemonServer::PrepareStateAndFiles() {
   return absl::OkStatus();
 }
 
-// The store, the manager on it, GPU health, metrics and sweeps: everything that serves.
-absl::Status DaemonServer::StartCore() {
-  auto store = ExperimentStore::Open(db_path_);
-  if (!store.ok()) {
-    // A damaged or foreign database is never replaced by an empty one: refuse to start.
-    return absl::Status(store.status().code(),
 absl::StatusOr<CaptureTools> DaemonServer::PrepareCaptureTools() {
   CaptureTools tools;
   tools.reports_dir = state_dir_ + "/reports";
@@ -364,6 +358,12 @@ absl::StatusOr<CaptureTools> DaemonServer::PrepareCaptureTools() {
   return tools;
 }
 
+// The store, the manager on it, GPU health, metrics and sweeps: everything that serves.
+absl::Status DaemonServer::StartCore() {
+  auto store = ExperimentStore::Open(db_path_);
+  if (!store.ok()) {
+    // A damaged or foreign database is never replaced by an empty one: refuse to start.
+    return absl::Status(store.status().code(),
                         absl::StrCat("not starting: ", store.status().message()));
   }
   RaiseDescriptorLimitFor(options_.max_connections);

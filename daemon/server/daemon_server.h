@@ -186,13 +186,13 @@ class DaemonServer {
   absl::Status StartInOrder();
   absl::Status PrepareStateAndFiles();
   absl::Status StartCore();
+  // The reports' directory (<state_dir>/reports, 0700, a killed capture's partial files
+  // removed) and the Nsight tools found.
+  absl::StatusOr<CaptureTools> PrepareCaptureTools();
   absl::Status BindAndServe();
   void StartFileWatchers();
   void RefreshTls(const char* why);
   // The "writes" health service: NOT_SERVING while the store is read-only (a full disk).
-  // The reports' directory (<state_dir>/reports, 0700, a killed capture's partial files
-  // removed) and the Nsight tools found.
-  absl::StatusOr<CaptureTools> PrepareCaptureTools();
   void PublishWriteHealth(bool read_only) ABSL_LOCKS_EXCLUDED(write_health_mutex_);
   // Stops whatever has started, in Stop()'s order; `log` prints the final "stopped".
   void StopStarted(bool log);

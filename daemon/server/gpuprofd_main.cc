@@ -183,12 +183,6 @@ ABSL_FLAG(absl::Duration, custom_kernel_compile_timeout, Defaults().custom_kerne
 ABSL_FLAG(int64_t, custom_kernel_compile_memory, Defaults().custom_kernel_compile_memory,
           "Address space, in bytes, that the child process compiling a custom kernel may add "
           "to what it starts with (a copy of the worker).");
-ABSL_FLAG(bool, enable_test_faults, Defaults().enable_test_faults,
-          "Honour the gpuprof.fault label (crash/hang/exit/cuda-error a worker): for tests only.");
-
-namespace gpuprof::daemon {
-namespace {
-
 ABSL_FLAG(std::string, ncu_path, Defaults().ncu_path,
           "Nsight Compute's ncu, which `submit --capture ncu` runs experiments under. Unset: "
           "looked for on $PATH, in /usr/local/cuda/bin and /opt/nvidia/nsight-compute/*/.");
@@ -198,6 +192,12 @@ ABSL_FLAG(std::string, nsys_path, Defaults().nsys_path,
 ABSL_FLAG(int64_t, max_capture_report_bytes, Defaults().max_capture_report_bytes,
           "Largest Nsight report kept (<state_dir>/reports); a larger one is deleted and its "
           "experiment fails saying so.");
+ABSL_FLAG(bool, enable_test_faults, Defaults().enable_test_faults,
+          "Honour the gpuprof.fault label (crash/hang/exit/cuda-error a worker): for tests only.");
+
+namespace gpuprof::daemon {
+namespace {
+
 // Every option but the two lists is the flag of its name.
 #define FROM_FLAG(name) options.name = absl::GetFlag(FLAGS_##name)
 DaemonServer::Options OptionsFromFlags() {

@@ -10,8 +10,8 @@
 #include "common/status_macros.h"
 #include "daemon/admission/request_form.h"
 #include "daemon/metrics/latency_phases.h"
-
 #include "daemon/capture/capture_reports.h"
+
 namespace gpuprof::daemon {
 namespace {
 
@@ -154,13 +154,6 @@ grpc::ServerUnaryReactor* ProfilerService::GetExperiment(
   });
 }
 
-namespace {
-// A listing's rows that do not parse, returned beside the ones that do.
-template <typename Response>
-void AddDamaged(const std::vector<store::DamagedRow>& rows, Response& response) {
-  for (const store::DamagedRow& row : rows) {
-    v1::DamagedRow& damaged = *response.add_damaged();
-    damaged.set_table(row.table);
 grpc::ServerUnaryReactor* ProfilerService::GetCaptureReport(
     grpc::CallbackServerContext* context, const v1::GetCaptureReportRequest* request,
     v1::CaptureReportPage* response) {
@@ -178,6 +171,13 @@ grpc::ServerUnaryReactor* ProfilerService::GetCaptureReport(
   });
 }
 
+namespace {
+// A listing's rows that do not parse, returned beside the ones that do.
+template <typename Response>
+void AddDamaged(const std::vector<store::DamagedRow>& rows, Response& response) {
+  for (const store::DamagedRow& row : rows) {
+    v1::DamagedRow& damaged = *response.add_damaged();
+    damaged.set_table(row.table);
     damaged.set_id(row.id);
     damaged.set_error(row.error);
   }
