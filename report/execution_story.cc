@@ -76,11 +76,12 @@ std::string HardwareLine(const MetricMap& metrics) {
   }
   // Extra metrics the request named, by their own names.
   std::map<std::string, double> extras;
-  for (const auto& [name, value] : metrics) {
+  for (const auto& metric : metrics) {
+    const std::string& name = metric.first;
     if (absl::StartsWith(name, kStallMetricPrefix) || name == kStallSampleCountMetric) continue;
     if (std::none_of(std::begin(kLabels), std::end(kLabels),
                      [&](const auto& label) { return label.first == name; })) {
-      extras[name] = value;
+      extras[name] = metric.second;
     }
   }
   for (const auto& [name, value] : extras) {

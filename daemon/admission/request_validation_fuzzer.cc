@@ -9,6 +9,7 @@
 #include "daemon/admission/request_validation.h"
 #include "daemon/admission/test_inventory.h"
 #include "google/protobuf/stubs/logging.h"
+#include "google/protobuf/util/field_comparator.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gpuprof/v1/experiment.pb.h"
 #include "gpuprof/v1/gpus.pb.h"
@@ -47,7 +48,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                  first.ToString().c_str(), second.ToString().c_str());
     std::abort();
   }
-  if (one_step != first || !google::protobuf::util::MessageDifferencer::Equals(admitted, request)) {
+  // A NaN the client sent (rejected, but still in the message) equals itself here.
+  google::protobuf::util::DefaultFieldComparator nan_equal;
+  nan_equal.set_treat_nan_as_equal(true);
+  google::protobuf::util::MessageDifferencer same_request;
+  same_request.set_field_comparator(&nan_equal);
+  if (one_step != first || !same_request.Compare(admitted, request)) {
     std::fprintf(stderr, "the one-step path differs: '%s', the two steps '%s'\n",
                  one_step.ToString().c_str(), first.ToString().c_str());
     std::abort();
