@@ -1,23 +1,15 @@
 #include "workloads/custom_kernel/sanitizer_run.h"
 
-#include <fcntl.h>
 #include <signal.h>
-#include <stdlib.h>
 #include <sys/prctl.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
-#include <cerrno>
-#include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <optional>
-#include <sstream>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -28,6 +20,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
+#include "workloads/child_run.h"
 
 namespace gpuprof::workloads {
 namespace {
@@ -39,126 +32,6 @@ constexpr absl::string_view kSanitizerTools[] = {"memcheck", "racecheck", "initc
 constexpr absl::string_view kReportPrefix = "=========";
 // The child's own output kept for an error message.
 constexpr size_t kChildOutputTailBytes = 4 << 10;
-
-// A scratch directory removed with everything in it when this goes out of scope.
-class ScratchDirectory {
- public:
-  static absl::StatusOr<ScratchDirectory> Create() {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string pattern =
-        absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "/gpuprof-sanitize-XXXXXX");
-    if (mkdtemp(pattern.data()) == nullptr) {
-      return absl::InternalError(absl::StrCat("mkdtemp ", pattern, ": ", strerror(errno)));
-    }
-    return ScratchDirectory(pattern);
-  }
-  ScratchDirectory(ScratchDirectory&& other) noexcept : path_(std::exchange(other.path_, "")) {}
-  ScratchDirectory(const ScratchDirectory&) = delete;
-  ScratchDirectory& operator=(const ScratchDirectory&) = delete;
-  ~ScratchDirectory() {
-    if (path_.empty()) return;
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  std::string File(absl::string_view name) const { return absl::StrCat(path_, "/", name); }
-
- private:
-  explicit ScratchDirectory(std::string path) : path_(std::move(path)) {}
-  std::string path_;
-};
-
-std::optional<std::string> ReadWholeFile(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file.good()) return std::nullopt;
-  std::stringstream text;
-  text << file.rdbuf();
-  return text.str();
-}
-
-bool WriteWholeFile(const std::string& path, absl::string_view bytes) {
-  std::ofstream file(path, std::ios::binary | std::ios::trunc);
-  file.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  file.close();
-  return file.good();
-}
-
-// The child's failure as it travels in FILE.error: the status code, a newline, the message.
-std::string EncodeStatus(const absl::Status& status) {
-  return absl::StrCat(static_cast<int>(status.code()), "\n", status.message());
-}
-
-absl::Status DecodeStatus(absl::string_view encoded) {
-  const size_t newline = encoded.find('\n');
-  int code = static_cast<int>(absl::StatusCode::kUnknown);
-  if (newline == absl::string_view::npos || !absl::SimpleAtoi(encoded.substr(0, newline), &code) ||
-      code <= 0 || code > static_cast<int>(absl::StatusCode::kUnauthenticated)) {
-    return absl::UnknownError(encoded);
-  }
-  return absl::Status(static_cast<absl::StatusCode>(code), encoded.substr(newline + 1));
-}
-
-std::string Tail(absl::string_view text, size_t max_bytes) {
-  if (text.size() <= max_bytes) return std::string(text);
-  return absl::StrCat("...", text.substr(text.size() - max_bytes));
-}
-
-std::string DescribeWaitStatus(int status) {
-  if (WIFSIGNALED(status)) {
-    return absl::StrCat("was killed by signal ", WTERMSIG(status), " (",
-                        strsignal(WTERMSIG(status)), ")");
-  }
-  return absl::StrCat("exited with status ", WEXITSTATUS(status));
-}
-
-// Starts `argv` with stdout and stderr into `output_file`; the child dies with this thread
-// (PR_SET_PDEATHSIG), and stays in the worker's process group, which the daemon kills at the
-// experiment's timeout.
-absl::StatusOr<pid_t> StartChild(const std::vector<std::string>& argv_strings,
-                                 const std::string& output_file) {
-  const int output = open(output_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (output < 0) {
-    return absl::InternalError(absl::StrCat("open ", output_file, ": ", strerror(errno)));
-  }
-  // Built before fork: after it, only async-signal-safe calls.
-  std::vector<std::string> storage = argv_strings;
-  std::vector<char*> argv;
-  for (std::string& arg : storage) argv.push_back(arg.data());
-  argv.push_back(nullptr);
-  const pid_t parent = getpid();
-  const pid_t pid = fork();
-  if (pid < 0) {
-    close(output);
-    return absl::InternalError(absl::StrCat("fork: ", strerror(errno)));
-  }
-  if (pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(125);
-    dup2(output, STDOUT_FILENO);
-    dup2(output, STDERR_FILENO);
-    const int devnull = open("/dev/null", O_RDONLY);
-    if (devnull >= 0) dup2(devnull, STDIN_FILENO);
-    // The worker's pipes to the daemon (fds 3 and 4) and anything else stay behind.
-    if (syscall(SYS_close_range, 3u, ~0u, 0u) != 0) {
-      for (int fd = 3; fd < 4096; ++fd) close(fd);
-    }
-    execv(argv[0], argv.data());
-    const char message[] = "gpuprof_worker: exec of compute-sanitizer failed\n";
-    (void)!write(STDERR_FILENO, message, sizeof(message) - 1);
-    _exit(127);
-  }
-  close(output);
-  return pid;
-}
-
-absl::StatusOr<int> WaitForChild(pid_t pid) {
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) {
-      return absl::InternalError(absl::StrCat("waitpid: ", strerror(errno)));
-    }
-  }
-  return status;
-}
 
 }  // namespace
 
@@ -288,7 +161,7 @@ absl::StatusOr<v1::ExperimentResult> RunCustomKernelUnderSanitizer(const RunCont
     return absl::InternalError(
         absl::StrCat("the worker's own binary (/proc/self/exe): ", error.message()));
   }
-  ASSIGN_OR_RETURN(const ScratchDirectory scratch, ScratchDirectory::Create());
+  ASSIGN_OR_RETURN(const ScratchDirectory scratch, ScratchDirectory::Create("gpuprof-sanitize"));
   const std::string assignment_file = scratch.File("assignment.pb");
   const std::string log_file = scratch.File("sanitizer.log");
   if (!WriteWholeFile(assignment_file, context.assignment.SerializeAsString())) {
@@ -306,10 +179,9 @@ absl::StatusOr<v1::ExperimentResult> RunCustomKernelUnderSanitizer(const RunCont
 
   const std::string report = ReadWholeFile(log_file).value_or("");
   const SanitizerSummary summary = SummarizeSanitizerReport(report);
-  const std::optional<std::string> child_error = ReadWholeFile(assignment_file + ".error");
-  const std::optional<std::string> child_result = ReadWholeFile(assignment_file + ".result");
+  ChildOutcome child = ReadChildOutcome(assignment_file);
   const std::string child_output =
-      Tail(ReadWholeFile(scratch.File("child.out")).value_or(""), kChildOutputTailBytes);
+      TailOf(ReadWholeFile(scratch.File("child.out")).value_or(""), kChildOutputTailBytes);
   context.progress(v1::PHASE_VERIFICATION, 1, 1,
                    summary.errors > 0    ? absl::StrCat(summary.errors, " sanitizer error(s)")
                    : summary.errors == 0 ? "no sanitizer errors"
@@ -319,12 +191,10 @@ absl::StatusOr<v1::ExperimentResult> RunCustomKernelUnderSanitizer(const RunCont
     // No summary: the sanitizer itself failed (an unsupported device, a crash) or was killed.
     return absl::FailedPreconditionError(absl::StrCat(
         "compute-sanitizer ", tool, " did not finish (it ", DescribeWaitStatus(wait_status),
-        "): ", Tail(report.empty() ? child_output : report, 2048)));
+        "): ", TailOf(report.empty() ? child_output : report, 2048)));
   }
-  std::optional<absl::Status> failed;
-  if (child_error.has_value()) {
-    failed = DecodeStatus(*child_error);
-  } else if (!child_result.has_value()) {
+  std::optional<absl::Status> failed = child.error;
+  if (!failed.has_value() && !child.result.has_value()) {
     failed = absl::InternalError(absl::StrCat("the checked child ", DescribeWaitStatus(wait_status),
                                               " without a result: ", child_output));
   }
@@ -333,10 +203,7 @@ absl::StatusOr<v1::ExperimentResult> RunCustomKernelUnderSanitizer(const RunCont
     return *failed;
   }
 
-  v1::ExperimentResult result;
-  if (child_result.has_value() && !result.ParseFromString(*child_result)) {
-    return absl::InternalError("the checked child's result does not parse");
-  }
+  v1::ExperimentResult result = std::move(child.result).value_or(v1::ExperimentResult());
   v1::CustomKernelResult& described = *result.mutable_custom_kernel();
   described.set_sanitizer_report(CapSanitizerReport(report, kMaxSanitizerReportBytes));
   described.set_sanitizer_errors(summary.errors);
@@ -366,37 +233,19 @@ absl::StatusOr<v1::ExperimentResult> RunCustomKernelUnderSanitizer(const RunCont
 int RunCustomKernelCheckChild(const std::string& assignment_path, const FindRunner& find_runner) {
   // Its parent is compute-sanitizer; without it nobody reads what this run finds.
   prctl(PR_SET_PDEATHSIG, SIGKILL);
-  auto fail = [&](const absl::Status& status) {
-    std::fprintf(stderr, "gpuprof_worker (custom-kernel check): %s\n", status.ToString().c_str());
-    WriteWholeFile(assignment_path + ".error", EncodeStatus(status));
-    return 2;
-  };
-  const std::optional<std::string> bytes = ReadWholeFile(assignment_path);
-  worker_protocol::ExperimentAssignment assignment;
-  if (!bytes.has_value() || !assignment.ParseFromString(*bytes)) {
-    return fail(
-        absl::InvalidArgumentError(absl::StrCat(assignment_path, ": not a readable assignment")));
-  }
   // The checks alone (MODE_TEST runs them and times nothing), with line info so that the
   // report names the source lines.
-  v1::CustomKernel& kernel = *assignment.mutable_request()->mutable_custom_kernel();
-  kernel.set_mode(v1::CustomKernel::MODE_TEST);
-  if (std::find(kernel.compile_options().begin(), kernel.compile_options().end(), "-lineinfo") ==
-      kernel.compile_options().end()) {
-    kernel.add_compile_options("-lineinfo");
-  }
-  const RunWorkloadFunction run = find_runner(assignment.request());
-  if (run == nullptr) {
-    return fail(absl::UnimplementedError("no runner for this workload in the worker"));
-  }
-  const RunContext context{.assignment = assignment,
-                           .progress = [](v1::Phase, int64_t, int64_t, const std::string&) {},
-                           .tracing = nullptr};
-  const absl::StatusOr<v1::ExperimentResult> result = run(context);
-  if (!result.ok()) return fail(result.status());
-  if (!WriteWholeFile(assignment_path + ".result", result->SerializeAsString())) {
-    return fail(absl::InternalError(absl::StrCat("writing ", assignment_path, ".result")));
-  }
+  auto checks_only = [](worker_protocol::ExperimentAssignment& assignment) {
+    v1::CustomKernel& kernel = *assignment.mutable_request()->mutable_custom_kernel();
+    kernel.set_mode(v1::CustomKernel::MODE_TEST);
+    if (std::find(kernel.compile_options().begin(), kernel.compile_options().end(),
+                  "-lineinfo") == kernel.compile_options().end()) {
+      kernel.add_compile_options("-lineinfo");
+    }
+  };
+  const absl::StatusOr<v1::ExperimentResult> result =
+      RunAssignmentInChild(assignment_path, "custom-kernel check", checks_only, find_runner);
+  if (!result.ok()) return 2;
   return result->verification().passed() ? 0 : 1;
 }
 
