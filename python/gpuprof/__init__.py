@@ -13,6 +13,7 @@ gpuprof.v1 modules are generated from proto/ (python/README.md says how).
 """
 
 from gpuprof._client import (
+    CaptureReport,
     Client,
     EventStream,
     Experiment,
@@ -28,6 +29,7 @@ from gpuprof._request import build_request, build_sweep_request, workload_names
 from gpuprof._rows import experiment_row, sweep_point_row
 
 __all__ = [
+    "CaptureReport",
     "Client",
     "Comparison",
     "ComparedPoint",

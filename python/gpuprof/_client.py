@@ -3,7 +3,10 @@ results read as dicts and pandas DataFrames."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
+import hashlib
+import os
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, TypeVar, Union
 
 import grpc
@@ -180,10 +183,38 @@ class Experiment(_Handle):
         self.proto = self._needs_client().cancel(self.id, reason)
         return self
 
+    def save_report(self, path: Optional[str] = None, *, force: bool = False) -> str:
+        """Fetches the Nsight report of an experiment submitted with capture="ncu" or "nsys"
+        and writes it to `path` (default: the name the daemon suggests, "exp-000042.ncu-rep",
+        in the working directory); returns the path. Refuses to overwrite unless force=True."""
+        report = self._needs_client().capture_report(self.id)
+        path = path if path is not None else report.file_name
+        with open(path, "wb" if force else "xb") as file:
+            file.write(report.data)
+        return path
+
     def __repr__(self) -> str:
         headline = self.headline
         figure = f" {headline.value:.6g} {headline.unit}" if headline else ""
         return f"<Experiment {self.id} {self.workload} {self.state}{figure}>"
+
+
+@dataclasses.dataclass(frozen=True)
+class CaptureReport:
+    """An Nsight report as the daemon kept it: its bytes (checked against the recorded size and
+    SHA-256), the suggested file name, the tool ("ncu" or "nsys") and the tool's version."""
+
+    file_name: str
+    tool: str
+    tool_version: str
+    sha256: str
+    data: bytes
+
+    def open_with(self, path: str) -> str:
+        """The command line that reads the report saved at `path`."""
+        if self.tool == "nsys":
+            return f"nsys stats {path}"
+        return f"ncu --import {path} --page details"
 
 
 class ExperimentList(Sequence[Experiment]):
@@ -403,6 +434,47 @@ class Client(_connection.Connected):
         then live ones until it ends."""
         request = profiler_pb2.WatchRequest(experiment_id=experiment_id, from_seq=from_seq)
         return self._stream("Watch", request, timeout)
+
+    def capture_report(self, experiment_id: str) -> CaptureReport:
+        """The Nsight report of an experiment submitted with capture="ncu" or "nsys" (its owner
+        or an admin), read page by page and checked against its recorded size and SHA-256."""
+        method = "GetCaptureReport"
+        request = profiler_pb2.GetCaptureReportRequest(experiment_id=experiment_id)
+        chunks: List[bytes] = []
+        received = 0
+        record = None
+        while True:
+            request.offset = received
+            page = self._unary(method, request)
+            if record is None:
+                record = page.report
+            chunks.append(page.data)
+            received += len(page.data)
+            if page.eof:
+                break
+            if not page.data:
+                raise GpuprofError(
+                    grpc.StatusCode.DATA_LOSS,
+                    f"the daemon sent an empty page of {experiment_id}'s report at byte {received}",
+                    method,
+                )
+        data = b"".join(chunks)
+        digest = hashlib.sha256(data).hexdigest()
+        if len(data) != record.size_bytes or (record.sha256 and digest != record.sha256):
+            raise GpuprofError(
+                grpc.StatusCode.DATA_LOSS,
+                f"{experiment_id}'s report arrived as {len(data)} bytes with SHA-256 {digest}; "
+                f"the daemon recorded {record.size_bytes} bytes with {record.sha256}",
+                method,
+            )
+        tool_enum = experiment_pb2.NsightCapture.Tool.DESCRIPTOR
+        return CaptureReport(
+            file_name=os.path.basename(record.file_name) or f"{experiment_id}.report",
+            tool=_fields.enum_short_name(tool_enum, record.tool),
+            tool_version=record.tool_version,
+            sha256=record.sha256,
+            data=data,
+        )
 
     def cancel(self, experiment_id: str, reason: str = "") -> experiment_pb2.Experiment:
         return self._unary(

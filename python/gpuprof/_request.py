@@ -58,6 +58,12 @@ COMMON_OPTIONS: Dict[str, str] = {
     "eager_launches": "measurement.eager_launches_per_sample",
     "trace": "tracing.level",
     "metrics": "tracing.extra_metrics",
+    # An Nsight report taken on the daemon's side (docs/nsight.md): capture="ncu" or "nsys".
+    "capture": "capture.tool",
+    "ncu_set": "capture.ncu_set",
+    "ncu_kernel": "capture.kernel_filter",
+    "ncu_launch_skip": "capture.launch_skip",
+    "ncu_launch_count": "capture.launch_count",
     "user": "user",
     "description": "description",
 }

@@ -28,12 +28,16 @@ import pandas
 
 import gpuprof
 import gpuprof.aio
+from gpuprof.v1.experiment_pb2 import NsightCapture
 
 RUNFILES = os.environ["GPUPROF_RUNFILES"]
 GPUPROFD = os.path.join(RUNFILES, "daemon/gpuprofd")
 WORKER = os.path.join(RUNFILES, "worker/gpuprof_worker")
 CLI = os.path.join(RUNFILES, "client/gpuprof")
 EXAMPLE = os.path.join(RUNFILES, "python/examples/sweep_notebook.py")
+# Not Nsight Systems: runs the worker's child and writes a small report where nsys would
+# (tests/e2e/nsight_capture_e2e_test.cc tests the daemon's side with it; here, the client's).
+STAND_IN_NSYS = os.path.join(RUNFILES, "tests/e2e/nsight/stand_in_nsys_for_plumbing_test.sh")
 
 # Radix runs kept short: a few hundred requests, its fewest timed passes, no time floor.
 QUICK = dict(users=8, max_iters=5, min_time=0)
@@ -129,6 +133,8 @@ class DaemonTest(unittest.TestCase):
 
 
 class ClientTest(DaemonTest):
+    extra_flags = [f"--nsys_path={STAND_IN_NSYS}", "--ncu_path=/nonexistent/ncu"]
+
     def test_submit_wait_result_and_headline(self) -> None:
         experiment = self.client.submit("radix", requests=300, seed=7, wait=True, **QUICK)
         self.assertEqual(experiment.state, "finished", experiment.proto.reason)
@@ -184,6 +190,41 @@ class ClientTest(DaemonTest):
         with self.assertRaises(gpuprof.GpuprofError) as missing:
             self.client.experiment("exp-999999")
         self.assertEqual(missing.exception.code, grpc.StatusCode.NOT_FOUND)
+
+    def test_capture_report_fetched_checked_and_saved(self) -> None:
+        experiment = self.client.submit(
+            "radix", requests=200, capture="nsys", wait=True, **QUICK
+        )
+        self.assertEqual(experiment.state, "finished", experiment.proto.reason)
+        self.assertEqual(experiment.proto.request.capture.tool, NsightCapture.TOOL_NSYS)
+        report = self.client.capture_report(experiment.id)
+        kept = os.path.join(self.state_dir, "reports", f"{experiment.id}.nsys-rep")
+        with open(kept, "rb") as file:
+            self.assertEqual(report.data, file.read())
+        self.assertEqual(report.file_name, f"{experiment.id}.nsys-rep")
+        self.assertEqual(report.tool, "nsys")
+        self.assertEqual(report.sha256, hashlib.sha256(report.data).hexdigest())
+        self.assertIn("--capture-child=", report.data.decode())
+        out = os.path.join(tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR")), "r.nsys-rep")
+        self.assertEqual(experiment.save_report(out), out)
+        self.assertEqual(report.open_with(out), f"nsys stats {out}")
+        with self.assertRaises(FileExistsError):
+            experiment.save_report(out)
+        experiment.save_report(out, force=True)
+        # The same bytes the CLI fetches.
+        self.cli("report", experiment.id, "-o", out + ".cli")
+        with open(out, "rb") as mine, open(out + ".cli", "rb") as theirs:
+            self.assertEqual(mine.read(), theirs.read())
+        # Refusals come back as the daemon words them.
+        plain = self.client.submit("radix", requests=200, wait=True, **QUICK)
+        with self.assertRaises(gpuprof.GpuprofError) as none:
+            self.client.capture_report(plain.id)
+        self.assertIn("was not submitted with a capture", none.exception.details)
+        with self.assertRaises(gpuprof.GpuprofError) as no_ncu:
+            self.client.submit("index", tokens=64, capture="ncu")
+        self.assertIn("ncu is not installed on this node", no_ncu.exception.details)
+        with self.assertRaisesRegex(ValueError, r"capture='vtune'.*not one of ncu, nsys"):
+            self.client.submit("radix", requests=200, capture="vtune")
 
     def test_watch_blocking_and_async_see_the_same_events(self) -> None:
         async def submit_and_watch() -> List[Any]:
