@@ -68,7 +68,7 @@ ExperimentManager::ExperimentManager(ManagerOptions options, std::unique_ptr<Exp
           mutex_, inventory_,
           WorkerPoolOptions{options_.worker_binary, options_.limits.allow_test_faults,
                             options_.worker_idle_timeout, CustomKernelLimitsOf(options_),
-                            options_.limits.capture_tools},
+                            options_.limits.capture_tools, options_.worker_nice},
           [this](int64_t worker, const worker_protocol::WorkerReport& report) {
             OnWorkerReport(worker, report);
           },

@@ -37,6 +37,8 @@ namespace gpuprof::daemon {
 
 struct ManagerOptions {
   std::string worker_binary;
+  // Niceness of the workers the daemon starts (WorkerLaunch::nice); unset: the daemon's own.
+  std::optional<int> worker_nice;
   ValidationLimits limits;
   // CPU workloads (radix) that may run at once; they share the host's cores.
   int cpu_slots = 1;

@@ -36,6 +36,7 @@ WorkerLaunch WorkerPool::LaunchFor(const std::vector<int>& gpus) const {
   // An empty list hides every GPU from CPU workloads.
   launch.env.push_back(absl::StrCat("CUDA_VISIBLE_DEVICES=", absl::StrJoin(uuids, ",")));
   if (options_.allow_test_faults) launch.env.push_back("GPUPROF_ENABLE_TEST_FAULTS=1");
+  launch.nice = options_.worker_nice;
   return launch;
 }
 

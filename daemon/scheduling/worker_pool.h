@@ -41,6 +41,8 @@ struct WorkerPoolOptions {
   // The Nsight tools and the reports' directory; an assignment whose request asks for a
   // capture gets the tool's path and its report's path from here.
   CaptureTools capture;
+  // Niceness of started workers (WorkerLaunch::nice); unset: the daemon's.
+  std::optional<int> worker_nice;
 };
 
 // Whether an experiment may run on a warm idle worker and leave its own warm for the next.

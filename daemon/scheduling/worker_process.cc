@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -80,6 +81,8 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Start(const Worker
   for (auto& entry : env_storage) envp.push_back(entry.data());
   envp.push_back(nullptr);
   const pid_t parent = getpid();
+  const bool set_nice = launch.nice.has_value();
+  const int nice_value = launch.nice.value_or(0);
 
   // vfork, not fork: the child shares the daemon's memory until execve instead of copying its
   // page tables, so neither pays for the copy nor for the copy-on-write faults that follow in
@@ -94,6 +97,8 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Start(const Worker
     if (getppid() != parent) _exit(125);
     setpgid(0, 0);
     signal(SIGPIPE, SIG_DFL);
+    // Failing (a value below the daemon's own without CAP_SYS_NICE) keeps the daemon's.
+    if (set_nice) (void)setpriority(PRIO_PROCESS, 0, nice_value);
     // dup2 clears O_CLOEXEC on the new descriptors; everything else closes at exec.
     MoveDescriptor(command_pipe[0], kChildCommandFd);
     MoveDescriptor(report_pipe[1], kChildReportFd);

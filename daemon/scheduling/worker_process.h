@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -26,6 +27,10 @@ struct WorkerLaunch {
   std::vector<std::string> args;
   // Extra environment entries ("NAME=value"), e.g. CUDA_VISIBLE_DEVICES for the leased GPUs.
   std::vector<std::string> env;
+  // The worker's niceness (setpriority), set in the child before exec; unset: the daemon's.
+  // A daemon given a higher priority than the users' own work (deploy/systemd: Nice=-10)
+  // starts its workers at 0, so that experiments' CPU work does not outrank the RPCs.
+  std::optional<int> nice;
 };
 
 struct WorkerExit {

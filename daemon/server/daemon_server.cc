@@ -141,6 +141,7 @@ ManagerOptions ManagerOptionsFrom(const DaemonServer::Options& options,
   manager.custom_kernel_compile_timeout = options.custom_kernel_compile_timeout;
   manager.custom_kernel_compile_memory_bytes = options.custom_kernel_compile_memory;
   manager.cpu_slots = options.cpu_slots;
+  manager.worker_nice = options.worker_nice;
   manager.worker_idle_timeout = options.worker_idle_timeout;
   manager.gpu_reservation_after = options.gpu_reservation_after;
   manager.measure_copy_bandwidth = options.measure_copy_bandwidth;
@@ -201,6 +202,10 @@ absl::Status DaemonServer::ValidateOptions(const Options& options) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--reload_when_changed: ", path, " does not exist (list files that the daemon reads)"));
     }
+  }
+  if (options.worker_nice < -20 || options.worker_nice > 19) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--worker_nice=", options.worker_nice, ": must be in [-20, 19]"));
   }
   if (options.rpc_threads < 1) {
     return absl::InvalidArgumentError(

@@ -50,6 +50,7 @@ class DaemonServer {
     std::string worker_binary;
 
     // Experiments and workers.
+    int worker_nice = 0;
     int cpu_slots = 1;
     absl::Duration default_timeout = absl::Minutes(30);
     absl::Duration max_timeout = absl::Hours(24);

@@ -111,6 +111,8 @@ TEST_F(DaemonServerTest, OptionsThatMakeNoSenseAreRefusedNamingTheFlagBeforeAnyt
        "--max_connections=0: must be at least 1"},
       {[](DaemonServer::Options& o) { o.reserved_local_connections = 1000; },
        "--reserved_local_connections=1000: must be >= 0 and below --max_connections (1000)"},
+      {[](DaemonServer::Options& o) { o.worker_nice = 20; },
+       "--worker_nice=20: must be in [-20, 19]"},
       {[](DaemonServer::Options& o) { o.rpc_threads = 0; },
        "--rpc_threads must be at least 1, got 0"},
       {[](DaemonServer::Options& o) { o.reload_when_changed = {"/nonexistent/policy.textproto"}; },

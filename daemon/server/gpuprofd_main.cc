@@ -11,6 +11,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/daemon_config.h"
 #include "daemon/server/daemon_server.h"
@@ -40,6 +41,12 @@ ABSL_FLAG(std::string, listen, "",
           "unix:/run/gpuprof/gpuprofd.sock, else unix:<state_dir>/gpuprofd.sock, which only the "
           "daemon's account can reach). Use 0.0.0.0:7070 to accept remote clients (with TLS).");
 ABSL_FLAG(std::string, worker_binary, "", "Path of gpuprof_worker (default: beside gpuprofd).");
+ABSL_FLAG(int, worker_nice, Defaults().worker_nice,
+          "Niceness (-20..19) of the workers the daemon starts, whatever its own: a daemon run "
+          "at a higher priority than the users' work (deploy/systemd/gpuprofd.service: "
+          "Nice=-10, so that a compile on the box does not hold up the RPCs) keeps experiments "
+          "at 0. A value below the daemon's own needs CAP_SYS_NICE; without it workers keep "
+          "the daemon's.");
 ABSL_FLAG(int, cpu_slots, Defaults().cpu_slots,
           "CPU workloads (radix) that may run at the same time.");
 ABSL_FLAG(absl::Duration, default_timeout, Defaults().default_timeout,
@@ -204,6 +211,7 @@ DaemonServer::Options OptionsFromFlags() {
   DaemonServer::Options options;
   // clang-format off
   FROM_FLAG(state_dir); FROM_FLAG(db); FROM_FLAG(worker_binary); FROM_FLAG(cpu_slots);
+  FROM_FLAG(worker_nice);
   FROM_FLAG(default_timeout); FROM_FLAG(max_timeout); FROM_FLAG(gpu_reservation_after);
   FROM_FLAG(worker_idle_timeout); FROM_FLAG(measure_copy_bandwidth); FROM_FLAG(max_message_bytes);
   FROM_FLAG(metrics_listen); FROM_FLAG(metrics_recent_window); FROM_FLAG(metrics_recent_max);
@@ -283,5 +291,9 @@ int main(int argc, char** argv) {
   // Everything the daemon and its workers create (database, WAL, JIT caches, TLS copies) is
   // private to its account; the socket's mode is set explicitly.
   umask(077);
+  // Debian's abseil is built without NDEBUG, so every lock would also update a graph of lock
+  // orders (about 2% of the daemon's CPU under load, docs/reliability.md). The tests keep it:
+  // they link the same code without this line.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   return gpuprof::daemon::Run();
 }

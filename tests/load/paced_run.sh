@@ -18,7 +18,7 @@ builds="${6:-0}"
 here="$(cd "$(dirname "$0")" && pwd)"
 dir="$(mktemp -d /tmp/paced_run.XXXXXX)"
 port=$((19000 + RANDOM % 1000))
-"$bin/gpuprofd" --state_dir="$dir/state" --listen="unix:$dir/gpuprofd.sock" \
+${DAEMON_NICE:+nice -n "$DAEMON_NICE"} "$bin/gpuprofd" --state_dir="$dir/state" --listen="unix:$dir/gpuprofd.sock" \
   --metrics_listen="127.0.0.1:$port" --measure_copy_bandwidth=false \
   --worker_binary="$bin/gpuprof_worker" >"$dir/daemon.log" 2>&1 &
 daemon=$!
@@ -42,7 +42,7 @@ if [[ "$builds" -gt 0 ]]; then
   sleep 1
 fi
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
-"$bin/load_generator" --target="unix:$dir/gpuprofd.sock" --daemon_pid="$daemon" \
+${GENERATOR_NICE:+nice -n "$GENERATOR_NICE"} "$bin/load_generator" --target="unix:$dir/gpuprofd.sock" --daemon_pid="$daemon" \
   --metrics_port="$port" --clients="$clients" --duration="${seconds}s" --rate="$rate"
 curl -s "127.0.0.1:$port/metrics" | "$here/phase_quantiles.py" || true
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
