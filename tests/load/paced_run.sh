@@ -3,7 +3,8 @@
 # load_generator (e.g. copied from bazel-bin/daemon, bazel-bin/worker, bazel-bin/tests/load);
 # BURNERS busy loops of tests/load/cpu_burner.sh and BUILDS compile loops of
 # tests/load/background_build.sh compete for the cores meanwhile (0: none).
-# The daemon and the generator run at the caller's priority. Prints the generator's report, the
+# The daemon and the generator run at the caller's priority, or at the niceness DAEMON_NICE and
+# GENERATOR_NICE give (e.g. -10, as deploy/systemd runs the daemon). Prints the generator's report, the
 # daemon's per-phase Submit and commit latencies (tests/load/phase_quantiles.py; a daemon
 # without them prints none) and the machine's load average before and after.
 # Usage: tests/load/paced_run.sh BIN_DIR [RATE=500] [CLIENTS=200] [SECONDS=20] [BURNERS=0]
