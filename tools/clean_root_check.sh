@@ -38,6 +38,12 @@ start=$SECONDS
 mmdebstrap --variant=minbase --include=git,ca-certificates,sudo bookworm "$root"
 echo "clean_root_check: root made in $((SECONDS - start))s"
 cp /etc/resolv.conf "$root/etc/resolv.conf"
+# The host's own certificate authorities (a site's TLS-inspecting proxy, say): without them the
+# root could not reach the registries the host reaches. Debian's own bundle is already there.
+if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
+  cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"
+  chroot "$root" update-ca-certificates >/dev/null
+fi
 bind /proc "$root/proc"
 bind /sys "$root/sys"
 bind /dev "$root/dev"
@@ -48,7 +54,7 @@ ln -sfn "$cuda" "$root/usr/local/cuda"
 git clone --quiet "$repo" "$root/src/gpuprof"
 echo "clean_root_check: HEAD $(git -C "$root/src/gpuprof" rev-parse --short HEAD), stages: $stages"
 chroot "$root" /usr/bin/env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-  LANG=C.UTF-8 GPUPROF_CI_STAGES="$stages" FUZZ_SECONDS="${FUZZ_SECONDS:-60}" \
+  LANG=C.UTF-8 NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt GPUPROF_CI_STAGES="$stages" FUZZ_SECONDS="${FUZZ_SECONDS:-60}" \
   FUZZ_SEED="${FUZZ_SEED:-1}" FUZZ_RUNS="${FUZZ_RUNS:-100000}" \
   /bin/bash -c 'cd /src/gpuprof && tools/test.sh'
 echo "clean_root_check: passed in $((SECONDS - start))s"
