@@ -4,6 +4,7 @@
 #include <fstream>
 #include <system_error>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "client/session.h"
 #include "client/token_hash.h"
@@ -60,6 +61,9 @@ int RunReport(Session& session, const ParsedArgs& args) {
     return kExitOtherError;
   }
   const std::string path = args.Get("output").value_or(report.file_name());
+  if (const absl::Status extension = CheckReportExtension(report, path); !extension.ok()) {
+    return ReportUsageError(session.env(), extension.message(), "");
+  }
   if (const absl::Status destination = CheckReportDestination(path, args.Has("force"));
       !destination.ok()) {
     return ReportUsageError(session.env(), destination.message(), "");
@@ -102,6 +106,17 @@ std::string DescribeWrittenReport(const v1::CaptureReport& report, absl::string_
       report.tool() == v1::NsightCapture::TOOL_NSYS ? "nsys" : "ncu", " report of ",
       experiment_id, report.tool_version().empty() ? "" : absl::StrCat(", ", report.tool_version()),
       "); ", OpenHint(report, path), "\n");
+}
+
+absl::Status CheckReportExtension(const v1::CaptureReport& report, absl::string_view path) {
+  const bool nsys = report.tool() == v1::NsightCapture::TOOL_NSYS;
+  const absl::string_view wanted = nsys ? ".nsys-rep" : ".ncu-rep";
+  const absl::string_view other = nsys ? ".ncu-rep" : ".nsys-rep";
+  if (!absl::EndsWith(path, other)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "-o ", path, ": this is an ", nsys ? "nsys" : "ncu", " report; name the file ", wanted,
+      " (", nsys ? "nsys-ui and nsys stats" : "ncu-ui and ncu --import",
+      " go by the extension)"));
 }
 
 absl::Status CheckReportDestination(const std::string& path, bool force) {

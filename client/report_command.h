@@ -24,6 +24,11 @@ std::string DescribeWrittenReport(const v1::CaptureReport& report, absl::string_
 // (FAILED_PRECONDITION naming it and --force otherwise).
 absl::Status CheckReportDestination(const std::string& path, bool force);
 
+// A file named as the other tool's report (.ncu-rep for an nsys report, or .nsys-rep for an
+// ncu one) would not open: ncu-ui and nsys-ui go by the extension. INVALID_ARGUMENT naming the
+// right one; any other name (or "-") is fine.
+absl::Status CheckReportExtension(const v1::CaptureReport& report, absl::string_view path);
+
 }  // namespace gpuprof::client
 
 #endif  // GPUPROF_CLIENT_REPORT_COMMAND_H_

@@ -25,6 +25,23 @@ TEST(ReportCommandTest, SaysWhereItWroteAndHowToOpenIt) {
             "stats t.nsys-rep`\n");
 }
 
+TEST(ReportCommandTest, AFileNamedAsTheOtherToolsReportIsRefused) {
+  v1::CaptureReport nsys;
+  nsys.set_tool(v1::NsightCapture::TOOL_NSYS);
+  const absl::Status refused = CheckReportExtension(nsys, "out/exp-4.ncu-rep");
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(refused.message(),
+            "-o out/exp-4.ncu-rep: this is an nsys report; name the file .nsys-rep (nsys-ui and "
+            "nsys stats go by the extension)");
+  EXPECT_TRUE(CheckReportExtension(nsys, "exp-4.nsys-rep").ok());
+  EXPECT_TRUE(CheckReportExtension(nsys, "-").ok());
+  EXPECT_TRUE(CheckReportExtension(nsys, "timeline.bin").ok());
+  v1::CaptureReport ncu;
+  ncu.set_tool(v1::NsightCapture::TOOL_NCU);
+  EXPECT_FALSE(CheckReportExtension(ncu, "a.nsys-rep").ok());
+  EXPECT_TRUE(CheckReportExtension(ncu, "a.ncu-rep").ok());
+}
+
 TEST(ReportCommandTest, AnExistingFileNeedsForceAndStdoutAlwaysGoes) {
   const char* tmp = std::getenv("TEST_TMPDIR");
   const std::string path = std::string(tmp != nullptr ? tmp : "/tmp") + "/exists.ncu-rep";

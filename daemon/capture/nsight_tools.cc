@@ -90,9 +90,18 @@ NsightTool FindNsightTool(v1::NsightCapture::Tool tool, const std::string& flag_
 }
 
 NsightTool DiscoverNsightTool(v1::NsightCapture::Tool tool, const std::string& flag_value) {
-  const std::vector<std::string> installed =
-      tool == v1::NsightCapture::TOOL_NSYS ? Glob("/opt/nvidia/nsight-systems/*/bin/nsys")
-                                            : Glob("/opt/nvidia/nsight-compute/*/ncu");
+  std::vector<std::string> installed;
+  if (tool == v1::NsightCapture::TOOL_NSYS) {
+    installed = Glob("/opt/nvidia/nsight-systems/*/bin/nsys");
+    // Nsight Compute ships an nsys of its own (its report importer needs libdw.so.1); a
+    // machine with only Nsight Compute can take nsys captures with it. Sorted with the others,
+    // Nsight Systems' own installs come first ("nsight-systems" > "nsight-compute").
+    for (std::string& file : Glob("/opt/nvidia/nsight-compute/*/host/target-linux-x64/nsys")) {
+      installed.push_back(std::move(file));
+    }
+  } else {
+    installed = Glob("/opt/nvidia/nsight-compute/*/ncu");
+  }
   return FindNsightTool(
       tool, flag_value, NsightToolCandidates(tool, std::getenv("PATH"), installed),
       [](const std::string& file) { return access(file.c_str(), X_OK) == 0; },

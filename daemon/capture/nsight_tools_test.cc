@@ -15,11 +15,14 @@ TEST(NsightToolsTest, CandidatesArePathThenCudaThenNewestInstallFirst) {
   const std::vector<std::string> candidates = NsightToolCandidates(
       NsightCapture::TOOL_NSYS, "/usr/bin:/usr/local/cuda/bin/:",
       {"/opt/nvidia/nsight-systems/2024.1.1/bin/nsys",
+       "/opt/nvidia/nsight-compute/2025.3.1/host/target-linux-x64/nsys",
        "/opt/nvidia/nsight-systems/2025.3.2/bin/nsys"});
+  // Nsight Systems' own installs before the copy inside Nsight Compute.
   EXPECT_EQ(candidates, (std::vector<std::string>{
                             "/usr/bin/nsys", "/usr/local/cuda/bin/nsys",
                             "/opt/nvidia/nsight-systems/2025.3.2/bin/nsys",
-                            "/opt/nvidia/nsight-systems/2024.1.1/bin/nsys"}));
+                            "/opt/nvidia/nsight-systems/2024.1.1/bin/nsys",
+                            "/opt/nvidia/nsight-compute/2025.3.1/host/target-linux-x64/nsys"}));
 }
 
 TEST(NsightToolsTest, FindsTheFirstExecutableAndReadsItsVersion) {

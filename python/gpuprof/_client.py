@@ -189,6 +189,13 @@ class Experiment(_Handle):
         in the working directory); returns the path. Refuses to overwrite unless force=True."""
         report = self._needs_client().capture_report(self.id)
         path = path if path is not None else report.file_name
+        nsys = report.tool == "nsys"
+        wanted, other = (".nsys-rep", ".ncu-rep") if nsys else (".ncu-rep", ".nsys-rep")
+        if path.endswith(other):
+            raise ValueError(
+                f"{path}: this is an {report.tool} report; name the file {wanted} (the Nsight "
+                "tools go by the extension)"
+            )
         with open(path, "wb" if force else "xb") as file:
             file.write(report.data)
         return path

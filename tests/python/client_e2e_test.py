@@ -210,6 +210,8 @@ class ClientTest(DaemonTest):
         self.assertEqual(report.open_with(out), f"nsys stats {out}")
         with self.assertRaises(FileExistsError):
             experiment.save_report(out)
+        with self.assertRaisesRegex(ValueError, r"this is an nsys report; name the file .nsys-rep"):
+            experiment.save_report(out + ".ncu-rep")
         experiment.save_report(out, force=True)
         # The same bytes the CLI fetches.
         self.cli("report", experiment.id, "-o", out + ".cli")
