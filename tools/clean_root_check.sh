@@ -4,7 +4,9 @@
 # this repository's HEAD into it, and runs `tools/setup.sh` then `tools/test.sh` there as root,
 # with nothing from this machine's own installs (no Bazel cache, no kubectl, no Python stubs).
 #   tools/clean_root_check.sh [ROOT_DIR] [STAGES]
-#     ROOT_DIR  where the root is made (default /var/tmp/gpuprof-clean-root; removed first)
+#     ROOT_DIR  where the root is made (default /var/tmp/gpuprof-clean-root; removed first,
+#               unless KEEP_ROOT=1: then a root made before is reused, its clone moved to this
+#               HEAD, and setup and Bazel's cache there are taken as they are)
 #     STAGES    GPUPROF_CI_STAGES for tools/test.sh (default "plain"; CI's are
 #               "plain image fuzz asan tsan", and image needs podman, which a chroot lacks)
 # Needs root, mmdebstrap and a CUDA toolkit at $CUDA_PATH (default /usr/local/cuda).
@@ -25,6 +27,7 @@ cleanup() {
   for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do umount -l "${mounted[$i]}" 2>/dev/null || true; done
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM
 bind() {  # bind SOURCE TARGET [ro]
   mkdir -p "$2"
   mount --bind "$1" "$2"
@@ -33,10 +36,18 @@ bind() {  # bind SOURCE TARGET [ro]
   return 0
 }
 
-rm -rf "$root"
 start=$SECONDS
-mmdebstrap --variant=minbase --include=git,ca-certificates,sudo bookworm "$root"
-echo "clean_root_check: root made in $((SECONDS - start))s"
+reuse=0
+[ "${KEEP_ROOT:-0}" = 1 ] && [ -d "$root/src/gpuprof/.git" ] && reuse=1
+if [ "$reuse" = 0 ]; then
+  rm -rf "$root"
+  mmdebstrap --variant=minbase --include=git,ca-certificates,sudo bookworm "$root"
+  echo "clean_root_check: root made in $((SECONDS - start))s"
+fi
+# The root a mount point of its own: tests that unshare the mount namespace make "/" private,
+# which only a mount point can be.
+mount --bind "$root" "$root"
+mounted+=("$root")
 cp /etc/resolv.conf "$root/etc/resolv.conf"
 # The host's own certificate authorities (a site's TLS-inspecting proxy, say): without them the
 # root could not reach the registries the host reaches. Debian's own bundle is already there.
@@ -51,7 +62,12 @@ bind /dev/pts "$root/dev/pts"
 mkdir -p "$root/dev/shm" && mount -t tmpfs tmpfs "$root/dev/shm" && mounted+=("$root/dev/shm")
 bind "$cuda" "$root$cuda" ro
 ln -sfn "$cuda" "$root/usr/local/cuda"
-git clone --quiet "$repo" "$root/src/gpuprof"
+if [ "$reuse" = 1 ]; then
+  git -C "$root/src/gpuprof" fetch --quiet "$repo" HEAD
+  git -C "$root/src/gpuprof" reset --quiet --hard FETCH_HEAD
+else
+  git clone --quiet "$repo" "$root/src/gpuprof"
+fi
 echo "clean_root_check: HEAD $(git -C "$root/src/gpuprof" rev-parse --short HEAD), stages: $stages"
 chroot "$root" /usr/bin/env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
   LANG=C.UTF-8 NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt GPUPROF_CI_STAGES="$stages" FUZZ_SECONDS="${FUZZ_SECONDS:-60}" \

@@ -68,6 +68,7 @@ absl::Status ValidateCapture(const v1::ExperimentRequest& request, bool uses_gpu
           "; must be one of ncu's section sets (`ncu --list-sets`: basic, detailed, full, "
           "roofline, ...): letters, digits, '_' and '-'"));
     }
+    RETURN_IF_ERROR(CheckNcuSet(tools.ncu, capture.ncu_set()));
     if (capture.kernel_filter().size() > kMaxCaptureTextBytes) {
       return absl::InvalidArgumentError(absl::StrCat("capture.kernel_filter: ",
                                                      capture.kernel_filter().size(),

@@ -19,6 +19,8 @@ v1::ListGpusResponse Inventory() {
 ValidationLimits Limits() {
   ValidationLimits limits;
   limits.capture_tools.ncu.path = "/usr/local/cuda/bin/ncu";
+  limits.capture_tools.ncu.version = "Version 2025.3.1.0";
+  limits.capture_tools.ncu.sets = {"basic", "detailed", "full", "roofline"};
   limits.capture_tools.nsys.flag = "--nsys_path";
   limits.capture_tools.nsys.looked_in = {"/usr/bin/nsys", "/usr/local/cuda/bin/nsys"};
   return limits;
@@ -68,6 +70,23 @@ TEST(CaptureValidation, OptionsOutOfRangeAreRefusedNamingTheField) {
   v1::ExperimentRequest filter = IndexUnder(v1::NsightCapture::TOOL_NCU);
   filter.mutable_capture()->set_kernel_filter("regex:\x1b]0;x\x07");
   EXPECT_EQ(Check(filter).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(CaptureValidation, ASetThisNodesNcuDoesNotHaveIsRefusedNamingItsSets) {
+  v1::ExperimentRequest typo = IndexUnder(v1::NsightCapture::TOOL_NCU);
+  typo.mutable_capture()->set_ncu_set("ful");
+  const absl::Status refused = Check(typo);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(refused.message(),
+            "capture.ncu_set: got \"ful\"; this node's ncu (Version 2025.3.1.0) has basic, "
+            "detailed, full, roofline (`ncu --list-sets`)");
+  v1::ExperimentRequest full = IndexUnder(v1::NsightCapture::TOOL_NCU);
+  full.mutable_capture()->set_ncu_set("full");
+  EXPECT_TRUE(Check(full).ok());
+  // Sets not known (the list could not be read): any well-formed name goes to ncu.
+  ValidationLimits unknown = Limits();
+  unknown.capture_tools.ncu.sets.clear();
+  EXPECT_TRUE(ApplyDefaultsAndValidate(unknown, Inventory(), typo).ok());
 }
 
 TEST(CaptureValidation, NcuOptionsWithoutNcuAreRefused) {

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -20,8 +21,8 @@ extern char** environ;
 namespace gpuprof::daemon {
 namespace {
 
-// What a --version may print before we stop reading.
-constexpr size_t kMaxVersionOutputBytes = 16 << 10;
+// What a tool's --version or --list-sets may print before we stop reading.
+constexpr size_t kMaxToolOutputBytes = 64 << 10;
 
 std::vector<std::string> Glob(const std::string& pattern) {
   std::vector<std::string> found;
@@ -102,13 +103,58 @@ NsightTool DiscoverNsightTool(v1::NsightCapture::Tool tool, const std::string& f
   } else {
     installed = Glob("/opt/nvidia/nsight-compute/*/ncu");
   }
-  return FindNsightTool(
+  NsightTool found = FindNsightTool(
       tool, flag_value, NsightToolCandidates(tool, std::getenv("PATH"), installed),
       [](const std::string& file) { return access(file.c_str(), X_OK) == 0; },
       RunVersionCommand);
+  // ncu takes a set name it does not know without a word and profiles nothing (a 45 KB report
+  // of launch statistics only, on ncu 2025.3.1): admission checks the name against this list.
+  if (tool == v1::NsightCapture::TOOL_NCU && !found.path.empty()) {
+    found.sets = ParseNcuSetList(RunToolCommand(found.path, "--list-sets"));
+  }
+  return found;
 }
 
 std::string RunVersionCommand(const std::string& binary) {
+  std::string last;
+  for (absl::string_view line : absl::StrSplit(RunToolCommand(binary, "--version"), '\n')) {
+    line = absl::StripAsciiWhitespace(line);
+    if (!line.empty()) last = std::string(line);
+  }
+  return last;
+}
+
+std::vector<std::string> ParseNcuSetList(absl::string_view list_sets_output) {
+  // Rows count only under the table's header: anything else (an error, another tool's
+  // output) leaves the sets unknown rather than wrong.
+  std::vector<std::string> sets;
+  bool in_table = false;
+  for (absl::string_view line : absl::StrSplit(list_sets_output, '\n')) {
+    if (line.empty() || absl::ascii_isspace(static_cast<unsigned char>(line[0])) ||
+        line[0] == '-') {
+      continue;
+    }
+    const absl::string_view word = line.substr(0, line.find_first_of(" \t\r"));
+    if (word == "Identifier") {
+      in_table = true;
+    } else if (in_table) {
+      sets.emplace_back(word);
+    }
+  }
+  return sets;
+}
+
+absl::Status CheckNcuSet(const NsightTool& ncu, const std::string& ncu_set) {
+  if (ncu.sets.empty() || std::find(ncu.sets.begin(), ncu.sets.end(), ncu_set) != ncu.sets.end()) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "capture.ncu_set: got \"", ncu_set, "\"; this node's ncu",
+      ncu.version.empty() ? "" : absl::StrCat(" (", ncu.version, ")"), " has ",
+      absl::StrJoin(ncu.sets, ", "), " (`ncu --list-sets`)"));
+}
+
+std::string RunToolCommand(const std::string& binary, const std::string& argument) {
   int pipe_fds[2];
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) return "";
   posix_spawn_file_actions_t actions;
@@ -117,7 +163,7 @@ std::string RunVersionCommand(const std::string& binary) {
   posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDERR_FILENO);
   posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
   std::string argv0 = binary;
-  std::string argv1 = "--version";
+  std::string argv1 = argument;
   char* argv[] = {argv0.data(), argv1.data(), nullptr};
   pid_t pid = 0;
   const int spawned = posix_spawn(&pid, binary.c_str(), &actions, nullptr, argv, environ);
@@ -129,19 +175,14 @@ std::string RunVersionCommand(const std::string& binary) {
     ssize_t got = 0;
     while ((got = read(pipe_fds[0], buffer, sizeof(buffer))) > 0 ||
            (got < 0 && errno == EINTR)) {
-      if (got > 0 && output.size() < kMaxVersionOutputBytes) output.append(buffer, got);
+      if (got > 0 && output.size() < kMaxToolOutputBytes) output.append(buffer, got);
     }
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
   }
   close(pipe_fds[0]);
-  std::string last;
-  for (absl::string_view line : absl::StrSplit(output, '\n')) {
-    line = absl::StripAsciiWhitespace(line);
-    if (!line.empty()) last = std::string(line);
-  }
-  return last;
+  return output;
 }
 
 absl::Status CheckCaptureToolAvailable(const CaptureTools& tools, v1::NsightCapture::Tool tool) {

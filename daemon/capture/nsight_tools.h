@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "gpuprof/v1/experiment.pb.h"
 
 namespace gpuprof::daemon {
@@ -29,6 +30,9 @@ struct NsightTool {
   std::vector<std::string> looked_in;
   // The gpuprofd flag that names it ("--ncu_path").
   std::string flag;
+  // ncu: its section sets (`ncu --list-sets`), which capture.ncu_set must name. Empty: not
+  // known (nsys, or a list that could not be read), and the set is not checked against it.
+  std::vector<std::string> sets;
 };
 
 struct CaptureTools {
@@ -69,6 +73,18 @@ NsightTool DiscoverNsightTool(v1::NsightCapture::Tool tool, const std::string& f
 // The last non-empty line `binary --version` writes (stdout and stderr); empty if it could not
 // be run.
 std::string RunVersionCommand(const std::string& binary);
+
+// What `binary argument` writes to stdout and stderr (its first 64 KiB); empty if it could not
+// be run.
+std::string RunToolCommand(const std::string& binary, const std::string& argument);
+
+// The identifiers in `ncu --list-sets` output: the first word of each table row (rows whose
+// section list wraps continue on lines that start with spaces), without the header and rules.
+std::vector<std::string> ParseNcuSetList(absl::string_view list_sets_output);
+
+// OK when capture.ncu_set is one of `ncu`'s sets (or they are not known); INVALID_ARGUMENT
+// naming them otherwise.
+absl::Status CheckNcuSet(const NsightTool& ncu, const std::string& ncu_set);
 
 // OK when the daemon found the tool; FAILED_PRECONDITION otherwise: "nsys is not installed on
 // this node (looked in ...); install NVIDIA Nsight Systems or start gpuprofd with

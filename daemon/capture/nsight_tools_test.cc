@@ -25,6 +25,49 @@ TEST(NsightToolsTest, CandidatesArePathThenCudaThenNewestInstallFirst) {
                             "/opt/nvidia/nsight-compute/2025.3.1/host/target-linux-x64/nsys"}));
 }
 
+// `ncu --list-sets` of Nsight Compute 2025.3.1 on an H200, as it printed it: long section
+// lists wrap onto lines that start with spaces.
+constexpr char kListSets[] =
+    "---------- -------------------------------------------------------------------------- "
+    "------- -----------------\n"
+    "Identifier Sections                                                                    "
+    "Enabled Estimated Metrics\n"
+    "---------- -------------------------------------------------------------------------- "
+    "------- -----------------\n"
+    "basic      LaunchStats, Occupancy, SpeedOfLight, WorkloadDistribution                  "
+    "yes     213              \n"
+    "detailed   ComputeWorkloadAnalysis, LaunchStats, MemoryWorkloadAnalysis, MemoryWorkloa "
+    "no      906              \n"
+    "           dAnalysis_Chart, Occupancy, SourceCounters, SpeedOfLight, SpeedOfLight_Roof "
+    "                         \n"
+    "           lineChart, WorkloadDistribution                                            \n"
+    "full       ComputeWorkloadAnalysis, InstructionStats, LaunchStats, MemoryWorkloadAnaly "
+    "no      7794             \n"
+    "            SourceCounters, SpeedOfLight, SpeedOfLight_HierarchicalDoubleRooflineChart\n"
+    "           , SpeedOfLight_HierarchicalHalfRooflineChart, SpeedOfLight_HierarchicalSing\n"
+    "nvlink     Nvlink, Nvlink_Tables, Nvlink_Topology                                      "
+    "no      122              \n"
+    "pmsampling PmSampling, PmSampling_WarpStates                                           "
+    "no      411              \n"
+    "roofline   SpeedOfLight, SpeedOfLight_HierarchicalDoubleRooflineChart, SpeedOfLight_Hi "
+    "no      6649             \n"
+    "           orkloadDistribution                                                        \n";
+
+TEST(NsightToolsTest, ReadsNcusSetsFromItsListAndChecksANameAgainstThem) {
+  NsightTool ncu;
+  ncu.version = "Version 2025.3.1.0";
+  ncu.sets = ParseNcuSetList(kListSets);
+  EXPECT_EQ(ncu.sets, (std::vector<std::string>{"basic", "detailed", "full", "nvlink",
+                                                "pmsampling", "roofline"}));
+  EXPECT_TRUE(CheckNcuSet(ncu, "roofline").ok());
+  EXPECT_EQ(CheckNcuSet(ncu, "no-such-set").message(),
+            "capture.ncu_set: got \"no-such-set\"; this node's ncu (Version 2025.3.1.0) has "
+            "basic, detailed, full, nvlink, pmsampling, roofline (`ncu --list-sets`)");
+  EXPECT_TRUE(ParseNcuSetList("").empty());
+  // Output without the table's header (an error) leaves the sets unknown, so nothing is refused.
+  EXPECT_TRUE(ParseNcuSetList("==ERROR== unrecognised option '--list-sets'\nbasic\n").empty());
+}
+
 TEST(NsightToolsTest, FindsTheFirstExecutableAndReadsItsVersion) {
   const std::set<std::string> executable = {"/b/ncu", "/c/ncu"};
   const NsightTool tool = FindNsightTool(

@@ -358,7 +358,9 @@ absl::StatusOr<CaptureTools> DaemonServer::PrepareCaptureTools() {
     const std::string name = tool == &tools.ncu ? "ncu" : "nsys";
     Log(tool->path.empty()
             ? absl::StrCat(name, ": not found (", tool->flag, "); captures under it are refused")
-            : absl::StrCat(name, ": ", tool->path, " (", tool->version, ")"));
+            : absl::StrCat(name, ": ", tool->path, " (", tool->version, ")",
+                           tool->sets.empty() ? ""
+                                              : absl::StrCat(", sets ", absl::StrJoin(tool->sets, " "))));
   }
   return tools;
 }

@@ -38,7 +38,7 @@ G submit index $IDX --capture nsys --follow                                     
 G submit radix --requests 200 --capture ncu                                            # refused
 D="--gpus 0 --phase decode --batch 32 --kv-len 4096 --heads 32 --kv-heads 8"
 G submit attention $D --capture ncu --ncu-launch-count 3 --follow                       # 4 or 5
-G submit index $IDX --capture ncu --ncu-set no-such-set --follow                        # fails: ncu's word
+G submit index $IDX --capture ncu --ncu-set no-such-set --follow                        # refused: not a set of this ncu
 for id in exp-000001 exp-000002 exp-000003 exp-000004 exp-000005; do
   ext=$(P get $id 2>/dev/null | grep -o -m1 '\.nsys-rep\|\.ncu-rep' || echo .ncu-rep)
   G report $id -o $S/$id$ext
