@@ -62,6 +62,12 @@ bind /dev/pts "$root/dev/pts"
 mkdir -p "$root/dev/shm" && mount -t tmpfs tmpfs "$root/dev/shm" && mounted+=("$root/dev/shm")
 bind "$cuda" "$root$cuda" ro
 ln -sfn "$cuda" "$root/usr/local/cuda"
+# As the toolkit's installer leaves it: its libraries known to the dynamic loader (NVRTC opens
+# libnvrtc-builtins by name).
+if compgen -G "/etc/ld.so.conf.d/*cuda*.conf" >/dev/null; then
+  cp /etc/ld.so.conf.d/*cuda*.conf "$root/etc/ld.so.conf.d/"
+  chroot "$root" ldconfig
+fi
 if [ "$reuse" = 1 ]; then
   git -C "$root/src/gpuprof" fetch --quiet "$repo" HEAD
   git -C "$root/src/gpuprof" reset --quiet --hard FETCH_HEAD
