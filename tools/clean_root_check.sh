@@ -49,6 +49,10 @@ fi
 mount --bind "$root" "$root"
 mounted+=("$root")
 cp /etc/resolv.conf "$root/etc/resolv.conf"
+# An installed Debian names localhost in /etc/hosts (the installer writes it; mmdebstrap does
+# not), and the TLS tests connect to localhost.
+[ -s "$root/etc/hosts" ] || printf '127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n' \
+  > "$root/etc/hosts"
 # The host's own certificate authorities (a site's TLS-inspecting proxy, say): without them the
 # root could not reach the registries the host reaches. Debian's own bundle is already there.
 if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
