@@ -224,6 +224,59 @@ class CaptureReport:
         return f"ncu --import {path} --page details"
 
 
+class CaptureReportPages:
+    """GetCaptureReport's pages joined into a CaptureReport, for the blocking and the asyncio
+    client alike: next_request() while not done, add() each page, then report()."""
+
+    METHOD = "GetCaptureReport"
+
+    def __init__(self, experiment_id: str) -> None:
+        self.experiment_id = experiment_id
+        self.done = False
+        self._chunks: List[bytes] = []
+        self._received = 0
+        self._record: Optional[experiment_pb2.CaptureReport] = None
+
+    def next_request(self) -> profiler_pb2.GetCaptureReportRequest:
+        return profiler_pb2.GetCaptureReportRequest(
+            experiment_id=self.experiment_id, offset=self._received
+        )
+
+    def add(self, page: profiler_pb2.CaptureReportPage) -> None:
+        if self._record is None:
+            self._record = page.report
+        self._chunks.append(page.data)
+        self._received += len(page.data)
+        self.done = page.eof
+        if not page.eof and not page.data:
+            raise GpuprofError(
+                grpc.StatusCode.DATA_LOSS,
+                f"the daemon sent an empty page of {self.experiment_id}'s report at byte "
+                f"{self._received}",
+                self.METHOD,
+            )
+
+    def report(self) -> CaptureReport:
+        record = self._record if self._record is not None else experiment_pb2.CaptureReport()
+        data = b"".join(self._chunks)
+        digest = hashlib.sha256(data).hexdigest()
+        if len(data) != record.size_bytes or (record.sha256 and digest != record.sha256):
+            raise GpuprofError(
+                grpc.StatusCode.DATA_LOSS,
+                f"{self.experiment_id}'s report arrived as {len(data)} bytes with SHA-256 "
+                f"{digest}; the daemon recorded {record.size_bytes} bytes with {record.sha256}",
+                self.METHOD,
+            )
+        tool_enum = experiment_pb2.NsightCapture.Tool.DESCRIPTOR
+        return CaptureReport(
+            file_name=os.path.basename(record.file_name) or f"{self.experiment_id}.report",
+            tool=_fields.enum_short_name(tool_enum, record.tool),
+            tool_version=record.tool_version,
+            sha256=record.sha256,
+            data=data,
+        )
+
+
 class ExperimentList(Sequence[Experiment]):
     """A listing (ListExperiments, every page): experiments newest first, and the stored rows
     that did not parse (`damaged`)."""
@@ -445,43 +498,10 @@ class Client(_connection.Connected):
     def capture_report(self, experiment_id: str) -> CaptureReport:
         """The Nsight report of an experiment submitted with capture="ncu" or "nsys" (its owner
         or an admin), read page by page and checked against its recorded size and SHA-256."""
-        method = "GetCaptureReport"
-        request = profiler_pb2.GetCaptureReportRequest(experiment_id=experiment_id)
-        chunks: List[bytes] = []
-        received = 0
-        record = None
-        while True:
-            request.offset = received
-            page = self._unary(method, request)
-            if record is None:
-                record = page.report
-            chunks.append(page.data)
-            received += len(page.data)
-            if page.eof:
-                break
-            if not page.data:
-                raise GpuprofError(
-                    grpc.StatusCode.DATA_LOSS,
-                    f"the daemon sent an empty page of {experiment_id}'s report at byte {received}",
-                    method,
-                )
-        data = b"".join(chunks)
-        digest = hashlib.sha256(data).hexdigest()
-        if len(data) != record.size_bytes or (record.sha256 and digest != record.sha256):
-            raise GpuprofError(
-                grpc.StatusCode.DATA_LOSS,
-                f"{experiment_id}'s report arrived as {len(data)} bytes with SHA-256 {digest}; "
-                f"the daemon recorded {record.size_bytes} bytes with {record.sha256}",
-                method,
-            )
-        tool_enum = experiment_pb2.NsightCapture.Tool.DESCRIPTOR
-        return CaptureReport(
-            file_name=os.path.basename(record.file_name) or f"{experiment_id}.report",
-            tool=_fields.enum_short_name(tool_enum, record.tool),
-            tool_version=record.tool_version,
-            sha256=record.sha256,
-            data=data,
-        )
+        pages = CaptureReportPages(experiment_id)
+        while not pages.done:
+            pages.add(self._unary(pages.METHOD, pages.next_request()))
+        return pages.report()
 
     def cancel(self, experiment_id: str, reason: str = "") -> experiment_pb2.Experiment:
         return self._unary(

@@ -16,7 +16,7 @@ import grpc
 import grpc.aio
 
 from gpuprof import _connection, _request
-from gpuprof._client import Experiment, GpuprofError, Sweep
+from gpuprof._client import CaptureReport, CaptureReportPages, Experiment, GpuprofError, Sweep
 from gpuprof._stubs import experiment_pb2, profiler_pb2, profiler_pb2_grpc, sweep_pb2
 
 
@@ -134,6 +134,13 @@ class AsyncClient(_connection.Connected):
         async for _ in self.watch(experiment_id, timeout=timeout):
             pass
         return await self.experiment(experiment_id)
+
+    async def capture_report(self, experiment_id: str) -> CaptureReport:
+        """As Client.capture_report."""
+        pages = CaptureReportPages(experiment_id)
+        while not pages.done:
+            pages.add(await self._unary(pages.METHOD, pages.next_request()))
+        return pages.report()
 
     async def cancel(self, experiment_id: str, reason: str = "") -> Experiment:
         request = profiler_pb2.CancelRequest(experiment_id=experiment_id, reason=reason)

@@ -213,6 +213,11 @@ class ClientTest(DaemonTest):
         with self.assertRaisesRegex(ValueError, r"this is an nsys report; name the file .nsys-rep"):
             experiment.save_report(out + ".ncu-rep")
         experiment.save_report(out, force=True)
+        async def fetch_async() -> gpuprof.CaptureReport:
+            async with gpuprof.aio.AsyncClient(self.target) as client:
+                return await client.capture_report(experiment.id)
+
+        self.assertEqual(asyncio.run(fetch_async()), report)
         # The same bytes the CLI fetches.
         self.cli("report", experiment.id, "-o", out + ".cli")
         with open(out, "rb") as mine, open(out + ".cli", "rb") as theirs:
