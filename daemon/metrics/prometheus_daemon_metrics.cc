@@ -145,14 +145,14 @@ prometheus::Histogram::BucketBoundaries DecadeBuckets(int from_exponent, int to_
   return buckets;
 }
 const prometheus::Histogram::BucketBoundaries& HeadlineBuckets(const std::string& unit) {
-  static const auto* const kBytes = new prometheus::Histogram::BucketBoundaries(
-      DecadeBuckets(8, 13));  // 100 MB/s .. 50 TB/s
+  static const auto* const kBytes =
+      new prometheus::Histogram::BucketBoundaries(DecadeBuckets(8, 13));  // 100 MB/s .. 50 TB/s
   static const auto* const kFlops = new prometheus::Histogram::BucketBoundaries(
       DecadeBuckets(10, 15));  // 10 GFLOP/s .. 5 PFLOP/s
-  static const auto* const kOperations = new prometheus::Histogram::BucketBoundaries(
-      DecadeBuckets(2, 9));  // 100 op/s .. 5 Gop/s
-  static const auto* const kSeconds = new prometheus::Histogram::BucketBoundaries(
-      DecadeBuckets(-7, 0));  // 0.1 us .. 5 s
+  static const auto* const kOperations =
+      new prometheus::Histogram::BucketBoundaries(DecadeBuckets(2, 9));  // 100 op/s .. 5 Gop/s
+  static const auto* const kSeconds =
+      new prometheus::Histogram::BucketBoundaries(DecadeBuckets(-7, 0));  // 0.1 us .. 5 s
   if (unit == "bytes_per_second") return *kBytes;
   if (unit == "flops_per_second") return *kFlops;
   if (unit == "seconds") return *kSeconds;
@@ -181,8 +181,8 @@ std::string HeadlineText(const workloads::Headline& headline) {
     absl::StrAppend(&text, ShortNumber(headline.value), " ", headline.unit);
   }
   if (headline.pct_of_bound > 0 && !headline.bound_reference.empty()) {
-    absl::StrAppend(&text, absl::StrFormat(" (%.1f%% of %s)", headline.pct_of_bound,
-                                           headline.bound_reference));
+    absl::StrAppend(
+        &text, absl::StrFormat(" (%.1f%% of %s)", headline.pct_of_bound, headline.bound_reference));
   }
   return text;
 }
@@ -408,33 +408,27 @@ PrometheusDaemonMetrics::PrometheusDaemonMetrics(absl::string_view version,
                            .Help("Headline figure of every finished experiment, in the base "
                                  "unit the unit label names, by workload, phase and figure.")
                            .Register(*registry_)),
-      experiment_start_(prometheus::BuildGauge()
-                            .Name(metric_names::kExperimentStartTimestamp)
-                            .Help("When the experiment started (Unix seconds); kept for the "
-                                  "retention window after it ended.")
-                            .Register(*registry_)),
-      experiment_end_(prometheus::BuildGauge()
-                          .Name(metric_names::kExperimentEndTimestamp)
-                          .Help("When the experiment ended (Unix seconds), with its final state "
-                                "and headline; kept for the retention window.")
-                          .Register(*registry_)),
-      experiment_headline_(prometheus::BuildGauge()
-                               .Name(metric_names::kExperimentHeadline)
-                               .Help("The finished experiment's headline figure in the base "
-                                     "unit the unit label names; kept for the retention "
-                                     "window, one series per experiment and sweep point.")
-                               .Register(*registry_)),
-      sweep_start_(prometheus::BuildGauge()
-                       .Name(metric_names::kSweepStartTimestamp)
-                       .Help("When the sweep was submitted (Unix seconds); kept for the "
-                             "retention window after it ended.")
-                       .Register(*registry_)),
-      sweep_end_(prometheus::BuildGauge()
-                     .Name(metric_names::kSweepEndTimestamp)
-                     .Help("When the sweep's last point ended (Unix seconds), with its final "
-                           "state and best headline; kept for the retention window.")
-                     .Register(*registry_)),
-      recent_(recent),
+      recent_(std::make_shared<RecentSeries>(recent)),
+      experiment_start_(
+          recent_->AddFamily(metric_names::kExperimentStartTimestamp,
+                             "When the experiment started (Unix seconds); kept for the "
+                             "retention window after it ended.")),
+      experiment_end_(
+          recent_->AddFamily(metric_names::kExperimentEndTimestamp,
+                             "When the experiment ended (Unix seconds), with its final state "
+                             "and headline; kept for the retention window.")),
+      experiment_headline_(
+          recent_->AddFamily(metric_names::kExperimentHeadline,
+                             "The finished experiment's headline figure in the base "
+                             "unit the unit label names; kept for the retention "
+                             "window, one series per experiment and sweep point.")),
+      sweep_start_(recent_->AddFamily(metric_names::kSweepStartTimestamp,
+                                      "When the sweep was submitted (Unix seconds); kept for the "
+                                      "retention window after it ended.")),
+      sweep_end_(
+          recent_->AddFamily(metric_names::kSweepEndTimestamp,
+                             "When the sweep's last point ended (Unix seconds), with its final "
+                             "state and best headline; kept for the retention window.")),
       nvml_available_(prometheus::BuildGauge()
                           .Name(metric_names::kNvmlAvailable)
                           .Help("1 when GPU telemetry is read through NVML, 0 when NVML is "
@@ -531,6 +525,7 @@ absl::Status PrometheusDaemonMetrics::Serve(const std::string& address) {
   }
   exposer_->RegisterCollectable(registry_);
   exposer_->RegisterCollectable(LatencyPhaseRegistry());
+  exposer_->RegisterCollectable(recent_);
   return absl::OkStatus();
 }
 
@@ -546,6 +541,7 @@ std::string PrometheusDaemonMetrics::ExpositionText() const {
   for (prometheus::MetricFamily& family : LatencyPhaseRegistry()->Collect()) {
     families.push_back(std::move(family));
   }
+  for (prometheus::MetricFamily& family : recent_->Collect()) families.push_back(std::move(family));
   return prometheus::TextSerializer().Serialize(families);
 }
 
@@ -578,7 +574,7 @@ void PrometheusDaemonMetrics::ExperimentStarted(const v1::Experiment& experiment
   if (experiment.has_started()) {
     Labels labels = RunLabels(experiment);
     labels["gpus"] = GpuList(experiment.gpu_ids());
-    recent_.Set(experiment.id(), experiment_start_, labels, Seconds(experiment.started()));
+    recent_->Set(experiment.id(), experiment_start_, labels, Seconds(experiment.started()));
   }
   absl::MutexLock lock(&mutex_);
   running_[experiment.id()] = {experiment.user(), WorkloadLabel(experiment.workload())};
@@ -607,17 +603,17 @@ void PrometheusDaemonMetrics::RecordRun(const v1::Experiment& experiment) {
                       experiment.sweep_point()};
     }
   }
-  if (!recent_.enabled()) return;
-  const double ended = experiment.has_finished() ? Seconds(experiment.finished())
-                                                 : absl::ToDoubleSeconds(absl::Now() -
-                                                                         absl::UnixEpoch());
+  if (!recent_->enabled()) return;
+  const double ended = experiment.has_finished()
+                           ? Seconds(experiment.finished())
+                           : absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch());
   Labels labels = RunLabels(experiment);
   labels["gpus"] = GpuList(experiment.gpu_ids());
   labels["state"] = StateLabel(experiment.state());
-  labels["headline"] = headline.has_value()       ? HeadlineText(*headline)
+  labels["headline"] = headline.has_value()          ? HeadlineText(*headline)
                        : experiment.reason().empty() ? ""
-                                                   : ShortLabel(experiment.reason());
-  recent_.Set(experiment.id(), experiment_end_, labels, ended);
+                                                     : ShortLabel(experiment.reason());
+  recent_->Set(experiment.id(), experiment_end_, labels, ended);
   if (headline.has_value()) {
     const BaseUnitFigure figure = InBaseUnits(*headline);
     Labels figure_labels = RunLabels(experiment);
@@ -625,42 +621,41 @@ void PrometheusDaemonMetrics::RecordRun(const v1::Experiment& experiment) {
     figure_labels["unit"] = figure.unit;
     if (!headline->phase.empty()) figure_labels["phase"] = headline->phase;
     if (experiment.request().has_custom_kernel()) figure_labels["kernel"] = "custom";
-    recent_.Set(experiment.id(), experiment_headline_, figure_labels, figure.value);
+    recent_->Set(experiment.id(), experiment_headline_, figure_labels, figure.value);
   }
-  recent_.Ended(experiment.id(), absl::Now());
+  recent_->Ended(experiment.id(), absl::Now());
 }
 
 void PrometheusDaemonMetrics::SweepStarted(const v1::Sweep& sweep) {
-  recent_.Set(sweep.id(), sweep_start_,
-              {{"sweep", sweep.id()},
-               {"user", sweep.user()},
-               {"workload", SweepWorkloadLabel(sweep)},
-               {"points", absl::StrCat(sweep.points_total())}},
-              Seconds(sweep.created()));
+  recent_->Set(sweep.id(), sweep_start_,
+               {{"sweep", sweep.id()},
+                {"user", sweep.user()},
+                {"workload", SweepWorkloadLabel(sweep)},
+                {"points", absl::StrCat(sweep.points_total())}},
+               Seconds(sweep.created()));
 }
 
 void PrometheusDaemonMetrics::SweepEnded(const v1::Sweep& sweep) {
-  std::string headline = absl::StrCat(sweep.points_finished(), " of ", sweep.points_total(),
-                                      " points finished");
+  std::string headline =
+      absl::StrCat(sweep.points_finished(), " of ", sweep.points_total(), " points finished");
   {
     absl::MutexLock lock(&mutex_);
     const auto best = sweep_best_.find(sweep.id());
     if (best != sweep_best_.end()) {
-      absl::StrAppend(&headline, "; best ", best->second.text, " (point ", best->second.point,
-                      ")");
+      absl::StrAppend(&headline, "; best ", best->second.text, " (point ", best->second.point, ")");
       sweep_best_.erase(best);
     }
   }
-  recent_.Set(sweep.id(), sweep_end_,
-              {{"sweep", sweep.id()},
-               {"user", sweep.user()},
-               {"workload", SweepWorkloadLabel(sweep)},
-               {"points", absl::StrCat(sweep.points_total())},
-               {"state", SweepStateLabel(sweep.state())},
-               {"headline", ShortLabel(headline, 200)}},
-              sweep.has_finished() ? Seconds(sweep.finished())
-                                   : absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()));
-  recent_.Ended(sweep.id(), absl::Now());
+  recent_->Set(sweep.id(), sweep_end_,
+               {{"sweep", sweep.id()},
+                {"user", sweep.user()},
+                {"workload", SweepWorkloadLabel(sweep)},
+                {"points", absl::StrCat(sweep.points_total())},
+                {"state", SweepStateLabel(sweep.state())},
+                {"headline", ShortLabel(headline, 200)}},
+               sweep.has_finished() ? Seconds(sweep.finished())
+                                    : absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()));
+  recent_->Ended(sweep.id(), absl::Now());
 }
 
 void PrometheusDaemonMetrics::RecordResult(const v1::Experiment& experiment) {
@@ -798,9 +793,9 @@ void PrometheusDaemonMetrics::SetGpuHealth(const v1::ListGpusResponse& gpus) {
         {"remapped_uncorrectable", errors.remapped_rows_uncorrectable()},
     };
     for (const auto& [kind, value] : counters) {
-      SetOrRemove(gpu_memory_errors_, {{"gpu", gpu}, {"kind", kind}},
-                  read && value >= 0 ? std::optional<double>(static_cast<double>(value))
-                                     : std::nullopt);
+      SetOrRemove(
+          gpu_memory_errors_, {{"gpu", gpu}, {"kind", kind}},
+          read && value >= 0 ? std::optional<double>(static_cast<double>(value)) : std::nullopt);
     }
   }
 }
@@ -816,10 +811,8 @@ void PrometheusDaemonMetrics::SetGpuInventory(const v1::ListGpusResponse& invent
     const std::string index = absl::StrCat(gpu.index());
     gpu_indices_.push_back(gpu.index());
     // dcgm-exporter's label names beside ours, so that `on(UUID)` joins the two.
-    const Labels dcgm = {{"gpu", index},
-                         {"UUID", gpu.uuid()},
-                         {"modelName", gpu.name()},
-                         {"Hostname", hostname_}};
+    const Labels dcgm = {
+        {"gpu", index}, {"UUID", gpu.uuid()}, {"modelName", gpu.name()}, {"Hostname", hostname_}};
     gpu_labels_[gpu.index()] = dcgm;
     Labels info = dcgm;
     info["name"] = gpu.name();

@@ -10,8 +10,8 @@
 
 #include <cstdint>
 #include <map>
-#include <set>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -52,7 +52,7 @@ class PrometheusDaemonMetrics final : public DaemonMetrics {
   void SetUp(bool up);
 
   // Removes the run series whose window has passed; the sampler calls it.
-  void ExpireRecentRuns(absl::Time now) { recent_.Expire(now); }
+  void ExpireRecentRuns(absl::Time now) { recent_->Expire(now); }
 
   // ManagerObserver.
   void ExperimentStarted(const v1::Experiment& experiment) override;
@@ -147,12 +147,12 @@ class PrometheusDaemonMetrics final : public DaemonMetrics {
   prometheus::Family<prometheus::Histogram>& result_headline_;
 
   // Run series (annotations, every point's figure), bounded by recent_.
-  prometheus::Family<prometheus::Gauge>& experiment_start_;
-  prometheus::Family<prometheus::Gauge>& experiment_end_;
-  prometheus::Family<prometheus::Gauge>& experiment_headline_;
-  prometheus::Family<prometheus::Gauge>& sweep_start_;
-  prometheus::Family<prometheus::Gauge>& sweep_end_;
-  RecentSeries recent_;
+  const std::shared_ptr<RecentSeries> recent_;
+  const RecentSeries::Family experiment_start_;
+  const RecentSeries::Family experiment_end_;
+  const RecentSeries::Family experiment_headline_;
+  const RecentSeries::Family sweep_start_;
+  const RecentSeries::Family sweep_end_;
 
   // GPU telemetry (NVML).
   prometheus::Gauge& nvml_available_;

@@ -100,7 +100,7 @@ absl::Status GroupCommit::CommitBatch(const std::vector<PendingWrite*>& batch) {
     return transaction.status();
   }
   for (PendingWrite* pending : batch) {
-    pending->result = database.Execute("SAVEPOINT write", "starting a write");
+    pending->result = database.RunStatement("SAVEPOINT write", "starting a write");
     if (pending->result.ok()) pending->result = (*pending->write)(database);
     if (!database.InTransaction()) {
       // Some errors (a full disk, I/O) make SQLite roll the whole transaction back: every
@@ -112,9 +112,9 @@ absl::Status GroupCommit::CommitBatch(const std::vector<PendingWrite*>& batch) {
       return undone;
     }
     if (!pending->result.ok()) {
-      (void)database.Execute("ROLLBACK TO write", "undoing a failed write");
+      (void)database.RunStatement("ROLLBACK TO write", "undoing a failed write");
     }
-    (void)database.Execute("RELEASE write", "ending a write");
+    (void)database.RunStatement("RELEASE write", "ending a write");
   }
   // With synchronous=FULL the commit is durable when it returns: only now are the writes
   // acknowledged.

@@ -8,6 +8,7 @@
 #include <system_error>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -61,37 +62,62 @@ absl::Status SqliteError(sqlite3* db, int result_code, absl::string_view operati
                       absl::StrCat("sqlite: ", operation, ": ", message));
 }
 
+// ---- SqliteStatementCache ----
+
+struct SqliteStatementCache {
+  // Beyond this many idle statements, returned ones are finalized: SQL built with values in
+  // its text would otherwise fill the cache.
+  static constexpr size_t kMaxIdle = 128;
+
+  ~SqliteStatementCache() { FinalizeAll(); }
+  void FinalizeAll() {
+    for (auto& [sql, statement] : idle) sqlite3_finalize(statement);
+    idle.clear();
+  }
+
+  // Set once the connection is closing: statements returned after that are finalized.
+  bool closed = false;
+  // Idle statements by SQL text; the connection is used by one thread at a time, and so is this.
+  absl::flat_hash_map<std::string, sqlite3_stmt*> idle;
+};
+
 // ---- SqliteStatement ----
 
-absl::StatusOr<SqliteStatement> SqliteStatement::Prepare(sqlite3* db, absl::string_view sql,
-                                                         std::string operation) {
-  sqlite3_stmt* statement = nullptr;
-  int result = sqlite3_prepare_v2(db, sql.data(), static_cast<int>(sql.size()), &statement,
-                                  /*pzTail=*/nullptr);
-  SqliteStatement wrapper(db, statement, std::move(operation));
-  if (result != SQLITE_OK) return SqliteError(db, result, wrapper.operation_);
-  return wrapper;
-}
-
-SqliteStatement::SqliteStatement(sqlite3* db, sqlite3_stmt* statement, std::string operation)
-    : db_(db), statement_(statement), operation_(std::move(operation)) {}
+SqliteStatement::SqliteStatement(sqlite3* db, sqlite3_stmt* statement, std::string operation,
+                                 std::shared_ptr<SqliteStatementCache> cache)
+    : db_(db), statement_(statement), operation_(std::move(operation)), cache_(std::move(cache)) {}
 
 SqliteStatement::SqliteStatement(SqliteStatement&& other) noexcept
     : db_(other.db_),
       statement_(std::exchange(other.statement_, nullptr)),
-      operation_(std::move(other.operation_)) {}
+      operation_(std::move(other.operation_)),
+      cache_(std::move(other.cache_)) {}
 
 SqliteStatement& SqliteStatement::operator=(SqliteStatement&& other) noexcept {
   if (this != &other) {
-    sqlite3_finalize(statement_);
+    Release();
     db_ = other.db_;
     statement_ = std::exchange(other.statement_, nullptr);
     operation_ = std::move(other.operation_);
+    cache_ = std::move(other.cache_);
   }
   return *this;
 }
 
-SqliteStatement::~SqliteStatement() { sqlite3_finalize(statement_); }  // A no-op on null.
+SqliteStatement::~SqliteStatement() { Release(); }
+
+void SqliteStatement::Release() {
+  if (statement_ == nullptr) return;
+  sqlite3_stmt* const statement = std::exchange(statement_, nullptr);
+  if (cache_ != nullptr && !cache_->closed &&
+      cache_->idle.size() < SqliteStatementCache::kMaxIdle) {
+    // Reset ends the statement's read (and its snapshot) whatever state it was left in.
+    sqlite3_reset(statement);
+    sqlite3_clear_bindings(statement);
+    if (cache_->idle.try_emplace(sqlite3_sql(statement), statement).second) return;
+  }
+  sqlite3_finalize(statement);
+}
 
 absl::Status SqliteStatement::BindInt64(int index, int64_t value) {
   return Check(sqlite3_bind_int64(statement_, index, value));
@@ -186,11 +212,31 @@ absl::StatusOr<std::unique_ptr<SqliteDatabase>> SqliteDatabase::Open(const std::
   return OpenWithFlags(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX);
 }
 
-SqliteDatabase::~SqliteDatabase() { sqlite3_close_v2(handle_); }
+SqliteDatabase::SqliteDatabase(sqlite3* handle)
+    : handle_(handle), statement_cache_(std::make_shared<SqliteStatementCache>()) {}
+
+SqliteDatabase::~SqliteDatabase() {
+  // Statements still held elsewhere keep the connection open (close_v2) until finalized.
+  statement_cache_->closed = true;
+  statement_cache_->FinalizeAll();
+  sqlite3_close_v2(handle_);
+}
 
 absl::StatusOr<SqliteStatement> SqliteDatabase::Prepare(absl::string_view sql,
                                                         std::string operation) {
-  return SqliteStatement::Prepare(handle_, sql, std::move(operation));
+  const auto idle = statement_cache_->idle.find(sql);
+  if (idle != statement_cache_->idle.end()) {
+    sqlite3_stmt* const statement = idle->second;
+    statement_cache_->idle.erase(idle);
+    return SqliteStatement(handle_, statement, std::move(operation), statement_cache_);
+  }
+  sqlite3_stmt* statement = nullptr;
+  // PERSISTENT: the statement is kept and reused, so SQLite allocates it outside its lookaside.
+  const int result = sqlite3_prepare_v3(handle_, sql.data(), static_cast<int>(sql.size()),
+                                        SQLITE_PREPARE_PERSISTENT, &statement, /*pzTail=*/nullptr);
+  SqliteStatement wrapper(handle_, statement, std::move(operation), statement_cache_);
+  if (result != SQLITE_OK) return SqliteError(handle_, result, wrapper.operation());
+  return wrapper;
 }
 
 absl::Status SqliteDatabase::Execute(const std::string& sql, absl::string_view operation) {
@@ -198,6 +244,11 @@ absl::Status SqliteDatabase::Execute(const std::string& sql, absl::string_view o
                             /*errmsg=*/nullptr);
   if (result != SQLITE_OK) return SqliteError(handle_, result, operation);
   return absl::OkStatus();
+}
+
+absl::Status SqliteDatabase::RunStatement(absl::string_view sql, std::string operation) {
+  ASSIGN_OR_RETURN(SqliteStatement statement, Prepare(sql, std::move(operation)));
+  return statement.Run();
 }
 
 absl::StatusOr<int64_t> SqliteDatabase::QueryInt64(absl::string_view sql, std::string operation) {
@@ -235,9 +286,9 @@ absl::Status SqliteDatabase::CheckpointWal(bool truncate) {
   const int result = sqlite3_wal_checkpoint_v2(
       handle_, "main", truncate ? SQLITE_CHECKPOINT_TRUNCATE : SQLITE_CHECKPOINT_RESTART,
       /*pnLog=*/nullptr, /*pnCkpt=*/nullptr);
-  const absl::Status checkpointed =
-      result == SQLITE_OK ? absl::OkStatus()
-                          : SqliteError(handle_, result, "checkpointing the WAL");
+  const absl::Status checkpointed = result == SQLITE_OK
+                                        ? absl::OkStatus()
+                                        : SqliteError(handle_, result, "checkpointing the WAL");
   if (truncate) sqlite3_busy_timeout(handle_, kBusyTimeoutMs);
   return checkpointed;
 }
@@ -246,8 +297,8 @@ absl::Status SqliteDatabase::CheckpointWal(bool truncate) {
 
 absl::StatusOr<SqliteTransaction> SqliteTransaction::Begin(SqliteDatabase& database,
                                                            absl::string_view operation) {
-  RETURN_IF_ERROR(
-      database.Execute("BEGIN IMMEDIATE", absl::StrCat("starting transaction for ", operation)));
+  RETURN_IF_ERROR(database.RunStatement("BEGIN IMMEDIATE",
+                                        absl::StrCat("starting transaction for ", operation)));
   return SqliteTransaction(&database, operation);
 }
 
@@ -268,7 +319,7 @@ SqliteTransaction::~SqliteTransaction() {
 
 absl::Status SqliteTransaction::Commit() {
   RETURN_IF_ERROR(
-      database_->Execute("COMMIT", absl::StrCat("committing transaction for ", operation_)));
+      database_->RunStatement("COMMIT", absl::StrCat("committing transaction for ", operation_)));
   database_ = nullptr;
   return absl::OkStatus();
 }

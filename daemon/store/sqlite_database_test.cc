@@ -147,5 +147,63 @@ TEST_F(SqliteDatabaseTest, OpeningAMissingFileReadOnlyFails) {
             std::string::npos);
 }
 
+TEST_F(SqliteDatabaseTest, ReusedStatementsStartWithNoBindingsAndNoRowLeftOpen) {
+  ASSERT_TRUE(Insert("a", 1).ok());
+  ASSERT_TRUE(Insert("b", 2).ok());
+  {
+    // Left mid-read: handing it back must end the read, or a TRUNCATE checkpoint would fail.
+    absl::StatusOr<SqliteStatement> select =
+        database_->Prepare("SELECT n FROM t ORDER BY k", "selecting");
+    ASSERT_TRUE(select.ok()) << select.status();
+    absl::StatusOr<bool> row = select->Step();
+    ASSERT_TRUE(row.ok() && *row);
+  }
+  EXPECT_TRUE(database_->CheckpointWal(/*truncate=*/true).ok());
+  // The same SQL again: the cached statement, from its first row, with no binding kept.
+  absl::StatusOr<SqliteStatement> select =
+      database_->Prepare("SELECT n FROM t ORDER BY k", "selecting again");
+  ASSERT_TRUE(select.ok()) << select.status();
+  absl::StatusOr<bool> row = select->Step();
+  ASSERT_TRUE(row.ok() && *row);
+  EXPECT_EQ(select->ColumnInt64(0), 1);
+  // The error names this use's operation, not the first one's.
+  EXPECT_EQ(select->operation(), "selecting again");
+  {
+    absl::StatusOr<SqliteStatement> insert =
+        database_->Prepare("INSERT INTO t (k, n, b) VALUES (?1, ?2, ?3)", "inserting");
+    ASSERT_TRUE(insert.ok());
+    ASSERT_TRUE(insert->BindText(1, "unbound").ok());
+  }
+  absl::StatusOr<SqliteStatement> insert =
+      database_->Prepare("INSERT INTO t (k, n, b) VALUES (?1, ?2, ?3)", "inserting");
+  ASSERT_TRUE(insert.ok());
+  ASSERT_TRUE(insert->Run().ok());  // k NULL: the binding of the earlier use is gone.
+  EXPECT_EQ(database_->QueryInt64("SELECT count(*) FROM t WHERE k IS NULL", "counting").value(), 1);
+}
+
+TEST_F(SqliteDatabaseTest, OneSqlTextInUseTwiceGetsTwoStatements) {
+  ASSERT_TRUE(Insert("a", 1).ok());
+  ASSERT_TRUE(Insert("b", 2).ok());
+  const char* const kSql = "SELECT n FROM t ORDER BY k";
+  absl::StatusOr<SqliteStatement> outer = database_->Prepare(kSql, "outer");
+  ASSERT_TRUE(outer.ok());
+  ASSERT_TRUE(outer->Step().value());
+  absl::StatusOr<SqliteStatement> inner = database_->Prepare(kSql, "inner");
+  ASSERT_TRUE(inner.ok());
+  ASSERT_TRUE(inner->Step().value());
+  ASSERT_TRUE(outer->Step().value());
+  EXPECT_EQ(inner->ColumnInt64(0), 1);
+  EXPECT_EQ(outer->ColumnInt64(0), 2);
+}
+
+TEST_F(SqliteDatabaseTest, AStatementMayOutliveItsConnection) {
+  ASSERT_TRUE(Insert("a", 1).ok());
+  absl::StatusOr<SqliteStatement> select = database_->Prepare("SELECT n FROM t", "selecting");
+  ASSERT_TRUE(select.ok());
+  database_.reset();  // The connection closes once the statement is finalized.
+  ASSERT_TRUE(select->Step().value());
+  EXPECT_EQ(select->ColumnInt64(0), 1);
+}
+
 }  // namespace
 }  // namespace gpuprof::daemon::store
