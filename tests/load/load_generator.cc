@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -58,6 +59,12 @@ ABSL_FLAG(double, rate, 0,
 ABSL_FLAG(std::string, acked_ids_out, "",
           "Write the id of every acknowledged submission to this file, one a line (to check "
           "after a kill -9 and restart with --verify_acked_ids)");
+ABSL_FLAG(bool, connect_first, true,
+          "Connect every client's channel before the measured phase (false: the first RPCs "
+          "also set up the connections)");
+ABSL_FLAG(bool, timeline, false,
+          "Also print the Submit latencies second by second (when each was due): whether the "
+          "tail is spread evenly or comes in bursts");
 ABSL_FLAG(std::string, verify_acked_ids, "",
           "Instead of generating load: read ids (one a line) and check that the daemon has "
           "every one; exit 1 if any is missing");
@@ -68,20 +75,40 @@ namespace {
 using Clock = std::chrono::steady_clock;
 namespace v1 = ::gpuprof::v1;
 
+std::string Quantiles(std::vector<double> ms) {
+  if (ms.empty()) return "no samples";
+  std::sort(ms.begin(), ms.end());
+  auto at = [&](double q) {
+    return ms[std::min(ms.size() - 1, static_cast<size_t>(q * ms.size()))];
+  };
+  return absl::StrFormat("n=%d p50=%.2f ms p99=%.2f ms max=%.2f ms", ms.size(), at(0.5), at(0.99),
+                         ms.back());
+}
+
 struct Samples {
   std::mutex mutex;
   std::vector<double> ms;
-  void Add(double value) {
+  // Which second of the run each sample started in (when it was due), for the timeline.
+  std::vector<int> second;
+  void Add(double value, int started_second = 0) {
     std::lock_guard<std::mutex> lock(mutex);
     ms.push_back(value);
+    second.push_back(started_second);
   }
   std::string Summary() {
     std::lock_guard<std::mutex> lock(mutex);
-    if (ms.empty()) return "no samples";
-    std::sort(ms.begin(), ms.end());
-    auto at = [&](double q) { return ms[std::min(ms.size() - 1, static_cast<size_t>(q * ms.size()))]; };
-    return absl::StrFormat("n=%d p50=%.2f ms p99=%.2f ms max=%.2f ms", ms.size(), at(0.5),
-                           at(0.99), ms.back());
+    return Quantiles(ms);
+  }
+  // One line per second of the run.
+  std::string Timeline() {
+    std::lock_guard<std::mutex> lock(mutex);
+    std::map<int, std::vector<double>> by_second;
+    for (size_t i = 0; i < ms.size(); ++i) by_second[second[i]].push_back(ms[i]);
+    std::string lines;
+    for (auto& [at, values] : by_second) {
+      absl::StrAppend(&lines, absl::StrFormat("  second %3d: %s\n", at, Quantiles(values)));
+    }
+    return lines;
   }
 };
 
@@ -100,7 +127,7 @@ v1::ExperimentRequest LoadRequest(int client) {
 // Submits and returns the id from the acknowledgement (the first, stored event); "" on error.
 // `start` is when the submission was due (the acknowledgement latency counts from it).
 std::string Submit(v1::Profiler::Stub& stub, int client, Samples& latency,
-                   Clock::time_point start = Clock::now()) {
+                   Clock::time_point run_start, Clock::time_point start = Clock::now()) {
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
   auto stream = stub.Submit(&context, LoadRequest(client));
@@ -110,7 +137,8 @@ std::string Submit(v1::Profiler::Stub& stub, int client, Samples& latency,
     std::fprintf(stderr, "submit failed: %s\n", status.error_message().c_str());
     return "";
   }
-  latency.Add(MsSince(start));
+  latency.Add(MsSince(start),
+              static_cast<int>(std::chrono::duration<double>(start - run_start).count()));
   context.TryCancel();
   stream->Finish().IgnoreError();
   return ack.experiment_id();
@@ -173,8 +201,17 @@ int Run() {
     grpc::ChannelArguments arguments;
     // Separate connections, as separate users' CLIs would have.
     arguments.SetInt("load_generator_client", i);
-    stubs.push_back(v1::Profiler::NewStub(
-        grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), arguments)));
+    std::shared_ptr<grpc::Channel> channel =
+        grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), arguments);
+    // Connected before anything is timed, as a long-lived client's channel is: otherwise the
+    // first second's latencies are mostly 200 connections being set up at once.
+    if (absl::GetFlag(FLAGS_connect_first) &&
+        !channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10))) {
+      std::fprintf(stderr, "load_generator: client %d could not connect to %s\n", i,
+                   target.c_str());
+      return 1;
+    }
+    stubs.push_back(v1::Profiler::NewStub(channel));
   }
 
   // Prefill: a large store for List; cancelled right away so the queue stays short.
@@ -187,7 +224,7 @@ int Run() {
     for (int i = 0; i < clients; ++i) {
       threads.emplace_back([&, i] {
         while (submitted.fetch_add(1) < prefill) {
-          const std::string id = Submit(*stubs[i], i, ignored);
+          const std::string id = Submit(*stubs[i], i, ignored, start);
           if (!id.empty()) Cancel(*stubs[i], id);
         }
       });
@@ -233,7 +270,8 @@ int Run() {
           std::this_thread::sleep_until(due);
           if (due >= end) break;
         }
-        const std::string id = Submit(stub, i, submit_latency, rate > 0 ? due : Clock::now());
+        const std::string id =
+            Submit(stub, i, submit_latency, start, rate > 0 ? due : Clock::now());
         due += interval;
         if (id.empty()) {
           // The daemon may be gone (a kill -9 test): do not spin.
@@ -279,7 +317,8 @@ int Run() {
           list.set_page_size(50);
           v1::ListExperimentsResponse page;
           const auto list_start = Clock::now();
-          if (stub.ListExperiments(&context, list, &page).ok()) list_latency.Add(MsSince(list_start));
+          if (stub.ListExperiments(&context, list, &page).ok())
+            list_latency.Add(MsSince(list_start));
         }
       }
     });
@@ -295,6 +334,7 @@ int Run() {
   std::printf("durable submits: %lld (%.1f per second)\n",
               static_cast<long long>(acknowledged.load()), acknowledged.load() / seconds);
   std::printf("Submit ack latency: %s\n", submit_latency.Summary().c_str());
+  if (absl::GetFlag(FLAGS_timeline)) std::printf("%s", submit_latency.Timeline().c_str());
   std::printf("Cancel latency: %s\n", cancel_latency.Summary().c_str());
   std::printf("Watch delivery latency: %s\n", watch_latency.Summary().c_str());
   std::printf("List (page of 50) latency: %s\n", list_latency.Summary().c_str());
@@ -320,7 +360,8 @@ int VerifyAckedIds(const std::string& target, const std::string& path) {
     std::fprintf(stderr, "load_generator: cannot read --verify_acked_ids=%s\n", path.c_str());
     return 2;
   }
-  auto stub = v1::Profiler::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+  auto stub =
+      v1::Profiler::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
   int64_t checked = 0, missing = 0;
   std::string id;
   while (std::getline(in, id)) {

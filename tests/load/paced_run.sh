@@ -44,6 +44,7 @@ if [[ "$builds" -gt 0 ]]; then
 fi
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 ${GENERATOR_NICE:+nice -n "$GENERATOR_NICE"} "$bin/load_generator" --target="unix:$dir/gpuprofd.sock" --daemon_pid="$daemon" \
-  --metrics_port="$port" --clients="$clients" --duration="${seconds}s" --rate="$rate"
+  --metrics_port="$port" --clients="$clients" --duration="${seconds}s" --rate="$rate" \
+  ${TIMELINE:+--timeline}
 curl -s "127.0.0.1:$port/metrics" | "$here/phase_quantiles.py" || true
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
