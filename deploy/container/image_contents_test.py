@@ -19,8 +19,10 @@ HERE = os.path.join(RUNFILES, "deploy/container")
 BASE_IMAGE_PACKAGES = {"libc6", "libgcc-s1", "libstdc++6", "zlib1g"}
 # Not libraries the binaries link: the init process.
 NOT_LINKED = {"tini"}
-# Loaded at run time (dlopen) by NVRTC and CUPTI's metrics.
-DLOPENED_CUDA = [r"libnvrtc-builtins\.so\.[0-9.]+", r"libnvperf_host\.so", r"libnvperf_target\.so"]
+# Loaded at run time (dlopen): NVRTC by the worker (common/nvrtc_on_demand.cc), its builtins
+# by NVRTC, the nvperf libraries by CUPTI's metrics.
+DLOPENED_CUDA = [r"libnvrtc\.so\.[0-9.]+", r"libnvrtc-builtins\.so\.[0-9.]+", r"libnvperf_host\.so",
+                 r"libnvperf_target\.so"]
 
 
 def containerfile_packages():

@@ -32,8 +32,9 @@ for binary in "$context"/bin/*; do
 done | sort -u | while read -r library; do
   cp -L "$library" "$context/cuda/$(basename "$library")"
 done
-# Loaded at run time, not linked: NVRTC's builtins and the nvperf libraries CUPTI's metrics use.
-for pattern in 'libnvrtc-builtins.so.*' 'libnvperf_host.so' 'libnvperf_target.so'; do
+# Loaded at run time, not linked: NVRTC itself (common/nvrtc_on_demand.cc), its builtins and
+# the nvperf libraries CUPTI's metrics use.
+for pattern in 'libnvrtc.so.[0-9]*' 'libnvrtc-builtins.so.*' 'libnvperf_host.so' 'libnvperf_target.so'; do
   found=$( (find -L "$cuda/lib64" "$cuda/lib" "$cuda/extras/CUPTI/lib64" -maxdepth 1 \
               -name "$pattern" ! -name '*.alt.*' 2>/dev/null || true) | sort | head -n 1)
   if [ -z "$found" ]; then
