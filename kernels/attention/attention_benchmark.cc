@@ -144,14 +144,14 @@ absl::StatusOr<double> MeasureCopyGbs(Bench& bench) {
   ASSIGN_OR_RETURN(DeviceBuffer src, DeviceBuffer::Allocate(bytes));
   ASSIGN_OR_RETURN(DeviceBuffer dst, DeviceBuffer::Allocate(bytes));
   CUDA_RETURN_IF_ERROR(cudaMemset(src.data(), 1, bytes));
-  ASSIGN_OR_RETURN(Timing t, bench.Time(
-                                 [&]() -> absl::Status {
-                                   CUDA_RETURN_IF_ERROR(
-                                       cudaMemcpyAsync(dst.data(), src.data(), bytes,
-                                                       cudaMemcpyDeviceToDevice, bench.stream()));
-                                   return absl::OkStatus();
-                                 },
-                                 3, 20));
+  ASSIGN_OR_RETURN(
+      Timing t, bench.Time(
+                    [&]() -> absl::Status {
+                      CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
+                          dst.data(), src.data(), bytes, cudaMemcpyDeviceToDevice, bench.stream()));
+                      return absl::OkStatus();
+                    },
+                    3, 20));
   return 2.0 * bytes / (t.median_ms * 1e-3) / 1e9;
 }
 
@@ -161,6 +161,9 @@ struct DecodeGrid {
   std::vector<int> kv_lens = {1024, 4096, 16384, 32768};
   double max_kv_gib = 32;  // shapes whose K + V exceed this are skipped (and said so)
   std::string csv_path;
+  // The page table's order: shuffled (as a serving engine's cache after churn) or in order
+  // (each sequence's pages contiguous), to tell the cost of scattered pages from the kernel's.
+  bool pages_in_order = false;
 };
 
 // Decode over the grid: 8 KV heads, head_dim 128, bf16, page 16, q_len 1; per shape the tuned
@@ -175,13 +178,14 @@ absl::Status RunDecodeGrid(const DecodeGrid& grid) {
   std::printf("device: %s, %d SMs; copy %.0f GB/s (measured)\n", props.name,
               props.multiProcessorCount, copy_gbs);
   std::string table = absl::StrFormat(
-      "\n%s, %d SMs; copy %.0f GB/s (measured); decode 8 KV heads, d128, bf16, page 16, q_len 1; "
-      "tuned kernel, median of 10 L2-flushed launches\n\n"
+      "\n%s, %d SMs; copy %.0f GB/s (measured); decode 8 KV heads, d128, bf16, page 16 (%s), "
+      "q_len 1; tuned kernel, median of 10 L2-flushed launches\n\n"
       "| group | batch | kv | us | GB/s | %% copy | tuning (us each) | launch |\n"
       "|---|---|---|---|---|---|---|---|\n",
-      props.name, props.multiProcessorCount, copy_gbs);
-  std::string csv = absl::StrFormat("copy_gbs,%.1f\ngroup,batch,kv,us,gbs,pct_copy,kernel\n",
-                                    copy_gbs);
+      props.name, props.multiProcessorCount, copy_gbs,
+      grid.pages_in_order ? "pages in order" : "pages shuffled");
+  std::string csv =
+      absl::StrFormat("copy_gbs,%.1f\ngroup,batch,kv,us,gbs,pct_copy,kernel\n", copy_gbs);
   for (int kv : grid.kv_lens) {
     for (int batch : grid.batches) {
       const double kv_gib = 2.0 * batch * kv * 8 * 128 * 2 / double(1 << 30);
@@ -196,7 +200,8 @@ absl::Status RunDecodeGrid(const DecodeGrid& grid) {
         shape.num_qo_heads = 8 * group;
         SequenceLengths lengths{.q_lens = std::vector<int32_t>(batch, 1),
                                 .kv_lens = std::vector<int32_t>(batch, kv)};
-        ASSIGN_OR_RETURN(DeviceAttentionProblem d, MakeDeviceAttentionProblem(shape, lengths, 11));
+        ASSIGN_OR_RETURN(DeviceAttentionProblem d,
+                         MakeDeviceAttentionProblem(shape, lengths, grid.pages_in_order ? 0 : 11));
         const size_t workspace_bytes =
             DecodeWorkspaceBytes(shape, d.problem.lengths, kMaxDecodeSplits);
         ASSIGN_OR_RETURN(DeviceBuffer workspace,
@@ -210,8 +215,8 @@ absl::Status RunDecodeGrid(const DecodeGrid& grid) {
         DecodeLaunchInfo info;
         ASSIGN_OR_RETURN(Timing t, bench.Time(
                                        [&]() -> absl::Status {
-                                         ASSIGN_OR_RETURN(info, LaunchDecode(d.problem, tuned,
-                                                                             bench.stream()));
+                                         ASSIGN_OR_RETURN(
+                                             info, LaunchDecode(d.problem, tuned, bench.stream()));
                                          return absl::OkStatus();
                                        },
                                        2, 10));
@@ -219,9 +224,8 @@ absl::Status RunDecodeGrid(const DecodeGrid& grid) {
         table += absl::StrFormat("| %d | %d | %d | %.1f | %.0f | %.1f%% | %s | %s |\n", group,
                                  batch, kv, t.median_ms * 1e3, gbs, 100.0 * gbs / copy_gbs,
                                  tuning.ToString(), info.ToString());
-        csv += absl::StrFormat("%d,%d,%d,%.2f,%.0f,%.1f,%s\n", group, batch, kv,
-                               t.median_ms * 1e3, gbs, 100.0 * gbs / copy_gbs,
-                               DecodeKernelChoiceName(tuning.fastest));
+        csv += absl::StrFormat("%d,%d,%d,%.2f,%.0f,%.1f,%s\n", group, batch, kv, t.median_ms * 1e3,
+                               gbs, 100.0 * gbs / copy_gbs, DecodeKernelChoiceName(tuning.fastest));
       }
       std::printf("  done b%d kv=%d\n", batch, kv);
       std::fflush(stdout);
@@ -382,19 +386,19 @@ absl::Status Run(bool quick, const std::string& only, const std::string& table_p
       DecodeLaunchInfo info;
       ASSIGN_OR_RETURN(Timing t, bench.Time(
                                      [&]() -> absl::Status {
-                                       ASSIGN_OR_RETURN(info, LaunchDecode(d.problem, tuned,
-                                                                           bench.stream()));
+                                       ASSIGN_OR_RETURN(
+                                           info, LaunchDecode(d.problem, tuned, bench.stream()));
                                        return absl::OkStatus();
                                      },
                                      3, quick ? 20 : 50));
-      rows.push_back(Row{.kind = "decode tuned",
-                         .shape = rows.back().shape,
-                         .config = absl::StrCat("tuning: ", tuning.ToString(), "; ",
-                                                info.ToString()),
-                         .timing = t,
-                         .flops = AttentionFlops(shape, d.problem.lengths),
-                         .bytes = AttentionBytes(shape, d.problem.lengths),
-                         .splits = info.plan.num_splits});
+      rows.push_back(
+          Row{.kind = "decode tuned",
+              .shape = rows.back().shape,
+              .config = absl::StrCat("tuning: ", tuning.ToString(), "; ", info.ToString()),
+              .timing = t,
+              .flops = AttentionFlops(shape, d.problem.lengths),
+              .bytes = AttentionBytes(shape, d.problem.lengths),
+              .splits = info.plan.num_splits});
     }
     const std::string shape_name = rows.back().shape;
     RETURN_IF_ERROR(AddCudnnRow(bench, d, "decode", shape_name, 3, quick ? 20 : 50, rows));
@@ -471,6 +475,10 @@ int main(int argc, char** argv) {
       ok = ParseInts(argv[i] + 10, grid.kv_lens);
     } else if (std::strncmp(argv[i], "--max-kv-gib=", 13) == 0) {
       ok = absl::SimpleAtod(argv[i] + 13, &grid.max_kv_gib);
+    } else if (std::strcmp(argv[i], "--page-order=in-order") == 0) {
+      grid.pages_in_order = true;
+    } else if (std::strcmp(argv[i], "--page-order=shuffled") == 0) {
+      grid.pages_in_order = false;
     } else if (std::strncmp(argv[i], "--csv=", 6) == 0) {
       grid.csv_path = argv[i] + 6;
     } else if (std::strcmp(argv[i], "--quick") == 0) {
@@ -487,7 +495,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: %s [--quick] [--only=prefill|decode] [--table=PATH]\n"
                    "       %s --decode-grid [--groups=1,2,..] [--batches=..] [--kv-lens=..] "
-                   "[--max-kv-gib=N] [--csv=PATH]\n",
+                   "[--max-kv-gib=N] [--page-order=shuffled|in-order] [--csv=PATH]\n",
                    argv[0], argv[0]);
       return 2;
     }
