@@ -234,7 +234,11 @@ absl::StatusOr<SqliteStatement> SqliteDatabase::Prepare(absl::string_view sql,
   // PERSISTENT: the statement is kept and reused, so SQLite allocates it outside its lookaside.
   const int result = sqlite3_prepare_v3(handle_, sql.data(), static_cast<int>(sql.size()),
                                         SQLITE_PREPARE_PERSISTENT, &statement, /*pzTail=*/nullptr);
-  SqliteStatement wrapper(handle_, statement, std::move(operation), statement_cache_);
+  // Cached under the statement's own text, which is `sql` unless `sql` held more than one
+  // statement or trailing text; such a statement is finalized after use instead.
+  const bool cacheable = statement != nullptr && absl::string_view(sqlite3_sql(statement)) == sql;
+  SqliteStatement wrapper(handle_, statement, std::move(operation),
+                          cacheable ? statement_cache_ : nullptr);
   if (result != SQLITE_OK) return SqliteError(handle_, result, wrapper.operation());
   return wrapper;
 }

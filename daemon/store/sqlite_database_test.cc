@@ -196,6 +196,15 @@ TEST_F(SqliteDatabaseTest, OneSqlTextInUseTwiceGetsTwoStatements) {
   EXPECT_EQ(outer->ColumnInt64(0), 2);
 }
 
+TEST_F(SqliteDatabaseTest, SqlWithTrailingTextRunsEachTime) {
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<int64_t> count =
+        database_->QueryInt64("SELECT count(*) FROM t;  -- trailing comment", "counting");
+    ASSERT_TRUE(count.ok()) << count.status();
+    EXPECT_EQ(*count, 0);
+  }
+}
+
 TEST_F(SqliteDatabaseTest, AStatementMayOutliveItsConnection) {
   ASSERT_TRUE(Insert("a", 1).ok());
   {
