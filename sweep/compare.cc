@@ -21,8 +21,8 @@ std::string ParametersOf(const v1::Experiment& experiment, const std::vector<std
       continue;
     }
     const auto path = ResolveAxisField(experiment.request(), axis);
-    parts.push_back(absl::StrCat(axis, "=", path.ok() ? FieldValueText(experiment.request(), *path)
-                                                      : "-"));
+    parts.push_back(
+        absl::StrCat(axis, "=", path.ok() ? FieldValueText(experiment.request(), *path) : "-"));
   }
   return parts.empty() ? "(single point)" : absl::StrJoin(parts, " ");
 }
@@ -37,8 +37,8 @@ void AddDifference(const std::string& what, const std::string& a, const std::str
                    std::vector<std::string>& differences) {
   if (a.empty() && b.empty()) return;
   if (a != b) {
-    differences.push_back(absl::StrCat(what, ": ", a.empty() ? "?" : a, " vs ",
-                                       b.empty() ? "?" : b));
+    differences.push_back(
+        absl::StrCat(what, ": ", a.empty() ? "?" : a, " vs ", b.empty() ? "?" : b));
   }
 }
 
@@ -148,7 +148,10 @@ Comparison Compare(const CompareSide& a, const CompareSide& b, const CompareOpti
       // figure may be anywhere in its spread); nor can a small one be called the same.
       compared.verdict = Verdict::kNoiseUnknown;
       ++comparison.noise_unknown;
-    } else if (compared.ratio > 1 + threshold) {
+    } else if (threshold < 1 && compared.ratio > 1 / (1 - threshold)) {
+      // The mirror of the test below, so that swapping A and B swaps the verdict: with
+      // 1 + threshold one run 26x faster than another at 101% noise was "better" one way round
+      // and "within noise" the other. A chance change of 100% or more judges nothing.
       compared.verdict = Verdict::kImprovement;
       ++comparison.improvements;
     } else if (compared.ratio < 1 - threshold) {

@@ -56,7 +56,8 @@ struct ComparedPoint {
   // The change the ratio may show by chance, as a fraction: 2 x sqrt(noise_a^2 + noise_b^2),
   // each side's noise at the 95% upper bound its sample count allows (x2.4 for 5 passes, x1.07
   // for 500 samples); nullopt when either side's is unknown. Beyond it (and min_change) a
-  // point is better or worse.
+  // point is worse (ratio below 1 - chance) or better (above 1 / (1 - chance)): the same test
+  // whichever side is A.
   std::optional<double> noise;
   Verdict verdict = Verdict::kSame;
   // The nodes the two figures came from, when a side spans a fleet (else empty).

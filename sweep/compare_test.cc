@@ -101,8 +101,8 @@ TEST(Compare, DifferencesWithinTheMeasuredNoiseAreNotSignificant) {
 
 // A stddev from few samples may be well below the true one: the bound widens with fewer.
 TEST(Compare, NoiseFromFewSamplesCountsForMore) {
-  EXPECT_NEAR(NoiseUpperBoundFactor(5), 2.37, 0.05);    // chi2_0.05(4) = 0.711
-  EXPECT_NEAR(NoiseUpperBoundFactor(10), 1.65, 0.02);   // chi2_0.05(9) = 3.325
+  EXPECT_NEAR(NoiseUpperBoundFactor(5), 2.37, 0.05);   // chi2_0.05(4) = 0.711
+  EXPECT_NEAR(NoiseUpperBoundFactor(10), 1.65, 0.02);  // chi2_0.05(9) = 3.325
   EXPECT_NEAR(NoiseUpperBoundFactor(500), 1.05, 0.01);
   EXPECT_EQ(NoiseUpperBoundFactor(1), 10);
   EXPECT_EQ(NoiseUpperBoundFactor(0), 10);
@@ -141,9 +141,36 @@ TEST(Compare, ZeroNoiseStillNeedsTheMinimumChange) {
   const Comparison tiny = Compare(Side("a", {IndexPoint(64, 4096, 1000, 0)}),
                                   Side("b", {IndexPoint(64, 4096, 995, 0)}), {});
   EXPECT_EQ(tiny.points[0].verdict, Verdict::kSame);
-  const Comparison strict = Compare(Side("a", {IndexPoint(64, 4096, 1000, 0)}),
-                                    Side("b", {IndexPoint(64, 4096, 995, 0)}), {.min_change = 0.001});
+  const Comparison strict =
+      Compare(Side("a", {IndexPoint(64, 4096, 1000, 0)}), Side("b", {IndexPoint(64, 4096, 995, 0)}),
+              {.min_change = 0.001});
   EXPECT_EQ(strict.points[0].verdict, Verdict::kRegression);
+}
+
+// Swapping A and B swaps better and worse, also where the noise is large: a run 26x faster at
+// 101% noise is "within noise" both ways round (it was "better" one way, "same" the other).
+TEST(Compare, SwappingTheSidesSwapsTheVerdict) {
+  const auto verdicts = [](double a_gbps, double b_gbps, double noise) {
+    const Verdict forward = Compare(Side("a", {IndexPoint(64, 4096, a_gbps, noise)}),
+                                    Side("b", {IndexPoint(64, 4096, b_gbps, noise)}), {})
+                                .points[0]
+                                .verdict;
+    const Verdict backward = Compare(Side("b", {IndexPoint(64, 4096, b_gbps, noise)}),
+                                     Side("a", {IndexPoint(64, 4096, a_gbps, noise)}), {})
+                                 .points[0]
+                                 .verdict;
+    return std::make_pair(forward, backward);
+  };
+  EXPECT_EQ(verdicts(1000, 1300, 0.05),
+            std::make_pair(Verdict::kImprovement, Verdict::kRegression));
+  EXPECT_EQ(verdicts(1000, 1010, 0.05), std::make_pair(Verdict::kSame, Verdict::kSame));
+  EXPECT_EQ(verdicts(1000, 26000, 0.4), std::make_pair(Verdict::kSame, Verdict::kSame));
+  // Near the threshold from both sides: each ratio is judged as its inverse is.
+  for (double b_gbps = 1100; b_gbps < 1300; b_gbps += 7) {
+    const auto [forward, backward] = verdicts(1000, b_gbps, 0.05);
+    EXPECT_EQ(forward == Verdict::kImprovement, backward == Verdict::kRegression) << b_gbps;
+    EXPECT_EQ(forward == Verdict::kSame, backward == Verdict::kSame) << b_gbps;
+  }
 }
 
 TEST(Compare, SummaryAndRegressionGate) {
@@ -168,10 +195,9 @@ TEST(Compare, UnknownNoiseIsNeverFlaggedNorGated) {
   const std::vector<std::string> axes = {"seed"};
   for (int repeat = 0; repeat < 20; ++repeat) {
     const double a1 = 1e5 * (1 + repeat), a2 = 3e5;
-    const Comparison identical =
-        Compare(Side("a", {RadixPoint(1, a1, std::nullopt), RadixPoint(2, a2, std::nullopt)}, axes),
-                Side("b", {RadixPoint(1, a1, std::nullopt), RadixPoint(2, a2, std::nullopt)}, axes),
-                {});
+    const Comparison identical = Compare(
+        Side("a", {RadixPoint(1, a1, std::nullopt), RadixPoint(2, a2, std::nullopt)}, axes),
+        Side("b", {RadixPoint(1, a1, std::nullopt), RadixPoint(2, a2, std::nullopt)}, axes), {});
     ASSERT_EQ(identical.points.size(), 2u);
     for (const ComparedPoint& point : identical.points) {
       EXPECT_EQ(point.verdict, Verdict::kNoiseUnknown);
@@ -185,11 +211,10 @@ TEST(Compare, UnknownNoiseIsNeverFlaggedNorGated) {
     EXPECT_FALSE(RegressionBeyond(identical, 3));
     EXPECT_EQ(UnjudgedWorseThan(identical, 0), 0);
   }
-  const Comparison apart =
-      Compare(Side("a", {RadixPoint(1, 1e5, std::nullopt), RadixPoint(2, 1e5, std::nullopt)}, axes),
-              Side("b", {RadixPoint(1, 2.924e5, std::nullopt), RadixPoint(2, 0.807e5, std::nullopt)},
-                   axes),
-              {});
+  const Comparison apart = Compare(
+      Side("a", {RadixPoint(1, 1e5, std::nullopt), RadixPoint(2, 1e5, std::nullopt)}, axes),
+      Side("b", {RadixPoint(1, 2.924e5, std::nullopt), RadixPoint(2, 0.807e5, std::nullopt)}, axes),
+      {});
   EXPECT_EQ(apart.regressions, 0);
   EXPECT_EQ(apart.improvements, 0);
   EXPECT_EQ(apart.noise_unknown, 2);
@@ -202,9 +227,9 @@ TEST(Compare, UnknownNoiseIsNeverFlaggedNorGated) {
 
 // Noise known on one side only is still unknown for the ratio.
 TEST(Compare, NoiseUnknownOnOneSideIsUnknown) {
-  const Comparison comparison = Compare(Side("a", {RadixPoint(1, 1e5, 0.01)}, {"seed"}),
-                                        Side("b", {RadixPoint(1, 5e4, std::nullopt)}, {"seed"}),
-                                        {});
+  const Comparison comparison =
+      Compare(Side("a", {RadixPoint(1, 1e5, 0.01)}, {"seed"}),
+              Side("b", {RadixPoint(1, 5e4, std::nullopt)}, {"seed"}), {});
   ASSERT_EQ(comparison.points.size(), 1u);
   EXPECT_EQ(comparison.points[0].verdict, Verdict::kNoiseUnknown);
   EXPECT_FALSE(RegressionBeyond(comparison, 3));
@@ -215,15 +240,15 @@ TEST(Compare, RadixWithMeasuredNoiseIsJudgedWithARunToRunNoise) {
   const Comparison unjudged = Compare(Side("a", {RadixPoint(1, 1e5, 0.01)}, {"seed"}),
                                       Side("b", {RadixPoint(1, 5e4, 0.02)}, {"seed"}), {});
   EXPECT_EQ(unjudged.points[0].verdict, Verdict::kNoiseUnknown);
-  const Comparison comparison = Compare(Side("a", {RadixPoint(1, 1e5, 0.01)}, {"seed"}),
-                                        Side("b", {RadixPoint(1, 5e4, 0.02)}, {"seed"}),
-                                        {.cpu_run_noise = 0.05});
+  const Comparison comparison =
+      Compare(Side("a", {RadixPoint(1, 1e5, 0.01)}, {"seed"}),
+              Side("b", {RadixPoint(1, 5e4, 0.02)}, {"seed"}), {.cpu_run_noise = 0.05});
   ASSERT_EQ(comparison.points.size(), 1u);
   EXPECT_EQ(comparison.points[0].verdict, Verdict::kRegression);
   EXPECT_TRUE(RegressionBeyond(comparison, 20));
-  const Comparison same = Compare(Side("a", {RadixPoint(1, 1e5, 0.03)}, {"seed"}),
-                                  Side("b", {RadixPoint(1, 1.02e5, 0.03)}, {"seed"}),
-                                  {.cpu_run_noise = 0.05});
+  const Comparison same =
+      Compare(Side("a", {RadixPoint(1, 1e5, 0.03)}, {"seed"}),
+              Side("b", {RadixPoint(1, 1.02e5, 0.03)}, {"seed"}), {.cpu_run_noise = 0.05});
   EXPECT_EQ(same.points[0].verdict, Verdict::kSame);
 }
 
@@ -241,8 +266,8 @@ TEST(Compare, PointsWithoutResultsAreListedNotCompared) {
   v1::Experiment failed = IndexPoint(64, 4096, 0, 0);
   failed.set_state(v1::FAILED);
   failed.clear_result();
-  const Comparison comparison = Compare(Side("a", {IndexPoint(64, 4096, 1000, 0.01)}),
-                                        Side("b", {failed}), {});
+  const Comparison comparison =
+      Compare(Side("a", {IndexPoint(64, 4096, 1000, 0.01)}), Side("b", {failed}), {});
   EXPECT_THAT(comparison.points, IsEmpty());
   EXPECT_THAT(comparison.without_result, ElementsAre("num_tokens=64 hidden_dim=4096"));
 }

@@ -194,7 +194,8 @@ def compare(
         if noise is None:
             # Without the noise a difference cannot be called significant, nor the same.
             verdict = NOISE_UNKNOWN
-        elif ratio > 1 + threshold:
+        elif threshold < 1 and ratio > 1 / (1 - threshold):
+            # The mirror of the regression test, so that swapping A and B swaps the verdict.
             verdict = IMPROVEMENT
         elif ratio < 1 - threshold:
             verdict = REGRESSION
