@@ -523,9 +523,7 @@ absl::Status PrometheusDaemonMetrics::Serve(const std::string& address) {
     return absl::UnavailableError(
         absl::StrCat("cannot serve metrics on ", address, ": ", error.what()));
   }
-  exposer_->RegisterCollectable(registry_);
-  exposer_->RegisterCollectable(LatencyPhaseRegistry());
-  exposer_->RegisterCollectable(recent_);
+  for (const auto& collectable : Collectables()) exposer_->RegisterCollectable(collectable);
   return absl::OkStatus();
 }
 
@@ -536,12 +534,18 @@ int PrometheusDaemonMetrics::port() const {
   return ports.empty() ? 0 : ports.front();
 }
 
+std::vector<std::shared_ptr<prometheus::Collectable>> PrometheusDaemonMetrics::Collectables()
+    const {
+  return {registry_, LatencyPhaseRegistry(), recent_};
+}
+
 std::string PrometheusDaemonMetrics::ExpositionText() const {
-  std::vector<prometheus::MetricFamily> families = registry_->Collect();
-  for (prometheus::MetricFamily& family : LatencyPhaseRegistry()->Collect()) {
-    families.push_back(std::move(family));
+  std::vector<prometheus::MetricFamily> families;
+  for (const auto& collectable : Collectables()) {
+    for (prometheus::MetricFamily& family : collectable->Collect()) {
+      families.push_back(std::move(family));
+    }
   }
-  for (prometheus::MetricFamily& family : recent_->Collect()) families.push_back(std::move(family));
   return prometheus::TextSerializer().Serialize(families);
 }
 
@@ -574,7 +578,8 @@ void PrometheusDaemonMetrics::ExperimentStarted(const v1::Experiment& experiment
   if (experiment.has_started()) {
     Labels labels = RunLabels(experiment);
     labels["gpus"] = GpuList(experiment.gpu_ids());
-    recent_->Set(experiment.id(), experiment_start_, labels, Seconds(experiment.started()));
+    recent_->Set(experiment.id(), experiment_start_, std::move(labels),
+                 Seconds(experiment.started()));
   }
   absl::MutexLock lock(&mutex_);
   running_[experiment.id()] = {experiment.user(), WorkloadLabel(experiment.workload())};
@@ -613,7 +618,7 @@ void PrometheusDaemonMetrics::RecordRun(const v1::Experiment& experiment) {
   labels["headline"] = headline.has_value()          ? HeadlineText(*headline)
                        : experiment.reason().empty() ? ""
                                                      : ShortLabel(experiment.reason());
-  recent_->Set(experiment.id(), experiment_end_, labels, ended);
+  recent_->Set(experiment.id(), experiment_end_, std::move(labels), ended);
   if (headline.has_value()) {
     const BaseUnitFigure figure = InBaseUnits(*headline);
     Labels figure_labels = RunLabels(experiment);
@@ -621,7 +626,7 @@ void PrometheusDaemonMetrics::RecordRun(const v1::Experiment& experiment) {
     figure_labels["unit"] = figure.unit;
     if (!headline->phase.empty()) figure_labels["phase"] = headline->phase;
     if (experiment.request().has_custom_kernel()) figure_labels["kernel"] = "custom";
-    recent_->Set(experiment.id(), experiment_headline_, figure_labels, figure.value);
+    recent_->Set(experiment.id(), experiment_headline_, std::move(figure_labels), figure.value);
   }
   recent_->Ended(experiment.id(), absl::Now());
 }

@@ -20,6 +20,7 @@
 #include "absl/synchronization/mutex.h"
 #include "daemon/metrics/daemon_metrics.h"
 #include "daemon/metrics/recent_series.h"
+#include "prometheus/collectable.h"
 #include "prometheus/counter.h"
 #include "prometheus/exposer.h"
 #include "prometheus/family.h"
@@ -95,6 +96,8 @@ class PrometheusDaemonMetrics final : public DaemonMetrics {
     int point = 0;
   };
 
+  // What /metrics serves, in order: the served endpoint and ExpositionText use this one list.
+  std::vector<std::shared_ptr<prometheus::Collectable>> Collectables() const;
   void RecordResult(const v1::Experiment& experiment);
   void RecordRun(const v1::Experiment& experiment);
   // Points gpuprof_gpu_lease_info of `gpu` at experiment `id` (empty: free).

@@ -69,7 +69,8 @@ struct SqliteStatementCache {
   // its text would otherwise fill the cache.
   static constexpr size_t kMaxIdle = 128;
 
-  ~SqliteStatementCache() { FinalizeAll(); }
+  // Called by the connection's destructor; nothing is cached after it (`closed`), so the
+  // cache itself, kept alive by statements still held, has nothing left to finalize.
   void FinalizeAll() {
     for (auto& [sql, statement] : idle) sqlite3_finalize(statement);
     idle.clear();
