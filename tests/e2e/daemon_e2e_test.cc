@@ -389,7 +389,8 @@ TEST_F(DaemonE2eTest, ConcurrentSubmitsWatchesAndCancelsKeepEveryStreamWhole) {
     v1::GetExperimentRequest request;
     request.set_experiment_id(id);
     v1::Experiment experiment;
-    ASSERT_TRUE(stub->GetExperiment(&context, request, &experiment).ok()) << id;
+    const grpc::Status got = stub->GetExperiment(&context, request, &experiment);
+    ASSERT_TRUE(got.ok()) << id << ": code " << got.error_code() << " " << got.error_message();
     EXPECT_EQ(experiment.state(), v1::CANCELLED) << id;
     EXPECT_EQ(experiment.last_seq(), 2) << id;
   }

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 #include <thread>
 
@@ -170,6 +171,17 @@ DaemonProcess::DaemonProcess(std::string state_dir, std::vector<std::string> ext
 }
 
 DaemonProcess::~DaemonProcess() {
+  int status = 0;
+  if (pid_ > 0 && waitpid(pid_, &status, WNOHANG) == pid_) {
+    // Nothing stopped it: a crash (or a sanitizer's report) the test's own checks may only see
+    // as closed sockets. Its log says what happened.
+    pid_ = -1;
+    std::cerr << "gpuprofd exited by itself ("
+              << (WIFSIGNALED(status) ? absl::StrCat("signal ", WTERMSIG(status))
+                                      : absl::StrCat("exit code ", WEXITSTATUS(status)))
+              << "); its log:\n"
+              << Log() << std::endl;
+  }
   if (pid_ > 0) KillHard();
   std::error_code ignored;
   std::filesystem::remove_all(socket_dir_, ignored);
