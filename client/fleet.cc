@@ -80,7 +80,7 @@ absl::Status CheckNodeNames(const std::vector<DaemonNode>& nodes) {
 }
 
 absl::StatusOr<FleetConfig> ParseFleet(const std::string& text, const std::string& file_name) {
-  Fleet fleet;
+  FleetFile fleet;
   google::protobuf::TextFormat::Parser parser;
   std::string parse_errors;
   struct Collector : google::protobuf::io::ErrorCollector {
