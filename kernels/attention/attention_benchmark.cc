@@ -2,8 +2,11 @@
 // side by side in one run with the two ceilings of this GPU: its dense bf16 tensor peak (spec
 // sheet, by name) and a device-to-device copy bandwidth measured here (bytes read + written).
 //
-// Timing: CUDA events around each launch, the L2 flushed (a memset of twice its size) before
-// every timed launch, warm-up launches excluded; the median is printed (min and p90 too).
+// Timing: CUDA events around each launch, queued with its flush behind a blocking kernel and
+// released together (launch latency is not timed), the L2 flushed before every timed launch (a read of
+// twice its size, leaving clean lines; --flush=write: a memset, as nvbench and Triton flush,
+// whose dirty lines the timed launch then writes back), warm-up launches excluded; the median
+// is printed (min and p90 too).
 // Bytes = Q + K + V (each KV row once per KV head) + O; FLOPs = 4 * heads * pairs * head_dim
 // with causal q == kv counted as half (attention_params.h).
 //
@@ -20,6 +23,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,6 +43,9 @@
 #include "kernels/attention/decode_tuning.h"
 #include "kernels/attention/device_attention_problem.h"
 #include "kernels/attention/prefill.h"
+#include "measure/l2_flush.h"
+#include "measure/l2_flush_kernel.h"
+#include "measure/stream_blocker.h"
 
 namespace gpuprof::attention {
 namespace {
@@ -52,14 +59,19 @@ struct Timing {
 
 class Bench {
  public:
-  static absl::StatusOr<Bench> Create() {
+  static absl::StatusOr<Bench> Create(measure::L2FlushMode flush_mode) {
     Bench bench;
     ASSIGN_OR_RETURN(bench.stream_, CudaStream::Create());
     int device = 0;
     CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
     int l2 = 0;
     CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
-    ASSIGN_OR_RETURN(bench.flush_, DeviceBuffer::Allocate(std::max(2 * l2, 1 << 20)));
+    gpuprof::v1::GpuInfo gpu;
+    gpu.set_l2_cache_bytes(l2);
+    ASSIGN_OR_RETURN(measure::L2Flusher flusher, measure::L2Flusher::Create(gpu, flush_mode));
+    bench.flush_.emplace(std::move(flusher));
+    ASSIGN_OR_RETURN(measure::StreamBlocker blocker, measure::StreamBlocker::Create());
+    bench.blocker_.emplace(std::move(blocker));
     for (int i = 0; i < 2 * kMaxSamples; ++i) {
       ASSIGN_OR_RETURN(CudaEvent e, CudaEvent::Create());
       bench.events_.push_back(std::move(e));
@@ -75,12 +87,17 @@ class Bench {
     samples = std::min(samples, kMaxSamples);
     for (int i = 0; i < warmup; ++i) RETURN_IF_ERROR(launch());
     for (int i = 0; i < samples; ++i) {
-      CUDA_RETURN_IF_ERROR(cudaMemsetAsync(flush_.data(), i & 0xff, flush_.bytes(), stream_.get()));
-      RETURN_IF_ERROR(events_[2 * i].Record(stream_.get()));
-      RETURN_IF_ERROR(launch());
-      RETURN_IF_ERROR(events_[2 * i + 1].Record(stream_.get()));
+      // The sample is queued behind a blocker and released whole, so the host's launch work
+      // (the planner, the launches) is never on the clock, however short the kernel.
+      RETURN_IF_ERROR(blocker_->Block(stream_.get()));
+      absl::Status queued = flush_->Flush(stream_.get(), i);
+      if (queued.ok()) queued = events_[2 * i].Record(stream_.get());
+      if (queued.ok()) queued = launch();
+      if (queued.ok()) queued = events_[2 * i + 1].Record(stream_.get());
+      blocker_->Release();
+      RETURN_IF_ERROR(queued);
+      RETURN_IF_ERROR(stream_.Synchronize());
     }
-    RETURN_IF_ERROR(stream_.Synchronize());
     std::vector<double> ms;
     for (int i = 0; i < samples; ++i) {
       ASSIGN_OR_RETURN(float t, ElapsedMilliseconds(events_[2 * i], events_[2 * i + 1]));
@@ -96,7 +113,8 @@ class Bench {
  private:
   static constexpr int kMaxSamples = 100;
   CudaStream stream_;
-  DeviceBuffer flush_;
+  std::optional<measure::L2Flusher> flush_;
+  std::optional<measure::StreamBlocker> blocker_;
   std::vector<CudaEvent> events_;
 };
 
@@ -155,6 +173,23 @@ absl::StatusOr<double> MeasureCopyGbs(Bench& bench) {
   return 2.0 * bytes / (t.median_ms * 1e-3) / 1e9;
 }
 
+// One streaming pass that reads `bytes` (the flush's own read kernel over a buffer of that
+// size), timed like the kernel it is set beside: the time the GPU needs to read that many bytes
+// after the same flush, launch and ramp included. A decode's "% read" is this time over its own.
+absl::StatusOr<Timing> TimeReadOfBytes(Bench& bench, int64_t bytes) {
+  const int64_t rounded = std::max<int64_t>(16, bytes / 16 * 16);
+  ASSIGN_OR_RETURN(DeviceBuffer buffer, DeviceBuffer::Allocate(rounded));
+  ASSIGN_OR_RETURN(DeviceBuffer sink, DeviceBuffer::Allocate(sizeof(uint32_t)));
+  CUDA_RETURN_IF_ERROR(cudaMemset(buffer.data(), 0, rounded));
+  return bench.Time(
+      [&]() -> absl::Status {
+        CUDA_RETURN_IF_ERROR(measure::LaunchL2ReadFlushKernel(
+            buffer.data(), rounded, static_cast<uint32_t*>(sink.data()), bench.stream()));
+        return absl::OkStatus();
+      },
+      2, 10);
+}
+
 struct DecodeGrid {
   std::vector<int> groups = {1, 2, 3, 4, 5, 6, 7, 8};
   std::vector<int> batches = {1, 32, 64, 128, 256};
@@ -168,24 +203,28 @@ struct DecodeGrid {
 
 // Decode over the grid: 8 KV heads, head_dim 128, bf16, page 16, q_len 1; per shape the tuned
 // kernel (TuneDecodeKernel, as the daemon runs it) timed over L2-flushed launches.
-absl::Status RunDecodeGrid(const DecodeGrid& grid) {
+absl::Status RunDecodeGrid(const DecodeGrid& grid, measure::L2FlushMode flush) {
   int device = 0;
   CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
   cudaDeviceProp props;
   CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&props, device));
-  ASSIGN_OR_RETURN(Bench bench, Bench::Create());
+  ASSIGN_OR_RETURN(Bench bench, Bench::Create(flush));
   ASSIGN_OR_RETURN(const double copy_gbs, MeasureCopyGbs(bench));
   std::printf("device: %s, %d SMs; copy %.0f GB/s (measured)\n", props.name,
               props.multiProcessorCount, copy_gbs);
+  const char* flush_name = flush == measure::L2FlushMode::kRead ? "read" : "write";
   std::string table = absl::StrFormat(
       "\n%s, %d SMs; copy %.0f GB/s (measured); decode 8 KV heads, d128, bf16, page 16 (%s), "
-      "q_len 1; tuned kernel, median of 10 L2-flushed launches\n\n"
-      "| group | batch | kv | us | GB/s | %% copy | tuning (us each) | launch |\n"
-      "|---|---|---|---|---|---|---|---|\n",
+      "q_len 1; tuned kernel, median of 10 launches, the L2 flushed by a %s before each; "
+      "read: one pass over as many bytes as the decode reads, timed the same way\n\n"
+      "| group | batch | kv | us | GB/s | %% copy | read us | %% read | tuning (us each) | "
+      "launch |\n"
+      "|---|---|---|---|---|---|---|---|---|---|\n",
       props.name, props.multiProcessorCount, copy_gbs,
-      grid.pages_in_order ? "pages in order" : "pages shuffled");
-  std::string csv =
-      absl::StrFormat("copy_gbs,%.1f\ngroup,batch,kv,us,gbs,pct_copy,kernel\n", copy_gbs);
+      grid.pages_in_order ? "pages in order" : "pages shuffled", flush_name);
+  std::string csv = absl::StrFormat(
+      "copy_gbs,%.1f\nflush,%s\ngroup,batch,kv,us,gbs,pct_copy,kernel,read_us,pct_read\n",
+      copy_gbs, flush_name);
   for (int kv : grid.kv_lens) {
     for (int batch : grid.batches) {
       const double kv_gib = 2.0 * batch * kv * 8 * 128 * 2 / double(1 << 30);
@@ -220,12 +259,18 @@ absl::Status RunDecodeGrid(const DecodeGrid& grid) {
                                          return absl::OkStatus();
                                        },
                                        2, 10));
-        const double gbs = AttentionBytes(shape, d.problem.lengths) / (t.median_ms * 1e-3) / 1e9;
-        table += absl::StrFormat("| %d | %d | %d | %.1f | %.0f | %.1f%% | %s | %s |\n", group,
-                                 batch, kv, t.median_ms * 1e3, gbs, 100.0 * gbs / copy_gbs,
-                                 tuning.ToString(), info.ToString());
-        csv += absl::StrFormat("%d,%d,%d,%.2f,%.0f,%.1f,%s\n", group, batch, kv, t.median_ms * 1e3,
-                               gbs, 100.0 * gbs / copy_gbs, DecodeKernelChoiceName(tuning.fastest));
+        const double bytes = AttentionBytes(shape, d.problem.lengths);
+        const double gbs = bytes / (t.median_ms * 1e-3) / 1e9;
+        ASSIGN_OR_RETURN(const Timing read, TimeReadOfBytes(bench, static_cast<int64_t>(bytes)));
+        const double pct_read = 100.0 * read.median_ms / t.median_ms;
+        table += absl::StrFormat(
+            "| %d | %d | %d | %.1f | %.0f | %.1f%% | %.1f | %.1f%% | %s | %s |\n", group, batch,
+            kv, t.median_ms * 1e3, gbs, 100.0 * gbs / copy_gbs, read.median_ms * 1e3, pct_read,
+            tuning.ToString(), info.ToString());
+        csv += absl::StrFormat("%d,%d,%d,%.2f,%.0f,%.1f,%s,%.2f,%.1f\n", group, batch, kv,
+                               t.median_ms * 1e3, gbs, 100.0 * gbs / copy_gbs,
+                               DecodeKernelChoiceName(tuning.fastest), read.median_ms * 1e3,
+                               pct_read);
       }
       std::printf("  done b%d kv=%d\n", batch, kv);
       std::fflush(stdout);
@@ -236,7 +281,8 @@ absl::Status RunDecodeGrid(const DecodeGrid& grid) {
   return absl::OkStatus();
 }
 
-absl::Status Run(bool quick, const std::string& only, const std::string& table_path) {
+absl::Status Run(bool quick, const std::string& only, const std::string& table_path,
+                 measure::L2FlushMode flush) {
   int device = 0;
   CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
   cudaDeviceProp props;
@@ -245,7 +291,7 @@ absl::Status Run(bool quick, const std::string& only, const std::string& table_p
   CUDA_RETURN_IF_ERROR(cudaDriverGetVersion(&driver));
   CUDA_RETURN_IF_ERROR(cudaRuntimeGetVersion(&runtime));
   const double peak_tflops = gpu::DatasheetBf16DenseTflops(props.name).value_or(0.0);
-  ASSIGN_OR_RETURN(Bench bench, Bench::Create());
+  ASSIGN_OR_RETURN(Bench bench, Bench::Create(flush));
   const int samples = quick ? 10 : 30;
 
   ASSIGN_OR_RETURN(const double copy_gbs, MeasureCopyGbs(bench));
@@ -462,6 +508,7 @@ bool ParseInts(const char* text, std::vector<int>& out) {
 int main(int argc, char** argv) {
   bool quick = false, decode_grid = false;
   gpuprof::attention::DecodeGrid grid;
+  gpuprof::measure::L2FlushMode flush = gpuprof::measure::L2FlushMode::kRead;
   std::string table_path, only;
   for (int i = 1; i < argc; ++i) {
     bool ok = true;
@@ -479,6 +526,10 @@ int main(int argc, char** argv) {
       grid.pages_in_order = true;
     } else if (std::strcmp(argv[i], "--page-order=shuffled") == 0) {
       grid.pages_in_order = false;
+    } else if (std::strcmp(argv[i], "--flush=read") == 0) {
+      flush = gpuprof::measure::L2FlushMode::kRead;
+    } else if (std::strcmp(argv[i], "--flush=write") == 0) {
+      flush = gpuprof::measure::L2FlushMode::kWrite;
     } else if (std::strncmp(argv[i], "--csv=", 6) == 0) {
       grid.csv_path = argv[i] + 6;
     } else if (std::strcmp(argv[i], "--quick") == 0) {
@@ -493,15 +544,18 @@ int main(int argc, char** argv) {
     }
     if (!ok) {
       std::fprintf(stderr,
-                   "usage: %s [--quick] [--only=prefill|decode] [--table=PATH]\n"
+                   "usage: %s [--quick] [--only=prefill|decode] [--table=PATH] "
+                   "[--flush=read|write]\n"
                    "       %s --decode-grid [--groups=1,2,..] [--batches=..] [--kv-lens=..] "
-                   "[--max-kv-gib=N] [--page-order=shuffled|in-order] [--csv=PATH]\n",
+                   "[--max-kv-gib=N] [--page-order=shuffled|in-order] [--csv=PATH] "
+                   "[--flush=read|write]\n",
                    argv[0], argv[0]);
       return 2;
     }
   }
-  const absl::Status status = decode_grid ? gpuprof::attention::RunDecodeGrid(grid)
-                                          : gpuprof::attention::Run(quick, only, table_path);
+  const absl::Status status = decode_grid
+                                  ? gpuprof::attention::RunDecodeGrid(grid, flush)
+                                  : gpuprof::attention::Run(quick, only, table_path, flush);
   if (!status.ok()) {
     gpuprof::LogStatusToStderr(status);
     return 1;
