@@ -16,6 +16,25 @@ namespace gpuprof::measure {
 // Device memory the flush takes: twice the L2, at least 64 MiB.
 int64_t L2FlushBytes(const gpuprof::v1::GpuInfo& gpu);
 
+// One streaming read of a zeroed device buffer (`l2_flush_kernel`): the L2 flush's read, and on
+// its own the time a GPU needs to read that many bytes.
+class DeviceReadPass {
+ public:
+  // Allocates and zeroes `bytes` (rounded down to a multiple of 16, at least 16) on the current
+  // device.
+  static absl::StatusOr<DeviceReadPass> Create(int64_t bytes);
+  // Enqueues the read on `stream`. It stores nothing while the buffer stays zeroed.
+  absl::Status Enqueue(cudaStream_t stream) const;
+  void* data() const { return buffer_.data(); }
+  size_t bytes() const { return buffer_.bytes(); }
+
+ private:
+  DeviceReadPass(DeviceBuffer buffer, DeviceBuffer sink)
+      : buffer_(std::move(buffer)), sink_(std::move(sink)) {}
+  DeviceBuffer buffer_;
+  DeviceBuffer sink_;  // what the read kernel would write; it never does
+};
+
 enum class L2FlushMode {
   // Reads the buffer: the L2 is left holding clean lines, as Nsight Compute's own cache flush
   // leaves it, and the timed kernel pays only for its own traffic.
@@ -31,15 +50,13 @@ class L2Flusher {
   // Allocates (and zeroes) the buffer on the current device.
   static absl::StatusOr<L2Flusher> Create(const gpuprof::v1::GpuInfo& gpu,
                                           L2FlushMode mode = L2FlushMode::kRead);
-  // Enqueues the flush on `stream`; `sample` varies the bytes a kWrite flush writes.
+  // Enqueues the flush on `stream`; `sample` varies the bytes a kWrite flush writes (which
+  // then never reads the buffer).
   absl::Status Flush(cudaStream_t stream, int64_t sample) const;
-  L2FlushMode mode() const { return mode_; }
 
  private:
-  L2Flusher(DeviceBuffer buffer, DeviceBuffer sink, L2FlushMode mode)
-      : buffer_(std::move(buffer)), sink_(std::move(sink)), mode_(mode) {}
-  DeviceBuffer buffer_;
-  DeviceBuffer sink_;  // what the read kernel would write; it never does
+  L2Flusher(DeviceReadPass pass, L2FlushMode mode) : pass_(std::move(pass)), mode_(mode) {}
+  DeviceReadPass pass_;
   L2FlushMode mode_;
 };
 

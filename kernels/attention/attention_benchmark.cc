@@ -3,10 +3,10 @@
 // sheet, by name) and a device-to-device copy bandwidth measured here (bytes read + written).
 //
 // Timing: CUDA events around each launch, queued with its flush behind a blocking kernel and
-// released together (launch latency is not timed), the L2 flushed before every timed launch (a read of
-// twice its size, leaving clean lines; --flush=write: a memset, as nvbench and Triton flush,
-// whose dirty lines the timed launch then writes back), warm-up launches excluded; the median
-// is printed (min and p90 too).
+// released together (launch latency is not timed); the L2 flushed before every timed launch
+// (a read of twice its size, leaving clean lines; --flush=write: a memset, as nvbench and
+// Triton flush, whose dirty lines the timed launch then writes back); warm-up launches
+// excluded; the median is printed (min and p90 too).
 // Bytes = Q + K + V (each KV row once per KV head) + O; FLOPs = 4 * heads * pairs * head_dim
 // with causal q == kv counted as half (attention_params.h).
 //
@@ -44,7 +44,6 @@
 #include "kernels/attention/device_attention_problem.h"
 #include "kernels/attention/prefill.h"
 #include "measure/l2_flush.h"
-#include "measure/l2_flush_kernel.h"
 #include "measure/stream_blocker.h"
 
 namespace gpuprof::attention {
@@ -173,21 +172,12 @@ absl::StatusOr<double> MeasureCopyGbs(Bench& bench) {
   return 2.0 * bytes / (t.median_ms * 1e-3) / 1e9;
 }
 
-// One streaming pass that reads `bytes` (the flush's own read kernel over a buffer of that
-// size), timed like the kernel it is set beside: the time the GPU needs to read that many bytes
-// after the same flush, launch and ramp included. A decode's "% read" is this time over its own.
+// One streaming pass that reads `bytes` (the flush's own read, over a buffer of that size),
+// timed like the kernel it is set beside: the time the GPU needs to read that many bytes after
+// the same flush, launch and ramp included. A decode's "% read" is this time over its own.
 absl::StatusOr<Timing> TimeReadOfBytes(Bench& bench, int64_t bytes) {
-  const int64_t rounded = std::max<int64_t>(16, bytes / 16 * 16);
-  ASSIGN_OR_RETURN(DeviceBuffer buffer, DeviceBuffer::Allocate(rounded));
-  ASSIGN_OR_RETURN(DeviceBuffer sink, DeviceBuffer::Allocate(sizeof(uint32_t)));
-  CUDA_RETURN_IF_ERROR(cudaMemset(buffer.data(), 0, rounded));
-  return bench.Time(
-      [&]() -> absl::Status {
-        CUDA_RETURN_IF_ERROR(measure::LaunchL2ReadFlushKernel(
-            buffer.data(), rounded, static_cast<uint32_t*>(sink.data()), bench.stream()));
-        return absl::OkStatus();
-      },
-      2, 10);
+  ASSIGN_OR_RETURN(const measure::DeviceReadPass pass, measure::DeviceReadPass::Create(bytes));
+  return bench.Time([&] { return pass.Enqueue(bench.stream()); }, 2, 10);
 }
 
 struct DecodeGrid {

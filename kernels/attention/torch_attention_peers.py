@@ -3,23 +3,24 @@
 
 Same conventions as the C++ benchmark: GQA 32/8, head_dim 128, bf16; prefill batch 1 causal
 4k/8k/16k (and 4k non-causal, and 4k causal at head_dim 256 with 16/8 heads), decode q_len 1
-at batch 32/64/128 x KV 4k and batch 1/4/8 x KV 8k/16k/32k. K/V are contiguous [batch, kv_heads, len, dim] (PyTorch has no paged cache). Timing:
-CUDA events around each call, queued behind a spin kernel (launch overhead is not timed),
-the L2 flushed before each (a read of 2x its size, as the C++
-benchmark's default; --flush=write: a memset, whose dirty lines the timed call writes back),
-warm-up excluded, median. FLOPs = 4 * heads * pairs * dim (causal q == kv counts half); bytes = Q + K + V (once per
-KV head) + O. A backend that refuses enable_gqa is retried with K/V expanded to all query heads
-outside the timed region (the bytes stay the GQA minimum, so its GB/s is comparable); the table
-says so.
+at batch 32/64/128 x KV 4k and batch 1/4/8 x KV 8k/16k/32k. K/V are contiguous [batch,
+kv_heads, len, dim] (PyTorch has no paged cache). Timing: CUDA events around each call, queued
+behind a spin kernel (launch overhead is not timed), the L2 flushed before each (a read of 2x
+its size, as the C++ benchmark's default; --flush=write: a memset, whose dirty lines the timed
+call writes back), warm-up excluded, median. FLOPs = 4 * heads * pairs * dim (causal q == kv
+counts half); bytes = Q + K + V (once per KV head) + O. A backend that refuses enable_gqa is
+retried with K/V expanded to all query heads outside the timed region (the bytes stay the GQA
+minimum, so its GB/s is comparable); the table says so.
 
   python3 torch_attention_peers.py [--quick] [--table PATH] [--flush read|write]
   python3 torch_attention_peers.py --decode-grid --ours ours.csv [--table PATH]
 
 --decode-grid: decode (8 KV heads x GQA group, d128, bf16, q_len 1) at every shape of the CSV
 that `attention_benchmark --decode-grid --csv=ours.csv` wrote, each backend timed over 10
-flushed calls (flushed as the CSV's own rows were), printed beside our tuned kernel: ours / best
-PyTorch backend (> 1: ours faster) and ours as % of the copy the C++ benchmark measured. K/V are made once per (batch, length)
-and shared by the groups; the expanded retry is skipped where K/V x group would not fit.
+flushed calls (flushed as the CSV's own rows were), printed beside our tuned kernel: ours /
+best PyTorch backend (> 1: ours faster) and ours as % of the copy the C++ benchmark measured.
+K/V are made once per (batch, length) and shared by the groups; the expanded retry is skipped
+where K/V x group would not fit.
 """
 import argparse
 import statistics
