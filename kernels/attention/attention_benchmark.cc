@@ -207,13 +207,14 @@ absl::Status RunDecodeGrid(const DecodeGrid& grid, measure::L2FlushMode flush) {
       "\n%s, %d SMs; copy %.0f GB/s (measured); decode 8 KV heads, d128, bf16, page 16 (%s), "
       "q_len 1; tuned kernel, median of 10 launches, the L2 flushed by a %s before each; "
       "read: one pass over as many bytes as the decode reads, timed the same way\n\n"
-      "| group | batch | kv | us | GB/s | %% copy | read us | %% read | tuning (us each) | "
-      "launch |\n"
-      "|---|---|---|---|---|---|---|---|---|---|\n",
+      "| group | batch | kv | us | us, merge after | GB/s | %% copy | read us | %% read | "
+      "tuning (kernel, splits:us each) | launch |\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|\n",
       props.name, props.multiProcessorCount, copy_gbs,
       grid.pages_in_order ? "pages in order" : "pages shuffled", flush_name);
   std::string csv = absl::StrFormat(
-      "copy_gbs,%.1f\nflush,%s\ngroup,batch,kv,us,gbs,pct_copy,kernel,read_us,pct_read\n",
+      "copy_gbs,%.1f\nflush,%s\n"
+      "group,batch,kv,us,gbs,pct_copy,kernel,read_us,pct_read,splits,us_merge_after\n",
       copy_gbs, flush_name);
   for (int kv : grid.kv_lens) {
     for (int batch : grid.batches) {
@@ -239,28 +240,39 @@ absl::Status RunDecodeGrid(const DecodeGrid& grid, measure::L2FlushMode flush) {
                                     .workspace_bytes = workspace.bytes()};
         ASSIGN_OR_RETURN(const DecodeTuning tuning,
                          TuneDecodeKernel(d.problem, options, bench.stream(), 3));
-        DecodeOptions tuned = options;
-        tuned.kernel = tuning.fastest;
+        DecodeOptions tuned = tuning.Apply(options);
         DecodeLaunchInfo info;
-        ASSIGN_OR_RETURN(Timing t, bench.Time(
-                                       [&]() -> absl::Status {
-                                         ASSIGN_OR_RETURN(
-                                             info, LaunchDecode(d.problem, tuned, bench.stream()));
-                                         return absl::OkStatus();
-                                       },
-                                       2, 10));
+        auto time_tuned = [&]() {
+          return bench.Time(
+              [&]() -> absl::Status {
+                ASSIGN_OR_RETURN(info, LaunchDecode(d.problem, tuned, bench.stream()));
+                return absl::OkStatus();
+              },
+              2, 10);
+        };
+        // With the merge launched after the split kernel instead of overlapping its tail.
+        std::optional<Timing> merge_after;
+        if (tuned.num_splits > 1) {
+          tuned.overlap_merge = false;
+          ASSIGN_OR_RETURN(merge_after, time_tuned());
+          tuned.overlap_merge = true;
+        }
+        ASSIGN_OR_RETURN(const Timing t, time_tuned());
         const double bytes = AttentionBytes(shape, d.problem.lengths);
         const double gbs = bytes / (t.median_ms * 1e-3) / 1e9;
         ASSIGN_OR_RETURN(const Timing read, TimeReadOfBytes(bench, static_cast<int64_t>(bytes)));
         const double pct_read = 100.0 * read.median_ms / t.median_ms;
+        const std::string after_us =
+            merge_after ? absl::StrFormat("%.1f", merge_after->median_ms * 1e3) : "-";
         table += absl::StrFormat(
-            "| %d | %d | %d | %.1f | %.0f | %.1f%% | %.1f | %.1f%% | %s | %s |\n", group, batch,
-            kv, t.median_ms * 1e3, gbs, 100.0 * gbs / copy_gbs, read.median_ms * 1e3, pct_read,
-            tuning.ToString(), info.ToString());
-        csv += absl::StrFormat("%d,%d,%d,%.2f,%.0f,%.1f,%s,%.2f,%.1f\n", group, batch, kv,
+            "| %d | %d | %d | %.1f | %s | %.0f | %.1f%% | %.1f | %.1f%% | %s | %s |\n", group,
+            batch, kv, t.median_ms * 1e3, after_us, gbs, 100.0 * gbs / copy_gbs,
+            read.median_ms * 1e3, pct_read, tuning.ToString(), info.ToString());
+        csv += absl::StrFormat("%d,%d,%d,%.2f,%.0f,%.1f,%s,%.2f,%.1f,%d,%s\n", group, batch, kv,
                                t.median_ms * 1e3, gbs, 100.0 * gbs / copy_gbs,
-                               DecodeKernelChoiceName(tuning.fastest), read.median_ms * 1e3,
-                               pct_read);
+                               DecodeKernelChoiceName(tuning.fastest.kernel),
+                               read.median_ms * 1e3, pct_read, tuning.fastest.num_splits,
+                               after_us);
       }
       std::printf("  done b%d kv=%d\n", batch, kv);
       std::fflush(stdout);
@@ -417,8 +429,7 @@ absl::Status Run(bool quick, const std::string& only, const std::string& table_p
                                   .workspace_bytes = workspace.bytes()};
       ASSIGN_OR_RETURN(const DecodeTuning tuning,
                        TuneDecodeKernel(d.problem, options, bench.stream()));
-      DecodeOptions tuned = options;
-      tuned.kernel = tuning.fastest;
+      const DecodeOptions tuned = tuning.Apply(options);
       DecodeLaunchInfo info;
       ASSIGN_OR_RETURN(Timing t, bench.Time(
                                      [&]() -> absl::Status {

@@ -143,6 +143,24 @@ __device__ __forceinline__ void MmaM16N8K16(float (&d)[4], const uint32_t (&a)[4
   }
 }
 
+// Programmatic dependent launch (sm_90+). A kernel launched with
+// cudaLaunchAttributeProgrammaticStreamSerialization may be scheduled before the kernel ahead
+// of it has finished, once every block of that kernel has called AllowDependentLaunch (or
+// exited); it must call WaitForPrimaryGrid before reading what that kernel writes, which returns
+// once the kernel has finished and its writes are visible. Both are no-ops before sm_90, where
+// the launch is an ordinary one.
+__device__ __forceinline__ void AllowDependentLaunch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::);
+#endif
+}
+
+__device__ __forceinline__ void WaitForPrimaryGrid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
 }  // namespace gpuprof::attention::device
 
 #endif  // GPUPROF_KERNELS_ATTENTION_ATTENTION_DEVICE_CUH_

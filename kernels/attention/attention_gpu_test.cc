@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -200,24 +201,45 @@ TEST_P(DecodeGpuTest, MatchesReference) {
       ExpectMatchesReference(
           d, absl::StrCat(c.name, " requested splits ", splits, " (", info.ToString(), ")"));
     }
+    // The merge launched after the split kernel, as on GPUs without programmatic launches.
+    ASSERT_OK(PoisonBuffer(d.out, stream_.get()));
+    ASSERT_OK(PoisonBuffer(d.out_lse, stream_.get()));
+    ASSERT_OK_AND_ASSIGN(info, LaunchDecode(d.problem,
+                                            {.num_splits = splits,
+                                             .workspace = workspace.data(),
+                                             .workspace_bytes = workspace.bytes(),
+                                             .overlap_merge = false},
+                                            stream_.get()));
+    ASSERT_OK(stream_.Synchronize());
+    EXPECT_FALSE(info.merge_overlapped);
+    ExpectMatchesReference(
+        d, absl::StrCat(c.name, " requested splits ", splits, ", merge after (", info.ToString(),
+                        ")"));
   }
 
-  // Tuning times every kernel that takes the shape and names the fastest, which then runs.
+  // Tuning times every kernel that takes the shape, each at its split candidates, and names
+  // the fastest pair, which then runs.
   const DecodeOptions options{.workspace = workspace.data(), .workspace_bytes = workspace.bytes()};
   ASSERT_OK_AND_ASSIGN(tuning, TuneDecodeKernel(d.problem, options, stream_.get(), 3));
+  EXPECT_TRUE(tuning.l2_flushed) << tuning.ToString();
   const bool tensor_cores_fit = c.head_dim <= 128 && rows <= kTensorCoreRowsPerBlock;
-  ASSERT_EQ(tuning.candidates.size(), tensor_cores_fit ? 3u : 2u) << tuning.ToString();
+  std::set<DecodeKernelChoice> kernels;
+  int planned = 0;
   bool fastest_is_a_candidate = false;
   for (const DecodeTuning::Candidate& candidate : tuning.candidates) {
     EXPECT_GT(candidate.median_us, 0.0) << tuning.ToString();
-    fastest_is_a_candidate |= candidate.kernel == tuning.fastest;
+    kernels.insert(candidate.kernel);
+    planned += candidate.planned ? 1 : 0;
+    fastest_is_a_candidate |= candidate.kernel == tuning.fastest.kernel &&
+                              candidate.num_splits == tuning.fastest.num_splits;
   }
+  EXPECT_EQ(kernels.size(), tensor_cores_fit ? 3u : 2u) << tuning.ToString();
+  EXPECT_EQ(planned, static_cast<int>(kernels.size())) << tuning.ToString();
   EXPECT_TRUE(fastest_is_a_candidate) << tuning.ToString();
   ASSERT_OK(PoisonBuffer(d.out, stream_.get()));
-  DecodeOptions tuned = options;
-  tuned.kernel = tuning.fastest;
-  ASSERT_OK_AND_ASSIGN(info, LaunchDecode(d.problem, tuned, stream_.get()));
+  ASSERT_OK_AND_ASSIGN(info, LaunchDecode(d.problem, tuning.Apply(options), stream_.get()));
   ASSERT_OK(stream_.Synchronize());
+  EXPECT_EQ(info.plan.num_splits, tuning.fastest.num_splits) << tuning.ToString();
   ExpectMatchesReference(d, absl::StrCat(c.name, " tuned (", tuning.ToString(), ")"));
 }
 

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/attention/attention_check.h"
 #include "kernels/attention/attention_params.h"
@@ -251,6 +252,20 @@ TEST(DecodePlanTest, GroupsRowsPerBlock) {
   input.max_q_len = 1;
   input.num_kv_heads = 0;
   EXPECT_FALSE(PlanDecode(input).ok());
+}
+
+TEST(DecodePlanTest, TunesSplitsAroundThePlanWithinTheKvLength) {
+  using ::testing::ElementsAre;
+  // Batch 1 x 1k: the plan stops at 4 splits of 256 keys; tuning tries down to 32 keys a split.
+  EXPECT_THAT(DecodeSplitCandidates(4, 1024, 0), ElementsAre(1, 2, 4, 8, 16, 32));
+  // The plan's own count is tried even where it is no power of two.
+  EXPECT_THAT(DecodeSplitCandidates(33, 16384, 0), ElementsAre(1, 2, 4, 8, 16, 32, 33, 64));
+  // A batch that fills the GPU unsplit: up to kMaxTunedSplitsOverPlan.
+  EXPECT_THAT(DecodeSplitCandidates(1, 32768, 0), ElementsAre(1, 2, 4, 8));
+  // Short sequences are not split below kMinTunedKvRowsPerSplit keys.
+  EXPECT_THAT(DecodeSplitCandidates(1, 40, 0), ElementsAre(1));
+  // A caller's count is the only one.
+  EXPECT_THAT(DecodeSplitCandidates(4, 1024, 3), ElementsAre(3));
 }
 
 TEST(AttentionCheckTest, PassesWithinToleranceAndReportsErrors) {

@@ -55,6 +55,9 @@ __global__ void __launch_bounds__(kDecodeThreads)
   __shared__ float slot_max[kSlots][kRows];
   __shared__ float slot_sum[kSlots][kRows];
   __shared__ float merged_o[kRows][kHeadDim];
+  // The merge kernel (launched programmatically dependent) may be scheduled now; it waits for
+  // this grid's writes before it reads them.
+  device::AllowDependentLaunch();
 
   const int split = blockIdx.x;
   const int kv_head = blockIdx.y / p.row_chunks;
@@ -270,6 +273,7 @@ __global__ void __launch_bounds__(kHeadDim / 4)
   __shared__ float weights[kMaxDecodeSplits];
   __shared__ float max_lse;
   const int64_t row = blockIdx.x;
+  device::WaitForPrimaryGrid();  // the split kernel's partial outputs
   for (int s = threadIdx.x; s < p.num_splits; s += blockDim.x) {
     weights[s] = p.partial_lse[s * p.rows + row];
   }
@@ -360,9 +364,21 @@ absl::StatusOr<DecodeLaunchInfo> LaunchPlanned(DecodeKernelParams params,
                                   .lse = params.lse,
                                   .rows = rows,
                                   .num_splits = params.num_splits};
-    DecodeMergeKernel<T, kHeadDim><<<rows, kHeadDim / 4, 0, stream>>>(merge);
-    CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    // Launched programmatically dependent where the GPU has it: its blocks are scheduled while
+    // the split kernel's last blocks still run, instead of after its end, and wait inside.
+    cudaLaunchAttribute overlap;
+    overlap.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    overlap.val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(static_cast<unsigned>(rows));
+    config.blockDim = dim3(kHeadDim / 4);
+    config.stream = stream;
+    config.attrs = &overlap;
+    config.numAttrs = info.merge_overlapped ? 1 : 0;
+    CUDA_RETURN_IF_ERROR(cudaLaunchKernelEx(&config, DecodeMergeKernel<T, kHeadDim>, merge));
     info.merged = true;
+  } else {
+    info.merge_overlapped = false;
   }
   return info;
 }
@@ -382,8 +398,12 @@ absl::StatusOr<DecodeLaunchInfo> LaunchDecodeTyped(const DecodeKernelParams& par
       &prefetch_blocks_per_sm, DecodeKernel<T, kHeadDim, kRows, true>, kDecodeThreads, 0));
   int device = 0;
   int sm_count = 0;
+  int compute_major = 0;
   CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
   CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device));
+  CUDA_RETURN_IF_ERROR(
+      cudaDeviceGetAttribute(&compute_major, cudaDevAttrComputeCapabilityMajor, device));
+  info.merge_overlapped = options.overlap_merge && compute_major >= 9;
   const AttentionShape& shape = problem.shape;
   DecodePlanInput input{.batch = problem.lengths.batch(),
                         .num_kv_heads = shape.num_kv_heads,
@@ -514,7 +534,7 @@ std::string DecodeLaunchInfo::ToString() const {
       "splits=%d rows_per_block=%d row_chunks=%d blocks=%d threads=%d "
       "resident_blocks_per_sm=%d prefetch=%s merge=%s%s",
       plan.num_splits, plan.rows_per_block, plan.row_chunks, plan.blocks, threads, blocks_per_sm,
-      plan.prefetch ? "yes" : "no", merged ? "yes" : "no",
+      plan.prefetch ? "yes" : "no", merged ? (merge_overlapped ? "overlapped" : "yes") : "no",
       plan.tensor_cores ? " tensor_cores=yes" : "");
 }
 

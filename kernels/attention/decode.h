@@ -36,6 +36,9 @@ struct DecodeOptions {
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
   DecodeKernelChoice kernel = DecodeKernelChoice::kAuto;
+  // On sm_90+, launch the merge as a programmatic dependent of the split kernel, so that its
+  // launch and ramp overlap the split kernel's tail; false launches it after (to compare).
+  bool overlap_merge = true;
 };
 
 // Workspace for `num_splits` splits (0 when num_splits <= 1).
@@ -47,6 +50,7 @@ struct DecodeLaunchInfo {
   int threads = 0;        // per block
   int blocks_per_sm = 0;  // occupancy the heuristic used
   bool merged = false;    // a merge kernel ran after the split kernel
+  bool merge_overlapped = false;  // ... launched as its programmatic dependent (sm_90+)
 
   std::string ToString() const;
 };

@@ -46,11 +46,20 @@ inline constexpr int kWarps = kThreads / 32;
 inline constexpr int kTileKeys = 16;  // one k16 step of P V
 inline constexpr int kStages = 3;
 
+// A row of the warps' merge in shared memory: padded by 8 floats, so that the 8 rows a warp
+// writes at once (as float2) fall in different banks.
+template <int kHeadDim>
+constexpr int MergeRowStride() {
+  return kHeadDim + 8;
+}
+
 template <int kHeadDim>
 constexpr int SharedBytes() {
-  // The stages; the merge reuses them ([kWarps][16][kHeadDim] floats plus max and sum).
+  // The stages; the merge reuses them ([kWarps][16][stride] floats, each row's max, sum and
+  // weight a warp, and each row's LSE).
   constexpr int stages = kWarps * kStages * 2 * kTileKeys * kHeadDim * 2;
-  constexpr int merge = (kWarps * kMmaDecodeMaxRows * (kHeadDim + 2)) * 4;
+  constexpr int merge =
+      (kWarps * kMmaDecodeMaxRows * (MergeRowStride<kHeadDim>() + 3) + kMmaDecodeMaxRows) * 4;
   return stages > merge ? stages : merge;
 }
 
@@ -64,6 +73,7 @@ __global__ void __launch_bounds__(kThreads)
   static_assert(kTileKeys * 2 == 32, "two lanes a key");
 
   extern __shared__ uint4 shared_raw[];
+  device::AllowDependentLaunch();  // the merge kernel waits for this grid's writes itself
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int group = lane >> 2, quad_lane = lane & 3;
   T* warp_tiles = reinterpret_cast<T*>(shared_raw) + warp * kStages * 2 * kTileElements;
@@ -164,8 +174,12 @@ __global__ void __launch_bounds__(kThreads)
     const T* ks = warp_tiles + (i % kStages) * 2 * kTileElements;
     const T* vs = ks + kTileElements;
 
-    // S = Q K^T: 16 rows x 16 keys, two k16 steps per K ldmatrix.
+    // S = Q K^T: 16 rows x 16 keys, two k16 steps per K ldmatrix. The even and odd k16 steps
+    // accumulate apart and are added at the end: two dependent mma chains of kHeadDim / 32
+    // each instead of one twice as long, since with 2 warps a scheduler the chain's latency is
+    // not hidden (ncu, H200, batch 32 x 1k: 6.2 cycles a warp between issues).
     float s[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+    float s_odd[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
 #pragma unroll
     for (int kk = 0; kk < kHeadDim / 32; ++kk) {
 #pragma unroll
@@ -174,8 +188,13 @@ __global__ void __launch_bounds__(kThreads)
         LdMatrixX4(b, SharedAddress(ks + SwizzledOffset<kHeadDim>(nt * 8 + (lane & 7),
                                                                   kk * 4 + (lane >> 3))));
         MmaM16N8K16<T>(s[nt], q_frag[2 * kk], b[0], b[1]);
-        MmaM16N8K16<T>(s[nt], q_frag[2 * kk + 1], b[2], b[3]);
+        MmaM16N8K16<T>(s_odd[nt], q_frag[2 * kk + 1], b[2], b[3]);
       }
+    }
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[nt][e] += s_odd[nt][e];
     }
 
     // Mask keys past the split or (causal drafts) past the row's token; online softmax, base 2.
@@ -188,6 +207,8 @@ __global__ void __launch_bounds__(kThreads)
         if (col >= kv_end || col > last_key[e >> 1]) s[nt][e] = -INFINITY;
       }
     }
+    float correction[2];
+    bool max_grew = false;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       float tile_max = fmaxf(fmaxf(s[0][2 * h], s[0][2 * h + 1]), fmaxf(s[1][2 * h], s[1][2 * h + 1]));
@@ -195,7 +216,8 @@ __global__ void __launch_bounds__(kThreads)
       tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
       const float new_max = fmaxf(row_max[h], tile_max * p.scale_log2);
       const float base = new_max == -INFINITY ? 0.0f : new_max;
-      const float correction = FastExp2(row_max[h] - base);
+      correction[h] = FastExp2(row_max[h] - base);
+      max_grew |= new_max != row_max[h];
       row_max[h] = new_max;
       float sum = 0.0f;
 #pragma unroll
@@ -206,11 +228,19 @@ __global__ void __launch_bounds__(kThreads)
           sum += s[nt][e];
         }
       }
-      row_sum[h] = row_sum[h] * correction + sum;
+      row_sum[h] = row_sum[h] * correction[h] + sum;
+    }
+    // O is rescaled only when some row's running max grew: after the first tiles it seldom
+    // does, and the rescale is kHeadDim / 2 multiplies a thread per tile. Skipping it when no
+    // max changed is exact (the factor would be 1).
+    if (__any_sync(0xffffffffu, max_grew)) {
 #pragma unroll
-      for (int d = 0; d < kHeadDim / 8; ++d) {
-        o[d][2 * h] *= correction;
-        o[d][2 * h + 1] *= correction;
+      for (int h = 0; h < 2; ++h) {
+#pragma unroll
+        for (int d = 0; d < kHeadDim / 8; ++d) {
+          o[d][2 * h] *= correction[h];
+          o[d][2 * h + 1] *= correction[h];
+        }
       }
     }
 
@@ -232,11 +262,18 @@ __global__ void __launch_bounds__(kThreads)
   }
   CpAsyncWait<0>();
 
-  // Merge the warps: weight each by 2^(its max - the largest max).
+  // Merge the warps: weight each by 2^(its max - the largest max). 16 threads first give each
+  // row its warps' normalised weights and its LSE; then a thread merges 8 columns of a row with
+  // 16-byte loads and one 16-byte store (a loop over single elements, each redoing the row's
+  // weights, cost about 1 us a block at group 8, all of it after the last tile).
   __syncthreads();  // every warp is done with its stages, which the merge reuses
-  float* merge_o = reinterpret_cast<float*>(shared_raw);            // [warp][row][kHeadDim]
-  float* merge_max = merge_o + kWarps * kMmaDecodeMaxRows * kHeadDim;  // [warp][row]
-  float* merge_sum = merge_max + kWarps * kMmaDecodeMaxRows;         // [warp][row]
+  constexpr int kStride = MergeRowStride<kHeadDim>();
+  constexpr int kRows = kMmaDecodeMaxRows;
+  float* merge_o = reinterpret_cast<float*>(shared_raw);  // [warp][row][kStride]
+  float* merge_max = merge_o + kWarps * kRows * kStride;  // [warp][row]
+  float* merge_sum = merge_max + kWarps * kRows;          // [warp][row]
+  float* merge_weight = merge_sum + kWarps * kRows;       // [warp][row], over the row's sum
+  float* merge_lse = merge_weight + kWarps * kRows;       // [row], base 2
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     float sum = row_sum[h];
@@ -244,47 +281,69 @@ __global__ void __launch_bounds__(kThreads)
     sum += __shfl_xor_sync(0xffffffffu, sum, 2);
     const int r = group + 8 * h;
     if (quad_lane == 0) {
-      merge_max[warp * kMmaDecodeMaxRows + r] = row_max[h];
-      merge_sum[warp * kMmaDecodeMaxRows + r] = sum;
+      merge_max[warp * kRows + r] = row_max[h];
+      merge_sum[warp * kRows + r] = sum;
     }
-    float* out = merge_o + (warp * kMmaDecodeMaxRows + r) * kHeadDim + quad_lane * 2;
+    float* out = merge_o + (warp * kRows + r) * kStride + quad_lane * 2;
 #pragma unroll
     for (int d = 0; d < kHeadDim / 8; ++d) {
-      out[d * 8] = o[d][2 * h];
-      out[d * 8 + 1] = o[d][2 * h + 1];
+      *reinterpret_cast<float2*>(out + d * 8) = make_float2(o[d][2 * h], o[d][2 * h + 1]);
     }
   }
   __syncthreads();
-  for (int idx = threadIdx.x; idx < rows_total * kHeadDim; idx += kThreads) {
-    const int r = idx / kHeadDim, col = idx % kHeadDim;
+  if (threadIdx.x < kRows) {
+    const int r = threadIdx.x;
     float m = -INFINITY;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) m = fmaxf(m, merge_max[w * kMmaDecodeMaxRows + r]);
-    float sum = 0.0f, acc = 0.0f;
-    if (m != -INFINITY) {
+    for (int w = 0; w < kWarps; ++w) m = fmaxf(m, merge_max[w * kRows + r]);
+    float weight[kWarps];
+    float sum = 0.0f;
 #pragma unroll
-      for (int w = 0; w < kWarps; ++w) {
-        const float weight = FastExp2(merge_max[w * kMmaDecodeMaxRows + r] - m);
-        sum += weight * merge_sum[w * kMmaDecodeMaxRows + r];
-        acc += weight * merge_o[(w * kMmaDecodeMaxRows + r) * kHeadDim + col];
-      }
+    for (int w = 0; w < kWarps; ++w) {
+      weight[w] = m == -INFINITY ? 0.0f : FastExp2(merge_max[w * kRows + r] - m);
+      sum += weight[w] * merge_sum[w * kRows + r];
     }
-    const float value = sum > 0.0f ? acc / sum : 0.0f;
-    const float lse2 = sum > 0.0f ? m + __log2f(sum) : -INFINITY;
+    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) merge_weight[w * kRows + r] = weight[w] * inv;
+    merge_lse[r] = sum > 0.0f ? m + __log2f(sum) : -INFINITY;
+  }
+  __syncthreads();
+  constexpr int kSlices = kHeadDim / 8;
+  for (int idx = threadIdx.x; idx < rows_total * kSlices; idx += kThreads) {
+    const int r = idx / kSlices, col = (idx % kSlices) * 8;
+    float value[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      const float weight = merge_weight[w * kRows + r];
+      const float4* part = reinterpret_cast<const float4*>(merge_o + (w * kRows + r) * kStride + col);
+      const float4 lo = part[0], hi = part[1];
+      value[0] = fmaf(weight, lo.x, value[0]);
+      value[1] = fmaf(weight, lo.y, value[1]);
+      value[2] = fmaf(weight, lo.z, value[2]);
+      value[3] = fmaf(weight, lo.w, value[3]);
+      value[4] = fmaf(weight, hi.x, value[4]);
+      value[5] = fmaf(weight, hi.y, value[5]);
+      value[6] = fmaf(weight, hi.z, value[6]);
+      value[7] = fmaf(weight, hi.w, value[7]);
+    }
+    const float lse2 = merge_lse[r];
     const int qi = r / p.group_size;
     const int head = kv_head * p.group_size + r % p.group_size;
     const int64_t token_head = static_cast<int64_t>(q_start + qi) * p.num_qo_heads + head;
     if (p.num_splits == 1) {
-      T* out = static_cast<T*>(p.o) + token_head * kHeadDim + col;
-      if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-        *out = __float2bfloat16_rn(value);
-      } else {
-        *out = __float2half_rn(value);
-      }
+      uint4 bits;
+      bits.x = PackTwo<T>(value[0], value[1]);
+      bits.y = PackTwo<T>(value[2], value[3]);
+      bits.z = PackTwo<T>(value[4], value[5]);
+      bits.w = PackTwo<T>(value[6], value[7]);
+      *reinterpret_cast<uint4*>(static_cast<T*>(p.o) + token_head * kHeadDim + col) = bits;
       if (p.lse != nullptr && col == 0) p.lse[token_head] = lse2 * device::kLn2;
     } else {
       const int64_t partial = split * p.total_q * p.num_qo_heads + token_head;
-      p.partial_o[partial * kHeadDim + col] = value;
+      float4* dst = reinterpret_cast<float4*>(p.partial_o + partial * kHeadDim + col);
+      dst[0] = make_float4(value[0], value[1], value[2], value[3]);
+      dst[1] = make_float4(value[4], value[5], value[6], value[7]);
       if (col == 0) p.partial_lse[partial] = lse2;
     }
   }

@@ -1,6 +1,7 @@
 #include "kernels/attention/decode_plan.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -90,6 +91,20 @@ absl::StatusOr<DecodePlan> PlanTensorCoreDecode(const DecodePlanInput& input) {
   plan.rows_per_block = kTensorCoreRowsPerBlock;
   plan.tensor_cores = true;
   return plan;
+}
+
+std::vector<int> DecodeSplitCandidates(int planned_splits, int max_kv_len, int forced_splits) {
+  if (forced_splits > 0) return {forced_splits};
+  const int most = std::min({kMaxDecodeSplits, std::max(1, max_kv_len / kMinTunedKvRowsPerSplit),
+                             std::max(1, planned_splits) * kMaxTunedSplitsOverPlan});
+  std::vector<int> splits;
+  for (int s = 1; s <= most; s *= 2) splits.push_back(s);
+  if (planned_splits >= 1 &&
+      std::find(splits.begin(), splits.end(), planned_splits) == splits.end()) {
+    splits.push_back(planned_splits);
+  }
+  std::sort(splits.begin(), splits.end());
+  return splits;
 }
 
 }  // namespace gpuprof::attention

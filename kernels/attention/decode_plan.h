@@ -4,6 +4,7 @@
 #define GPUPROF_KERNELS_ATTENTION_DECODE_PLAN_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -75,6 +76,18 @@ absl::StatusOr<DecodePlan> PlanDecode(const DecodePlanInput& input);
 // The tensor-core kernel's plan: one block holds all of a KV head's rows, so splits are planned
 // as for one row a block with tensor_core_blocks_per_sm resident.
 absl::StatusOr<DecodePlan> PlanTensorCoreDecode(const DecodePlanInput& input);
+
+// Tuned split counts are no shorter than this many keys (two of the tensor-core kernel's
+// tiles): below it a block spends its time on the query load and the merge.
+inline constexpr int kMinTunedKvRowsPerSplit = 32;
+// Tuned split counts go up to this multiple of the plan's own.
+inline constexpr int kMaxTunedSplitsOverPlan = 8;
+
+// Split counts TuneDecodeKernel (decode_tuning.h) tries for a kernel whose plan chose `planned_splits`: that count, and the powers
+// of two from 1 up to kMaxDecodeSplits that keep kMinTunedKvRowsPerSplit keys a split and are
+// at most kMaxTunedSplitsOverPlan x the plan's, ascending. `forced_splits` > 0 (the caller's
+// DecodeOptions::num_splits) is the only candidate.
+std::vector<int> DecodeSplitCandidates(int planned_splits, int max_kv_len, int forced_splits);
 
 }  // namespace gpuprof::attention
 

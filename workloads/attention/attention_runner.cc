@@ -140,7 +140,7 @@ class AttentionPlan final : public GpuWorkloadPlan {
       // each on this problem once and run the fastest; the trial is in the result.
       ASSIGN_OR_RETURN(const attention::DecodeTuning tuning,
                        attention::TuneDecodeKernel(problem_->problem, DecodeOptionsFor(), stream));
-      decode_kernel_ = tuning.fastest;
+      decode_options_ = tuning.Apply(DecodeOptionsFor());
       decode_tuning_ = tuning.ToString();
     }
     return absl::StrCat(problem_->layout.num_pages, " pages of ", shape_.page_size, " tokens, ",
@@ -159,10 +159,8 @@ class AttentionPlan final : public GpuWorkloadPlan {
     }
     if (cudnn_backend_) return cudnn_->Run(stream);
     if (decode_) {
-      attention::DecodeOptions options = DecodeOptionsFor();
-      options.kernel = decode_kernel_;
       ASSIGN_OR_RETURN(const attention::DecodeLaunchInfo info,
-                       attention::LaunchDecode(problem_->problem, options, stream));
+                       attention::LaunchDecode(problem_->problem, decode_options_, stream));
       launch_description_ = info.ToString();
       return absl::OkStatus();
     }
@@ -277,8 +275,8 @@ class AttentionPlan final : public GpuWorkloadPlan {
   std::unique_ptr<attention::CudnnAttention> cudnn_;  // after problem_: freed before it
   DeviceBuffer workspace_;
   size_t workspace_bytes_ = 0;
-  attention::DecodeKernelChoice decode_kernel_ = attention::DecodeKernelChoice::kAuto;
-  std::string decode_tuning_;  // each kernel's trial time and the pick
+  attention::DecodeOptions decode_options_;  // the tuned kernel and split count
+  std::string decode_tuning_;                // each candidate's trial time and the pick
   mutable std::string launch_description_;
 };
 
