@@ -136,8 +136,8 @@ def run_decode_grid(ours_csv, table_path):
             fmt = lambda t: "-" if t is None else f"{t:.1f}"
             ratio = f"{valid[best] / our_us:.2f}x" if best else "-"
             out.append(f"| {group} | {batch} | {kv_len} | {our_us:.1f} | {our_pct:.1f}% | "
-                       f"{kernel} | {fmt(times['flash'])} | {fmt(times['cudnn'])} | "
-                       f"{fmt(times['efficient'])} | {best or '-'} | {ratio} |")
+                       f"{kernel} | {fmt(times.get('flash'))} | {fmt(times.get('cudnn'))} | "
+                       f"{fmt(times.get('efficient'))} | {best or '-'} | {ratio} |")
             del q
         print(f"  done b{batch} kv={kv_len}", flush=True)
         del k, v
@@ -156,7 +156,15 @@ def main():
     parser.add_argument("--decode-grid", action="store_true")
     parser.add_argument("--ours", default="")
     parser.add_argument("--flush", choices=["read", "write"], default="read")
+    parser.add_argument("--backends", default="flash,cudnn,efficient",
+                        help="comma-separated SDPA backends to time (the full decode grid: "
+                        "efficient, never the best there, takes most of the time)")
     args = parser.parse_args()
+    chosen = args.backends.split(",")
+    unknown = [b for b in chosen if b not in dict(BACKENDS)]
+    if unknown:
+        parser.error(f"--backends: unknown {unknown}; allowed: flash, cudnn, efficient")
+    BACKENDS[:] = [b for b in BACKENDS if b[0] in chosen]
     if args.decode_grid:
         torch.manual_seed(0)
         run_decode_grid(args.ours, args.table)
