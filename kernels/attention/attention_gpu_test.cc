@@ -174,10 +174,19 @@ TEST_P(DecodeGpuTest, MatchesReference) {
   ASSERT_OK_AND_ASSIGN(workspace, DeviceBuffer::Allocate(std::max<size_t>(workspace_bytes, 16)));
   const int rows = c.num_qo_heads / c.num_kv_heads *
                    *std::max_element(c.q_lens.begin(), c.q_lens.end());
+  // Every kernel forced, and the plan's choice with the merge launched after the split kernel
+  // (as on GPUs without programmatic launches) as well as overlapping it.
+  struct Variant {
+    DecodeKernelChoice kernel;
+    bool overlap_merge;
+  };
   for (int splits : c.splits) {
-    for (DecodeKernelChoice kernel : {DecodeKernelChoice::kAuto, DecodeKernelChoice::kPlain,
-                                      DecodeKernelChoice::kPrefetch,
-                                      DecodeKernelChoice::kTensorCores}) {
+    for (const Variant& variant : {Variant{DecodeKernelChoice::kAuto, true},
+                                   Variant{DecodeKernelChoice::kPlain, true},
+                                   Variant{DecodeKernelChoice::kPrefetch, true},
+                                   Variant{DecodeKernelChoice::kTensorCores, true},
+                                   Variant{DecodeKernelChoice::kAuto, false}}) {
+      const DecodeKernelChoice kernel = variant.kernel;
       if (kernel == DecodeKernelChoice::kTensorCores &&
           (c.head_dim > 128 || rows > kTensorCoreRowsPerBlock)) {
         continue;  // outside the tensor-core kernel's shapes
@@ -188,33 +197,22 @@ TEST_P(DecodeGpuTest, MatchesReference) {
                                               {.num_splits = splits,
                                                .workspace = workspace.data(),
                                                .workspace_bytes = workspace.bytes(),
-                                               .kernel = kernel},
+                                               .kernel = kernel,
+                                               .overlap_merge = variant.overlap_merge},
                                               stream_.get()));
       ASSERT_OK(stream_.Synchronize());
       if (kernel != DecodeKernelChoice::kAuto) {
         EXPECT_EQ(info.plan.prefetch, kernel == DecodeKernelChoice::kPrefetch);
         EXPECT_EQ(info.plan.tensor_cores, kernel == DecodeKernelChoice::kTensorCores);
       }
+      if (!variant.overlap_merge) EXPECT_FALSE(info.merge_overlapped);
       if (splits > 0) {
         EXPECT_EQ(info.plan.num_splits, std::min(splits, d.problem.lengths.max_kv_len()));
       }
-      ExpectMatchesReference(
-          d, absl::StrCat(c.name, " requested splits ", splits, " (", info.ToString(), ")"));
+      ExpectMatchesReference(d, absl::StrCat(c.name, " requested splits ", splits,
+                                             variant.overlap_merge ? "" : ", merge after", " (",
+                                             info.ToString(), ")"));
     }
-    // The merge launched after the split kernel, as on GPUs without programmatic launches.
-    ASSERT_OK(PoisonBuffer(d.out, stream_.get()));
-    ASSERT_OK(PoisonBuffer(d.out_lse, stream_.get()));
-    ASSERT_OK_AND_ASSIGN(info, LaunchDecode(d.problem,
-                                            {.num_splits = splits,
-                                             .workspace = workspace.data(),
-                                             .workspace_bytes = workspace.bytes(),
-                                             .overlap_merge = false},
-                                            stream_.get()));
-    ASSERT_OK(stream_.Synchronize());
-    EXPECT_FALSE(info.merge_overlapped);
-    ExpectMatchesReference(
-        d, absl::StrCat(c.name, " requested splits ", splits, ", merge after (", info.ToString(),
-                        ")"));
   }
 
   // Tuning times every kernel that takes the shape, each at its split candidates, and names
