@@ -48,7 +48,7 @@ std::string DriverErrorText(CUresult result, bool want_name) {
 }  // namespace
 
 absl::Status GpuLibraryError(absl::StatusCode code, std::string_view error_text,
-                             std::string_view what, std::source_location location) {
+                             std::string_view what, CallSite location) {
   return absl::Status(code, absl::StrCat(AsAbsl(what), " failed: ", AsAbsl(error_text), " [",
                                          location.file_name(), ":", location.line(), "]"));
 }
@@ -177,7 +177,7 @@ bool IsStickyCuResult(CUresult result) {
   }
 }
 
-absl::Status CudaStatus(cudaError_t error, std::string_view what, std::source_location location) {
+absl::Status CudaStatus(cudaError_t error, std::string_view what, CallSite location) {
   if (error == cudaSuccess) return absl::OkStatus();
   // cudaGetErrorName/String are pure lookups in cudart: they work without a driver.
   std::string text = absl::StrCat(cudaGetErrorName(error), " (", cudaGetErrorString(error), ")");
@@ -230,7 +230,7 @@ std::string CuResultName(CUresult result) {
   return absl::StrCat("CUresult ", static_cast<int>(result));
 }
 
-absl::Status CuStatus(CUresult result, std::string_view what, std::source_location location) {
+absl::Status CuStatus(CUresult result, std::string_view what, CallSite location) {
   if (result == CUDA_SUCCESS) return absl::OkStatus();
   std::string text = CuResultName(result);
   if (std::string description = DriverErrorText(result, /*want_name=*/false);
@@ -277,12 +277,12 @@ void LogStatusToStderr(const absl::Status& status) {
   }
 }
 
-void LogIfCudaError(cudaError_t error, std::string_view what, std::source_location location) {
+void LogIfCudaError(cudaError_t error, std::string_view what, CallSite location) {
   if (error == cudaSuccess) return;
   LogStatusToStderr(CudaStatus(error, what, location));
 }
 
-void LogIfCuError(CUresult result, std::string_view what, std::source_location location) {
+void LogIfCuError(CUresult result, std::string_view what, CallSite location) {
   if (result == CUDA_SUCCESS) return;
   LogStatusToStderr(CuStatus(result, what, location));
 }

@@ -11,11 +11,11 @@
 #include <cuda_runtime_api.h>
 
 #include <optional>
-#include <source_location>
 #include <string>
 #include <string_view>
 
 #include "absl/status/status.h"
+#include "common/call_site.h"
 #include "common/status_macros.h"
 
 namespace gpuprof {
@@ -23,7 +23,7 @@ namespace gpuprof {
 // Builds "<what> failed: <error_text> [<file>:<line>]" with `code`. Shared by every GPU
 // library's converter so that their messages read alike.
 absl::Status GpuLibraryError(absl::StatusCode code, std::string_view error_text,
-                             std::string_view what, std::source_location location);
+                             std::string_view what, CallSite location);
 
 // cudaErrorMemoryAllocation -> RESOURCE_EXHAUSTED, no device / driver -> FAILED_PRECONDITION,
 // bad arguments -> INVALID_ARGUMENT, anything else -> INTERNAL.
@@ -34,13 +34,13 @@ absl::StatusCode CuResultToStatusCode(CUresult result);
 // cudaErrorMemoryAllocation (out of memory) [kernels/store.cc:42]". The cudaError_t travels
 // in the status as a payload, so CudaErrorFromStatus can recover it further up.
 absl::Status CudaStatus(cudaError_t error, std::string_view what,
-                        std::source_location location = std::source_location::current());
+                        CallSite location = CallSite::Current());
 
 // The driver API's CUresult. libcuda is never linked (machines without a GPU lack it), so the
 // name comes from a table of common codes, or from cuGetErrorName when the process has already
 // loaded libcuda; otherwise only the number is shown.
 absl::Status CuStatus(CUresult result, std::string_view what,
-                      std::source_location location = std::source_location::current());
+                      CallSite location = CallSite::Current());
 
 // Name of a CUresult such as "CUDA_ERROR_OUT_OF_MEMORY", or "CUresult 12345" when unknown.
 std::string CuResultName(CUresult result);
@@ -61,9 +61,9 @@ bool IsStickyCudaError(const absl::Status& status);
 
 // For destructors and other places that cannot return a status: writes the error to stderr.
 void LogIfCudaError(cudaError_t error, std::string_view what,
-                    std::source_location location = std::source_location::current());
+                    CallSite location = CallSite::Current());
 void LogIfCuError(CUresult result, std::string_view what,
-                  std::source_location location = std::source_location::current());
+                  CallSite location = CallSite::Current());
 
 // Writes a non-OK status to stderr, one line, prefixed "gpuprof: ". Never throws.
 void LogStatusToStderr(const absl::Status& status);

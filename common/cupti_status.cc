@@ -52,7 +52,7 @@ absl::StatusCode CuptiResultToStatusCode(CUptiResult result) {
   }
 }
 
-absl::Status CuptiStatus(CUptiResult result, std::string_view what, std::source_location location) {
+absl::Status CuptiStatus(CUptiResult result, std::string_view what, CallSite location) {
   if (result == CUPTI_SUCCESS) return absl::OkStatus();
   const char* name = nullptr;
   std::string text;
@@ -70,7 +70,7 @@ absl::Status CuptiStatus(CUptiResult result, std::string_view what, std::source_
   return GpuLibraryError(CuptiResultToStatusCode(result), text, what, location);
 }
 
-void LogIfCuptiError(CUptiResult result, std::string_view what, std::source_location location) {
+void LogIfCuptiError(CUptiResult result, std::string_view what, CallSite location) {
   if (result == CUPTI_SUCCESS) return;
   LogStatusToStderr(CuptiStatus(result, what, location));
 }

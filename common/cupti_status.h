@@ -4,10 +4,10 @@
 
 #include <cupti_result.h>
 
-#include <source_location>
 #include <string_view>
 
 #include "absl/status/status.h"
+#include "common/call_site.h"
 #include "common/cuda_status.h"
 
 namespace gpuprof {
@@ -16,10 +16,10 @@ absl::StatusCode CuptiResultToStatusCode(CUptiResult result);
 
 // OK for CUPTI_SUCCESS; otherwise "<what> failed: CUPTI_ERROR_... (<description>) [file:line]".
 absl::Status CuptiStatus(CUptiResult result, std::string_view what,
-                         std::source_location location = std::source_location::current());
+                         CallSite location = CallSite::Current());
 
 void LogIfCuptiError(CUptiResult result, std::string_view what,
-                     std::source_location location = std::source_location::current());
+                     CallSite location = CallSite::Current());
 
 }  // namespace gpuprof
 

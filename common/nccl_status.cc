@@ -47,7 +47,7 @@ std::string NcclResultName(ncclResult_t result) {
   }
 }
 
-absl::Status NcclStatus(ncclResult_t result, std::string_view what, std::source_location location) {
+absl::Status NcclStatus(ncclResult_t result, std::string_view what, CallSite location) {
   if (result == ncclSuccess) return absl::OkStatus();
   std::string text = absl::StrCat(NcclResultName(result), " (", ncclGetErrorString(result));
   // The argument is unused by NCCL today; the last error is per process.
@@ -57,7 +57,7 @@ absl::Status NcclStatus(ncclResult_t result, std::string_view what, std::source_
   return GpuLibraryError(NcclResultToStatusCode(result), text, what, location);
 }
 
-void LogIfNcclError(ncclResult_t result, std::string_view what, std::source_location location) {
+void LogIfNcclError(ncclResult_t result, std::string_view what, CallSite location) {
   if (result == ncclSuccess) return;
   LogStatusToStderr(NcclStatus(result, what, location));
 }

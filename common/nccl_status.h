@@ -4,11 +4,11 @@
 
 #include <nccl.h>
 
-#include <source_location>
 #include <string>
 #include <string_view>
 
 #include "absl/status/status.h"
+#include "common/call_site.h"
 #include "common/cuda_status.h"
 
 namespace gpuprof {
@@ -22,10 +22,10 @@ std::string NcclResultName(ncclResult_t result);
 // [file:line]". NCCL's last-error text (ncclGetLastError) names the underlying cause, such as
 // the CUDA or socket call that failed, so it is included when present.
 absl::Status NcclStatus(ncclResult_t result, std::string_view what,
-                        std::source_location location = std::source_location::current());
+                        CallSite location = CallSite::Current());
 
 void LogIfNcclError(ncclResult_t result, std::string_view what,
-                    std::source_location location = std::source_location::current());
+                    CallSite location = CallSite::Current());
 
 }  // namespace gpuprof
 

@@ -26,14 +26,14 @@ absl::StatusCode NvrtcResultToStatusCode(nvrtcResult result) {
   }
 }
 
-absl::Status NvrtcStatus(nvrtcResult result, std::string_view what, std::source_location location) {
+absl::Status NvrtcStatus(nvrtcResult result, std::string_view what, CallSite location) {
   if (result == NVRTC_SUCCESS) return absl::OkStatus();
   // nvrtcGetErrorString returns the enumerator's name, e.g. "NVRTC_ERROR_COMPILATION".
   return GpuLibraryError(NvrtcResultToStatusCode(result), nvrtcGetErrorString(result), what,
                          location);
 }
 
-void LogIfNvrtcError(nvrtcResult result, std::string_view what, std::source_location location) {
+void LogIfNvrtcError(nvrtcResult result, std::string_view what, CallSite location) {
   if (result == NVRTC_SUCCESS) return;
   LogStatusToStderr(NvrtcStatus(result, what, location));
 }

@@ -5,10 +5,10 @@
 
 #include <nvrtc.h>
 
-#include <source_location>
 #include <string_view>
 
 #include "absl/status/status.h"
+#include "common/call_site.h"
 #include "common/cuda_status.h"
 
 namespace gpuprof {
@@ -17,10 +17,10 @@ absl::StatusCode NvrtcResultToStatusCode(nvrtcResult result);
 
 // OK for NVRTC_SUCCESS; otherwise "<what> failed: NVRTC_ERROR_... [file:line]".
 absl::Status NvrtcStatus(nvrtcResult result, std::string_view what,
-                         std::source_location location = std::source_location::current());
+                         CallSite location = CallSite::Current());
 
 void LogIfNvrtcError(nvrtcResult result, std::string_view what,
-                     std::source_location location = std::source_location::current());
+                     CallSite location = CallSite::Current());
 
 }  // namespace gpuprof
 

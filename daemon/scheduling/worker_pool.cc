@@ -98,7 +98,8 @@ WorkerGroup WorkerPool::Reserve(const std::string& experiment_id, const std::vec
 
 StartedWorkers WorkerPool::StartReserved(const WorkerGroup& group) const {
   StartedWorkers started;
-  for (const auto& [id, launch] : group.to_start) {
+  for (const auto& [binding_id, launch] : group.to_start) {
+    const auto id = binding_id;  // clang 14 cannot capture a structured binding (C++20 can)
     started.push_back(WorkerProcess::Start(
         launch,
         [this, id](const worker_protocol::WorkerReport& report) { on_report_(id, report); },

@@ -321,7 +321,7 @@ TEST_F(ServerLimitsTest, ConnectionsOverTheCapAreRefusedAndMemoryStaysBounded) {
               static_cast<long long>(rss_after_kib), kMoreAttempts);
   // AddressSanitizer's redzones and quarantine make every allocation dearer: about 155 KiB a
   // connection was seen under --config=asan against 17 KiB in the shipped build.
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(GPUPROF_ASAN_BUILD)  // .bazelrc, --config=asan
   constexpr int64_t kMemoryScale = 4;
 #else
   constexpr int64_t kMemoryScale = 1;

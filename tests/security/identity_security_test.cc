@@ -39,7 +39,7 @@ using ::testing::Not;
 
 // How long a victim's request may take while the box is under attack. A CLI run is a process
 // start plus a connection plus the call; sanitizers slow the start.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if defined(GPUPROF_ASAN_BUILD) || defined(GPUPROF_TSAN_BUILD)
 constexpr absl::Duration kAnsweredWithin = absl::Seconds(3);
 #else
 constexpr absl::Duration kAnsweredWithin = absl::Seconds(1);

@@ -37,7 +37,7 @@ using ::testing::Not;
 
 // How long a victim's watch may take to show its first event during the flood: a CLI process
 // start, a connection and the replay. Sanitizers slow the start.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if defined(GPUPROF_ASAN_BUILD) || defined(GPUPROF_TSAN_BUILD)
 constexpr absl::Duration kAnsweredWithin = absl::Seconds(3);
 #else
 constexpr absl::Duration kAnsweredWithin = absl::Seconds(1);
