@@ -5,7 +5,9 @@
 //
 //   copy_workloads_benchmark --out=ours.jsonl [--quick] [--tokens=16384,65536]
 //   copy_workloads_benchmark --tune [--tune-hidden=1536,2048] [--tune-tokens=4096]
-//       [--tune-threads=0,128,512] [--tune-splits=0,1,2] [--tune-cold=0] [--tune-vocab=128256]
+//       [--tune-threads=0,128,512] [--tune-splits=0,1,2,-1] [--tune-cold=0] [--tune-vocab=128256]
+// A negative split -k gives each lane k 16-byte vectors of a bf16 row (skipped where it does
+// not divide).
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -141,7 +143,8 @@ int Main(int argc, char** argv) {
     values.clear();
     for (absl::string_view item : absl::StrSplit(arg + length, ',')) {
       int64_t value = 0;
-      if (!absl::SimpleAtoi(item, &value) || value < 0) {
+      const bool negative_allowed = std::strcmp(flag, "--tune-splits=") == 0;
+      if (!absl::SimpleAtoi(item, &value) || (value < 0 && !negative_allowed)) {
         std::fprintf(stderr, "%s: bad value '%s'; want non-negative integers\n", flag,
                      std::string(item).c_str());
         return false;
@@ -209,6 +212,14 @@ int Main(int argc, char** argv) {
             for (int64_t splits : tune_splits) {
               // The automatic choice once per shape, not once per pairing with a fixed value.
               if ((threads == 0) != (splits == 0)) continue;
+              // -k: as many warps a row as give each lane k 16-byte vectors.
+              int64_t row_splits = splits;
+              if (splits < 0) {
+                const int64_t lane_bytes = 32 * 16 * -splits;
+                const int64_t row_bytes = hidden * 2;
+                if (row_bytes % lane_bytes != 0) continue;
+                row_splits = row_bytes / lane_bytes;
+              }
               api::ExperimentRequest request;
               auto& index = *request.mutable_index();
               index.set_num_tokens(tokens);
@@ -216,7 +227,7 @@ int Main(int argc, char** argv) {
               index.set_hidden_dim(hidden);
               index.set_dtype(api::DATA_TYPE_BF16);
               index.set_threads(static_cast<int>(threads));
-              index.set_num_splits(static_cast<int>(splits));
+              index.set_num_splits(static_cast<int>(row_splits));
               index.set_seed(tokens);
               *request.mutable_measurement() = Options(/*graph=*/true, cold != 0);
               const auto result = RunIndex(request, inventory, quiet);

@@ -66,11 +66,11 @@ template <int kBytes>
 __device__ __forceinline__ typename VectorOf<kBytes>::type LoadOnce(const void* address) {
   typename VectorOf<kBytes>::type value;
   if constexpr (kBytes == 16) {
-    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+    asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];"
                  : "=r"(value.x), "=r"(value.y), "=r"(value.z), "=r"(value.w)
                  : "l"(address));
   } else if constexpr (kBytes == 8) {
-    asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];"
+    asm volatile("ld.global.nc.v2.u32 {%0, %1}, [%2];"
                  : "=r"(value.x), "=r"(value.y)
                  : "l"(address));
   } else {

@@ -57,11 +57,11 @@ struct Vector<1> {
 };
 using Vec = Vector<kVecBytes>::type;
 
-// The table is read once per launch: the read-only path, without allocating in L1.
+// The table is read once per launch: the read-only path (an L1::no_allocate hint made it slower).
 __device__ __forceinline__ Vec LoadOnce(const Vec* address) {
   Vec value;
   if constexpr (kVecBytes == 16) {
-    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+    asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];"
                  : "=r"(value.x), "=r"(value.y), "=r"(value.z), "=r"(value.w)
                  : "l"(address));
   } else {

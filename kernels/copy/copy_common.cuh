@@ -39,16 +39,18 @@ struct VectorOf<1> {
   using type = unsigned char;
 };
 
-// Read-only, read-once data: the non-coherent path, and no L1 allocation.
+// Read-only data: the non-coherent path. No L1::no_allocate hint: on an H200 it made the
+// gather 5-20% slower (L2-resident 3-32 KiB rows most, 64Ki tokens 4-6%) and the store 2-4%
+// (docs/benchmarks/RESULTS.md, "The loads' L1 hint").
 template <int kBytes>
 __device__ __forceinline__ typename VectorOf<kBytes>::type LoadOnce(const void* address) {
   typename VectorOf<kBytes>::type value;
   if constexpr (kBytes == 16) {
-    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+    asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];"
                  : "=r"(value.x), "=r"(value.y), "=r"(value.z), "=r"(value.w)
                  : "l"(address));
   } else if constexpr (kBytes == 8) {
-    asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];"
+    asm volatile("ld.global.nc.v2.u32 {%0, %1}, [%2];"
                  : "=r"(value.x), "=r"(value.y)
                  : "l"(address));
   } else {

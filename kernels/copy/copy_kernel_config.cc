@@ -16,8 +16,6 @@ const char* FieldPrefix(CopyKernelKind kind) {
   return kind == CopyKernelKind::kIndex ? "index" : "store";
 }
 
-bool IsPowerOfTwo(int64_t value) { return value > 0 && (value & (value - 1)) == 0; }
-
 // Splits whose slices are whole vectors and give every lane of a warp at least one vector.
 bool SplitFits(int64_t row_bytes, int splits) {
   if (row_bytes % splits != 0) return false;
@@ -51,11 +49,10 @@ absl::StatusOr<CopyKernelConfig> ChooseCopyKernelConfig(const CopyKernelRequest&
   config.masked = request.kind == CopyKernelKind::kIndex && request.masked;
   config.fused_kv = request.kind == CopyKernelKind::kStore && request.fused_kv;
   if (request.num_splits != 0) {
-    if (!IsPowerOfTwo(request.num_splits) || request.num_splits > kMaxSplits ||
+    if (request.num_splits < 1 || request.num_splits > kMaxSplits ||
         request.row_bytes % request.num_splits != 0) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "%s.num_splits: got %d; must be a power of two <= %d that divides the row of %d "
-          "bytes",
+          "%s.num_splits: got %d; must be in [1, %d] and divide the row of %d bytes",
           prefix, request.num_splits, kMaxSplits, request.row_bytes));
     }
     config.num_splits = request.num_splits;
@@ -64,7 +61,7 @@ absl::StatusOr<CopyKernelConfig> ChooseCopyKernelConfig(const CopyKernelRequest&
     // least one vector. Many tokens: whole rows per warp, the longest runs of loads.
     const int64_t target_warps = int64_t{kTargetWarpsPerSm} * std::max(request.sm_count, 1);
     config.num_splits = 1;
-    while (config.num_splits < kMaxSplits &&
+    while (config.num_splits < kMaxAutoSplits &&
            request.num_tokens * config.num_splits < target_warps &&
            SplitFits(request.row_bytes, config.num_splits * 2)) {
       config.num_splits *= 2;
@@ -132,17 +129,9 @@ absl::StatusOr<std::string> CopyKernelNameExpression(const CopyKernelConfig& con
       return absl::InvalidArgumentError(absl::StrFormat(
           "%s vector width: got %d bytes; must be 1, 2, 4, 8 or 16", prefix, config.vec_bytes));
   }
-  switch (config.num_splits) {
-    case 1:
-    case 2:
-    case 4:
-    case 8:
-    case 16:
-    case 32:
-      break;
-    default:
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "%s.num_splits: got %d; must be 1, 2, 4, 8, 16 or 32", prefix, config.num_splits));
+  if (config.num_splits < 1 || config.num_splits > kMaxSplits) {
+    return absl::InvalidArgumentError(absl::StrFormat("%s.num_splits: got %d; must be in [1, %d]",
+                                                      prefix, config.num_splits, kMaxSplits));
   }
   if (config.row_bytes < 1 || config.row_bytes > kMaxRowBytes ||
       config.row_bytes % (int64_t{config.num_splits} * config.vec_bytes) != 0) {

@@ -64,7 +64,10 @@ inline constexpr int64_t kLargeBatchMaxRowBytes = 2048;
 inline constexpr int64_t kSplitRowMaxBytes = 8192;
 inline constexpr int kMediumRowSplits = 4;
 inline constexpr int kMediumRowThreadsPerBlock = 256;
-inline constexpr int kMaxSplits = 32;
+// Warps a row may be split over when asked for (a 64 KiB row at one 16-byte vector a lane)...
+inline constexpr int kMaxSplits = 128;
+// ... and when chosen automatically (the choices RESULTS.md measured).
+inline constexpr int kMaxAutoSplits = 32;
 // The automatic split count adds warps until about this many per multiprocessor exist.
 inline constexpr int kTargetWarpsPerSm = 16;
 

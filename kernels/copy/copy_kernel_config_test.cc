@@ -124,9 +124,12 @@ TEST(ChooseCopyKernelConfigTest, ExplicitChoicesAreCheckedAndKept) {
   EXPECT_EQ(config->max_occupancy, 4);
   EXPECT_TRUE(config->use_pdl);
 
+  // Any count up to kMaxSplits that divides the row, powers of two or not.
+  request.num_splits = 16;
+  EXPECT_TRUE(ChooseCopyKernelConfig(request).ok());
   request.num_splits = 3;
   EXPECT_THAT(ChooseCopyKernelConfig(request).status().message(),
-              HasSubstr("index.num_splits: got 3; must be a power of two"));
+              HasSubstr("index.num_splits: got 3; must be in [1, 128] and divide the row"));
   request.num_splits = 0;
   request.threads = 100;
   EXPECT_THAT(ChooseCopyKernelConfig(request).status().message(),
@@ -166,8 +169,9 @@ TEST(CopyKernelNameExpressionTest, RefusesValuesNoTemplateTakes) {
   EXPECT_THAT(CopyKernelNameExpression(config).status().message(),
               HasSubstr("vector width: got 12 bytes"));
   config.vec_bytes = 16;
-  config.num_splits = 64;
-  EXPECT_THAT(CopyKernelNameExpression(config).status().message(), HasSubstr("num_splits: got 64"));
+  config.num_splits = 256;
+  EXPECT_THAT(CopyKernelNameExpression(config).status().message(),
+              HasSubstr("num_splits: got 256; must be in [1, 128]"));
   config.num_splits = 4;
   config.row_bytes = 8200;  // 8200 / 4 = 2050 bytes: not whole 16-byte vectors
   EXPECT_THAT(CopyKernelNameExpression(config).status().message(),

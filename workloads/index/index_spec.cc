@@ -16,8 +16,9 @@ namespace {
 namespace v1 = ::gpuprof::v1;
 
 // Limits of the index/store kernels (kernels/copy/copy_kernel_config.h): threads per block when
-// unset and threads an SM holds.
+// unset, warps that may share a row, and threads an SM holds.
 constexpr int kDefaultKernelThreads = 128;
+constexpr int kMaxIndexSplits = 128;
 constexpr int kMaxThreadsPerSm = 2048;
 const std::vector<v1::DataType> kFloatTypes = {v1::DATA_TYPE_FP32, v1::DATA_TYPE_FP16,
                                                v1::DATA_TYPE_BF16};
@@ -43,8 +44,7 @@ absl::Status ValidateIndexSpec(const v1::IndexSpec& spec, int64_t gpu_memory) {
   RETURN_IF_ERROR(CheckRange("index.vocab_size", spec.vocab_size(), 1, int64_t{1} << 24));
   RETURN_IF_ERROR(CheckRange("index.hidden_dim", spec.hidden_dim(), 1, 65536));
   RETURN_IF_ERROR(CheckDataType("index.dtype", spec.dtype(), kFloatTypes));
-  RETURN_IF_ERROR(CheckRange("index.num_splits", spec.num_splits(), 0, 32));
-  RETURN_IF_ERROR(CheckPowerOfTwo("index.num_splits", spec.num_splits()));
+  RETURN_IF_ERROR(CheckRange("index.num_splits", spec.num_splits(), 0, kMaxIndexSplits));
   RETURN_IF_ERROR(CheckRange("index.threads", spec.threads(), 0, 1024));
   if (spec.threads() % 32 != 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
