@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""PyTorch's peers beside the points of index and store sweeps run through gpuprofd, on the
-same GPU in the same run.
+"""PyTorch's peers beside the points of index, store and decode-attention sweeps run through
+gpuprofd, on the same GPU in the same run.
 
   sweep_torch_peers.py --gpuprof .carry/bin/gpuprof --target unix:/path/sock \
       --sweep swp-000001 [--sweep swp-000002 ...] --out-dir DIR
@@ -9,6 +9,10 @@ Reads each sweep's points (`gpuprof sweep get ID --json`) and the GPU's measured
 bandwidth (`gpuprof gpus --json`), writes them as rows of torch_copy_peers.py (DIR/ours.jsonl),
 and runs it: DIR/merged.jsonl and DIR/table.md hold ours, torch's best, the ratios and the
 % of copy bandwidth of both. Sweeps should time in graph mode (`--graph 20`) as the peers do.
+
+Decode points (8 KV heads, d128, bf16; `--backend gpuprof,cudnn` for our cuDNN backend beside
+our kernels) go to kernels/attention/torch_attention_peers.py --decode-grid instead, timed with
+the L2 flushed as the daemon's `--l2 cold` does: DIR/decode_ours.csv and DIR/decode_table.md.
 """
 import argparse
 import json
@@ -17,6 +21,9 @@ import subprocess
 import sys
 
 DTYPE_NAMES = {"DATA_TYPE_BF16": "bf16", "DATA_TYPE_FP16": "fp16", "DATA_TYPE_FP32": "fp32"}
+BACKEND_NAMES = {"ATTENTION_BACKEND_GPUPROF": "gpuprof", "ATTENTION_BACKEND_CUDNN": "cudnn"}
+# The decode layout torch_attention_peers.py's grid times (8 KV heads, d128, bf16).
+ATTENTION_KV_HEADS, ATTENTION_HEAD_DIM = 8, 128
 PATTERN_NAMES = {"SLOT_PATTERN_SEQUENTIAL": "sequential", "SLOT_PATTERN_RANDOM": "random",
                  "SLOT_PATTERN_SORTED": "sorted"}
 
@@ -48,6 +55,20 @@ def row_for(experiment, gpus):
                    pattern=PATTERN_NAMES[spec.get("slotPattern", "SLOT_PATTERN_SEQUENTIAL")],
                    launch="separate" if spec.get("launch") == "STORE_LAUNCH_SEPARATE_KV"
                    else "fused")
+    elif request.get("attention", {}).get("phase") == "ATTENTION_PHASE_DECODE":
+        spec = request["attention"]
+        if int(spec.get("numKvHeads", 0)) != ATTENTION_KV_HEADS or \
+                int(spec.get("headDim", 0)) != ATTENTION_HEAD_DIM or \
+                spec.get("dtype") != "DATA_TYPE_BF16":
+            return None  # torch_attention_peers.py times only its own head layout
+        row.update(kind="decode", group=int(spec["numQoHeads"]) // ATTENTION_KV_HEADS,
+                   batch=int(spec["batchSize"]), kv=int(spec["kvLen"]),
+                   backend=BACKEND_NAMES.get(spec.get("backend"), "gpuprof"),
+                   l2=measurement.get("l2Mode", ""))
+        tuning = result.get("kernelConfig", {}).get("decode_tuning", "")
+        # "... : tensor_cores x16 (planned x4)": the pick follows the last colon.
+        row["kernel"] = tuning.rsplit(": ", 1)[-1] if tuning else \
+            result.get("kernelConfig", {}).get("launch", "")
     else:
         return None
     if experiment.get("state") != "FINISHED" or not measurement:
@@ -81,14 +102,57 @@ def main():
             row = row_for(experiment, gpus)
             if row is not None:
                 rows.append(row)
-    ours = os.path.join(args.out_dir, "ours.jsonl")
-    with open(ours, "w") as out:
-        for row in rows:
-            out.write(json.dumps(row) + "\n")
-    peers = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_copy_peers.py")
-    return subprocess.run([sys.executable, peers, "--ours", ours,
-                           "--out", os.path.join(args.out_dir, "merged.jsonl"),
-                           "--table", os.path.join(args.out_dir, "table.md")]).returncode
+    here = os.path.dirname(os.path.abspath(__file__))
+    status = 0
+    copy_rows = [row for row in rows if row["kind"] != "decode"]
+    if copy_rows:
+        ours = os.path.join(args.out_dir, "ours.jsonl")
+        with open(ours, "w") as out:
+            for row in copy_rows:
+                out.write(json.dumps(row) + "\n")
+        status |= subprocess.run([sys.executable, os.path.join(here, "torch_copy_peers.py"),
+                                  "--ours", ours,
+                                  "--out", os.path.join(args.out_dir, "merged.jsonl"),
+                                  "--table", os.path.join(args.out_dir, "table.md")]).returncode
+    decode_rows = [row for row in rows if row["kind"] == "decode"]
+    if decode_rows:
+        status |= run_decode_peers(decode_rows, args.out_dir, here)
+    return status
+
+
+def run_decode_peers(rows, out_dir, here):
+    """Writes the decode points as the CSV torch_attention_peers.py --decode-grid reads (our
+    kernels' rows, our cuDNN backend's time beside them when the sweep had it) and runs it."""
+    cudnn = {(r["group"], r["batch"], r["kv"]): r for r in rows
+             if r["backend"] == "cudnn" and "median_us" in r}
+    ours = [r for r in rows if r["backend"] == "gpuprof"]
+    failed = [r for r in rows if "median_us" not in r or not r.get("verified")]
+    for r in failed:
+        print(f"decode point {r['experiment']} ({r['backend']} group {r['group']} batch "
+              f"{r['batch']} kv {r['kv']}): {r.get('error', 'not verified')}", file=sys.stderr)
+    ours = [r for r in ours if "median_us" in r]
+    if not ours:
+        return 1
+    if not all(r["l2"] == "L2_MODE_COLD" for r in ours):
+        print("decode points must be timed with --l2 cold: the peers flush the L2 before every "
+              "call", file=sys.stderr)
+        return 1
+    csv = os.path.join(out_dir, "decode_ours.csv")
+    with open(csv, "w") as out:
+        out.write(f"copy_gbs,{ours[0]['copy_gbps']}\n")
+        # The daemon's cold L2 is a read of twice the L2 before every sample, as the peers'.
+        out.write("flush,read\n")
+        out.write("group,batch,kv,us,gbs,pct_copy,kernel,cudnn_backend_us\n")
+        for r in sorted(ours, key=lambda r: (r["batch"], r["kv"], r["group"])):
+            theirs = cudnn.get((r["group"], r["batch"], r["kv"]))
+            out.write(f"{r['group']},{r['batch']},{r['kv']},{r['median_us']},{r['gbps']},"
+                      f"{r['pct_copy']},{r['kernel'].replace(',', ';')},"
+                      f"{theirs['median_us'] if theirs else ''}\n")
+    peers = os.path.join(here, "..", "kernels", "attention", "torch_attention_peers.py")
+    status = subprocess.run([sys.executable, peers, "--decode-grid", "--backends=flash,cudnn",
+                             "--ours", csv,
+                             "--table", os.path.join(out_dir, "decode_table.md")]).returncode
+    return status or (1 if failed else 0)
 
 
 if __name__ == "__main__":

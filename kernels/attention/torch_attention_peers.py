@@ -16,7 +16,8 @@ minimum, so its GB/s is comparable); the table says so.
   python3 torch_attention_peers.py --decode-grid --ours ours.csv [--table PATH]
 
 --decode-grid: decode (8 KV heads x GQA group, d128, bf16, q_len 1) at every shape of the CSV
-that `attention_benchmark --decode-grid --csv=ours.csv` wrote, each backend timed over 10
+that `attention_benchmark --decode-grid --csv=ours.csv` (or bench/sweep_torch_peers.py, from a
+daemon sweep) wrote, each backend timed over 10
 flushed calls (flushed as the CSV's own rows were), printed beside our tuned kernel: ours /
 best PyTorch backend (> 1: ours faster) and ours as % of the copy the C++ benchmark measured.
 K/V are made once per (batch, length) and shared by the groups; the expanded retry is skipped
@@ -94,17 +95,20 @@ def run_decode_grid(ours_csv, table_path):
     ours = []
     for fields in lines[2:]:
         row = dict(zip(header, fields))
+        # Our cuDNN backend's time, when the CSV came from a daemon sweep that ran it too.
+        cudnn_backend = row.get("cudnn_backend_us") or ""
         ours.append((int(row["group"]), int(row["batch"]), int(row["kv"]), float(row["us"]),
-                     float(row["pct_copy"]), row["kernel"]))
+                     float(row["pct_copy"]), row["kernel"],
+                     float(cudnn_backend) if cudnn_backend else None))
     dev = torch.device("cuda")
     props = torch.cuda.get_device_properties(dev)
     flush = make_flush(flush_mode, dev)
     out = [f"\ntorch {torch.__version__}, {props.name}; ours: copy {our_copy:.0f} GB/s "
-           "(measured by attention_benchmark); PyTorch K/V contiguous, ours paged (page 16); "
+           "(measured with ours); PyTorch K/V contiguous, ours paged (page 16); "
            f"L2 flushed by a {flush_mode} before each call\n",
            "| group | batch | kv | ours us | ours % copy | ours kernel | flash us | cudnn us | "
-           "efficient us | best PyTorch | ours vs best |",
-           "|---|---|---|---|---|---|---|---|---|---|---|"]
+           "efficient us | best PyTorch | ours vs best | our cuDNN backend us |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     shapes = {}
     for row in ours:
         shapes.setdefault((row[1], row[2]), []).append(row)
@@ -112,7 +116,7 @@ def run_decode_grid(ours_csv, table_path):
         k = torch.empty(batch, KV_HEADS, kv_len, DIM, dtype=torch.bfloat16,
                         device=dev).uniform_(-1, 1)
         v = torch.empty_like(k).uniform_(-1, 1)
-        for group, _, _, our_us, our_pct, kernel in rows:
+        for group, _, _, our_us, our_pct, kernel, cudnn_backend in rows:
             q = torch.empty(batch, KV_HEADS * group, 1, DIM, dtype=torch.bfloat16,
                             device=dev).uniform_(-2, 2)
             times = {}
@@ -137,7 +141,8 @@ def run_decode_grid(ours_csv, table_path):
             ratio = f"{valid[best] / our_us:.2f}x" if best else "-"
             out.append(f"| {group} | {batch} | {kv_len} | {our_us:.1f} | {our_pct:.1f}% | "
                        f"{kernel} | {fmt(times.get('flash'))} | {fmt(times.get('cudnn'))} | "
-                       f"{fmt(times.get('efficient'))} | {best or '-'} | {ratio} |")
+                       f"{fmt(times.get('efficient'))} | {best or '-'} | {ratio} | "
+                       f"{fmt(cudnn_backend)} |")
             del q
         print(f"  done b{batch} kv={kv_len}", flush=True)
         del k, v
