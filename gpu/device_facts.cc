@@ -5,7 +5,10 @@
 #include <fstream>
 #include <string>
 
+#include "absl/base/const_init.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 #include "common/byte_format.h"
 #include "common/cuda_status.h"
 #include "common/status_macros.h"
@@ -21,6 +24,13 @@ constexpr int64_t kContextReserveBytes = int64_t{256} << 20;
 absl::StatusOr<DeviceFacts> CurrentDeviceFacts() {
   int device = 0;
   CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+  // A device's facts never change while the process runs; kernels' launch paths ask each time.
+  static absl::Mutex mutex(absl::kConstInit);
+  static auto* const known = new absl::flat_hash_map<int, DeviceFacts>();
+  {
+    absl::MutexLock lock(&mutex);
+    if (const auto it = known->find(device); it != known->end()) return it->second;
+  }
   DeviceFacts facts;
   CUDA_RETURN_IF_ERROR(
       cudaDeviceGetAttribute(&facts.compute_major, cudaDevAttrComputeCapabilityMajor, device));
@@ -28,6 +38,8 @@ absl::StatusOr<DeviceFacts> CurrentDeviceFacts() {
       cudaDeviceGetAttribute(&facts.compute_minor, cudaDevAttrComputeCapabilityMinor, device));
   CUDA_RETURN_IF_ERROR(
       cudaDeviceGetAttribute(&facts.sm_count, cudaDevAttrMultiProcessorCount, device));
+  absl::MutexLock lock(&mutex);
+  known->emplace(device, facts);
   return facts;
 }
 

@@ -18,7 +18,7 @@ struct DeviceFacts {
   int sm_count = 0;
 };
 
-// The current device's compute capability and multiprocessor count.
+// The current device's compute capability and multiprocessor count, read once per device.
 absl::StatusOr<DeviceFacts> CurrentDeviceFacts();
 
 // Free memory of the current device.

@@ -33,6 +33,16 @@ absl::StatusOr<L2Flusher> L2Flusher::Create(const gpuprof::v1::GpuInfo& gpu, L2F
   return L2Flusher(std::move(pass), mode);
 }
 
+absl::StatusOr<L2Flusher> L2Flusher::ForCurrentDevice(L2FlushMode mode) {
+  int device = 0;
+  int l2_bytes = 0;
+  CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+  CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device));
+  gpuprof::v1::GpuInfo gpu;
+  gpu.set_l2_cache_bytes(l2_bytes);
+  return Create(gpu, mode);
+}
+
 absl::Status L2Flusher::Flush(cudaStream_t stream, int64_t sample) const {
   if (mode_ == L2FlushMode::kRead) return pass_.Enqueue(stream);
   CUDA_RETURN_IF_ERROR(

@@ -50,6 +50,9 @@ class L2Flusher {
   // Allocates (and zeroes) the buffer on the current device.
   static absl::StatusOr<L2Flusher> Create(const gpuprof::v1::GpuInfo& gpu,
                                           L2FlushMode mode = L2FlushMode::kRead);
+  // The same, sized from the current device's L2 as the runtime reports it (for callers with
+  // no GpuInfo at hand).
+  static absl::StatusOr<L2Flusher> ForCurrentDevice(L2FlushMode mode = L2FlushMode::kRead);
   // Enqueues the flush on `stream`; `sample` varies the bytes a kWrite flush writes (which
   // then never reads the buffer).
   absl::Status Flush(cudaStream_t stream, int64_t sample) const;

@@ -43,8 +43,8 @@
 #include "kernels/attention/decode_tuning.h"
 #include "kernels/attention/device_attention_problem.h"
 #include "kernels/attention/prefill.h"
+#include "measure/flushed_timer.h"
 #include "measure/l2_flush.h"
-#include "measure/stream_blocker.h"
 
 namespace gpuprof::attention {
 namespace {
@@ -59,62 +59,32 @@ struct Timing {
 class Bench {
  public:
   static absl::StatusOr<Bench> Create(measure::L2FlushMode flush_mode) {
-    Bench bench;
-    ASSIGN_OR_RETURN(bench.stream_, CudaStream::Create());
-    int device = 0;
-    CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
-    int l2 = 0;
-    CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
-    gpuprof::v1::GpuInfo gpu;
-    gpu.set_l2_cache_bytes(l2);
-    ASSIGN_OR_RETURN(measure::L2Flusher flusher, measure::L2Flusher::Create(gpu, flush_mode));
-    bench.flush_.emplace(std::move(flusher));
-    ASSIGN_OR_RETURN(measure::StreamBlocker blocker, measure::StreamBlocker::Create());
-    bench.blocker_.emplace(std::move(blocker));
-    for (int i = 0; i < 2 * kMaxSamples; ++i) {
-      ASSIGN_OR_RETURN(CudaEvent e, CudaEvent::Create());
-      bench.events_.push_back(std::move(e));
-    }
-    return bench;
+    ASSIGN_OR_RETURN(CudaStream stream, CudaStream::Create());
+    ASSIGN_OR_RETURN(measure::FlushedTimer timer,
+                     measure::FlushedTimer::Create({.flush_mode = flush_mode}));
+    return Bench(std::move(stream), std::move(timer));
   }
 
   cudaStream_t stream() const { return stream_.get(); }
 
-  // Runs `launch` `warmup` times, then `samples` times each after an L2 flush, timed by events.
+  // Runs `launch` `warmup` times, then `samples` times each after an L2 flush, timed by events
+  // with the host's launch work off the clock (measure::FlushedTimer).
   absl::StatusOr<Timing> Time(const std::function<absl::Status()>& launch, int warmup,
                               int samples) {
-    samples = std::min(samples, kMaxSamples);
-    for (int i = 0; i < warmup; ++i) RETURN_IF_ERROR(launch());
-    for (int i = 0; i < samples; ++i) {
-      // The sample is queued behind a blocker and released whole, so the host's launch work
-      // (the planner, the launches) is never on the clock, however short the kernel.
-      RETURN_IF_ERROR(blocker_->Block(stream_.get()));
-      absl::Status queued = flush_->Flush(stream_.get(), i);
-      if (queued.ok()) queued = events_[2 * i].Record(stream_.get());
-      if (queued.ok()) queued = launch();
-      if (queued.ok()) queued = events_[2 * i + 1].Record(stream_.get());
-      blocker_->Release();
-      RETURN_IF_ERROR(queued);
-      RETURN_IF_ERROR(stream_.Synchronize());
-    }
-    std::vector<double> ms;
-    for (int i = 0; i < samples; ++i) {
-      ASSIGN_OR_RETURN(float t, ElapsedMilliseconds(events_[2 * i], events_[2 * i + 1]));
-      ms.push_back(t);
-    }
-    std::sort(ms.begin(), ms.end());
-    return Timing{.median_ms = ms[ms.size() / 2],
-                  .min_ms = ms.front(),
-                  .p90_ms = ms[std::min(ms.size() - 1, ms.size() * 9 / 10)],
-                  .samples = samples};
+    ASSIGN_OR_RETURN(const measure::FlushedTimes times,
+                     timer_.Time(stream_.get(), launch, warmup, samples));
+    return Timing{.median_ms = times.median_us / 1e3,
+                  .min_ms = times.min_us / 1e3,
+                  .p90_ms = times.p90_us / 1e3,
+                  .samples = times.samples};
   }
 
  private:
-  static constexpr int kMaxSamples = 100;
+  Bench(CudaStream stream, measure::FlushedTimer timer)
+      : stream_(std::move(stream)), timer_(std::move(timer)) {}
+
   CudaStream stream_;
-  std::optional<measure::L2Flusher> flush_;
-  std::optional<measure::StreamBlocker> blocker_;
-  std::vector<CudaEvent> events_;
+  measure::FlushedTimer timer_;
 };
 
 AttentionShape ServingShape(bool causal) {

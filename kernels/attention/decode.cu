@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/cuda_status.h"
+#include "gpu/device_facts.h"
 #include "kernels/attention/attention_device.cuh"
 #include "kernels/attention/attention_params.h"
 #include "kernels/attention/decode.h"
@@ -369,16 +370,16 @@ absl::StatusOr<DecodeLaunchInfo> LaunchPlanned(DecodeKernelParams params,
     cudaLaunchAttribute overlap;
     overlap.id = cudaLaunchAttributeProgrammaticStreamSerialization;
     overlap.val.programmaticStreamSerializationAllowed = 1;
+    ASSIGN_OR_RETURN(const gpu::DeviceFacts device, gpu::CurrentDeviceFacts());
     cudaLaunchConfig_t config = {};
     config.gridDim = dim3(static_cast<unsigned>(rows));
     config.blockDim = dim3(kHeadDim / 4);
     config.stream = stream;
     config.attrs = &overlap;
-    config.numAttrs = info.merge_overlapped ? 1 : 0;
+    config.numAttrs = options.overlap_merge && device.compute_major >= 9 ? 1 : 0;
     CUDA_RETURN_IF_ERROR(cudaLaunchKernelEx(&config, DecodeMergeKernel<T, kHeadDim>, merge));
     info.merged = true;
-  } else {
-    info.merge_overlapped = false;
+    info.merge_overlapped = config.numAttrs == 1;
   }
   return info;
 }
@@ -396,21 +397,14 @@ absl::StatusOr<DecodeLaunchInfo> LaunchDecodeTyped(const DecodeKernelParams& par
       &plain_blocks_per_sm, DecodeKernel<T, kHeadDim, kRows, false>, kDecodeThreads, 0));
   CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
       &prefetch_blocks_per_sm, DecodeKernel<T, kHeadDim, kRows, true>, kDecodeThreads, 0));
-  int device = 0;
-  int sm_count = 0;
-  int compute_major = 0;
-  CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
-  CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device));
-  CUDA_RETURN_IF_ERROR(
-      cudaDeviceGetAttribute(&compute_major, cudaDevAttrComputeCapabilityMajor, device));
-  info.merge_overlapped = options.overlap_merge && compute_major >= 9;
+  ASSIGN_OR_RETURN(const gpu::DeviceFacts device, gpu::CurrentDeviceFacts());
   const AttentionShape& shape = problem.shape;
   DecodePlanInput input{.batch = problem.lengths.batch(),
                         .num_kv_heads = shape.num_kv_heads,
                         .group_size = shape.group_size(),
                         .max_q_len = problem.lengths.max_q_len(),
                         .max_kv_len = problem.lengths.max_kv_len(),
-                        .sm_count = sm_count,
+                        .sm_count = device.sm_count,
                         .blocks_per_sm = plain_blocks_per_sm,
                         .prefetch_blocks_per_sm = prefetch_blocks_per_sm,
                         .requested_splits = options.num_splits};

@@ -1,45 +1,16 @@
 #include "kernels/attention/decode_tuning.h"
 
 #include <algorithm>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/cuda_raii.h"
-#include "common/cuda_status.h"
 #include "common/status_macros.h"
-#include "gpuprof/v1/gpus.pb.h"
-#include "measure/l2_flush.h"
-#include "measure/stream_blocker.h"
+#include "measure/flushed_timer.h"
 
 namespace gpuprof::attention {
-namespace {
-
-// The flush's read pass on the current device, or nullopt when its memory is not free (the
-// problem may hold most of the GPU): the trials then run with a warm L2.
-std::optional<measure::DeviceReadPass> MakeFlush() {
-  int device = 0;
-  int l2 = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device) != cudaSuccess) {
-    cudaGetLastError();
-    return std::nullopt;
-  }
-  gpuprof::v1::GpuInfo gpu;
-  gpu.set_l2_cache_bytes(l2);
-  absl::StatusOr<measure::DeviceReadPass> pass =
-      measure::DeviceReadPass::Create(measure::L2FlushBytes(gpu));
-  if (!pass.ok()) {
-    cudaGetLastError();  // the failed allocation's error is not the caller's
-    return std::nullopt;
-  }
-  return std::move(*pass);
-}
-
-}  // namespace
 
 DecodeOptions DecodeTuning::Apply(DecodeOptions options) const {
   options.kernel = fastest.kernel;
@@ -55,13 +26,12 @@ std::string DecodeTuning::ToString() const {
     if (i == 0 || candidates[i - 1].kernel != c.kernel) {
       absl::StrAppend(&text, i == 0 ? "" : "; ", std::string(DecodeKernelChoiceName(c.kernel)));
     }
-    absl::StrAppend(&text, absl::StrFormat(" %d%s:%.1f", c.num_splits, c.planned ? "*" : "",
-                                           c.median_us));
+    absl::StrAppend(&text,
+                    absl::StrFormat(" %d%s:%.1f", c.num_splits, c.planned ? "*" : "", c.median_us));
     if (c.planned && c.kernel == fastest.kernel) planned_of_fastest = c.num_splits;
   }
   absl::StrAppend(&text, ": ", std::string(DecodeKernelChoiceName(fastest.kernel)), " x",
-                  fastest.num_splits,
-                  " (planned x", planned_of_fastest, ")");
+                  fastest.num_splits, " (planned x", planned_of_fastest, ")");
   if (!l2_flushed) absl::StrAppend(&text, ", L2 warm");
   return text;
 }
@@ -72,39 +42,21 @@ absl::StatusOr<DecodeTuning> TuneDecodeKernel(const AttentionProblem& problem,
   if (launches < 1) {
     return absl::InvalidArgumentError(absl::StrCat("launches (", launches, ") must be >= 1"));
   }
-  std::vector<CudaEvent> events;
-  for (int i = 0; i < 2 * launches; ++i) {
-    ASSIGN_OR_RETURN(CudaEvent event, CudaEvent::Create());
-    events.push_back(std::move(event));
-  }
-  ASSIGN_OR_RETURN(measure::StreamBlocker blocker, measure::StreamBlocker::Create());
-  const std::optional<measure::DeviceReadPass> flush = MakeFlush();
-
-  // One candidate's trials: queued whole behind the blocker, then released.
+  // Without the flush's memory (the problem may hold most of the GPU) the trials run with a
+  // warm L2, and the result says so.
+  ASSIGN_OR_RETURN(
+      measure::FlushedTimer timer,
+      measure::FlushedTimer::Create({.require_flush = false, .max_samples = launches}));
   auto time = [&](const DecodeOptions& candidate) -> absl::StatusOr<double> {
-    RETURN_IF_ERROR(LaunchDecode(problem, candidate, stream).status());  // untimed
-    RETURN_IF_ERROR(blocker.Block(stream));
-    absl::Status queued = absl::OkStatus();
-    for (int i = 0; i < launches && queued.ok(); ++i) {
-      if (flush.has_value()) queued = flush->Enqueue(stream);
-      if (queued.ok()) queued = events[2 * i].Record(stream);
-      if (queued.ok()) queued = LaunchDecode(problem, candidate, stream).status();
-      if (queued.ok()) queued = events[2 * i + 1].Record(stream);
-    }
-    blocker.Release();
-    RETURN_IF_ERROR(queued);
-    CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
-    std::vector<double> us;
-    for (int i = 0; i < launches; ++i) {
-      ASSIGN_OR_RETURN(const float ms, ElapsedMilliseconds(events[2 * i], events[2 * i + 1]));
-      us.push_back(ms * 1e3);
-    }
-    std::sort(us.begin(), us.end());
-    return us[us.size() / 2];
+    ASSIGN_OR_RETURN(const measure::FlushedTimes times,
+                     timer.Time(
+                         stream, [&] { return LaunchDecode(problem, candidate, stream).status(); },
+                         /*warmup=*/1, launches));
+    return times.median_us;
   };
 
   DecodeTuning tuning;
-  tuning.l2_flushed = flush.has_value();
+  tuning.l2_flushed = timer.l2_flushed();
   for (DecodeKernelChoice kernel : {DecodeKernelChoice::kPlain, DecodeKernelChoice::kPrefetch,
                                     DecodeKernelChoice::kTensorCores}) {
     DecodeOptions forced = options;
@@ -120,8 +72,8 @@ absl::StatusOr<DecodeTuning> TuneDecodeKernel(const AttentionProblem& problem,
       return planned.status();
     }
     const int planned_splits = planned->plan.num_splits;
-    for (int splits : DecodeSplitCandidates(planned_splits, problem.lengths.max_kv_len(),
-                                            options.num_splits)) {
+    for (int splits :
+         DecodeSplitCandidates(planned_splits, problem.lengths.max_kv_len(), options.num_splits)) {
       if (DecodeWorkspaceBytes(problem.shape, problem.lengths, splits) > options.workspace_bytes) {
         continue;  // more partial outputs than the workspace holds
       }
