@@ -25,6 +25,11 @@ absl::StatusOr<FlushedTimer> FlushedTimer::Create(const FlushedTimerOptions& opt
   std::optional<L2Flusher> flush;
   absl::StatusOr<L2Flusher> flusher = L2Flusher::ForCurrentDevice(options.flush_mode);
   if (flusher.ok()) {
+    // One flush outside any blocker, so that its kernel is loaded: with lazy module loading
+    // the first launch of a kernel waits for the device, which a held stream keeps busy until
+    // the blocker times out (seconds).
+    RETURN_IF_ERROR(flusher->Flush(/*stream=*/nullptr, 0));
+    CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(nullptr));
     flush.emplace(std::move(*flusher));
   } else if (options.require_flush) {
     return flusher.status();
@@ -44,7 +49,8 @@ absl::StatusOr<FlushedTimes> FlushedTimer::Time(cudaStream_t stream,
                                                 const std::function<absl::Status()>& launch,
                                                 int warmup, int samples) {
   samples = std::clamp(samples, 1, static_cast<int>(events_.size() / 2));
-  for (int i = 0; i < warmup; ++i) RETURN_IF_ERROR(launch());
+  // At least one launch before the blocker, for the same reason as the flush's in Create.
+  for (int i = 0; i < std::max(warmup, 1); ++i) RETURN_IF_ERROR(launch());
   for (int first = 0; first < samples; first += kSamplesPerRelease) {
     const int last = std::min(samples, first + kSamplesPerRelease);
     RETURN_IF_ERROR(blocker_.Block(stream));

@@ -40,8 +40,9 @@ class FlushedTimer {
   // On the current device: the flush sized from its L2, the blocker and the events.
   static absl::StatusOr<FlushedTimer> Create(const FlushedTimerOptions& options = {});
 
-  // Runs `launch` (which enqueues on `stream`) `warmup` times untimed, then `samples` times
-  // (at most max_samples) each after a flush, and returns the per-launch times.
+  // Runs `launch` (which enqueues on `stream`) `warmup` times untimed (at least once, so that
+  // its kernels are loaded before the stream is held), then `samples` times (at most
+  // max_samples) each after a flush, and returns the per-launch times.
   absl::StatusOr<FlushedTimes> Time(cudaStream_t stream,
                                     const std::function<absl::Status()>& launch, int warmup,
                                     int samples);
