@@ -49,12 +49,8 @@
 namespace gpuprof::attention {
 namespace {
 
-struct Timing {
-  double median_ms = 0;
-  double min_ms = 0;
-  double p90_ms = 0;
-  int samples = 0;
-};
+// Per-launch times of a candidate (microseconds).
+using Timing = measure::FlushedTimes;
 
 class Bench {
  public:
@@ -71,12 +67,7 @@ class Bench {
   // with the host's launch work off the clock (measure::FlushedTimer).
   absl::StatusOr<Timing> Time(const std::function<absl::Status()>& launch, int warmup,
                               int samples) {
-    ASSIGN_OR_RETURN(const measure::FlushedTimes times,
-                     timer_.Time(stream_.get(), launch, warmup, samples));
-    return Timing{.median_ms = times.median_us / 1e3,
-                  .min_ms = times.min_us / 1e3,
-                  .p90_ms = times.p90_us / 1e3,
-                  .samples = times.samples};
+    return timer_.Time(stream_.get(), launch, warmup, samples);
   }
 
  private:
@@ -139,7 +130,7 @@ absl::StatusOr<double> MeasureCopyGbs(Bench& bench) {
                       return absl::OkStatus();
                     },
                     3, 20));
-  return 2.0 * bytes / (t.median_ms * 1e-3) / 1e9;
+  return 2.0 * bytes / (t.median_us * 1e-6) / 1e9;
 }
 
 // One streaming pass that reads `bytes` (the flush's own read, over a buffer of that size),
@@ -229,20 +220,19 @@ absl::Status RunDecodeGrid(const DecodeGrid& grid, measure::L2FlushMode flush) {
         }
         ASSIGN_OR_RETURN(const Timing t, time_tuned());
         const double bytes = AttentionBytes(shape, d.problem.lengths);
-        const double gbs = bytes / (t.median_ms * 1e-3) / 1e9;
+        const double gbs = bytes / (t.median_us * 1e-6) / 1e9;
         ASSIGN_OR_RETURN(const Timing read, TimeReadOfBytes(bench, static_cast<int64_t>(bytes)));
-        const double pct_read = 100.0 * read.median_ms / t.median_ms;
+        const double pct_read = 100.0 * read.median_us / t.median_us;
         const std::string after_us =
-            merge_after ? absl::StrFormat("%.1f", merge_after->median_ms * 1e3) : "-";
+            merge_after ? absl::StrFormat("%.1f", merge_after->median_us) : "-";
         table += absl::StrFormat(
             "| %d | %d | %d | %.1f | %s | %.0f | %.1f%% | %.1f | %.1f%% | %s | %s |\n", group,
-            batch, kv, t.median_ms * 1e3, after_us, gbs, 100.0 * gbs / copy_gbs,
-            read.median_ms * 1e3, pct_read, tuning.ToString(), info.ToString());
+            batch, kv, t.median_us, after_us, gbs, 100.0 * gbs / copy_gbs, read.median_us, pct_read,
+            tuning.ToString(), info.ToString());
         csv += absl::StrFormat("%d,%d,%d,%.2f,%.0f,%.1f,%s,%.2f,%.1f,%d,%s\n", group, batch, kv,
-                               t.median_ms * 1e3, gbs, 100.0 * gbs / copy_gbs,
-                               DecodeKernelChoiceName(tuning.fastest.kernel),
-                               read.median_ms * 1e3, pct_read, tuning.fastest.num_splits,
-                               after_us);
+                               t.median_us, gbs, 100.0 * gbs / copy_gbs,
+                               DecodeKernelChoiceName(tuning.fastest.kernel), read.median_us,
+                               pct_read, tuning.fastest.num_splits, after_us);
       }
       std::printf("  done b%d kv=%d\n", batch, kv);
       std::fflush(stdout);
@@ -438,13 +428,13 @@ absl::Status Run(bool quick, const std::string& only, const std::string& table_p
       "| kernel | shape | splits | median us | min us | p90 us | TFLOP/s | % bf16 peak | "
       "GB/s | % copy | config |\n|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const Row& r : rows) {
-    const double seconds = r.timing.median_ms * 1e-3;
+    const double seconds = r.timing.median_us * 1e-6;
     const double tflops = r.flops / seconds / 1e12;
     const double gbs = r.bytes / seconds / 1e9;
     table += absl::StrFormat(
         "| %s | %s | %s | %.1f | %.1f | %.1f | %.1f | %.1f%% | %.0f | %.1f%% | %s |\n", r.kind,
-        r.shape, r.splits > 0 ? absl::StrFormat("%d", r.splits) : "-", r.timing.median_ms * 1e3,
-        r.timing.min_ms * 1e3, r.timing.p90_ms * 1e3, tflops,
+        r.shape, r.splits > 0 ? absl::StrFormat("%d", r.splits) : "-", r.timing.median_us,
+        r.timing.min_us, r.timing.p90_us, tflops,
         peak_tflops > 0 ? 100.0 * tflops / peak_tflops : 0.0, gbs, 100.0 * gbs / copy_gbs,
         r.config);
   }
@@ -453,7 +443,7 @@ absl::Status Run(bool quick, const std::string& only, const std::string& table_p
   for (size_t i = 0; i + 1 < rows.size(); ++i) {
     if (rows[i].kind == "decode unsplit" && rows[i + 1].kind == "decode split") {
       table += absl::StrFormat("%s %.2fx; ", rows[i].shape,
-                               rows[i].timing.median_ms / rows[i + 1].timing.median_ms);
+                               rows[i].timing.median_us / rows[i + 1].timing.median_us);
     }
   }
   table += "\n";
@@ -524,9 +514,8 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  const absl::Status status = decode_grid
-                                  ? gpuprof::attention::RunDecodeGrid(grid, flush)
-                                  : gpuprof::attention::Run(quick, only, table_path, flush);
+  const absl::Status status = decode_grid ? gpuprof::attention::RunDecodeGrid(grid, flush)
+                                          : gpuprof::attention::Run(quick, only, table_path, flush);
   if (!status.ok()) {
     gpuprof::LogStatusToStderr(status);
     return 1;
