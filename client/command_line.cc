@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "client/table.h"
 #include "common/field_text.h"
 
@@ -111,7 +112,8 @@ std::vector<std::string> ParsedArgs::GetAll(absl::string_view name) const {
 bool ParsedArgs::Switch(absl::string_view name) const { return Get(name) == "true"; }
 
 absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args,
-                                     const std::vector<FlagSpec>& specs) {
+                                     const std::vector<FlagSpec>& specs,
+                                     const ParseOptions& options) {
   absl::flat_hash_map<std::string, const FlagSpec*> by_name;
   for (const FlagSpec& spec : specs) {
     by_name[spec.name] = &spec;
@@ -150,12 +152,19 @@ absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args,
       if (!value.has_value()) {
         value = "true";
       } else {
-        absl::StatusOr<bool> parsed_bool = ParseBool(*value);
-        if (!parsed_bool.ok()) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("--", body, ": ", parsed_bool.status().message()));
+        std::vector<std::string> normalised;
+        const std::vector<std::string> parts = options.switch_value_lists
+                                                   ? absl::StrSplit(*value, ',')
+                                                   : std::vector<std::string>{*value};
+        for (const std::string& part : parts) {
+          absl::StatusOr<bool> parsed_bool = ParseBool(absl::StripAsciiWhitespace(part));
+          if (!parsed_bool.ok()) {
+            return absl::InvalidArgumentError(
+                absl::StrCat("--", body, ": ", parsed_bool.status().message()));
+          }
+          normalised.push_back(*parsed_bool ? "true" : "false");
         }
-        value = *parsed_bool ? "true" : "false";
+        value = absl::StrJoin(normalised, ",");
       }
     } else if (!value.has_value()) {
       if (i + 1 >= args.size() || LooksLikeFlag(args[i + 1])) {

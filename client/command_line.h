@@ -48,12 +48,19 @@ struct ParsedArgs {
   bool Switch(absl::string_view name) const;
 };
 
+struct ParseOptions {
+  // A switch may be given a comma-separated list of booleans ("--causal=true,false": a sweep's
+  // axis); each is checked and written back as "true" or "false".
+  bool switch_value_lists = false;
+};
+
 // Parses `args` (without the program and command names). Accepts "--name value",
 // "--name=value", switches, and "--" (everything after it is positional). Errors
 // (InvalidArgument) name the flag: unknown flags (with a suggestion), a missing value, a
 // non-repeatable flag given twice, a switch given a non-boolean value.
 absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args,
-                                     const std::vector<FlagSpec>& specs);
+                                     const std::vector<FlagSpec>& specs,
+                                     const ParseOptions& options = {});
 
 // A count flag's value (--limit N): nullopt when `name` is absent, else a whole count from 0 to
 // 2^31 - 1 in ParseSizedInteger's syntax (so "2k" is 2000). The error names the flag.

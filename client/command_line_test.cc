@@ -59,6 +59,20 @@ TEST(ParseArgsTest, SwitchValues) {
   EXPECT_EQ(parsed.status().message(), "--follow: \"maybe\" is not a boolean (true or false)");
 }
 
+TEST(ParseArgsTest, SwitchValueListsOnlyWhereAsked) {
+  // A sweep's boolean axis: each value checked and normalised.
+  auto parsed = ParseArgs({"--follow=YES, no"}, TestSpecs(), {.switch_value_lists = true});
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->Get("follow"), "true,false");
+  parsed = ParseArgs({"--follow=true,maybe"}, TestSpecs(), {.switch_value_lists = true});
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_EQ(parsed.status().message(), "--follow: \"maybe\" is not a boolean (true or false)");
+  // Elsewhere a list is no boolean.
+  parsed = ParseArgs({"--follow=true,false"}, TestSpecs());
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_EQ(parsed.status().message(), "--follow: \"true,false\" is not a boolean (true or false)");
+}
+
 TEST(ParseArgsTest, SwitchDoesNotConsumeTheNextWord) {
   auto parsed = ParseArgs({"--follow", "exp-000001"}, TestSpecs());
   ASSERT_TRUE(parsed.ok());

@@ -287,7 +287,7 @@ std::vector<FlagSpec> SweepSubmitFlags() {
 
 constexpr absl::string_view kAxisSyntaxHelp =
     "axes: any workload or common flag given several values becomes an axis:\n"
-    "  lists           --tokens 1,64,512,4Ki  --dtype bf16,fp16\n"
+    "  lists           --tokens 1,64,512,4Ki  --dtype bf16,fp16  --causal=true,false\n"
     "  ranges          --hidden 1024:8192:1024 (START:END[:STEP], integers, END included)\n"
     "  powers of two   --tokens pow2:1:64Ki\n"
     "Points are every combination (the last axis fastest) or, with --zip, the i-th value of\n"
@@ -304,9 +304,8 @@ std::string SweepSubmitHelp(const ExperimentRequestBuilder& builder) {
                           : absl::StrCat("\ncustom kernel flags (--kernel-file a.cu,b.cu[,ours]: "
                                          "the kernel as an axis):\n",
                                          FormatFlagHelp(DescribedCustomKernelFlags(builder))),
-                      "\ncommon flags:\n",
-                      FormatFlagHelp(builder.common_flags()), "\nsweep flags:\n",
-                      FormatFlagHelp(SweepSubmitFlags()));
+                      "\ncommon flags:\n", FormatFlagHelp(builder.common_flags()),
+                      "\nsweep flags:\n", FormatFlagHelp(SweepSubmitFlags()));
 }
 
 }  // namespace
@@ -332,7 +331,7 @@ std::optional<SweepSubmission> ParseSweepSubmission(const std::vector<std::strin
   if (const absl::Status refused = RefuseCustomKernelFlags(*builder, words); !refused.ok()) {
     return done(ReportUsageError(env, refused.message(), help_command));
   }
-  absl::StatusOr<ParsedArgs> parsed = ParseArgs(words, flags);
+  absl::StatusOr<ParsedArgs> parsed = ParseArgs(words, flags, {.switch_value_lists = true});
   if (!parsed.ok()) return done(ReportUsageError(env, parsed.status().message(), help_command));
   if (parsed->Switch("help")) {
     *env.out << SweepSubmitHelp(*builder);
@@ -363,6 +362,18 @@ std::optional<SweepSubmission> ParseSweepSubmission(const std::vector<std::strin
   for (const FlagValue& flag : parsed->flags) {
     if (kernel_axis && flag.name == kKernelFileFlag) continue;
     const FieldDescriptor* field = builder->FieldForFlag(flag.name);
+    // Only a request's own fields make axes: a list given to a sweep's switch (--follow) is
+    // refused, not read as false.
+    const auto spec = std::find_if(flags.begin(), flags.end(),
+                                   [&](const FlagSpec& f) { return f.name == flag.name; });
+    if (field == nullptr && spec != flags.end() && spec->is_switch &&
+        absl::StrContains(flag.value, ',')) {
+      return done(ReportUsageError(
+          env,
+          absl::StrCat("--", flag.typed_name, ": takes one value; only a request's fields ",
+                       "can be an axis"),
+          help_command));
+    }
     if (field != nullptr) {
       absl::StatusOr<std::optional<v1::SweepAxis>> axis = AxisFromFlag(field, flag.value);
       if (!axis.ok()) {
@@ -450,8 +461,7 @@ int RunSweepSubmit(const std::vector<std::string>& args, const ClientEnvironment
   }
   if (parsed->Switch("follow")) {
     if (!parsed->Switch("json")) {
-      session.err() << "submitted " << sweep.id() << ": " << SweepPointTotal(sweep)
-                    << " points\n";
+      session.err() << "submitted " << sweep.id() << ": " << SweepPointTotal(sweep) << " points\n";
     }
     return FollowSweep(session, sweep.id(), 1, *format, parsed->Switch("json"),
                        parsed->Switch("every-event"));
@@ -547,9 +557,8 @@ int PrintSweepList(Session& session, const v1::ListSweepsResponse& response, Lis
   } else {
     std::vector<std::string> ids;
     for (const v1::Sweep& sweep : response.sweeps()) ids.push_back(sweep.id());
-    session.out() << RenderListing(style, response.sweeps(),
-                                   RenderSweepList(response.sweeps(), session.env().time_zone),
-                                   ids);
+    session.out() << RenderListing(
+        style, response.sweeps(), RenderSweepList(response.sweeps(), session.env().time_zone), ids);
   }
   session.err() << PagingHint(response.next_page_token(), /*offer_all=*/false);
   return kExitOk;
@@ -567,11 +576,10 @@ int RunSweepList(Session& session, const ParsedArgs& args) {
   }
   if (page_size->has_value()) request.set_page_size(**page_size);
   request.set_page_token(args.Get("page-token").value_or(""));
-  return session.CallAndPrint(
-      &v1::Profiler::StubInterface::ListSweeps, request, /*json=*/false,
-      [&](const v1::ListSweepsResponse& response) {
-        return PrintSweepList(session, response, *style);
-      });
+  return session.CallAndPrint(&v1::Profiler::StubInterface::ListSweeps, request, /*json=*/false,
+                              [&](const v1::ListSweepsResponse& response) {
+                                return PrintSweepList(session, response, *style);
+                              });
 }
 
 std::vector<FlagSpec> SweepCancelFlags() {
@@ -684,8 +692,7 @@ const std::vector<SweepSubcommand>& SweepSubcommands() {
       {"watch", "sweep watch ID [--from-seq N] [--every-event] [--format F] [--json]",
        "follow a sweep: a row per point as it ends (over 50 points: counts every 100 points "
        "or 2s), progress and ETA",
-       1, SweepWatchFlags,
-       RunSweepWatch},
+       1, SweepWatchFlags, RunSweepWatch},
       {"plot", "sweep plot ID -o FILE.svg|png [--x AXIS] [--y figure|pct-of-copy]",
        "plot the figure against an axis, one line per combination of the others (gnuplot)", 1,
        SweepPlotFlags, RunSweepPlot},
@@ -751,11 +758,10 @@ int RunSweepCommand(const std::vector<std::string>& args, const ClientEnvironmen
     names.emplace_back(subcommand.name);
   }
   if (const std::string closest = ClosestName(args[0], names); !workload && !closest.empty()) {
-    return ReportUsageError(
-        env,
-        absl::StrCat("unknown sweep subcommand or workload \"", args[0], "\" (did you mean ",
-                     closest, "?)"),
-        "sweep");
+    return ReportUsageError(env,
+                            absl::StrCat("unknown sweep subcommand or workload \"", args[0],
+                                         "\" (did you mean ", closest, "?)"),
+                            "sweep");
   }
   return RunSweepSubmit(args, env, make_session, user);
 }
