@@ -13,6 +13,8 @@ and runs it: DIR/merged.jsonl and DIR/table.md hold ours, torch's best, the rati
 Decode points (8 KV heads, d128, bf16; `--backend gpuprof,cudnn` for our cuDNN backend beside
 our kernels) go to kernels/attention/torch_attention_peers.py --decode-grid instead, timed with
 the L2 flushed as the daemon's `--l2 cold` does: DIR/decode_ours.csv and DIR/decode_table.md.
+Prefill points (bf16, any heads and head_dim; ragged batches compared with our cuDNN backend
+only) go to its --prefill-grid: DIR/prefill_ours.csv and DIR/prefill_table.md.
 """
 import argparse
 import json
@@ -69,6 +71,24 @@ def row_for(experiment, gpus):
         # "... : tensor_cores x16 (planned x4)": the pick follows the last colon.
         row["kernel"] = tuning.rsplit(": ", 1)[-1] if tuning else \
             result.get("kernelConfig", {}).get("launch", "")
+    elif request.get("attention", {}).get("phase") == "ATTENTION_PHASE_PREFILL":
+        spec = request["attention"]
+        if spec.get("dtype") != "DATA_TYPE_BF16":
+            return None  # torch_attention_peers.py times bf16
+        q_lens = [int(n) for n in spec.get("qLens", [])]
+        kv_lens = [int(n) for n in spec.get("kvLens", [])]
+        row.update(kind="prefill", batch=len(q_lens) or int(spec.get("batchSize", 1)),
+                   q_len=max(q_lens) if q_lens else int(spec["qLen"]),
+                   kv_len=max(kv_lens) if kv_lens else int(spec["kvLen"]),
+                   qo_heads=int(spec["numQoHeads"]), kv_heads=int(spec["numKvHeads"]),
+                   head_dim=int(spec["headDim"]), causal=bool(spec.get("causal", False)),
+                   # A ragged batch's lengths ("q/kv" per sequence), empty when uniform.
+                   ragged=" ".join(f"{q}/{kv}" for q, kv in zip(q_lens, kv_lens)),
+                   backend=BACKEND_NAMES.get(spec.get("backend"), "gpuprof"),
+                   l2=measurement.get("l2Mode", ""),
+                   tflops=measurement.get("tflops", 0.0),
+                   pct_peak_flops=measurement.get("pctOfSpecPeakFlops", 0.0),
+                   kernel=result.get("kernelConfig", {}).get("launch", ""))
     else:
         return None
     if experiment.get("state") != "FINISHED" or not measurement:
@@ -117,7 +137,57 @@ def main():
     decode_rows = [row for row in rows if row["kind"] == "decode"]
     if decode_rows:
         status |= run_decode_peers(decode_rows, args.out_dir, here)
+    prefill_rows = [row for row in rows if row["kind"] == "prefill"]
+    if prefill_rows:
+        status |= run_prefill_peers(prefill_rows, args.out_dir, here)
     return status
+
+
+def report_failed(rows):
+    """Prints the points that did not finish verified; returns them."""
+    failed = [r for r in rows if "median_us" not in r or not r.get("verified")]
+    for r in failed:
+        print(f"{r['kind']} point {r['experiment']} ({r['backend']}): "
+              f"{r.get('error', 'not verified')}", file=sys.stderr)
+    return failed
+
+
+def all_cold(rows, kind):
+    if all(r["l2"] == "L2_MODE_COLD" for r in rows):
+        return True
+    print(f"{kind} points must be timed with --l2 cold: the peers flush the L2 before every "
+          "call", file=sys.stderr)
+    return False
+
+
+def run_prefill_peers(rows, out_dir, here):
+    """Writes the prefill points as the CSV torch_attention_peers.py --prefill-grid reads (our
+    kernels' rows, our cuDNN backend's time beside them when the sweep had it) and runs it."""
+    shape_of = lambda r: (r["batch"], r["q_len"], r["kv_len"], r["qo_heads"], r["kv_heads"],
+                          r["head_dim"], r["causal"], r["ragged"])
+    cudnn = {shape_of(r): r for r in rows if r["backend"] == "cudnn" and "median_us" in r}
+    failed = report_failed(rows)
+    ours = [r for r in rows if r["backend"] == "gpuprof" and "median_us" in r]
+    if not ours or not all_cold(ours, "prefill"):
+        return 1
+    csv = os.path.join(out_dir, "prefill_ours.csv")
+    with open(csv, "w") as out:
+        out.write("flush,read\n")
+        out.write("batch,q_len,kv_len,qo_heads,kv_heads,head_dim,causal,ragged,us,tflops,"
+                  "pct_peak,kernel,cudnn_backend_us\n")
+        for r in sorted(ours, key=lambda r: (r["head_dim"], r["ragged"] != "", r["q_len"],
+                                             not r["causal"])):
+            theirs = cudnn.get(shape_of(r))
+            out.write(f"{r['batch']},{r['q_len']},{r['kv_len']},{r['qo_heads']},"
+                      f"{r['kv_heads']},{r['head_dim']},{int(r['causal'])},{r['ragged']},"
+                      f"{r['median_us']},{r['tflops']},{r['pct_peak_flops']},"
+                      f"{r['kernel'].replace(',', ';')},"
+                      f"{theirs['median_us'] if theirs else ''}\n")
+    peers = os.path.join(here, "..", "kernels", "attention", "torch_attention_peers.py")
+    status = subprocess.run([sys.executable, peers, "--prefill-grid", "--backends=flash,cudnn",
+                             "--ours", csv,
+                             "--table", os.path.join(out_dir, "prefill_table.md")]).returncode
+    return status or (1 if failed else 0)
 
 
 def run_decode_peers(rows, out_dir, here):
@@ -125,17 +195,9 @@ def run_decode_peers(rows, out_dir, here):
     kernels' rows, our cuDNN backend's time beside them when the sweep had it) and runs it."""
     cudnn = {(r["group"], r["batch"], r["kv"]): r for r in rows
              if r["backend"] == "cudnn" and "median_us" in r}
-    ours = [r for r in rows if r["backend"] == "gpuprof"]
-    failed = [r for r in rows if "median_us" not in r or not r.get("verified")]
-    for r in failed:
-        print(f"decode point {r['experiment']} ({r['backend']} group {r['group']} batch "
-              f"{r['batch']} kv {r['kv']}): {r.get('error', 'not verified')}", file=sys.stderr)
-    ours = [r for r in ours if "median_us" in r]
-    if not ours:
-        return 1
-    if not all(r["l2"] == "L2_MODE_COLD" for r in ours):
-        print("decode points must be timed with --l2 cold: the peers flush the L2 before every "
-              "call", file=sys.stderr)
+    failed = report_failed(rows)
+    ours = [r for r in rows if r["backend"] == "gpuprof" and "median_us" in r]
+    if not ours or not all_cold(ours, "decode"):
         return 1
     csv = os.path.join(out_dir, "decode_ours.csv")
     with open(csv, "w") as out:

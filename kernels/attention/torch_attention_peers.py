@@ -14,6 +14,7 @@ minimum, so its GB/s is comparable); the table says so.
 
   python3 torch_attention_peers.py [--quick] [--table PATH] [--flush read|write]
   python3 torch_attention_peers.py --decode-grid --ours ours.csv [--table PATH]
+  python3 torch_attention_peers.py --prefill-grid --ours prefill_ours.csv [--table PATH]
 
 --decode-grid: decode (8 KV heads x GQA group, d128, bf16, q_len 1) at every shape of the CSV
 that `attention_benchmark --decode-grid --csv=ours.csv` (or bench/sweep_torch_peers.py, from a
@@ -22,6 +23,9 @@ flushed calls (flushed as the CSV's own rows were), printed beside our tuned ker
 best PyTorch backend (> 1: ours faster) and ours as % of the copy the C++ benchmark measured.
 K/V are made once per (batch, length) and shared by the groups; the expanded retry is skipped
 where K/V x group would not fit.
+
+--prefill-grid: every uniform prefill shape of the CSV bench/sweep_torch_peers.py wrote from a
+daemon sweep, each backend over 10 flushed calls, beside ours and our cuDNN backend.
 """
 import argparse
 import statistics
@@ -154,11 +158,65 @@ def run_decode_grid(ours_csv, table_path):
             f.write(table)
 
 
+def run_prefill_grid(ours_csv, table_path):
+    """PyTorch's backends at every uniform prefill shape of the CSV bench/sweep_torch_peers.py
+    wrote from a daemon sweep, beside ours and our cuDNN backend; ragged rows (PyTorch's SDPA
+    has no ragged batch) are listed against our cuDNN backend only."""
+    with open(ours_csv) as f:
+        lines = [line.rstrip("\n").split(",") for line in f if line.strip()]
+    flush_mode = lines[0][1] if lines[0][0] == "flush" else "read"
+    header = lines[1]
+    dev = torch.device("cuda")
+    props = torch.cuda.get_device_properties(dev)
+    flush = make_flush(flush_mode, dev)
+    out = [f"\ntorch {torch.__version__}, {props.name}; PyTorch Q/K/V contiguous [batch, heads, "
+           f"len, dim], ours paged (page 16); L2 flushed by a {flush_mode} before each call\n",
+           "| d | heads | batch | q x kv | causal | ours us | ours TFLOP/s | ours kernel | flash us "
+           "| cudnn us | best PyTorch | ours vs best | our cuDNN backend us | ours vs our cuDNN |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    fmt = lambda t: "-" if t is None else f"{t:.1f}"
+    for fields in lines[2:]:
+        row = dict(zip(header, fields))
+        batch, q_len, kv_len = int(row["batch"]), int(row["q_len"]), int(row["kv_len"])
+        heads, kv_heads, dim = int(row["qo_heads"]), int(row["kv_heads"]), int(row["head_dim"])
+        causal = row["causal"] == "1"
+        our_us = float(row["us"])
+        cudnn_backend = float(row["cudnn_backend_us"]) if row["cudnn_backend_us"] else None
+        times = {}
+        if not row["ragged"]:
+            q = torch.empty(batch, heads, q_len, dim, dtype=torch.bfloat16,
+                            device=dev).uniform_(-2, 2)
+            k = torch.empty(batch, kv_heads, kv_len, dim, dtype=torch.bfloat16,
+                            device=dev).uniform_(-1, 1)
+            v = torch.empty_like(k).uniform_(-1, 1)
+            for name, backend in BACKENDS:
+                ms, _ = run_case(backend, q, k, v, causal, flush, 10)
+                times[name] = None if ms is None else ms * 1e3
+            del q, k, v
+            torch.cuda.empty_cache()
+        valid = {n: t for n, t in times.items() if t is not None}
+        best = min(valid, key=valid.get) if valid else None
+        shape = f"{q_len} x {kv_len}" if not row["ragged"] else f"ragged {row['ragged']}"
+        out.append(
+            f"| {dim} | {heads}/{kv_heads} | {batch} | {shape} | {'yes' if causal else 'no'} | "
+            f"{our_us:.1f} | {float(row['tflops']):.0f} | {row['kernel']} | "
+            f"{fmt(times.get('flash'))} | {fmt(times.get('cudnn'))} | {best or '-'} | "
+            f"{f'{valid[best] / our_us:.2f}x' if best else '-'} | {fmt(cudnn_backend)} | "
+            f"{f'{cudnn_backend / our_us:.2f}x' if cudnn_backend else '-'} |")
+        print(f"  done d{dim} {shape} {'causal' if causal else 'full'}", flush=True)
+    table = "\n".join(out) + "\n"
+    print(table)
+    if table_path:
+        with open(table_path, "w") as f:
+            f.write(table)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--table", default="")
     parser.add_argument("--decode-grid", action="store_true")
+    parser.add_argument("--prefill-grid", action="store_true")
     parser.add_argument("--ours", default="")
     parser.add_argument("--flush", choices=["read", "write"], default="read")
     parser.add_argument("--backends", default="flash,cudnn,efficient",
@@ -170,9 +228,9 @@ def main():
     if unknown:
         parser.error(f"--backends: unknown {unknown}; allowed: flash, cudnn, efficient")
     BACKENDS[:] = [b for b in BACKENDS if b[0] in chosen]
-    if args.decode_grid:
+    if args.decode_grid or args.prefill_grid:
         torch.manual_seed(0)
-        run_decode_grid(args.ours, args.table)
+        (run_decode_grid if args.decode_grid else run_prefill_grid)(args.ours, args.table)
         return
     torch.manual_seed(0)
     dev = torch.device("cuda")
