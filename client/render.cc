@@ -94,6 +94,12 @@ void AddMeasurement(const v1::GpuMeasurement& measurement, KeyValueLines& lines)
                            ? absl::StrCat(Percent(measurement.pct_of_measured_copy_bandwidth()),
                                           " of measured copy bandwidth")
                            : "copy bandwidth not measured";
+    // The copy reads and writes every byte at DRAM's turnaround cost; more is no error.
+    if (measurement.pct_of_measured_copy_bandwidth() > 100) {
+      absl::StrAppend(&copy, measurement.l2_mode() == v1::MeasurementOptions::L2_MODE_COLD
+                                 ? " (over 100%: a kernel that mostly reads outruns a copy)"
+                                 : " (over 100%: data kept in L2 between launches)");
+    }
     lines.Add("bandwidth", absl::StrCat(FormatNumber(measurement.bandwidth_gbps()), " GB/s  ",
                                         Percent(measurement.pct_of_spec_peak_bandwidth()),
                                         " of spec peak, ", copy));

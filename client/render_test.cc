@@ -212,6 +212,18 @@ TEST(RenderResultTest, GpuMeasurement) {
             "dropped:        12 activity records (CUPTI buffers were full)\n");
 }
 
+TEST(RenderResultTest, OverACopysBandwidthSaysWhy) {
+  v1::ExperimentResult result = IndexResult();
+  result.mutable_measurement()->set_pct_of_measured_copy_bandwidth(105.3);
+  EXPECT_THAT(RenderResult(result),
+              HasSubstr("105.3% of measured copy bandwidth (over 100%: a kernel that mostly "
+                        "reads outruns a copy)\n"));
+  result.mutable_measurement()->set_l2_mode(v1::MeasurementOptions::L2_MODE_HOT);
+  EXPECT_THAT(RenderResult(result),
+              HasSubstr("105.3% of measured copy bandwidth (over 100%: data kept in L2 between "
+                        "launches)\n"));
+}
+
 TEST(RenderResultTest, ANsightReportIsNamedWithHowToFetchIt) {
   const auto result = ParseText<v1::ExperimentResult>(R"pb(
     capture_report {
