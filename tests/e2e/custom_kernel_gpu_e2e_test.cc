@@ -133,7 +133,9 @@ TEST_F(CustomKernelGpuE2eTest, IndexCorrectKernelIsCheckedTimedProfiledAndDisass
   int64_t samples = 0;
   for (const v1::SassLine& line : experiment.result().sass()) {
     samples += line.samples();
-    if (line.samples() > 0) EXPECT_FALSE(line.top_stall().empty()) << line.text();
+    if (line.samples() > 0) {
+      EXPECT_FALSE(line.top_stall().empty()) << line.text();
+    }
   }
   bool noted = false;
   for (const std::string& note : experiment.result().not_collected()) {
