@@ -143,13 +143,25 @@ def main():
     return status
 
 
-def report_failed(rows):
-    """Prints the points that did not finish verified; returns them."""
+def split_backends(rows, shape_of):
+    """Our kernels' measured rows, our cuDNN backend's by shape, and the points that did not
+    finish verified (printed)."""
     failed = [r for r in rows if "median_us" not in r or not r.get("verified")]
     for r in failed:
         print(f"{r['kind']} point {r['experiment']} ({r['backend']}): "
               f"{r.get('error', 'not verified')}", file=sys.stderr)
-    return failed
+    cudnn = {shape_of(r): r for r in rows if r["backend"] == "cudnn" and "median_us" in r}
+    ours = [r for r in rows if r["backend"] == "gpuprof" and "median_us" in r]
+    return ours, cudnn, failed
+
+
+def run_attention_peers(phase, csv, out_dir, here, failed):
+    """torch_attention_peers.py --PHASE-grid on the CSV: DIR/PHASE_table.md."""
+    peers = os.path.join(here, "..", "kernels", "attention", "torch_attention_peers.py")
+    status = subprocess.run([sys.executable, peers, f"--{phase}-grid", "--backends=flash,cudnn",
+                             "--ours", csv,
+                             "--table", os.path.join(out_dir, f"{phase}_table.md")]).returncode
+    return status or (1 if failed else 0)
 
 
 def all_cold(rows, kind):
@@ -165,9 +177,7 @@ def run_prefill_peers(rows, out_dir, here):
     kernels' rows, our cuDNN backend's time beside them when the sweep had it) and runs it."""
     shape_of = lambda r: (r["batch"], r["q_len"], r["kv_len"], r["qo_heads"], r["kv_heads"],
                           r["head_dim"], r["causal"], r["ragged"])
-    cudnn = {shape_of(r): r for r in rows if r["backend"] == "cudnn" and "median_us" in r}
-    failed = report_failed(rows)
-    ours = [r for r in rows if r["backend"] == "gpuprof" and "median_us" in r]
+    ours, cudnn, failed = split_backends(rows, shape_of)
     if not ours or not all_cold(ours, "prefill"):
         return 1
     csv = os.path.join(out_dir, "prefill_ours.csv")
@@ -183,20 +193,13 @@ def run_prefill_peers(rows, out_dir, here):
                       f"{r['median_us']},{r['tflops']},{r['pct_peak_flops']},"
                       f"{r['kernel'].replace(',', ';')},"
                       f"{theirs['median_us'] if theirs else ''}\n")
-    peers = os.path.join(here, "..", "kernels", "attention", "torch_attention_peers.py")
-    status = subprocess.run([sys.executable, peers, "--prefill-grid", "--backends=flash,cudnn",
-                             "--ours", csv,
-                             "--table", os.path.join(out_dir, "prefill_table.md")]).returncode
-    return status or (1 if failed else 0)
+    return run_attention_peers("prefill", csv, out_dir, here, failed)
 
 
 def run_decode_peers(rows, out_dir, here):
     """Writes the decode points as the CSV torch_attention_peers.py --decode-grid reads (our
     kernels' rows, our cuDNN backend's time beside them when the sweep had it) and runs it."""
-    cudnn = {(r["group"], r["batch"], r["kv"]): r for r in rows
-             if r["backend"] == "cudnn" and "median_us" in r}
-    failed = report_failed(rows)
-    ours = [r for r in rows if r["backend"] == "gpuprof" and "median_us" in r]
+    ours, cudnn, failed = split_backends(rows, lambda r: (r["group"], r["batch"], r["kv"]))
     if not ours or not all_cold(ours, "decode"):
         return 1
     csv = os.path.join(out_dir, "decode_ours.csv")
@@ -210,11 +213,7 @@ def run_decode_peers(rows, out_dir, here):
             out.write(f"{r['group']},{r['batch']},{r['kv']},{r['median_us']},{r['gbps']},"
                       f"{r['pct_copy']},{r['kernel'].replace(',', ';')},"
                       f"{theirs['median_us'] if theirs else ''}\n")
-    peers = os.path.join(here, "..", "kernels", "attention", "torch_attention_peers.py")
-    status = subprocess.run([sys.executable, peers, "--decode-grid", "--backends=flash,cudnn",
-                             "--ours", csv,
-                             "--table", os.path.join(out_dir, "decode_table.md")]).returncode
-    return status or (1 if failed else 0)
+    return run_attention_peers("decode", csv, out_dir, here, failed)
 
 
 if __name__ == "__main__":
