@@ -45,9 +45,9 @@ absl::StatusOr<FlushedTimer> FlushedTimer::Create(const FlushedTimerOptions& opt
   return FlushedTimer(std::move(flush), std::move(blocker), std::move(events));
 }
 
-absl::StatusOr<FlushedTimes> FlushedTimer::Time(cudaStream_t stream,
-                                                const std::function<absl::Status()>& launch,
-                                                int warmup, int samples) {
+absl::StatusOr<SampleSummary> FlushedTimer::Time(cudaStream_t stream,
+                                                 const std::function<absl::Status()>& launch,
+                                                 int warmup, int samples) {
   samples = std::clamp(samples, 1, static_cast<int>(events_.size() / 2));
   // At least one launch before the blocker, for the same reason as the flush's in Create.
   for (int i = 0; i < std::max(warmup, 1); ++i) RETURN_IF_ERROR(launch());
@@ -71,11 +71,7 @@ absl::StatusOr<FlushedTimes> FlushedTimer::Time(cudaStream_t stream,
     ASSIGN_OR_RETURN(const float ms, ElapsedMilliseconds(events_[2 * i], events_[2 * i + 1]));
     us.push_back(ms * 1e3);
   }
-  std::sort(us.begin(), us.end());
-  return FlushedTimes{.median_us = us[us.size() / 2],
-                      .min_us = us.front(),
-                      .p90_us = us[std::min(us.size() - 1, us.size() * 9 / 10)],
-                      .samples = samples};
+  return Summarize(std::move(us));
 }
 
 }  // namespace gpuprof::measure

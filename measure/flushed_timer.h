@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/cuda_raii.h"
+#include "common/statistics.h"
 #include "measure/l2_flush.h"
 #include "measure/stream_blocker.h"
 
@@ -28,13 +29,6 @@ struct FlushedTimerOptions {
   int max_samples = 100;
 };
 
-struct FlushedTimes {
-  double median_us = 0;
-  double min_us = 0;
-  double p90_us = 0;
-  int samples = 0;
-};
-
 class FlushedTimer {
  public:
   // On the current device: the flush sized from its L2, the blocker and the events.
@@ -42,10 +36,10 @@ class FlushedTimer {
 
   // Runs `launch` (which enqueues on `stream`) `warmup` times untimed (at least once, so that
   // its kernels are loaded before the stream is held), then `samples` times (at most
-  // max_samples) each after a flush, and returns the per-launch times.
-  absl::StatusOr<FlushedTimes> Time(cudaStream_t stream,
-                                    const std::function<absl::Status()>& launch, int warmup,
-                                    int samples);
+  // max_samples) each after a flush, and summarises the per-launch times in microseconds.
+  absl::StatusOr<SampleSummary> Time(cudaStream_t stream,
+                                     const std::function<absl::Status()>& launch, int warmup,
+                                     int samples);
 
   bool l2_flushed() const { return flush_.has_value(); }
 

@@ -35,6 +35,7 @@
 #include "absl/strings/string_view.h"
 #include "common/cuda_raii.h"
 #include "common/cuda_status.h"
+#include "common/statistics.h"
 #include "common/status_macros.h"
 #include "gpu/datasheet_peaks.h"
 #include "kernels/attention/attention_params.h"
@@ -49,8 +50,8 @@
 namespace gpuprof::attention {
 namespace {
 
-// Per-launch times of a candidate (microseconds).
-using Timing = measure::FlushedTimes;
+// Per-launch times of a candidate, in microseconds.
+using Timing = SampleSummary;
 
 class Bench {
  public:
@@ -130,7 +131,7 @@ absl::StatusOr<double> MeasureCopyGbs(Bench& bench) {
                       return absl::OkStatus();
                     },
                     3, 20));
-  return 2.0 * bytes / (t.median_us * 1e-6) / 1e9;
+  return 2.0 * bytes / (t.median * 1e-6) / 1e9;
 }
 
 // One streaming pass that reads `bytes` (the flush's own read, over a buffer of that size),
@@ -220,19 +221,19 @@ absl::Status RunDecodeGrid(const DecodeGrid& grid, measure::L2FlushMode flush) {
         }
         ASSIGN_OR_RETURN(const Timing t, time_tuned());
         const double bytes = AttentionBytes(shape, d.problem.lengths);
-        const double gbs = bytes / (t.median_us * 1e-6) / 1e9;
+        const double gbs = bytes / (t.median * 1e-6) / 1e9;
         ASSIGN_OR_RETURN(const Timing read, TimeReadOfBytes(bench, static_cast<int64_t>(bytes)));
-        const double pct_read = 100.0 * read.median_us / t.median_us;
+        const double pct_read = 100.0 * read.median / t.median;
         const std::string after_us =
-            merge_after ? absl::StrFormat("%.1f", merge_after->median_us) : "-";
+            merge_after ? absl::StrFormat("%.1f", merge_after->median) : "-";
         table += absl::StrFormat(
             "| %d | %d | %d | %.1f | %s | %.0f | %.1f%% | %.1f | %.1f%% | %s | %s |\n", group,
-            batch, kv, t.median_us, after_us, gbs, 100.0 * gbs / copy_gbs, read.median_us, pct_read,
+            batch, kv, t.median, after_us, gbs, 100.0 * gbs / copy_gbs, read.median, pct_read,
             tuning.ToString(), info.ToString());
         csv += absl::StrFormat("%d,%d,%d,%.2f,%.0f,%.1f,%s,%.2f,%.1f,%d,%s\n", group, batch, kv,
-                               t.median_us, gbs, 100.0 * gbs / copy_gbs,
-                               DecodeKernelChoiceName(tuning.fastest.kernel), read.median_us,
-                               pct_read, tuning.fastest.num_splits, after_us);
+                               t.median, gbs, 100.0 * gbs / copy_gbs,
+                               DecodeKernelChoiceName(tuning.fastest.kernel), read.median, pct_read,
+                               tuning.fastest.num_splits, after_us);
       }
       std::printf("  done b%d kv=%d\n", batch, kv);
       std::fflush(stdout);
@@ -428,22 +429,21 @@ absl::Status Run(bool quick, const std::string& only, const std::string& table_p
       "| kernel | shape | splits | median us | min us | p90 us | TFLOP/s | % bf16 peak | "
       "GB/s | % copy | config |\n|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const Row& r : rows) {
-    const double seconds = r.timing.median_us * 1e-6;
+    const double seconds = r.timing.median * 1e-6;
     const double tflops = r.flops / seconds / 1e12;
     const double gbs = r.bytes / seconds / 1e9;
     table += absl::StrFormat(
         "| %s | %s | %s | %.1f | %.1f | %.1f | %.1f | %.1f%% | %.0f | %.1f%% | %s |\n", r.kind,
-        r.shape, r.splits > 0 ? absl::StrFormat("%d", r.splits) : "-", r.timing.median_us,
-        r.timing.min_us, r.timing.p90_us, tflops,
-        peak_tflops > 0 ? 100.0 * tflops / peak_tflops : 0.0, gbs, 100.0 * gbs / copy_gbs,
-        r.config);
+        r.shape, r.splits > 0 ? absl::StrFormat("%d", r.splits) : "-", r.timing.median,
+        r.timing.min, r.timing.p90, tflops, peak_tflops > 0 ? 100.0 * tflops / peak_tflops : 0.0,
+        gbs, 100.0 * gbs / copy_gbs, r.config);
   }
   // Split-K gain at small batch.
   table += "\nsplit vs unsplit (decode, same shape): ";
   for (size_t i = 0; i + 1 < rows.size(); ++i) {
     if (rows[i].kind == "decode unsplit" && rows[i + 1].kind == "decode split") {
       table += absl::StrFormat("%s %.2fx; ", rows[i].shape,
-                               rows[i].timing.median_us / rows[i + 1].timing.median_us);
+                               rows[i].timing.median / rows[i + 1].timing.median);
     }
   }
   table += "\n";

@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/statistics.h"
 #include "common/status_macros.h"
 #include "measure/flushed_timer.h"
 
@@ -48,11 +49,11 @@ absl::StatusOr<DecodeTuning> TuneDecodeKernel(const AttentionProblem& problem,
       measure::FlushedTimer timer,
       measure::FlushedTimer::Create({.require_flush = false, .max_samples = launches}));
   auto time = [&](const DecodeOptions& candidate) -> absl::StatusOr<double> {
-    ASSIGN_OR_RETURN(const measure::FlushedTimes times,
+    ASSIGN_OR_RETURN(const SampleSummary times,
                      timer.Time(
                          stream, [&] { return LaunchDecode(problem, candidate, stream).status(); },
                          /*warmup=*/1, launches));
-    return times.median_us;
+    return times.median;
   };
 
   DecodeTuning tuning;
