@@ -317,13 +317,15 @@ __global__ void __launch_bounds__(kHeadDim / 4)
   if (p.lse != nullptr && threadIdx.x == 0) p.lse[row] = (m + __log2f(sum)) * device::kLn2;
 }
 
-// The kernel `info.plan` names over its splits, then the merge when there is more than one.
-// The split count is first clamped to what options.workspace holds.
+// The kernel `info.plan` names over its splits, then the merge when there is more than one
+// (overlapped where `device` has programmatic dependent launch). The split count is first
+// clamped to what options.workspace holds.
 template <typename T, int kHeadDim, int kRows>
 absl::StatusOr<DecodeLaunchInfo> LaunchPlanned(DecodeKernelParams params,
                                                const AttentionProblem& problem,
-                                               const DecodeOptions& options, DecodeLaunchInfo info,
-                                               cudaStream_t stream) {
+                                               const DecodeOptions& options,
+                                               const gpu::DeviceFacts& device,
+                                               DecodeLaunchInfo info, cudaStream_t stream) {
   const AttentionShape& shape = problem.shape;
   if (info.plan.num_splits > 1) {
     const size_t per_split = DecodeWorkspaceBytes(shape, problem.lengths, 2) / 2;
@@ -370,7 +372,6 @@ absl::StatusOr<DecodeLaunchInfo> LaunchPlanned(DecodeKernelParams params,
     cudaLaunchAttribute overlap;
     overlap.id = cudaLaunchAttributeProgrammaticStreamSerialization;
     overlap.val.programmaticStreamSerializationAllowed = 1;
-    ASSIGN_OR_RETURN(const gpu::DeviceFacts device, gpu::CurrentDeviceFacts());
     cudaLaunchConfig_t config = {};
     config.gridDim = dim3(static_cast<unsigned>(rows));
     config.blockDim = dim3(kHeadDim / 4);
@@ -437,14 +438,14 @@ absl::StatusOr<DecodeLaunchInfo> LaunchDecodeTyped(const DecodeKernelParams& par
   if (info.plan.tensor_cores) {
     info.blocks_per_sm = tensor_core_blocks_per_sm;
     info.threads = kMmaDecodeThreads;
-    return LaunchPlanned<T, kHeadDim, kRows>(params, problem, options, info, stream);
+    return LaunchPlanned<T, kHeadDim, kRows>(params, problem, options, device, info, stream);
   }
   info.blocks_per_sm = info.plan.prefetch ? prefetch_blocks_per_sm : plain_blocks_per_sm;
   if (info.plan.rows_per_block != kRows) {
     return absl::InternalError(absl::StrCat("decode plan wants ", info.plan.rows_per_block,
                                             " rows per block, dispatched ", kRows));
   }
-  return LaunchPlanned<T, kHeadDim, kRows>(params, problem, options, info, stream);
+  return LaunchPlanned<T, kHeadDim, kRows>(params, problem, options, device, info, stream);
 }
 
 template <typename T, int kHeadDim>
