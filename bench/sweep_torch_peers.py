@@ -124,7 +124,7 @@ def main():
                 rows.append(row)
     here = os.path.dirname(os.path.abspath(__file__))
     status = 0
-    copy_rows = [row for row in rows if row["kind"] != "decode"]
+    copy_rows = [row for row in rows if row["kind"] not in ("decode", "prefill")]
     if copy_rows:
         ours = os.path.join(args.out_dir, "ours.jsonl")
         with open(ours, "w") as out:
