@@ -15,10 +15,10 @@
 #include "kernels/attention/attention_check.h"
 #include "kernels/attention/attention_params.h"
 #include "kernels/attention/cudnn_attention.h"
-#include "kernels/attention/device_attention_problem.h"
 #include "kernels/attention/decode.h"
 #include "kernels/attention/decode_plan.h"
 #include "kernels/attention/decode_tuning.h"
+#include "kernels/attention/device_attention_problem.h"
 #include "kernels/attention/prefill.h"
 #include "kernels/attention/reference.h"
 
@@ -59,6 +59,31 @@ AttentionShape ShapeOf(const AttentionCase& c) {
                         .page_size = c.page_size,
                         .dtype = c.dtype,
                         .causal = c.causal};
+}
+
+// Fills the KV rows of each sequence's last page past its kv_len with NaN (0xFF bytes), in K
+// and V: a kernel that loads whole pages or boxes must still leave them out of O, since a
+// serving engine's cache holds whatever an earlier request left there.
+absl::Status PoisonRowsPastEachSequence(const DeviceAttentionProblem& d, cudaStream_t stream) {
+  const AttentionShape& shape = d.problem.shape;
+  const int64_t row_bytes =
+      static_cast<int64_t>(shape.num_kv_heads) * shape.head_dim * DtypeBytes(shape.dtype);
+  const std::vector<int32_t>& kv_lens = d.problem.lengths.kv_lens;
+  for (int b = 0; b < static_cast<int>(kv_lens.size()); ++b) {
+    const int64_t rows =
+        static_cast<int64_t>(d.layout.page_indptr[b + 1] - d.layout.page_indptr[b]) *
+        shape.page_size;
+    for (int64_t j = kv_lens[b]; j < rows; ++j) {
+      const int64_t offset = PagedRowIndex(d.layout, shape.page_size, b, j) * row_bytes;
+      for (const DeviceBuffer* cache : {&d.k_cache, &d.v_cache}) {
+        if (cudaMemsetAsync(static_cast<uint8_t*>(cache->data()) + offset, 0xFF, row_bytes,
+                            stream) != cudaSuccess) {
+          return absl::InternalError("cudaMemsetAsync of a KV row failed");
+        }
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 class AttentionGpuTest : public ::testing::TestWithParam<AttentionCase> {
@@ -106,6 +131,7 @@ TEST_P(PrefillGpuTest, MatchesReference) {
   ASSERT_OK_AND_ASSIGN(d, MakeDeviceAttentionProblem(
                               shape, SequenceLengths{.q_lens = c.q_lens, .kv_lens = c.kv_lens},
                               /*seed=*/c.q_lens.size() * 131 + c.head_dim));
+  ASSERT_OK(PoisonRowsPastEachSequence(d, stream_.get()));
   ASSERT_OK(LaunchReferenceAttention(d.ReferenceProblem(), stream_.get()));
   std::vector<PrefillVariant> variants = ConcretePrefillVariants();
   variants.push_back(PrefillVariant::kAuto);  // whichever this GPU gets, checked the same way
@@ -169,11 +195,12 @@ TEST_P(DecodeGpuTest, MatchesReference) {
   ASSERT_OK_AND_ASSIGN(d, MakeDeviceAttentionProblem(
                               shape, SequenceLengths{.q_lens = c.q_lens, .kv_lens = c.kv_lens},
                               /*seed=*/c.kv_lens.size() * 17 + c.head_dim));
+  ASSERT_OK(PoisonRowsPastEachSequence(d, stream_.get()));
   ASSERT_OK(LaunchReferenceAttention(d.ReferenceProblem(), stream_.get()));
   const size_t workspace_bytes = DecodeWorkspaceBytes(shape, d.problem.lengths, kMaxDecodeSplits);
   ASSERT_OK_AND_ASSIGN(workspace, DeviceBuffer::Allocate(std::max<size_t>(workspace_bytes, 16)));
-  const int rows = c.num_qo_heads / c.num_kv_heads *
-                   *std::max_element(c.q_lens.begin(), c.q_lens.end());
+  const int rows =
+      c.num_qo_heads / c.num_kv_heads * *std::max_element(c.q_lens.begin(), c.q_lens.end());
   // Every kernel forced, and the plan's choice with the merge launched after the split kernel
   // (as on GPUs without programmatic launches) as well as overlapping it.
   struct Variant {
@@ -181,11 +208,11 @@ TEST_P(DecodeGpuTest, MatchesReference) {
     bool overlap_merge;
   };
   for (int splits : c.splits) {
-    for (const Variant& variant : {Variant{DecodeKernelChoice::kAuto, true},
-                                   Variant{DecodeKernelChoice::kPlain, true},
-                                   Variant{DecodeKernelChoice::kPrefetch, true},
-                                   Variant{DecodeKernelChoice::kTensorCores, true},
-                                   Variant{DecodeKernelChoice::kAuto, false}}) {
+    for (const Variant& variant :
+         {Variant{DecodeKernelChoice::kAuto, true}, Variant{DecodeKernelChoice::kPlain, true},
+          Variant{DecodeKernelChoice::kPrefetch, true},
+          Variant{DecodeKernelChoice::kTensorCores, true},
+          Variant{DecodeKernelChoice::kAuto, false}}) {
       const DecodeKernelChoice kernel = variant.kernel;
       if (kernel == DecodeKernelChoice::kTensorCores &&
           (c.head_dim > 128 || rows > kTensorCoreRowsPerBlock)) {
@@ -286,9 +313,9 @@ TEST_P(CudnnGpuTest, MatchesReferenceOrSaysWhyNot) {
   for (const uint64_t seed : {uint64_t{c.q_lens.size() * 71 + c.head_dim}, uint64_t{0}}) {
     const std::string name = c.name + (seed == 0 ? " pages in order" : " pages scattered");
     SCOPED_TRACE(name);
-    ASSERT_OK_AND_ASSIGN(d, MakeDeviceAttentionProblem(
-                                ShapeOf(c),
-                                SequenceLengths{.q_lens = c.q_lens, .kv_lens = c.kv_lens}, seed));
+    ASSERT_OK_AND_ASSIGN(
+        d, MakeDeviceAttentionProblem(
+               ShapeOf(c), SequenceLengths{.q_lens = c.q_lens, .kv_lens = c.kv_lens}, seed));
     ASSERT_OK(LaunchReferenceAttention(d.ReferenceProblem(), stream_.get()));
     ASSERT_OK(PoisonBuffer(d.out, stream_.get()));
     ASSERT_OK(PoisonBuffer(d.out_lse, stream_.get()));

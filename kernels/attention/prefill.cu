@@ -470,8 +470,7 @@ absl::Status FillPortableResidency(const AttentionShape& shape, PrefillGpu& gpu)
 }  // namespace
 
 const std::vector<int>& PrefillHeadDims() {
-  static const std::vector<int> kDims(std::begin(kAttentionHeadDims),
-                                      std::end(kAttentionHeadDims));
+  static const std::vector<int> kDims(std::begin(kAttentionHeadDims), std::end(kAttentionHeadDims));
   return kDims;
 }
 
@@ -545,9 +544,9 @@ bool PrefillVariantRunsHere(PrefillVariant variant) {
 }
 
 std::string PrefillLaunchInfo::ToString() const {
-  return absl::StrFormat("%s block_m=%d block_n=%d warps=%d stages=%d smem=%dB blocks=%d",
+  return absl::StrFormat("%s block_m=%d block_n=%d warps=%d stages=%d smem=%dB blocks=%d%s",
                          PrefillVariantName(variant), block_m, block_n, warps, stages, shared_bytes,
-                         blocks);
+                         blocks, tma_kv ? " kv=tma" : "");
 }
 
 absl::StatusOr<PrefillLaunchInfo> LaunchPrefill(const AttentionProblem& problem,

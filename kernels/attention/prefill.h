@@ -73,6 +73,7 @@ struct PrefillLaunchInfo {
   int shared_bytes = 0;
   int64_t blocks = 0;
   PrefillVariant variant = PrefillVariant::kAuto;
+  bool tma_kv = false;  // K/V tiles loaded by TMA (the Hopper kernel at page sizes of 16k)
 
   std::string ToString() const;
 };

@@ -15,6 +15,8 @@
 // Measured on H100 (docs/benchmarks/RESULTS.md): what mattered was the producer (one
 // page-table read per row, not per chunk: +20%) and keeping the softmax where the compiler
 // would not move it; ping-pong and the warp specialisation alone changed little.
+#include <cuda.h>  // CUtensorMap and its enums; the entry point comes through the runtime
+#include <cudaTypedefs.h>
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -25,13 +27,14 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "common/cuda_status.h"
+#include "common/status_macros.h"
 #include "kernels/attention/attention_device.cuh"
 #include "kernels/attention/attention_params.h"
 #include "kernels/attention/head_dims.h"
 #include "kernels/attention/prefill.h"
 #include "kernels/attention/prefill_kernel_params.h"
-#include "kernels/attention/prefill_tile.cuh"
 #include "kernels/attention/prefill_sm90.h"
+#include "kernels/attention/prefill_tile.cuh"
 
 // The accumulator operands of one wgmma: 24 (n48), 32 (n64), 64 (n128) or 128 (n256) fp32
 // registers a thread.
@@ -126,8 +129,8 @@ inline constexpr int kThreads = kProducerThreads + kConsumerThreads;
 inline constexpr int kProducerRegisters = 40;
 inline constexpr int kConsumerRegisters = 232;
 inline constexpr int kBlockM = kConsumerGroups * 64;
-inline constexpr int kSlab = 64;             // elements in one 128-byte swizzled row
-inline constexpr int kSwizzleAlign = 1024;   // the swizzle pattern repeats every 8 rows
+inline constexpr int kSlab = 64;            // elements in one 128-byte swizzled row
+inline constexpr int kSwizzleAlign = 1024;  // the swizzle pattern repeats every 8 rows
 
 // KV rows per tile and tiles in flight. At head_dim 256 O alone is 128 registers a consumer
 // thread and Q takes 64 KB, so 48-key tiles, three stages (64 + 3 x 2 x 24 KB fits the 227 KB a
@@ -182,8 +185,21 @@ __device__ __forceinline__ void MbarrierArrive(uint32_t barrier) {
 // Arrives once this thread's earlier cp.async copies have landed (the count set at init
 // includes this arrival: .noinc).
 __device__ __forceinline__ void CpAsyncArriveOn(uint32_t barrier) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(barrier)
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(barrier) : "memory");
+}
+// The barrier's phase completes once `bytes` more have landed (and this arrival).
+__device__ __forceinline__ void MbarrierArriveExpectBytes(uint32_t barrier, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(barrier), "r"(bytes)
                : "memory");
+}
+// One box of a 3-D tensor map (TMA) into shared memory; its bytes count towards `barrier`.
+__device__ __forceinline__ void TmaLoad3d(uint32_t shared, const CUtensorMap& map, int c0, int c1,
+                                          int c2, uint32_t barrier) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], "
+      "[%1, {%2, %3, %4}], [%5];\n" ::"r"(shared),
+      "l"(reinterpret_cast<uint64_t>(&map)), "r"(c0), "r"(c1), "r"(c2), "r"(barrier)
+      : "memory");
 }
 // Waits until the barrier's phase of parity `parity` has completed.
 __device__ __forceinline__ void MbarrierWait(uint32_t barrier, uint32_t parity) {
@@ -208,45 +224,51 @@ __device__ __forceinline__ void PinRegisters(float (&r)[N]) {
 
 // D (m64nN, fp32) [+]= A (64x16 from shared memory) * B (16xN from shared memory, K-major).
 template <typename T, int N>
-__device__ __forceinline__ void WgmmaFromShared(float (&d)[N / 2], uint64_t desc_a,
-                                                uint64_t desc_b, int scale_d) {
+__device__ __forceinline__ void WgmmaFromShared(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b,
+                                                int scale_d) {
   static_assert(N == 48 || N == 64 || N == 128);
   if constexpr (N == 48 && std::is_same_v<T, __nv_bfloat16>) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %26, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n48k16.f32.bf16.bf16 " GPUPROF_WGMMA_ACC24_REGS
-                 ", %24, %25, p, 1, 1, 0, 0;\n}\n"
-                 : GPUPROF_WGMMA_ACC24_OPERANDS
-                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %26, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n48k16.f32.bf16.bf16 " GPUPROF_WGMMA_ACC24_REGS
+        ", %24, %25, p, 1, 1, 0, 0;\n}\n"
+        : GPUPROF_WGMMA_ACC24_OPERANDS
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
   } else if constexpr (N == 48) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %26, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n48k16.f32.f16.f16 " GPUPROF_WGMMA_ACC24_REGS
-                 ", %24, %25, p, 1, 1, 0, 0;\n}\n"
-                 : GPUPROF_WGMMA_ACC24_OPERANDS
-                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %26, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n48k16.f32.f16.f16 " GPUPROF_WGMMA_ACC24_REGS
+        ", %24, %25, p, 1, 1, 0, 0;\n}\n"
+        : GPUPROF_WGMMA_ACC24_OPERANDS
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
   } else if constexpr (N == 64 && std::is_same_v<T, __nv_bfloat16>) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " GPUPROF_WGMMA_ACC32_REGS
-                 ", %32, %33, p, 1, 1, 0, 0;\n}\n"
-                 : GPUPROF_WGMMA_ACC32_OPERANDS
-                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " GPUPROF_WGMMA_ACC32_REGS
+        ", %32, %33, p, 1, 1, 0, 0;\n}\n"
+        : GPUPROF_WGMMA_ACC32_OPERANDS
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
   } else if constexpr (N == 64) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " GPUPROF_WGMMA_ACC32_REGS
-                 ", %32, %33, p, 1, 1, 0, 0;\n}\n"
-                 : GPUPROF_WGMMA_ACC32_OPERANDS
-                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " GPUPROF_WGMMA_ACC32_REGS
+        ", %32, %33, p, 1, 1, 0, 0;\n}\n"
+        : GPUPROF_WGMMA_ACC32_OPERANDS
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
   } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " GPUPROF_WGMMA_ACC64_REGS
-                 ", %64, %65, p, 1, 1, 0, 0;\n}\n"
-                 : GPUPROF_WGMMA_ACC64_OPERANDS
-                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " GPUPROF_WGMMA_ACC64_REGS
+        ", %64, %65, p, 1, 1, 0, 0;\n}\n"
+        : GPUPROF_WGMMA_ACC64_OPERANDS
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
   } else {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " GPUPROF_WGMMA_ACC64_REGS
-                 ", %64, %65, p, 1, 1, 0, 0;\n}\n"
-                 : GPUPROF_WGMMA_ACC64_OPERANDS
-                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " GPUPROF_WGMMA_ACC64_REGS
+        ", %64, %65, p, 1, 1, 0, 0;\n}\n"
+        : GPUPROF_WGMMA_ACC64_OPERANDS
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
   }
 }
 
@@ -256,47 +278,68 @@ __device__ __forceinline__ void WgmmaFromRegisters(float (&d)[N / 2], const uint
                                                    uint64_t desc_b) {
   static_assert(N == 64 || N == 128 || N == 256);
   if constexpr (N == 256 && std::is_same_v<T, __nv_bfloat16>) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " GPUPROF_WGMMA_ACC128_REGS
-                 ", {%128, %129, %130, %131}, %132, p, 1, 1, 1;\n}\n"
-                 : GPUPROF_WGMMA_ACC128_OPERANDS
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " GPUPROF_WGMMA_ACC128_REGS
+        ", {%128, %129, %130, %131}, %132, p, 1, 1, 1;\n}\n"
+        : GPUPROF_WGMMA_ACC128_OPERANDS
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
   } else if constexpr (N == 256) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " GPUPROF_WGMMA_ACC128_REGS
-                 ", {%128, %129, %130, %131}, %132, p, 1, 1, 1;\n}\n"
-                 : GPUPROF_WGMMA_ACC128_OPERANDS
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " GPUPROF_WGMMA_ACC128_REGS
+        ", {%128, %129, %130, %131}, %132, p, 1, 1, 1;\n}\n"
+        : GPUPROF_WGMMA_ACC128_OPERANDS
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
   } else if constexpr (N == 64 && std::is_same_v<T, __nv_bfloat16>) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " GPUPROF_WGMMA_ACC32_REGS
-                 ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
-                 : GPUPROF_WGMMA_ACC32_OPERANDS
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " GPUPROF_WGMMA_ACC32_REGS
+        ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+        : GPUPROF_WGMMA_ACC32_OPERANDS
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
   } else if constexpr (N == 64) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " GPUPROF_WGMMA_ACC32_REGS
-                 ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
-                 : GPUPROF_WGMMA_ACC32_OPERANDS
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " GPUPROF_WGMMA_ACC32_REGS
+        ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+        : GPUPROF_WGMMA_ACC32_OPERANDS
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
   } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " GPUPROF_WGMMA_ACC64_REGS
-                 ", {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
-                 : GPUPROF_WGMMA_ACC64_OPERANDS
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " GPUPROF_WGMMA_ACC64_REGS
+        ", {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+        : GPUPROF_WGMMA_ACC64_OPERANDS
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
   } else {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " GPUPROF_WGMMA_ACC64_REGS
-                 ", {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
-                 : GPUPROF_WGMMA_ACC64_OPERANDS
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " GPUPROF_WGMMA_ACC64_REGS
+        ", {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+        : GPUPROF_WGMMA_ACC64_OPERANDS
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
   }
 }
 
-template <typename T, int kHeadDim, bool kCausal>
+// K/V rows a TMA box holds: a page size that is a multiple of 16 keeps a box inside one page.
+inline constexpr int kBoxRows = 16;
+
+// The K and V caches as TMA tensor maps: (head_dim, KV head, slot), boxes of 64 x 1 x kBoxRows
+// written with the 128-byte swizzle the wgmma descriptors expect.
+struct KvTensorMaps {
+  CUtensorMap k;
+  CUtensorMap v;
+};
+
+// kTmaKv: K/V tiles arrive by TMA, one box per 16 rows of a page and 64-wide slab, issued by
+// one producer warp (pages of a multiple of 16 rows); otherwise by cp.async from all four
+// producer warps, row by row (any page size). TMA leaves the producer's 32 copies a thread and
+// their address arithmetic out of the issue slots the consumers need.
+template <typename T, int kHeadDim, bool kCausal, bool kTmaKv>
 __global__ void __launch_bounds__(kThreads, 1)
-    PrefillSm90Kernel(const __grid_constant__ PrefillKernelParams p) {
+    PrefillSm90Kernel(const __grid_constant__ PrefillKernelParams p,
+                      const __grid_constant__ KvTensorMaps maps) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   static_assert(device::kIsAttentionType<T>, "T must be bf16 or fp16");
   static_assert(IsAttentionHeadDim(kHeadDim), "a head size of kAttentionHeadDims");
@@ -308,7 +351,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   static_assert(kBlockN % 16 == 0 && (kBlockM * kChunks) % kProducerThreads == 0);
 
   extern __shared__ uint8_t shared_raw[];
-  __shared__ uint64_t stage_full[kStages], stage_empty[kStages];
+  // K and V of a stage fill on their own barriers: S = Q K^T of a tile starts before its V has
+  // landed, and the first tile waits for Q and K only.
+  __shared__ uint64_t q_full, k_full[kStages], v_full[kStages], stage_empty[kStages];
   const uint32_t raw_address = SharedAddress(shared_raw);
   T* q_smem = reinterpret_cast<T*>(
       shared_raw + (((raw_address + kSwizzleAlign - 1) & ~(kSwizzleAlign - 1)) - raw_address));
@@ -322,9 +367,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   // q_len > 0.
 
   if (threadIdx.x == 0) {
+    MbarrierInit(SharedAddress(&q_full), kProducerThreads);
 #pragma unroll
     for (int stage = 0; stage < kStages; ++stage) {
-      MbarrierInit(SharedAddress(&stage_full[stage]), kProducerThreads);
+      // TMA: one arrival with the tile's byte count; cp.async: one arrival a producer thread.
+      MbarrierInit(SharedAddress(&k_full[stage]), kTmaKv ? 1 : kProducerThreads);
+      MbarrierInit(SharedAddress(&v_full[stage]), kTmaKv ? 1 : kProducerThreads);
       MbarrierInit(SharedAddress(&stage_empty[stage]), kConsumerWarps);
     }
   }
@@ -336,6 +384,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     // emptied it.
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegisters));
     const int thread = threadIdx.x;
+    const int32_t* pages = p.page_indices + p.page_indptr[seq];
+    const int kv_head = qo_head / p.group_size;
+    const T* k_base = static_cast<const T*>(p.k_cache) + kv_head * kHeadDim;
+    const T* v_base = static_cast<const T*>(p.v_cache) + kv_head * kHeadDim;
     const T* q_base =
         static_cast<const T*>(p.q) +
         (static_cast<int64_t>(q_start + q_tile_start) * p.num_qo_heads + qo_head) * kHeadDim;
@@ -347,10 +399,49 @@ __global__ void __launch_bounds__(kThreads, 1)
       const T* src = q_base + (valid ? row * p.q_row_stride + chunk * 8 : 0);
       CpAsync16(SharedAddress(q_smem + SlabOffset(kBlockM, row, chunk)), src, valid);
     }
-    const int32_t* pages = p.page_indices + p.page_indptr[seq];
-    const int kv_head = qo_head / p.group_size;
-    const T* k_base = static_cast<const T*>(p.k_cache) + kv_head * kHeadDim;
-    const T* v_base = static_cast<const T*>(p.v_cache) + kv_head * kHeadDim;
+    CpAsyncArriveOn(SharedAddress(&q_full));
+    if constexpr (kTmaKv) {
+      // One warp: lane b loads box b (rows 16b..16b + 15) of each tile, every slab of K, then
+      // of V; lane 0 announces the tile's bytes first. Boxes from kv_end on are not loaded
+      // (the consumers zero those V rows and mask those keys).
+      if (thread >= 32) {
+        CpAsyncWait<0>();
+        return;
+      }
+      constexpr int kBoxes = kBlockN / kBoxRows;
+      constexpr uint32_t kBoxBytes = kBoxRows * kSlab * sizeof(T);
+      const int lane = thread;
+      auto read_page = [&](int t) {
+        const int j = t * kBlockN + lane * kBoxRows;
+        return lane < kBoxes && j < kv_end ? __ldg(pages + (j >> p.log2_page_size)) : 0;
+      };
+      int next_page = read_page(0);
+      for (int t = 0; t < num_kv_tiles; ++t) {
+        const int stage = t % kStages;
+        const int page = next_page;
+        if (t + 1 < num_kv_tiles) next_page = read_page(t + 1);
+        if (t >= kStages) MbarrierWait(SharedAddress(&stage_empty[stage]), (t / kStages - 1) & 1);
+        const int j = t * kBlockN + lane * kBoxRows;
+        const int boxes = min(kBoxes, (kv_end - t * kBlockN + kBoxRows - 1) / kBoxRows);
+        const uint32_t tile_bytes = boxes * (kHeadDim / kSlab) * kBoxBytes;
+        const int slot = PagedSlot(page, j, p.log2_page_size);
+        auto load = [&](const CUtensorMap& map, T* tile, uint64_t* barrier) {
+          if (lane == 0) MbarrierArriveExpectBytes(SharedAddress(barrier), tile_bytes);
+          __syncwarp();
+          if (lane < boxes) {
+#pragma unroll
+            for (int slab = 0; slab < kHeadDim / kSlab; ++slab) {
+              TmaLoad3d(SharedAddress(tile + (slab * kBlockN + lane * kBoxRows) * kSlab), map,
+                        slab * kSlab, kv_head, static_cast<int>(slot), SharedAddress(barrier));
+            }
+          }
+        };
+        load(maps.k, k_smem + stage * kTileElements, &k_full[stage]);
+        load(maps.v, v_smem + stage * kTileElements, &v_full[stage]);
+      }
+      CpAsyncWait<0>();
+      return;
+    }
     // Two threads a row, one page-table read each per row; the pair's 16-byte chunks are
     // adjacent, so a warp reads whole 32-byte sectors. The next tile's page entries are read
     // before waiting for its stage, so their latency hides behind the wait.
@@ -359,7 +450,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     constexpr int kRowsPerThread = (kBlockN * 2 + kProducerThreads - 1) / kProducerThreads;
     constexpr bool kAllPairsBusy = (kBlockN * 2) % kProducerThreads == 0;
     const int half = thread % 2;
-    auto read_pages = [&](int t, int (&page)[kRowsPerThread]) {
+    auto read_pages = [&](int t, int(&page)[kRowsPerThread]) {
 #pragma unroll
       for (int k = 0; k < kRowsPerThread; ++k) {
         const int row = thread / 2 + k * (kProducerThreads / 2);
@@ -378,26 +469,29 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int k = 0; k < kRowsPerThread; ++k) page[k] = next_page[k];
       if (t + 1 < num_kv_tiles) read_pages(t + 1, next_page);
       if (t >= kStages) MbarrierWait(SharedAddress(&stage_empty[stage]), (t / kStages - 1) & 1);
-      T* ks = k_smem + stage * kTileElements;
-      T* vs = v_smem + stage * kTileElements;
+      // K first (with Q, for tile 0), then V, each announced on its own barrier. The row offsets
+      // are worked out again for V: the producer has 40 registers.
+      auto copy_tile = [&](const T* base, T* tile) {
 #pragma unroll
-      for (int k = 0; k < kRowsPerThread; ++k) {
-        const int row = thread / 2 + k * (kProducerThreads / 2);
-        if (!kAllPairsBusy && row >= kBlockN) break;
-        const int j = t * kBlockN + row;
-        const bool valid = j < kv_end;
-        const int64_t row_offset =
-            valid ? PagedSlot(page[k], j, p.log2_page_size) * p.kv_row_stride + half * 8 : 0;
-#pragma unroll
-        for (int c = 0; c < kChunks / 2; ++c) {
-          const int chunk = 2 * c + half;
-          const int dst = SlabOffset(kBlockN, row, chunk);
-          const int64_t src = valid ? row_offset + c * 16 : 0;
-          CpAsync16(SharedAddress(ks + dst), k_base + src, valid);
-          CpAsync16(SharedAddress(vs + dst), v_base + src, valid);
+        for (int k = 0; k < kRowsPerThread; ++k) {
+          const int row = thread / 2 + k * (kProducerThreads / 2);
+          if (!kAllPairsBusy && row >= kBlockN) break;
+          const int j = t * kBlockN + row;
+          const bool valid = j < kv_end;
+          const int64_t row_offset =
+              valid ? PagedSlot(page[k], j, p.log2_page_size) * p.kv_row_stride + half * 8 : 0;
+          // Unrolled fully, ptxas keeps every K address live for V and spills at 40 registers.
+#pragma unroll 2
+          for (int c = 0; c < kChunks / 2; ++c) {
+            CpAsync16(SharedAddress(tile + SlabOffset(kBlockN, row, 2 * c + half)),
+                      base + row_offset + c * 16, valid);
+          }
         }
-      }
-      CpAsyncArriveOn(SharedAddress(&stage_full[stage]));
+      };
+      copy_tile(k_base, k_smem + stage * kTileElements);
+      CpAsyncArriveOn(SharedAddress(&k_full[stage]));
+      copy_tile(v_base, v_smem + stage * kTileElements);
+      CpAsyncArriveOn(SharedAddress(&v_full[stage]));
     }
     CpAsyncWait<0>();
     return;
@@ -411,9 +505,35 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int warp_row0 = consumer * 64 + warp * 16;  // block row of the warp's 16 rows
   const int qpos0 = q_tile_start + warp_row0 + group + shift;
   const int warp_first_pos = q_tile_start + warp_row0 + shift;
-  auto wait_full = [&](int t) {
-    MbarrierWait(SharedAddress(&stage_full[t % kStages]), (t / kStages) & 1);
-    FenceProxyAsync();  // the producer's cp.async writes, seen by wgmma's async proxy
+  // cp.async writes through the generic proxy, so wgmma (the async proxy) needs a fence after
+  // them; TMA writes through the async proxy itself.
+  auto wait_k = [&](int t) {
+    MbarrierWait(SharedAddress(&k_full[t % kStages]), (t / kStages) & 1);
+    if constexpr (!kTmaKv) FenceProxyAsync();
+  };
+  auto wait_v = [&](int t) {
+    MbarrierWait(SharedAddress(&v_full[t % kStages]), (t / kStages) & 1);
+    if constexpr (kTmaKv) {
+      // The last tile's V rows from kv_end on were not loaded or lie past kv_len: whatever is
+      // there (another tile's rows, or bytes never written) would reach O through P = 0 times
+      // it, and 0 x NaN is NaN. Both consumers write the same zeros; each waits for its own.
+      const int first_unused = kv_end - t * kBlockN;
+      if (first_unused < kBlockN) {
+        T* tile = v_smem + (t % kStages) * kTileElements;
+        for (int i = threadIdx.x % 128; i < (kBlockN - first_unused) * kChunks; i += 128) {
+          const int row = first_unused + i / kChunks, chunk = i % kChunks;
+          *reinterpret_cast<uint4*>(tile + SlabOffset(kBlockN, row, chunk)) = uint4{0, 0, 0, 0};
+        }
+        FenceProxyAsync();
+        asm volatile("bar.sync %0, 128;\n" ::"r"(3 + consumer) : "memory");
+      }
+    } else {
+      FenceProxyAsync();
+    }
+  };
+  auto wait_q = [&]() {
+    MbarrierWait(SharedAddress(&q_full), 0);
+    FenceProxyAsync();
   };
   auto release = [&](int t) {
     __syncwarp();
@@ -432,20 +552,24 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (consumer == 1) pass_turn();
 
   // Descriptors: Q is K-major (head_dim contiguous), K is K-major, V is N-major (its rows are
-  // keys, the k of P V). A k16 step inside a 64-wide slab moves the start by 32 bytes.
-  const uint32_t q_address = SharedAddress(q_smem) + consumer * 64 * kRowBytes;
+  // keys, the k of P V). A k16 step inside a 64-wide slab moves the start by 32 bytes. Each is a
+  // base descriptor plus a start offset in 16-byte units (constant once the loops unroll), so
+  // issuing a wgmma needs no descriptor arithmetic; the starts stay below 256 KB, inside the
+  // 14-bit field.
+  constexpr uint32_t kTileBytes = kTileElements * sizeof(T);
+  const uint64_t q_desc0 =
+      Descriptor(SharedAddress(q_smem) + consumer * 64 * kRowBytes, kRowBytes, kGroupBytes);
+  const uint64_t k_desc0 = Descriptor(SharedAddress(k_smem), kRowBytes, kGroupBytes);
+  const uint64_t v_desc0 = Descriptor(SharedAddress(v_smem), kBlockN * kRowBytes, kGroupBytes);
   auto q_desc = [&](int k_step) {
-    return Descriptor(q_address + (k_step / 4) * kBlockM * kRowBytes + (k_step % 4) * 32,
-                      kRowBytes, kGroupBytes);
+    return q_desc0 + (((k_step / 4) * kBlockM * kRowBytes + (k_step % 4) * 32) >> 4);
   };
   auto k_desc = [&](int stage, int k_step) {
-    return Descriptor(SharedAddress(k_smem + stage * kTileElements) +
-                          (k_step / 4) * kBlockN * kRowBytes + (k_step % 4) * 32,
-                      kRowBytes, kGroupBytes);
+    return k_desc0 +
+           ((stage * kTileBytes + (k_step / 4) * kBlockN * kRowBytes + (k_step % 4) * 32) >> 4);
   };
   auto v_desc = [&](int stage, int key_step) {
-    return Descriptor(SharedAddress(v_smem + stage * kTileElements) + key_step * 16 * kRowBytes,
-                      kBlockN * kRowBytes, kGroupBytes);
+    return v_desc0 + ((stage * kTileBytes + key_step * 16 * kRowBytes) >> 4);
   };
 
   float s[kBlockN / 2];   // S, then P, of the warpgroup's 64 rows x kBlockN keys
@@ -472,7 +596,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // Softmax of tile t in place (S -> unnormalised P, base 2); returns through `correction`
   // the factor O must be scaled by once the previous P V is done. The running max is kept
   // scaled, so each probability is one FFMA and one exp2.
-  auto softmax = [&](int t, float (&correction)[2]) {
+  auto softmax = [&](int t, float(&correction)[2]) {
     const int kv0 = t * kBlockN;
     bool need_mask = kv0 + kBlockN > kv_len;
     if constexpr (kCausal) need_mask = need_mask || kv0 + kBlockN - 1 > warp_first_pos;
@@ -527,7 +651,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   };
 
-  wait_full(0);  // Q and tile 0
+  wait_q();
+  wait_k(0);
   float correction[2];
   take_turn();
   WgmmaFence();
@@ -554,8 +679,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
     pack_p();
+    wait_v(t);
     if (t + 1 < num_kv_tiles) {
-      wait_full(t + 1);
+      wait_k(t + 1);
       take_turn();
       WgmmaFence();
       issue_qk((t + 1) % kStages);
@@ -580,52 +706,126 @@ __global__ void __launch_bounds__(kThreads, 1)
   WgmmaWait<0>();
   PinRegisters(o);
 
-  // Normalise and write O (and the LSE, natural log) for the rows that exist.
+  // Normalise O into this consumer's 64 rows of the Q tile (free once its last S = Q K^T is
+  // done; same swizzle, so the 4-byte writes of a warp hit distinct banks), then write the rows
+  // out whole, 16 bytes a thread, instead of 4-byte pieces of eight rows at a time.
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     float sum = row_sum[r];
     sum += __shfl_xor_sync(0xffffffffu, sum, 1);
     sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-    const int row = q_tile_start + warp_row0 + group + 8 * r;
-    if (row >= q_len) continue;
     const float inv = 1.0f / sum;
-    const int64_t token_head = static_cast<int64_t>(q_start + row) * p.num_qo_heads + qo_head;
-    T* out = static_cast<T*>(p.o) + token_head * kHeadDim + quad_lane * 2;
+    const int block_row = warp_row0 + group + 8 * r;
 #pragma unroll
     for (int c = 0; c < kHeadDim / 8; ++c) {
-      *reinterpret_cast<uint32_t*>(out + c * 8) =
+      *reinterpret_cast<uint32_t*>(q_smem + SlabOffset(kBlockM, block_row, c) + quad_lane * 2) =
           PackTwo<T>(o[4 * c + 2 * r] * inv, o[4 * c + 2 * r + 1] * inv);
     }
-    if (p.lse != nullptr && quad_lane == 0) {
-      p.lse[token_head] = (row_max[r] + log2f(sum)) * device::kLn2;
+    const int row = q_tile_start + block_row;
+    if (p.lse != nullptr && quad_lane == 0 && row < q_len) {
+      p.lse[static_cast<int64_t>(q_start + row) * p.num_qo_heads + qo_head] =
+          (row_max[r] + log2f(sum)) * device::kLn2;
     }
+  }
+  // Named barrier 3 + c: consumer c's four warps (1 and 2 are the turns).
+  asm volatile("bar.sync %0, 128;\n" ::"r"(3 + consumer) : "memory");
+  const int group_thread = threadIdx.x % 128;
+#pragma unroll 4
+  for (int i = group_thread; i < 64 * kChunks; i += 128) {
+    const int local_row = i / kChunks, chunk = i % kChunks;
+    const int row = q_tile_start + consumer * 64 + local_row;
+    if (row >= q_len) break;  // rows only grow with i
+    const uint4 value = *reinterpret_cast<const uint4*>(
+        q_smem + SlabOffset(kBlockM, consumer * 64 + local_row, chunk));
+    T* out = static_cast<T*>(p.o) +
+             (static_cast<int64_t>(q_start + row) * p.num_qo_heads + qo_head) * kHeadDim;
+    *reinterpret_cast<uint4*>(out + chunk * 8) = value;
   }
 #else
   __trap();  // built for sm_90a only; LaunchPrefill checks the device first
 #endif
 }
 
+// The driver's cuTensorMapEncodeTiled, looked up once through the runtime (no link to libcuda).
+PFN_cuTensorMapEncodeTiled_v12000 EncodeTiledEntry() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 entry = [] {
+    void* function = nullptr;
+    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &function, 12000,
+                                         cudaEnableDefault, &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+      return static_cast<PFN_cuTensorMapEncodeTiled_v12000>(nullptr);
+    }
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(function);
+  }();
+  return entry;
+}
+
+// A tensor map over one KV cache, (head_dim, KV head, slot), for boxes of 64 x 1 x kBoxRows. False
+// where TMA cannot read it (no driver entry point, an address or stride the TMA unit refuses):
+// the launcher then takes the cp.async kernel.
+template <typename T>
+bool EncodeKvTensorMap(const void* cache, const AttentionProblem& problem, CUtensorMap& map) {
+  const PFN_cuTensorMapEncodeTiled_v12000 encode = EncodeTiledEntry();
+  if (encode == nullptr) return false;
+  const AttentionShape& shape = problem.shape;
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(shape.head_dim),
+                              static_cast<cuuint64_t>(shape.num_kv_heads),
+                              static_cast<cuuint64_t>(problem.buffers.num_pages) * shape.page_size};
+  const cuuint64_t strides[2] = {
+      shape.head_dim * sizeof(T),
+      static_cast<cuuint64_t>(shape.num_kv_heads) * shape.head_dim * sizeof(T)};
+  const cuuint32_t box[3] = {kSlab, 1, kBoxRows};
+  const cuuint32_t element_strides[3] = {1, 1, 1};
+  const CUtensorMapDataType type = std::is_same_v<T, __nv_bfloat16>
+                                       ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                       : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  return encode(&map, type, 3, const_cast<void*>(cache), dims, strides, box, element_strides,
+                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+template <typename T, int kHeadDim, bool kCausal, bool kTmaKv>
+absl::Status LaunchKernel(const dim3& grid, const PrefillKernelParams& params,
+                          const KvTensorMaps& maps, cudaStream_t stream) {
+  constexpr int kShared = SharedBytes<kHeadDim>();
+  auto* kernel = PrefillSm90Kernel<T, kHeadDim, kCausal, kTmaKv>;
+  CUDA_RETURN_IF_ERROR(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared));
+  kernel<<<grid, kThreads, kShared, stream>>>(params, maps);
+  CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  return absl::OkStatus();
+}
+
 template <typename T, int kHeadDim>
 absl::StatusOr<PrefillLaunchInfo> LaunchTyped(const AttentionProblem& problem,
                                               const PrefillKernelParams& params,
                                               cudaStream_t stream) {
-  constexpr int kShared = SharedBytes<kHeadDim>();
-  constexpr int kBlockN = kBlockNFor<kHeadDim>;
-  auto* kernel = problem.shape.causal ? PrefillSm90Kernel<T, kHeadDim, true>
-                                      : PrefillSm90Kernel<T, kHeadDim, false>;
-  CUDA_RETURN_IF_ERROR(
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared));
   const dim3 grid(params.num_qo_heads, (problem.lengths.max_q_len() + kBlockM - 1) / kBlockM,
                   problem.lengths.batch());
-  kernel<<<grid, kThreads, kShared, stream>>>(params);
-  CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  KvTensorMaps maps{};
+  const bool tma = problem.shape.page_size % kBoxRows == 0 &&
+                   EncodeKvTensorMap<T>(problem.buffers.k_cache, problem, maps.k) &&
+                   EncodeKvTensorMap<T>(problem.buffers.v_cache, problem, maps.v);
+  const bool causal = problem.shape.causal;
+  if (tma && causal) {
+    RETURN_IF_ERROR((LaunchKernel<T, kHeadDim, true, true>(grid, params, maps, stream)));
+  } else if (tma) {
+    RETURN_IF_ERROR((LaunchKernel<T, kHeadDim, false, true>(grid, params, maps, stream)));
+  } else if (causal) {
+    RETURN_IF_ERROR((LaunchKernel<T, kHeadDim, true, false>(grid, params, maps, stream)));
+  } else {
+    RETURN_IF_ERROR((LaunchKernel<T, kHeadDim, false, false>(grid, params, maps, stream)));
+  }
   return PrefillLaunchInfo{.block_m = kBlockM,
-                           .block_n = kBlockN,
+                           .block_n = kBlockNFor<kHeadDim>,
                            .warps = kConsumerThreads / 32,
                            .stages = kStages,
-                           .shared_bytes = kShared,
+                           .shared_bytes = SharedBytes<kHeadDim>(),
                            .blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z,
-                           .variant = PrefillVariant::kHopperWgmma};
+                           .variant = PrefillVariant::kHopperWgmma,
+                           .tma_kv = tma};
 }
 
 template <typename T>
