@@ -272,6 +272,25 @@ __device__ __forceinline__ void WgmmaFromShared(float (&d)[N / 2], uint64_t desc
   }
 }
 
+// S (m64n128, fp32) [+]= Q (64x16 in registers) * K^T (16x128 from shared memory, K-major).
+template <typename T>
+__device__ __forceinline__ void WgmmaQkFromRegisters(float (&d)[64], const uint32_t (&a)[4],
+                                                     uint64_t desc_b, int scale_d) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " GPUPROF_WGMMA_ACC64_REGS
+                 ", {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
+                 : GPUPROF_WGMMA_ACC64_OPERANDS
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
+  } else {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " GPUPROF_WGMMA_ACC64_REGS
+                 ", {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
+                 : GPUPROF_WGMMA_ACC64_OPERANDS
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
+  }
+}
+
 // D (m64nN, fp32) += A (64x16 in registers) * B (16xN from shared memory, N-major).
 template <typename T, int N>
 __device__ __forceinline__ void WgmmaFromRegisters(float (&d)[N / 2], const uint32_t (&a)[4],
@@ -581,10 +600,31 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int i = 0; i < kHeadDim / 2; ++i) o[i] = 0.0f;
   float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
 
+  // Up to head_dim 128 the warpgroup's Q lives in registers (32 a thread at 128) as the A
+  // operand of S = Q K^T, so that each of its wgmmas reads only K from shared memory; at 256 it
+  // would take 64 registers beside O's 128 and stays in shared memory.
+  constexpr bool kQInRegisters = kHeadDim <= 128 && kBlockN == 128;
+  uint32_t qa[kQInRegisters ? kHeadDim / 16 : 1][4];
+  auto load_q_fragments = [&]() {
+    const int row = warp_row0 + group;
+#pragma unroll
+    for (int k = 0; k < (kQInRegisters ? kHeadDim / 16 : 0); ++k) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int chunk = 2 * k + i / 2;
+        qa[k][i] = *reinterpret_cast<const uint32_t*>(
+            q_smem + SlabOffset(kBlockM, row + 8 * (i % 2), chunk) + quad_lane * 2);
+      }
+    }
+  };
   auto issue_qk = [&](int stage) {
 #pragma unroll
     for (int k_step = 0; k_step < kHeadDim / 16; ++k_step) {
-      WgmmaFromShared<T, kBlockN>(s, q_desc(k_step), k_desc(stage, k_step), k_step > 0);
+      if constexpr (kQInRegisters) {
+        WgmmaQkFromRegisters<T>(s, qa[k_step], k_desc(stage, k_step), k_step > 0);
+      } else {
+        WgmmaFromShared<T, kBlockN>(s, q_desc(k_step), k_desc(stage, k_step), k_step > 0);
+      }
     }
   };
   auto issue_pv = [&](int stage) {
@@ -652,6 +692,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   };
 
   wait_q();
+  load_q_fragments();
   wait_k(0);
   float correction[2];
   take_turn();
