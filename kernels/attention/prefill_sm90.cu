@@ -1,20 +1,23 @@
 // FlashAttention-3-style prefill for Hopper (sm_90a) over the paged KV cache, on wgmma.
 //
 // One block per (query head, tile of 128 query rows, sequence), three warpgroups specialised:
-// warpgroup 0 (the producer, few registers) gathers K and V tiles of 128 rows through the page
-// table with cp.async into three shared-memory stages and signals each full stage on an
-// mbarrier; warpgroups 1 and 2 (the consumers, most registers) own 64 query rows each and wait
-// only on their stage's mbarrier, never on a block-wide barrier. The consumers take turns to
-// issue their matrix multiplies (ping-pong), so one's softmax runs under the other's. S = Q K^T
-// is a wgmma m64n128k16 per 16 of head_dim with both operands in shared memory; P stays in
-// registers as the A operand of O += P V; within a consumer the next tile's S is issued before
-// this tile's P V and its softmax runs while the tensor cores compute P V. Shared-memory tiles
-// are laid out as wgmma's 128-byte swizzle expects: rows of 64 elements (128 bytes), 16-byte
-// chunk index XOR row % 8, head_dim in 64-wide slabs, every tile on a 1024-byte boundary.
+// warpgroup 0 (the producer, few registers) loads Q, then K and V tiles through the page table
+// into three shared-memory stages, K and V each signalled on its own mbarrier: by TMA from one
+// warp (one 16-row box of a page per lane) where pages hold a multiple of 16 rows, else by
+// cp.async from all four warps. Warpgroups 1 and 2 (the consumers, most registers) own 64 query
+// rows each and wait only on those mbarriers, never on a block-wide barrier. The consumers take
+// turns to issue their matrix multiplies (ping-pong), so one's softmax runs under the other's.
+// S = Q K^T is a wgmma m64nNk16 per 16 of head_dim (Q from registers up to head_dim 128, else
+// from shared memory); P stays in registers as the A operand of O += P V; within a consumer the
+// next tile's S is issued before this tile's P V and its softmax runs while the tensor cores
+// compute P V. Shared-memory tiles are laid out as wgmma's 128-byte swizzle expects (and TMA's
+// 128-byte swizzle writes): rows of 64 elements (128 bytes), 16-byte chunk index XOR row % 8,
+// head_dim in 64-wide slabs, every tile on a 1024-byte boundary.
 //
-// Measured on H100 (docs/benchmarks/RESULTS.md): what mattered was the producer (one
-// page-table read per row, not per chunk: +20%) and keeping the softmax where the compiler
-// would not move it; ping-pong and the warp specialisation alone changed little.
+// Measured (docs/benchmarks/RESULTS.md): what mattered was the producer's cost in issue slots
+// (one page-table read per row, not per chunk: +20%; TMA instead of cp.async: +7-14%) and
+// keeping the softmax where the compiler would not move it; ping-pong and the warp
+// specialisation alone changed little.
 #include <cuda.h>  // CUtensorMap and its enums; the entry point comes through the runtime
 #include <cudaTypedefs.h>
 #include <cuda_runtime.h>
