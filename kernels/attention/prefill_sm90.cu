@@ -491,8 +491,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int k = 0; k < kRowsPerThread; ++k) page[k] = next_page[k];
       if (t + 1 < num_kv_tiles) read_pages(t + 1, next_page);
       if (t >= kStages) MbarrierWait(SharedAddress(&stage_empty[stage]), (t / kStages - 1) & 1);
-      // K first (with Q, for tile 0), then V, each announced on its own barrier. The row offsets
-      // are worked out again for V: the producer has 40 registers.
+      // K first, then V, each announced on its own barrier. The row offsets are worked out
+      // again for V: the producer has 40 registers.
       auto copy_tile = [&](const T* base, T* tile) {
 #pragma unroll
         for (int k = 0; k < kRowsPerThread; ++k) {
