@@ -2,6 +2,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "common/cuda_driver_entry.h"
 #include "common/cuda_status.h"
 #include "common/status_macros.h"
 
@@ -10,16 +11,10 @@ namespace gpuprof::cupti {
 absl::StatusOr<CUcontext> CurrentCudaContext() {
   // Makes the runtime create (or bind) the device's primary context on this thread.
   CUDA_RETURN_IF_ERROR(cudaFree(nullptr));
-  using CtxGetCurrent = CUresult (*)(CUcontext*);
-  void* entry = nullptr;
-  cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-  CUDA_RETURN_IF_ERROR(
-      cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &entry, 12000, cudaEnableDefault, &found));
-  if (found != cudaDriverEntryPointSuccess || entry == nullptr) {
-    return absl::FailedPreconditionError("the CUDA driver has no cuCtxGetCurrent");
-  }
+  ASSIGN_OR_RETURN(auto* ctx_get_current,
+                   CudaDriverEntry<CUresult (*)(CUcontext*)>("cuCtxGetCurrent"));
   CUcontext context = nullptr;
-  CU_RETURN_IF_ERROR(reinterpret_cast<CtxGetCurrent>(entry)(&context));
+  CU_RETURN_IF_ERROR(ctx_get_current(&context));
   if (context == nullptr) return absl::FailedPreconditionError("no current CUDA context");
   return context;
 }

@@ -18,7 +18,7 @@
 // (one page-table read per row, not per chunk: +20%; TMA instead of cp.async: +7-14%) and
 // keeping the softmax where the compiler would not move it; ping-pong and the warp
 // specialisation alone changed little.
-#include <cuda.h>  // CUtensorMap and its enums; the entry point comes through the runtime
+#include <cuda.h>  // CUtensorMap and its enums (libcuda is not linked: common/cuda_driver_entry.h)
 #include <cudaTypedefs.h>
 #include <cuda_runtime.h>
 
@@ -29,6 +29,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "common/cuda_driver_entry.h"
 #include "common/cuda_status.h"
 #include "common/status_macros.h"
 #include "kernels/attention/attention_device.cuh"
@@ -796,19 +797,11 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
-// The driver's cuTensorMapEncodeTiled, looked up once through the runtime (no link to libcuda).
+// The driver's cuTensorMapEncodeTiled, looked up once; null where the driver lacks it.
 PFN_cuTensorMapEncodeTiled_v12000 EncodeTiledEntry() {
-  static const PFN_cuTensorMapEncodeTiled_v12000 entry = [] {
-    void* function = nullptr;
-    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &function, 12000,
-                                         cudaEnableDefault, &found) != cudaSuccess ||
-        found != cudaDriverEntryPointSuccess) {
-      return static_cast<PFN_cuTensorMapEncodeTiled_v12000>(nullptr);
-    }
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(function);
-  }();
-  return entry;
+  static const absl::StatusOr<PFN_cuTensorMapEncodeTiled_v12000> entry =
+      CudaDriverEntry<PFN_cuTensorMapEncodeTiled_v12000>("cuTensorMapEncodeTiled");
+  return entry.ok() ? *entry : nullptr;
 }
 
 // A tensor map over one KV cache, (head_dim, KV head, slot), for boxes of 64 x 1 x kBoxRows. False
