@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/cuda_raii.h"
+#include "common/cuda_status.h"
 #include "gtest/gtest.h"
 #include "kernels/attention/attention_check.h"
 #include "kernels/attention/attention_params.h"
@@ -76,10 +77,8 @@ absl::Status PoisonRowsPastEachSequence(const DeviceAttentionProblem& d, cudaStr
     for (int64_t j = kv_lens[b]; j < rows; ++j) {
       const int64_t offset = PagedRowIndex(d.layout, shape.page_size, b, j) * row_bytes;
       for (const DeviceBuffer* cache : {&d.k_cache, &d.v_cache}) {
-        if (cudaMemsetAsync(static_cast<uint8_t*>(cache->data()) + offset, 0xFF, row_bytes,
-                            stream) != cudaSuccess) {
-          return absl::InternalError("cudaMemsetAsync of a KV row failed");
-        }
+        CUDA_RETURN_IF_ERROR(cudaMemsetAsync(static_cast<uint8_t*>(cache->data()) + offset, 0xFF,
+                                             row_bytes, stream));
       }
     }
   }
