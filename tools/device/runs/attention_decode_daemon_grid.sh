@@ -11,13 +11,9 @@ set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 tar xJf .xfer/carry.tar.xz
 B=$PWD/.carry/bin; export LD_LIBRARY_PATH=$PWD/.carry/lib:/usr/local/cuda/lib64
-S=/tmp/decode_sweeps; state=$S/state; mkdir -p $state
-$B/gpuprofd --state_dir=$state --listen=unix:$state/sock --worker_binary=$B/gpuprof_worker \
-  > $S/gpuprofd.log 2>&1 &
-daemon=$!
-for _ in $(seq 1 300); do $B/gpuprof --target=unix:$state/sock health >/dev/null 2>&1 && break; sleep 0.2; done
-G="$B/gpuprof --target=unix:$state/sock"
-$G gpus | tee $S/gpus.txt
+. tools/device/runs/start_gpuprofd.sh
+S=/tmp/decode_sweeps; mkdir -p $S
+start_gpuprofd $S
 heads() { local out=(); for g in ${1//,/ }; do out+=($((8 * g))); done; local IFS=,; echo "${out[*]}"; }
 SHAPE="--phase decode --num-kv-heads 8 --head-dim 128 --dtype bf16 --page-size 16 --seed 7"
 M="--backend gpuprof,cudnn --l2 cold --warmup 3 --min-iters 10 --max-iters 100 --time-budget 300ms --trace off --gpu-count 1"

@@ -10,13 +10,9 @@ set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 tar xJf .xfer/carry.tar.xz
 B=$PWD/.carry/bin; export LD_LIBRARY_PATH=$PWD/.carry/lib:/usr/local/cuda/lib64
-S=/tmp/prefill_sweeps; state=$S/state; rm -rf $S; mkdir -p $state
-$B/gpuprofd --state_dir=$state --listen=unix:$state/sock --worker_binary=$B/gpuprof_worker \
-  > $S/gpuprofd.log 2>&1 &
-daemon=$!
-for _ in $(seq 1 300); do $B/gpuprof --target=unix:$state/sock health >/dev/null 2>&1 && break; sleep 0.2; done
-G="$B/gpuprof --target=unix:$state/sock"
-$G gpus | tee $S/gpus.txt
+. tools/device/runs/start_gpuprofd.sh
+S=/tmp/prefill_sweeps; rm -rf $S; mkdir -p $S
+start_gpuprofd $S
 M="--phase prefill --dtype bf16 --page-size 16 --causal=true,false --backend gpuprof,cudnn --l2 cold --warmup 2 --min-iters 10 --max-iters 50 --time-budget 500ms --trace off --gpu-count 1"
 # A serving engine's mixed batch: short and long prompts, one longer than its neighbours.
 RAGGED=${RAGGED:-512,1024,1536,2048,3072,4096,6144,8192}

@@ -12,14 +12,10 @@ B=$PWD/.carry/bin; export LD_LIBRARY_PATH=$PWD/.carry/lib:/usr/local/cuda/lib64
 if [ -n "${COPY_KERNEL_TESTS:-}" ]; then
   TEST_SRCDIR=$PWD/.carry/runfiles TEST_WORKSPACE=. timeout 120 $B/copy_kernels_gpu_test 2>&1 | tail -3
 fi
-S=/tmp/sweeps; mkdir -p $S; state=$S/state; mkdir -p $state
+. tools/device/runs/start_gpuprofd.sh
+S=/tmp/sweeps; mkdir -p $S
 gpus=${SWEEP_GPUS:-1}
-$B/gpuprofd --state_dir=$state --listen=unix:$state/sock --worker_binary=$B/gpuprof_worker \
-  > $S/gpuprofd.log 2>&1 &
-daemon=$!
-for _ in $(seq 1 300); do $B/gpuprof --target=unix:$state/sock health >/dev/null 2>&1 && break; sleep 0.2; done
-G="$B/gpuprof --target=unix:$state/sock"
-$G gpus | tee $S/gpus.txt
+start_gpuprofd $S
 # As copy_workloads_benchmark times (graph mode, like the torch peers), no tracing.
 M="--graph 20 --warmup 5 --min-iters 10 --max-iters 200 --time-budget 300ms --trace off --gpu-count 1"
 TOKENS=1,64,512,4Ki,16Ki,64Ki
