@@ -2,11 +2,13 @@
 //
 // One block per (query head, tile of 128 query rows, sequence), three warpgroups specialised:
 // warpgroup 0 (the producer, few registers) loads Q, then K and V tiles through the page table
-// into three shared-memory stages, K and V each signalled on its own mbarrier: by TMA from one
-// warp (one 16-row box of a page per lane) where pages hold a multiple of 16 rows, else by
-// cp.async from all four warps. Warpgroups 1 and 2 (the consumers, most registers) own 64 query
-// rows each and wait only on those mbarriers, never on a block-wide barrier. The consumers take
-// turns to issue their matrix multiplies (ping-pong), so one's softmax runs under the other's.
+// into two or three shared-memory stages, K and V each signalled on its own mbarrier: by TMA
+// (one 16-row box of a page per lane) where pages hold a multiple of 16 rows, else by cp.async
+// from all four warps. At head_dim 128 and 256 K and V of a stage are also freed apart (K once
+// S is done, an iteration before V) and one TMA warp loads each. Warpgroups 1 and 2 (the
+// consumers, most registers) own 64 query rows each and wait only on those mbarriers, never
+// on a block-wide barrier. The consumers take turns to issue their matrix multiplies
+// (ping-pong), so one's softmax runs under the other's.
 // S = Q K^T is a wgmma m64nNk16 per 16 of head_dim (Q from registers up to head_dim 128, else
 // from shared memory); P stays in registers as the A operand of O += P V; within a consumer the
 // next tile's S is issued before this tile's P V and its softmax runs while the tensor cores
@@ -15,9 +17,10 @@
 // head_dim in 64-wide slabs, every tile on a 1024-byte boundary.
 //
 // Measured (docs/benchmarks/RESULTS.md): what mattered was the producer's cost in issue slots
-// (one page-table read per row, not per chunk: +20%; TMA instead of cp.async: +7-14%) and
-// keeping the softmax where the compiler would not move it; ping-pong and the warp
-// specialisation alone changed little.
+// (one page-table read per row, not per chunk: +20%; TMA instead of cp.async: +7-14%), K
+// freed apart from V (+10% at head_dim 128, +25% at 256, with wider tiles there), and keeping
+// the softmax where the compiler would not move it; ping-pong and the warp specialisation
+// alone changed little.
 #include <cuda.h>  // CUtensorMap and its enums (libcuda is not linked: common/cuda_driver_entry.h)
 #include <cudaTypedefs.h>
 #include <cuda_runtime.h>
@@ -40,18 +43,8 @@
 #include "kernels/attention/prefill_sm90.h"
 #include "kernels/attention/prefill_tile.cuh"
 
-// The accumulator operands of one wgmma: 24 (n48), 32 (n64), 64 (n128) or 128 (n256) fp32
+// The accumulator operands of one wgmma: 32 (n64), 40 (n80), 64 (n128) or 128 (n256) fp32
 // registers a thread.
-#define GPUPROF_WGMMA_ACC24_REGS \
-  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
-  "%20, %21, %22, %23}"
-
-#define GPUPROF_WGMMA_ACC24_OPERANDS \
-  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
-  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), \
-  "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), \
-  "+f"(d[22]), "+f"(d[23])
-
 #define GPUPROF_WGMMA_ACC32_REGS \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
   "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
@@ -62,6 +55,19 @@
   "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), \
   "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), \
   "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+
+#define GPUPROF_WGMMA_ACC40_REGS \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
+  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, " \
+  "%38, %39}"
+
+#define GPUPROF_WGMMA_ACC40_OPERANDS \
+  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), \
+  "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), \
+  "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), \
+  "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), \
+  "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), \
+  "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39])
 
 #define GPUPROF_WGMMA_ACC64_REGS \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
@@ -136,18 +142,29 @@ inline constexpr int kBlockM = kConsumerGroups * 64;
 inline constexpr int kSlab = 64;            // elements in one 128-byte swizzled row
 inline constexpr int kSwizzleAlign = 1024;  // the swizzle pattern repeats every 8 rows
 
-// KV rows per tile and tiles in flight. At head_dim 256 O alone is 128 registers a consumer
-// thread and Q takes 64 KB, so 48-key tiles, three stages (64 + 3 x 2 x 24 KB fits the 227 KB a
-// block may have). On H100 at 4k causal: 64-key tiles in two stages ran 301.7 TFLOP/s with the
-// consumers waiting on K/V (long_scoreboard 64% of stalls), 80 keys in two 289.8, 48 in three
-// 414.2 (docs/benchmarks/RESULTS.md).
+// KV rows per tile, tiles in flight, and whether K and V of a stage are released apart.
+//
+// Released apart (head_dim 128 and 256), K of a stage is free once both consumers' S = Q K^T of
+// it is done, an iteration before its V (free once P V is): the next tiles' K loads start that
+// much earlier, which is what lets two stages keep the consumers fed. On the H200 at 4k tokens
+// (docs/gpu-runs/attention-prefill-daemon-grid-h100-h200.md): head_dim 128 full 480 -> 437 us
+// (three stages released together -> two released apart), head_dim 256 full 513 -> 406 us
+// (48 keys in three stages -> 80 in two: the wider S wgmma reads less shared memory a flop,
+// 64 + 2 x 2 x 40 KB fills the 227 KB a block may have). At head_dim 64 the split cost 1-3%
+// (a tile there is short, and the extra arrivals and the second producer warp are not), so
+// it keeps one release of the whole stage. 176-key tiles at head_dim 128 ran 3% slower.
+// O is head_dim / 2 registers a consumer thread, S kBlockN / 2 and P kBlockN / 4 beside it.
 template <int kHeadDim>
-inline constexpr int kBlockNFor = kHeadDim == 256 ? 48 : 128;
-inline constexpr int kStages = 3;
+inline constexpr int kBlockNFor = kHeadDim == 256 ? 80 : 128;
+template <int kHeadDim>
+inline constexpr int kStagesFor = kHeadDim == 64 ? 3 : 2;
+template <int kHeadDim>
+inline constexpr bool kReleaseKApartFor = kHeadDim != 64;
 
 template <int kHeadDim>
 constexpr int SharedBytes() {
-  return (kBlockM + 2 * kStages * kBlockNFor<kHeadDim>) * kHeadDim * 2 + kSwizzleAlign;
+  return (kBlockM + 2 * kStagesFor<kHeadDim> * kBlockNFor<kHeadDim>) * kHeadDim * 2 +
+         kSwizzleAlign;
 }
 
 // Element offset of 16-byte chunk `chunk` of row `row` in a tile of `rows` rows.
@@ -230,20 +247,20 @@ __device__ __forceinline__ void PinRegisters(float (&r)[N]) {
 template <typename T, int N>
 __device__ __forceinline__ void WgmmaFromShared(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b,
                                                 int scale_d) {
-  static_assert(N == 48 || N == 64 || N == 128);
-  if constexpr (N == 48 && std::is_same_v<T, __nv_bfloat16>) {
+  static_assert(N == 64 || N == 80 || N == 128);
+  if constexpr (N == 80 && std::is_same_v<T, __nv_bfloat16>) {
     asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %26, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n48k16.f32.bf16.bf16 " GPUPROF_WGMMA_ACC24_REGS
-        ", %24, %25, p, 1, 1, 0, 0;\n}\n"
-        : GPUPROF_WGMMA_ACC24_OPERANDS
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %42, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n80k16.f32.bf16.bf16 " GPUPROF_WGMMA_ACC40_REGS
+        ", %40, %41, p, 1, 1, 0, 0;\n}\n"
+        : GPUPROF_WGMMA_ACC40_OPERANDS
         : "l"(desc_a), "l"(desc_b), "r"(scale_d));
-  } else if constexpr (N == 48) {
+  } else if constexpr (N == 80) {
     asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %26, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n48k16.f32.f16.f16 " GPUPROF_WGMMA_ACC24_REGS
-        ", %24, %25, p, 1, 1, 0, 0;\n}\n"
-        : GPUPROF_WGMMA_ACC24_OPERANDS
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %42, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n80k16.f32.f16.f16 " GPUPROF_WGMMA_ACC40_REGS
+        ", %40, %41, p, 1, 1, 0, 0;\n}\n"
+        : GPUPROF_WGMMA_ACC40_OPERANDS
         : "l"(desc_a), "l"(desc_b), "r"(scale_d));
   } else if constexpr (N == 64 && std::is_same_v<T, __nv_bfloat16>) {
     asm volatile(
@@ -367,6 +384,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   static_assert(device::kIsAttentionType<T>, "T must be bf16 or fp16");
   static_assert(IsAttentionHeadDim(kHeadDim), "a head size of kAttentionHeadDims");
   constexpr int kBlockN = kBlockNFor<kHeadDim>;
+  constexpr int kStages = kStagesFor<kHeadDim>;
+  constexpr bool kReleaseKApart = kReleaseKApartFor<kHeadDim>;
   constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks per row
   constexpr int kTileElements = kBlockN * kHeadDim;
   constexpr uint32_t kRowBytes = kSlab * 2;
@@ -376,7 +395,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   extern __shared__ uint8_t shared_raw[];
   // K and V of a stage fill on their own barriers: S = Q K^T of a tile starts before its V has
   // landed, and the first tile waits for Q and K only.
-  __shared__ uint64_t q_full, k_full[kStages], v_full[kStages], stage_empty[kStages];
+  // With kReleaseKApart, k_empty[s] completes once the consumers' S of stage s is done and
+  // v_empty[s] once their P V is; without, v_empty[s] frees the whole stage.
+  __shared__ uint64_t q_full, k_full[kStages], v_full[kStages], k_empty[kStages], v_empty[kStages];
   const uint32_t raw_address = SharedAddress(shared_raw);
   T* q_smem = reinterpret_cast<T*>(
       shared_raw + (((raw_address + kSwizzleAlign - 1) & ~(kSwizzleAlign - 1)) - raw_address));
@@ -396,7 +417,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       // TMA: one arrival with the tile's byte count; cp.async: one arrival a producer thread.
       MbarrierInit(SharedAddress(&k_full[stage]), kTmaKv ? 1 : kProducerThreads);
       MbarrierInit(SharedAddress(&v_full[stage]), kTmaKv ? 1 : kProducerThreads);
-      MbarrierInit(SharedAddress(&stage_empty[stage]), kConsumerWarps);
+      MbarrierInit(SharedAddress(&k_empty[stage]), kConsumerWarps);
+      MbarrierInit(SharedAddress(&v_empty[stage]), kConsumerWarps);
     }
   }
   __syncthreads();
@@ -424,16 +446,19 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     CpAsyncArriveOn(SharedAddress(&q_full));
     if constexpr (kTmaKv) {
-      // One warp: lane b loads box b (rows 16b..16b + 15) of each tile, every slab of K, then
-      // of V; lane 0 announces the tile's bytes first. Boxes from kv_end on are not loaded
-      // (the consumers zero those V rows and mask those keys).
-      if (thread >= 32) {
+      // K and V released apart: warp 0 loads K, warp 1 V, each waiting only for its own half
+      // of the stage. Released together: warp 0 loads both. Lane b loads box b (rows
+      // 16b..16b + 15) of each tile, every slab; lane 0 announces the tile's bytes first. Boxes
+      // from kv_end on are not loaded (the consumers zero those V rows and mask those keys).
+      if (thread >= (kReleaseKApart ? 64 : 32)) {
         CpAsyncWait<0>();
         return;
       }
       constexpr int kBoxes = kBlockN / kBoxRows;
       constexpr uint32_t kBoxBytes = kBoxRows * kSlab * sizeof(T);
-      const int lane = thread;
+      const int lane = thread % 32;
+      const bool loads_v = thread >= 32;
+      uint64_t* const empty = loads_v || !kReleaseKApart ? v_empty : k_empty;
       auto read_page = [&](int t) {
         const int j = t * kBlockN + lane * kBoxRows;
         return lane < kBoxes && j < kv_end ? __ldg(pages + (j >> p.log2_page_size)) : 0;
@@ -443,24 +468,27 @@ __global__ void __launch_bounds__(kThreads, 1)
         const int stage = t % kStages;
         const int page = next_page;
         if (t + 1 < num_kv_tiles) next_page = read_page(t + 1);
-        if (t >= kStages) MbarrierWait(SharedAddress(&stage_empty[stage]), (t / kStages - 1) & 1);
+        if (t >= kStages) MbarrierWait(SharedAddress(&empty[stage]), (t / kStages - 1) & 1);
         const int j = t * kBlockN + lane * kBoxRows;
         const int boxes = min(kBoxes, (kv_end - t * kBlockN + kBoxRows - 1) / kBoxRows);
         const uint32_t tile_bytes = boxes * (kHeadDim / kSlab) * kBoxBytes;
         const int slot = PagedSlot(page, j, p.log2_page_size);
-        auto load = [&](const CUtensorMap& map, T* tile, uint64_t* barrier) {
-          if (lane == 0) MbarrierArriveExpectBytes(SharedAddress(barrier), tile_bytes);
+        auto load = [&](const CUtensorMap& map, T* tile, uint64_t* full) {
+          const uint32_t barrier = SharedAddress(full);
+          if (lane == 0) MbarrierArriveExpectBytes(barrier, tile_bytes);
           __syncwarp();
           if (lane < boxes) {
 #pragma unroll
             for (int slab = 0; slab < kHeadDim / kSlab; ++slab) {
               TmaLoad3d(SharedAddress(tile + (slab * kBlockN + lane * kBoxRows) * kSlab), map,
-                        slab * kSlab, kv_head, static_cast<int>(slot), SharedAddress(barrier));
+                        slab * kSlab, kv_head, static_cast<int>(slot), barrier);
             }
           }
         };
-        load(maps.k, k_smem + stage * kTileElements, &k_full[stage]);
-        load(maps.v, v_smem + stage * kTileElements, &v_full[stage]);
+        if (!loads_v) load(maps.k, k_smem + stage * kTileElements, &k_full[stage]);
+        if (loads_v || !kReleaseKApart) {
+          load(maps.v, v_smem + stage * kTileElements, &v_full[stage]);
+        }
       }
       CpAsyncWait<0>();
       return;
@@ -491,7 +519,6 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (int k = 0; k < kRowsPerThread; ++k) page[k] = next_page[k];
       if (t + 1 < num_kv_tiles) read_pages(t + 1, next_page);
-      if (t >= kStages) MbarrierWait(SharedAddress(&stage_empty[stage]), (t / kStages - 1) & 1);
       // K first, then V, each announced on its own barrier. The row offsets are worked out
       // again for V: the producer has 40 registers.
       auto copy_tile = [&](const T* base, T* tile) {
@@ -511,8 +538,13 @@ __global__ void __launch_bounds__(kThreads, 1)
           }
         }
       };
+      const uint32_t parity = (t / kStages - 1) & 1;
+      if (t >= kStages) {
+        MbarrierWait(SharedAddress(kReleaseKApart ? &k_empty[stage] : &v_empty[stage]), parity);
+      }
       copy_tile(k_base, k_smem + stage * kTileElements);
       CpAsyncArriveOn(SharedAddress(&k_full[stage]));
+      if (kReleaseKApart && t >= kStages) MbarrierWait(SharedAddress(&v_empty[stage]), parity);
       copy_tile(v_base, v_smem + stage * kTileElements);
       CpAsyncArriveOn(SharedAddress(&v_full[stage]));
     }
@@ -558,9 +590,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     MbarrierWait(SharedAddress(&q_full), 0);
     FenceProxyAsync();
   };
-  auto release = [&](int t) {
+  auto release = [&](uint64_t* empty, int t) {
     __syncwarp();
-    if (lane == 0) MbarrierArrive(SharedAddress(&stage_empty[t % kStages]));
+    if (lane == 0) MbarrierArrive(SharedAddress(&empty[t % kStages]));
   };
   // Ping-pong: the consumers take turns to issue their matrix multiplies (named barrier 1 + c
   // is consumer c's turn), so one's softmax runs while the other's multiplies use the tensor
@@ -707,6 +739,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   pass_turn();
   WgmmaWait<0>();
   PinRegisters(s);
+  if (kReleaseKApart) release(k_empty, 0);
   softmax(0, correction);
 
   // The wait for P V of tile t - 1 opens each iteration rather than following the softmax of
@@ -715,10 +748,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int t = 0; t < num_kv_tiles; ++t) {
     WgmmaWait<0>();
     PinRegisters(o);
-    if (t > 0) release(t - 1);  // its K (S, long done) and V (P V, just done) are read
+    if (t > 0) release(v_empty, t - 1);  // P V of tile t - 1 is done (and its S long since)
     // Once the running maxima settle, most tiles leave every row's correction at exactly 1 and
-    // the multiplies (head_dim / 2 a thread: 128 at head_dim 256, against 24 exponentials of a
-    // 48-key tile) would change nothing; a warp skips them when none of its rows needs them.
+    // the multiplies (head_dim / 2 a thread: 128 at head_dim 256, against 40 exponentials of an
+    // 80-key tile) would change nothing; a warp skips them when none of its rows needs them.
     if (__any_sync(0xffffffffu, correction[0] != 1.0f || correction[1] != 1.0f)) {
 #pragma unroll
       for (int c = 0; c < kHeadDim / 8; ++c) {
@@ -742,6 +775,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       pass_turn();
       WgmmaWait<1>();  // S of tile t + 1; P V of tile t may still run
       PinRegisters(s);
+      if (kReleaseKApart) release(k_empty, t + 1);
       softmax(t + 1, correction);
     } else {
       take_turn();
@@ -864,7 +898,7 @@ absl::StatusOr<PrefillLaunchInfo> LaunchTyped(const AttentionProblem& problem,
   return PrefillLaunchInfo{.block_m = kBlockM,
                            .block_n = kBlockNFor<kHeadDim>,
                            .warps = kConsumerThreads / 32,
-                           .stages = kStages,
+                           .stages = kStagesFor<kHeadDim>,
                            .shared_bytes = SharedBytes<kHeadDim>(),
                            .blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z,
                            .variant = PrefillVariant::kHopperWgmma,
