@@ -166,6 +166,10 @@ constexpr int SharedBytes() {
   return (kBlockM + 2 * kStagesFor<kHeadDim> * kBlockNFor<kHeadDim>) * kHeadDim * 2 +
          kSwizzleAlign;
 }
+// The dynamic shared memory a Hopper block may opt into (227 KB); head_dim 256 uses 225 KB.
+inline constexpr int kMaxSharedBytes = 227 * 1024;
+static_assert(SharedBytes<64>() <= kMaxSharedBytes && SharedBytes<128>() <= kMaxSharedBytes &&
+              SharedBytes<256>() <= kMaxSharedBytes);
 
 // Element offset of 16-byte chunk `chunk` of row `row` in a tile of `rows` rows.
 __device__ __forceinline__ int SlabOffset(int rows, int row, int chunk) {
