@@ -147,12 +147,12 @@ inline constexpr int kSwizzleAlign = 1024;  // the swizzle pattern repeats every
 // Released apart (head_dim 128 and 256), K of a stage is free once both consumers' S = Q K^T of
 // it is done, an iteration before its V (free once P V is): the next tiles' K loads start that
 // much earlier, which is what lets two stages keep the consumers fed. On the H200 at 4k tokens
-// (docs/gpu-runs/attention-prefill-daemon-grid-h100-h200.md): head_dim 128 full 480 -> 437 us
-// (three stages released together -> two released apart), head_dim 256 full 513 -> 406 us
+// (docs/gpu-runs/attention-prefill-k-apart-h100-h200.md): head_dim 128 full 477 -> 431 us
+// (three stages released together -> two released apart), head_dim 256 full 511 -> 397 us
 // (48 keys in three stages -> 80 in two: the wider S wgmma reads less shared memory a flop,
 // 64 + 2 x 2 x 40 KB fills the 227 KB a block may have). At head_dim 64 the split cost 1-3%
 // (a tile there is short, and the extra arrivals and the second producer warp are not), so
-// it keeps one release of the whole stage. 176-key tiles at head_dim 128 ran 3% slower.
+// it keeps one release of the whole stage. 176-key tiles at head_dim 128 ran 3-5% slower.
 // O is head_dim / 2 registers a consumer thread, S kBlockN / 2 and P kBlockN / 4 beside it.
 template <int kHeadDim>
 inline constexpr int kBlockNFor = kHeadDim == 256 ? 80 : 128;
