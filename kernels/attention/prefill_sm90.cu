@@ -247,52 +247,25 @@ __device__ __forceinline__ void PinRegisters(float (&r)[N]) {
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
 }
 
-// D (m64nN, fp32) [+]= A (64x16 from shared memory) * B (16xN from shared memory, K-major).
+// D (m64nN, fp32) [+]= A (64x16 from shared memory) * B (16xN from shared memory, K-major): S =
+// Q K^T where Q stays in shared memory (head_dim 256, in 80-key tiles).
 template <typename T, int N>
 __device__ __forceinline__ void WgmmaFromShared(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b,
                                                 int scale_d) {
-  static_assert(N == 64 || N == 80 || N == 128);
-  if constexpr (N == 80 && std::is_same_v<T, __nv_bfloat16>) {
+  static_assert(N == 80, "the only tile width with Q in shared memory");
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %42, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n80k16.f32.bf16.bf16 " GPUPROF_WGMMA_ACC40_REGS
         ", %40, %41, p, 1, 1, 0, 0;\n}\n"
         : GPUPROF_WGMMA_ACC40_OPERANDS
         : "l"(desc_a), "l"(desc_b), "r"(scale_d));
-  } else if constexpr (N == 80) {
+  } else {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %42, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n80k16.f32.f16.f16 " GPUPROF_WGMMA_ACC40_REGS
         ", %40, %41, p, 1, 1, 0, 0;\n}\n"
         : GPUPROF_WGMMA_ACC40_OPERANDS
-        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
-  } else if constexpr (N == 64 && std::is_same_v<T, __nv_bfloat16>) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " GPUPROF_WGMMA_ACC32_REGS
-        ", %32, %33, p, 1, 1, 0, 0;\n}\n"
-        : GPUPROF_WGMMA_ACC32_OPERANDS
-        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
-  } else if constexpr (N == 64) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " GPUPROF_WGMMA_ACC32_REGS
-        ", %32, %33, p, 1, 1, 0, 0;\n}\n"
-        : GPUPROF_WGMMA_ACC32_OPERANDS
-        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
-  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " GPUPROF_WGMMA_ACC64_REGS
-        ", %64, %65, p, 1, 1, 0, 0;\n}\n"
-        : GPUPROF_WGMMA_ACC64_OPERANDS
-        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
-  } else {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " GPUPROF_WGMMA_ACC64_REGS
-        ", %64, %65, p, 1, 1, 0, 0;\n}\n"
-        : GPUPROF_WGMMA_ACC64_OPERANDS
         : "l"(desc_a), "l"(desc_b), "r"(scale_d));
   }
 }
