@@ -1,14 +1,15 @@
 // FlashAttention-3-style prefill for Hopper (sm_90a) over the paged KV cache, on wgmma.
 //
-// One block per (query head, tile of 128 query rows, sequence), three warpgroups specialised:
+// One block per (query head, tile of query rows, sequence), its warpgroups specialised:
 // warpgroup 0 (the producer, few registers) loads Q, then K and V tiles through the page table
 // into two or three shared-memory stages, K and V each signalled on its own mbarrier: by TMA
 // (one 16-row box of a page per lane) where pages hold a multiple of 16 rows, else by cp.async
 // from all four warps. At head_dim 128 and 256 K and V of a stage are also freed apart (K once
-// S is done, an iteration before V) and one TMA warp loads each. Warpgroups 1 and 2 (the
-// consumers, most registers) own 64 query rows each and wait only on those mbarriers, never
-// on a block-wide barrier. The consumers take turns to issue their matrix multiplies
-// (ping-pong), so one's softmax runs under the other's.
+// S is done, an iteration before V) and one TMA warp loads each. The other warpgroups (the
+// consumers, most registers; two at head_dim 128 and 256, three at 64, so 128 or 192 query
+// rows a block) own 64 query rows each and wait only on those mbarriers, never on a
+// block-wide barrier. The consumers take turns to issue their matrix multiplies (ping-pong),
+// so one's softmax runs under another's.
 // S = Q K^T is a wgmma m64nNk16 per 16 of head_dim (Q from registers up to head_dim 128, else
 // from shared memory); P stays in registers as the A operand of O += P V; within a consumer the
 // next tile's S is issued before this tile's P V and its softmax runs while the tensor cores
@@ -129,16 +130,25 @@ using device::PackTwo;
 using device::PagedSlot;
 using device::SharedAddress;
 
-// Warpgroup 0 loads (the producer), warpgroups 1 and 2 compute (the consumers).
-inline constexpr int kConsumerGroups = 2;
+// Warpgroup 0 loads (the producer), warpgroups 1 to kConsumerGroupsFor compute (the
+// consumers), 64 query rows each. Head_dim 64 has three consumers: a tile's exponentials there
+// take as long as its matrix multiplies, and with two consumers taking turns one's softmax
+// could hide only under the other's multiplies.
+template <int kHeadDim>
+inline constexpr int kConsumerGroupsFor = kHeadDim == 64 ? 3 : 2;
 inline constexpr int kProducerThreads = 128;
-inline constexpr int kConsumerThreads = kConsumerGroups * 128;
-inline constexpr int kConsumerWarps = kConsumerThreads / 32;
-inline constexpr int kThreads = kProducerThreads + kConsumerThreads;
-// Registers a thread after the split (setmaxnreg): 128 x 40 + 256 x 232 <= 65536.
-inline constexpr int kProducerRegisters = 40;
-inline constexpr int kConsumerRegisters = 232;
-inline constexpr int kBlockM = kConsumerGroups * 64;
+template <int kHeadDim>
+inline constexpr int kConsumerThreadsFor = kConsumerGroupsFor<kHeadDim> * 128;
+template <int kHeadDim>
+inline constexpr int kThreadsFor = kProducerThreads + kConsumerThreadsFor<kHeadDim>;
+template <int kHeadDim>
+inline constexpr int kBlockMFor = kConsumerGroupsFor<kHeadDim> * 64;
+// Registers a thread after the split (setmaxnreg): 128 x 40 + 256 x 232 <= 65536 with two
+// consumers, 128 x 32 + 384 x 160 = 65536 with three.
+template <int kHeadDim>
+inline constexpr int kProducerRegistersFor = kConsumerGroupsFor<kHeadDim> == 3 ? 32 : 40;
+template <int kHeadDim>
+inline constexpr int kConsumerRegistersFor = kConsumerGroupsFor<kHeadDim> == 3 ? 160 : 232;
 inline constexpr int kSlab = 64;            // elements in one 128-byte swizzled row
 inline constexpr int kSwizzleAlign = 1024;  // the swizzle pattern repeats every 8 rows
 
@@ -163,8 +173,8 @@ inline constexpr bool kReleaseKApartFor = kHeadDim != 64;
 
 template <int kHeadDim>
 constexpr int SharedBytes() {
-  return (kBlockM + 2 * kStagesFor<kHeadDim> * kBlockNFor<kHeadDim>) * kHeadDim * 2 +
-         kSwizzleAlign;
+  constexpr int kRows = kBlockMFor<kHeadDim> + 2 * kStagesFor<kHeadDim> * kBlockNFor<kHeadDim>;
+  return kRows * kHeadDim * 2 + kSwizzleAlign;
 }
 // The dynamic shared memory a Hopper block may opt into (227 KB); head_dim 256 uses 225 KB.
 inline constexpr int kMaxSharedBytes = 227 * 1024;
@@ -248,24 +258,39 @@ __device__ __forceinline__ void PinRegisters(float (&r)[N]) {
 }
 
 // D (m64nN, fp32) [+]= A (64x16 from shared memory) * B (16xN from shared memory, K-major): S =
-// Q K^T where Q stays in shared memory (head_dim 256, in 80-key tiles).
+// Q K^T where Q stays in shared memory (head_dim 256 in 80-key tiles; head_dim 64 with three
+// consumers, whose 160 registers a thread leave no room for Q).
 template <typename T, int N>
 __device__ __forceinline__ void WgmmaFromShared(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b,
                                                 int scale_d) {
-  static_assert(N == 80, "the only tile width with Q in shared memory");
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+  static_assert(N == 80 || N == 128, "the tile widths with Q in shared memory");
+  if constexpr (N == 80 && std::is_same_v<T, __nv_bfloat16>) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %42, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n80k16.f32.bf16.bf16 " GPUPROF_WGMMA_ACC40_REGS
         ", %40, %41, p, 1, 1, 0, 0;\n}\n"
         : GPUPROF_WGMMA_ACC40_OPERANDS
         : "l"(desc_a), "l"(desc_b), "r"(scale_d));
-  } else {
+  } else if constexpr (N == 80) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %42, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n80k16.f32.f16.f16 " GPUPROF_WGMMA_ACC40_REGS
         ", %40, %41, p, 1, 1, 0, 0;\n}\n"
         : GPUPROF_WGMMA_ACC40_OPERANDS
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " GPUPROF_WGMMA_ACC64_REGS
+        ", %64, %65, p, 1, 1, 0, 0;\n}\n"
+        : GPUPROF_WGMMA_ACC64_OPERANDS
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+  } else {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " GPUPROF_WGMMA_ACC64_REGS
+        ", %64, %65, p, 1, 1, 0, 0;\n}\n"
+        : GPUPROF_WGMMA_ACC64_OPERANDS
         : "l"(desc_a), "l"(desc_b), "r"(scale_d));
   }
 }
@@ -354,12 +379,17 @@ struct KvTensorMaps {
 // producer warps, row by row (any page size). TMA leaves the producer's 32 copies a thread and
 // their address arithmetic out of the issue slots the consumers need.
 template <typename T, int kHeadDim, bool kCausal, bool kTmaKv>
-__global__ void __launch_bounds__(kThreads, 1)
+__global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
     PrefillSm90Kernel(const __grid_constant__ PrefillKernelParams p,
                       const __grid_constant__ KvTensorMaps maps) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   static_assert(device::kIsAttentionType<T>, "T must be bf16 or fp16");
   static_assert(IsAttentionHeadDim(kHeadDim), "a head size of kAttentionHeadDims");
+  constexpr int kBlockM = kBlockMFor<kHeadDim>;
+  constexpr int kConsumerGroups = kConsumerGroupsFor<kHeadDim>;
+  constexpr int kConsumerWarps = kConsumerGroups * 4;
+  // Named barriers: 0 is __syncthreads, 1 .. kConsumerGroups the turns, then one a consumer.
+  constexpr int kOwnBarrier0 = 1 + kConsumerGroups;
   constexpr int kBlockN = kBlockNFor<kHeadDim>;
   constexpr int kStages = kStagesFor<kHeadDim>;
   constexpr bool kReleaseKApart = kReleaseKApartFor<kHeadDim>;
@@ -404,7 +434,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (warp_group == 0) {
     // The producer: Q with tile 0, then each KV tile into its stage once the consumers have
     // emptied it.
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegisters));
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegistersFor<kHeadDim>));
     const int thread = threadIdx.x;
     const int32_t* pages = p.page_indices + p.page_indptr[seq];
     const int kv_head = qo_head / p.group_size;
@@ -530,7 +560,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 
   // The consumers: two warpgroups of 64 query rows each.
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegisters));
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegistersFor<kHeadDim>));
   const int consumer = warp_group - 1;
   const int warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
   const int group = lane >> 2, quad_lane = lane & 3;
@@ -557,7 +587,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           *reinterpret_cast<uint4*>(tile + SlabOffset(kBlockN, row, chunk)) = uint4{0, 0, 0, 0};
         }
         FenceProxyAsync();
-        asm volatile("bar.sync %0, 128;\n" ::"r"(3 + consumer) : "memory");
+        asm volatile("bar.sync %0, 128;\n" ::"r"(kOwnBarrier0 + consumer) : "memory");
       }
     } else {
       FenceProxyAsync();
@@ -571,17 +601,20 @@ __global__ void __launch_bounds__(kThreads, 1)
     __syncwarp();
     if (lane == 0) MbarrierArrive(SharedAddress(&empty[t % kStages]));
   };
-  // Ping-pong: the consumers take turns to issue their matrix multiplies (named barrier 1 + c
-  // is consumer c's turn), so one's softmax runs while the other's multiplies use the tensor
-  // cores instead of both waiting on them at once. Consumer 1 lets consumer 0 go first.
-  const int my_turn = 1 + consumer, their_turn = 2 - consumer;
-  auto take_turn = [&]() {
-    asm volatile("bar.sync %0, %1;\n" ::"r"(my_turn), "n"(kConsumerThreads) : "memory");
-  };
-  auto pass_turn = [&]() {
-    asm volatile("bar.arrive %0, %1;\n" ::"r"(their_turn), "n"(kConsumerThreads) : "memory");
-  };
-  if (consumer == 1) pass_turn();
+  // Ping-pong: the consumers take turns to issue their matrix multiplies, in order 0, 1, ...
+  // (named barrier 1 + c is consumer c's turn; the taker's 128 threads wait there for the
+  // 128 of the consumer before it), so one's softmax runs while another's multiplies use the
+  // tensor cores instead of all waiting on them at once. The last consumer lets consumer 0 go
+  // first.
+  // (With two consumers their_turn is written 2 - c, which keeps the head_dim 128 and 256
+  // kernels as they were: ptxas recomputes it where it is used rather than holding it in a
+  // register; the modulo form measured 3% slower at head_dim 128 full, in one run.)
+  const int my_turn = 1 + consumer;
+  const int their_turn =
+      kConsumerGroups == 2 ? 2 - consumer : 1 + (consumer + 1) % kConsumerGroups;
+  auto take_turn = [&]() { asm volatile("bar.sync %0, 256;\n" ::"r"(my_turn) : "memory"); };
+  auto pass_turn = [&]() { asm volatile("bar.arrive %0, 256;\n" ::"r"(their_turn) : "memory"); };
+  if (consumer == kConsumerGroups - 1) pass_turn();
 
   // Descriptors: Q is K-major (head_dim contiguous), K is K-major, V is N-major (its rows are
   // keys, the k of P V). A k16 step inside a 64-wide slab moves the start by 32 bytes. Each is a
@@ -615,8 +648,9 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   // Up to head_dim 128 the warpgroup's Q lives in registers (32 a thread at 128) as the A
   // operand of S = Q K^T, so that each of its wgmmas reads only K from shared memory; at 256 it
-  // would take 64 registers beside O's 128 and stays in shared memory.
-  constexpr bool kQInRegisters = kHeadDim <= 128 && kBlockN == 128;
+  // would take 64 registers beside O's 128, and with three consumers (head_dim 64) the 16 it
+  // takes spill; there it stays in shared memory.
+  constexpr bool kQInRegisters = kHeadDim <= 128 && kBlockN == 128 && kConsumerGroups == 2;
   uint32_t qa[kQInRegisters ? kHeadDim / 16 : 1][4];
   auto load_q_fragments = [&]() {
     const int row = warp_row0 + group;
@@ -762,8 +796,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       pass_turn();
     }
   }
-  // Consumer 1 passed one turn more than consumer 0 took (the first); take it, so that both
-  // named barriers end empty.
+  // The last consumer passed one turn more than consumer 0 took (the first); take it, so that
+  // every named barrier ends empty.
   if (consumer == 0) take_turn();
   WgmmaWait<0>();
   PinRegisters(o);
@@ -789,8 +823,8 @@ __global__ void __launch_bounds__(kThreads, 1)
           (row_max[r] + log2f(sum)) * device::kLn2;
     }
   }
-  // Named barrier 3 + c: consumer c's four warps (1 and 2 are the turns).
-  asm volatile("bar.sync %0, 128;\n" ::"r"(3 + consumer) : "memory");
+  // Named barrier kOwnBarrier0 + c: consumer c's four warps.
+  asm volatile("bar.sync %0, 128;\n" ::"r"(kOwnBarrier0 + consumer) : "memory");
   const int group_thread = threadIdx.x % 128;
 #pragma unroll 4
   for (int i = group_thread; i < 64 * kChunks; i += 128) {
@@ -847,7 +881,7 @@ absl::Status LaunchKernel(const dim3& grid, const PrefillKernelParams& params,
   auto* kernel = PrefillSm90Kernel<T, kHeadDim, kCausal, kTmaKv>;
   CUDA_RETURN_IF_ERROR(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared));
-  kernel<<<grid, kThreads, kShared, stream>>>(params, maps);
+  kernel<<<grid, kThreadsFor<kHeadDim>, kShared, stream>>>(params, maps);
   CUDA_RETURN_IF_ERROR(cudaGetLastError());
   return absl::OkStatus();
 }
@@ -856,6 +890,7 @@ template <typename T, int kHeadDim>
 absl::StatusOr<PrefillLaunchInfo> LaunchTyped(const AttentionProblem& problem,
                                               const PrefillKernelParams& params,
                                               cudaStream_t stream) {
+  constexpr int kBlockM = kBlockMFor<kHeadDim>;
   const dim3 grid(params.num_qo_heads, (problem.lengths.max_q_len() + kBlockM - 1) / kBlockM,
                   problem.lengths.batch());
   KvTensorMaps maps{};
@@ -874,7 +909,7 @@ absl::StatusOr<PrefillLaunchInfo> LaunchTyped(const AttentionProblem& problem,
   }
   return PrefillLaunchInfo{.block_m = kBlockM,
                            .block_n = kBlockNFor<kHeadDim>,
-                           .warps = kConsumerThreads / 32,
+                           .warps = kConsumerThreadsFor<kHeadDim> / 32,
                            .stages = kStagesFor<kHeadDim>,
                            .shared_bytes = SharedBytes<kHeadDim>(),
                            .blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z,
