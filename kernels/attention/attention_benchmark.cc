@@ -267,17 +267,19 @@ absl::Status Run(bool quick, const std::string& only, const std::string& table_p
   std::fflush(stdout);
 
   std::vector<Row> rows;
-  // Prefill: batch 1, causal (and 4k non-causal), GQA 32/8, d128, bf16; at 4k also head_dim 64
-  // (32/8, where the exponentials rival the matrix multiplies) and a head_dim 256 model's heads
-  // (16/8, as Gemma 2 9B), causal and full.
+  // Prefill: batch 1, causal (and 4k and 16k non-causal), GQA 32/8, d128, bf16; at 4k also
+  // head_dim 64 (32/8, where the exponentials rival the matrix multiplies) and a head_dim 256
+  // model's heads (16/8, as Gemma 2 9B), causal and full, and that model at 16k full (at 16k
+  // every KV head's K and V together outgrow the L2).
   struct PrefillCase {
     int len;
     bool causal;
     int head_dim = 128;
   };
-  std::vector<PrefillCase> prefill_cases = {{4096, true},      {8192, true},      {16384, true},
-                                            {4096, false},     {4096, true, 64},  {4096, false, 64},
-                                            {4096, true, 256}, {4096, false, 256}};
+  std::vector<PrefillCase> prefill_cases = {
+      {4096, true},       {8192, true},       {16384, true},     {4096, false},
+      {16384, false},     {4096, true, 64},   {4096, false, 64}, {4096, true, 256},
+      {4096, false, 256}, {16384, false, 256}};
   if (quick) prefill_cases = {{4096, true}, {4096, true, 256}};
   if (only == "decode") prefill_cases.clear();
   for (const PrefillCase& c : prefill_cases) {
