@@ -579,7 +579,7 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
     if constexpr (kTmaKv) {
       // The last tile's V rows from kv_end on were not loaded or lie past kv_len: whatever is
       // there (another tile's rows, or bytes never written) would reach O through P = 0 times
-      // it, and 0 x NaN is NaN. Both consumers write the same zeros; each waits for its own.
+      // it, and 0 x NaN is NaN. Every consumer writes the same zeros; each waits for its own.
       const int first_unused = kv_end - t * kBlockN;
       if (first_unused < kBlockN) {
         T* tile = v_smem + (t % kStages) * kTileElements;
