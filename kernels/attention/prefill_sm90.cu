@@ -528,7 +528,7 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
       for (int k = 0; k < kRowsPerThread; ++k) page[k] = next_page[k];
       if (t + 1 < num_kv_tiles) read_pages(t + 1, next_page);
       // K first, then V, each announced on its own barrier. The row offsets are worked out
-      // again for V: the producer has 40 registers.
+      // again for V: the producer has 40 registers (32 beside three consumers).
       auto copy_tile = [&](const T* base, T* tile) {
 #pragma unroll
         for (int k = 0; k < kRowsPerThread; ++k) {
@@ -560,7 +560,7 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
     return;
   }
 
-  // The consumers: two warpgroups of 64 query rows each.
+  // The consumers: kConsumerGroups warpgroups of 64 query rows each.
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegistersFor<kHeadDim>));
   const int consumer = warp_group - 1;
   const int warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
