@@ -179,7 +179,18 @@ INSTANTIATE_TEST_SUITE_P(
         AttentionCase{"d128_gqa4_noncausal_fp16_page16_qlong", 8, 2, 128, 16,
                       AttentionDtype::kFp16, false, {300}, {70}},
         AttentionCase{"d128_gqa8_causal_bf16_page16_long", 32, 4, 128, 16, AttentionDtype::kBf16,
-                      true, {1024}, {1024}}),
+                      true, {1024}, {1024}},
+        // Ragged batches of several hundred blocks (more than a GPU has SMs): blocks of the
+        // shorter sequences' missing tiles, partial last tiles, and at page 8 the Hopper
+        // kernel's cp.async producer.
+        AttentionCase{"d64_gqa4_noncausal_bf16_page16_many_tiles", 16, 4, 64, 16,
+                      AttentionDtype::kBf16, false, {1500, 400, 900}, {1500, 600, 900}},
+        AttentionCase{"d128_gqa4_causal_fp16_page16_many_tiles", 16, 4, 128, 16,
+                      AttentionDtype::kFp16, true, {1100, 2000, 300}, {1100, 2000, 300}},
+        AttentionCase{"d128_gqa2_causal_bf16_page8_many_tiles", 16, 8, 128, 8,
+                      AttentionDtype::kBf16, true, {900, 600}, {1000, 600}},
+        AttentionCase{"d256_gqa2_noncausal_bf16_page32_many_tiles", 16, 8, 256, 32,
+                      AttentionDtype::kBf16, false, {700, 1000}, {900, 1000}}),
     [](const ::testing::TestParamInfo<AttentionCase>& info) { return info.param.name; });
 // clang-format on
 

@@ -21,7 +21,10 @@
 // (one page-table read per row, not per chunk: +20%; TMA instead of cp.async: +7-14%), K
 // freed apart from V (+10% at head_dim 128, +25% at 256, with wider tiles there), three
 // consumers at head_dim 64 (+7-8%), and keeping the softmax where the compiler would not move
-// it; ping-pong and the warp specialisation alone changed little.
+// it; ping-pong and the warp specialisation alone changed little. A persistent grid (a block an
+// SM looping over query tiles) ran 2-18% slower: its stage index, carried from tile to tile, cost
+// the wgmma descriptors their uniform registers until each tile restarted at stage 0, and then a
+// KV tile still took 6.5% longer (docs/gpu-runs/attention-prefill-persistent-tried-h100-h200.md).
 #include <cuda.h>  // CUtensorMap and its enums (libcuda is not linked: common/cuda_driver_entry.h)
 #include <cudaTypedefs.h>
 #include <cuda_runtime.h>
