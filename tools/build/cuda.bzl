@@ -90,12 +90,19 @@ CUDA_GENCODE_SM90A = [
     "-gencode=arch=compute_90a,code=sm_90a",
 ]
 
+# ptxas warnings as errors, spills among them: for kernels tuned to their register budget, where
+# a spill (or wgmma serialised, ptxas's C7512 warning) is a performance regression that the
+# CPU-only CI can catch at build time (a restructured Hopper prefill first spilled up to 80 bytes
+# a thread: docs/gpu-runs/attention-prefill-persistent-tried-h100-h200.md).
+PTXAS_NO_SPILLS = ["-Xptxas=-warn-spills,-Werror"]
+
 def cuda_library(name, srcs, hdrs = [], deps = [], copts = [], gencode = CUDA_GENCODE, **kwargs):
     """Compiles each .cu in srcs with nvcc and wraps the objects in a cc_library.
 
     Headers of deps that the .cu files include must be listed in `hdrs` or `cu_hdrs`
     of this target so they are visible inside the genrule's sandbox. `gencode` picks the
-    GPU architectures (default: CUDA_GENCODE).
+    GPU architectures (default: CUDA_GENCODE); `copts = PTXAS_NO_SPILLS` fails the build on a
+    register spill.
     """
     cu_hdrs = kwargs.pop("cu_hdrs", [])
     objects = []
