@@ -176,6 +176,65 @@ TEST(RequestValidation, AttentionHeadSizesDependOnTheBackend) {
   EXPECT_THAT(Check(request, inventory).message(), HasSubstr("the cuDNN backend takes"));
 }
 
+TEST(RequestValidation, AttentionFp8RunsInOurPrefillOrTheReference) {
+  v1::ListGpusResponse inventory = TwoNvlinkGpus();
+  inventory.add_supported_workloads("attention");
+  v1::ExperimentRequest request;
+  auto* attention = request.mutable_attention();
+  attention->set_phase(v1::ATTENTION_PHASE_PREFILL);
+  attention->set_dtype(v1::DATA_TYPE_FP8_E4M3);
+  EXPECT_TRUE(Check(request, inventory).ok()) << Check(request, inventory);
+  attention->set_backend(v1::ATTENTION_BACKEND_REFERENCE);
+  EXPECT_TRUE(Check(request, inventory).ok()) << Check(request, inventory);
+  const std::string refused =
+      "attention.dtype: got fp8-e4m3; fp8 e4m3 runs only in the prefill phase with the gpuprof "
+      "or reference backend, on H100/H200 (sm_90)";
+  attention->set_backend(v1::ATTENTION_BACKEND_CUDNN);
+  EXPECT_EQ(Check(request, inventory).message(), refused);
+  attention->set_backend(v1::ATTENTION_BACKEND_GPUPROF);
+  attention->set_phase(v1::ATTENTION_PHASE_DECODE);
+  EXPECT_EQ(Check(request, inventory).message(), refused);
+  attention->clear_phase();  // decode by default
+  EXPECT_EQ(Check(request, inventory).message(), refused);
+  // Our fp8 kernel loads whole 16-row boxes of a page; the reference takes any page size.
+  attention->set_phase(v1::ATTENTION_PHASE_PREFILL);
+  attention->set_page_size(8);
+  EXPECT_EQ(Check(request, inventory).message(),
+            "attention.page_size: got 8; the fp8 e4m3 prefill takes pages of 16 rows or a "
+            "multiple of 16 (bf16 and fp16 take any power of two)");
+  attention->set_backend(v1::ATTENTION_BACKEND_REFERENCE);
+  EXPECT_TRUE(Check(request, inventory).ok()) << Check(request, inventory);
+  attention->set_backend(v1::ATTENTION_BACKEND_GPUPROF);
+  attention->set_page_size(32);
+  EXPECT_TRUE(Check(request, inventory).ok()) << Check(request, inventory);
+  attention->clear_phase();
+  // Other types name fp8 among the choices only where it runs.
+  attention->set_dtype(v1::DATA_TYPE_FP32);
+  EXPECT_EQ(Check(request, inventory).message(),
+            "attention.dtype: got fp32; must be one of fp16, bf16");
+  attention->set_phase(v1::ATTENTION_PHASE_PREFILL);
+  EXPECT_EQ(Check(request, inventory).message(),
+            "attention.dtype: got fp32; must be one of fp16, bf16, fp8-e4m3");
+}
+
+TEST(RequestValidation, AttentionFp8CachesTakeOneByteAnElement) {
+  v1::ListGpusResponse inventory = TwoNvlinkGpus();  // 80 GiB GPUs
+  inventory.add_supported_workloads("attention");
+  v1::ExperimentRequest request;
+  auto* attention = request.mutable_attention();
+  attention->set_phase(v1::ATTENTION_PHASE_PREFILL);
+  // 30 sequences of 1Mi tokens, 8 KV heads x 128: K and V take 120 GiB in bf16, 60 in fp8.
+  attention->set_batch_size(30);
+  attention->set_kv_len(int64_t{1} << 20);
+  attention->set_num_kv_heads(8);
+  attention->set_head_dim(128);
+  attention->set_dtype(v1::DATA_TYPE_BF16);
+  EXPECT_THAT(Check(request, inventory).message(),
+              HasSubstr("attention (paged K and V caches): needs 120.00 GiB"));
+  attention->set_dtype(v1::DATA_TYPE_FP8_E4M3);
+  EXPECT_TRUE(Check(request, inventory).ok()) << Check(request, inventory);
+}
+
 TEST(RequestValidation, RaggedAttentionBatchesNameTheSequence) {
   v1::ListGpusResponse inventory = TwoNvlinkGpus();
   inventory.add_supported_workloads("attention");

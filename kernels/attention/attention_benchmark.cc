@@ -13,9 +13,11 @@
 //   attention_benchmark [--quick] [--only=prefill|decode] [--table=PATH]
 //   attention_benchmark --decode-grid [--groups=1,2,..] [--batches=..] [--kv-lens=..]
 //       [--max-kv-gib=N] [--csv=PATH]
+//   attention_benchmark --fp8-prefill [--table=PATH]
 // --decode-grid: decode at 8 KV heads x GQA group (query heads = 8 x group) x batch x KV length,
 // the tuned kernel (what the daemon runs) beside the measured copy; --csv writes the rows that
 // torch_attention_peers.py --decode-grid --ours reads to print PyTorch's backends beside them.
+// --fp8-prefill: the fp8 (e4m3) prefill beside bf16 (ours and cuDNN's) at the same shapes.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -241,6 +243,106 @@ absl::Status RunDecodeGrid(const DecodeGrid& grid, measure::L2FlushMode flush) {
   }
   std::fputs(table.c_str(), stdout);
   if (!grid.csv_path.empty()) std::ofstream(grid.csv_path) << csv;
+  return absl::OkStatus();
+}
+
+// fp8 (e4m3) prefill beside bf16 at the same shapes (GQA 32/8 at head_dim 64 and 128, 16/8 at
+// 256; page 16, batch 1): ours in fp8, ours in bf16 (the Hopper kernel both), and cuDNN's bf16
+// fused attention on the same paged problem; TFLOP/s against the dense bf16 peak and the dense
+// fp8 peak (twice it on Hopper).
+absl::Status RunFp8Prefill(const std::string& table_path, measure::L2FlushMode flush) {
+  int device = 0;
+  CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+  cudaDeviceProp props;
+  CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&props, device));
+  const double bf16_peak = gpu::DatasheetBf16DenseTflops(props.name).value_or(0.0);
+  const double fp8_peak = 2.0 * bf16_peak;  // Hopper's fp8 tensor rate is twice its bf16 rate
+  ASSIGN_OR_RETURN(Bench bench, Bench::Create(flush));
+  constexpr int kSamples = 30;
+  std::string table = absl::StrFormat(
+      "\n%s, %d SMs; dense peaks (spec): bf16 %.1f, fp8 %.1f TFLOP/s\n"
+      "GQA 32/8, head_dim 128 (where the shape names no other), page 16, batch 1; median of %d "
+      "L2-flushed launches; fp8: Q, K, V "
+      "e4m3 with a scale each, O bf16\n\n"
+      "| shape | kernel | median us | TFLOP/s | %% bf16 peak | %% fp8 peak | fp8 speed-up | "
+      "config |\n|---|---|---|---|---|---|---|---|\n",
+      props.name, props.multiProcessorCount, bf16_peak, fp8_peak, kSamples);
+  struct Case {
+    int len;
+    bool causal;
+    int head_dim = 128;
+  };
+  for (const Case& c : {Case{4096, true}, Case{8192, true}, Case{16384, true}, Case{2048, false},
+                        Case{4096, false}, Case{16384, false}, Case{4096, true, 64},
+                        Case{4096, false, 64}, Case{4096, true, 256}, Case{4096, false, 256}}) {
+    AttentionShape shape = ServingShape(c.causal);
+    if (c.head_dim == 256) {
+      shape.head_dim = 256;
+      shape.num_qo_heads = 16;  // a head_dim 256 model's heads (16/8, as Gemma 2 9B)
+    }
+    shape.head_dim = c.head_dim;
+    const std::string shape_name = absl::StrFormat(
+        "q=kv=%d %s%s", c.len, c.causal ? "causal" : "full",
+        c.head_dim == 128 ? ""
+                          : absl::StrFormat(" d%d %d/%d", c.head_dim, shape.num_qo_heads,
+                                            shape.num_kv_heads));
+    const SequenceLengths lengths{.q_lens = {c.len}, .kv_lens = {c.len}};
+    ASSIGN_OR_RETURN(DeviceAttentionProblem bf16, MakeDeviceAttentionProblem(shape, lengths, 7));
+    shape.dtype = AttentionDtype::kFp8E4m3;
+    ASSIGN_OR_RETURN(DeviceAttentionProblem fp8, MakeDeviceAttentionProblem(shape, lengths, 7));
+    const double flops = AttentionFlops(shape, bf16.problem.lengths);
+    auto time_ours = [&](const DeviceAttentionProblem& d, PrefillLaunchInfo& info) {
+      return bench.Time(
+          [&]() -> absl::Status {
+            ASSIGN_OR_RETURN(info, LaunchPrefill(d.problem, bench.stream()));
+            return absl::OkStatus();
+          },
+          2, kSamples);
+    };
+    PrefillLaunchInfo fp8_info, bf16_info;
+    ASSIGN_OR_RETURN(const Timing fp8_time, time_ours(fp8, fp8_info));
+    ASSIGN_OR_RETURN(const Timing bf16_time, time_ours(bf16, bf16_info));
+    // cuDNN on the same paged problem, and on one whose pages are in order (which cuDNN reads
+    // in place, without the page table: its fastest form).
+    auto time_cudnn = [&](const DeviceAttentionProblem& d,
+                          std::string& config) -> absl::StatusOr<std::optional<Timing>> {
+      auto cudnn = CudnnAttention::Create(d.problem, d.layout);
+      if (!cudnn.ok()) {
+        config = std::string(cudnn.status().message());
+        return std::nullopt;
+      }
+      config = (*cudnn)->info().ToString();
+      return bench.Time([&] { return (*cudnn)->Run(bench.stream()); }, 2, kSamples);
+    };
+    std::string cudnn_config, in_order_config;
+    ASSIGN_OR_RETURN(const std::optional<Timing> cudnn_time, time_cudnn(bf16, cudnn_config));
+    shape.dtype = AttentionDtype::kBf16;
+    ASSIGN_OR_RETURN(DeviceAttentionProblem in_order, MakeDeviceAttentionProblem(shape, lengths, 0));
+    ASSIGN_OR_RETURN(const std::optional<Timing> in_order_time,
+                     time_cudnn(in_order, in_order_config));
+    auto add_row = [&](const char* kernel, std::optional<Timing> t, const std::string& config) {
+      if (!t) {
+        table += absl::StrFormat("| %s | %s | - | - | - | - | - | %s |\n", shape_name, kernel,
+                                 config);
+        return;
+      }
+      const double tflops = flops / (t->median * 1e-6) / 1e12;
+      table += absl::StrFormat("| %s | %s | %.1f | %.1f | %.1f%% | %.1f%% | %.2fx | %s |\n",
+                               shape_name, kernel, t->median, tflops,
+                               bf16_peak > 0 ? 100.0 * tflops / bf16_peak : 0.0,
+                               fp8_peak > 0 ? 100.0 * tflops / fp8_peak : 0.0,
+                               t->median / fp8_time.median, config);
+    };
+    add_row("ours fp8", fp8_time, fp8_info.ToString());
+    add_row("ours bf16", bf16_time, bf16_info.ToString());
+    add_row("cuDNN bf16", cudnn_time, cudnn_config);
+    add_row("cuDNN bf16, pages in order", in_order_time, in_order_config);
+    std::printf("  done fp8 prefill %s\n", shape_name.c_str());
+    std::fflush(stdout);
+  }
+  table += "\nfp8 speed-up: the row's time over ours fp8 at the same shape.\n";
+  std::fputs(table.c_str(), stdout);
+  if (!table_path.empty()) std::ofstream(table_path) << table;
   return absl::OkStatus();
 }
 
@@ -471,7 +573,7 @@ bool ParseInts(const char* text, std::vector<int>& out) {
 }
 
 int main(int argc, char** argv) {
-  bool quick = false, decode_grid = false;
+  bool quick = false, decode_grid = false, fp8_prefill = false;
   gpuprof::attention::DecodeGrid grid;
   gpuprof::measure::L2FlushMode flush = gpuprof::measure::L2FlushMode::kRead;
   std::string table_path, only;
@@ -479,6 +581,8 @@ int main(int argc, char** argv) {
     bool ok = true;
     if (std::strcmp(argv[i], "--decode-grid") == 0) {
       decode_grid = true;
+    } else if (std::strcmp(argv[i], "--fp8-prefill") == 0) {
+      fp8_prefill = true;
     } else if (std::strncmp(argv[i], "--groups=", 9) == 0) {
       ok = ParseInts(argv[i] + 9, grid.groups);
     } else if (std::strncmp(argv[i], "--batches=", 10) == 0) {
@@ -513,13 +617,16 @@ int main(int argc, char** argv) {
                    "[--flush=read|write]\n"
                    "       %s --decode-grid [--groups=1,2,..] [--batches=..] [--kv-lens=..] "
                    "[--max-kv-gib=N] [--page-order=shuffled|in-order] [--csv=PATH] "
-                   "[--flush=read|write]\n",
-                   argv[0], argv[0]);
+                   "[--flush=read|write]\n"
+                   "       %s --fp8-prefill [--table=PATH] [--flush=read|write]\n",
+                   argv[0], argv[0], argv[0]);
       return 2;
     }
   }
-  const absl::Status status = decode_grid ? gpuprof::attention::RunDecodeGrid(grid, flush)
-                                          : gpuprof::attention::Run(quick, only, table_path, flush);
+  const absl::Status status =
+      decode_grid   ? gpuprof::attention::RunDecodeGrid(grid, flush)
+      : fp8_prefill ? gpuprof::attention::RunFp8Prefill(table_path, flush)
+                    : gpuprof::attention::Run(quick, only, table_path, flush);
   if (!status.ok()) {
     gpuprof::LogStatusToStderr(status);
     return 1;

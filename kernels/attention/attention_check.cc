@@ -13,6 +13,10 @@ AttentionTolerance DefaultTolerance(AttentionDtype dtype) {
       return {.atol = 1.5e-2, .rtol = 1.5e-2, .max_rel_l2 = 1e-2};
     case AttentionDtype::kFp16:
       return {.atol = 4e-3, .rtol = 4e-3, .max_rel_l2 = 3e-3};
+    case AttentionDtype::kFp8E4m3:
+      // P is rounded to e4m3 (3 mantissa bits, a relative step of 2^-3) before P.V, against
+      // 2^-8 for bf16; provisional bounds until they are set from GPU measurements.
+      return {.atol = 6e-2, .rtol = 6e-2, .max_rel_l2 = 4e-2};
   }
   return {};
 }

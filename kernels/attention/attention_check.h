@@ -17,8 +17,9 @@ struct AttentionTolerance {
   double max_rel_l2 = 0;  // bound on ||actual - expected|| / ||expected||
 };
 
-// Tolerances for outputs in `dtype` (P is rounded to dtype before P.V, as every FlashAttention
-// kernel does): bf16 1.5e-2 abs + 1.5e-2 rel, rel-L2 1e-2; fp16 4e-3 / 4e-3 / 3e-3.
+// Tolerances for outputs of inputs in `dtype` (P is rounded to dtype before P.V, as every
+// FlashAttention kernel does): bf16 1.5e-2 abs + 1.5e-2 rel, rel-L2 1e-2; fp16 4e-3 / 4e-3 /
+// 3e-3; fp8 e4m3 (bf16 O, P in e4m3) 6e-2 / 6e-2 / 4e-2.
 AttentionTolerance DefaultTolerance(AttentionDtype dtype);
 
 struct AttentionErrorReport {

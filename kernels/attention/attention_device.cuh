@@ -6,6 +6,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -16,9 +17,16 @@ namespace gpuprof::attention::device {
 inline constexpr float kLog2e = 1.4426950408889634f;
 inline constexpr float kLn2 = 0.6931471805599453f;
 
+// The 16-bit element types that PackTwo, UnpackTwo and mma.sync below take.
 template <typename T>
 inline constexpr bool kIsAttentionType =
     std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half>;
+
+// Every element type Q, K and V may have (ToFloat reads each): the 16-bit ones and fp8 e4m3,
+// whose stored values are multiplied by the tensor's scale (attention_params.h) elsewhere.
+template <typename T>
+inline constexpr bool kIsAttentionInputType =
+    kIsAttentionType<T> || std::is_same_v<T, __nv_fp8_e4m3>;
 
 // Two floats rounded into one 32-bit register of two T (low half first).
 template <typename T>
@@ -54,12 +62,16 @@ __device__ __forceinline__ void UnpackEight(const uint4& v, float (&out)[8]) {
   out[4] = c.x, out[5] = c.y, out[6] = d.x, out[7] = d.y;
 }
 
+// The stored value, unscaled for fp8.
 template <typename T>
 __device__ __forceinline__ float ToFloat(T v) {
+  static_assert(kIsAttentionInputType<T>);
   if constexpr (std::is_same_v<T, __nv_bfloat16>) {
     return __bfloat162float(v);
-  } else {
+  } else if constexpr (std::is_same_v<T, __half>) {
     return __half2float(v);
+  } else {
+    return static_cast<float>(v);
   }
 }
 

@@ -102,7 +102,8 @@ class AttentionGpuTest : public ::testing::TestWithParam<AttentionCase> {
     const AttentionShape& shape = d.problem.shape;
     const int64_t rows = d.problem.lengths.total_q() * shape.num_qo_heads;
     const int64_t elements = rows * shape.head_dim;
-    ASSERT_OK_AND_ASSIGN(out, DownloadAsFloat(d.out.data(), elements, shape.dtype, false));
+    ASSERT_OK_AND_ASSIGN(out,
+                         DownloadAsFloat(d.out.data(), elements, OutputDtype(shape.dtype), false));
     ASSERT_OK_AND_ASSIGN(ref, DownloadAsFloat(d.ref_out.data(), elements, shape.dtype, true));
     ASSERT_OK_AND_ASSIGN(lse, DownloadAsFloat(d.out_lse.data(), rows, shape.dtype, true));
     ASSERT_OK_AND_ASSIGN(ref_lse, DownloadAsFloat(d.ref_lse.data(), rows, shape.dtype, true));
@@ -193,6 +194,95 @@ INSTANTIATE_TEST_SUITE_P(
                       AttentionDtype::kBf16, false, {700, 1000}, {900, 1000}}),
     [](const ::testing::TestParamInfo<AttentionCase>& info) { return info.param.name; });
 // clang-format on
+
+// ---------------------------------------------------------------------------------------------
+// fp8 (e4m3) prefill: Q, K, V in e4m3 with a scale each, O in bf16; Hopper only. The reference
+// reads the same e4m3 values and scales them in fp32, so what is measured is the kernel's own
+// error (P rounded to e4m3 before P V), against the fp8 tolerance.
+
+class Fp8PrefillGpuTest : public AttentionGpuTest {};
+
+TEST_P(Fp8PrefillGpuTest, MatchesReference) {
+  const AttentionCase& c = GetParam();
+  ASSERT_EQ(c.dtype, AttentionDtype::kFp8E4m3);
+  ASSERT_OK_AND_ASSIGN(d, MakeDeviceAttentionProblem(
+                              ShapeOf(c), SequenceLengths{.q_lens = c.q_lens, .kv_lens = c.kv_lens},
+                              /*seed=*/c.q_lens.size() * 131 + c.head_dim));
+  ASSERT_NE(d.problem.shape.k_scale, 1.0f) << "the inputs should exercise the scales";
+  if (!PrefillVariantRunsHere(PrefillVariant::kHopperWgmma)) {
+    const auto refused = LaunchPrefill(d.problem, stream_.get());
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.status().message().find("fp8-e4m3"), std::string::npos) << refused.status();
+    GTEST_SKIP() << "fp8 prefill needs compute capability 9.0; refused: " << refused.status();
+  }
+  ASSERT_OK(PoisonRowsPastEachSequence(d, stream_.get()));
+  ASSERT_OK(LaunchReferenceAttention(d.ReferenceProblem(), stream_.get()));
+  ASSERT_OK_AND_ASSIGN(info, LaunchPrefill(d.problem, stream_.get()));
+  ASSERT_OK(stream_.Synchronize());
+  EXPECT_EQ(info.variant, PrefillVariant::kHopperWgmma);
+  ExpectMatchesReference(d, c.name + " (" + info.ToString() + ")");
+}
+
+// clang-format off
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, Fp8PrefillGpuTest,
+    ::testing::Values(
+        AttentionCase{"d128_gqa4_causal_fp8_page16_ragged", 8, 2, 128, 16,
+                      AttentionDtype::kFp8E4m3, true, {1, 100, 257, 512}, {1, 100, 257, 512}},
+        AttentionCase{"d128_gqa8_causal_fp8_page64_chunked", 8, 1, 128, 64,
+                      AttentionDtype::kFp8E4m3, true, {37, 128, 200}, {500, 128, 1000}},
+        AttentionCase{"d128_gqa1_noncausal_fp8_page32", 4, 4, 128, 32, AttentionDtype::kFp8E4m3,
+                      false, {129, 1}, {129, 2000}},
+        AttentionCase{"d128_gqa4_noncausal_fp8_page16_qlong_empty_seq", 8, 2, 128, 16,
+                      AttentionDtype::kFp8E4m3, false, {300, 0, 17}, {70, 5, 17}},
+        AttentionCase{"d128_gqa8_causal_fp8_page16_long", 32, 4, 128, 16,
+                      AttentionDtype::kFp8E4m3, true, {1024}, {1024}},
+        AttentionCase{"d128_gqa4_causal_fp8_page16_many_tiles", 16, 4, 128, 16,
+                      AttentionDtype::kFp8E4m3, true, {1100, 2000, 300}, {1100, 2000, 300}},
+        AttentionCase{"d128_gqa2_noncausal_fp8_page256_many_tiles", 16, 8, 128, 256,
+                      AttentionDtype::kFp8E4m3, false, {700, 1000}, {900, 1000}},
+        AttentionCase{"d64_gqa4_causal_fp8_page16_ragged", 8, 2, 64, 16,
+                      AttentionDtype::kFp8E4m3, true, {1, 100, 257, 512}, {1, 100, 257, 512}},
+        AttentionCase{"d64_gqa4_noncausal_fp8_page32_many_tiles", 16, 4, 64, 32,
+                      AttentionDtype::kFp8E4m3, false, {1500, 400, 900}, {1500, 600, 900}},
+        AttentionCase{"d256_gqa2_causal_fp8_page16_ragged", 8, 4, 256, 16,
+                      AttentionDtype::kFp8E4m3, true, {1, 77, 300}, {1, 77, 300}},
+        AttentionCase{"d256_gqa2_noncausal_fp8_page32_many_tiles", 16, 8, 256, 32,
+                      AttentionDtype::kFp8E4m3, false, {700, 1000}, {900, 1000}}),
+    [](const ::testing::TestParamInfo<AttentionCase>& info) { return info.param.name; });
+// clang-format on
+
+// What the fp8 kernel does not take is refused with the field named, before any GPU work.
+TEST_F(AttentionGpuTest, Fp8PrefillRefusesWhatItDoesNotTake) {
+  const AttentionShape fp8{.num_qo_heads = 8,
+                           .num_kv_heads = 8,
+                           .head_dim = 128,
+                           .page_size = 16,
+                           .dtype = AttentionDtype::kFp8E4m3,
+                           .causal = true};
+  ASSERT_OK_AND_ASSIGN(d, MakeDeviceAttentionProblem(
+                              fp8, SequenceLengths{.q_lens = {20}, .kv_lens = {40}}, 1));
+  AttentionProblem page8 = d.problem;
+  page8.shape.page_size = 8;
+  page8.lengths.num_pages = {5};
+  const auto page_refused = LaunchPrefill(page8, stream_.get());
+  ASSERT_FALSE(page_refused.ok());
+  EXPECT_NE(page_refused.status().message().find("page_size"), std::string::npos)
+      << page_refused.status();
+  AttentionProblem d96 = d.problem;
+  d96.shape.head_dim = 96;
+  const auto head_refused = LaunchPrefill(d96, stream_.get());
+  ASSERT_FALSE(head_refused.ok());
+  EXPECT_NE(head_refused.status().message().find("head_dim"), std::string::npos)
+      << head_refused.status();
+  const auto variant_refused =
+      LaunchPrefill(d.problem, stream_.get(), PrefillVariant::kTwoRowTiles);
+  ASSERT_FALSE(variant_refused.ok());
+  EXPECT_NE(variant_refused.status().message().find("fp8-e4m3"), std::string::npos)
+      << variant_refused.status();
+  const auto decode_refused = LaunchDecode(d.problem, {}, stream_.get());
+  EXPECT_FALSE(decode_refused.ok());
+}
 
 // ---------------------------------------------------------------------------------------------
 // Decode

@@ -52,6 +52,40 @@ TEST(AttentionParamsTest, RejectsBadShapesNamingTheField) {
   ExpectInvalid(ValidateAttentionShape(scaled, {128}), "softmax_scale");
 }
 
+TEST(AttentionParamsTest, Fp8IsOneByteInWithABf16Output) {
+  EXPECT_EQ(DtypeBytes(AttentionDtype::kFp8E4m3), 1);
+  EXPECT_EQ(DtypeName(AttentionDtype::kFp8E4m3), "fp8-e4m3");
+  EXPECT_EQ(OutputDtype(AttentionDtype::kFp8E4m3), AttentionDtype::kBf16);
+  EXPECT_EQ(OutputDtypeBytes(AttentionDtype::kFp8E4m3), 2);
+  for (AttentionDtype dtype : {AttentionDtype::kBf16, AttentionDtype::kFp16}) {
+    EXPECT_EQ(DtypeBytes(dtype), 2);
+    EXPECT_EQ(OutputDtype(dtype), dtype);
+  }
+  EXPECT_EQ(DtypeName(AttentionDtype::kBf16), "bf16");
+  EXPECT_EQ(DtypeName(AttentionDtype::kFp16), "fp16");
+}
+
+TEST(AttentionParamsTest, ScalesMustBeFiniteAndPositive) {
+  AttentionShape shape = Shape(8, 8, 128, true);
+  shape.dtype = AttentionDtype::kFp8E4m3;
+  shape.q_scale = 2.0f / 240;
+  shape.k_scale = shape.v_scale = 1.0f / 240;
+  EXPECT_TRUE(ValidateAttentionShape(shape, {128}).ok());
+  for (float bad : {0.0f, -1.0f, INFINITY, NAN}) {
+    AttentionShape q = shape, k = shape, v = shape;
+    q.q_scale = bad;
+    k.k_scale = bad;
+    v.v_scale = bad;
+    ExpectInvalid(ValidateAttentionShape(q, {128}), "q_scale");
+    ExpectInvalid(ValidateAttentionShape(k, {128}), "k_scale");
+    ExpectInvalid(ValidateAttentionShape(v, {128}), "v_scale");
+  }
+  // Kernels of other types ignore the scales, so they must be 1 there.
+  AttentionShape bf16 = Shape(8, 8, 128, true);
+  bf16.k_scale = 0.5f;
+  ExpectInvalid(ValidateAttentionShape(bf16, {128}), "k_scale (0.5) must be 1 for bf16");
+}
+
 TEST(AttentionParamsTest, RejectsBadLengthsNamingTheSequence) {
   const AttentionShape causal = Shape(8, 8, 128, true);
   EXPECT_TRUE(ValidateSequenceLengths(causal, Lengths({4, 0}, {10, 3})).ok());
@@ -92,6 +126,11 @@ TEST(AttentionParamsTest, CountsBytesOncePerKvHead) {
   const double expected = 2.0 * 2 * 32 * 128 * 2 + 2.0 * 4000 * 8 * 128 * 2;
   EXPECT_DOUBLE_EQ(AttentionBytes(Shape(32, 8, 128, false), Lengths({1, 1}, {1000, 3000})),
                    expected);
+  // fp8: Q, K and V at 1 byte, O in bf16 at 2.
+  AttentionShape fp8 = Shape(32, 8, 128, false);
+  fp8.dtype = AttentionDtype::kFp8E4m3;
+  EXPECT_DOUBLE_EQ(AttentionBytes(fp8, Lengths({1, 1}, {1000, 3000})),
+                   2.0 * 32 * 128 * (1 + 2) + 2.0 * 4000 * 8 * 128 * 1);
 }
 
 TEST(PagedLayoutTest, BuildsAPermutationOfPagesPerSequence) {
@@ -293,6 +332,17 @@ TEST(AttentionCheckTest, NanNeverPasses) {
   EXPECT_EQ(report.non_finite, 1);
   EXPECT_EQ(report.worst_index, 1);
   EXPECT_FALSE(CompareAttentionOutputs(std::vector<float>{1.0f}, expected, {}).passed);
+}
+
+TEST(AttentionCheckTest, Fp8ToleranceIsLooserThanBf16) {
+  const AttentionTolerance bf16 = DefaultTolerance(AttentionDtype::kBf16);
+  const AttentionTolerance fp8 = DefaultTolerance(AttentionDtype::kFp8E4m3);
+  EXPECT_GT(fp8.atol, bf16.atol);
+  EXPECT_GT(fp8.rtol, bf16.rtol);
+  EXPECT_GT(fp8.max_rel_l2, bf16.max_rel_l2);
+  EXPECT_DOUBLE_EQ(fp8.atol, 6e-2);
+  EXPECT_DOUBLE_EQ(fp8.rtol, 6e-2);
+  EXPECT_DOUBLE_EQ(fp8.max_rel_l2, 4e-2);
 }
 
 }  // namespace

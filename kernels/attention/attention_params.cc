@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -14,6 +15,8 @@ int DtypeBytes(AttentionDtype dtype) {
     case AttentionDtype::kBf16:
     case AttentionDtype::kFp16:
       return 2;
+    case AttentionDtype::kFp8E4m3:
+      return 1;
   }
   return 0;
 }
@@ -24,9 +27,25 @@ std::string_view DtypeName(AttentionDtype dtype) {
       return "bf16";
     case AttentionDtype::kFp16:
       return "fp16";
+    case AttentionDtype::kFp8E4m3:
+      return "fp8-e4m3";
   }
   return "unknown";
 }
+
+AttentionDtype OutputDtype(AttentionDtype dtype) {
+  switch (dtype) {
+    case AttentionDtype::kBf16:
+    case AttentionDtype::kFp16:
+      return dtype;
+    case AttentionDtype::kFp8E4m3:
+      // An fp8 O would lose what the fp32 accumulators keep; FlashAttention-3 writes bf16.
+      return AttentionDtype::kBf16;
+  }
+  return dtype;
+}
+
+int OutputDtypeBytes(AttentionDtype dtype) { return DtypeBytes(OutputDtype(dtype)); }
 
 float AttentionShape::EffectiveScale() const {
   if (softmax_scale != 0.0f) return softmax_scale;
@@ -76,6 +95,20 @@ absl::Status ValidateAttentionShape(const AttentionShape& shape,
   if (!(shape.softmax_scale >= 0.0f) || std::isinf(shape.softmax_scale)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "softmax_scale (", shape.softmax_scale, ") must be finite and >= 0 (0: 1/sqrt(head_dim))"));
+  }
+  const std::pair<float, const char*> scales[] = {
+      {shape.q_scale, "q_scale"}, {shape.k_scale, "k_scale"}, {shape.v_scale, "v_scale"}};
+  for (const auto& [value, name] : scales) {
+    if (!(value > 0.0f) || std::isinf(value)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, " (", value, ") must be finite and > 0 (a dequantisation scale)"));
+    }
+    // Only fp8 kernels read the scales: any other would silently differ from the reference.
+    if (shape.dtype != AttentionDtype::kFp8E4m3 && value != 1.0f) {
+      return absl::InvalidArgumentError(absl::StrCat(name, " (", value, ") must be 1 for ",
+                                                     std::string(DtypeName(shape.dtype)),
+                                                     ": the scales dequantise fp8 inputs"));
+    }
   }
   return absl::OkStatus();
 }
@@ -172,7 +205,8 @@ double AttentionBytes(const AttentionShape& shape, const SequenceLengths& length
   const double q_rows = static_cast<double>(lengths.total_q());
   double kv_rows = 0;
   for (int32_t kv : lengths.kv_lens) kv_rows += kv;
-  const double q_and_o = 2.0 * q_rows * shape.num_qo_heads * shape.head_dim * element;
+  const double q_and_o =
+      q_rows * shape.num_qo_heads * shape.head_dim * (element + OutputDtypeBytes(shape.dtype));
   const double k_and_v = 2.0 * kv_rows * shape.num_kv_heads * shape.head_dim * element;
   return q_and_o + k_and_v;
 }

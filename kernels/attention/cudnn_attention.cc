@@ -5,9 +5,10 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
-#include <cstdlib>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -23,6 +24,25 @@
 #endif
 
 namespace gpuprof::attention {
+
+namespace {
+
+// The graph below is cuDNN's fp16/bf16 attention; its fp8 one takes other scaling inputs.
+absl::Status CheckCudnnDtype(AttentionDtype dtype) {
+  switch (dtype) {
+    case AttentionDtype::kBf16:
+    case AttentionDtype::kFp16:
+      return absl::OkStatus();
+    case AttentionDtype::kFp8E4m3:
+      break;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("dtype: got ", std::string(DtypeName(dtype)),
+                   "; the cuDNN backend takes bf16 or fp16 (fp8 e4m3 runs in the Hopper prefill "
+                   "only)"));
+}
+
+}  // namespace
 
 #if defined(GPUPROF_HAVE_CUDNN)
 // Plans timed when the heuristic offers several (each costs a few launches in Create).
@@ -439,8 +459,17 @@ class GraphBuilder {
   int64_t next_virtual_ = kFirstVirtual;
 };
 
+// Q, K, V and O's type; fp8 is refused before a graph is built (CheckCudnnDtype).
 cudnnDataType_t CudnnType(AttentionDtype dtype) {
-  return dtype == AttentionDtype::kBf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
+  switch (dtype) {
+    case AttentionDtype::kBf16:
+      return CUDNN_DATA_BFLOAT16;
+    case AttentionDtype::kFp16:
+      return CUDNN_DATA_HALF;
+    case AttentionDtype::kFp8E4m3:
+      return CUDNN_DATA_FP8_E4M3;
+  }
+  return CUDNN_DATA_HALF;
 }
 
 template <typename T>
@@ -805,6 +834,7 @@ CudnnAttention::~CudnnAttention() = default;
 
 absl::Status CheckCudnnAttentionGraph(const AttentionShape& shape, const SequenceLengths& lengths,
                                       int64_t cache_pages, bool with_lse, bool kv_in_place) {
+  RETURN_IF_ERROR(CheckCudnnDtype(shape.dtype));
   ASSIGN_OR_RETURN(const CudnnApi* api, LoadCudnn());
   GraphBuilder g(*api);
   GraphSizes sizes(shape, lengths, cache_pages, with_lse);
@@ -946,6 +976,7 @@ absl::StatusOr<std::unique_ptr<CudnnAttention>> CudnnAttention::Create(
       buffers.o == nullptr) {
     return absl::InvalidArgumentError("cuDNN attention: q, k_cache, v_cache and o must be set");
   }
+  RETURN_IF_ERROR(CheckCudnnDtype(problem.shape.dtype));
   ASSIGN_OR_RETURN(const CudnnApi* api, LoadCudnn());
   ASSIGN_OR_RETURN(const CudnnIndexArrays arrays,
                    BuildCudnnIndexArrays(problem.shape, problem.lengths, layout));
@@ -1001,13 +1032,15 @@ absl::StatusOr<int64_t> CudnnVersion() { return NoCudnnHeaders(); }
 CudnnAttention::CudnnAttention(std::unique_ptr<State> state, CudnnAttentionInfo info)
     : state_(std::move(state)), info_(info) {}
 CudnnAttention::~CudnnAttention() = default;
-absl::StatusOr<std::unique_ptr<CudnnAttention>> CudnnAttention::Create(const AttentionProblem&,
-                                                                       const PagedLayout&) {
+absl::StatusOr<std::unique_ptr<CudnnAttention>> CudnnAttention::Create(
+    const AttentionProblem& problem, const PagedLayout&) {
+  RETURN_IF_ERROR(CheckCudnnDtype(problem.shape.dtype));
   return NoCudnnHeaders();
 }
 absl::Status CudnnAttention::Run(cudaStream_t) const { return NoCudnnHeaders(); }
-absl::Status CheckCudnnAttentionGraph(const AttentionShape&, const SequenceLengths&, int64_t, bool,
-                                      bool) {
+absl::Status CheckCudnnAttentionGraph(const AttentionShape& shape, const SequenceLengths&, int64_t,
+                                      bool, bool) {
+  RETURN_IF_ERROR(CheckCudnnDtype(shape.dtype));
   return NoCudnnHeaders();
 }
 

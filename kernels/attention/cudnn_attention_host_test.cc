@@ -70,6 +70,16 @@ TEST(CudnnIndexArraysTest, RefusesALayoutForAnotherBatch) {
   EXPECT_THAT(arrays.status().message(), HasSubstr("1 page tables for 2 sequences"));
 }
 
+// Before cuDNN is loaded: the answer is the same with or without it.
+TEST(CudnnAttentionTest, RefusesFp8NamingTheDtype) {
+  SequenceLengths lengths{.q_lens = {128}, .kv_lens = {128}};
+  const absl::Status status = CheckCudnnAttentionGraph(
+      Shape(8, 8, 128, 16, true, AttentionDtype::kFp8E4m3), lengths, 8, false);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_THAT(status.message(),
+              HasSubstr("dtype: got fp8-e4m3; the cuDNN backend takes bf16 or fp16"));
+}
+
 class CudnnGraphTest : public ::testing::Test {
  protected:
   void SetUp() override {

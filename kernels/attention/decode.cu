@@ -576,6 +576,10 @@ absl::StatusOr<DecodeLaunchInfo> LaunchDecode(const AttentionProblem& problem,
       return LaunchDecodeForType<__nv_bfloat16>(params, problem, options, stream);
     case AttentionDtype::kFp16:
       return LaunchDecodeForType<__half>(params, problem, options, stream);
+    case AttentionDtype::kFp8E4m3:
+      return absl::InvalidArgumentError(
+          "dtype: got fp8-e4m3; decode takes bf16 or fp16 (fp8 e4m3 runs in the Hopper prefill "
+          "only)");
   }
   return absl::InvalidArgumentError("dtype has no decode kernel");
 }

@@ -15,6 +15,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <string>
 #include <type_traits>
 
 #include "absl/status/status.h"
@@ -383,6 +384,13 @@ absl::Status LaunchTyped(const DecodeKernelParams& params, int head_dim, int num
   return absl::OkStatus();
 }
 
+absl::Status MmaDecodeRefusesDtype(AttentionDtype dtype) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      "dtype: got ", std::string(DtypeName(dtype)),
+      "; the tensor-core decode kernel takes bf16 or fp16 (fp8 e4m3 runs in the Hopper prefill "
+      "only)"));
+}
+
 }  // namespace
 
 bool MmaDecodeSupportsHeadDim(int head_dim) { return head_dim == 64 || head_dim == 128; }
@@ -392,8 +400,15 @@ absl::StatusOr<int> MmaDecodeBlocksPerSm(int head_dim, AttentionDtype dtype) {
     return absl::InvalidArgumentError(
         absl::StrCat("head_dim (", head_dim, ") has no tensor-core decode kernel (64, 128)"));
   }
-  return dtype == AttentionDtype::kBf16 ? BlocksPerSmTyped<__nv_bfloat16>(head_dim)
-                                        : BlocksPerSmTyped<__half>(head_dim);
+  switch (dtype) {
+    case AttentionDtype::kBf16:
+      return BlocksPerSmTyped<__nv_bfloat16>(head_dim);
+    case AttentionDtype::kFp16:
+      return BlocksPerSmTyped<__half>(head_dim);
+    case AttentionDtype::kFp8E4m3:
+      break;
+  }
+  return MmaDecodeRefusesDtype(dtype);
 }
 
 absl::Status LaunchMmaDecode(const DecodeKernelParams& params, int head_dim, AttentionDtype dtype,
@@ -402,9 +417,15 @@ absl::Status LaunchMmaDecode(const DecodeKernelParams& params, int head_dim, Att
     return absl::InvalidArgumentError(
         absl::StrCat("head_dim (", head_dim, ") has no tensor-core decode kernel (64, 128)"));
   }
-  return dtype == AttentionDtype::kBf16
-             ? LaunchTyped<__nv_bfloat16>(params, head_dim, num_kv_heads, batch, stream)
-             : LaunchTyped<__half>(params, head_dim, num_kv_heads, batch, stream);
+  switch (dtype) {
+    case AttentionDtype::kBf16:
+      return LaunchTyped<__nv_bfloat16>(params, head_dim, num_kv_heads, batch, stream);
+    case AttentionDtype::kFp16:
+      return LaunchTyped<__half>(params, head_dim, num_kv_heads, batch, stream);
+    case AttentionDtype::kFp8E4m3:
+      break;
+  }
+  return MmaDecodeRefusesDtype(dtype);
 }
 
 }  // namespace gpuprof::attention

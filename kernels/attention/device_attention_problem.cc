@@ -2,6 +2,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -16,19 +17,38 @@
 namespace gpuprof::attention {
 namespace {
 
-std::vector<uint16_t> RandomElements(int64_t count, float range, AttentionDtype dtype,
-                                     std::mt19937_64& random) {
+// The bytes of `count` elements uniform in [-range, range]: bf16 and fp16 round the values,
+// fp8 e4m3 rounds value / scale to nearest (real value = stored x scale).
+std::vector<uint8_t> RandomElements(int64_t count, float range, AttentionDtype dtype, float scale,
+                                    std::mt19937_64& random) {
   std::uniform_real_distribution<float> uniform(-range, range);
-  std::vector<uint16_t> out(count);
+  const int element = DtypeBytes(dtype);
+  std::vector<uint8_t> out(count * element);
   for (int64_t i = 0; i < count; ++i) {
     const float x = uniform(random);
-    if (dtype == AttentionDtype::kBf16) {
-      out[i] = static_cast<__nv_bfloat16_raw>(__float2bfloat16(x)).x;
-    } else {
-      out[i] = static_cast<__half_raw>(__float2half(x)).x;
+    uint8_t* bytes = out.data() + i * element;
+    switch (dtype) {
+      case AttentionDtype::kBf16: {
+        const uint16_t bits = static_cast<__nv_bfloat16_raw>(__float2bfloat16(x)).x;
+        std::memcpy(bytes, &bits, sizeof(bits));
+        break;
+      }
+      case AttentionDtype::kFp16: {
+        const uint16_t bits = static_cast<__half_raw>(__float2half(x)).x;
+        std::memcpy(bytes, &bits, sizeof(bits));
+        break;
+      }
+      case AttentionDtype::kFp8E4m3:
+        *bytes = __nv_cvt_float_to_fp8(x / scale, __NV_SATFINITE, __NV_E4M3);
+        break;
     }
   }
   return out;
+}
+
+// The dequantisation scale of an input drawn from [-range, range]: 1 unless fp8.
+float InputScale(AttentionDtype dtype, float range) {
+  return dtype == AttentionDtype::kFp8E4m3 ? range / kFp8StoredMax : 1.0f;
 }
 
 template <typename T>
@@ -50,12 +70,12 @@ absl::StatusOr<DeviceBuffer> AllocateInput(int64_t count, float range, Attention
   count = std::max<int64_t>(count, 1);
   const int64_t element = DtypeBytes(dtype);
   ASSIGN_OR_RETURN(DeviceBuffer buffer, DeviceBuffer::Allocate(count * element));
-  const std::vector<uint16_t> block =
-      RandomElements(std::min(count, kRandomBlock), range, dtype, random);
+  const std::vector<uint8_t> block =
+      RandomElements(std::min(count, kRandomBlock), range, dtype, InputScale(dtype, range), random);
   CUDA_RETURN_IF_ERROR(
-      cudaMemcpy(buffer.data(), block.data(), block.size() * element, cudaMemcpyHostToDevice));
+      cudaMemcpy(buffer.data(), block.data(), block.size(), cudaMemcpyHostToDevice));
   auto* bytes = buffer.data_as<char>();
-  for (int64_t filled = static_cast<int64_t>(block.size()); filled < count;) {
+  for (int64_t filled = static_cast<int64_t>(block.size()) / element; filled < count;) {
     const int64_t n = std::min(filled, count - filled);
     CUDA_RETURN_IF_ERROR(
         cudaMemcpy(bytes + filled * element, bytes, n * element, cudaMemcpyDeviceToDevice));
@@ -96,7 +116,7 @@ absl::StatusOr<DeviceAttentionProblem> MakeDeviceAttentionProblem(const Attentio
   ASSIGN_OR_RETURN(d.page_indptr, Upload(d.layout.page_indptr));
   ASSIGN_OR_RETURN(d.page_indices, Upload(d.layout.page_indices));
   const int64_t rows = std::max<int64_t>(total_q, 1) * shape.num_qo_heads;
-  ASSIGN_OR_RETURN(d.out, DeviceBuffer::Allocate(q_elements * DtypeBytes(shape.dtype)));
+  ASSIGN_OR_RETURN(d.out, DeviceBuffer::Allocate(q_elements * OutputDtypeBytes(shape.dtype)));
   ASSIGN_OR_RETURN(d.out_lse, DeviceBuffer::Allocate(rows * sizeof(float)));
   ASSIGN_OR_RETURN(d.ref_out, DeviceBuffer::Allocate(q_elements * sizeof(float)));
   ASSIGN_OR_RETURN(d.ref_lse, DeviceBuffer::Allocate(rows * sizeof(float)));
@@ -104,6 +124,11 @@ absl::StatusOr<DeviceAttentionProblem> MakeDeviceAttentionProblem(const Attentio
     CUDA_RETURN_IF_ERROR(cudaMemset(b->data(), 0xFF, b->bytes()));
   }
   d.problem.shape = shape;
+  if (shape.dtype == AttentionDtype::kFp8E4m3) {
+    d.problem.shape.q_scale = InputScale(shape.dtype, q_range);
+    d.problem.shape.k_scale = InputScale(shape.dtype, 1.0f);
+    d.problem.shape.v_scale = InputScale(shape.dtype, 1.0f);
+  }
   d.problem.lengths = std::move(lengths);
   d.problem.buffers = AttentionBuffers{
       .q = d.q.data(),
@@ -129,17 +154,33 @@ absl::StatusOr<std::vector<float>> DownloadAsFloat(const void* device, int64_t c
         cudaMemcpy(out.data(), device, count * sizeof(float), cudaMemcpyDeviceToHost));
     return out;
   }
-  std::vector<uint16_t> bits(count);
-  CUDA_RETURN_IF_ERROR(cudaMemcpy(bits.data(), device, count * 2, cudaMemcpyDeviceToHost));
+  std::vector<uint8_t> bytes(count * DtypeBytes(dtype));
+  CUDA_RETURN_IF_ERROR(cudaMemcpy(bytes.data(), device, bytes.size(), cudaMemcpyDeviceToHost));
+  auto bits16 = [&](int64_t i) {
+    uint16_t bits;
+    std::memcpy(&bits, bytes.data() + i * sizeof(bits), sizeof(bits));
+    return bits;
+  };
   for (int64_t i = 0; i < count; ++i) {
-    if (dtype == AttentionDtype::kBf16) {
-      __nv_bfloat16_raw raw;
-      raw.x = bits[i];
-      out[i] = __bfloat162float(__nv_bfloat16(raw));
-    } else {
-      __half_raw raw;
-      raw.x = bits[i];
-      out[i] = __half2float(__half(raw));
+    switch (dtype) {
+      case AttentionDtype::kBf16: {
+        __nv_bfloat16_raw raw;
+        raw.x = bits16(i);
+        out[i] = __bfloat162float(__nv_bfloat16(raw));
+        break;
+      }
+      case AttentionDtype::kFp16: {
+        __half_raw raw;
+        raw.x = bits16(i);
+        out[i] = __half2float(__half(raw));
+        break;
+      }
+      case AttentionDtype::kFp8E4m3: {
+        __nv_fp8_e4m3 value;
+        value.__x = bytes[i];
+        out[i] = static_cast<float>(value);
+        break;
+      }
     }
   }
   return out;

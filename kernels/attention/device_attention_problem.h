@@ -16,7 +16,7 @@
 namespace gpuprof::attention {
 
 // One attention problem with its device memory: Q, the K/V caches, the index arrays, an output
-// in the input type and an fp32 output for the reference, and both LSEs.
+// in OutputDtype(dtype) and an fp32 output for the reference, and both LSEs.
 struct DeviceAttentionProblem {
   AttentionProblem problem;  // buffers point at the members below; o/lse at `out`/`out_lse`
   PagedLayout layout;
@@ -29,17 +29,24 @@ struct DeviceAttentionProblem {
 
 // Inputs uniform in [-q_range, q_range] (Q) and [-1, 1] (K, V), drawn with `seed` (beyond 4M
 // elements a tensor repeats its first 4M); pages shuffled with the same seed
-// (layout.page_indices is a permutation). Outputs are poisoned with NaN (0xFF bytes) so that
-// an unwritten element fails the comparison.
+// (layout.page_indices is a permutation). fp8 e4m3 inputs store the nearest e4m3 of
+// value / scale, scale = range / kFp8StoredMax per tensor, and problem.shape's q_scale, k_scale
+// and v_scale are set to those scales. Outputs are poisoned with NaN (0xFF bytes) so that an
+// unwritten element fails the comparison.
+// The largest magnitude an fp8 input stores: the range's end maps to it, with headroom under
+// e4m3's largest finite value (448).
+inline constexpr float kFp8StoredMax = 240.0f;
+
 absl::StatusOr<DeviceAttentionProblem> MakeDeviceAttentionProblem(const AttentionShape& shape,
                                                                   SequenceLengths lengths,
                                                                   uint64_t seed,
                                                                   float q_range = 2.0f);
 
-// Fills `buffer` with 0xFF bytes (NaN in bf16, fp16 and fp32).
+// Fills `buffer` with 0xFF bytes (NaN in bf16, fp16, fp8 e4m3 and fp32).
 absl::Status PoisonBuffer(const DeviceBuffer& buffer, cudaStream_t stream);
 
-// Copies `count` elements of `dtype` (or fp32 when `is_fp32`) back as floats.
+// Copies `count` elements of `dtype` (or fp32 when `is_fp32`) back as floats, as stored (fp8
+// is not multiplied by its scale). An output is in OutputDtype(shape.dtype), not shape.dtype.
 absl::StatusOr<std::vector<float>> DownloadAsFloat(const void* device, int64_t count,
                                                    AttentionDtype dtype, bool is_fp32);
 

@@ -557,6 +557,22 @@ absl::StatusOr<PrefillLaunchInfo> LaunchPrefill(const AttentionProblem& problem,
     return PrefillLaunchInfo{};  // nothing to compute
   }
   PrefillGpu gpu{.sm90 = CurrentDeviceIsSm90()};
+  const bool fp8 = shape.dtype == AttentionDtype::kFp8E4m3;
+  if (fp8) {
+    // One kernel takes fp8: the Hopper one, at its head sizes and page sizes.
+    RETURN_IF_ERROR(CheckFp8PrefillShape(shape));
+    if (variant != PrefillVariant::kAuto && variant != PrefillVariant::kHopperWgmma) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "prefill variant ", std::string(PrefillVariantName(variant)),
+          " takes bf16 or fp16; dtype fp8-e4m3 runs in hopper_wgmma (or auto) only"));
+    }
+    if (!gpu.sm90) {
+      return absl::FailedPreconditionError(
+          "dtype fp8-e4m3: the fp8 prefill runs on compute capability 9.0 GPUs (H100, H200) "
+          "only; use bf16 or fp16 here");
+    }
+    variant = PrefillVariant::kHopperWgmma;
+  }
   if (variant == PrefillVariant::kAuto && !gpu.sm90) {
     RETURN_IF_ERROR(FillPortableResidency(shape, gpu));
   }
@@ -577,14 +593,18 @@ absl::StatusOr<PrefillLaunchInfo> LaunchPrefill(const AttentionProblem& problem,
       .log2_page_size = std::countr_zero(static_cast<unsigned>(shape.page_size)),
       .q_row_stride = static_cast<int64_t>(shape.num_qo_heads) * shape.head_dim,
       .kv_row_stride = static_cast<int64_t>(shape.num_kv_heads) * shape.head_dim,
-      .scale_log2 = shape.EffectiveScale() * device::kLog2e,
+      .scale_log2 = shape.EffectiveScale() * shape.q_scale * shape.k_scale * device::kLog2e,
+      .v_scale = shape.v_scale,
   };
+  if (fp8) return LaunchPrefillSm90Fp8(problem, params, stream);
   if (variant == PrefillVariant::kHopperWgmma) return LaunchPrefillSm90(problem, params, stream);
   switch (shape.dtype) {
     case AttentionDtype::kBf16:
       return LaunchPrefillForType<__nv_bfloat16>(problem, params, variant, stream);
     case AttentionDtype::kFp16:
       return LaunchPrefillForType<__half>(problem, params, variant, stream);
+    case AttentionDtype::kFp8E4m3:
+      break;  // the Hopper fp8 kernel above
   }
   return absl::InvalidArgumentError("dtype has no prefill kernel");
 }

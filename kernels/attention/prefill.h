@@ -1,7 +1,7 @@
 // Prefill attention on tensor cores (FlashAttention-2 style; FlashAttention-3 style on H100/H200)
-// over the paged KV cache: a ragged batch, causal or not, grouped-query heads, bf16 or fp16,
-// head_dim 64, 128 or 256. Writes O and, when buffers.lse is set, the log-sum-exp of every
-// (row, head).
+// over the paged KV cache: a ragged batch, causal or not, grouped-query heads, bf16 or fp16 (and
+// fp8 e4m3 on Hopper), head_dim 64, 128 or 256. Writes O and, when buffers.lse is set, the
+// log-sum-exp of every (row, head).
 #ifndef GPUPROF_KERNELS_ATTENTION_PREFILL_H_
 #define GPUPROF_KERNELS_ATTENTION_PREFILL_H_
 
@@ -78,7 +78,8 @@ struct PrefillLaunchInfo {
   std::string ToString() const;
 };
 
-// Validates `problem` (buffers.o has the element type of the inputs) and launches on `stream`.
+// Validates `problem` (buffers.o is in OutputDtype(shape.dtype): the inputs' type, bf16 for fp8
+// e4m3) and launches on `stream`. fp8 e4m3 runs in the Hopper kernel only (prefill_sm90_fp8.cu).
 absl::StatusOr<PrefillLaunchInfo> LaunchPrefill(const AttentionProblem& problem,
                                                 cudaStream_t stream,
                                                 PrefillVariant variant = PrefillVariant::kAuto);

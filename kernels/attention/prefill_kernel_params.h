@@ -22,7 +22,9 @@ struct PrefillKernelParams {
   int log2_page_size;
   int64_t q_row_stride;   // elements between consecutive tokens of Q and O
   int64_t kv_row_stride;  // elements between consecutive KV slots
-  float scale_log2;       // softmax scale * log2(e): the softmax runs in base 2
+  float scale_log2;       // softmax scale * log2(e): the softmax runs in base 2 (fp8: times the
+                          // Q and K dequantisation scales)
+  float v_scale;          // multiplies O: V's dequantisation scale (fp8), else 1
 };
 
 }  // namespace gpuprof::attention

@@ -1,7 +1,9 @@
 // The exact attention the fast kernels are checked against. One block per (token, query head):
 // the query row in shared memory as fp32, scores for a chunk of kChunk keys computed by the
 // threads side by side, then each thread owns output dimensions and accumulates exp(s - max) * v
-// in fp32, rescaling when a later chunk raises the maximum.
+// in fp32, rescaling when a later chunk raises the maximum. fp8 inputs are read as stored and
+// dequantised by folding q_scale * k_scale into the softmax scale and v_scale into the final
+// division (per-tensor scales: the same values up to fp32 rounding).
 #include <cuda_runtime.h>
 
 #include <bit>
@@ -37,7 +39,8 @@ struct ReferenceKernelParams {
   int group_size;
   int log2_page_size;
   int64_t kv_row_stride;
-  float scale;
+  float scale;    // softmax scale x q_scale x k_scale
+  float v_scale;  // divides the output by running_sum / v_scale
   bool causal;
 };
 
@@ -60,7 +63,7 @@ __device__ float BlockReduce(float value, float* scratch, bool is_max) {
 template <typename T, int kHeadDim>
 __global__ void __launch_bounds__(kReferenceThreads)
     ReferenceKernel(const __grid_constant__ ReferenceKernelParams p) {
-  static_assert(device::kIsAttentionType<T>, "T must be bf16 or fp16");
+  static_assert(device::kIsAttentionInputType<T>, "T must be bf16, fp16 or fp8 e4m3");
   static_assert(kHeadDim % 8 == 0 && kHeadDim <= kReferenceThreads, "head_dim <= threads");
   __shared__ float q_row[kHeadDim];
   __shared__ float probs[kReferenceChunk];
@@ -122,7 +125,9 @@ __global__ void __launch_bounds__(kReferenceThreads)
     __syncthreads();  // probs[] is rewritten by the next chunk
   }
   const int64_t token_head = static_cast<int64_t>(token) * p.num_qo_heads + head;
-  if (threadIdx.x < kHeadDim) p.o[token_head * kHeadDim + threadIdx.x] = acc / running_sum;
+  if (threadIdx.x < kHeadDim) {
+    p.o[token_head * kHeadDim + threadIdx.x] = acc / (running_sum / p.v_scale);
+  }
   if (p.lse != nullptr && threadIdx.x == 0) p.lse[token_head] = running_max + logf(running_sum);
 }
 
@@ -167,7 +172,8 @@ absl::Status LaunchReferenceAttention(const AttentionProblem& problem, cudaStrea
       .group_size = shape.group_size(),
       .log2_page_size = std::countr_zero(static_cast<unsigned>(shape.page_size)),
       .kv_row_stride = static_cast<int64_t>(shape.num_kv_heads) * shape.head_dim,
-      .scale = shape.EffectiveScale(),
+      .scale = shape.EffectiveScale() * shape.q_scale * shape.k_scale,
+      .v_scale = shape.v_scale,
       .causal = shape.causal,
   };
   const dim3 grid(static_cast<unsigned>(total_q), shape.num_qo_heads);
@@ -176,6 +182,8 @@ absl::Status LaunchReferenceAttention(const AttentionProblem& problem, cudaStrea
       return LaunchReferenceForType<__nv_bfloat16>(params, shape.head_dim, grid, stream);
     case AttentionDtype::kFp16:
       return LaunchReferenceForType<__half>(params, shape.head_dim, grid, stream);
+    case AttentionDtype::kFp8E4m3:
+      return LaunchReferenceForType<__nv_fp8_e4m3>(params, shape.head_dim, grid, stream);
   }
   return absl::InvalidArgumentError("dtype has no reference kernel");
 }

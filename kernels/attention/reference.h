@@ -17,7 +17,8 @@ const std::vector<int>& ReferenceHeadDims();
 
 // Like LaunchPrefill, except that buffers.o is fp32 [total_q, num_qo_heads, head_dim] and
 // buffers.lse, when set, receives the natural-log LSE. Any q_len <= kv_len (causal) or any
-// q_len (not causal).
+// q_len (not causal). bf16, fp16 and fp8 e4m3 inputs (fp8 dequantised with shape.q_scale,
+// k_scale and v_scale).
 absl::Status LaunchReferenceAttention(const AttentionProblem& problem, cudaStream_t stream);
 
 }  // namespace gpuprof::attention

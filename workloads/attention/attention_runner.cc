@@ -57,6 +57,24 @@ class AttentionPlan final : public GpuWorkloadPlan {
   }
 
   absl::Status Compile(const gpu::DeviceFacts& device, v1::ExperimentResult& result) override {
+    switch (spec_.dtype()) {
+      case v1::DATA_TYPE_BF16:
+        shape_.dtype = attention::AttentionDtype::kBf16;
+        break;
+      case v1::DATA_TYPE_FP16:
+        shape_.dtype = attention::AttentionDtype::kFp16;
+        break;
+      case v1::DATA_TYPE_FP8_E4M3:
+        shape_.dtype = attention::AttentionDtype::kFp8E4m3;
+        break;
+      default:
+        return absl::InvalidArgumentError(
+            absl::StrCat("attention.dtype: got ", EnumShortName(spec_.dtype()),
+                         "; must be one of bf16, fp16, fp8-e4m3 (prefill)"));
+    }
+    // Before any GPU work, the ranks' communicator included.
+    RETURN_IF_ERROR(
+        CheckAttentionDtypeRunsOn(spec_.dtype(), device.compute_major, device.compute_minor));
     shape_.num_qo_heads = static_cast<int>(spec_.num_qo_heads()) / ranks_;
     shape_.num_kv_heads = static_cast<int>(spec_.num_kv_heads()) / ranks_;
     if (ranks_ > 1) {
@@ -66,17 +84,6 @@ class AttentionPlan final : public GpuWorkloadPlan {
     shape_.head_dim = static_cast<int>(spec_.head_dim());
     shape_.page_size = static_cast<int>(spec_.page_size());
     shape_.causal = spec_.causal();
-    switch (spec_.dtype()) {
-      case v1::DATA_TYPE_BF16:
-        shape_.dtype = attention::AttentionDtype::kBf16;
-        break;
-      case v1::DATA_TYPE_FP16:
-        shape_.dtype = attention::AttentionDtype::kFp16;
-        break;
-      default:
-        return absl::InvalidArgumentError(absl::StrCat(
-            "attention.dtype: got ", EnumShortName(spec_.dtype()), "; must be one of bf16, fp16"));
-    }
     // Uniform, ragged or drawn from the distribution: the spec says (attention_spec.h).
     const AttentionLengths expanded = ExpandAttentionLengths(spec_);
     for (size_t i = 0; i < expanded.kv_lens.size(); ++i) {
@@ -96,6 +103,7 @@ class AttentionPlan final : public GpuWorkloadPlan {
     jit.set_kernel(reference_backend_ ? "attention_reference (fp32, exact)"
                    : cudnn_backend_   ? "cuDNN fused attention (graph API)"
                    : decode_          ? "attention_decode + split merge"
+                   : fp8()            ? "attention_prefill fp8 e4m3 (wgmma on sm_90a)"
                                       : "attention_prefill (wgmma on sm_90a, mma.sync elsewhere)");
     jit.set_cache_key(cudnn_backend_ ? "cuDNN execution plan, built after allocation"
                                      : "ahead of time (nvcc: sm_80, sm_90, sm_90a)");
@@ -104,13 +112,16 @@ class AttentionPlan final : public GpuWorkloadPlan {
 
   MemoryNeeds memory_needs() const override {
     const int64_t element = attention::DtypeBytes(shape_.dtype);
+    const int64_t output_element = attention::OutputDtypeBytes(shape_.dtype);
     const int64_t q_elements = lengths_.total_q() * shape_.num_qo_heads * shape_.head_dim;
     int64_t pages = 0;
     for (int32_t kv_len : lengths_.kv_lens) pages += (kv_len + shape_.page_size - 1) / shape_.page_size;
     const int64_t cache_bytes =
         2 * pages * shape_.page_size * shape_.num_kv_heads * shape_.head_dim * element;
-    // Q and O in the input type, O and the LSEs in fp32 for the reference, split workspace.
-    const int64_t io_bytes = q_elements * (2 * element + 4) + 8 * lengths_.total_q() * shape_.num_qo_heads;
+    // Q in the input type, O in its output type (bf16 for fp8), O and the LSEs in fp32 for the
+    // reference, split workspace.
+    const int64_t io_bytes =
+        q_elements * (element + output_element + 4) + 8 * lengths_.total_q() * shape_.num_qo_heads;
     const int64_t workspace = decode_ ? static_cast<int64_t>(attention::DecodeWorkspaceBytes(
                                             shape_, lengths_, attention::kMaxDecodeSplits))
                                       : 0;
@@ -207,6 +218,12 @@ class AttentionPlan final : public GpuWorkloadPlan {
     return absl::OkStatus();
   }
 
+  // Hopper's dense fp8 tensor rate is twice its bf16 rate (fp8 runs on compute capability 9.0
+  // only): an fp8 prefill is judged against that.
+  double spec_peak_tflops(const v1::GpuInfo& gpu) const override {
+    return (fp8() ? 2.0 : 1.0) * gpu.spec_peak_bf16_tflops();
+  }
+
   void DescribeKernels(v1::ExperimentResult& result) const override {
     auto& config = *result.mutable_kernel_config();
     config["phase"] = decode_ ? "decode" : "prefill";
@@ -225,6 +242,14 @@ class AttentionPlan final : public GpuWorkloadPlan {
     };
     config["sequences"] = absl::StrCat(lengths_.batch(), "; q ", summary(lengths_.q_lens), "; kv ",
                                        summary(lengths_.kv_lens));
+    if (fp8()) {
+      // The inputs' dequantisation (MakeDeviceAttentionProblem's), for whoever reproduces them.
+      const attention::AttentionShape& shape = problem_->problem.shape;
+      config["fp8_scales"] = absl::StrFormat(
+          "q %g, k %g, v %g (per tensor); output in %s", shape.q_scale, shape.k_scale,
+          shape.v_scale, std::string(attention::DtypeName(attention::OutputDtype(shape.dtype))));
+      config["peak_flops"] = "fp8 dense tensor rate (2x the bf16 spec peak)";
+    }
   }
 
   absl::Status Verify(cudaStream_t stream, v1::Verification& verification) override {
@@ -239,9 +264,9 @@ class AttentionPlan final : public GpuWorkloadPlan {
                                                 /*is_fp32=*/true));
     // The reference backend times the reference itself; its output is then fp32 too.
     ASSIGN_OR_RETURN(const std::vector<float> actual,
-                     attention::DownloadAsFloat(reference_backend_ ? problem_->ref_out.data()
-                                                                   : problem_->out.data(),
-                                                elements, shape_.dtype, reference_backend_));
+                     attention::DownloadAsFloat(
+                         reference_backend_ ? problem_->ref_out.data() : problem_->out.data(),
+                         elements, attention::OutputDtype(shape_.dtype), reference_backend_));
     const attention::AttentionErrorReport report = attention::CompareAttentionOutputs(
         actual, expected, attention::DefaultTolerance(shape_.dtype));
     verification.set_checked(true);
@@ -257,6 +282,8 @@ class AttentionPlan final : public GpuWorkloadPlan {
   }
 
  private:
+  bool fp8() const { return shape_.dtype == attention::AttentionDtype::kFp8E4m3; }
+
   // Splits chosen by the plan, into the workspace sized for the most splits.
   attention::DecodeOptions DecodeOptionsFor() const {
     return {.num_splits = 0, .workspace = workspace_.data(), .workspace_bytes = workspace_bytes_};

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <random>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 #include "common/data_types.h"
@@ -105,9 +106,31 @@ absl::Status ValidateAttentionSpec(const v1::AttentionSpec& spec, int64_t gpu_me
   }
   RETURN_IF_ERROR(CheckRange("attention.page_size", spec.page_size(), 1, 1024));
   RETURN_IF_ERROR(CheckPowerOfTwo("attention.page_size", spec.page_size()));
-  RETURN_IF_ERROR(CheckDataType("attention.dtype", spec.dtype(),
-                                {v1::DATA_TYPE_FP16, v1::DATA_TYPE_BF16}));
-  // The caches hold every sequence's pages: 2 x sum(kv) x heads x head_dim x element bytes.
+  // fp8 e4m3 (scaled e4m3 Q, K and V, a bf16 O, as FlashAttention-3) has one kernel of ours, the
+  // Hopper prefill; the reference runs it too, to check it. The runner checks the GPU.
+  const bool prefill = spec.phase() == v1::ATTENTION_PHASE_PREFILL;
+  const bool fp8_backend = spec.backend() == v1::ATTENTION_BACKEND_UNSPECIFIED ||
+                           spec.backend() == v1::ATTENTION_BACKEND_GPUPROF ||
+                           spec.backend() == v1::ATTENTION_BACKEND_REFERENCE;
+  if (spec.dtype() == v1::DATA_TYPE_FP8_E4M3 && !(prefill && fp8_backend)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "attention.dtype: got %s; fp8 e4m3 runs only in the prefill phase with the gpuprof or "
+        "reference backend, on H100/H200 (sm_90)",
+        DataTypeName(spec.dtype())));
+  }
+  if (spec.dtype() == v1::DATA_TYPE_FP8_E4M3 && spec.backend() != v1::ATTENTION_BACKEND_REFERENCE &&
+      spec.page_size() % 16 != 0) {
+    // The fp8 kernel loads K and V by TMA in boxes of 16 rows of one page.
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "attention.page_size: got %d; the fp8 e4m3 prefill takes pages of 16 rows or a multiple "
+        "of 16 (bf16 and fp16 take any power of two)",
+        spec.page_size()));
+  }
+  std::vector<v1::DataType> dtypes = {v1::DATA_TYPE_FP16, v1::DATA_TYPE_BF16};
+  if (prefill && fp8_backend) dtypes.push_back(v1::DATA_TYPE_FP8_E4M3);
+  RETURN_IF_ERROR(CheckDataType("attention.dtype", spec.dtype(), dtypes));
+  // The caches hold every sequence's pages: 2 x sum(kv) x heads x head_dim x element bytes (1
+  // for fp8).
   int64_t cached_tokens = 0;
   for (int64_t kv_len : ExpandAttentionLengths(spec).kv_lens) cached_tokens += kv_len;
   return CheckBytesFit("attention (paged K and V caches)",
@@ -145,6 +168,16 @@ AttentionLengths ExpandAttentionLengths(const v1::AttentionSpec& spec) {
     lengths.q_lens.push_back(std::min(spec.q_len(), kv_len));
   }
   return lengths;
+}
+
+absl::Status CheckAttentionDtypeRunsOn(v1::DataType dtype, int compute_major, int compute_minor) {
+  if (dtype == v1::DATA_TYPE_FP8_E4M3 && (compute_major != 9 || compute_minor != 0)) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "attention.dtype: got %s; fp8 e4m3 runs only on compute capability 9.0 (H100, H200), "
+        "and this GPU is %d.%d: use bf16 or fp16 here",
+        DataTypeName(dtype), compute_major, compute_minor));
+  }
+  return absl::OkStatus();
 }
 
 // Decode reads the whole KV cache for one query token: bandwidth-bound, judged against the

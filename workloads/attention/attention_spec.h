@@ -6,6 +6,7 @@
 #include <optional>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "gpuprof/v1/workloads.pb.h"
 #include "workloads/workload_spec.h"
 
@@ -20,6 +21,11 @@ struct AttentionLengths {
   std::vector<int64_t> kv_lens;
 };
 AttentionLengths ExpandAttentionLengths(const v1::AttentionSpec& spec);
+
+// FAILED_PRECONDITION, naming the field, when inputs of `dtype` cannot run on a GPU of compute
+// capability major.minor: fp8 e4m3 runs only on 9.0 (H100, H200), as its one kernel is sm_90a
+// code. The runner asks before any GPU work.
+absl::Status CheckAttentionDtypeRunsOn(v1::DataType dtype, int compute_major, int compute_minor);
 
 // Its headline: decode is bandwidth-bound (GB/s, % of copy), prefill compute-bound (TFLOP/s,
 // % of peak).

@@ -83,6 +83,7 @@ class DecodeContractPlan final : public CustomKernelPlan {
     shape_.page_size = static_cast<int>(spec_.page_size());
     // One query after every cached token: the causal mask hides nothing.
     shape_.causal = false;
+    // CheckDecodeContractRequest took bf16 or fp16 (unset: bf16).
     shape_.dtype = spec_.dtype() == v1::DATA_TYPE_FP16 ? attention::AttentionDtype::kFp16
                                                        : attention::AttentionDtype::kBf16;
     const AttentionLengths expanded = ExpandAttentionLengths(spec_);
@@ -244,6 +245,12 @@ absl::Status CheckDecodeContractRequest(const v1::ExperimentRequest& request) {
           spec.q_lens_size() > 0 ? absl::StrFormat("attention.q_lens[%d]", i) : "attention.q_len",
           lengths.q_lens[i]));
     }
+  }
+  if (spec.dtype() != v1::DATA_TYPE_UNSPECIFIED && spec.dtype() != v1::DATA_TYPE_BF16 &&
+      spec.dtype() != v1::DATA_TYPE_FP16) {
+    return absl::InvalidArgumentError(absl::StrCat("attention.dtype: got ",
+                                                   EnumShortName(spec.dtype()),
+                                                   "; a custom decode kernel takes bf16 or fp16"));
   }
   if (spec.backend() != v1::ATTENTION_BACKEND_UNSPECIFIED &&
       spec.backend() != v1::ATTENTION_BACKEND_GPUPROF) {

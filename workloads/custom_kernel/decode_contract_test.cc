@@ -75,6 +75,16 @@ TEST(DecodeContractTest, RefusesDraftTokens) {
               HasSubstr("attention.q_lens[1]: got 2"));
 }
 
+TEST(DecodeContractTest, RefusesFp8NamingTheDtype) {
+  v1::ExperimentRequest request = DecodeRequest();
+  request.mutable_attention()->set_dtype(v1::DATA_TYPE_FP8_E4M3);
+  EXPECT_THAT(
+      CheckDecodeContractRequest(request).message(),
+      HasSubstr("attention.dtype: got fp8-e4m3; a custom decode kernel takes bf16 or fp16"));
+  request.mutable_attention()->set_dtype(v1::DATA_TYPE_FP16);
+  EXPECT_TRUE(CheckDecodeContractRequest(request).ok());
+}
+
 TEST(DecodeContractTest, RefusesOtherBackendsAndTensorParallelism) {
   v1::ExperimentRequest cudnn = DecodeRequest();
   cudnn.mutable_attention()->set_backend(v1::ATTENTION_BACKEND_CUDNN);

@@ -70,7 +70,7 @@ absl::StatusOr<v1::ExperimentResult> RunGpuWorkloadPlan(GpuWorkloadPlan& plan,
       .options = options,
       .bytes_per_launch = work.bytes,
       .flops_per_launch = work.flops,
-      .spec_peak_tflops = gpu.spec_peak_bf16_tflops(),
+      .spec_peak_tflops = plan.spec_peak_tflops(gpu),
       .gpu = gpu,
       .scaffolding_marker =
           context.tracing != nullptr ? context.tracing->scaffolding_marker() : nullptr,

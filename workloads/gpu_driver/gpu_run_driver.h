@@ -91,6 +91,11 @@ class GpuWorkloadPlan {
   // The plan's last word on the result, after verification (or after CheckBeforeTiming ended
   // the run).
   virtual void FinishResult(gpuprof::v1::ExperimentResult& result) const {}
+  // The spec peak its FLOP/s are a percentage of, called after Compile: the GPU's dense bf16
+  // tensor rate unless the plan's element type runs at another.
+  virtual double spec_peak_tflops(const gpuprof::v1::GpuInfo& gpu) const {
+    return gpu.spec_peak_bf16_tflops();
+  }
 };
 
 // Runs `plan` on the first leased GPU with the request's measurement options. Fills
