@@ -81,11 +81,18 @@ inline constexpr int kRowBytes = 128;      // one swizzled row
 inline constexpr int kAlign = 1024;        // the swizzle pattern repeats every 8 rows
 inline constexpr int kFp8BoxRows = 16;     // K/V rows a TMA box holds (inside one page)
 
+// Up to head_dim 128 O has its own buffer; at 256 there is no room and O goes through the
+// staging buffers once the transposers are done with them (a named barrier hands them over).
+template <int kHeadDim>
+inline constexpr bool kFp8OwnOutputFor = kHeadDim <= 128;
+
 // Q, then the K stages, the V staging buffers and the V^T stages: every one a 128 x head_dim
-// byte tile (V^T is head_dim rows of 128 keys).
+// byte tile (V^T is head_dim rows of 128 keys); then O's 128 x head_dim bf16 where it has its
+// own.
 template <int kHeadDim>
 constexpr int Fp8SharedBytes() {
-  return (1 + 2 * kFp8Stages + kFp8Staging) * kFp8BlockN * kHeadDim + kAlign;
+  return (1 + 2 * kFp8Stages + kFp8Staging) * kFp8BlockN * kHeadDim +
+         (kFp8OwnOutputFor<kHeadDim> ? kFp8BlockM * kHeadDim * 2 : 0) + kAlign;
 }
 static_assert(Fp8SharedBytes<256>() <= 227 * 1024);
 
@@ -177,9 +184,11 @@ __global__ void __launch_bounds__(kFp8Threads, 1)
   constexpr int kStaging = kFp8Staging;
   constexpr int kConsumerWarps = 8;
   // Named barriers: 0 is __syncthreads, 1 and 2 the turns, 3 and 4 each consumer's own, 5
-  // the transposers'.
+  // the transposers', 6 the staging buffers' hand-over to O (head_dim 256).
   constexpr int kOwnBarrier0 = 3;
   constexpr int kTransposeBarrier = 5;
+  constexpr int kHandOverBarrier = 6;
+  constexpr int kHandOverThreads = 32 * kTransposeWarps + 256;
   // Q, K and V as loaded: rows of head_dim bytes in slabs of kQkRow (64 at head_dim 64).
   constexpr int kQkRow = kHeadDim < kRowBytes ? kHeadDim : kRowBytes;
   constexpr int kSlabs = kHeadDim / kQkRow;
@@ -311,7 +320,11 @@ __global__ void __launch_bounds__(kFp8Threads, 1)
       const uint32_t transposed = SharedAddress(vt_smem + stage * kTileBytes);
       if (valid_keys < kBlockN) {
         // The last tile: its rows from kv_end on become zeros, not whatever the buffer holds
-        // (P is 0 there, but 0 x NaN is NaN), before any warp transposes them.
+        // (P is 0 there, but 0 x NaN is NaN), once every transposer is done with the tiles
+        // before and before any transposes this one. (Masking the bytes in registers instead
+        // cost 12% at head_dim 128, H200.)
+        asm volatile("bar.sync %0, %1;\n" ::"n"(kTransposeBarrier), "n"(32 * kTransposeWarps)
+                     : "memory");
         uint8_t* tile = vs_smem + buffer * kTileBytes;
         for (int i = thread - 32; i < (kBlockN - valid_keys) * kChunks; i += 32 * kTransposeWarps) {
           const int key = valid_keys + i / kChunks, chunk = i % kChunks;
@@ -321,26 +334,43 @@ __global__ void __launch_bounds__(kFp8Threads, 1)
         asm volatile("bar.sync %0, %1;\n" ::"n"(kTransposeBarrier), "n"(32 * kTransposeWarps)
                      : "memory");
       }
-#pragma unroll 1
-      for (int step = transposer; step < kSteps; step += kTransposeWarps) {
+      auto load = [&](int step, uint32_t(&r)[4]) {
         const int key_group = step % kKeyGroups, column_pair = step / kKeyGroups;
-        uint32_t r[4];
         asm volatile(
             "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
             : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
             : "r"(staged + SwizzledByte<kQkRow>(kBlockN, key_group * 16 + load_key,
                                                  2 * column_pair + (matrix >> 1)))
             : "memory");
-        uint32_t out[4] = {__byte_perm(r[0], r[1], 0x6420u ^ swap),
-                           __byte_perm(r[0], r[1], 0x7531u ^ swap),
-                           __byte_perm(r[2], r[3], 0x6420u ^ swap),
-                           __byte_perm(r[2], r[3], 0x7531u ^ swap)};
+      };
+      auto store = [&](int step, const uint32_t(&r)[4]) {
+        const int key_group = step % kKeyGroups, column_pair = step / kKeyGroups;
         const int column = 32 * column_pair + store_column;
         asm volatile(
             "stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(
                 transposed + column * kRowBytes + ((key_group ^ (column & 7)) << 4)),
-            "r"(out[0]), "r"(out[1]), "r"(out[2]), "r"(out[3])
+            "r"(__byte_perm(r[0], r[1], 0x6420u ^ swap)),
+            "r"(__byte_perm(r[0], r[1], 0x7531u ^ swap)),
+            "r"(__byte_perm(r[2], r[3], 0x6420u ^ swap)),
+            "r"(__byte_perm(r[2], r[3], 0x7531u ^ swap))
             : "memory");
+      };
+      // kInFlight steps at a time: their loads are all issued before the first store, so that
+      // the loads' latencies overlap (the asm statements keep their order). Two paid at head_dim
+      // 64 (4k: 374 -> 351 us full) but cost 12% at 128 (H200); at 256 the producer's 24
+      // registers hold one.
+      constexpr int kInFlight = kHeadDim == 64 ? 2 : 1;
+#pragma unroll 1
+      for (int step = transposer; step < kSteps; step += kInFlight * kTransposeWarps) {
+        uint32_t r[kInFlight][4];
+#pragma unroll
+        for (int i = 0; i < kInFlight; ++i) {
+          if (step + i * kTransposeWarps < kSteps) load(step + i * kTransposeWarps, r[i]);
+        }
+#pragma unroll
+        for (int i = 0; i < kInFlight; ++i) {
+          if (step + i * kTransposeWarps < kSteps) store(step + i * kTransposeWarps, r[i]);
+        }
       }
       // The writes reach wgmma through the async proxy.
       FenceProxyAsync();
@@ -349,6 +379,10 @@ __global__ void __launch_bounds__(kFp8Threads, 1)
         MbarrierArrive(SharedAddress(&vt_full[stage]));
         MbarrierArrive(SharedAddress(&vs_empty[buffer]));
       }
+    }
+    if constexpr (!kFp8OwnOutputFor<kHeadDim>) {
+      asm volatile("bar.arrive %0, %1;\n" ::"n"(kHandOverBarrier), "n"(kHandOverThreads)
+                   : "memory");
     }
     CpAsyncWait<0>();
     return;
@@ -375,8 +409,15 @@ __global__ void __launch_bounds__(kFp8Threads, 1)
   // Ping-pong as in prefill_sm90.cu: named barrier 1 + c is consumer c's turn.
   const int my_turn = 1 + consumer;
   const int their_turn = 2 - consumer;
-  auto take_turn = [&]() { asm volatile("bar.sync %0, 256;\n" ::"r"(my_turn) : "memory"); };
-  auto pass_turn = [&]() { asm volatile("bar.arrive %0, 256;\n" ::"r"(their_turn) : "memory"); };
+  // At head_dim 64 the consumers do not take turns: a tile's multiplies there are too short
+  // to hide the other consumer's softmax, and waiting for the turn cost 13% (H200, 4k).
+  constexpr bool kPingPong = kHeadDim != 64;
+  auto take_turn = [&]() {
+    if constexpr (kPingPong) asm volatile("bar.sync %0, 256;\n" ::"r"(my_turn) : "memory");
+  };
+  auto pass_turn = [&]() {
+    if constexpr (kPingPong) asm volatile("bar.arrive %0, 256;\n" ::"r"(their_turn) : "memory");
+  };
   if (consumer == 1) pass_turn();
 
   // Descriptors, all K-major: a k-step of 32 bytes inside a 128-byte slab moves the start by
@@ -553,12 +594,20 @@ __global__ void __launch_bounds__(kFp8Threads, 1)
   WgmmaWait<0>();
   PinRegisters(o);
 
-  // O in bf16 through this consumer's half of the staging buffers (every V tile has been
-  // transposed by now, so nothing reads or loads them any more): 64 rows of head_dim bf16 in
-  // 64-element slabs, swizzled, then written out 16 bytes a thread.
+  // O in bf16 through this consumer's 64 rows of O's buffer, or at head_dim 256 of the staging
+  // buffers (every V tile has been transposed by now, so nothing reads or loads them any
+  // more): 64 rows of head_dim bf16 in 64-element slabs, swizzled, then written out 16 bytes
+  // a thread.
   constexpr int kOutChunks = kHeadDim / 8;  // 16-byte chunks of a bf16 row
+  uint8_t* const o_buffer =
+      kFp8OwnOutputFor<kHeadDim> ? vt_smem + kStages * kTileBytes : vs_smem;
   __nv_bfloat16* o_smem =
-      reinterpret_cast<__nv_bfloat16*>(vs_smem + consumer * 64 * kHeadDim * 2);
+      reinterpret_cast<__nv_bfloat16*>(o_buffer + consumer * 64 * kHeadDim * 2);
+  if constexpr (!kFp8OwnOutputFor<kHeadDim>) {
+    // The transposers' last reads of the staging buffers came before this (vt_full says so);
+    // the barrier says it too, in a form compute-sanitizer's racecheck follows.
+    asm volatile("bar.sync %0, %1;\n" ::"n"(kHandOverBarrier), "n"(kHandOverThreads) : "memory");
+  }
   auto out_offset = [](int row, int chunk) {  // elements, in slabs of 64 rows x 64
     return ((chunk >> 3) * 64 + row) * 64 + (((chunk & 7) ^ (row & 7)) << 3);
   };
