@@ -40,6 +40,7 @@
 #include "kernels/attention/prefill.h"
 #include "kernels/attention/prefill_kernel_params.h"
 #include "kernels/attention/prefill_sm90.h"
+#include "kernels/attention/prefill_sm90_softmax.cuh"
 #include "kernels/attention/prefill_tile.cuh"
 
 namespace gpuprof::attention {
@@ -47,7 +48,6 @@ namespace {
 
 using device::CpAsync16;
 using device::CpAsyncWait;
-using device::FastExp2;
 using device::PackTwo;
 using device::PagedSlot;
 using device::SharedAddress;
@@ -480,49 +480,12 @@ __global__ void __launch_bounds__(kFp8Threads, 1)
       WgmmaFp8Pv<kHeadDim>(o, pa[key_step], vt_desc(stage, key_step));
     }
   };
-  // As in prefill_sm90.cu: S -> unnormalised P in base 2, `correction` the factor O must take.
   auto softmax = [&](int t, float(&correction)[2]) {
-    const int kv0 = t * kBlockN;
-    bool need_mask = kv0 + kBlockN > kv_len;
-    if constexpr (kCausal) need_mask = need_mask || kv0 + kBlockN - 1 > warp_first_pos;
-    if (need_mask) {
-#pragma unroll
-      for (int c = 0; c < kBlockN / 8; ++c) {
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int col = kv0 + c * 8 + quad_lane * 2 + e;
-            if (col >= kv_len || (kCausal && col > qpos0 + 8 * r)) s[4 * c + 2 * r + e] = -INFINITY;
-          }
-        }
-      }
-    }
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float tile_max = -INFINITY;
-#pragma unroll
-      for (int c = 0; c < kBlockN / 8; ++c) {
-        tile_max = fmaxf(tile_max, fmaxf(s[4 * c + 2 * r], s[4 * c + 2 * r + 1]));
-      }
-      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
-      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
-      const float new_max = fmaxf(row_max[r], tile_max * p.scale_log2);
-      const float base = new_max == -INFINITY ? 0.0f : new_max;
-      correction[r] = new_max == row_max[r] ? 1.0f : FastExp2(row_max[r] - base);
-      row_max[r] = new_max;
-      float sum = 0.0f;
-#pragma unroll
-      for (int c = 0; c < kBlockN / 8; ++c) {
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const float prob = FastExp2(fmaf(s[4 * c + 2 * r + e], p.scale_log2, -base));
-          s[4 * c + 2 * r + e] = prob;
-          sum += prob;
-        }
-      }
-      row_sum[r] = row_sum[r] * correction[r] + sum;
-    }
+    sm90::SoftmaxTile<kBlockN, kCausal>(
+        s, row_max, row_sum, correction,
+        {.kv0 = t * kBlockN, .kv_len = kv_len, .qpos0 = qpos0,
+         .warp_first_pos = warp_first_pos, .quad_lane = quad_lane},
+        p.scale_log2);
   };
   // P as e4m3 A fragments. Key step k covers n8 chunks 4k..4k+3: register 0 holds row `group`'s
   // keys 2q, 2q+1 of chunk 4k and of chunk 4k+1, register 1 the same of row group + 8,
@@ -557,16 +520,7 @@ __global__ void __launch_bounds__(kFp8Threads, 1)
     WgmmaWait<0>();
     PinRegisters(o);
     if (t > 0) release(vt_empty, t - 1);
-    if (__any_sync(0xffffffffu, correction[0] != 1.0f || correction[1] != 1.0f)) {
-#pragma unroll
-      for (int c = 0; c < kHeadDim / 8; ++c) {
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          o[4 * c + 2 * r] *= correction[r];
-          o[4 * c + 2 * r + 1] *= correction[r];
-        }
-      }
-    }
+    sm90::RescaleRows<kHeadDim>(o, correction);
     pack_p();
     wait_vt(t);
     if (t + 1 < num_kv_tiles) {
