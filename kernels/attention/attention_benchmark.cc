@@ -11,6 +11,7 @@
 // with causal q == kv counted as half (attention_params.h).
 //
 //   attention_benchmark [--quick] [--only=prefill|decode] [--table=PATH]
+//       [--prefill-shapes=LEN:causal|full:HEAD_DIM,...]   (instead of the built-in prefill list)
 //   attention_benchmark --decode-grid [--groups=1,2,..] [--batches=..] [--kv-lens=..]
 //       [--max-kv-gib=N] [--csv=PATH]
 //   attention_benchmark --fp8-prefill [--table=PATH]
@@ -346,8 +347,34 @@ absl::Status RunFp8Prefill(const std::string& table_path, measure::L2FlushMode f
   return absl::OkStatus();
 }
 
+// One prefill shape of the benchmark: batch 1, q = kv = len, GQA 32/8 (16/8 at head_dim 256).
+struct PrefillCase {
+  int len;
+  bool causal;
+  int head_dim = 128;
+};
+
+// "4096:full:128,16384:causal:256" -> cases; false on anything else. Lets a profiler run one
+// shape (Nsight Compute's launch filters count launches, not shapes).
+bool ParsePrefillCases(absl::string_view text, std::vector<PrefillCase>& out) {
+  out.clear();
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    std::vector<absl::string_view> fields = absl::StrSplit(part, ':');
+    PrefillCase c;
+    if (fields.size() != 3 || !absl::SimpleAtoi(fields[0], &c.len) || c.len <= 0 ||
+        !absl::SimpleAtoi(fields[2], &c.head_dim) ||
+        (c.head_dim != 64 && c.head_dim != 128 && c.head_dim != 256) ||
+        (fields[1] != "causal" && fields[1] != "full")) {
+      return false;
+    }
+    c.causal = fields[1] == "causal";
+    out.push_back(c);
+  }
+  return !out.empty();
+}
+
 absl::Status Run(bool quick, const std::string& only, const std::string& table_path,
-                 measure::L2FlushMode flush) {
+                 measure::L2FlushMode flush, const std::vector<PrefillCase>& chosen_prefill) {
   int device = 0;
   CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
   cudaDeviceProp props;
@@ -373,16 +400,12 @@ absl::Status Run(bool quick, const std::string& only, const std::string& table_p
   // head_dim 64 (32/8, where the exponentials rival the matrix multiplies) and a head_dim 256
   // model's heads (16/8, as Gemma 2 9B), causal and full, and that model at 16k full (at 16k
   // every KV head's K and V together outgrow the L2).
-  struct PrefillCase {
-    int len;
-    bool causal;
-    int head_dim = 128;
-  };
   std::vector<PrefillCase> prefill_cases = {
       {4096, true},       {8192, true},       {16384, true},     {4096, false},
       {16384, false},     {4096, true, 64},   {4096, false, 64}, {4096, true, 256},
       {4096, false, 256}, {16384, false, 256}};
   if (quick) prefill_cases = {{4096, true}, {4096, true, 256}};
+  if (!chosen_prefill.empty()) prefill_cases = chosen_prefill;
   if (only == "decode") prefill_cases.clear();
   for (const PrefillCase& c : prefill_cases) {
     AttentionShape shape = ServingShape(c.causal);
@@ -577,6 +600,7 @@ int main(int argc, char** argv) {
   gpuprof::attention::DecodeGrid grid;
   gpuprof::measure::L2FlushMode flush = gpuprof::measure::L2FlushMode::kRead;
   std::string table_path, only;
+  std::vector<gpuprof::attention::PrefillCase> prefill_shapes;
   for (int i = 1; i < argc; ++i) {
     bool ok = true;
     if (std::strcmp(argv[i], "--decode-grid") == 0) {
@@ -601,6 +625,8 @@ int main(int argc, char** argv) {
       flush = gpuprof::measure::L2FlushMode::kWrite;
     } else if (std::strncmp(argv[i], "--csv=", 6) == 0) {
       grid.csv_path = argv[i] + 6;
+    } else if (std::strncmp(argv[i], "--prefill-shapes=", 17) == 0) {
+      ok = gpuprof::attention::ParsePrefillCases(argv[i] + 17, prefill_shapes);
     } else if (std::strcmp(argv[i], "--quick") == 0) {
       quick = true;
     } else if (std::strcmp(argv[i], "--only=prefill") == 0 ||
@@ -615,6 +641,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: %s [--quick] [--only=prefill|decode] [--table=PATH] "
                    "[--flush=read|write]\n"
+                   "           [--prefill-shapes=LEN:causal|full:64|128|256,...]\n"
                    "       %s --decode-grid [--groups=1,2,..] [--batches=..] [--kv-lens=..] "
                    "[--max-kv-gib=N] [--page-order=shuffled|in-order] [--csv=PATH] "
                    "[--flush=read|write]\n"
@@ -626,7 +653,7 @@ int main(int argc, char** argv) {
   const absl::Status status =
       decode_grid   ? gpuprof::attention::RunDecodeGrid(grid, flush)
       : fp8_prefill ? gpuprof::attention::RunFp8Prefill(table_path, flush)
-                    : gpuprof::attention::Run(quick, only, table_path, flush);
+                    : gpuprof::attention::Run(quick, only, table_path, flush, prefill_shapes);
   if (!status.ok()) {
     gpuprof::LogStatusToStderr(status);
     return 1;
