@@ -151,6 +151,10 @@ TEST_P(PrefillGpuTest, MatchesReference) {
     } else {
       EXPECT_EQ(info.variant, variant);
     }
+    // The case named for it must reach the order it is there to check.
+    EXPECT_EQ(info.tiles_first, info.variant == PrefillVariant::kHopperWgmma &&
+                                    c.name.ends_with("tiles_first"))
+        << info.ToString();
     ExpectMatchesReference(d, c.name + " (" + std::string(PrefillVariantName(variant)) + " -> " +
                                   info.ToString() + ")");
   }
@@ -191,7 +195,11 @@ INSTANTIATE_TEST_SUITE_P(
         AttentionCase{"d128_gqa2_causal_bf16_page8_many_tiles", 16, 8, 128, 8,
                       AttentionDtype::kBf16, true, {900, 600}, {1000, 600}},
         AttentionCase{"d256_gqa2_noncausal_bf16_page32_many_tiles", 16, 8, 256, 32,
-                      AttentionDtype::kBf16, false, {700, 1000}, {900, 1000}}),
+                      AttentionDtype::kBf16, false, {700, 1000}, {900, 1000}},
+        // K and V of the 8 KV heads (80 MB at 5000 keys) beyond half of any Hopper L2: the
+        // Hopper kernel takes each head's query tiles first.
+        AttentionCase{"d256_gqa2_noncausal_bf16_page16_tiles_first", 16, 8, 256, 16,
+                      AttentionDtype::kBf16, false, {300, 700}, {5000, 3000}}),
     [](const ::testing::TestParamInfo<AttentionCase>& info) { return info.param.name; });
 // clang-format on
 

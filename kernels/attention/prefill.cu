@@ -544,9 +544,9 @@ bool PrefillVariantRunsHere(PrefillVariant variant) {
 }
 
 std::string PrefillLaunchInfo::ToString() const {
-  return absl::StrFormat("%s block_m=%d block_n=%d warps=%d stages=%d smem=%dB blocks=%d%s",
+  return absl::StrFormat("%s block_m=%d block_n=%d warps=%d stages=%d smem=%dB blocks=%d%s%s",
                          PrefillVariantName(variant), block_m, block_n, warps, stages, shared_bytes,
-                         blocks, tma_kv ? " kv=tma" : "");
+                         blocks, tma_kv ? " kv=tma" : "", tiles_first ? " order=tiles-first" : "");
 }
 
 absl::StatusOr<PrefillLaunchInfo> LaunchPrefill(const AttentionProblem& problem,

@@ -74,6 +74,9 @@ struct PrefillLaunchInfo {
   int64_t blocks = 0;
   PrefillVariant variant = PrefillVariant::kAuto;
   bool tma_kv = false;  // K/V tiles loaded by TMA (the Hopper kernel at page sizes of 16k)
+  // The blocks resident at once take one head's query tiles, then the next head's (the Hopper
+  // kernel at head_dim 256, no causal mask, K and V of all KV heads beyond half the L2).
+  bool tiles_first = false;
 
   std::string ToString() const;
 };

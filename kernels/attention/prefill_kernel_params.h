@@ -25,6 +25,9 @@ struct PrefillKernelParams {
   float scale_log2;       // softmax scale * log2(e): the softmax runs in base 2 (fp8: times the
                           // Q and K dequantisation scales)
   float v_scale;          // multiplies O: V's dequantisation scale (fp8), else 1
+  bool tiles_fastest;     // without a causal mask: blockIdx.x indexes the query tile and
+                          // blockIdx.y the head, so that the blocks resident at once share KV
+                          // heads (for K/V too large for the L2); else the other way round
 };
 
 }  // namespace gpuprof::attention

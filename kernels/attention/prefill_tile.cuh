@@ -22,14 +22,18 @@ struct PrefillTile {
   int num_kv_tiles;  // of kBlockN keys
 };
 
-// For the block (blockIdx.x = query head, y = query tile, z = sequence). A tile that starts at
+// For the block (blockIdx.x = query head, y = query tile, z = sequence; x and y the other way
+// round with p.tiles_fastest). A tile that starts at
 // or past q_len has nothing to do (q_tile_start >= q_len).
-template <int kBlockM, int kBlockN, bool kCausal>
+// kTileOrderChosen: the kernel reads p.tiles_fastest (kept out of the others' code: the
+// choice costs a head_dim 128 kernel 1% where the order does not change).
+template <int kBlockM, int kBlockN, bool kCausal, bool kTileOrderChosen = false>
 __device__ __forceinline__ PrefillTile LocatePrefillTile(const PrefillKernelParams& p) {
   PrefillTile t;
-  t.qo_head = blockIdx.x;
+  const bool tiles_fastest = kTileOrderChosen && !kCausal && p.tiles_fastest;
+  t.qo_head = tiles_fastest ? blockIdx.y : blockIdx.x;
   // Heavy tiles first: with a causal mask the last query tiles see the most keys.
-  const int tile = kCausal ? gridDim.y - 1 - blockIdx.y : blockIdx.y;
+  const int tile = kCausal ? gridDim.y - 1 - blockIdx.y : tiles_fastest ? blockIdx.x : blockIdx.y;
   t.seq = blockIdx.z;
   t.q_start = p.q_indptr[t.seq];
   t.q_len = p.q_indptr[t.seq + 1] - t.q_start;
