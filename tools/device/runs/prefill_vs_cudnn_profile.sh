@@ -16,7 +16,7 @@ METRICS=launch__cluster_dim_x,launch__cluster_dim_y,launch__cluster_dim_z,launch
 launch__block_size,launch__registers_per_thread,launch__shared_mem_per_block,\
 gpu__time_duration.sum,sm__cycles_elapsed.avg.per_second,\
 sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed,\
-lts__t_throughput.avg.pct_of_peak_sustained_elapsed,lts__t_bytes.sum,lts__t_sector_hit_rate.pct,\
+lts__t_bytes.sum,lts__t_sector_hit_rate.pct,\
 l1tex__m_xbar2l1tex_read_bytes.sum,dram__bytes_read.sum,\
 dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__throughput.avg.pct_of_peak_sustained_elapsed,\
 sm__inst_executed.sum
@@ -48,7 +48,7 @@ import csv, glob, os, sys
 keys = ["Kernel Name", "launch__grid_size", "launch__block_size", "launch__cluster_dim_x",
         "launch__cluster_dim_y", "launch__registers_per_thread", "launch__shared_mem_per_block",
         "gpu__time_duration.sum", "sm__cycles_elapsed.avg.per_second", "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed",
-        "lts__t_throughput.avg.pct_of_peak_sustained_elapsed", "lts__t_bytes.sum",
+        "lts__t_bytes.sum",
         "l1tex__m_xbar2l1tex_read_bytes.sum", "lts__t_sector_hit_rate.pct", "dram__bytes_read.sum",
         "sm__inst_executed.sum"]
 for path in sorted(glob.glob(os.path.join(sys.argv[1], "*.csv"))):
