@@ -151,10 +151,20 @@ TEST_P(PrefillGpuTest, MatchesReference) {
     } else {
       EXPECT_EQ(info.variant, variant);
     }
-    // The case named for it must reach the order it is there to check.
-    EXPECT_EQ(info.tiles_first, info.variant == PrefillVariant::kHopperWgmma &&
-                                    c.name.ends_with("tiles_first"))
-        << info.ToString();
+    // The cases named for them must reach the order and the split they are there to check
+    // (the split where this GPU's SM count leaves a last wave at most half full).
+    const bool hopper = info.variant == PrefillVariant::kHopperWgmma;
+    EXPECT_EQ(info.tiles_first, hopper && c.name.ends_with("tiles_first")) << info.ToString();
+    if (hopper && c.name.ends_with("split_last_wave")) {
+      int sms = 0;
+      ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+      const int64_t tail = info.blocks % sms;
+      if (info.blocks > sms && tail > 0 && 2 * tail <= sms) {
+        EXPECT_EQ(info.split_tiles, tail) << info.ToString();
+      }
+    } else {
+      EXPECT_EQ(info.split_tiles, 0) << info.ToString();
+    }
     ExpectMatchesReference(d, c.name + " (" + std::string(PrefillVariantName(variant)) + " -> " +
                                   info.ToString() + ")");
   }
@@ -199,7 +209,13 @@ INSTANTIATE_TEST_SUITE_P(
         // K and V of the 8 KV heads (80 MB at 5000 keys) beyond half of any Hopper L2: the
         // Hopper kernel takes each head's query tiles first.
         AttentionCase{"d256_gqa2_noncausal_bf16_page16_tiles_first", 16, 8, 256, 16,
-                      AttentionDtype::kBf16, false, {300, 700}, {5000, 3000}}),
+                      AttentionDtype::kBf16, false, {300, 700}, {5000, 3000}},
+        // 704 blocks of 192 rows: on 132 SMs five whole waves and 44 blocks, which the Hopper
+        // kernel runs as 44 clusters of two, each block over half the keys.
+        AttentionCase{"d64_gqa4_noncausal_bf16_page16_split_last_wave", 32, 8, 64, 16,
+                      AttentionDtype::kBf16, false, {2048, 2048}, {2048, 2048}},
+        AttentionCase{"d64_gqa4_noncausal_fp16_page32_split_last_wave", 32, 8, 64, 32,
+                      AttentionDtype::kFp16, false, {4096}, {4096}}),
     [](const ::testing::TestParamInfo<AttentionCase>& info) { return info.param.name; });
 // clang-format on
 

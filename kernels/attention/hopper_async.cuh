@@ -155,6 +155,56 @@ __device__ __forceinline__ void MbarrierWait(uint32_t barrier, uint32_t parity) 
   } while (done == 0);
 }
 
+// Clusters (thread block clusters of sm_90): the blocks of one cluster reach each other's shared
+// memory and mbarriers through the shared::cluster window.
+__device__ __forceinline__ uint32_t ClusterCtaRank() {
+  uint32_t rank;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+  return rank;
+}
+// Every thread of every block of the cluster, once; orders what came before (mbarrier inits
+// included, after FenceMbarrierInitCluster) before anything after, cluster-wide.
+__device__ __forceinline__ void ClusterSync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" :::
+                   "memory");
+}
+__device__ __forceinline__ void FenceMbarrierInitCluster() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+// The shared::cluster address of `shared` (a shared::cta address) in block `rank`'s memory.
+__device__ __forceinline__ uint32_t MapShared(uint32_t shared, uint32_t rank) {
+  uint32_t mapped;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(mapped) : "r"(shared), "r"(rank));
+  return mapped;
+}
+// Arrives on an mbarrier of another block (a shared::cluster address), releasing this thread's
+// earlier writes to whoever acquires the phase.
+__device__ __forceinline__ void MbarrierArriveRemote(uint32_t cluster_barrier) {
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(
+                   cluster_barrier)
+               : "memory");
+}
+// As MbarrierWait, acquiring what threads of other blocks released by arriving.
+__device__ __forceinline__ void MbarrierWaitCluster(uint32_t barrier, uint32_t parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(barrier), "r"(parity)
+        : "memory");
+  } while (done == 0);
+}
+__device__ __forceinline__ float4 LoadSharedCluster(uint32_t cluster_address) {
+  float4 v;
+  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(cluster_address)
+               : "memory");
+  return v;
+}
+
 // Keeps the compiler from moving reads or writes of wgmma's registers across a wait: the
 // hardware writes them asynchronously, which the asm statements' operands cannot express.
 template <int N>

@@ -77,6 +77,9 @@ struct PrefillLaunchInfo {
   // The blocks resident at once take one head's query tiles, then the next head's (the Hopper
   // kernel at head_dim 256, no causal mask, K and V of all KV heads beyond half the L2).
   bool tiles_first = false;
+  // Tiles of a short last wave run as clusters of two blocks, each over half the keys, by a
+  // second launch (the Hopper kernel at head_dim 64, no causal mask, a uniform batch).
+  int split_tiles = 0;
 
   std::string ToString() const;
 };

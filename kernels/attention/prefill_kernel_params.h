@@ -25,6 +25,13 @@ struct PrefillKernelParams {
   float scale_log2;       // softmax scale * log2(e): the softmax runs in base 2 (fp8: times the
                           // Q and K dequantisation scales)
   float v_scale;          // multiplies O: V's dequantisation scale (fp8), else 1
+  // Hopper head_dim 64 without a causal mask, where the last wave of blocks is short: the
+  // blocks from linear index whole_tiles on return at once (0: none do), and a second launch
+  // in clusters of two runs those tiles, each cluster one tile, each block half its KV tiles
+  // (linear tile split_first_tile + blockIdx.x / 2 of a grid with split_q_tiles query tiles).
+  int whole_tiles;
+  int split_first_tile;
+  int split_q_tiles;
   bool tiles_fastest;     // without a causal mask: blockIdx.x indexes the query tile and
                           // blockIdx.y the head, so that the blocks resident at once share KV
                           // heads (for K/V too large for the L2); else the other way round

@@ -29,8 +29,10 @@
 #include <cudaTypedefs.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <type_traits>
 
 #include "absl/status/status.h"
@@ -58,14 +60,21 @@ using device::CpAsyncWait;
 using device::PackTwo;
 using device::PagedSlot;
 using device::SharedAddress;
+using sm90::ClusterCtaRank;
+using sm90::ClusterSync;
 using sm90::CpAsyncArriveOn;
 using sm90::Descriptor;
 using sm90::EncodeTiledEntry;
+using sm90::FenceMbarrierInitCluster;
 using sm90::FenceProxyAsync;
+using sm90::LoadSharedCluster;
+using sm90::MapShared;
 using sm90::MbarrierArrive;
 using sm90::MbarrierArriveExpectBytes;
+using sm90::MbarrierArriveRemote;
 using sm90::MbarrierInit;
 using sm90::MbarrierWait;
+using sm90::MbarrierWaitCluster;
 using sm90::PinRegisters;
 using sm90::TmaLoad3d;
 using sm90::WgmmaCommit;
@@ -123,6 +132,20 @@ constexpr int SharedBytes() {
 inline constexpr int kMaxSharedBytes = 227 * 1024;
 static_assert(SharedBytes<64>() <= kMaxSharedBytes && SharedBytes<128>() <= kMaxSharedBytes &&
               SharedBytes<256>() <= kMaxSharedBytes);
+
+// Where a short last wave is split (PrefillKernelParams::whole_tiles): head_dim 64, whose
+// 192-row blocks fill 2.67 waves of 132 SMs at 2k tokens and 5.33 at 4k. A split block also
+// keeps a slot a consumer thread for the partial O it hands over (or takes): O, two row maxima,
+// two row sums, in fp32.
+template <int kHeadDim>
+inline constexpr bool kSplitsShortLastWave = kHeadDim == 64;
+template <int kHeadDim>
+inline constexpr int kMergeSlotFloats = kHeadDim / 2 + 4;
+template <int kHeadDim>
+constexpr int SplitSharedBytes() {
+  return SharedBytes<kHeadDim>() + kConsumerThreadsFor<kHeadDim> * kMergeSlotFloats<kHeadDim> * 4;
+}
+static_assert(SplitSharedBytes<64>() <= kMaxSharedBytes);
 
 // Element offset of 16-byte chunk `chunk` of row `row` in a tile of `rows` rows.
 __device__ __forceinline__ int SlabOffset(int rows, int row, int chunk) {
@@ -258,7 +281,9 @@ struct KvTensorMaps {
 template <int kHeadDim>
 inline constexpr bool kTilesFirstChosen = kHeadDim == 256;
 
-template <typename T, int kHeadDim, bool kCausal, bool kTmaKv>
+// kSplitKv: a block of the split launch (see PrefillKernelParams::whole_tiles), in a cluster of
+// two; rank 1 hands its partial O, row maxima and sums to rank 0, which merges and writes O.
+template <typename T, int kHeadDim, bool kCausal, bool kTmaKv, bool kSplitKv = false>
 __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
     PrefillSm90Kernel(const __grid_constant__ PrefillKernelParams p,
                       const __grid_constant__ KvTensorMaps maps) {
@@ -285,15 +310,34 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
   // With kReleaseKApart, k_empty[s] completes once the consumers' S of stage s is done and
   // v_empty[s] once their P V is; without, v_empty[s] frees the whole stage.
   __shared__ uint64_t q_full, k_full[kStages], v_full[kStages], k_empty[kStages], v_empty[kStages];
+  // Split blocks: rank 1's partial is in its slots (merge_full, on rank 0), rank 0 has read
+  // them (merge_done, on rank 1).
+  __shared__ uint64_t merge_full, merge_done;
   const uint32_t raw_address = SharedAddress(shared_raw);
   T* q_smem = reinterpret_cast<T*>(
       shared_raw + (((raw_address + kSwizzleAlign - 1) & ~(kSwizzleAlign - 1)) - raw_address));
   T* k_smem = q_smem + kBlockM * kHeadDim;       // [stages][slabs][kBlockN][64]
   T* v_smem = k_smem + kStages * kTileElements;  // [stages][slabs][kBlockN][64]
 
+  if constexpr (kSplitsShortLastWave<kHeadDim> && !kCausal && !kSplitKv) {
+    // The split launch runs the tiles from whole_tiles on.
+    if (p.whole_tiles > 0 &&
+        blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z) >= p.whole_tiles) {
+      return;
+    }
+  }
+  int kv_base = 0;  // the first key this block reads (a split block's second half: not 0)
+  device::PrefillTile located;
+  if constexpr (kSplitKv) {
+    located = device::LocateSplitPrefillTile<kBlockM, kBlockN>(p, ClusterCtaRank(), kv_base);
+  } else {
+    located = device::LocatePrefillTile<kBlockM, kBlockN, kCausal, kTilesFirstChosen<kHeadDim>>(p);
+  }
   const auto [qo_head, seq, q_start, q_len, q_tile_start, kv_len, shift, kv_end, num_kv_tiles] =
-      device::LocatePrefillTile<kBlockM, kBlockN, kCausal, kTilesFirstChosen<kHeadDim>>(p);
-  if (q_tile_start >= q_len) return;
+      located;
+  // A split block goes on past an empty tile: its partner waits for it (the host splits only
+  // uniform batches, whose tiles all hold rows).
+  if (!kSplitKv && q_tile_start >= q_len) return;
   // num_kv_tiles >= 1: validation refuses a causal q_len above kv_len, and kv_len 0 with
   // q_len > 0.
 
@@ -307,8 +351,17 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
       MbarrierInit(SharedAddress(&k_empty[stage]), kConsumerWarps);
       MbarrierInit(SharedAddress(&v_empty[stage]), kConsumerWarps);
     }
+    if constexpr (kSplitKv) {
+      MbarrierInit(SharedAddress(&merge_full), kConsumerThreadsFor<kHeadDim>);
+      MbarrierInit(SharedAddress(&merge_done), kConsumerThreadsFor<kHeadDim>);
+      FenceMbarrierInitCluster();
+    }
   }
-  __syncthreads();
+  if constexpr (kSplitKv) {
+    ClusterSync();  // the partner's barriers are initialised before anyone arrives on them
+  } else {
+    __syncthreads();
+  }
   const int warp_group = threadIdx.x / 128;
 
   if (warp_group == 0) {
@@ -348,7 +401,8 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
       uint64_t* const empty = loads_v || !kReleaseKApart ? v_empty : k_empty;
       auto read_page = [&](int t) {
         const int j = t * kBlockN + lane * kBoxRows;
-        return lane < kBoxes && j < kv_end ? __ldg(pages + (j >> p.log2_page_size)) : 0;
+        return lane < kBoxes && j < kv_end ? __ldg(pages + ((j + kv_base) >> p.log2_page_size))
+                                           : 0;
       };
       int next_page = read_page(0);
       for (int t = 0; t < num_kv_tiles; ++t) {
@@ -359,7 +413,7 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
         const int j = t * kBlockN + lane * kBoxRows;
         const int boxes = min(kBoxes, (kv_end - t * kBlockN + kBoxRows - 1) / kBoxRows);
         const uint32_t tile_bytes = boxes * (kHeadDim / kSlab) * kBoxBytes;
-        const int slot = PagedSlot(page, j, p.log2_page_size);
+        const int slot = PagedSlot(page, j + kv_base, p.log2_page_size);
         auto load = [&](const CUtensorMap& map, T* tile, uint64_t* full) {
           const uint32_t barrier = SharedAddress(full);
           if (lane == 0) MbarrierArriveExpectBytes(barrier, tile_bytes);
@@ -394,7 +448,7 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
         const int row = thread / 2 + k * (kProducerThreads / 2);
         const int j = t * kBlockN + row;
         page[k] = (kAllPairsBusy || row < kBlockN) && j < kv_end
-                      ? __ldg(pages + (j >> p.log2_page_size))
+                      ? __ldg(pages + ((j + kv_base) >> p.log2_page_size))
                       : 0;
       }
     };
@@ -416,7 +470,9 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
           const int j = t * kBlockN + row;
           const bool valid = j < kv_end;
           const int64_t row_offset =
-              valid ? PagedSlot(page[k], j, p.log2_page_size) * p.kv_row_stride + half * 8 : 0;
+              valid ? PagedSlot(page[k], j + kv_base, p.log2_page_size) * p.kv_row_stride +
+                          half * 8
+                    : 0;
           // Unrolled fully, ptxas keeps every K address live for V and spills at 40 registers.
 #pragma unroll 2
           for (int c = 0; c < kChunks / 2; ++c) {
@@ -563,7 +619,7 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
   auto softmax = [&](int t, float(&correction)[2]) {
     sm90::SoftmaxTile<kBlockN, kCausal>(
         s, row_max, row_sum, correction,
-        {.kv0 = t * kBlockN, .kv_len = kv_len, .qpos0 = qpos0,
+        {.kv0 = t * kBlockN + kv_base, .kv_len = kv_len, .qpos0 = qpos0,
          .warp_first_pos = warp_first_pos, .quad_lane = quad_lane},
         p.scale_log2);
   };
@@ -628,6 +684,47 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
   if (consumer == 0) take_turn();
   WgmmaWait<0>();
   PinRegisters(o);
+  if constexpr (kSplitKv) {
+    // Rank 1 leaves its partial in its own slots and waits until rank 0 has read them; rank 0
+    // weighs both halves by 2^(their max - the larger) and goes on to write O as one block.
+    constexpr int kSlot = kMergeSlotFloats<kHeadDim>;
+    float* const slot = reinterpret_cast<float*>(v_smem + kStages * kTileElements) +
+                        (threadIdx.x - kProducerThreads) * kSlot;
+    if (ClusterCtaRank() == 1) {
+#pragma unroll
+      for (int i = 0; i < kHeadDim / 2; i += 4) {
+        *reinterpret_cast<float4*>(slot + i) = float4{o[i], o[i + 1], o[i + 2], o[i + 3]};
+      }
+      *reinterpret_cast<float4*>(slot + kHeadDim / 2) =
+          float4{row_max[0], row_max[1], row_sum[0], row_sum[1]};
+      MbarrierArriveRemote(MapShared(SharedAddress(&merge_full), 0));
+      MbarrierWaitCluster(SharedAddress(&merge_done), 0);
+      return;
+    }
+    MbarrierWaitCluster(SharedAddress(&merge_full), 0);
+    const uint32_t remote = MapShared(SharedAddress(slot), 1);
+    const float4 stats = LoadSharedCluster(remote + kHeadDim / 2 * 4);
+    const float their_max[2] = {stats.x, stats.y}, their_sum[2] = {stats.z, stats.w};
+    float mine[2], theirs[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float merged = fmaxf(row_max[r], their_max[r]);
+      mine[r] = device::FastExp2(row_max[r] - merged);
+      theirs[r] = device::FastExp2(their_max[r] - merged);
+      row_max[r] = merged;
+      row_sum[r] = row_sum[r] * mine[r] + their_sum[r] * theirs[r];
+    }
+#pragma unroll
+    for (int i = 0; i < kHeadDim / 2; i += 4) {
+      const float4 v = LoadSharedCluster(remote + i * 4);
+      // o[4c + 2r + e]: elements i, i + 1 are row 0's, i + 2, i + 3 row 1's.
+      o[i] = o[i] * mine[0] + v.x * theirs[0];
+      o[i + 1] = o[i + 1] * mine[0] + v.y * theirs[0];
+      o[i + 2] = o[i + 2] * mine[1] + v.z * theirs[1];
+      o[i + 3] = o[i + 3] * mine[1] + v.w * theirs[1];
+    }
+    MbarrierArriveRemote(MapShared(SharedAddress(&merge_done), 1));
+  }
 
   // Normalise O into this consumer's 64 rows of the Q tile (free once its last S = Q K^T is
   // done; same swizzle, so the 4-byte writes of a warp hit distinct banks), then write the rows
@@ -706,6 +803,64 @@ absl::Status LaunchKernel(const dim3& grid, const PrefillKernelParams& params,
   return absl::OkStatus();
 }
 
+// The split launch's configuration: `tiles` clusters of two blocks.
+struct SplitLaunch {
+  cudaLaunchConfig_t config{};
+  cudaLaunchAttribute cluster{};
+};
+template <int kHeadDim>
+void ConfigureSplitLaunch(int tiles, cudaStream_t stream, SplitLaunch& launch) {
+  launch.config.gridDim = dim3(2 * tiles);
+  launch.config.blockDim = dim3(kThreadsFor<kHeadDim>);
+  launch.config.dynamicSmemBytes = SplitSharedBytes<kHeadDim>();
+  launch.config.stream = stream;
+  launch.cluster.id = cudaLaunchAttributeClusterDimension;
+  launch.cluster.val.clusterDim.x = 2;
+  launch.cluster.val.clusterDim.y = 1;
+  launch.cluster.val.clusterDim.z = 1;
+  launch.config.attrs = &launch.cluster;
+  launch.config.numAttrs = 1;
+}
+
+// How many tiles of a short last wave to split (0: none). Only where it pays by the wave
+// arithmetic: more than one wave, the last one at most half full (its tiles become two blocks
+// each and still fit one wave), a uniform batch (every tile holds rows) of at least two KV tiles,
+// and room on the GPU for all those clusters at once.
+template <typename T, int kHeadDim>
+absl::StatusOr<int> ShortLastWaveTiles(const AttentionProblem& problem, int64_t blocks) {
+  const SequenceLengths& lengths = problem.lengths;
+  const bool uniform =
+      std::adjacent_find(lengths.q_lens.begin(), lengths.q_lens.end(), std::not_equal_to<>()) ==
+          lengths.q_lens.end() &&
+      std::adjacent_find(lengths.kv_lens.begin(), lengths.kv_lens.end(),
+                         std::not_equal_to<>()) == lengths.kv_lens.end();
+  if (!uniform || lengths.max_kv_len() <= kBlockNFor<kHeadDim>) return 0;
+  int device = 0, sms = 0;
+  CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+  CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int64_t tail = blocks % sms;
+  if (blocks <= sms || tail == 0 || 2 * tail > sms) return 0;
+  auto* kernel = PrefillSm90Kernel<T, kHeadDim, false, true, true>;
+  CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            SplitSharedBytes<kHeadDim>()));
+  SplitLaunch launch;
+  ConfigureSplitLaunch<kHeadDim>(static_cast<int>(tail), nullptr, launch);
+  int clusters = 0;
+  CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveClusters(&clusters, kernel, &launch.config));
+  return clusters >= tail ? static_cast<int>(tail) : 0;
+}
+
+template <typename T, int kHeadDim>
+absl::Status LaunchSplitTiles(const PrefillKernelParams& params, const KvTensorMaps& maps,
+                              int tiles, cudaStream_t stream) {
+  SplitLaunch launch;
+  ConfigureSplitLaunch<kHeadDim>(tiles, stream, launch);
+  CUDA_RETURN_IF_ERROR(cudaLaunchKernelEx(&launch.config,
+                                          PrefillSm90Kernel<T, kHeadDim, false, true, true>,
+                                          params, maps));
+  return absl::OkStatus();
+}
+
 template <typename T, int kHeadDim>
 absl::StatusOr<PrefillLaunchInfo> LaunchTyped(const AttentionProblem& problem,
                                               const PrefillKernelParams& params,
@@ -732,10 +887,27 @@ absl::StatusOr<PrefillLaunchInfo> LaunchTyped(const AttentionProblem& problem,
                    EncodeKvTensorMap<T>(problem.buffers.k_cache, problem, maps.k) &&
                    EncodeKvTensorMap<T>(problem.buffers.v_cache, problem, maps.v);
   const bool causal = problem.shape.causal;
+  int split_tiles = 0;
+  if constexpr (kSplitsShortLastWave<kHeadDim>) {
+    if (tma && !causal) {
+      ASSIGN_OR_RETURN(split_tiles, (ShortLastWaveTiles<T, kHeadDim>(
+                                        problem, static_cast<int64_t>(grid.x) * grid.y * grid.z)));
+      if (split_tiles > 0) {
+        ordered.whole_tiles = static_cast<int>(grid.x * grid.y * grid.z) - split_tiles;
+        ordered.split_first_tile = ordered.whole_tiles;
+        ordered.split_q_tiles = static_cast<int>(grid.y);
+      }
+    }
+  }
   if (tma && causal) {
     RETURN_IF_ERROR((LaunchKernel<T, kHeadDim, true, true>(grid, ordered, maps, stream)));
   } else if (tma) {
     RETURN_IF_ERROR((LaunchKernel<T, kHeadDim, false, true>(grid, ordered, maps, stream)));
+    if constexpr (kSplitsShortLastWave<kHeadDim>) {
+      if (split_tiles > 0) {
+        RETURN_IF_ERROR((LaunchSplitTiles<T, kHeadDim>(ordered, maps, split_tiles, stream)));
+      }
+    }
   } else if (causal) {
     RETURN_IF_ERROR((LaunchKernel<T, kHeadDim, true, false>(grid, ordered, maps, stream)));
   } else {
@@ -749,7 +921,8 @@ absl::StatusOr<PrefillLaunchInfo> LaunchTyped(const AttentionProblem& problem,
                            .blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z,
                            .variant = PrefillVariant::kHopperWgmma,
                            .tma_kv = tma,
-                           .tiles_first = ordered.tiles_fastest};
+                           .tiles_first = ordered.tiles_fastest,
+                           .split_tiles = split_tiles};
 }
 
 template <typename T>

@@ -46,6 +46,30 @@ __device__ __forceinline__ PrefillTile LocatePrefillTile(const PrefillKernelPara
   return t;
 }
 
+// For a block of a split launch (no causal mask; see PrefillKernelParams::whole_tiles): the
+// query tile of its cluster and the half of that tile's KV tiles its rank takes (rank 0 the
+// first half), with kv_end and num_kv_tiles counted from `kv_base`, the first key it reads.
+template <int kBlockM, int kBlockN>
+__device__ __forceinline__ PrefillTile LocateSplitPrefillTile(const PrefillKernelParams& p,
+                                                              uint32_t rank, int& kv_base) {
+  const int linear = p.split_first_tile + blockIdx.x / 2;
+  PrefillTile t;
+  t.qo_head = linear % p.num_qo_heads;
+  const int tile = (linear / p.num_qo_heads) % p.split_q_tiles;
+  t.seq = linear / (p.num_qo_heads * p.split_q_tiles);
+  t.q_start = p.q_indptr[t.seq];
+  t.q_len = p.q_indptr[t.seq + 1] - t.q_start;
+  t.q_tile_start = tile * kBlockM;
+  t.kv_len = p.kv_lens[t.seq];
+  t.shift = t.kv_len - t.q_len;
+  const int tiles = (t.kv_len + kBlockN - 1) / kBlockN;
+  const int first = rank == 0 ? 0 : tiles / 2, end = rank == 0 ? tiles / 2 : tiles;
+  kv_base = first * kBlockN;
+  t.kv_end = min(t.kv_len, end * kBlockN) - kv_base;
+  t.num_kv_tiles = end - first;
+  return t;
+}
+
 }  // namespace gpuprof::attention::device
 
 #endif  // GPUPROF_KERNELS_ATTENTION_PREFILL_TILE_CUH_
