@@ -16,6 +16,10 @@
 // compute P V. Shared-memory tiles are laid out as wgmma's 128-byte swizzle expects (and TMA's
 // 128-byte swizzle writes): rows of 64 elements (128 bytes), 16-byte chunk index XOR row % 8,
 // head_dim in 64-wide slabs, every tile on a 1024-byte boundary.
+// Two grids beside the plain one: without a causal mask at head_dim 256, where K and V outgrow
+// the L2, a head's query tiles go first (tiles_fastest); at head_dim 64 a last wave at most
+// half full runs as a second launch in clusters of two blocks that split each tile's keys and
+// merge through distributed shared memory (whole_tiles, kSplits).
 //
 // Measured (docs/benchmarks/RESULTS.md): what mattered was the producer's cost in issue slots
 // (one page-table read per row, not per chunk: +20%; TMA instead of cp.async: +7-14%), K
@@ -25,6 +29,8 @@
 // SM looping over query tiles) ran 2-18% slower: its stage index, carried from tile to tile, cost
 // the wgmma descriptors their uniform registers until each tile restarted at stage 0, and then a
 // KV tile still took 6.5% longer (docs/gpu-runs/attention-prefill-persistent-tried-h100-h200.md).
+// Beside PyTorch's cuDNN kernel, same instruction count, persistent: its lead at full attention
+// is what our blocks pay once (docs/gpu-runs/attention-prefill-vs-cudnn-h100-h200.md).
 #include <cuda.h>  // CUtensorMap and its enums (libcuda is not linked: common/cuda_driver_entry.h)
 #include <cudaTypedefs.h>
 #include <cuda_runtime.h>
