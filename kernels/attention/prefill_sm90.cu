@@ -19,7 +19,7 @@
 // Two grids beside the plain one: without a causal mask at head_dim 256, where K and V outgrow
 // the L2, a head's query tiles go first (tiles_fastest); at head_dim 64 a last wave at most
 // half full runs as a second launch in clusters of two blocks that split each tile's keys and
-// merge through distributed shared memory (whole_tiles, kSplits).
+// merge through distributed shared memory (whole_tiles, kSplitKv).
 //
 // Measured (docs/benchmarks/RESULTS.md): what mattered was the producer's cost in issue slots
 // (one page-table read per row, not per chunk: +20%; TMA instead of cp.async: +7-14%), K
