@@ -142,16 +142,27 @@ __device__ __forceinline__ void TmaLoad3d(uint32_t shared, const CUtensorMap& ma
       "l"(reinterpret_cast<uint64_t>(&map)), "r"(c0), "r"(c1), "r"(c2), "r"(barrier)
       : "memory");
 }
-// Waits until the barrier's phase of parity `parity` has completed.
+// Waits until the barrier's phase of parity `parity` has completed; kAcquireCluster also
+// acquires what threads of other blocks of the cluster released by arriving on it.
+template <bool kAcquireCluster = false>
 __device__ __forceinline__ void MbarrierWait(uint32_t barrier, uint32_t parity) {
   uint32_t done = 0;
   do {
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-        "selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(barrier), "r"(parity)
-        : "memory");
+    if constexpr (kAcquireCluster) {
+      asm volatile(
+          "{\n.reg .pred p;\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], "
+          "%2;\nselp.u32 %0, 1, 0, p;\n}\n"
+          : "=r"(done)
+          : "r"(barrier), "r"(parity)
+          : "memory");
+    } else {
+      asm volatile(
+          "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+          "selp.u32 %0, 1, 0, p;\n}\n"
+          : "=r"(done)
+          : "r"(barrier), "r"(parity)
+          : "memory");
+    }
   } while (done == 0);
 }
 
@@ -183,18 +194,6 @@ __device__ __forceinline__ void MbarrierArriveRemote(uint32_t cluster_barrier) {
   asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(
                    cluster_barrier)
                : "memory");
-}
-// As MbarrierWait, acquiring what threads of other blocks released by arriving.
-__device__ __forceinline__ void MbarrierWaitCluster(uint32_t barrier, uint32_t parity) {
-  uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
-        "selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(barrier), "r"(parity)
-        : "memory");
-  } while (done == 0);
 }
 __device__ __forceinline__ float4 LoadSharedCluster(uint32_t cluster_address) {
   float4 v;

@@ -80,7 +80,6 @@ using sm90::MbarrierArriveExpectBytes;
 using sm90::MbarrierArriveRemote;
 using sm90::MbarrierInit;
 using sm90::MbarrierWait;
-using sm90::MbarrierWaitCluster;
 using sm90::PinRegisters;
 using sm90::TmaLoad3d;
 using sm90::WgmmaCommit;
@@ -704,10 +703,10 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
       *reinterpret_cast<float4*>(slot + kHeadDim / 2) =
           float4{row_max[0], row_max[1], row_sum[0], row_sum[1]};
       MbarrierArriveRemote(MapShared(SharedAddress(&merge_full), 0));
-      MbarrierWaitCluster(SharedAddress(&merge_done), 0);
+      MbarrierWait<true>(SharedAddress(&merge_done), 0);
       return;
     }
-    MbarrierWaitCluster(SharedAddress(&merge_full), 0);
+    MbarrierWait<true>(SharedAddress(&merge_full), 0);
     const uint32_t remote = MapShared(SharedAddress(slot), 1);
     const float4 stats = LoadSharedCluster(remote + kHeadDim / 2 * 4);
     const float their_max[2] = {stats.x, stats.y}, their_sum[2] = {stats.z, stats.w};
