@@ -156,8 +156,9 @@ TEST_P(PrefillGpuTest, MatchesReference) {
     const bool hopper = info.variant == PrefillVariant::kHopperWgmma;
     EXPECT_EQ(info.tiles_first, hopper && c.name.ends_with("tiles_first")) << info.ToString();
     if (hopper && c.name.ends_with("split_last_wave")) {
-      int sms = 0;
-      ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+      int device = 0, sms = 0;
+      ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+      ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), cudaSuccess);
       const int64_t tail = info.blocks % sms;
       if (info.blocks > sms && tail > 0 && 2 * tail <= sms) {
         EXPECT_EQ(info.split_tiles, tail) << info.ToString();

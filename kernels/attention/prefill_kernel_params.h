@@ -28,9 +28,8 @@ struct PrefillKernelParams {
   // Hopper head_dim 64 without a causal mask, where the last wave of blocks is short: the
   // blocks from linear index whole_tiles on return at once (0: none do), and a second launch
   // in clusters of two runs those tiles, each cluster one tile, each block half its KV tiles
-  // (linear tile split_first_tile + blockIdx.x / 2 of a grid with split_q_tiles query tiles).
+  // (linear tile whole_tiles + blockIdx.x / 2 of a grid with split_q_tiles query tiles).
   int whole_tiles;
-  int split_first_tile;
   int split_q_tiles;
   bool tiles_fastest;     // without a causal mask: blockIdx.x indexes the query tile and
                           // blockIdx.y the head, so that the blocks resident at once share KV

@@ -152,6 +152,13 @@ constexpr int SplitSharedBytes() {
 }
 static_assert(SplitSharedBytes<64>() <= kMaxSharedBytes);
 
+// Whether the grid may take a head's query tiles first (PrefillKernelParams::tiles_fastest):
+// head_dim 256 only, where K and V outgrow the L2 soonest. Measured on an H100 with the L2
+// flushed: 4k full +2.2%, 16k full 5-10%; head_dim 128 at 8k +0.6%, at 16k within the noise,
+// and the run-time choice cost its 4k full 1% where the order stayed (docs/benchmarks/RESULTS.md).
+template <int kHeadDim>
+inline constexpr bool kTilesFirstChosen = kHeadDim == 256;
+
 // Element offset of 16-byte chunk `chunk` of row `row` in a tile of `rows` rows.
 __device__ __forceinline__ int SlabOffset(int rows, int row, int chunk) {
   const int slab = chunk >> 3, c = chunk & 7;
@@ -279,13 +286,6 @@ struct KvTensorMaps {
 // one producer warp (pages of a multiple of 16 rows); otherwise by cp.async from all four
 // producer warps, row by row (any page size). TMA leaves the producer's 32 copies a thread and
 // their address arithmetic out of the issue slots the consumers need.
-// Whether the grid may take a head's query tiles first (PrefillKernelParams::tiles_fastest):
-// head_dim 256 only, where K and V outgrow the L2 soonest. Measured on an H100 with the L2
-// flushed: 4k full +2.2%, 16k full 5-10%; head_dim 128 at 8k +0.6%, at 16k within the noise,
-// and the run-time choice cost its 4k full 1% where the order stayed (docs/benchmarks/RESULTS.md).
-template <int kHeadDim>
-inline constexpr bool kTilesFirstChosen = kHeadDim == 256;
-
 // kSplitKv: a block of the split launch (see PrefillKernelParams::whole_tiles), in a cluster of
 // two; rank 1 hands its partial O, row maxima and sums to rank 0, which merges and writes O.
 template <typename T, int kHeadDim, bool kCausal, bool kTmaKv, bool kSplitKv = false>
@@ -899,7 +899,6 @@ absl::StatusOr<PrefillLaunchInfo> LaunchTyped(const AttentionProblem& problem,
                                         problem, static_cast<int64_t>(grid.x) * grid.y * grid.z)));
       if (split_tiles > 0) {
         ordered.whole_tiles = static_cast<int>(grid.x * grid.y * grid.z) - split_tiles;
-        ordered.split_first_tile = ordered.whole_tiles;
         ordered.split_q_tiles = static_cast<int>(grid.y);
       }
     }

@@ -23,10 +23,9 @@ struct PrefillTile {
 };
 
 // For the block (blockIdx.x = query head, y = query tile, z = sequence; x and y the other way
-// round with p.tiles_fastest). A tile that starts at
-// or past q_len has nothing to do (q_tile_start >= q_len).
-// kTileOrderChosen: the kernel reads p.tiles_fastest (kept out of the others' code: the
-// choice costs a head_dim 128 kernel 1% where the order does not change).
+// round with p.tiles_fastest). A tile that starts at or past q_len has nothing to do
+// (q_tile_start >= q_len). kTileOrderChosen: the kernel reads p.tiles_fastest (kept out of the
+// others' code: the choice costs a head_dim 128 kernel 1% where the order does not change).
 template <int kBlockM, int kBlockN, bool kCausal, bool kTileOrderChosen = false>
 __device__ __forceinline__ PrefillTile LocatePrefillTile(const PrefillKernelParams& p) {
   PrefillTile t;
@@ -52,7 +51,7 @@ __device__ __forceinline__ PrefillTile LocatePrefillTile(const PrefillKernelPara
 template <int kBlockM, int kBlockN>
 __device__ __forceinline__ PrefillTile LocateSplitPrefillTile(const PrefillKernelParams& p,
                                                               uint32_t rank, int& kv_base) {
-  const int linear = p.split_first_tile + blockIdx.x / 2;
+  const int linear = p.whole_tiles + blockIdx.x / 2;
   PrefillTile t;
   t.qo_head = linear % p.num_qo_heads;
   const int tile = (linear / p.num_qo_heads) % p.split_q_tiles;
