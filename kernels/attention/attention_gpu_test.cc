@@ -166,6 +166,12 @@ TEST_P(PrefillGpuTest, MatchesReference) {
     } else {
       EXPECT_EQ(info.split_tiles, 0) << info.ToString();
     }
+    // K/V multicast in pairs of query tiles: head_dim 256, no mask, TMA pages, an even number
+    // of 128-row tiles in the longest sequence.
+    const int q_tiles = (*std::max_element(c.q_lens.begin(), c.q_lens.end()) + 127) / 128;
+    EXPECT_EQ(info.multicast_kv, hopper && c.head_dim == 256 && !c.causal &&
+                                     c.page_size % 16 == 0 && q_tiles % 2 == 0)
+        << info.ToString();
     ExpectMatchesReference(d, c.name + " (" + std::string(PrefillVariantName(variant)) + " -> " +
                                   info.ToString() + ")");
   }
@@ -216,7 +222,14 @@ INSTANTIATE_TEST_SUITE_P(
         AttentionCase{"d64_gqa4_noncausal_bf16_page16_split_last_wave", 32, 8, 64, 16,
                       AttentionDtype::kBf16, false, {2048, 2048}, {2048, 2048}},
         AttentionCase{"d64_gqa4_noncausal_fp16_page32_split_last_wave", 32, 8, 64, 32,
-                      AttentionDtype::kFp16, false, {4096}, {4096}}),
+                      AttentionDtype::kFp16, false, {4096}, {4096}},
+        // Pairs of query tiles sharing K/V by multicast: four waves of clusters, and a ragged
+        // batch whose first sequence's last tile (the third) has an empty partner that loads
+        // its half of the keys and writes nothing.
+        AttentionCase{"d256_gqa2_noncausal_fp16_page16_multicast", 16, 8, 256, 16,
+                      AttentionDtype::kFp16, false, {2048}, {2048}},
+        AttentionCase{"d256_gqa4_noncausal_bf16_page32_multicast_ragged", 16, 4, 256, 32,
+                      AttentionDtype::kBf16, false, {257, 512}, {1000, 512}}),
     [](const ::testing::TestParamInfo<AttentionCase>& info) { return info.param.name; });
 // clang-format on
 

@@ -142,6 +142,18 @@ __device__ __forceinline__ void TmaLoad3d(uint32_t shared, const CUtensorMap& ma
       "l"(reinterpret_cast<uint64_t>(&map)), "r"(c0), "r"(c1), "r"(c2), "r"(barrier)
       : "memory");
 }
+// The same box written to every block of the cluster in `block_mask` (bit r: rank r), at the
+// same shared-memory offset in each; its bytes count towards each block's own `barrier`.
+__device__ __forceinline__ void TmaLoad3dMulticast(uint32_t shared, const CUtensorMap& map, int c0,
+                                                   int c1, int c2, uint32_t barrier,
+                                                   uint16_t block_mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      ".multicast::cluster [%0], [%1, {%2, %3, %4}], [%5], %6;\n" ::"r"(shared),
+      "l"(reinterpret_cast<uint64_t>(&map)), "r"(c0), "r"(c1), "r"(c2), "r"(barrier),
+      "h"(block_mask)
+      : "memory");
+}
 // Waits until the barrier's phase of parity `parity` has completed; kAcquireCluster also
 // acquires what threads of other blocks of the cluster released by arriving on it.
 template <bool kAcquireCluster = false>
@@ -194,6 +206,12 @@ __device__ __forceinline__ void MbarrierArriveRemote(uint32_t cluster_barrier) {
   asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(
                    cluster_barrier)
                : "memory");
+}
+// Arrives on an mbarrier of a block of the cluster (a shared::cluster address) as a signal
+// alone: it releases at block scope only, for a waiter that needs to know that this thread's
+// reads of that shared memory are done (they completed before the arrival), not to see writes.
+__device__ __forceinline__ void MbarrierArriveCluster(uint32_t cluster_barrier) {
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(cluster_barrier) : "memory");
 }
 __device__ __forceinline__ float4 LoadSharedCluster(uint32_t cluster_address) {
   float4 v;

@@ -76,12 +76,14 @@ using sm90::FenceProxyAsync;
 using sm90::LoadSharedCluster;
 using sm90::MapShared;
 using sm90::MbarrierArrive;
+using sm90::MbarrierArriveCluster;
 using sm90::MbarrierArriveExpectBytes;
 using sm90::MbarrierArriveRemote;
 using sm90::MbarrierInit;
 using sm90::MbarrierWait;
 using sm90::PinRegisters;
 using sm90::TmaLoad3d;
+using sm90::TmaLoad3dMulticast;
 using sm90::WgmmaCommit;
 using sm90::WgmmaFence;
 using sm90::WgmmaWait;
@@ -158,6 +160,14 @@ static_assert(SplitSharedBytes<64>() <= kMaxSharedBytes);
 // and the run-time choice cost its 4k full 1% where the order stayed (docs/benchmarks/RESULTS.md).
 template <int kHeadDim>
 inline constexpr bool kTilesFirstChosen = kHeadDim == 256;
+
+// Where two blocks of a cluster share their K/V loads (kMulticastKv): head_dim 256 without a
+// causal mask. Two neighbouring query tiles of one head read the same keys: each block loads
+// half of every tile's boxes, written to both blocks' shared memory by TMA multicast, which
+// halves what the L2 sends. On the H200 at 4k full: head_dim 256 +2.4%; head_dim 128 -1% (its
+// L2 was 43% busy, and the pair waiting for each other's releases costs 2.7% by itself).
+template <int kHeadDim>
+inline constexpr bool kMulticastsKv = kHeadDim == 256;
 
 // Element offset of 16-byte chunk `chunk` of row `row` in a tile of `rows` rows.
 __device__ __forceinline__ int SlabOffset(int rows, int row, int chunk) {
@@ -288,7 +298,11 @@ struct KvTensorMaps {
 // their address arithmetic out of the issue slots the consumers need.
 // kSplitKv: a block of the split launch (see PrefillKernelParams::whole_tiles), in a cluster of
 // two; rank 1 hands its partial O, row maxima and sums to rank 0, which merges and writes O.
-template <typename T, int kHeadDim, bool kCausal, bool kTmaKv, bool kSplitKv = false>
+// kMulticastKv (with kTmaKv, no causal mask): clusters of two blocks along the query tiles, which
+// load K and V for each other (kMulticastsKv); a stage is free once the consumers of both have
+// released it.
+template <typename T, int kHeadDim, bool kCausal, bool kTmaKv, bool kSplitKv = false,
+          bool kMulticastKv = false>
 __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
     PrefillSm90Kernel(const __grid_constant__ PrefillKernelParams p,
                       const __grid_constant__ KvTensorMaps maps) {
@@ -341,8 +355,11 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
   const auto [qo_head, seq, q_start, q_len, q_tile_start, kv_len, shift, kv_end, num_kv_tiles] =
       located;
   // A split block goes on past an empty tile: its partner waits for it (the host splits only
-  // uniform batches, whose tiles all hold rows).
-  if (!kSplitKv && q_tile_start >= q_len) return;
+  // uniform batches, whose tiles all hold rows). So does a multicast block whose partner's tile
+  // (the one before it) holds rows: it loads its half of their K and V, and writes nothing.
+  static_assert(!kMulticastKv || (kTmaKv && !kCausal && !kSplitKv));
+  const uint32_t cluster_rank = kMulticastKv ? ClusterCtaRank() : 0;
+  if (!kSplitKv && q_tile_start - static_cast<int>(cluster_rank) * kBlockM >= q_len) return;
   // num_kv_tiles >= 1: validation refuses a causal q_len above kv_len, and kv_len 0 with
   // q_len > 0.
 
@@ -353,16 +370,16 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
       // TMA: one arrival with the tile's byte count; cp.async: one arrival a producer thread.
       MbarrierInit(SharedAddress(&k_full[stage]), kTmaKv ? 1 : kProducerThreads);
       MbarrierInit(SharedAddress(&v_full[stage]), kTmaKv ? 1 : kProducerThreads);
-      MbarrierInit(SharedAddress(&k_empty[stage]), kConsumerWarps);
-      MbarrierInit(SharedAddress(&v_empty[stage]), kConsumerWarps);
+      MbarrierInit(SharedAddress(&k_empty[stage]), kConsumerWarps * (kMulticastKv ? 2 : 1));
+      MbarrierInit(SharedAddress(&v_empty[stage]), kConsumerWarps * (kMulticastKv ? 2 : 1));
     }
     if constexpr (kSplitKv) {
       MbarrierInit(SharedAddress(&merge_full), kConsumerThreadsFor<kHeadDim>);
       MbarrierInit(SharedAddress(&merge_done), kConsumerThreadsFor<kHeadDim>);
-      FenceMbarrierInitCluster();
     }
+    if constexpr (kSplitKv || kMulticastKv) FenceMbarrierInitCluster();
   }
-  if constexpr (kSplitKv) {
+  if constexpr (kSplitKv || kMulticastKv) {
     ClusterSync();  // the partner's barriers are initialised before anyone arrives on them
   } else {
     __syncthreads();
@@ -395,6 +412,10 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
       // of the stage. Released together: warp 0 loads both. Lane b loads box b (rows
       // 16b..16b + 15) of each tile, every slab; lane 0 announces the tile's bytes first. Boxes
       // from kv_end on are not loaded (the consumers zero those V rows and mask those keys).
+      // Multicast: the block of rank r loads the boxes b with b % 2 == r, into both blocks, and
+      // each block's lane 0 still announces the whole tile's bytes on its own barrier (the
+      // partner's bytes may land first: the count of bytes to come goes below zero, and the
+      // phase cannot complete before this arrival).
       if (thread >= (kReleaseKApart ? 64 : 32)) {
         CpAsyncWait<0>();
         return;
@@ -423,11 +444,16 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
           const uint32_t barrier = SharedAddress(full);
           if (lane == 0) MbarrierArriveExpectBytes(barrier, tile_bytes);
           __syncwarp();
-          if (lane < boxes) {
+          if (lane < boxes && (!kMulticastKv || lane % 2 == static_cast<int>(cluster_rank))) {
 #pragma unroll
             for (int slab = 0; slab < kHeadDim / kSlab; ++slab) {
-              TmaLoad3d(SharedAddress(tile + (slab * kBlockN + lane * kBoxRows) * kSlab), map,
-                        slab * kSlab, kv_head, static_cast<int>(slot), barrier);
+              const uint32_t box = SharedAddress(tile + (slab * kBlockN + lane * kBoxRows) * kSlab);
+              if constexpr (kMulticastKv) {
+                TmaLoad3dMulticast(box, map, slab * kSlab, kv_head, static_cast<int>(slot),
+                                   barrier, 0b11);
+              } else {
+                TmaLoad3d(box, map, slab * kSlab, kv_head, static_cast<int>(slot), barrier);
+              }
             }
           }
         };
@@ -538,9 +564,20 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
     MbarrierWait(SharedAddress(&q_full), 0);
     FenceProxyAsync();
   };
+  // Multicast: lane 0 arrives on this block's barrier and lane 1 on the partner's, both of whose
+  // producers overwrite the stage (the wgmmas that read it have completed: nothing is left to
+  // release at cluster scope, which cost 45% as mbarrier.arrive.release.cluster). The last
+  // kStages tiles' releases are not waited for, and are left out so that no arrival reaches a
+  // partner that may have finished.
   auto release = [&](uint64_t* empty, int t) {
     __syncwarp();
-    if (lane == 0) MbarrierArrive(SharedAddress(&empty[t % kStages]));
+    if constexpr (kMulticastKv) {
+      if (lane < 2 && t + kStages < num_kv_tiles) {
+        MbarrierArriveCluster(MapShared(SharedAddress(&empty[t % kStages]), cluster_rank ^ lane));
+      }
+    } else if (lane == 0) {
+      MbarrierArrive(SharedAddress(&empty[t % kStages]));
+    }
   };
   // Ping-pong: the consumers take turns to issue their matrix multiplies, in order 0, 1, ...
   // (named barrier 1 + c is consumer c's turn; the taker's 128 threads wait there for the
@@ -796,14 +833,32 @@ bool EncodeKvTensorMap(const void* cache, const AttentionProblem& problem, CUten
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <typename T, int kHeadDim, bool kCausal, bool kTmaKv>
+// kMulticastKv: in clusters of two blocks along the query tiles (grid x with tiles_fastest, else
+// y), whose count the caller keeps even.
+template <typename T, int kHeadDim, bool kCausal, bool kTmaKv, bool kMulticastKv = false>
 absl::Status LaunchKernel(const dim3& grid, const PrefillKernelParams& params,
                           const KvTensorMaps& maps, cudaStream_t stream) {
   constexpr int kShared = SharedBytes<kHeadDim>();
-  auto* kernel = PrefillSm90Kernel<T, kHeadDim, kCausal, kTmaKv>;
+  auto* kernel = PrefillSm90Kernel<T, kHeadDim, kCausal, kTmaKv, false, kMulticastKv>;
   CUDA_RETURN_IF_ERROR(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared));
-  kernel<<<grid, kThreadsFor<kHeadDim>, kShared, stream>>>(params, maps);
+  if constexpr (kMulticastKv) {
+    cudaLaunchConfig_t config{};
+    cudaLaunchAttribute cluster{};
+    config.gridDim = grid;
+    config.blockDim = dim3(kThreadsFor<kHeadDim>);
+    config.dynamicSmemBytes = kShared;
+    config.stream = stream;
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim.x = params.tiles_fastest ? 2 : 1;
+    cluster.val.clusterDim.y = params.tiles_fastest ? 1 : 2;
+    cluster.val.clusterDim.z = 1;
+    config.attrs = &cluster;
+    config.numAttrs = 1;
+    CUDA_RETURN_IF_ERROR(cudaLaunchKernelEx(&config, kernel, params, maps));
+  } else {
+    kernel<<<grid, kThreadsFor<kHeadDim>, kShared, stream>>>(params, maps);
+  }
   CUDA_RETURN_IF_ERROR(cudaGetLastError());
   return absl::OkStatus();
 }
@@ -892,6 +947,9 @@ absl::StatusOr<PrefillLaunchInfo> LaunchTyped(const AttentionProblem& problem,
                    EncodeKvTensorMap<T>(problem.buffers.k_cache, problem, maps.k) &&
                    EncodeKvTensorMap<T>(problem.buffers.v_cache, problem, maps.v);
   const bool causal = problem.shape.causal;
+  // Pairs of query tiles share their K/V loads where the tiles pair up (an even count, as
+  // FlashAttention-3 asks too; a pair's second tile may still be empty in a ragged batch).
+  const bool multicast = kMulticastsKv<kHeadDim> && tma && !causal && q_tiles % 2 == 0;
   int split_tiles = 0;
   if constexpr (kSplitsShortLastWave<kHeadDim>) {
     if (tma && !causal) {
@@ -905,6 +963,10 @@ absl::StatusOr<PrefillLaunchInfo> LaunchTyped(const AttentionProblem& problem,
   }
   if (tma && causal) {
     RETURN_IF_ERROR((LaunchKernel<T, kHeadDim, true, true>(grid, ordered, maps, stream)));
+  } else if (multicast) {
+    if constexpr (kMulticastsKv<kHeadDim>) {
+      RETURN_IF_ERROR((LaunchKernel<T, kHeadDim, false, true, true>(grid, ordered, maps, stream)));
+    }
   } else if (tma) {
     RETURN_IF_ERROR((LaunchKernel<T, kHeadDim, false, true>(grid, ordered, maps, stream)));
     if constexpr (kSplitsShortLastWave<kHeadDim>) {
@@ -926,7 +988,8 @@ absl::StatusOr<PrefillLaunchInfo> LaunchTyped(const AttentionProblem& problem,
                            .variant = PrefillVariant::kHopperWgmma,
                            .tma_kv = tma,
                            .tiles_first = ordered.tiles_fastest,
-                           .split_tiles = split_tiles};
+                           .split_tiles = split_tiles,
+                           .multicast_kv = multicast};
 }
 
 template <typename T>

@@ -5,19 +5,23 @@
 # run tens of launches back to back, and the clock the GPU holds drifts over a run by more than
 # the difference being measured. Prints each round, then ours / cuDNN per shape and round.
 # Bundle: kernels/attention/bundle_attention_gpu.sh /tmp/attn, packed as .xfer2/attn.tar.xz;
-# carry [".xfer2"]. SHAPES (attention_benchmark --prefill-shapes), ROUNDS (3).
+# carry [".xfer2"]. SHAPES (attention_benchmark --prefill-shapes), ROUNDS (3), BENCHES (builds of
+# the benchmark to alternate too, as NAME=PATH ...; default ours=the bundle's).
 set -uo pipefail
 [ -d /tmp/attn ] || tar xJf .xfer2/attn.tar.xz -C /tmp
 A=/tmp/attn; export LD_LIBRARY_PATH=$A/lib:/usr/local/cuda/lib64
 SHAPES=${SHAPES:-4096:full:128,8192:full:128,16384:full:128,4096:full:256}
 LOG=/tmp/prefill_interleaved.txt
+BENCHES=${BENCHES:-ours=$A/bin/attention_benchmark}
 for round in $(seq 1 "${ROUNDS:-3}"); do
-  # The benchmark's row names a shape as "b1 q=kv=4096 full d64 32/8"; printed as 4096:full:64.
-  $A/bin/attention_benchmark --quick --only=prefill --prefill-shapes="$SHAPES" 2>&1 |
-    awk -v r="$round" -F'|' '/hopper_wgmma/ {
-      n = split($3, w, " "); dim = 128
-      for (i = 4; i <= n; ++i) if (w[i] ~ /^d[0-9]+$/) dim = substr(w[i], 2)
-      sub(/q=kv=/, "", w[2]); printf "round %s ours %s:%s:%s %.1f\n", r, w[2], w[3], dim, $5}'
+  for bench in $BENCHES; do
+    # The benchmark's row names a shape as "b1 q=kv=4096 full d64 32/8"; printed as 4096:full:64.
+    "${bench#*=}" --quick --only=prefill --prefill-shapes="$SHAPES" 2>&1 |
+      awk -v r="$round" -v who="${bench%%=*}" -F'|' '/hopper_wgmma/ {
+        n = split($3, w, " "); dim = 128
+        for (i = 4; i <= n; ++i) if (w[i] ~ /^d[0-9]+$/) dim = substr(w[i], 2)
+        sub(/q=kv=/, "", w[2]); printf "round %s %s %s:%s:%s %.1f\n", r, who, w[2], w[3], dim, $5}'
+  done
   (cd $A && python3 - "$SHAPES" "$round" <<'PY'
 import sys
 import torch
@@ -37,21 +41,23 @@ for shape in sys.argv[1].split(","):
 PY
   )
 done | tee $LOG
-# Per shape: ours / cuDNN in each round (cuDNN us / ours us; > 1: ours faster).
+# Per shape and build: ours / cuDNN in each round (cuDNN us / ours us; > 1: ours faster).
 python3 - $LOG <<'PY'
 import collections, statistics, sys
 times = collections.defaultdict(dict)
 for line in open(sys.argv[1]):
     _, rnd, who, shape, us = line.split()[:5]
     times[shape][(who, rnd)] = float(us)
-print("| shape (len:mask:head_dim) | ours us, each round | cuDNN us, each round | ours / cuDNN, each round | median |")
-print("|---|---|---|---|---|")
+print("| shape (len:mask:head_dim) | build | ours us, each round | cuDNN us, each round | ours / cuDNN, each round | median |")
+print("|---|---|---|---|---|---|")
 for shape, t in times.items():
     rounds = sorted({r for _, r in t})
-    ours = [t.get(("ours", r)) for r in rounds]
     cudnn = [t.get(("cudnn", r)) for r in rounds]
-    ratios = [c / o for o, c in zip(ours, cudnn) if o and c]
-    fmt = lambda xs: ", ".join(f"{x:.1f}" for x in xs if x)
-    print(f"| {shape} | {fmt(ours)} | {fmt(cudnn)} | {', '.join(f'{x:.3f}' for x in ratios)} | "
-          f"{statistics.median(ratios):.3f}x |" if ratios else f"| {shape} | missing |")
+    for who in sorted({w for w, _ in t if w != "cudnn"}):
+        ours = [t.get((who, r)) for r in rounds]
+        ratios = [c / o for o, c in zip(ours, cudnn) if o and c]
+        fmt = lambda xs: ", ".join(f"{x:.1f}" for x in xs if x)
+        print(f"| {shape} | {who} | {fmt(ours)} | {fmt(cudnn)} | "
+              f"{', '.join(f'{x:.3f}' for x in ratios)} | {statistics.median(ratios):.3f}x |"
+              if ratios else f"| {shape} | {who} | missing |")
 PY
