@@ -154,6 +154,10 @@ __device__ __forceinline__ void TmaLoad3dMulticast(uint32_t shared, const CUtens
       "h"(block_mask)
       : "memory");
 }
+// Brings a tensor map (a kernel parameter) into the TMA unit's cache ahead of its first use.
+__device__ __forceinline__ void PrefetchTensorMap(const CUtensorMap& map) {
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&map)) : "memory");
+}
 // Waits until the barrier's phase of parity `parity` has completed; kAcquireCluster also
 // acquires what threads of other blocks of the cluster released by arriving on it.
 template <bool kAcquireCluster = false>

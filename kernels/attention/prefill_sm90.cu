@@ -82,6 +82,7 @@ using sm90::MbarrierArriveRemote;
 using sm90::MbarrierInit;
 using sm90::MbarrierWait;
 using sm90::PinRegisters;
+using sm90::PrefetchTensorMap;
 using sm90::TmaLoad3d;
 using sm90::TmaLoad3dMulticast;
 using sm90::WgmmaCommit;
@@ -345,6 +346,13 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
       return;
     }
   }
+  if constexpr (kTmaKv) {
+    // Fetched now, the tensor maps are on chip by the time the first K and V loads name them.
+    if (threadIdx.x == 0) {
+      PrefetchTensorMap(maps.k);
+      PrefetchTensorMap(maps.v);
+    }
+  }
   int kv_base = 0;  // the first key this block reads (a split block's second half: not 0)
   device::PrefillTile located;
   if constexpr (kSplitKv) {
@@ -359,7 +367,20 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
   // (the one before it) holds rows: it loads its half of their K and V, and writes nothing.
   static_assert(!kMulticastKv || (kTmaKv && !kCausal && !kSplitKv));
   const uint32_t cluster_rank = kMulticastKv ? ClusterCtaRank() : 0;
+  // Read beside the tile's lengths rather than after them: the sequence's first page entry.
+  const int32_t* const pages = p.page_indices + p.page_indptr[seq];
   if (!kSplitKv && q_tile_start - static_cast<int>(cluster_rank) * kBlockM >= q_len) return;
+  // The TMA lanes' (see the producer) page entries for tile 0, read before the barriers are set
+  // up and Q is copied: a block's first K/V load waits on three reads in a row otherwise.
+  constexpr int kTmaLanes = kReleaseKApart ? 64 : 32;
+  auto read_box_page = [&](int t, int lane) {
+    const int j = t * kBlockN + lane * kBoxRows;
+    return lane < kBlockN / kBoxRows && j < kv_end
+               ? __ldg(pages + ((j + kv_base) >> p.log2_page_size))
+               : 0;
+  };
+  int first_page = 0;
+  if (kTmaKv && threadIdx.x < kTmaLanes) first_page = read_box_page(0, threadIdx.x % 32);
   // num_kv_tiles >= 1: validation refuses a causal q_len above kv_len, and kv_len 0 with
   // q_len > 0.
 
@@ -391,7 +412,6 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
     // emptied it.
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegistersFor<kHeadDim>));
     const int thread = threadIdx.x;
-    const int32_t* pages = p.page_indices + p.page_indptr[seq];
     const int kv_head = qo_head / p.group_size;
     const T* k_base = static_cast<const T*>(p.k_cache) + kv_head * kHeadDim;
     const T* v_base = static_cast<const T*>(p.v_cache) + kv_head * kHeadDim;
@@ -416,7 +436,7 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
       // each block's lane 0 still announces the whole tile's bytes on its own barrier (the
       // partner's bytes may land first: the count of bytes to come goes below zero, and the
       // phase cannot complete before this arrival).
-      if (thread >= (kReleaseKApart ? 64 : 32)) {
+      if (thread >= kTmaLanes) {
         CpAsyncWait<0>();
         return;
       }
@@ -425,16 +445,11 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
       const int lane = thread % 32;
       const bool loads_v = thread >= 32;
       uint64_t* const empty = loads_v || !kReleaseKApart ? v_empty : k_empty;
-      auto read_page = [&](int t) {
-        const int j = t * kBlockN + lane * kBoxRows;
-        return lane < kBoxes && j < kv_end ? __ldg(pages + ((j + kv_base) >> p.log2_page_size))
-                                           : 0;
-      };
-      int next_page = read_page(0);
+      int next_page = first_page;
       for (int t = 0; t < num_kv_tiles; ++t) {
         const int stage = t % kStages;
         const int page = next_page;
-        if (t + 1 < num_kv_tiles) next_page = read_page(t + 1);
+        if (t + 1 < num_kv_tiles) next_page = read_box_page(t + 1, lane);
         if (t >= kStages) MbarrierWait(SharedAddress(&empty[stage]), (t / kStages - 1) & 1);
         const int j = t * kBlockN + lane * kBoxRows;
         const int boxes = min(kBoxes, (kv_end - t * kBlockN + kBoxRows - 1) / kBoxRows);
