@@ -16,10 +16,12 @@
 // compute P V. Shared-memory tiles are laid out as wgmma's 128-byte swizzle expects (and TMA's
 // 128-byte swizzle writes): rows of 64 elements (128 bytes), 16-byte chunk index XOR row % 8,
 // head_dim in 64-wide slabs, every tile on a 1024-byte boundary.
-// Two grids beside the plain one: without a causal mask at head_dim 256, where K and V outgrow
-// the L2, a head's query tiles go first (tiles_fastest); at head_dim 64 a last wave at most
-// half full runs as a second launch in clusters of two blocks that split each tile's keys and
-// merge through distributed shared memory (whole_tiles, kSplitKv).
+// Three grids beside the plain one, all without a causal mask: at head_dim 256, where K and V
+// outgrow the L2, a head's query tiles go first (tiles_fastest), and pairs of query tiles run as
+// clusters of two blocks that load each K/V tile once for both by TMA multicast (kMulticastKv);
+// at head_dim 64 a last wave at most half full runs as a second launch in clusters of two
+// blocks that split each tile's keys and merge through distributed shared memory (whole_tiles,
+// kSplitKv).
 //
 // Measured (docs/benchmarks/RESULTS.md): what mattered was the producer's cost in issue slots
 // (one page-table read per row, not per chunk: +20%; TMA instead of cp.async: +7-14%), K
