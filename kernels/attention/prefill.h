@@ -81,8 +81,8 @@ struct PrefillLaunchInfo {
   // second launch (the Hopper kernel at head_dim 64, no causal mask, a uniform batch).
   int split_tiles = 0;
   // Clusters of two blocks (neighbouring query tiles of a head) load K and V for each other by
-  // TMA multicast (the Hopper kernel at head_dim 128 and 256, no causal mask, an even number of
-  // query tiles).
+  // TMA multicast (the Hopper kernel at head_dim 256, no causal mask, an even number of query
+  // tiles).
   bool multicast_kv = false;
 
   std::string ToString() const;

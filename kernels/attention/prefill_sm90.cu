@@ -375,9 +375,10 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
   // The TMA lanes' (see the producer) page entries for tile 0, read before the barriers are set
   // up and Q is copied: a block's first K/V load waits on three reads in a row otherwise.
   constexpr int kTmaLanes = kReleaseKApart ? 64 : 32;
+  constexpr int kBoxes = kBlockN / kBoxRows;
   auto read_box_page = [&](int t, int lane) {
     const int j = t * kBlockN + lane * kBoxRows;
-    return lane < kBlockN / kBoxRows && j < kv_end
+    return lane < kBoxes && j < kv_end
                ? __ldg(pages + ((j + kv_base) >> p.log2_page_size))
                : 0;
   };
@@ -442,7 +443,6 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
         CpAsyncWait<0>();
         return;
       }
-      constexpr int kBoxes = kBlockN / kBoxRows;
       constexpr uint32_t kBoxBytes = kBoxRows * kSlab * sizeof(T);
       const int lane = thread % 32;
       const bool loads_v = thread >= 32;
@@ -850,6 +850,33 @@ bool EncodeKvTensorMap(const void* cache, const AttentionProblem& problem, CUten
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
+// A launch in thread block clusters (the split and multicast grids): `config` points at
+// `cluster`, so the two stay together and are not copied.
+struct ClusterLaunch {
+  cudaLaunchConfig_t config{};
+  cudaLaunchAttribute cluster{};
+};
+template <int kHeadDim>
+void ConfigureClusterLaunch(const dim3& grid, const dim3& cluster_dims, int shared_bytes,
+                            cudaStream_t stream, ClusterLaunch& launch) {
+  launch.config.gridDim = grid;
+  launch.config.blockDim = dim3(kThreadsFor<kHeadDim>);
+  launch.config.dynamicSmemBytes = shared_bytes;
+  launch.config.stream = stream;
+  launch.cluster.id = cudaLaunchAttributeClusterDimension;
+  launch.cluster.val.clusterDim.x = cluster_dims.x;
+  launch.cluster.val.clusterDim.y = cluster_dims.y;
+  launch.cluster.val.clusterDim.z = cluster_dims.z;
+  launch.config.attrs = &launch.cluster;
+  launch.config.numAttrs = 1;
+}
+// The split launch's configuration: `tiles` clusters of two blocks.
+template <int kHeadDim>
+void ConfigureSplitLaunch(int tiles, cudaStream_t stream, ClusterLaunch& launch) {
+  ConfigureClusterLaunch<kHeadDim>(dim3(2 * tiles), dim3(2, 1, 1), SplitSharedBytes<kHeadDim>(),
+                                   stream, launch);
+}
+
 // kMulticastKv: in clusters of two blocks along the query tiles (grid x with tiles_fastest, else
 // y), whose count the caller keeps even.
 template <typename T, int kHeadDim, bool kCausal, bool kTmaKv, bool kMulticastKv = false>
@@ -860,43 +887,15 @@ absl::Status LaunchKernel(const dim3& grid, const PrefillKernelParams& params,
   CUDA_RETURN_IF_ERROR(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared));
   if constexpr (kMulticastKv) {
-    cudaLaunchConfig_t config{};
-    cudaLaunchAttribute cluster{};
-    config.gridDim = grid;
-    config.blockDim = dim3(kThreadsFor<kHeadDim>);
-    config.dynamicSmemBytes = kShared;
-    config.stream = stream;
-    cluster.id = cudaLaunchAttributeClusterDimension;
-    cluster.val.clusterDim.x = params.tiles_fastest ? 2 : 1;
-    cluster.val.clusterDim.y = params.tiles_fastest ? 1 : 2;
-    cluster.val.clusterDim.z = 1;
-    config.attrs = &cluster;
-    config.numAttrs = 1;
-    CUDA_RETURN_IF_ERROR(cudaLaunchKernelEx(&config, kernel, params, maps));
+    ClusterLaunch launch;
+    ConfigureClusterLaunch<kHeadDim>(
+        grid, params.tiles_fastest ? dim3(2, 1, 1) : dim3(1, 2, 1), kShared, stream, launch);
+    CUDA_RETURN_IF_ERROR(cudaLaunchKernelEx(&launch.config, kernel, params, maps));
   } else {
     kernel<<<grid, kThreadsFor<kHeadDim>, kShared, stream>>>(params, maps);
   }
   CUDA_RETURN_IF_ERROR(cudaGetLastError());
   return absl::OkStatus();
-}
-
-// The split launch's configuration: `tiles` clusters of two blocks.
-struct SplitLaunch {
-  cudaLaunchConfig_t config{};
-  cudaLaunchAttribute cluster{};
-};
-template <int kHeadDim>
-void ConfigureSplitLaunch(int tiles, cudaStream_t stream, SplitLaunch& launch) {
-  launch.config.gridDim = dim3(2 * tiles);
-  launch.config.blockDim = dim3(kThreadsFor<kHeadDim>);
-  launch.config.dynamicSmemBytes = SplitSharedBytes<kHeadDim>();
-  launch.config.stream = stream;
-  launch.cluster.id = cudaLaunchAttributeClusterDimension;
-  launch.cluster.val.clusterDim.x = 2;
-  launch.cluster.val.clusterDim.y = 1;
-  launch.cluster.val.clusterDim.z = 1;
-  launch.config.attrs = &launch.cluster;
-  launch.config.numAttrs = 1;
 }
 
 // How many tiles of a short last wave to split (0: none). Only where it pays by the wave
@@ -920,7 +919,7 @@ absl::StatusOr<int> ShortLastWaveTiles(const AttentionProblem& problem, int64_t 
   auto* kernel = PrefillSm90Kernel<T, kHeadDim, false, true, true>;
   CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                             SplitSharedBytes<kHeadDim>()));
-  SplitLaunch launch;
+  ClusterLaunch launch;
   ConfigureSplitLaunch<kHeadDim>(static_cast<int>(tail), nullptr, launch);
   int clusters = 0;
   CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveClusters(&clusters, kernel, &launch.config));
@@ -930,7 +929,7 @@ absl::StatusOr<int> ShortLastWaveTiles(const AttentionProblem& problem, int64_t 
 template <typename T, int kHeadDim>
 absl::Status LaunchSplitTiles(const PrefillKernelParams& params, const KvTensorMaps& maps,
                               int tiles, cudaStream_t stream) {
-  SplitLaunch launch;
+  ClusterLaunch launch;
   ConfigureSplitLaunch<kHeadDim>(tiles, stream, launch);
   CUDA_RETURN_IF_ERROR(cudaLaunchKernelEx(&launch.config,
                                           PrefillSm90Kernel<T, kHeadDim, false, true, true>,
