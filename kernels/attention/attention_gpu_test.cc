@@ -172,6 +172,13 @@ TEST_P(PrefillGpuTest, MatchesReference) {
     EXPECT_EQ(info.multicast_kv, hopper && c.head_dim == 256 && !c.causal &&
                                      c.page_size % 16 == 0 && q_tiles % 2 == 0)
         << info.ToString();
+    // The persistent grid: head_dim 128, no mask, TMA pages, a uniform batch with an even
+    // number of KV tiles, more units than SMs; the cases named for it must take it.
+    if (c.name.find("persistent") != std::string::npos) {
+      EXPECT_EQ(info.persistent, hopper) << info.ToString();
+    } else if (info.persistent) {
+      EXPECT_TRUE(c.head_dim == 128 && !c.causal && c.page_size % 16 == 0) << info.ToString();
+    }
     ExpectMatchesReference(d, c.name + " (" + std::string(PrefillVariantName(variant)) + " -> " +
                                   info.ToString() + ")");
   }
@@ -229,7 +236,14 @@ INSTANTIATE_TEST_SUITE_P(
         AttentionCase{"d256_gqa2_noncausal_fp16_page16_multicast", 16, 8, 256, 16,
                       AttentionDtype::kFp16, false, {2048}, {2048}},
         AttentionCase{"d256_gqa4_noncausal_bf16_page32_multicast_ragged", 16, 4, 256, 32,
-                      AttentionDtype::kBf16, false, {257, 512}, {1000, 512}}),
+                      AttentionDtype::kBf16, false, {257, 512}, {1000, 512}},
+        // The persistent grid: 512 units (3-4 a block on 132 SMs) with a partial last query
+        // tile; then 288 units of ten KV tiles (each unit's stages change parity), the last
+        // tile 48 keys.
+        AttentionCase{"d128_gqa4_noncausal_bf16_page16_persistent", 32, 8, 128, 16,
+                      AttentionDtype::kBf16, false, {1000, 1000}, {1000, 1000}},
+        AttentionCase{"d128_gqa4_noncausal_fp16_page32_persistent_chunked", 32, 8, 128, 32,
+                      AttentionDtype::kFp16, false, {300, 300, 300}, {1200, 1200, 1200}}),
     [](const ::testing::TestParamInfo<AttentionCase>& info) { return info.param.name; });
 // clang-format on
 

@@ -545,11 +545,12 @@ bool PrefillVariantRunsHere(PrefillVariant variant) {
 
 std::string PrefillLaunchInfo::ToString() const {
   return absl::StrFormat(
-      "%s block_m=%d block_n=%d warps=%d stages=%d smem=%dB blocks=%d%s%s%s",
+      "%s block_m=%d block_n=%d warps=%d stages=%d smem=%dB blocks=%d%s%s%s%s",
       PrefillVariantName(variant), block_m, block_n, warps, stages, shared_bytes, blocks,
       multicast_kv ? " kv=tma-multicast-x2" : tma_kv ? " kv=tma" : "",
       tiles_first ? " order=tiles-first" : "",
-      split_tiles > 0 ? absl::StrFormat(" split_last_wave=%dx2", split_tiles) : "");
+      split_tiles > 0 ? absl::StrFormat(" split_last_wave=%dx2", split_tiles) : "",
+      persistent ? " grid=persistent" : "");
 }
 
 absl::StatusOr<PrefillLaunchInfo> LaunchPrefill(const AttentionProblem& problem,

@@ -84,6 +84,10 @@ struct PrefillLaunchInfo {
   // TMA multicast (the Hopper kernel at head_dim 256, no causal mask, an even number of query
   // tiles).
   bool multicast_kv = false;
+  // One block an SM loops over the (query head, query tile, sequence) units, each unit's Q and
+  // first K/V tiles loading under the previous unit's work (the Hopper kernel at head_dim 128,
+  // no causal mask, a uniform batch).
+  bool persistent = false;
 
   std::string ToString() const;
 };

@@ -16,23 +16,25 @@
 // compute P V. Shared-memory tiles are laid out as wgmma's 128-byte swizzle expects (and TMA's
 // 128-byte swizzle writes): rows of 64 elements (128 bytes), 16-byte chunk index XOR row % 8,
 // head_dim in 64-wide slabs, every tile on a 1024-byte boundary.
-// Three grids beside the plain one, all without a causal mask: at head_dim 256, where K and V
-// outgrow the L2, a head's query tiles go first (tiles_fastest), and pairs of query tiles run as
-// clusters of two blocks that load each K/V tile once for both by TMA multicast (kMulticastKv);
-// at head_dim 64 a last wave at most half full runs as a second launch in clusters of two
-// blocks that split each tile's keys and merge through distributed shared memory (whole_tiles,
-// kSplitKv).
+// Four grids beside the plain one, all without a causal mask: at head_dim 128 with up to 4096
+// keys, a persistent grid (one block an SM over the plain grid's blocks as units); at head_dim
+// 256, where K and V outgrow the L2, a head's query tiles go first (tiles_fastest), and pairs of
+// query tiles run as clusters of two blocks that load each K/V tile once for both by TMA
+// multicast (kMulticastKv); at head_dim 64 a last wave at most half full runs as a second launch
+// in clusters of two blocks that split each tile's keys and merge through distributed shared
+// memory (whole_tiles, kSplitKv).
 //
 // Measured (docs/benchmarks/RESULTS.md): what mattered was the producer's cost in issue slots
 // (one page-table read per row, not per chunk: +20%; TMA instead of cp.async: +7-14%), K
 // freed apart from V (+10% at head_dim 128, +25% at 256, with wider tiles there), three
 // consumers at head_dim 64 (+7-8%), and keeping the softmax where the compiler would not move
-// it; ping-pong and the warp specialisation alone changed little. A persistent grid (a block an
-// SM looping over query tiles) ran 2-18% slower: its stage index, carried from tile to tile, cost
-// the wgmma descriptors their uniform registers until each tile restarted at stage 0, and then a
-// KV tile still took 6.5% longer (docs/gpu-runs/attention-prefill-persistent-tried-h100-h200.md).
-// Beside PyTorch's cuDNN kernel, same instruction count, persistent: its lead at full attention
-// is what our blocks pay once (docs/gpu-runs/attention-prefill-vs-cudnn-h100-h200.md).
+// it; ping-pong and the warp specialisation alone changed little. Beside PyTorch's cuDNN kernel,
+// same instruction count, persistent: its lead at full attention is what our blocks pay once
+// (docs/gpu-runs/attention-prefill-vs-cudnn-h100-h200.md). A persistent grid of our own
+// (PrefillSm90PersistentKernel: each unit restarts at stage 0, so that the wgmma descriptors stay
+// in uniform registers; Q by TMA; the page entries read a tile ahead) hides most of that, but
+// a KV tile in it takes about 3% longer, so it runs only at head_dim 128 full attention up to
+// 4096 keys (docs/gpu-runs/attention-prefill-persistent-h200.md).
 #include <cuda.h>  // CUtensorMap and its enums (libcuda is not linked: common/cuda_driver_entry.h)
 #include <cudaTypedefs.h>
 #include <cuda_runtime.h>
@@ -172,10 +174,114 @@ inline constexpr bool kTilesFirstChosen = kHeadDim == 256;
 template <int kHeadDim>
 inline constexpr bool kMulticastsKv = kHeadDim == 256;
 
+// Where the persistent grid runs (PrefillSm90PersistentKernel): head_dim 128 without a causal
+// mask, up to kPersistentMaxKvTiles KV tiles a unit. It hides most of what a block of the plain
+// grid pays once (on the H200 about 5 us a block, under 3 a unit: launch, Q and the first K/V
+// tiles, O written out), but each KV tile takes about 3% longer, which the SASS does not explain
+// (the main loop within 1% of the plain kernel's in length). H200, q = kv, same call: 1k +3.0%,
+// 2k +2.7%, 4k +1.4%; 8k 0.5-1% slower (docs/gpu-runs/attention-prefill-persistent-h200.md).
+// It keeps a second Q buffer beside the stages.
+template <int kHeadDim>
+inline constexpr bool kPersistentFor = kHeadDim == 128;
+inline constexpr int kPersistentMaxKvTiles = 32;
+template <int kHeadDim>
+constexpr int PersistentSharedBytes() {
+  return SharedBytes<kHeadDim>() + kBlockMFor<kHeadDim> * kHeadDim * 2;
+}
+static_assert(PersistentSharedBytes<128>() <= kMaxSharedBytes);
+
 // Element offset of 16-byte chunk `chunk` of row `row` in a tile of `rows` rows.
 __device__ __forceinline__ int SlabOffset(int rows, int row, int chunk) {
   const int slab = chunk >> 3, c = chunk & 7;
   return (slab * rows + row) * kSlab + ((c ^ (row & 7)) << 3);
+}
+
+// P as wgmma A fragments: key step k covers the accumulators of n8 chunks 2k and 2k + 1.
+template <typename T, int kBlockN>
+__device__ __forceinline__ void PackP(const float (&s)[kBlockN / 2],
+                                      uint32_t (&pa)[kBlockN / 16][4]) {
+#pragma unroll
+  for (int k = 0; k < kBlockN / 16; ++k) {
+    pa[k][0] = PackTwo<T>(s[8 * k + 0], s[8 * k + 1]);
+    pa[k][1] = PackTwo<T>(s[8 * k + 2], s[8 * k + 3]);
+    pa[k][2] = PackTwo<T>(s[8 * k + 4], s[8 * k + 5]);
+    pa[k][3] = PackTwo<T>(s[8 * k + 6], s[8 * k + 7]);
+  }
+}
+
+// Q as wgmma A fragments of S = Q K^T (kSteps of head_dim's 16-wide steps), rows `row` and
+// row + 8 of a tile of kBlockM rows.
+template <int kBlockM, int kSteps, typename T>
+__device__ __forceinline__ void LoadQFragments(const T* q_smem, int row, int quad_lane,
+                                               uint32_t (&qa)[kSteps][4]) {
+#pragma unroll
+  for (int k = 0; k < kSteps; ++k) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int chunk = 2 * k + i / 2;
+      qa[k][i] = *reinterpret_cast<const uint32_t*>(
+          q_smem + SlabOffset(kBlockM, row + 8 * (i % 2), chunk) + quad_lane * 2);
+    }
+  }
+}
+
+// Where a consumer's 64 rows of O go: its rows of the query tile, and the tile's place in O (the
+// kernel's parameters are copied in rather than referred to, which would keep them in memory).
+struct OutputRows {
+  int consumer;
+  int warp_row0;  // block row of the warp's 16 rows
+  int group, quad_lane;
+  int q_tile_start, q_len, q_start, qo_head;
+  void* o;
+  float* lse;
+  int num_qo_heads;
+};
+
+// Normalises O into this consumer's 64 rows of the Q tile (free once its last S = Q K^T is done;
+// same swizzle, so the 4-byte writes of a warp hit distinct banks), writes the LSE, then writes
+// the rows out whole, 16 bytes a thread, instead of 4-byte pieces of eight rows at a time.
+// own_barrier: the named barrier of the consumer's four warps.
+template <typename T, int kHeadDim, int kBlockM>
+__device__ __forceinline__ void WriteOutputRows(const float (&o)[kHeadDim / 2],
+                                                const float (&row_max)[2],
+                                                const float (&row_sum)[2], T* q_smem,
+                                                const OutputRows& at, int own_barrier) {
+  constexpr int kChunks = kHeadDim / 8;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float sum = row_sum[r];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    const float inv = 1.0f / sum;
+    const int block_row = at.warp_row0 + at.group + 8 * r;
+#pragma unroll
+    for (int c = 0; c < kHeadDim / 8; ++c) {
+      *reinterpret_cast<uint32_t*>(q_smem + SlabOffset(kBlockM, block_row, c) + at.quad_lane * 2) =
+          PackTwo<T>(o[4 * c + 2 * r] * inv, o[4 * c + 2 * r + 1] * inv);
+    }
+    const int row = at.q_tile_start + block_row;
+    if (at.lse != nullptr && at.quad_lane == 0 && row < at.q_len) {
+      at.lse[static_cast<int64_t>(at.q_start + row) * at.num_qo_heads + at.qo_head] =
+          (row_max[r] + log2f(sum)) * device::kLn2;
+    }
+  }
+  asm volatile("bar.sync %0, 128;\n" ::"r"(own_barrier) : "memory");
+  // Rows past q_len are skipped, not broken out of: a loop that threads of a warp leave at
+  // different trips keeps ptxas from proving the warps converged after it, and the persistent
+  // kernel's next unit then computed its wgmma descriptors outside the uniform registers (7%).
+  const int group_thread = threadIdx.x % 128;
+#pragma unroll 4
+  for (int i = group_thread; i < 64 * kChunks; i += 128) {
+    const int local_row = i / kChunks, chunk = i % kChunks;
+    const int row = at.q_tile_start + at.consumer * 64 + local_row;
+    if (row < at.q_len) {
+      const uint4 value = *reinterpret_cast<const uint4*>(
+          q_smem + SlabOffset(kBlockM, at.consumer * 64 + local_row, chunk));
+      T* out = static_cast<T*>(at.o) +
+               (static_cast<int64_t>(at.q_start + row) * at.num_qo_heads + at.qo_head) * kHeadDim;
+      *reinterpret_cast<uint4*>(out + chunk * 8) = value;
+    }
+  }
 }
 
 // D (m64nN, fp32) [+]= A (64x16 from shared memory) * B (16xN from shared memory, K-major): S =
@@ -648,16 +754,7 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
   constexpr bool kQInRegisters = kHeadDim <= 128 && kBlockN == 128 && kConsumerGroups == 2;
   uint32_t qa[kQInRegisters ? kHeadDim / 16 : 1][4];
   auto load_q_fragments = [&]() {
-    const int row = warp_row0 + group;
-#pragma unroll
-    for (int k = 0; k < (kQInRegisters ? kHeadDim / 16 : 0); ++k) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int chunk = 2 * k + i / 2;
-        qa[k][i] = *reinterpret_cast<const uint32_t*>(
-            q_smem + SlabOffset(kBlockM, row + 8 * (i % 2), chunk) + quad_lane * 2);
-      }
-    }
+    if constexpr (kQInRegisters) LoadQFragments<kBlockM>(q_smem, warp_row0 + group, quad_lane, qa);
   };
   auto issue_qk = [&](int stage) {
 #pragma unroll
@@ -682,16 +779,7 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
          .warp_first_pos = warp_first_pos, .quad_lane = quad_lane},
         p.scale_log2);
   };
-  // P as wgmma A fragments: key step k covers the accumulators of n8 chunks 2k and 2k + 1.
-  auto pack_p = [&]() {
-#pragma unroll
-    for (int k = 0; k < kBlockN / 16; ++k) {
-      pa[k][0] = PackTwo<T>(s[8 * k + 0], s[8 * k + 1]);
-      pa[k][1] = PackTwo<T>(s[8 * k + 2], s[8 * k + 3]);
-      pa[k][2] = PackTwo<T>(s[8 * k + 4], s[8 * k + 5]);
-      pa[k][3] = PackTwo<T>(s[8 * k + 6], s[8 * k + 7]);
-    }
-  };
+  auto pack_p = [&]() { PackP<T, kBlockN>(s, pa); };
 
   wait_q();
   load_q_fragments();
@@ -785,43 +873,302 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
     MbarrierArriveRemote(MapShared(SharedAddress(&merge_done), 1));
   }
 
-  // Normalise O into this consumer's 64 rows of the Q tile (free once its last S = Q K^T is
-  // done; same swizzle, so the 4-byte writes of a warp hit distinct banks), then write the rows
-  // out whole, 16 bytes a thread, instead of 4-byte pieces of eight rows at a time.
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    float sum = row_sum[r];
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-    const float inv = 1.0f / sum;
-    const int block_row = warp_row0 + group + 8 * r;
-#pragma unroll
-    for (int c = 0; c < kHeadDim / 8; ++c) {
-      *reinterpret_cast<uint32_t*>(q_smem + SlabOffset(kBlockM, block_row, c) + quad_lane * 2) =
-          PackTwo<T>(o[4 * c + 2 * r] * inv, o[4 * c + 2 * r + 1] * inv);
-    }
-    const int row = q_tile_start + block_row;
-    if (p.lse != nullptr && quad_lane == 0 && row < q_len) {
-      p.lse[static_cast<int64_t>(q_start + row) * p.num_qo_heads + qo_head] =
-          (row_max[r] + log2f(sum)) * device::kLn2;
-    }
-  }
-  // Named barrier kOwnBarrier0 + c: consumer c's four warps.
-  asm volatile("bar.sync %0, 128;\n" ::"r"(kOwnBarrier0 + consumer) : "memory");
-  const int group_thread = threadIdx.x % 128;
-#pragma unroll 4
-  for (int i = group_thread; i < 64 * kChunks; i += 128) {
-    const int local_row = i / kChunks, chunk = i % kChunks;
-    const int row = q_tile_start + consumer * 64 + local_row;
-    if (row >= q_len) break;  // rows only grow with i
-    const uint4 value = *reinterpret_cast<const uint4*>(
-        q_smem + SlabOffset(kBlockM, consumer * 64 + local_row, chunk));
-    T* out = static_cast<T*>(p.o) +
-             (static_cast<int64_t>(q_start + row) * p.num_qo_heads + qo_head) * kHeadDim;
-    *reinterpret_cast<uint4*>(out + chunk * 8) = value;
-  }
+  WriteOutputRows<T, kHeadDim, kBlockM>(
+      o, row_max, row_sum, q_smem,
+      {.consumer = consumer, .warp_row0 = warp_row0, .group = group, .quad_lane = quad_lane,
+       .q_tile_start = q_tile_start, .q_len = q_len, .q_start = q_start, .qo_head = qo_head,
+       .o = p.o, .lse = p.lse, .num_qo_heads = p.num_qo_heads},
+      kOwnBarrier0 + consumer);
 #else
   __trap();  // built for sm_90a only; LaunchPrefill checks the device first
+#endif
+}
+
+// The persistent grid (head_dim 128 without a causal mask, a uniform batch whose KV tiles fill
+// the stages evenly): one block an SM runs the work units b, b + gridDim.x, ... (a unit is the
+// plain grid's block: query head fastest, then query tile, then sequence). What a block of the
+// plain grid pays once runs under the previous unit's work: the K warp loads each unit's Q by
+// TMA as it starts the unit's K tiles, and the stages run on across units. Each unit starts at
+// stage 0 and takes Q buffer i % 2 (i: the block's count of units), counters of loops that
+// start at 0, so that ptxas keeps the wgmma descriptors in uniform registers.
+struct PersistentUnits {
+  int units;         // query heads x query tiles x sequences
+  int q_tiles;       // per sequence
+  int num_kv_tiles;  // per unit, a multiple of the stages
+};
+
+template <typename T, int kHeadDim>
+__global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
+    PrefillSm90PersistentKernel(const __grid_constant__ PrefillKernelParams p,
+                                const __grid_constant__ KvTensorMaps maps,
+                                const __grid_constant__ CUtensorMap q_map,
+                                const PersistentUnits work) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  static_assert(kHeadDim == 128, "the persistent grid is built for head_dim 128");
+  constexpr int kBlockM = kBlockMFor<kHeadDim>;
+  constexpr int kConsumerGroups = kConsumerGroupsFor<kHeadDim>;
+  constexpr int kConsumerWarps = kConsumerGroups * 4;
+  constexpr int kOwnBarrier0 = 1 + kConsumerGroups;
+  constexpr int kBlockN = kBlockNFor<kHeadDim>;
+  constexpr int kStages = kStagesFor<kHeadDim>;
+  static_assert(kReleaseKApartFor<kHeadDim>);
+  constexpr int kChunks = kHeadDim / 8;
+  constexpr int kTileElements = kBlockN * kHeadDim;
+  constexpr uint32_t kRowBytes = kSlab * 2;
+  constexpr uint32_t kGroupBytes = 8 * kRowBytes;
+  constexpr int kSlabs = kHeadDim / kSlab;
+
+  extern __shared__ uint8_t shared_raw[];
+  __shared__ uint64_t q_full[2], q_empty[2];
+  __shared__ uint64_t k_full[kStages], v_full[kStages], k_empty[kStages], v_empty[kStages];
+  const uint32_t raw_address = SharedAddress(shared_raw);
+  T* q_smem0 = reinterpret_cast<T*>(
+      shared_raw + (((raw_address + kSwizzleAlign - 1) & ~(kSwizzleAlign - 1)) - raw_address));
+  T* k_smem = q_smem0 + 2 * kBlockM * kHeadDim;  // [stages][slabs][kBlockN][64]
+  T* v_smem = k_smem + kStages * kTileElements;
+
+  const int num_kv_tiles = work.num_kv_tiles;
+  struct Unit {
+    int qo_head, seq, q_tile_start;
+  };
+  auto unit_at = [&](int u) {
+    const int heads_tiles = p.num_qo_heads * work.q_tiles;
+    return Unit{u % p.num_qo_heads, u / heads_tiles, (u / p.num_qo_heads) % work.q_tiles * kBlockM};
+  };
+
+  if (threadIdx.x == 0) {
+    PrefetchTensorMap(maps.k);
+    PrefetchTensorMap(maps.v);
+    PrefetchTensorMap(q_map);
+#pragma unroll
+    for (int b = 0; b < 2; ++b) {
+      MbarrierInit(SharedAddress(&q_full[b]), 1);
+      MbarrierInit(SharedAddress(&q_empty[b]), kConsumerWarps);
+    }
+#pragma unroll
+    for (int stage = 0; stage < kStages; ++stage) {
+      MbarrierInit(SharedAddress(&k_full[stage]), 1);
+      MbarrierInit(SharedAddress(&v_full[stage]), 1);
+      MbarrierInit(SharedAddress(&k_empty[stage]), kConsumerWarps);
+      MbarrierInit(SharedAddress(&v_empty[stage]), kConsumerWarps);
+    }
+  }
+  __syncthreads();
+  const int warp_group = threadIdx.x / 128;
+
+  if (warp_group == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegistersFor<kHeadDim>));
+    // Warp 0 loads Q and K, warp 1 V; lane b issues box b of each tile.
+    if (threadIdx.x >= 64) return;
+    constexpr int kBoxes = kBlockN / kBoxRows;
+    constexpr uint32_t kBoxBytes = kBoxRows * kSlab * sizeof(T);
+    const int lane = threadIdx.x % 32;
+    const bool loads_v = threadIdx.x >= 32;
+    uint64_t* const empty = loads_v ? v_empty : k_empty;
+    uint64_t* const full = loads_v ? v_full : k_full;
+    const CUtensorMap& map = loads_v ? maps.v : maps.k;
+    T* const tiles = loads_v ? v_smem : k_smem;
+    int g = 0;  // KV tiles this warp has issued over all units
+    for (int u = blockIdx.x, i = 0; u < work.units; u += gridDim.x, ++i) {
+      const Unit unit = unit_at(u);
+      const int kv_head = unit.qo_head / p.group_size;
+      const int32_t* const pages = p.page_indices + p.page_indptr[unit.seq];
+      const int kv_end = p.kv_lens[unit.seq];
+      auto read_page = [&](int t) {
+        const int j = t * kBlockN + lane * kBoxRows;
+        return lane < kBoxes && j < kv_end ? __ldg(pages + (j >> p.log2_page_size)) : 0;
+      };
+      if (!loads_v && lane == 0) {
+        // Q of this unit into buffer i % 2, once the consumers have written unit i - 2's O out
+        // through it.
+        const int buf = i & 1;
+        if (i >= 2) MbarrierWait(SharedAddress(&q_empty[buf]), ((i >> 1) - 1) & 1);
+        const int q_row = p.q_indptr[unit.seq] + unit.q_tile_start;
+        const uint32_t barrier = SharedAddress(&q_full[buf]);
+        MbarrierArriveExpectBytes(barrier, kBlockM * kHeadDim * sizeof(T));
+        T* const q_buffer = q_smem0 + buf * kBlockM * kHeadDim;
+#pragma unroll
+        for (int slab = 0; slab < kSlabs; ++slab) {
+          TmaLoad3d(SharedAddress(q_buffer + slab * kBlockM * kSlab), q_map, slab * kSlab,
+                    unit.qo_head, q_row, barrier);
+        }
+      }
+      int next_page = read_page(0);
+      for (int t = 0; t < num_kv_tiles; ++t, ++g) {
+        const int stage = t % kStages;
+        const int j = t * kBlockN + lane * kBoxRows;
+        const int page = next_page;
+        if (t + 1 < num_kv_tiles) next_page = read_page(t + 1);
+        if (g >= kStages) MbarrierWait(SharedAddress(&empty[stage]), (g / kStages - 1) & 1);
+        const int boxes = min(kBoxes, (kv_end - t * kBlockN + kBoxRows - 1) / kBoxRows);
+        const uint32_t barrier = SharedAddress(&full[stage]);
+        if (lane == 0) {
+          MbarrierArriveExpectBytes(barrier, boxes * kSlabs * kBoxBytes);
+        }
+        __syncwarp();
+        if (lane < boxes) {
+          const int slot = PagedSlot(page, j, p.log2_page_size);
+#pragma unroll
+          for (int slab = 0; slab < kSlabs; ++slab) {
+            TmaLoad3d(SharedAddress(tiles + stage * kTileElements +
+                                    (slab * kBlockN + lane * kBoxRows) * kSlab),
+                      map, slab * kSlab, kv_head, slot, barrier);
+          }
+        }
+      }
+    }
+    return;
+  }
+
+  // The consumers: the plain kernel's, once a unit; the turns run on from unit to unit, and the
+  // last tile's V is released too (the producer's next unit refills its stage).
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegistersFor<kHeadDim>));
+  const int consumer = warp_group - 1;
+  const int warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
+  const int group = lane >> 2, quad_lane = lane & 3;
+  const int warp_row0 = consumer * 64 + warp * 16;
+  constexpr uint32_t kTileBytes = kTileElements * sizeof(T);
+  const uint64_t k_desc0 = Descriptor(SharedAddress(k_smem), kRowBytes, kGroupBytes);
+  const uint64_t v_desc0 = Descriptor(SharedAddress(v_smem), kBlockN * kRowBytes, kGroupBytes);
+  auto k_desc = [&](int stage, int k_step) {
+    return k_desc0 +
+           ((stage * kTileBytes + (k_step / 4) * kBlockN * kRowBytes + (k_step % 4) * 32) >> 4);
+  };
+  auto v_desc = [&](int stage, int key_step) {
+    return v_desc0 + ((stage * kTileBytes + key_step * 16 * kRowBytes) >> 4);
+  };
+  const int my_turn = 1 + consumer;
+  const int their_turn = 2 - consumer;
+  auto take_turn = [&]() { asm volatile("bar.sync %0, 256;\n" ::"r"(my_turn) : "memory"); };
+  auto pass_turn = [&]() { asm volatile("bar.arrive %0, 256;\n" ::"r"(their_turn) : "memory"); };
+  if (consumer == kConsumerGroups - 1) pass_turn();
+
+  for (int u = blockIdx.x, i = 0; u < work.units; u += gridDim.x, ++i) {
+    const int buf = i & 1;
+    const Unit unit = unit_at(u);
+    T* const q_smem = q_smem0 + buf * kBlockM * kHeadDim;
+    const int kv_len = p.kv_lens[unit.seq];
+    const int q_start = p.q_indptr[unit.seq];
+    const int q_len = p.q_indptr[unit.seq + 1] - q_start;
+    const int qpos0 = unit.q_tile_start + warp_row0 + group + kv_len - q_len;
+    // Tile t of this unit fills stage t % kStages for the (i * tiles / kStages + t / kStages)th
+    // time.
+    const uint32_t phase0 = (i * (num_kv_tiles / kStages)) & 1;
+    auto parity = [&](int t) { return phase0 ^ ((t / kStages) & 1); };
+    auto release = [&](uint64_t* empty, int t) {
+      __syncwarp();
+      if (lane == 0) MbarrierArrive(SharedAddress(&empty[t % kStages]));
+    };
+    auto wait_k = [&](int t) { MbarrierWait(SharedAddress(&k_full[t % kStages]), parity(t)); };
+    auto wait_v = [&](int t) {
+      MbarrierWait(SharedAddress(&v_full[t % kStages]), parity(t));
+      const int first_unused = kv_len - t * kBlockN;
+      if (first_unused < kBlockN) {
+        T* tile = v_smem + (t % kStages) * kTileElements;
+        for (int e = threadIdx.x % 128; e < (kBlockN - first_unused) * kChunks; e += 128) {
+          const int row = first_unused + e / kChunks, chunk = e % kChunks;
+          *reinterpret_cast<uint4*>(tile + SlabOffset(kBlockN, row, chunk)) = uint4{0, 0, 0, 0};
+        }
+        FenceProxyAsync();
+        asm volatile("bar.sync %0, 128;\n" ::"r"(kOwnBarrier0 + consumer) : "memory");
+      }
+    };
+
+    float s[kBlockN / 2];
+    float o[kHeadDim / 2];
+    uint32_t pa[kBlockN / 16][4];
+#pragma unroll
+    for (int e = 0; e < kBlockN / 2; ++e) s[e] = 0.0f;
+#pragma unroll
+    for (int e = 0; e < kHeadDim / 2; ++e) o[e] = 0.0f;
+    float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
+    uint32_t qa[kHeadDim / 16][4];
+    MbarrierWait(SharedAddress(&q_full[buf]), (i >> 1) & 1);
+    LoadQFragments<kBlockM>(q_smem, warp_row0 + group, quad_lane, qa);
+    auto issue_qk = [&](int stage) {
+#pragma unroll
+      for (int k_step = 0; k_step < kHeadDim / 16; ++k_step) {
+        WgmmaQkFromRegisters<T>(s, qa[k_step], k_desc(stage, k_step), k_step > 0);
+      }
+    };
+    auto issue_pv = [&](int stage) {
+#pragma unroll
+      for (int key_step = 0; key_step < kBlockN / 16; ++key_step) {
+        WgmmaFromRegisters<T, kHeadDim>(o, pa[key_step], v_desc(stage, key_step));
+      }
+    };
+    // Only the last tile may hold keys past kv_len: the others' softmax is straight-line code,
+    // which ptxas schedules across the two rows (a branch around the masking kept it from that).
+    auto softmax = [&](int t, float(&correction)[2]) {
+      const sm90::SoftmaxTilePlace place{
+          .kv0 = t * kBlockN, .kv_len = kv_len, .qpos0 = qpos0,
+          .warp_first_pos = unit.q_tile_start + warp_row0 + kv_len - q_len,
+          .quad_lane = quad_lane};
+      if (t * kBlockN + kBlockN > kv_len) {
+        sm90::SoftmaxTile<kBlockN, false>(s, row_max, row_sum, correction, place, p.scale_log2);
+      } else {
+        sm90::SoftmaxTile<kBlockN, false, false>(s, row_max, row_sum, correction, place,
+                                                 p.scale_log2);
+      }
+    };
+
+    wait_k(0);
+    float correction[2];
+    take_turn();
+    WgmmaFence();
+    issue_qk(0);
+    WgmmaCommit();
+    pass_turn();
+    WgmmaWait<0>();
+    PinRegisters(s);
+    release(k_empty, 0);
+    softmax(0, correction);
+    for (int t = 0; t < num_kv_tiles; ++t) {
+      WgmmaWait<0>();
+      PinRegisters(o);
+      if (t > 0) release(v_empty, t - 1);
+      sm90::RescaleRows<kHeadDim>(o, correction);
+      PackP<T, kBlockN>(s, pa);
+      wait_v(t);
+      if (t + 1 < num_kv_tiles) {
+        wait_k(t + 1);
+        take_turn();
+        WgmmaFence();
+        issue_qk((t + 1) % kStages);
+        WgmmaCommit();
+        issue_pv(t % kStages);
+        WgmmaCommit();
+        pass_turn();
+        WgmmaWait<1>();
+        PinRegisters(s);
+        release(k_empty, t + 1);
+        softmax(t + 1, correction);
+      } else {
+        take_turn();
+        WgmmaFence();
+        issue_pv(t % kStages);
+        WgmmaCommit();
+        pass_turn();
+      }
+    }
+    WgmmaWait<0>();
+    PinRegisters(o);
+    release(v_empty, num_kv_tiles - 1);
+    WriteOutputRows<T, kHeadDim, kBlockM>(
+        o, row_max, row_sum, q_smem,
+        {.consumer = consumer, .warp_row0 = warp_row0, .group = group, .quad_lane = quad_lane,
+         .q_tile_start = unit.q_tile_start, .q_len = q_len, .q_start = q_start,
+         .qo_head = unit.qo_head, .o = p.o, .lse = p.lse, .num_qo_heads = p.num_qo_heads},
+        kOwnBarrier0 + consumer);
+    // The buffer's reads (generic proxy) are done before the K warp's TMA (async proxy) writes
+    // the next Q there.
+    FenceProxyAsync();
+    __syncwarp();
+    if (lane == 0) MbarrierArrive(SharedAddress(&q_empty[buf]));
+  }
+  if (consumer == 0) take_turn();
+#else
+  __trap();
 #endif
 }
 
@@ -845,6 +1192,29 @@ bool EncodeKvTensorMap(const void* cache, const AttentionProblem& problem, CUten
                                        ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
                                        : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   return encode(&map, type, 3, const_cast<void*>(cache), dims, strides, box, element_strides,
+                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+// A tensor map over Q, (head_dim, query head, token), for boxes of 64 x 1 x kBlockM rows (the
+// persistent grid's Q loads); false where TMA cannot read it.
+template <typename T, int kHeadDim>
+bool EncodeQTensorMap(const AttentionProblem& problem, const PrefillKernelParams& params,
+                      CUtensorMap& map) {
+  const PFN_cuTensorMapEncodeTiled_v12000 encode = EncodeTiledEntry();
+  if (encode == nullptr) return false;
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(kHeadDim),
+                              static_cast<cuuint64_t>(params.num_qo_heads),
+                              static_cast<cuuint64_t>(problem.lengths.total_q())};
+  const cuuint64_t strides[2] = {kHeadDim * sizeof(T),
+                                 static_cast<cuuint64_t>(params.q_row_stride) * sizeof(T)};
+  const cuuint32_t box[3] = {kSlab, 1, kBlockMFor<kHeadDim>};
+  const cuuint32_t element_strides[3] = {1, 1, 1};
+  const CUtensorMapDataType type = std::is_same_v<T, __nv_bfloat16>
+                                       ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                       : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  return encode(&map, type, 3, const_cast<void*>(params.q), dims, strides, box, element_strides,
                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
@@ -902,18 +1272,25 @@ absl::Status LaunchKernel(const dim3& grid, const PrefillKernelParams& params,
 // arithmetic: more than one wave, the last one at most half full (its tiles become two blocks
 // each and still fit one wave), a uniform batch (every tile holds rows) of at least two KV tiles,
 // and room on the GPU for all those clusters at once.
-template <typename T, int kHeadDim>
-absl::StatusOr<int> ShortLastWaveTiles(const AttentionProblem& problem, int64_t blocks) {
-  const SequenceLengths& lengths = problem.lengths;
-  const bool uniform =
-      std::adjacent_find(lengths.q_lens.begin(), lengths.q_lens.end(), std::not_equal_to<>()) ==
-          lengths.q_lens.end() &&
-      std::adjacent_find(lengths.kv_lens.begin(), lengths.kv_lens.end(),
-                         std::not_equal_to<>()) == lengths.kv_lens.end();
-  if (!uniform || lengths.max_kv_len() <= kBlockNFor<kHeadDim>) return 0;
+bool UniformLengths(const SequenceLengths& lengths) {
+  return std::adjacent_find(lengths.q_lens.begin(), lengths.q_lens.end(),
+                            std::not_equal_to<>()) == lengths.q_lens.end() &&
+         std::adjacent_find(lengths.kv_lens.begin(), lengths.kv_lens.end(),
+                            std::not_equal_to<>()) == lengths.kv_lens.end();
+}
+
+absl::StatusOr<int> MultiprocessorCount() {
   int device = 0, sms = 0;
   CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
   CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  return sms;
+}
+
+template <typename T, int kHeadDim>
+absl::StatusOr<int> ShortLastWaveTiles(const AttentionProblem& problem, int64_t blocks) {
+  const SequenceLengths& lengths = problem.lengths;
+  if (!UniformLengths(lengths) || lengths.max_kv_len() <= kBlockNFor<kHeadDim>) return 0;
+  ASSIGN_OR_RETURN(const int sms, MultiprocessorCount());
   const int64_t tail = blocks % sms;
   if (blocks <= sms || tail == 0 || 2 * tail > sms) return 0;
   auto* kernel = PrefillSm90Kernel<T, kHeadDim, false, true, true>;
@@ -935,6 +1312,28 @@ absl::Status LaunchSplitTiles(const PrefillKernelParams& params, const KvTensorM
                                           PrefillSm90Kernel<T, kHeadDim, false, true, true>,
                                           params, maps));
   return absl::OkStatus();
+}
+
+// The persistent grid's blocks, one an SM (0: the plain grid runs): head_dim 128 by TMA without a
+// causal mask, a uniform batch whose KV tiles a unit fill the stages evenly and are at most
+// kPersistentMaxKvTiles, more units than SMs, and Q readable by TMA.
+template <typename T, int kHeadDim>
+absl::StatusOr<int> PersistentBlocks(const AttentionProblem& problem,
+                                     const PrefillKernelParams& params, int64_t units,
+                                     int& kv_tiles, CUtensorMap& q_map) {
+  if constexpr (!kPersistentFor<kHeadDim>) {
+    return 0;
+  } else {
+    const SequenceLengths& lengths = problem.lengths;
+    kv_tiles = (lengths.max_kv_len() + kBlockNFor<kHeadDim> - 1) / kBlockNFor<kHeadDim>;
+    if (problem.shape.causal || !UniformLengths(lengths) ||
+        kv_tiles % kStagesFor<kHeadDim> != 0 || kv_tiles > kPersistentMaxKvTiles) {
+      return 0;
+    }
+    ASSIGN_OR_RETURN(const int sms, MultiprocessorCount());
+    if (units <= sms || !EncodeQTensorMap<T, kHeadDim>(problem, params, q_map)) return 0;
+    return sms;
+  }
 }
 
 template <typename T, int kHeadDim>
@@ -966,6 +1365,14 @@ absl::StatusOr<PrefillLaunchInfo> LaunchTyped(const AttentionProblem& problem,
   // Pairs of query tiles share their K/V loads where the tiles pair up (an even count, as
   // FlashAttention-3 asks too; a pair's second tile may still be empty in a ragged batch).
   const bool multicast = kMulticastsKv<kHeadDim> && tma && !causal && q_tiles % 2 == 0;
+  const int64_t units = static_cast<int64_t>(grid.x) * grid.y * grid.z;
+  int persistent_kv_tiles = 0;
+  CUtensorMap q_map{};
+  int persistent_blocks = 0;
+  if (tma) {
+    ASSIGN_OR_RETURN(persistent_blocks, (PersistentBlocks<T, kHeadDim>(
+                                            problem, params, units, persistent_kv_tiles, q_map)));
+  }
   int split_tiles = 0;
   if constexpr (kSplitsShortLastWave<kHeadDim>) {
     if (tma && !causal) {
@@ -983,6 +1390,19 @@ absl::StatusOr<PrefillLaunchInfo> LaunchTyped(const AttentionProblem& problem,
     if constexpr (kMulticastsKv<kHeadDim>) {
       RETURN_IF_ERROR((LaunchKernel<T, kHeadDim, false, true, true>(grid, ordered, maps, stream)));
     }
+  } else if (persistent_blocks > 0) {
+    if constexpr (kPersistentFor<kHeadDim>) {
+      constexpr int kShared = PersistentSharedBytes<kHeadDim>();
+      auto* kernel = PrefillSm90PersistentKernel<T, kHeadDim>;
+      CUDA_RETURN_IF_ERROR(
+          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared));
+      const PersistentUnits work{.units = static_cast<int>(units),
+                                 .q_tiles = q_tiles,
+                                 .num_kv_tiles = persistent_kv_tiles};
+      kernel<<<persistent_blocks, kThreadsFor<kHeadDim>, kShared, stream>>>(ordered, maps, q_map,
+                                                                            work);
+      CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    }
   } else if (tma) {
     RETURN_IF_ERROR((LaunchKernel<T, kHeadDim, false, true>(grid, ordered, maps, stream)));
     if constexpr (kSplitsShortLastWave<kHeadDim>) {
@@ -999,13 +1419,15 @@ absl::StatusOr<PrefillLaunchInfo> LaunchTyped(const AttentionProblem& problem,
                            .block_n = kBlockNFor<kHeadDim>,
                            .warps = kConsumerThreadsFor<kHeadDim> / 32,
                            .stages = kStagesFor<kHeadDim>,
-                           .shared_bytes = SharedBytes<kHeadDim>(),
-                           .blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z,
+                           .shared_bytes = persistent_blocks > 0 ? PersistentSharedBytes<kHeadDim>()
+                                                                 : SharedBytes<kHeadDim>(),
+                           .blocks = persistent_blocks > 0 ? persistent_blocks : units,
                            .variant = PrefillVariant::kHopperWgmma,
                            .tma_kv = tma,
                            .tiles_first = ordered.tiles_fastest,
                            .split_tiles = split_tiles,
-                           .multicast_kv = multicast};
+                           .multicast_kv = multicast,
+                           .persistent = persistent_blocks > 0};
 }
 
 template <typename T>

@@ -24,13 +24,15 @@ struct SoftmaxTilePlace {
 
 // Softmax of one tile in place (S -> unnormalised P, base 2); returns through `correction` the
 // factor O must be scaled by once the previous P V is done. The running max is kept scaled, so
-// each probability is one FFMA and one exp2.
-template <int kBlockN, bool kCausal>
+// each probability is one FFMA and one exp2. kMayMask false: the caller knows that every key of
+// the tile is in range (and there is no causal mask), and the tile's code has no branch.
+template <int kBlockN, bool kCausal, bool kMayMask = true>
 __device__ __forceinline__ void SoftmaxTile(float (&s)[kBlockN / 2], float (&row_max)[2],
                                             float (&row_sum)[2], float (&correction)[2],
                                             const SoftmaxTilePlace& place, float scale_log2) {
+  static_assert(kMayMask || !kCausal);
   const int kv0 = place.kv0;
-  bool need_mask = kv0 + kBlockN > place.kv_len;
+  bool need_mask = kMayMask && kv0 + kBlockN > place.kv_len;
   if constexpr (kCausal) need_mask = need_mask || kv0 + kBlockN - 1 > place.warp_first_pos;
   if (need_mask) {
 #pragma unroll
