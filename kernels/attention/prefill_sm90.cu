@@ -58,6 +58,7 @@
 #include "kernels/attention/prefill.h"
 #include "kernels/attention/prefill_kernel_params.h"
 #include "kernels/attention/prefill_sm90.h"
+#include "kernels/attention/prefill_sm90_pipeline.cuh"
 #include "kernels/attention/prefill_sm90_softmax.cuh"
 #include "kernels/attention/prefill_tile.cuh"
 
@@ -194,6 +195,21 @@ static_assert(PersistentSharedBytes<128>() <= kMaxSharedBytes);
 __device__ __forceinline__ int SlabOffset(int rows, int row, int chunk) {
   const int slab = chunk >> 3, c = chunk & 7;
   return (slab * rows + row) * kSlab + ((c ^ (row & 7)) << 3);
+}
+
+// The last tile's V rows from first_unused on were not loaded by TMA, or lie past kv_len:
+// whatever is there (another tile's rows, or bytes never written) would reach O through P = 0
+// times it, and 0 x NaN is NaN. Every consumer writes the same zeros and waits (own_barrier, its
+// four warps) for its own.
+template <int kBlockN, int kHeadDim, typename T>
+__device__ __forceinline__ void ZeroVRowsFrom(T* tile, int first_unused, int own_barrier) {
+  constexpr int kChunks = kHeadDim / 8;
+  for (int i = threadIdx.x % 128; i < (kBlockN - first_unused) * kChunks; i += 128) {
+    const int row = first_unused + i / kChunks, chunk = i % kChunks;
+    *reinterpret_cast<uint4*>(tile + SlabOffset(kBlockN, row, chunk)) = uint4{0, 0, 0, 0};
+  }
+  FenceProxyAsync();
+  asm volatile("bar.sync %0, 128;\n" ::"r"(own_barrier) : "memory");
 }
 
 // P as wgmma A fragments: key step k covers the accumulators of n8 chunks 2k and 2k + 1.
@@ -666,18 +682,10 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
   auto wait_v = [&](int t) {
     MbarrierWait(SharedAddress(&v_full[t % kStages]), (t / kStages) & 1);
     if constexpr (kTmaKv) {
-      // The last tile's V rows from kv_end on were not loaded or lie past kv_len: whatever is
-      // there (another tile's rows, or bytes never written) would reach O through P = 0 times
-      // it, and 0 x NaN is NaN. Every consumer writes the same zeros; each waits for its own.
       const int first_unused = kv_end - t * kBlockN;
       if (first_unused < kBlockN) {
-        T* tile = v_smem + (t % kStages) * kTileElements;
-        for (int i = threadIdx.x % 128; i < (kBlockN - first_unused) * kChunks; i += 128) {
-          const int row = first_unused + i / kChunks, chunk = i % kChunks;
-          *reinterpret_cast<uint4*>(tile + SlabOffset(kBlockN, row, chunk)) = uint4{0, 0, 0, 0};
-        }
-        FenceProxyAsync();
-        asm volatile("bar.sync %0, 128;\n" ::"r"(kOwnBarrier0 + consumer) : "memory");
+        ZeroVRowsFrom<kBlockN, kHeadDim>(v_smem + (t % kStages) * kTileElements, first_unused,
+                                         kOwnBarrier0 + consumer);
       }
     } else {
       FenceProxyAsync();
@@ -783,49 +791,11 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
 
   wait_q();
   load_q_fragments();
-  wait_k(0);
-  float correction[2];
-  take_turn();
-  WgmmaFence();
-  issue_qk(0);
-  WgmmaCommit();
-  pass_turn();
-  WgmmaWait<0>();
-  PinRegisters(s);
-  if (kReleaseKApart) release(k_empty, 0);
-  softmax(0, correction);
-
-  // The wait for P V of tile t - 1 opens each iteration rather than following the softmax of
-  // tile t: ptxas schedules a wgmma wait at the top of its basic block and moves independent
-  // arithmetic below it, which put the softmax after the wait and lost the overlap.
-  for (int t = 0; t < num_kv_tiles; ++t) {
-    WgmmaWait<0>();
-    PinRegisters(o);
-    if (t > 0) release(v_empty, t - 1);  // P V of tile t - 1 is done (and its S long since)
-    sm90::RescaleRows<kHeadDim>(o, correction);
-    pack_p();
-    wait_v(t);
-    if (t + 1 < num_kv_tiles) {
-      wait_k(t + 1);
-      take_turn();
-      WgmmaFence();
-      issue_qk((t + 1) % kStages);
-      WgmmaCommit();
-      issue_pv(t % kStages);
-      WgmmaCommit();
-      pass_turn();
-      WgmmaWait<1>();  // S of tile t + 1; P V of tile t may still run
-      PinRegisters(s);
-      if (kReleaseKApart) release(k_empty, t + 1);
-      softmax(t + 1, correction);
-    } else {
-      take_turn();
-      WgmmaFence();
-      issue_pv(t % kStages);
-      WgmmaCommit();
-      pass_turn();
-    }
-  }
+  sm90::RunKvTiles<kStages, kReleaseKApart>(
+      num_kv_tiles, o, s,
+      sm90::KvTileSteps{wait_k, wait_v, [&](int t) { release(k_empty, t); },
+                        [&](int t) { release(v_empty, t); }, take_turn, pass_turn, issue_qk,
+                        issue_pv, softmax, pack_p});
   // The last consumer passed one turn more than consumer 0 took (the first); take it, so that
   // every named barrier ends empty.
   if (consumer == 0) take_turn();
@@ -912,7 +882,6 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
   constexpr int kBlockN = kBlockNFor<kHeadDim>;
   constexpr int kStages = kStagesFor<kHeadDim>;
   static_assert(kReleaseKApartFor<kHeadDim>);
-  constexpr int kChunks = kHeadDim / 8;
   constexpr int kTileElements = kBlockN * kHeadDim;
   constexpr uint32_t kRowBytes = kSlab * 2;
   constexpr uint32_t kGroupBytes = 8 * kRowBytes;
@@ -1064,13 +1033,8 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
       MbarrierWait(SharedAddress(&v_full[t % kStages]), parity(t));
       const int first_unused = kv_len - t * kBlockN;
       if (first_unused < kBlockN) {
-        T* tile = v_smem + (t % kStages) * kTileElements;
-        for (int e = threadIdx.x % 128; e < (kBlockN - first_unused) * kChunks; e += 128) {
-          const int row = first_unused + e / kChunks, chunk = e % kChunks;
-          *reinterpret_cast<uint4*>(tile + SlabOffset(kBlockN, row, chunk)) = uint4{0, 0, 0, 0};
-        }
-        FenceProxyAsync();
-        asm volatile("bar.sync %0, 128;\n" ::"r"(kOwnBarrier0 + consumer) : "memory");
+        ZeroVRowsFrom<kBlockN, kHeadDim>(v_smem + (t % kStages) * kTileElements, first_unused,
+                                         kOwnBarrier0 + consumer);
       }
     };
 
@@ -1112,45 +1076,11 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
       }
     };
 
-    wait_k(0);
-    float correction[2];
-    take_turn();
-    WgmmaFence();
-    issue_qk(0);
-    WgmmaCommit();
-    pass_turn();
-    WgmmaWait<0>();
-    PinRegisters(s);
-    release(k_empty, 0);
-    softmax(0, correction);
-    for (int t = 0; t < num_kv_tiles; ++t) {
-      WgmmaWait<0>();
-      PinRegisters(o);
-      if (t > 0) release(v_empty, t - 1);
-      sm90::RescaleRows<kHeadDim>(o, correction);
-      PackP<T, kBlockN>(s, pa);
-      wait_v(t);
-      if (t + 1 < num_kv_tiles) {
-        wait_k(t + 1);
-        take_turn();
-        WgmmaFence();
-        issue_qk((t + 1) % kStages);
-        WgmmaCommit();
-        issue_pv(t % kStages);
-        WgmmaCommit();
-        pass_turn();
-        WgmmaWait<1>();
-        PinRegisters(s);
-        release(k_empty, t + 1);
-        softmax(t + 1, correction);
-      } else {
-        take_turn();
-        WgmmaFence();
-        issue_pv(t % kStages);
-        WgmmaCommit();
-        pass_turn();
-      }
-    }
+    sm90::RunKvTiles<kStages, true>(
+        num_kv_tiles, o, s,
+        sm90::KvTileSteps{wait_k, wait_v, [&](int t) { release(k_empty, t); },
+                          [&](int t) { release(v_empty, t); }, take_turn, pass_turn, issue_qk,
+                          issue_pv, softmax, [&]() { PackP<T, kBlockN>(s, pa); }});
     WgmmaWait<0>();
     PinRegisters(o);
     release(v_empty, num_kv_tiles - 1);

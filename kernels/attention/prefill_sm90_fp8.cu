@@ -47,6 +47,7 @@
 #include "kernels/attention/prefill.h"
 #include "kernels/attention/prefill_kernel_params.h"
 #include "kernels/attention/prefill_sm90.h"
+#include "kernels/attention/prefill_sm90_pipeline.cuh"
 #include "kernels/attention/prefill_sm90_softmax.cuh"
 #include "kernels/attention/prefill_tile.cuh"
 
@@ -511,46 +512,11 @@ __global__ void __launch_bounds__(kFp8Threads, 1)
   MbarrierWait(SharedAddress(&q_full), 0);
   FenceProxyAsync();  // Q came by cp.async (the generic proxy)
   load_q_fragments();
-  wait_k(0);
-  float correction[2];
-  take_turn();
-  WgmmaFence();
-  issue_qk(0);
-  WgmmaCommit();
-  pass_turn();
-  WgmmaWait<0>();
-  PinRegisters(s);
-  release(k_empty, 0);
-  softmax(0, correction);
-
-  for (int t = 0; t < num_kv_tiles; ++t) {
-    WgmmaWait<0>();
-    PinRegisters(o);
-    if (t > 0) release(vt_empty, t - 1);
-    sm90::RescaleRows<kHeadDim>(o, correction);
-    pack_p();
-    wait_vt(t);
-    if (t + 1 < num_kv_tiles) {
-      wait_k(t + 1);
-      take_turn();
-      WgmmaFence();
-      issue_qk((t + 1) % kStages);
-      WgmmaCommit();
-      issue_pv(t % kStages);
-      WgmmaCommit();
-      pass_turn();
-      WgmmaWait<1>();
-      PinRegisters(s);
-      release(k_empty, t + 1);
-      softmax(t + 1, correction);
-    } else {
-      take_turn();
-      WgmmaFence();
-      issue_pv(t % kStages);
-      WgmmaCommit();
-      pass_turn();
-    }
-  }
+  sm90::RunKvTiles<kStages, true>(
+      num_kv_tiles, o, s,
+      sm90::KvTileSteps{wait_k, wait_vt, [&](int t) { release(k_empty, t); },
+                        [&](int t) { release(vt_empty, t); }, take_turn, pass_turn, issue_qk,
+                        issue_pv, softmax, pack_p});
   if (consumer == 0) take_turn();
   WgmmaWait<0>();
   PinRegisters(o);
