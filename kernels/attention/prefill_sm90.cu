@@ -1198,6 +1198,20 @@ absl::Status LaunchKernel(const dim3& grid, const PrefillKernelParams& params,
   return absl::OkStatus();
 }
 
+// The persistent grid: `blocks` blocks (one an SM) over `work`'s units.
+template <typename T, int kHeadDim>
+absl::Status LaunchPersistentKernel(int blocks, const PrefillKernelParams& params,
+                                    const KvTensorMaps& maps, const CUtensorMap& q_map,
+                                    const PersistentUnits& work, cudaStream_t stream) {
+  constexpr int kShared = PersistentSharedBytes<kHeadDim>();
+  auto* kernel = PrefillSm90PersistentKernel<T, kHeadDim>;
+  CUDA_RETURN_IF_ERROR(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared));
+  kernel<<<blocks, kThreadsFor<kHeadDim>, kShared, stream>>>(params, maps, q_map, work);
+  CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  return absl::OkStatus();
+}
+
 // How many tiles of a short last wave to split (0: none). Only where it pays by the wave
 // arithmetic: more than one wave, the last one at most half full (its tiles become two blocks
 // each and still fit one wave), a uniform batch (every tile holds rows) of at least two KV tiles,
@@ -1322,16 +1336,11 @@ absl::StatusOr<PrefillLaunchInfo> LaunchTyped(const AttentionProblem& problem,
     }
   } else if (persistent_blocks > 0) {
     if constexpr (kPersistentFor<kHeadDim>) {
-      constexpr int kShared = PersistentSharedBytes<kHeadDim>();
-      auto* kernel = PrefillSm90PersistentKernel<T, kHeadDim>;
-      CUDA_RETURN_IF_ERROR(
-          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared));
-      const PersistentUnits work{.units = static_cast<int>(units),
-                                 .q_tiles = q_tiles,
-                                 .num_kv_tiles = persistent_kv_tiles};
-      kernel<<<persistent_blocks, kThreadsFor<kHeadDim>, kShared, stream>>>(ordered, maps, q_map,
-                                                                            work);
-      CUDA_RETURN_IF_ERROR(cudaGetLastError());
+      RETURN_IF_ERROR((LaunchPersistentKernel<T, kHeadDim>(
+          persistent_blocks, ordered, maps, q_map,
+          {.units = static_cast<int>(units), .q_tiles = q_tiles,
+           .num_kv_tiles = persistent_kv_tiles},
+          stream)));
     }
   } else if (tma) {
     RETURN_IF_ERROR((LaunchKernel<T, kHeadDim, false, true>(grid, ordered, maps, stream)));
