@@ -239,11 +239,13 @@ INSTANTIATE_TEST_SUITE_P(
                       AttentionDtype::kBf16, false, {257, 512}, {1000, 512}},
         // The persistent grid: 512 units (3-4 a block on 132 SMs) with a partial last query
         // tile; then 288 units of ten KV tiles (each unit's stages change parity), the last
-        // tile 48 keys.
+        // tile 48 keys; then 192 units of 34 KV tiles (past 32, up to the grid's 64).
         AttentionCase{"d128_gqa4_noncausal_bf16_page16_persistent", 32, 8, 128, 16,
                       AttentionDtype::kBf16, false, {1000, 1000}, {1000, 1000}},
         AttentionCase{"d128_gqa4_noncausal_fp16_page32_persistent_chunked", 32, 8, 128, 32,
-                      AttentionDtype::kFp16, false, {300, 300, 300}, {1200, 1200, 1200}}),
+                      AttentionDtype::kFp16, false, {300, 300, 300}, {1200, 1200, 1200}},
+        AttentionCase{"d128_gqa4_noncausal_bf16_page16_persistent_long", 32, 8, 128, 16,
+                      AttentionDtype::kBf16, false, {300, 300}, {4300, 4300}}),
     [](const ::testing::TestParamInfo<AttentionCase>& info) { return info.param.name; });
 // clang-format on
 

@@ -16,7 +16,7 @@
 // compute P V. Shared-memory tiles are laid out as wgmma's 128-byte swizzle expects (and TMA's
 // 128-byte swizzle writes): rows of 64 elements (128 bytes), 16-byte chunk index XOR row % 8,
 // head_dim in 64-wide slabs, every tile on a 1024-byte boundary.
-// Four grids beside the plain one, all without a causal mask: at head_dim 128 with up to 4096
+// Four grids beside the plain one, all without a causal mask: at head_dim 128 with up to 8192
 // keys, a persistent grid (one block an SM over the plain grid's blocks as units); at head_dim
 // 256, where K and V outgrow the L2, a head's query tiles go first (tiles_fastest), and pairs of
 // query tiles run as clusters of two blocks that load each K/V tile once for both by TMA
@@ -33,8 +33,10 @@
 // (docs/gpu-runs/attention-prefill-vs-cudnn-h100-h200.md). A persistent grid of our own
 // (PrefillSm90PersistentKernel: each unit restarts at stage 0, so that the wgmma descriptors stay
 // in uniform registers; Q by TMA; the page entries read a tile ahead) hides most of that, but
-// a KV tile in it takes about 3% longer, so it runs only at head_dim 128 full attention up to
-// 4096 keys (docs/gpu-runs/attention-prefill-persistent-h200.md).
+// a KV tile in it takes up to 3% longer, so it runs only at head_dim 128 full attention up to
+// 8192 keys (docs/gpu-runs/attention-prefill-persistent-h200.md). Against cuDNN's kernel, tile
+// for tile, ours spends its consumer warps' time in the softmax where cuDNN's wait on the tensor
+// cores (docs/gpu-runs/attention-prefill-stalls-h200.md).
 #include <cuda.h>  // CUtensorMap and its enums (libcuda is not linked: common/cuda_driver_entry.h)
 #include <cudaTypedefs.h>
 #include <cuda_runtime.h>
@@ -178,13 +180,15 @@ inline constexpr bool kMulticastsKv = kHeadDim == 256;
 // Where the persistent grid runs (PrefillSm90PersistentKernel): head_dim 128 without a causal
 // mask, up to kPersistentMaxKvTiles KV tiles a unit. It hides most of what a block of the plain
 // grid pays once (on the H200 about 5 us a block, under 3 a unit: launch, Q and the first K/V
-// tiles, O written out), but each KV tile takes about 3% longer, which the SASS does not explain
+// tiles, O written out), but each KV tile takes up to 3% longer, which the SASS does not explain
 // (the main loop within 1% of the plain kernel's in length). H200, q = kv, same call: 1k +3.0%,
-// 2k +2.7%, 4k +1.4%; 8k 0.5-1% slower (docs/gpu-runs/attention-prefill-persistent-h200.md).
+// 2k +2.7%, 4k +1.4%; 8k 0.5-1% slower at first, +0.3-0.5% once the V warp's tensor map was a
+// constant of its loop; 16k within the noise, so the plain grid runs from 65 KV tiles on
+// (docs/gpu-runs/attention-prefill-persistent-h200.md, attention-prefill-stalls-h200.md).
 // It keeps a second Q buffer beside the stages.
 template <int kHeadDim>
 inline constexpr bool kPersistentFor = kHeadDim == 128;
-inline constexpr int kPersistentMaxKvTiles = 32;
+inline constexpr int kPersistentMaxKvTiles = 64;
 template <int kHeadDim>
 constexpr int PersistentSharedBytes() {
   return SharedBytes<kHeadDim>() + kBlockMFor<kHeadDim> * kHeadDim * 2;
@@ -932,59 +936,68 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
     constexpr int kBoxes = kBlockN / kBoxRows;
     constexpr uint32_t kBoxBytes = kBoxRows * kSlab * sizeof(T);
     const int lane = threadIdx.x % 32;
-    const bool loads_v = threadIdx.x >= 32;
-    uint64_t* const empty = loads_v ? v_empty : k_empty;
-    uint64_t* const full = loads_v ? v_full : k_full;
-    const CUtensorMap& map = loads_v ? maps.v : maps.k;
-    T* const tiles = loads_v ? v_smem : k_smem;
-    int g = 0;  // KV tiles this warp has issued over all units
-    for (int u = blockIdx.x, i = 0; u < work.units; u += gridDim.x, ++i) {
-      const Unit unit = unit_at(u);
-      const int kv_head = unit.qo_head / p.group_size;
-      const int32_t* const pages = p.page_indices + p.page_indptr[unit.seq];
-      const int kv_end = p.kv_lens[unit.seq];
-      auto read_page = [&](int t) {
-        const int j = t * kBlockN + lane * kBoxRows;
-        return lane < kBoxes && j < kv_end ? __ldg(pages + (j >> p.log2_page_size)) : 0;
-      };
-      if (!loads_v && lane == 0) {
-        // Q of this unit into buffer i % 2, once the consumers have written unit i - 2's O out
-        // through it.
-        const int buf = i & 1;
-        if (i >= 2) MbarrierWait(SharedAddress(&q_empty[buf]), ((i >> 1) - 1) & 1);
-        const int q_row = p.q_indptr[unit.seq] + unit.q_tile_start;
-        const uint32_t barrier = SharedAddress(&q_full[buf]);
-        MbarrierArriveExpectBytes(barrier, kBlockM * kHeadDim * sizeof(T));
-        T* const q_buffer = q_smem0 + buf * kBlockM * kHeadDim;
-#pragma unroll
-        for (int slab = 0; slab < kSlabs; ++slab) {
-          TmaLoad3d(SharedAddress(q_buffer + slab * kBlockM * kSlab), q_map, slab * kSlab,
-                    unit.qo_head, q_row, barrier);
-        }
-      }
-      int next_page = read_page(0);
-      for (int t = 0; t < num_kv_tiles; ++t, ++g) {
-        const int stage = t % kStages;
-        const int j = t * kBlockN + lane * kBoxRows;
-        const int page = next_page;
-        if (t + 1 < num_kv_tiles) next_page = read_page(t + 1);
-        if (g >= kStages) MbarrierWait(SharedAddress(&empty[stage]), (g / kStages - 1) & 1);
-        const int boxes = min(kBoxes, (kv_end - t * kBlockN + kBoxRows - 1) / kBoxRows);
-        const uint32_t barrier = SharedAddress(&full[stage]);
-        if (lane == 0) {
-          MbarrierArriveExpectBytes(barrier, boxes * kSlabs * kBoxBytes);
-        }
-        __syncwarp();
-        if (lane < boxes) {
-          const int slot = PagedSlot(page, j, p.log2_page_size);
+    // One copy of the loop a warp, so that the tensor map's address is a constant of it (chosen
+    // at run time, it took three more uniform-register moves a TMA load).
+    auto issue_loads = [&](auto loads_v_constant) {
+      constexpr bool loads_v = decltype(loads_v_constant)::value;
+      uint64_t* const empty = loads_v ? v_empty : k_empty;
+      uint64_t* const full = loads_v ? v_full : k_full;
+      const CUtensorMap& map = loads_v ? maps.v : maps.k;
+      T* const tiles = loads_v ? v_smem : k_smem;
+      int g = 0;  // KV tiles this warp has issued over all units
+      for (int u = blockIdx.x, i = 0; u < work.units; u += gridDim.x, ++i) {
+        const Unit unit = unit_at(u);
+        const int kv_head = unit.qo_head / p.group_size;
+        const int32_t* const pages = p.page_indices + p.page_indptr[unit.seq];
+        const int kv_end = p.kv_lens[unit.seq];
+        auto read_page = [&](int t) {
+          const int j = t * kBlockN + lane * kBoxRows;
+          return lane < kBoxes && j < kv_end ? __ldg(pages + (j >> p.log2_page_size)) : 0;
+        };
+        if (!loads_v && lane == 0) {
+          // Q of this unit into buffer i % 2, once the consumers have written unit i - 2's O out
+          // through it.
+          const int buf = i & 1;
+          if (i >= 2) MbarrierWait(SharedAddress(&q_empty[buf]), ((i >> 1) - 1) & 1);
+          const int q_row = p.q_indptr[unit.seq] + unit.q_tile_start;
+          const uint32_t barrier = SharedAddress(&q_full[buf]);
+          MbarrierArriveExpectBytes(barrier, kBlockM * kHeadDim * sizeof(T));
+          T* const q_buffer = q_smem0 + buf * kBlockM * kHeadDim;
 #pragma unroll
           for (int slab = 0; slab < kSlabs; ++slab) {
-            TmaLoad3d(SharedAddress(tiles + stage * kTileElements +
-                                    (slab * kBlockN + lane * kBoxRows) * kSlab),
-                      map, slab * kSlab, kv_head, slot, barrier);
+            TmaLoad3d(SharedAddress(q_buffer + slab * kBlockM * kSlab), q_map, slab * kSlab,
+                      unit.qo_head, q_row, barrier);
+          }
+        }
+        int next_page = read_page(0);
+        for (int t = 0; t < num_kv_tiles; ++t, ++g) {
+          const int stage = t % kStages;
+          const int j = t * kBlockN + lane * kBoxRows;
+          const int page = next_page;
+          if (t + 1 < num_kv_tiles) next_page = read_page(t + 1);
+          if (g >= kStages) MbarrierWait(SharedAddress(&empty[stage]), (g / kStages - 1) & 1);
+          const int boxes = min(kBoxes, (kv_end - t * kBlockN + kBoxRows - 1) / kBoxRows);
+          const uint32_t barrier = SharedAddress(&full[stage]);
+          if (lane == 0) {
+            MbarrierArriveExpectBytes(barrier, boxes * kSlabs * kBoxBytes);
+          }
+          __syncwarp();
+          if (lane < boxes) {
+            const int slot = PagedSlot(page, j, p.log2_page_size);
+#pragma unroll
+            for (int slab = 0; slab < kSlabs; ++slab) {
+              TmaLoad3d(SharedAddress(tiles + stage * kTileElements +
+                                      (slab * kBlockN + lane * kBoxRows) * kSlab),
+                        map, slab * kSlab, kv_head, slot, barrier);
+            }
           }
         }
       }
+    };
+    if (threadIdx.x < 32) {
+      issue_loads(std::false_type{});
+    } else {
+      issue_loads(std::true_type{});
     }
     return;
   }
