@@ -25,19 +25,8 @@ for shape in $SHAPES; do
     name=${bench%%=*}_${shape//:/_}
     regex=PrefillSm90; command=("${bench#*=}" --quick --only=prefill --prefill-shapes="$shape")
     if [ "${bench#*=}" = torch-cudnn ]; then
-      IFS=: read -r len mask dim <<< "$shape"
-      heads=32; [ "$dim" = 256 ] && heads=16
       regex='sdpa|fprop|fmha|cudnn'
-      command=(python3 -c "
-import torch, torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
-q = torch.randn(1, $heads, $len, $dim, device='cuda', dtype=torch.bfloat16)
-k = torch.randn(1, 8, $len, $dim, device='cuda', dtype=torch.bfloat16)
-v = torch.randn_like(k)
-with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
-    for _ in range(3):
-        F.scaled_dot_product_attention(q, k, v, is_causal=('$mask' == 'causal'), enable_gqa=True)
-torch.cuda.synchronize()")
+      command=(python3 "$(dirname "$0")/torch_cudnn_prefill.py" "$shape")
     fi
     timeout 300 ncu --kernel-name "regex:$regex" --launch-skip 1 --launch-count 1 \
       --clock-control "${CLOCKS:-none}" --section WarpStateStats --section SchedulerStats \

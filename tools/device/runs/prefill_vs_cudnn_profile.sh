@@ -30,18 +30,8 @@ for shape in $SHAPES; do
   tag=${shape//:/_}
   profile ours_$tag PrefillSm90Kernel $A/bin/attention_benchmark --only=prefill --prefill-shapes=$shape
   profile cudnn_paged_$tag 'sdpa|fprop|fmha|cudnn' $A/bin/attention_benchmark --only=prefill --prefill-shapes=$shape
-  IFS=: read -r len mask dim <<< "$shape"
-  heads=32; [ "$dim" = 256 ] && heads=16
-  profile torch_cudnn_$tag 'sdpa|fprop|fmha|cudnn' python3 -c "
-import torch, torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
-q = torch.randn(1, $heads, $len, $dim, device='cuda', dtype=torch.bfloat16)
-k = torch.randn(1, 8, $len, $dim, device='cuda', dtype=torch.bfloat16)
-v = torch.randn_like(k)
-with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
-    for _ in range(3):
-        F.scaled_dot_product_attention(q, k, v, is_causal=('$mask' == 'causal'), enable_gqa=True)
-torch.cuda.synchronize()"
+  profile torch_cudnn_$tag 'sdpa|fprop|fmha|cudnn' \
+    python3 "$(dirname "$0")/torch_cudnn_prefill.py" "$shape"
 done
 python3 - "$S" <<'EOF' > $S/summary.txt  # the CSV rows among the programs' own output
 import csv, glob, os, sys
