@@ -2,7 +2,8 @@
 # One GPU: Nsight Compute over builds of the Hopper prefill at the GPU's own clocks (no clock
 # control), one launch each, with per-instruction stall samples (the SASS source page as CSV),
 # warp states, the scheduler and the memory tables: to compare two kernels instruction by
-# instruction where their times differ but their instruction counts do not.
+# instruction where their times differ but their instruction counts do not. summary.md sets the
+# kernels side by side (stall_summary.py).
 # Bundle: kernels/attention/bundle_attention_gpu.sh /tmp/attn with the builds copied into its
 # bin/, packed as .xfer2/attn.tar.xz; carry [".xfer2"].
 # BENCHES: NAME=PATH ... (builds of attention_benchmark; PATH "torch-cudnn": PyTorch's cuDNN SDPA
@@ -20,6 +21,7 @@ dram__bytes_read.sum,lts__t_sector_hit_rate.pct,lts__t_bytes.sum,\
 sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed
 ncu --version | tail -1 > $S/ncu_version.txt
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv > $S/gpu.txt
+csvs=()
 for shape in $SHAPES; do
   for bench in $BENCHES; do
     name=${bench%%=*}_${shape//:/_}
@@ -37,9 +39,12 @@ for shape in $SHAPES; do
     ncu -i $S/$name.ncu-rep --page details > $S/$name.details.txt 2>&1
     ncu -i $S/$name.ncu-rep --page raw --csv > $S/$name.raw.csv 2>&1
     ncu -i $S/$name.ncu-rep --page source --print-source sass --csv > $S/$name.sass.csv 2>&1
+    csvs+=($S/$name.sass.csv)
     grep -E "^  [A-Za-z]|Duration|SM Frequency|Warp Cycles Per Issued|Issued Ipc|No Eligible|Executed Instructions " \
       $S/$name.details.txt | grep -E "Prefill|sdpa|fprop|Duration|Frequency|Warp Cycles|Issued Ipc|No Eligible|Executed Instructions " | head -8
   done
 done
+# Side by side, in the order of SHAPES and BENCHES (the first is the others' baseline).
+python3 "$(dirname "$0")/stall_summary.py" "${csvs[@]}" > $S/summary.md 2>&1
 rm -f $S/*.ncu-rep
 tar czf $OUT/prefill_stalls.tgz -C $S .
