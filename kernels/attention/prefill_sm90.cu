@@ -714,19 +714,10 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
       MbarrierArrive(SharedAddress(&empty[t % kStages]));
     }
   };
-  // Ping-pong: the consumers take turns to issue their matrix multiplies, in order 0, 1, ...
-  // (named barrier 1 + c is consumer c's turn; the taker's 128 threads wait there for the
-  // 128 of the consumer before it), so one's softmax runs while another's multiplies use the
-  // tensor cores instead of all waiting on them at once. The last consumer lets consumer 0 go
-  // first.
-  // (With two consumers their_turn is written 2 - c, which keeps the head_dim 128 and 256
-  // kernels as they were: ptxas recomputes it where it is used rather than holding it in a
-  // register; the modulo form measured 3% slower at head_dim 128 full, in one run.)
-  const int my_turn = 1 + consumer;
-  const int their_turn =
-      kConsumerGroups == 2 ? 2 - consumer : 1 + (consumer + 1) % kConsumerGroups;
-  auto take_turn = [&]() { asm volatile("bar.sync %0, 256;\n" ::"r"(my_turn) : "memory"); };
-  auto pass_turn = [&]() { asm volatile("bar.arrive %0, 256;\n" ::"r"(their_turn) : "memory"); };
+  // Ping-pong turns (sm90::ConsumerTurns).
+  const sm90::ConsumerTurns<kConsumerGroups> turns(consumer);
+  auto take_turn = [&]() { turns.Take(); };
+  auto pass_turn = [&]() { turns.Pass(); };
   if (consumer == kConsumerGroups - 1) pass_turn();
 
   // Descriptors: Q is K-major (head_dim contiguous), K is K-major, V is N-major (its rows are
@@ -1019,10 +1010,9 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
   auto v_desc = [&](int stage, int key_step) {
     return v_desc0 + ((stage * kTileBytes + key_step * 16 * kRowBytes) >> 4);
   };
-  const int my_turn = 1 + consumer;
-  const int their_turn = 2 - consumer;
-  auto take_turn = [&]() { asm volatile("bar.sync %0, 256;\n" ::"r"(my_turn) : "memory"); };
-  auto pass_turn = [&]() { asm volatile("bar.arrive %0, 256;\n" ::"r"(their_turn) : "memory"); };
+  const sm90::ConsumerTurns<kConsumerGroups> turns(consumer);
+  auto take_turn = [&]() { turns.Take(); };
+  auto pass_turn = [&]() { turns.Pass(); };
   if (consumer == kConsumerGroups - 1) pass_turn();
 
   for (int u = blockIdx.x, i = 0; u < work.units; u += gridDim.x, ++i) {

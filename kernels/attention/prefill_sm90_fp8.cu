@@ -414,17 +414,16 @@ __global__ void __launch_bounds__(kFp8Threads, 1)
     __syncwarp();
     if (lane == 0) MbarrierArrive(SharedAddress(&empty[t % kStages]));
   };
-  // Ping-pong as in prefill_sm90.cu: named barrier 1 + c is consumer c's turn.
-  const int my_turn = 1 + consumer;
-  const int their_turn = 2 - consumer;
-  // At head_dim 64 the consumers do not take turns: a tile's multiplies there are too short
-  // to hide the other consumer's softmax, and waiting for the turn cost 13% (H200, 4k).
+  // Ping-pong turns (sm90::ConsumerTurns). At head_dim 64 the consumers do not take turns: a
+  // tile's multiplies there are too short to hide the other consumer's softmax, and waiting for
+  // the turn cost 13% (H200, 4k).
+  const sm90::ConsumerTurns<2> turns(consumer);
   constexpr bool kPingPong = kHeadDim != 64;
   auto take_turn = [&]() {
-    if constexpr (kPingPong) asm volatile("bar.sync %0, 256;\n" ::"r"(my_turn) : "memory");
+    if constexpr (kPingPong) turns.Take();
   };
   auto pass_turn = [&]() {
-    if constexpr (kPingPong) asm volatile("bar.arrive %0, 256;\n" ::"r"(their_turn) : "memory");
+    if constexpr (kPingPong) turns.Pass();
   };
   if (consumer == 1) pass_turn();
 
