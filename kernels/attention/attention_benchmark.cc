@@ -295,7 +295,8 @@ absl::Status RunFp8Prefill(const std::string& table_path, measure::L2FlushMode f
     auto time_ours = [&](const DeviceAttentionProblem& d, PrefillLaunchInfo& info) {
       return bench.Time(
           [&]() -> absl::Status {
-            ASSIGN_OR_RETURN(info, LaunchPrefill(d.problem, bench.stream()));
+            ASSIGN_OR_RETURN(info, LaunchPrefill(d.problem, bench.stream(), PrefillVariant::kAuto,
+                                                 d.PrefillScratch()));
             return absl::OkStatus();
           },
           2, kSamples);
@@ -424,7 +425,8 @@ absl::Status Run(bool quick, const std::string& only, const std::string& table_p
       ASSIGN_OR_RETURN(Timing t, bench.Time(
                                      [&]() -> absl::Status {
                                        ASSIGN_OR_RETURN(
-                                           info, LaunchPrefill(d.problem, bench.stream(), variant));
+                                           info, LaunchPrefill(d.problem, bench.stream(), variant,
+                                                               d.PrefillScratch()));
                                        return absl::OkStatus();
                                      },
                                      2, samples));

@@ -144,7 +144,8 @@ TEST_P(PrefillGpuTest, MatchesReference) {
     }
     ASSERT_OK(PoisonBuffer(d.out, stream_.get()));
     ASSERT_OK(PoisonBuffer(d.out_lse, stream_.get()));
-    ASSERT_OK_AND_ASSIGN(info, LaunchPrefill(d.problem, stream_.get(), variant));
+    ASSERT_OK_AND_ASSIGN(info,
+                         LaunchPrefill(d.problem, stream_.get(), variant, d.PrefillScratch()));
     ASSERT_OK(stream_.Synchronize());
     if (variant == PrefillVariant::kAuto) {
       EXPECT_NE(info.variant, PrefillVariant::kAuto);
@@ -172,12 +173,38 @@ TEST_P(PrefillGpuTest, MatchesReference) {
     EXPECT_EQ(info.multicast_kv, hopper && c.head_dim == 256 && !c.causal &&
                                      c.page_size % 16 == 0 && q_tiles % 2 == 0)
         << info.ToString();
-    // The persistent grid: head_dim 128, no mask, TMA pages, a uniform batch with an even
-    // number of KV tiles, more units than SMs; the cases named for it must take it.
+    // The persistent grids: head_dim 64 (up to 4096 keys) or 128 (8192, an even count of KV
+    // tiles), no mask, TMA pages, a uniform batch, more units than SMs; the cases named for
+    // them must take them, and at head_dim 64, where the last round of units would leave at
+    // least four KV tiles' time of the SMs idle, deal the last two rounds' out by KV tiles
+    // (stream-K), cutting units between blocks. The hand-over's flags must be left zero for the
+    // next launch.
     if (c.name.find("persistent") != std::string::npos) {
       EXPECT_EQ(info.persistent, hopper) << info.ToString();
+      int device = 0, sms = 0;
+      ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+      ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), cudaSuccess);
+      const int64_t units = static_cast<int64_t>(c.num_qo_heads) * c.q_lens.size() *
+                            ((c.q_lens[0] + info.block_m - 1) / info.block_m);
+      const int64_t kv_tiles = (c.kv_lens[0] + info.block_n - 1) / info.block_n;
+      const int64_t idle_blocks = units % sms == 0 ? 0 : sms - units % sms;
+      if (hopper) {
+        const bool stream_k = c.head_dim == 64 && idle_blocks * kv_tiles >= 4 * sms;
+        EXPECT_EQ(info.stream_k_units, stream_k ? units - (units / sms - 1) * sms : 0)
+            << info.ToString();
+      }
     } else if (info.persistent) {
-      EXPECT_TRUE(c.head_dim == 128 && !c.causal && c.page_size % 16 == 0) << info.ToString();
+      EXPECT_TRUE((c.head_dim == 64 || c.head_dim == 128) && !c.causal && c.page_size % 16 == 0)
+          << info.ToString();
+    }
+    if (info.stream_k_units > 0) {
+      const size_t flags = PrefillWorkspaceFlagsOffset(c.head_dim);
+      std::vector<uint32_t> ready((d.prefill_workspace.bytes() - flags) / 4);
+      ASSERT_EQ(cudaMemcpy(ready.data(), d.prefill_workspace.data_as<char>() + flags,
+                           ready.size() * 4, cudaMemcpyDeviceToHost),
+                cudaSuccess);
+      EXPECT_EQ(std::count(ready.begin(), ready.end(), 0u), static_cast<int64_t>(ready.size()))
+          << "hand-over flags left set by " << info.ToString();
     }
     ExpectMatchesReference(d, c.name + " (" + std::string(PrefillVariantName(variant)) + " -> " +
                                   info.ToString() + ")");
@@ -224,12 +251,11 @@ INSTANTIATE_TEST_SUITE_P(
         // Hopper kernel takes each head's query tiles first.
         AttentionCase{"d256_gqa2_noncausal_bf16_page16_tiles_first", 16, 8, 256, 16,
                       AttentionDtype::kBf16, false, {300, 700}, {5000, 3000}},
-        // 704 blocks of 192 rows: on 132 SMs five whole waves and 44 blocks, which the Hopper
-        // kernel runs as 44 clusters of two, each block over half the keys.
+        // 192 blocks of 192 rows over 40 KV tiles (past the persistent grid's 32 at head_dim
+        // 64): on 132 SMs one whole wave and 60 blocks, which the Hopper kernel runs as 60
+        // clusters of two, each block over half the keys.
         AttentionCase{"d64_gqa4_noncausal_bf16_page16_split_last_wave", 32, 8, 64, 16,
-                      AttentionDtype::kBf16, false, {2048, 2048}, {2048, 2048}},
-        AttentionCase{"d64_gqa4_noncausal_fp16_page32_split_last_wave", 32, 8, 64, 32,
-                      AttentionDtype::kFp16, false, {4096}, {4096}},
+                      AttentionDtype::kBf16, false, {1000}, {5000}},
         // Pairs of query tiles sharing K/V by multicast: four waves of clusters, and a ragged
         // batch whose first sequence's last tile (the third) has an empty partner that loads
         // its half of the keys and writes nothing.
@@ -237,15 +263,28 @@ INSTANTIATE_TEST_SUITE_P(
                       AttentionDtype::kFp16, false, {2048}, {2048}},
         AttentionCase{"d256_gqa4_noncausal_bf16_page32_multicast_ragged", 16, 4, 256, 32,
                       AttentionDtype::kBf16, false, {257, 512}, {1000, 512}},
-        // The persistent grid: 512 units (3-4 a block on 132 SMs) with a partial last query
-        // tile; then 288 units of ten KV tiles (each unit's stages change parity), the last
-        // tile 48 keys; then 192 units of 34 KV tiles (past 32, up to the grid's 64).
+        // The persistent grid at head_dim 128: 320 units (2-3 a block on 132 SMs) with a
+        // partial last query tile, and a last KV tile of 104 keys; then 288 units of ten KV
+        // tiles (each unit's stages change parity), the last tile 48 keys; then 192 units of 34
+        // KV tiles (past 32, up to the grid's 64); then 512 units of eight. The stream-K grid at
+        // head_dim 64 (192-row units, three stages), each case dealing its last two rounds out
+        // by KV tiles on 132 SMs: 192 units of eight KV tiles, 176 of 17 (one more than 2k
+        // tokens' 16, a count the three stages do not divide; the last 52 keys), and 704 of 32
+        // (4k tokens).
         AttentionCase{"d128_gqa4_noncausal_bf16_page16_persistent", 32, 8, 128, 16,
-                      AttentionDtype::kBf16, false, {1000, 1000}, {1000, 1000}},
+                      AttentionDtype::kBf16, false, {600, 600}, {1000, 1000}},
         AttentionCase{"d128_gqa4_noncausal_fp16_page32_persistent_chunked", 32, 8, 128, 32,
                       AttentionDtype::kFp16, false, {300, 300, 300}, {1200, 1200, 1200}},
         AttentionCase{"d128_gqa4_noncausal_bf16_page16_persistent_long", 32, 8, 128, 16,
-                      AttentionDtype::kBf16, false, {300, 300}, {4300, 4300}}),
+                      AttentionDtype::kBf16, false, {300, 300}, {4300, 4300}},
+        AttentionCase{"d128_gqa4_noncausal_fp16_page16_persistent_whole_rounds", 32, 8, 128, 16,
+                      AttentionDtype::kFp16, false, {1000, 1000}, {1000, 1000}},
+        AttentionCase{"d64_gqa4_noncausal_bf16_page16_persistent", 32, 8, 64, 16,
+                      AttentionDtype::kBf16, false, {500, 500}, {1024, 1024}},
+        AttentionCase{"d64_gqa8_noncausal_fp16_page32_persistent_chunked", 16, 2, 64, 32,
+                      AttentionDtype::kFp16, false, {2000}, {2100}},
+        AttentionCase{"d64_gqa4_noncausal_fp16_page32_persistent_4k", 32, 8, 64, 32,
+                      AttentionDtype::kFp16, false, {4096}, {4096}}),
     [](const ::testing::TestParamInfo<AttentionCase>& info) { return info.param.name; });
 // clang-format on
 

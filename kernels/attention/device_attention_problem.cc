@@ -123,6 +123,11 @@ absl::StatusOr<DeviceAttentionProblem> MakeDeviceAttentionProblem(const Attentio
   for (const DeviceBuffer* b : {&d.out, &d.out_lse, &d.ref_out, &d.ref_lse}) {
     CUDA_RETURN_IF_ERROR(cudaMemset(b->data(), 0xFF, b->bytes()));
   }
+  if (const size_t bytes = PrefillWorkspaceBytes(shape.head_dim);
+      bytes > 0 && lengths.max_q_len() > 1) {
+    ASSIGN_OR_RETURN(d.prefill_workspace, DeviceBuffer::Allocate(bytes));
+    CUDA_RETURN_IF_ERROR(cudaMemset(d.prefill_workspace.data(), 0, bytes));
+  }
   d.problem.shape = shape;
   if (shape.dtype == AttentionDtype::kFp8E4m3) {
     d.problem.shape.q_scale = InputScale(shape.dtype, q_range);

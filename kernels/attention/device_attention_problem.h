@@ -12,19 +12,26 @@
 #include "common/cuda_raii.h"
 #include "kernels/attention/attention_params.h"
 #include "kernels/attention/paged_layout.h"
+#include "kernels/attention/prefill.h"
 
 namespace gpuprof::attention {
 
 // One attention problem with its device memory: Q, the K/V caches, the index arrays, an output
-// in OutputDtype(dtype) and an fp32 output for the reference, and both LSEs.
+// in OutputDtype(dtype) and an fp32 output for the reference, both LSEs, and the prefill's
+// workspace (zeroed; where a query is longer than one token).
 struct DeviceAttentionProblem {
   AttentionProblem problem;  // buffers point at the members below; o/lse at `out`/`out_lse`
   PagedLayout layout;
   DeviceBuffer q, k_cache, v_cache, q_indptr, kv_lens, page_indptr, page_indices;
   DeviceBuffer out, out_lse, ref_out, ref_lse;
+  DeviceBuffer prefill_workspace;
 
   // The problem with o/lse pointing at the fp32 reference outputs.
   AttentionProblem ReferenceProblem() const;
+  // What LaunchPrefill takes as its workspace (empty where none was allocated).
+  PrefillWorkspace PrefillScratch() const {
+    return {.data = prefill_workspace.data(), .bytes = prefill_workspace.bytes()};
+  }
 };
 
 // Inputs uniform in [-q_range, q_range] (Q) and [-1, 1] (K, V), drawn with `seed` (beyond 4M

@@ -545,16 +545,18 @@ bool PrefillVariantRunsHere(PrefillVariant variant) {
 
 std::string PrefillLaunchInfo::ToString() const {
   return absl::StrFormat(
-      "%s block_m=%d block_n=%d warps=%d stages=%d smem=%dB blocks=%d%s%s%s%s",
+      "%s block_m=%d block_n=%d warps=%d stages=%d smem=%dB blocks=%d%s%s%s%s%s",
       PrefillVariantName(variant), block_m, block_n, warps, stages, shared_bytes, blocks,
       multicast_kv ? " kv=tma-multicast-x2" : tma_kv ? " kv=tma" : "",
       tiles_first ? " order=tiles-first" : "",
       split_tiles > 0 ? absl::StrFormat(" split_last_wave=%dx2", split_tiles) : "",
-      persistent ? " grid=persistent" : "");
+      persistent ? " grid=persistent" : "",
+      stream_k_units > 0 ? absl::StrFormat(" stream_k_units=%d", stream_k_units) : "");
 }
 
 absl::StatusOr<PrefillLaunchInfo> LaunchPrefill(const AttentionProblem& problem,
-                                                cudaStream_t stream, PrefillVariant variant) {
+                                                cudaStream_t stream, PrefillVariant variant,
+                                                const PrefillWorkspace& workspace) {
   RETURN_IF_ERROR(ValidateAttentionProblem(problem, PrefillHeadDims()));
   const AttentionShape& shape = problem.shape;
   if (problem.lengths.max_q_len() == 0) {
@@ -601,7 +603,9 @@ absl::StatusOr<PrefillLaunchInfo> LaunchPrefill(const AttentionProblem& problem,
       .v_scale = shape.v_scale,
   };
   if (fp8) return LaunchPrefillSm90Fp8(problem, params, stream);
-  if (variant == PrefillVariant::kHopperWgmma) return LaunchPrefillSm90(problem, params, stream);
+  if (variant == PrefillVariant::kHopperWgmma) {
+    return LaunchPrefillSm90(problem, params, workspace, stream);
+  }
   switch (shape.dtype) {
     case AttentionDtype::kBf16:
       return LaunchPrefillForType<__nv_bfloat16>(problem, params, variant, stream);

@@ -85,18 +85,38 @@ struct PrefillLaunchInfo {
   // tiles).
   bool multicast_kv = false;
   // One block an SM loops over the (query head, query tile, sequence) units, each unit's Q and
-  // first K/V tiles loading under the previous unit's work (the Hopper kernel at head_dim 128,
-  // no causal mask, a uniform batch).
+  // first K/V tiles loading under the previous unit's work (the Hopper kernel at head_dim 64
+  // up to 4096 keys and 128 up to 8192, no causal mask, a uniform batch).
   bool persistent = false;
+  // Of those units, how many (the last two rounds' worth, where they do not fill whole rounds)
+  // had their KV tiles dealt out evenly to the blocks, a unit cut between two at most, the
+  // partial results handed over through the workspace (stream-K; 0: none).
+  int stream_k_units = 0;
 
   std::string ToString() const;
 };
+
+// Scratch for the Hopper kernel's persistent grid at head_dim 64: where its units leave a short
+// last round, the last two rounds' units are dealt out by KV tiles, and a block whose range ends
+// inside a unit hands its partial result to the next through this. Zero it once when
+// it is allocated: every launch leaves it zeroed again. Without it (or smaller than
+// PrefillWorkspaceBytes) those rounds run whole units. One launch at a time may use it.
+struct PrefillWorkspace {
+  void* data = nullptr;
+  size_t bytes = 0;
+};
+// Bytes of the workspace for `head_dim` (0 where no kernel uses one).
+size_t PrefillWorkspaceBytes(int head_dim);
+// Where in it the hand-over's ready flags start (up to the end): every launch must leave them
+// zero, which the GPU tests check.
+size_t PrefillWorkspaceFlagsOffset(int head_dim);
 
 // Validates `problem` (buffers.o is in OutputDtype(shape.dtype): the inputs' type, bf16 for fp8
 // e4m3) and launches on `stream`. fp8 e4m3 runs in the Hopper kernel only (prefill_sm90_fp8.cu).
 absl::StatusOr<PrefillLaunchInfo> LaunchPrefill(const AttentionProblem& problem,
                                                 cudaStream_t stream,
-                                                PrefillVariant variant = PrefillVariant::kAuto);
+                                                PrefillVariant variant = PrefillVariant::kAuto,
+                                                const PrefillWorkspace& workspace = {});
 
 }  // namespace gpuprof::attention
 

@@ -16,13 +16,15 @@
 // compute P V. Shared-memory tiles are laid out as wgmma's 128-byte swizzle expects (and TMA's
 // 128-byte swizzle writes): rows of 64 elements (128 bytes), 16-byte chunk index XOR row % 8,
 // head_dim in 64-wide slabs, every tile on a 1024-byte boundary.
-// Four grids beside the plain one, all without a causal mask: at head_dim 128 with up to 8192
+// Five grids beside the plain one, all without a causal mask: at head_dim 128 with up to 8192
 // keys, a persistent grid (one block an SM over the plain grid's blocks as units); at head_dim
-// 256, where K and V outgrow the L2, a head's query tiles go first (tiles_fastest), and pairs of
-// query tiles run as clusters of two blocks that load each K/V tile once for both by TMA
-// multicast (kMulticastKv); at head_dim 64 a last wave at most half full runs as a second launch
-// in clusters of two blocks that split each tile's keys and merge through distributed shared
-// memory (whole_tiles, kSplitKv).
+// 64 with up to 4096 keys, a persistent grid that deals the units of its last two rounds out by
+// KV tiles (stream-K, PrefillSm90StreamKKernel), a unit cut between two blocks merged through
+// global memory; at head_dim 256, where K and V outgrow the L2, a head's query tiles go first
+// (tiles_fastest), and pairs of query tiles run as clusters of two blocks that load each K/V
+// tile once for both by TMA multicast (kMulticastKv); at head_dim 64 beyond 4096 keys, a last
+// wave at most half full runs as a second launch in clusters of two blocks that split each
+// tile's keys and merge through distributed shared memory (whole_tiles, kSplitKv).
 //
 // Measured (docs/benchmarks/RESULTS.md): what mattered was the producer's cost in issue slots
 // (one page-table read per row, not per chunk: +20%; TMA instead of cp.async: +7-14%), K
@@ -177,23 +179,43 @@ inline constexpr bool kTilesFirstChosen = kHeadDim == 256;
 template <int kHeadDim>
 inline constexpr bool kMulticastsKv = kHeadDim == 256;
 
-// Where the persistent grid runs (PrefillSm90PersistentKernel): head_dim 128 without a causal
-// mask, up to kPersistentMaxKvTiles KV tiles a unit. It hides most of what a block of the plain
-// grid pays once (on the H200 about 5 us a block, under 3 a unit: launch, Q and the first K/V
-// tiles, O written out), but each KV tile takes up to 3% longer, which the SASS does not explain
-// (the main loop within 1% of the plain kernel's in length). H200, q = kv, same call: 1k +3.0%,
-// 2k +2.7%, 4k +1.4%; 8k 0.5-1% slower at first, +0.3-0.5% once the V warp's tensor map was a
-// constant of its loop; 16k within the noise, so the plain grid runs from 65 KV tiles on
+// Where a persistent grid runs, without a causal mask and on a uniform batch. It hides most of
+// what a block of the plain grid pays once (on the H200 about 5 us a block, under 3 a unit:
+// launch, Q and the first K/V tiles, O written out), but each KV tile takes longer, which the
+// SASS does not explain (the main loop within 1% of the plain kernel's in length).
+// Head_dim 128 (PrefillSm90PersistentKernel, whole units): up to kPersistentMaxKvTiles KV tiles
+// a unit, a KV tile up to 3% longer. H200, q = kv, same call: 1k +3.0%, 2k +2.7%, 4k +1.4%; 8k
+// 0.5-1% slower at first, +0.3-0.5% once the V warp's tensor map was a constant of its loop;
+// 16k within the noise, so the plain grid runs from 65 KV tiles on
 // (docs/gpu-runs/attention-prefill-persistent-h200.md, attention-prefill-stalls-h200.md).
-// It keeps a second Q buffer beside the stages.
+// Head_dim 64 (PrefillSm90StreamKKernel): up to kStreamKMaxKvTiles, where its 192-row units
+// leave a short last round (2.67 rounds at 2k tokens, 5.33 at 4k); with a workspace, where at
+// least kStreamKMinIdleTiles tiles' time of the SMs would idle, the last two rounds' units are
+// dealt out by KV tiles (stream-K). H200, same call (docs/gpu-runs/attention-prefill-stream-k-
+// h200.md): 2k +1.0%, 4k +2.3% over the plain grid with its split last wave; 8k 2% slower,
+// hence the limit. The same kernel at head_dim 128 ran 1.7-2.7% slower a tile than
+// PrefillSm90PersistentKernel, its main loop the same to 7 instructions (8k: +0.5% with
+// stream-K; 2k: 2.5% slower), so head_dim 128 keeps whole units.
+// Each keeps a second Q buffer beside the stages.
 template <int kHeadDim>
 inline constexpr bool kPersistentFor = kHeadDim == 128;
 inline constexpr int kPersistentMaxKvTiles = 64;
 template <int kHeadDim>
+inline constexpr bool kStreamKFor = kHeadDim == 64;
+inline constexpr int kStreamKMaxKvTiles = 32;
+// Stream-K pays where the last round of whole units would leave at least this many KV tiles'
+// time of the SMs idle (idle blocks x tiles a unit / SMs): it costs each block about one more
+// piece of work. H200, in the stream-K kernel: head_dim 128 at 2k, 1.9 tiles idle, 2% slower
+// with it; 4k, 7.8 tiles, 1.7% faster; head_dim 64 at 2k, 5.3 tiles, 4.8% faster.
+inline constexpr int kStreamKMinIdleTiles = 4;
+template <int kHeadDim>
 constexpr int PersistentSharedBytes() {
   return SharedBytes<kHeadDim>() + kBlockMFor<kHeadDim> * kHeadDim * 2;
 }
-static_assert(PersistentSharedBytes<128>() <= kMaxSharedBytes);
+static_assert(PersistentSharedBytes<64>() <= kMaxSharedBytes &&
+              PersistentSharedBytes<128>() <= kMaxSharedBytes);
+// The most blocks (SMs) the stream-K workspace has slots for: H100 and H200 have 132.
+inline constexpr int kMaxPersistentBlocks = 160;
 
 // Element offset of 16-byte chunk `chunk` of row `row` in a tile of `rows` rows.
 __device__ __forceinline__ int SlabOffset(int rows, int row, int chunk) {
@@ -214,6 +236,35 @@ __device__ __forceinline__ void ZeroVRowsFrom(T* tile, int first_unused, int own
   }
   FenceProxyAsync();
   asm volatile("bar.sync %0, 128;\n" ::"r"(own_barrier) : "memory");
+}
+
+// Merges another block's partial result for the same rows over other keys into this thread's:
+// both weighed by 2^(their row max - the larger). `theirs` is (row max 0, row max 1, row sum 0,
+// row sum 1) as this thread's partner held them; load(i) returns their O elements i .. i + 3.
+template <int kHeadDim, class LoadO>
+__device__ __forceinline__ void MergePartial(float (&o)[kHeadDim / 2], float (&row_max)[2],
+                                             float (&row_sum)[2], const float4 theirs_stats,
+                                             LoadO load) {
+  const float their_max[2] = {theirs_stats.x, theirs_stats.y};
+  const float their_sum[2] = {theirs_stats.z, theirs_stats.w};
+  float mine[2], theirs[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const float merged = fmaxf(row_max[r], their_max[r]);
+    mine[r] = device::FastExp2(row_max[r] - merged);
+    theirs[r] = device::FastExp2(their_max[r] - merged);
+    row_max[r] = merged;
+    row_sum[r] = row_sum[r] * mine[r] + their_sum[r] * theirs[r];
+  }
+#pragma unroll
+  for (int i = 0; i < kHeadDim / 2; i += 4) {
+    const float4 v = load(i);
+    // o[4c + 2r + e]: elements i, i + 1 are row 0's, i + 2, i + 3 row 1's.
+    o[i] = o[i] * mine[0] + v.x * theirs[0];
+    o[i + 1] = o[i + 1] * mine[0] + v.y * theirs[0];
+    o[i + 2] = o[i + 2] * mine[1] + v.z * theirs[1];
+    o[i + 3] = o[i + 3] * mine[1] + v.w * theirs[1];
+  }
 }
 
 // P as wgmma A fragments: key step k covers the accumulators of n8 chunks 2k and 2k + 1.
@@ -815,26 +866,8 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
     }
     MbarrierWait<true>(SharedAddress(&merge_full), 0);
     const uint32_t remote = MapShared(SharedAddress(slot), 1);
-    const float4 stats = LoadSharedCluster(remote + kHeadDim / 2 * 4);
-    const float their_max[2] = {stats.x, stats.y}, their_sum[2] = {stats.z, stats.w};
-    float mine[2], theirs[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const float merged = fmaxf(row_max[r], their_max[r]);
-      mine[r] = device::FastExp2(row_max[r] - merged);
-      theirs[r] = device::FastExp2(their_max[r] - merged);
-      row_max[r] = merged;
-      row_sum[r] = row_sum[r] * mine[r] + their_sum[r] * theirs[r];
-    }
-#pragma unroll
-    for (int i = 0; i < kHeadDim / 2; i += 4) {
-      const float4 v = LoadSharedCluster(remote + i * 4);
-      // o[4c + 2r + e]: elements i, i + 1 are row 0's, i + 2, i + 3 row 1's.
-      o[i] = o[i] * mine[0] + v.x * theirs[0];
-      o[i + 1] = o[i + 1] * mine[0] + v.y * theirs[0];
-      o[i + 2] = o[i + 2] * mine[1] + v.z * theirs[1];
-      o[i + 3] = o[i + 3] * mine[1] + v.w * theirs[1];
-    }
+    MergePartial<kHeadDim>(o, row_max, row_sum, LoadSharedCluster(remote + kHeadDim / 2 * 4),
+                           [&](int i) { return LoadSharedCluster(remote + i * 4); });
     MbarrierArriveRemote(MapShared(SharedAddress(&merge_done), 1));
   }
 
@@ -1105,6 +1138,430 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
 #endif
 }
 
+// The stream-K persistent grid (head_dim 64 without a causal mask, a uniform batch): one block
+// an SM. A unit is the plain grid's block (query head fastest, then query tile, then sequence). The
+// units [0, whole_units) run whole, block b taking b, b + gridDim.x, ...; the KV tiles of the
+// rest (the last two rounds' units, fewer than two a block) are dealt out in even contiguous
+// ranges, block b the b-th (stream-K), so that no SM idles through a short last round. A range
+// is at least a unit long: a unit is cut between two blocks at most, b - 1 holding its first
+// tiles and b its last. Each block walks its range from the top down, so the first tiles of a
+// cut unit are block b - 1's first work there and its last tiles block b's last: b - 1 hands
+// its partial O, row maxima and sums over through the workspace as soon as it has them, and b
+// takes them over at its end (a block waits only on a block launched before it, for work that
+// block did first). What a block of the plain grid pays once runs under the previous unit's work: the K
+// warp loads each unit's Q by TMA as it starts the unit's K tiles, and the stages run on from
+// unit to unit. Each piece of work starts at stage 0 and takes Q buffer i % 2 (i: the block's
+// count of pieces), counters of loops that start at 0, so that ptxas keeps the wgmma descriptors
+// in uniform registers; each stage's barrier phases are counted apart (a piece's tile count need
+// not be a multiple of the stages).
+
+struct StreamKUnits {
+  int units;         // query heads x query tiles x sequences
+  int q_tiles;       // per sequence
+  int num_kv_tiles;  // per unit
+  int kv_len;        // every sequence's (a uniform batch): the last tile's keys follow
+  int whole_units;   // a multiple of gridDim.x, or units
+  // The stream-K hand-over (null when whole_units == units): block b's partial in slot b,
+  // [kHeadDim / 8 + 1][consumer threads] float4s (O, then the row maxima and sums), and
+  // ready[b][consumer warp], 1 once that warp's part is written, set back to 0 by its reader.
+  float4* partials;
+  uint32_t* ready;
+};
+
+// A block's share of the work, worked out once by its first thread (into shared memory): the
+// pieces follow from it with adds, multiplies and comparisons only (with the divisions in every
+// piece, the head_dim 64 consumers, at 160 registers, spilled).
+struct PersistentBlockShare {
+  int whole_pieces;  // units b, b + gridDim.x, ... below whole_units
+  int low, high;     // its stream-K tiles [low, high), numbered from unit whole_units's first
+  int top_unit;      // the unit (from whole_units) of tile high - 1
+
+  __device__ __forceinline__ static PersistentBlockShare Of(const StreamKUnits& work) {
+    const int blocks = gridDim.x, block = blockIdx.x;
+    // Fewer than two rounds of units of at most kStreamKMaxKvTiles: the products fit 32 bits.
+    const int tiles = (work.units - work.whole_units) * work.num_kv_tiles;
+    PersistentBlockShare share;
+    share.whole_pieces =
+        block < work.whole_units ? (work.whole_units - block + blocks - 1) / blocks : 0;
+    share.low = tiles * block / blocks;
+    share.high = tiles * (block + 1) / blocks;
+    share.top_unit = share.high > share.low ? (share.high - 1) / work.num_kv_tiles : 0;
+    return share;
+  }
+};
+
+// Float4s a consumer thread hands over: its O, then (row max 0, row max 1, row sum 0, row sum 1).
+template <int kHeadDim>
+inline constexpr int kHandOverVectors = kHeadDim / 8 + 1;
+
+// A stretch of one unit's KV tiles [t_begin, t_end) that a block runs.
+struct PersistentPiece {
+  int unit, t_begin, t_end;
+  bool hands_over;  // the unit's last tiles are the next block's: hand the partial over
+  bool takes_over;  // the unit's first tiles were the previous block's: merge its partial
+};
+
+// A value hidden from the compiler, so that what is worked out from it is worked out again where
+// it is used rather than kept in registers from an earlier use (or hoisted out of a loop).
+__device__ __forceinline__ int Opaque(int value) {
+  int copy;
+  asm volatile("mov.b32 %0, %1;\n" : "=r"(copy) : "r"(value));
+  return copy;
+}
+
+// After a piece of `tiles` tiles from stage 0: flips bit s of `phase` where stage s was filled an
+// odd number of times, and sets bit s of `used` where it was filled at all.
+template <int kStages>
+__device__ __forceinline__ void CountStageUses(int tiles, uint32_t& phase, uint32_t& used) {
+#pragma unroll
+  for (int s = 0; s < kStages; ++s) {
+    const int uses = tiles > s ? (tiles - 1 - s) / kStages + 1 : 0;
+    phase ^= static_cast<uint32_t>(uses & 1) << s;
+    used |= static_cast<uint32_t>(uses > 0) << s;
+  }
+}
+
+__device__ __forceinline__ uint32_t LoadAcquireGpu(const uint32_t* address) {
+  uint32_t value;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(value) : "l"(address) : "memory");
+  return value;
+}
+__device__ __forceinline__ void StoreReleaseGpu(uint32_t* address, uint32_t value) {
+  asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(address), "r"(value) : "memory");
+}
+
+// Piece i of this block's work (false past the last): its whole units, then its stream-K range
+// from the top down. A function of i alone, so that the consumers, which have no register to
+// spare, keep no walk between pieces and work it out again where they need it.
+__device__ __forceinline__ bool PieceAt(const StreamKUnits& work,
+                                        const PersistentBlockShare& share, int i,
+                                        PersistentPiece& piece) {
+  // The share is read through warp reductions, whose results land in uniform registers (a
+  // shared-memory load's would take ordinary ones, which the consumers have none to spare).
+  const int whole_pieces = __reduce_max_sync(0xffffffffu, share.whole_pieces);
+  const int low = __reduce_max_sync(0xffffffffu, share.low);
+  const int high = __reduce_max_sync(0xffffffffu, share.high);
+  const int tpu = work.num_kv_tiles;
+  if (i < whole_pieces) {
+    piece = {static_cast<int>(blockIdx.x + i * gridDim.x), 0, tpu, false, false};
+    return true;
+  }
+  const int unit = __reduce_max_sync(0xffffffffu, share.top_unit) - (i - whole_pieces);
+  const int unit_first = unit * tpu;
+  if (high <= low || unit_first + tpu <= low) return false;
+  const int t_begin = max(low, unit_first) - unit_first;
+  const int t_end = min(high, unit_first + tpu) - unit_first;
+  const bool hands_over = t_end < tpu, takes_over = t_begin > 0;
+  piece = {work.whole_units + unit, t_begin, t_end, hands_over, takes_over};
+  return true;
+}
+
+template <typename T, int kHeadDim>
+__global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
+    PrefillSm90StreamKKernel(const __grid_constant__ PrefillKernelParams p,
+                                const __grid_constant__ KvTensorMaps maps,
+                                const __grid_constant__ CUtensorMap q_map,
+                                const __grid_constant__ StreamKUnits work) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  static_assert(kStreamKFor<kHeadDim>, "the stream-K grid is built for head_dim 64");
+  constexpr int kBlockM = kBlockMFor<kHeadDim>;
+  constexpr int kConsumerGroups = kConsumerGroupsFor<kHeadDim>;
+  constexpr int kConsumerWarps = kConsumerGroups * 4;
+  constexpr int kConsumerThreads = kConsumerGroups * 128;
+  constexpr int kOwnBarrier0 = 1 + kConsumerGroups;
+  constexpr int kBlockN = kBlockNFor<kHeadDim>;
+  constexpr int kStages = kStagesFor<kHeadDim>;
+  constexpr bool kReleaseKApart = kReleaseKApartFor<kHeadDim>;
+  constexpr int kTileElements = kBlockN * kHeadDim;
+  constexpr uint32_t kRowBytes = kSlab * 2;
+  constexpr uint32_t kGroupBytes = 8 * kRowBytes;
+  constexpr int kSlabs = kHeadDim / kSlab;
+
+  extern __shared__ uint8_t shared_raw[];
+  __shared__ uint64_t q_full[2], q_empty[2];
+  __shared__ uint64_t k_full[kStages], v_full[kStages], k_empty[kStages], v_empty[kStages];
+  __shared__ PersistentBlockShare share_smem;
+  const PersistentBlockShare* const share = &share_smem;
+  const uint32_t raw_address = SharedAddress(shared_raw);
+  T* q_smem0 = reinterpret_cast<T*>(
+      shared_raw + (((raw_address + kSwizzleAlign - 1) & ~(kSwizzleAlign - 1)) - raw_address));
+  T* k_smem = q_smem0 + 2 * kBlockM * kHeadDim;  // [stages][slabs][kBlockN][64]
+  T* v_smem = k_smem + kStages * kTileElements;
+
+  struct Unit {
+    int qo_head, seq, q_tile_start;
+  };
+  auto unit_at = [&](int u) {
+    const int heads_tiles = p.num_qo_heads * work.q_tiles;
+    return Unit{u % p.num_qo_heads, u / heads_tiles, (u / p.num_qo_heads) % work.q_tiles * kBlockM};
+  };
+
+  if (threadIdx.x == 0) {
+    PrefetchTensorMap(maps.k);
+    PrefetchTensorMap(maps.v);
+    PrefetchTensorMap(q_map);
+    share_smem = PersistentBlockShare::Of(work);
+#pragma unroll
+    for (int b = 0; b < 2; ++b) {
+      MbarrierInit(SharedAddress(&q_full[b]), 1);
+      MbarrierInit(SharedAddress(&q_empty[b]), kConsumerWarps);
+    }
+#pragma unroll
+    for (int stage = 0; stage < kStages; ++stage) {
+      MbarrierInit(SharedAddress(&k_full[stage]), 1);
+      MbarrierInit(SharedAddress(&v_full[stage]), 1);
+      MbarrierInit(SharedAddress(&k_empty[stage]), kConsumerWarps);
+      MbarrierInit(SharedAddress(&v_empty[stage]), kConsumerWarps);
+    }
+  }
+  __syncthreads();
+  const int warp_group = threadIdx.x / 128;
+
+  if (warp_group == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegistersFor<kHeadDim>));
+    // Warp 0 loads Q and K, warp 1 V; lane b issues box b of each tile. Where K is not released
+    // apart from V, both wait for the whole stage to be free (v_empty).
+    if (threadIdx.x >= 64) return;
+    constexpr int kBoxes = kBlockN / kBoxRows;
+    constexpr uint32_t kBoxBytes = kBoxRows * kSlab * sizeof(T);
+    const int lane = threadIdx.x % 32;
+    // One copy of the loop a warp, so that the tensor map's address is a constant of it (chosen
+    // at run time, it took three more uniform-register moves a TMA load).
+    auto issue_loads = [&](auto loads_v_constant) {
+      constexpr bool loads_v = decltype(loads_v_constant)::value;
+      uint64_t* const empty = loads_v || !kReleaseKApart ? v_empty : k_empty;
+      uint64_t* const full = loads_v ? v_full : k_full;
+      const CUtensorMap& map = loads_v ? maps.v : maps.k;
+      T* const tiles = loads_v ? v_smem : k_smem;
+      uint32_t phase = 0, used = 0;  // per stage: fills so far odd; filled at all
+      PersistentPiece piece;
+      for (int i = 0; PieceAt(work, *share, i, piece); ++i) {
+        const Unit unit = unit_at(piece.unit);
+        const int kv_head = unit.qo_head / p.group_size;
+        const int32_t* const pages = p.page_indices + p.page_indptr[unit.seq];
+        const int kv_end = p.kv_lens[unit.seq];
+        auto read_page = [&](int t) {
+          const int j = t * kBlockN + lane * kBoxRows;
+          return lane < kBoxes && j < kv_end ? __ldg(pages + (j >> p.log2_page_size)) : 0;
+        };
+        if (!loads_v && lane == 0) {
+          // Q of this piece into buffer i % 2, once the consumers are done with piece i - 2's.
+          const int buf = i & 1;
+          if (i >= 2) MbarrierWait(SharedAddress(&q_empty[buf]), ((i >> 1) - 1) & 1);
+          const int q_row = p.q_indptr[unit.seq] + unit.q_tile_start;
+          const uint32_t barrier = SharedAddress(&q_full[buf]);
+          MbarrierArriveExpectBytes(barrier, kBlockM * kHeadDim * sizeof(T));
+          T* const q_buffer = q_smem0 + buf * kBlockM * kHeadDim;
+#pragma unroll
+          for (int slab = 0; slab < kSlabs; ++slab) {
+            TmaLoad3d(SharedAddress(q_buffer + slab * kBlockM * kSlab), q_map, slab * kSlab,
+                      unit.qo_head, q_row, barrier);
+          }
+        }
+        const int tiles_here = piece.t_end - piece.t_begin;
+        int next_page = read_page(piece.t_begin);
+        for (int r = 0; r < tiles_here; ++r) {
+          const int stage = r % kStages;
+          const int t = piece.t_begin + r;
+          const int j = t * kBlockN + lane * kBoxRows;
+          const int page = next_page;
+          if (r + 1 < tiles_here) next_page = read_page(t + 1);
+          if (((used >> stage) & 1) || r >= kStages) {
+            // Fill n of the stage waits for the consumers' release of fill n - 1.
+            MbarrierWait(SharedAddress(&empty[stage]), ((phase >> stage) ^ (r / kStages) ^ 1) & 1);
+          }
+          const int boxes = min(kBoxes, (kv_end - t * kBlockN + kBoxRows - 1) / kBoxRows);
+          const uint32_t barrier = SharedAddress(&full[stage]);
+          if (lane == 0) {
+            MbarrierArriveExpectBytes(barrier, boxes * kSlabs * kBoxBytes);
+          }
+          __syncwarp();
+          if (lane < boxes) {
+            const int slot = PagedSlot(page, j, p.log2_page_size);
+#pragma unroll
+            for (int slab = 0; slab < kSlabs; ++slab) {
+              TmaLoad3d(SharedAddress(tiles + stage * kTileElements +
+                                      (slab * kBlockN + lane * kBoxRows) * kSlab),
+                        map, slab * kSlab, kv_head, slot, barrier);
+            }
+          }
+        }
+        CountStageUses<kStages>(tiles_here, phase, used);
+      }
+    };
+    if (threadIdx.x < 32) {
+      issue_loads(std::false_type{});
+    } else {
+      issue_loads(std::true_type{});
+    }
+    return;
+  }
+
+  // The consumers: the plain kernel's, once a piece; the turns run on from piece to piece, and
+  // the last tile's V is released too (the producer's next piece refills its stage).
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegistersFor<kHeadDim>));
+  const int consumer = warp_group - 1;
+  const int warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
+  const int group = lane >> 2, quad_lane = lane & 3;
+  const int warp_row0 = consumer * 64 + warp * 16;
+  constexpr uint32_t kTileBytes = kTileElements * sizeof(T);
+  const uint64_t k_desc0 = Descriptor(SharedAddress(k_smem), kRowBytes, kGroupBytes);
+  const uint64_t v_desc0 = Descriptor(SharedAddress(v_smem), kBlockN * kRowBytes, kGroupBytes);
+  auto k_desc = [&](int stage, int k_step) {
+    return k_desc0 +
+           ((stage * kTileBytes + (k_step / 4) * kBlockN * kRowBytes + (k_step % 4) * 32) >> 4);
+  };
+  auto v_desc = [&](int stage, int key_step) {
+    return v_desc0 + ((stage * kTileBytes + key_step * 16 * kRowBytes) >> 4);
+  };
+  const sm90::ConsumerTurns<kConsumerGroups> turns(consumer);
+  auto take_turn = [&]() { turns.Take(); };
+  auto pass_turn = [&]() { turns.Pass(); };
+  if (consumer == kConsumerGroups - 1) pass_turn();
+
+  // Q stays in shared memory, as in the plain kernel with three consumers.
+  uint32_t phase = 0;  // per stage, as the producer counts it
+  PersistentPiece piece;
+  for (int i = 0; PieceAt(work, *share, i, piece); ++i) {
+    const int buf = i & 1;
+    T* const q_smem = q_smem0 + buf * kBlockM * kHeadDim;
+    const int tiles_here = piece.t_end - piece.t_begin;
+    // Only the unit's last tile may hold keys past kv_len; the loop keeps no tile index beyond
+    // its own count (the consumers have no register to spare), so that tile is named by where
+    // the piece ends, its first key from work.num_kv_tiles, and the keys of the piece's last
+    // tile are one number.
+    const int last_kv0 = (work.num_kv_tiles - 1) * kBlockN;
+    const int last_tile_keys = piece.hands_over ? kBlockN : work.kv_len - last_kv0;
+    auto is_ragged_last = [&](int r) { return r == tiles_here - 1 && last_tile_keys < kBlockN; };
+    // Tile r of this piece (the unit's t_begin + r) is fill (uses of stage r % kStages before
+    // this piece) + r / kStages of its stage.
+    auto parity = [&](int r) { return ((phase >> (r % kStages)) ^ (r / kStages)) & 1; };
+    auto release = [&](uint64_t* empty, int r) {
+      __syncwarp();
+      if (lane == 0) MbarrierArrive(SharedAddress(&empty[r % kStages]));
+    };
+    auto wait_k = [&](int r) { MbarrierWait(SharedAddress(&k_full[r % kStages]), parity(r)); };
+    auto wait_v = [&](int r) {
+      MbarrierWait(SharedAddress(&v_full[r % kStages]), parity(r));
+      if (is_ragged_last(r)) {
+        ZeroVRowsFrom<kBlockN, kHeadDim>(v_smem + (r % kStages) * kTileElements, last_tile_keys,
+                                         kOwnBarrier0 + consumer);
+      }
+    };
+
+    float s[kBlockN / 2];
+    float o[kHeadDim / 2];
+    uint32_t pa[kBlockN / 16][4];
+#pragma unroll
+    for (int e = 0; e < kBlockN / 2; ++e) s[e] = 0.0f;
+#pragma unroll
+    for (int e = 0; e < kHeadDim / 2; ++e) o[e] = 0.0f;
+    float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
+    MbarrierWait(SharedAddress(&q_full[buf]), (i >> 1) & 1);
+    const uint64_t q_desc0 =
+        Descriptor(SharedAddress(q_smem) + consumer * 64 * kRowBytes, kRowBytes, kGroupBytes);
+    auto issue_qk = [&](int stage) {
+#pragma unroll
+      for (int k_step = 0; k_step < kHeadDim / 16; ++k_step) {
+        const uint64_t q_desc =
+            q_desc0 + (((k_step / 4) * kBlockM * kRowBytes + (k_step % 4) * 32) >> 4);
+        WgmmaFromShared<T, kBlockN>(s, q_desc, k_desc(stage, k_step), k_step > 0);
+      }
+    };
+    auto issue_pv = [&](int stage) {
+#pragma unroll
+      for (int key_step = 0; key_step < kBlockN / 16; ++key_step) {
+        WgmmaFromRegisters<T, kHeadDim>(o, pa[key_step], v_desc(stage, key_step));
+      }
+    };
+    // The other tiles' softmax is straight-line code, which ptxas schedules across the two
+    // rows (a branch around the masking kept it from that). Without a causal mask the place
+    // matters only for the masked tile.
+    auto softmax = [&](int r, float(&correction)[2]) {
+      const sm90::SoftmaxTilePlace place{.kv0 = 0, .kv_len = last_tile_keys, .qpos0 = 0,
+                                         .warp_first_pos = 0, .quad_lane = quad_lane};
+      if (is_ragged_last(r)) {
+        sm90::SoftmaxTile<kBlockN, false>(s, row_max, row_sum, correction, place, p.scale_log2);
+      } else {
+        sm90::SoftmaxTile<kBlockN, false, false>(s, row_max, row_sum, correction, place,
+                                                 p.scale_log2);
+      }
+    };
+
+    sm90::RunKvTiles<kStages, kReleaseKApart>(
+        tiles_here, o, s,
+        sm90::KvTileSteps{wait_k, wait_v, [&](int r) { release(k_empty, r); },
+                          [&](int r) { release(v_empty, r); }, take_turn, pass_turn, issue_qk,
+                          issue_pv, softmax, [&]() { PackP<T, kBlockN>(s, pa); }});
+    WgmmaWait<0>();
+    PinRegisters(o);
+    release(v_empty, tiles_here - 1);
+    uint32_t used_unread = 0;
+    CountStageUses<kStages>(tiles_here, phase, used_unread);
+
+    constexpr int kVectors = kHandOverVectors<kHeadDim>;
+    // Worked out again here rather than held in registers across every tile: from i through a
+    // warp reduction, which the compiler does not see through and ptxas knows to be
+    // warp-uniform.
+    PieceAt(work, *share, __reduce_max_sync(0xffffffffu, i), piece);
+    const Unit unit = unit_at(piece.unit);
+    if (piece.hands_over || piece.takes_over) {
+      // A cut unit: its first tiles' block (this one, or blockIdx.x - 1 for the unit's last
+      // tiles, whose block finishes it) hands over O unnormalised with its row maxima and sums
+      // in its slot, each warp's part flagged once written.
+      const int consumer_thread = Opaque(threadIdx.x) - kProducerThreads;
+      const int slot_block = blockIdx.x - (piece.hands_over ? 0 : 1);
+      float4* const slot =
+          work.partials + static_cast<int64_t>(slot_block) * kVectors * kConsumerThreads +
+          consumer_thread;
+      uint32_t* const ready = work.ready + slot_block * kConsumerWarps + consumer_thread / 32;
+      if (piece.hands_over) {
+#pragma unroll
+        for (int v = 0; v < kVectors - 1; ++v) {
+          __stcg(slot + v * kConsumerThreads,
+                 float4{o[4 * v], o[4 * v + 1], o[4 * v + 2], o[4 * v + 3]});
+        }
+        __stcg(slot + (kVectors - 1) * kConsumerThreads,
+               float4{row_max[0], row_max[1], row_sum[0], row_sum[1]});
+        __threadfence();
+        __syncwarp();
+        if (lane == 0) StoreReleaseGpu(ready, 1);
+      } else {
+        // The unit's first tiles were block blockIdx.x - 1's first work: its partial is there
+        // or nearly so. Every lane reads the flag (one request for the warp), so the loop is
+        // the warp's as a whole.
+        while (!__all_sync(0xffffffffu, LoadAcquireGpu(ready) != 0)) {
+        }
+        MergePartial<kHeadDim>(o, row_max, row_sum,
+                               __ldcg(slot + (kVectors - 1) * kConsumerThreads),
+                               [&](int e) { return __ldcg(slot + (e / 4) * kConsumerThreads); });
+        __syncwarp();
+        if (lane == 0) *ready = 0;  // for the next launch (or graph replay)
+      }
+    }
+    // Run by every piece, a handing-over one with no rows to write: around the named barrier
+    // inside, a branch on the piece cost the next piece's wgmma descriptors their uniform
+    // registers (73 R2UR in the kernel instead of 32).
+    const int q_start = p.q_indptr[unit.seq];
+    const int q_len = piece.hands_over ? 0 : p.q_indptr[unit.seq + 1] - q_start;
+    WriteOutputRows<T, kHeadDim, kBlockM>(
+        o, row_max, row_sum, q_smem,
+        {.consumer = consumer, .warp_row0 = warp_row0, .group = group, .quad_lane = quad_lane,
+         .q_tile_start = unit.q_tile_start, .q_len = q_len, .q_start = q_start,
+         .qo_head = unit.qo_head, .o = p.o, .lse = p.lse, .num_qo_heads = p.num_qo_heads},
+        kOwnBarrier0 + consumer);
+    // The buffer's reads (generic proxy) are done before the K warp's TMA (async proxy) writes
+    // the next Q there.
+    FenceProxyAsync();
+    __syncwarp();
+    if (lane == 0) MbarrierArrive(SharedAddress(&q_empty[buf]));
+  }
+  if (consumer == 0) take_turn();
+#else
+  __trap();
+#endif
+}
+
 // A tensor map over one KV cache, (head_dim, KV head, slot), for boxes of 64 x 1 x kBoxRows. False
 // where TMA cannot read it (no driver entry point, an address or stride the TMA unit refuses):
 // the launcher then takes the cp.async kernel.
@@ -1201,6 +1658,38 @@ absl::Status LaunchKernel(const dim3& grid, const PrefillKernelParams& params,
   return absl::OkStatus();
 }
 
+// The stream-K hand-over's workspace: a slot of partial results a block (HandOverSlotBytes), then
+// a ready flag a consumer warp of each block.
+template <int kHeadDim>
+constexpr size_t HandOverSlotBytes() {
+  return size_t{16} * kHandOverVectors<kHeadDim> * kConsumerThreadsFor<kHeadDim>;
+}
+template <int kHeadDim>
+constexpr size_t HandOverWorkspaceBytes() {
+  return kMaxPersistentBlocks *
+         (HandOverSlotBytes<kHeadDim>() + 4 * 4 * kConsumerGroupsFor<kHeadDim>);
+}
+
+// The persistent grid's work: its last two rounds of units dealt out by KV tiles where the units
+// do not fill whole rounds and `workspace` holds the hand-over, else whole units throughout.
+template <int kHeadDim>
+StreamKUnits PlanStreamKUnits(int blocks, int units, int q_tiles, int kv_len,
+                                    const PrefillWorkspace& workspace) {
+  const int kv_tiles = (kv_len + kBlockNFor<kHeadDim> - 1) / kBlockNFor<kHeadDim>;
+  StreamKUnits work{.units = units, .q_tiles = q_tiles, .num_kv_tiles = kv_tiles,
+                       .kv_len = kv_len, .whole_units = units, .partials = nullptr,
+                       .ready = nullptr};
+  const int idle_blocks = units % blocks == 0 ? 0 : blocks - units % blocks;
+  if (workspace.data != nullptr && workspace.bytes >= HandOverWorkspaceBytes<kHeadDim>() &&
+      idle_blocks * kv_tiles >= kStreamKMinIdleTiles * blocks) {
+    work.whole_units = (units / blocks - 1) * blocks;
+    work.partials = static_cast<float4*>(workspace.data);
+    work.ready = reinterpret_cast<uint32_t*>(static_cast<char*>(workspace.data) +
+                                             kMaxPersistentBlocks * HandOverSlotBytes<kHeadDim>());
+  }
+  return work;
+}
+
 // The persistent grid: `blocks` blocks (one an SM) over `work`'s units.
 template <typename T, int kHeadDim>
 absl::Status LaunchPersistentKernel(int blocks, const PrefillKernelParams& params,
@@ -1208,6 +1697,20 @@ absl::Status LaunchPersistentKernel(int blocks, const PrefillKernelParams& param
                                     const PersistentUnits& work, cudaStream_t stream) {
   constexpr int kShared = PersistentSharedBytes<kHeadDim>();
   auto* kernel = PrefillSm90PersistentKernel<T, kHeadDim>;
+  CUDA_RETURN_IF_ERROR(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared));
+  kernel<<<blocks, kThreadsFor<kHeadDim>, kShared, stream>>>(params, maps, q_map, work);
+  CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  return absl::OkStatus();
+}
+
+// The stream-K grid: `blocks` blocks (one an SM) over `work`'s pieces.
+template <typename T, int kHeadDim>
+absl::Status LaunchStreamKKernel(int blocks, const PrefillKernelParams& params,
+                                 const KvTensorMaps& maps, const CUtensorMap& q_map,
+                                 const StreamKUnits& work, cudaStream_t stream) {
+  constexpr int kShared = PersistentSharedBytes<kHeadDim>();
+  auto* kernel = PrefillSm90StreamKKernel<T, kHeadDim>;
   CUDA_RETURN_IF_ERROR(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared));
   kernel<<<blocks, kThreadsFor<kHeadDim>, kShared, stream>>>(params, maps, q_map, work);
@@ -1261,24 +1764,28 @@ absl::Status LaunchSplitTiles(const PrefillKernelParams& params, const KvTensorM
   return absl::OkStatus();
 }
 
-// The persistent grid's blocks, one an SM (0: the plain grid runs): head_dim 128 by TMA without a
-// causal mask, a uniform batch whose KV tiles a unit fill the stages evenly and are at most
-// kPersistentMaxKvTiles, more units than SMs, and Q readable by TMA.
+// A persistent grid's blocks, one an SM (0: the plain grid runs): by TMA without a causal mask,
+// a uniform batch, more units than SMs, and Q readable by TMA; at head_dim 128 (whole units) KV
+// tiles that fill the stages evenly, at most kPersistentMaxKvTiles, and at head_dim 64 (stream-K)
+// at most kStreamKMaxKvTiles.
 template <typename T, int kHeadDim>
 absl::StatusOr<int> PersistentBlocks(const AttentionProblem& problem,
                                      const PrefillKernelParams& params, int64_t units,
                                      int& kv_tiles, CUtensorMap& q_map) {
-  if constexpr (!kPersistentFor<kHeadDim>) {
+  if constexpr (!kPersistentFor<kHeadDim> && !kStreamKFor<kHeadDim>) {
     return 0;
   } else {
     const SequenceLengths& lengths = problem.lengths;
     kv_tiles = (lengths.max_kv_len() + kBlockNFor<kHeadDim> - 1) / kBlockNFor<kHeadDim>;
-    if (problem.shape.causal || !UniformLengths(lengths) ||
-        kv_tiles % kStagesFor<kHeadDim> != 0 || kv_tiles > kPersistentMaxKvTiles) {
+    const bool tiles_fit = kStreamKFor<kHeadDim> ? kv_tiles <= kStreamKMaxKvTiles
+                                                 : kv_tiles % kStagesFor<kHeadDim> == 0 &&
+                                                       kv_tiles <= kPersistentMaxKvTiles;
+    if (problem.shape.causal || !UniformLengths(lengths) || !tiles_fit) return 0;
+    ASSIGN_OR_RETURN(const int sms, MultiprocessorCount());
+    if (units <= sms || sms > kMaxPersistentBlocks ||
+        !EncodeQTensorMap<T, kHeadDim>(problem, params, q_map)) {
       return 0;
     }
-    ASSIGN_OR_RETURN(const int sms, MultiprocessorCount());
-    if (units <= sms || !EncodeQTensorMap<T, kHeadDim>(problem, params, q_map)) return 0;
     return sms;
   }
 }
@@ -1286,6 +1793,7 @@ absl::StatusOr<int> PersistentBlocks(const AttentionProblem& problem,
 template <typename T, int kHeadDim>
 absl::StatusOr<PrefillLaunchInfo> LaunchTyped(const AttentionProblem& problem,
                                               const PrefillKernelParams& params,
+                                              const PrefillWorkspace& workspace,
                                               cudaStream_t stream) {
   constexpr int kBlockM = kBlockMFor<kHeadDim>;
   const int q_tiles = (problem.lengths.max_q_len() + kBlockM - 1) / kBlockM;
@@ -1316,13 +1824,14 @@ absl::StatusOr<PrefillLaunchInfo> LaunchTyped(const AttentionProblem& problem,
   int persistent_kv_tiles = 0;
   CUtensorMap q_map{};
   int persistent_blocks = 0;
+  StreamKUnits work{};
   if (tma) {
     ASSIGN_OR_RETURN(persistent_blocks, (PersistentBlocks<T, kHeadDim>(
                                             problem, params, units, persistent_kv_tiles, q_map)));
   }
   int split_tiles = 0;
   if constexpr (kSplitsShortLastWave<kHeadDim>) {
-    if (tma && !causal) {
+    if (tma && !causal && persistent_blocks == 0) {
       ASSIGN_OR_RETURN(split_tiles, (ShortLastWaveTiles<T, kHeadDim>(
                                         problem, static_cast<int64_t>(grid.x) * grid.y * grid.z)));
       if (split_tiles > 0) {
@@ -1338,7 +1847,12 @@ absl::StatusOr<PrefillLaunchInfo> LaunchTyped(const AttentionProblem& problem,
       RETURN_IF_ERROR((LaunchKernel<T, kHeadDim, false, true, true>(grid, ordered, maps, stream)));
     }
   } else if (persistent_blocks > 0) {
-    if constexpr (kPersistentFor<kHeadDim>) {
+    if constexpr (kStreamKFor<kHeadDim>) {
+      work = PlanStreamKUnits<kHeadDim>(persistent_blocks, static_cast<int>(units), q_tiles,
+                                        problem.lengths.max_kv_len(), workspace);
+      RETURN_IF_ERROR((LaunchStreamKKernel<T, kHeadDim>(persistent_blocks, ordered, maps, q_map,
+                                                        work, stream)));
+    } else if constexpr (kPersistentFor<kHeadDim>) {
       RETURN_IF_ERROR((LaunchPersistentKernel<T, kHeadDim>(
           persistent_blocks, ordered, maps, q_map,
           {.units = static_cast<int>(units), .q_tiles = q_tiles,
@@ -1369,15 +1883,17 @@ absl::StatusOr<PrefillLaunchInfo> LaunchTyped(const AttentionProblem& problem,
                            .tiles_first = ordered.tiles_fastest,
                            .split_tiles = split_tiles,
                            .multicast_kv = multicast,
-                           .persistent = persistent_blocks > 0};
+                           .persistent = persistent_blocks > 0,
+                           .stream_k_units = work.units - work.whole_units};
 }
 
 template <typename T>
 absl::StatusOr<PrefillLaunchInfo> LaunchForType(const AttentionProblem& problem,
                                                 const PrefillKernelParams& params,
+                                                const PrefillWorkspace& workspace,
                                                 cudaStream_t stream) {
   return DispatchHeadDim(problem.shape.head_dim, "Hopper prefill kernel", [&](auto head_dim) {
-    return LaunchTyped<T, decltype(head_dim)::value>(problem, params, stream);
+    return LaunchTyped<T, decltype(head_dim)::value>(problem, params, workspace, stream);
   });
 }
 
@@ -1393,14 +1909,23 @@ bool CurrentDeviceIsSm90() {
   return major == 9 && minor == 0;
 }
 
+size_t PrefillWorkspaceFlagsOffset(int head_dim) {
+  return head_dim == 64 ? kMaxPersistentBlocks * HandOverSlotBytes<64>() : 0;
+}
+
+size_t PrefillWorkspaceBytes(int head_dim) {
+  return head_dim == 64 ? HandOverWorkspaceBytes<64>() : 0;  // the stream-K grid's only
+}
+
 absl::StatusOr<PrefillLaunchInfo> LaunchPrefillSm90(const AttentionProblem& problem,
                                                     const PrefillKernelParams& params,
+                                                    const PrefillWorkspace& workspace,
                                                     cudaStream_t stream) {
   switch (problem.shape.dtype) {
     case AttentionDtype::kBf16:
-      return LaunchForType<__nv_bfloat16>(problem, params, stream);
+      return LaunchForType<__nv_bfloat16>(problem, params, workspace, stream);
     case AttentionDtype::kFp16:
-      return LaunchForType<__half>(problem, params, stream);
+      return LaunchForType<__half>(problem, params, workspace, stream);
   }
   return absl::InvalidArgumentError("dtype has no Hopper prefill kernel");
 }

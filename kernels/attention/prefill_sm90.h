@@ -18,6 +18,7 @@ bool CurrentDeviceIsSm90();
 // `problem` is already validated; `params` describes it.
 absl::StatusOr<PrefillLaunchInfo> LaunchPrefillSm90(const AttentionProblem& problem,
                                                     const PrefillKernelParams& params,
+                                                    const PrefillWorkspace& workspace,
                                                     cudaStream_t stream);
 
 // What the fp8 (e4m3) Hopper kernel takes beyond ValidateAttentionProblem: head_dim 128 or 256,

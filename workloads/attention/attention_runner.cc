@@ -119,16 +119,19 @@ class AttentionPlan final : public GpuWorkloadPlan {
     const int64_t cache_bytes =
         2 * pages * shape_.page_size * shape_.num_kv_heads * shape_.head_dim * element;
     // Q in the input type, O in its output type (bf16 for fp8), O and the LSEs in fp32 for the
-    // reference, split workspace.
+    // reference, the decode's split workspace or the prefill's hand-over workspace.
     const int64_t io_bytes =
         q_elements * (element + output_element + 4) + 8 * lengths_.total_q() * shape_.num_qo_heads;
-    const int64_t workspace = decode_ ? static_cast<int64_t>(attention::DecodeWorkspaceBytes(
-                                            shape_, lengths_, attention::kMaxDecodeSplits))
-                                      : 0;
+    const int64_t workspace =
+        decode_ ? static_cast<int64_t>(attention::DecodeWorkspaceBytes(
+                      shape_, lengths_, attention::kMaxDecodeSplits))
+                : static_cast<int64_t>(attention::PrefillWorkspaceBytes(shape_.head_dim));
     return {.device_bytes = cache_bytes + io_bytes + workspace,
             .device_breakdown = absl::StrCat(DescribeBytes("K and V caches", cache_bytes), ", ",
                                              DescribeBytes("Q and outputs", io_bytes), ", ",
-                                             DescribeBytes("split workspace", workspace)),
+                                             DescribeBytes(decode_ ? "split workspace"
+                                                                   : "prefill workspace",
+                                                           workspace)),
             .host_bytes = 2 * q_elements * 4,
             .host_purpose = "both outputs in fp32 for the comparison"};
   }
@@ -176,7 +179,9 @@ class AttentionPlan final : public GpuWorkloadPlan {
       return absl::OkStatus();
     }
     ASSIGN_OR_RETURN(const attention::PrefillLaunchInfo info,
-                     attention::LaunchPrefill(problem_->problem, stream));
+                     attention::LaunchPrefill(problem_->problem, stream,
+                                              attention::PrefillVariant::kAuto,
+                                              problem_->PrefillScratch()));
     launch_description_ = info.ToString();
     return absl::OkStatus();
   }
