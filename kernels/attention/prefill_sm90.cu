@@ -1148,9 +1148,9 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
 // cut unit are block b - 1's first work there and its last tiles block b's last: b - 1 hands
 // its partial O, row maxima and sums over through the workspace as soon as it has them, and b
 // takes them over at its end (a block waits only on a block launched before it, for work that
-// block did first). What a block of the plain grid pays once runs under the previous unit's work: the K
-// warp loads each unit's Q by TMA as it starts the unit's K tiles, and the stages run on from
-// unit to unit. Each piece of work starts at stage 0 and takes Q buffer i % 2 (i: the block's
+// block did first). What a block of the plain grid pays once runs under the previous unit's
+// work: the K warp loads each unit's Q by TMA as it starts the unit's K tiles, and the stages
+// run on from unit to unit. Each piece of work starts at stage 0 and takes Q buffer i % 2 (i: the block's
 // count of pieces), counters of loops that start at 0, so that ptxas keeps the wgmma descriptors
 // in uniform registers; each stage's barrier phases are counted apart (a piece's tile count need
 // not be a multiple of the stages).
