@@ -882,6 +882,63 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
 #endif
 }
 
+// Pieces the two persistent grids (whole units, stream-K) share.
+// A unit of work: the plain grid's block (query head fastest, then query tile, then sequence).
+struct PersistentUnit {
+  int qo_head, seq, q_tile_start;
+};
+template <int kBlockM>
+__device__ __forceinline__ PersistentUnit PersistentUnitAt(int u, int num_qo_heads, int q_tiles) {
+  const int heads_tiles = num_qo_heads * q_tiles;
+  return PersistentUnit{u % num_qo_heads, u / heads_tiles, (u / num_qo_heads) % q_tiles * kBlockM};
+}
+
+// By the block's first thread: the tensor maps fetched, then the barriers set up (two Q buffers,
+// filled by TMA and emptied by every consumer warp, and each stage's K and V).
+__device__ __forceinline__ void PrefetchPersistentMaps(const KvTensorMaps& maps,
+                                                       const CUtensorMap& q_map) {
+  PrefetchTensorMap(maps.k);
+  PrefetchTensorMap(maps.v);
+  PrefetchTensorMap(q_map);
+}
+template <int kStages, int kConsumerWarps>
+__device__ __forceinline__ void InitPersistentBarriers(uint64_t* q_full, uint64_t* q_empty,
+                                                       uint64_t* k_full, uint64_t* v_full,
+                                                       uint64_t* k_empty, uint64_t* v_empty) {
+#pragma unroll
+  for (int b = 0; b < 2; ++b) {
+    MbarrierInit(SharedAddress(&q_full[b]), 1);
+    MbarrierInit(SharedAddress(&q_empty[b]), kConsumerWarps);
+  }
+#pragma unroll
+  for (int stage = 0; stage < kStages; ++stage) {
+    MbarrierInit(SharedAddress(&k_full[stage]), 1);
+    MbarrierInit(SharedAddress(&v_full[stage]), 1);
+    MbarrierInit(SharedAddress(&k_empty[stage]), kConsumerWarps);
+    MbarrierInit(SharedAddress(&v_empty[stage]), kConsumerWarps);
+  }
+}
+
+// The K warp's lane 0: Q of the block's i-th unit (or piece) into buffer i % 2, once the
+// consumers have written unit i - 2's O out through it.
+template <typename T, int kBlockM, int kHeadDim>
+__device__ __forceinline__ void LoadPersistentQ(int i, const CUtensorMap& q_map,
+                                                const PersistentUnit& unit,
+                                                const int32_t* q_indptr, T* q_smem0,
+                                                uint64_t* q_full, uint64_t* q_empty) {
+  const int buf = i & 1;
+  if (i >= 2) MbarrierWait(SharedAddress(&q_empty[buf]), ((i >> 1) - 1) & 1);
+  const int q_row = q_indptr[unit.seq] + unit.q_tile_start;
+  const uint32_t barrier = SharedAddress(&q_full[buf]);
+  MbarrierArriveExpectBytes(barrier, kBlockM * kHeadDim * sizeof(T));
+  T* const q_buffer = q_smem0 + buf * kBlockM * kHeadDim;
+#pragma unroll
+  for (int slab = 0; slab < kHeadDim / kSlab; ++slab) {
+    TmaLoad3d(SharedAddress(q_buffer + slab * kBlockM * kSlab), q_map, slab * kSlab,
+              unit.qo_head, q_row, barrier);
+  }
+}
+
 // The persistent grid (head_dim 128 without a causal mask, a uniform batch whose KV tiles fill
 // the stages evenly): one block an SM runs the work units b, b + gridDim.x, ... (a unit is the
 // plain grid's block: query head fastest, then query tile, then sequence). What a block of the
@@ -925,30 +982,14 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
   T* v_smem = k_smem + kStages * kTileElements;
 
   const int num_kv_tiles = work.num_kv_tiles;
-  struct Unit {
-    int qo_head, seq, q_tile_start;
-  };
   auto unit_at = [&](int u) {
-    const int heads_tiles = p.num_qo_heads * work.q_tiles;
-    return Unit{u % p.num_qo_heads, u / heads_tiles, (u / p.num_qo_heads) % work.q_tiles * kBlockM};
+    return PersistentUnitAt<kBlockM>(u, p.num_qo_heads, work.q_tiles);
   };
 
   if (threadIdx.x == 0) {
-    PrefetchTensorMap(maps.k);
-    PrefetchTensorMap(maps.v);
-    PrefetchTensorMap(q_map);
-#pragma unroll
-    for (int b = 0; b < 2; ++b) {
-      MbarrierInit(SharedAddress(&q_full[b]), 1);
-      MbarrierInit(SharedAddress(&q_empty[b]), kConsumerWarps);
-    }
-#pragma unroll
-    for (int stage = 0; stage < kStages; ++stage) {
-      MbarrierInit(SharedAddress(&k_full[stage]), 1);
-      MbarrierInit(SharedAddress(&v_full[stage]), 1);
-      MbarrierInit(SharedAddress(&k_empty[stage]), kConsumerWarps);
-      MbarrierInit(SharedAddress(&v_empty[stage]), kConsumerWarps);
-    }
+    PrefetchPersistentMaps(maps, q_map);
+    InitPersistentBarriers<kStages, kConsumerWarps>(q_full, q_empty, k_full, v_full, k_empty,
+                                                    v_empty);
   }
   __syncthreads();
   const int warp_group = threadIdx.x / 128;
@@ -970,7 +1011,7 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
       T* const tiles = loads_v ? v_smem : k_smem;
       int g = 0;  // KV tiles this warp has issued over all units
       for (int u = blockIdx.x, i = 0; u < work.units; u += gridDim.x, ++i) {
-        const Unit unit = unit_at(u);
+        const PersistentUnit unit = unit_at(u);
         const int kv_head = unit.qo_head / p.group_size;
         const int32_t* const pages = p.page_indices + p.page_indptr[unit.seq];
         const int kv_end = p.kv_lens[unit.seq];
@@ -979,19 +1020,8 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
           return lane < kBoxes && j < kv_end ? __ldg(pages + (j >> p.log2_page_size)) : 0;
         };
         if (!loads_v && lane == 0) {
-          // Q of this unit into buffer i % 2, once the consumers have written unit i - 2's O out
-          // through it.
-          const int buf = i & 1;
-          if (i >= 2) MbarrierWait(SharedAddress(&q_empty[buf]), ((i >> 1) - 1) & 1);
-          const int q_row = p.q_indptr[unit.seq] + unit.q_tile_start;
-          const uint32_t barrier = SharedAddress(&q_full[buf]);
-          MbarrierArriveExpectBytes(barrier, kBlockM * kHeadDim * sizeof(T));
-          T* const q_buffer = q_smem0 + buf * kBlockM * kHeadDim;
-#pragma unroll
-          for (int slab = 0; slab < kSlabs; ++slab) {
-            TmaLoad3d(SharedAddress(q_buffer + slab * kBlockM * kSlab), q_map, slab * kSlab,
-                      unit.qo_head, q_row, barrier);
-          }
+          LoadPersistentQ<T, kBlockM, kHeadDim>(i, q_map, unit, p.q_indptr, q_smem0, q_full,
+                                                q_empty);
         }
         int next_page = read_page(0);
         for (int t = 0; t < num_kv_tiles; ++t, ++g) {
@@ -1050,7 +1080,7 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
 
   for (int u = blockIdx.x, i = 0; u < work.units; u += gridDim.x, ++i) {
     const int buf = i & 1;
-    const Unit unit = unit_at(u);
+    const PersistentUnit unit = unit_at(u);
     T* const q_smem = q_smem0 + buf * kBlockM * kHeadDim;
     const int kv_len = p.kv_lens[unit.seq];
     const int q_start = p.q_indptr[unit.seq];
@@ -1288,31 +1318,15 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
   T* k_smem = q_smem0 + 2 * kBlockM * kHeadDim;  // [stages][slabs][kBlockN][64]
   T* v_smem = k_smem + kStages * kTileElements;
 
-  struct Unit {
-    int qo_head, seq, q_tile_start;
-  };
   auto unit_at = [&](int u) {
-    const int heads_tiles = p.num_qo_heads * work.q_tiles;
-    return Unit{u % p.num_qo_heads, u / heads_tiles, (u / p.num_qo_heads) % work.q_tiles * kBlockM};
+    return PersistentUnitAt<kBlockM>(u, p.num_qo_heads, work.q_tiles);
   };
 
   if (threadIdx.x == 0) {
-    PrefetchTensorMap(maps.k);
-    PrefetchTensorMap(maps.v);
-    PrefetchTensorMap(q_map);
+    PrefetchPersistentMaps(maps, q_map);
     share_smem = PersistentBlockShare::Of(work);
-#pragma unroll
-    for (int b = 0; b < 2; ++b) {
-      MbarrierInit(SharedAddress(&q_full[b]), 1);
-      MbarrierInit(SharedAddress(&q_empty[b]), kConsumerWarps);
-    }
-#pragma unroll
-    for (int stage = 0; stage < kStages; ++stage) {
-      MbarrierInit(SharedAddress(&k_full[stage]), 1);
-      MbarrierInit(SharedAddress(&v_full[stage]), 1);
-      MbarrierInit(SharedAddress(&k_empty[stage]), kConsumerWarps);
-      MbarrierInit(SharedAddress(&v_empty[stage]), kConsumerWarps);
-    }
+    InitPersistentBarriers<kStages, kConsumerWarps>(q_full, q_empty, k_full, v_full, k_empty,
+                                                    v_empty);
   }
   __syncthreads();
   const int warp_group = threadIdx.x / 128;
@@ -1336,7 +1350,7 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
       uint32_t phase = 0, used = 0;  // per stage: fills so far odd; filled at all
       PersistentPiece piece;
       for (int i = 0; PieceAt(work, *share, i, piece); ++i) {
-        const Unit unit = unit_at(piece.unit);
+        const PersistentUnit unit = unit_at(piece.unit);
         const int kv_head = unit.qo_head / p.group_size;
         const int32_t* const pages = p.page_indices + p.page_indptr[unit.seq];
         const int kv_end = p.kv_lens[unit.seq];
@@ -1345,18 +1359,8 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
           return lane < kBoxes && j < kv_end ? __ldg(pages + (j >> p.log2_page_size)) : 0;
         };
         if (!loads_v && lane == 0) {
-          // Q of this piece into buffer i % 2, once the consumers are done with piece i - 2's.
-          const int buf = i & 1;
-          if (i >= 2) MbarrierWait(SharedAddress(&q_empty[buf]), ((i >> 1) - 1) & 1);
-          const int q_row = p.q_indptr[unit.seq] + unit.q_tile_start;
-          const uint32_t barrier = SharedAddress(&q_full[buf]);
-          MbarrierArriveExpectBytes(barrier, kBlockM * kHeadDim * sizeof(T));
-          T* const q_buffer = q_smem0 + buf * kBlockM * kHeadDim;
-#pragma unroll
-          for (int slab = 0; slab < kSlabs; ++slab) {
-            TmaLoad3d(SharedAddress(q_buffer + slab * kBlockM * kSlab), q_map, slab * kSlab,
-                      unit.qo_head, q_row, barrier);
-          }
+          LoadPersistentQ<T, kBlockM, kHeadDim>(i, q_map, unit, p.q_indptr, q_smem0, q_full,
+                                                q_empty);
         }
         const int tiles_here = piece.t_end - piece.t_begin;
         int next_page = read_page(piece.t_begin);
@@ -1504,7 +1508,7 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
     // warp reduction, which the compiler does not see through and ptxas knows to be
     // warp-uniform.
     PieceAt(work, *share, __reduce_max_sync(0xffffffffu, i), piece);
-    const Unit unit = unit_at(piece.unit);
+    const PersistentUnit unit = unit_at(piece.unit);
     if (piece.hands_over || piece.takes_over) {
       // A cut unit: its first tiles' block (this one, or blockIdx.x - 1 for the unit's last
       // tiles, whose block finishes it) hands over O unnormalised with its row maxima and sums
