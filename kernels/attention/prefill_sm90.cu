@@ -192,7 +192,7 @@ inline constexpr bool kMulticastsKv = kHeadDim == 256;
 // leave a short last round (2.67 rounds at 2k tokens, 5.33 at 4k); with a workspace, where at
 // least kStreamKMinIdleTiles tiles' time of the SMs would idle, the last two rounds' units are
 // dealt out by KV tiles (stream-K). H200, same call (docs/gpu-runs/attention-prefill-stream-k-
-// h200.md): 2k +1.0%, 4k +2.3% over the plain grid with its split last wave; 8k 2% slower,
+// h200.md): 2k +0.8%, 4k +2.2% over the plain grid with its split last wave; 8k 2% slower,
 // hence the limit. The same kernel at head_dim 128 ran 1.7-2.7% slower a tile than
 // PrefillSm90PersistentKernel, its main loop the same to 7 instructions (8k: +0.5% with
 // stream-K; 2k: 2.5% slower), so head_dim 128 keeps whole units.
@@ -206,7 +206,7 @@ inline constexpr int kStreamKMaxKvTiles = 32;
 // Stream-K pays where the last round of whole units would leave at least this many KV tiles'
 // time of the SMs idle (idle blocks x tiles a unit / SMs): it costs each block about one more
 // piece of work. H200, in the stream-K kernel: head_dim 128 at 2k, 1.9 tiles idle, 2% slower
-// with it; 4k, 7.8 tiles, 1.7% faster; head_dim 64 at 2k, 5.3 tiles, 4.8% faster.
+// with it; 4k, 7.8 tiles, 1.6% faster; head_dim 64 at 2k, 5.3 tiles, 5.0% faster.
 inline constexpr int kStreamKMinIdleTiles = 4;
 template <int kHeadDim>
 constexpr int PersistentSharedBytes() {
