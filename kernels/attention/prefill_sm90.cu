@@ -462,6 +462,28 @@ __device__ __forceinline__ void WgmmaFromRegisters(float (&d)[N / 2], const uint
   }
 }
 
+// The wgmma descriptors of a block's K and V stages (tiles of kBlockN rows in 64-wide swizzled
+// slabs): K is K-major (head_dim contiguous), V is N-major (its rows are keys, the k of P V). A
+// k16 step inside a slab moves the start by 32 bytes. Each is a base descriptor plus a start
+// offset in 16-byte units (constant once the loops unroll), so issuing a wgmma needs no
+// descriptor arithmetic; the starts stay below 256 KB, inside the 14-bit field.
+template <typename T, int kBlockN, int kHeadDim>
+struct KvStageDescriptors {
+  static constexpr uint32_t kRowBytes = kSlab * 2;
+  static constexpr uint32_t kTileBytes = kBlockN * kHeadDim * sizeof(T);
+  uint64_t k0, v0;
+  __device__ __forceinline__ KvStageDescriptors(const T* k_smem, const T* v_smem)
+      : k0(Descriptor(SharedAddress(k_smem), kRowBytes, 8 * kRowBytes)),
+        v0(Descriptor(SharedAddress(v_smem), kBlockN * kRowBytes, 8 * kRowBytes)) {}
+  __device__ __forceinline__ uint64_t K(int stage, int k_step) const {
+    return k0 +
+           ((stage * kTileBytes + (k_step / 4) * kBlockN * kRowBytes + (k_step % 4) * 32) >> 4);
+  }
+  __device__ __forceinline__ uint64_t V(int stage, int key_step) const {
+    return v0 + ((stage * kTileBytes + key_step * 16 * kRowBytes) >> 4);
+  }
+};
+
 // K/V rows a TMA box holds: a page size that is a multiple of 16 keeps a box inside one page.
 inline constexpr int kBoxRows = 16;
 
@@ -771,26 +793,13 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
   auto pass_turn = [&]() { turns.Pass(); };
   if (consumer == kConsumerGroups - 1) pass_turn();
 
-  // Descriptors: Q is K-major (head_dim contiguous), K is K-major, V is N-major (its rows are
-  // keys, the k of P V). A k16 step inside a 64-wide slab moves the start by 32 bytes. Each is a
-  // base descriptor plus a start offset in 16-byte units (constant once the loops unroll), so
-  // issuing a wgmma needs no descriptor arithmetic; the starts stay below 256 KB, inside the
-  // 14-bit field.
-  constexpr uint32_t kTileBytes = kTileElements * sizeof(T);
+  // Descriptors (KvStageDescriptors); Q is K-major too.
   const uint64_t q_desc0 =
       Descriptor(SharedAddress(q_smem) + consumer * 64 * kRowBytes, kRowBytes, kGroupBytes);
-  const uint64_t k_desc0 = Descriptor(SharedAddress(k_smem), kRowBytes, kGroupBytes);
-  const uint64_t v_desc0 = Descriptor(SharedAddress(v_smem), kBlockN * kRowBytes, kGroupBytes);
   auto q_desc = [&](int k_step) {
     return q_desc0 + (((k_step / 4) * kBlockM * kRowBytes + (k_step % 4) * 32) >> 4);
   };
-  auto k_desc = [&](int stage, int k_step) {
-    return k_desc0 +
-           ((stage * kTileBytes + (k_step / 4) * kBlockN * kRowBytes + (k_step % 4) * 32) >> 4);
-  };
-  auto v_desc = [&](int stage, int key_step) {
-    return v_desc0 + ((stage * kTileBytes + key_step * 16 * kRowBytes) >> 4);
-  };
+  const KvStageDescriptors<T, kBlockN, kHeadDim> kv_desc(k_smem, v_smem);
 
   float s[kBlockN / 2];   // S, then P, of the warpgroup's 64 rows x kBlockN keys
   float o[kHeadDim / 2];  // O of 64 rows x head_dim
@@ -814,16 +823,16 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
 #pragma unroll
     for (int k_step = 0; k_step < kHeadDim / 16; ++k_step) {
       if constexpr (kQInRegisters) {
-        WgmmaQkFromRegisters<T>(s, qa[k_step], k_desc(stage, k_step), k_step > 0);
+        WgmmaQkFromRegisters<T>(s, qa[k_step], kv_desc.K(stage, k_step), k_step > 0);
       } else {
-        WgmmaFromShared<T, kBlockN>(s, q_desc(k_step), k_desc(stage, k_step), k_step > 0);
+        WgmmaFromShared<T, kBlockN>(s, q_desc(k_step), kv_desc.K(stage, k_step), k_step > 0);
       }
     }
   };
   auto issue_pv = [&](int stage) {
 #pragma unroll
     for (int key_step = 0; key_step < kBlockN / 16; ++key_step) {
-      WgmmaFromRegisters<T, kHeadDim>(o, pa[key_step], v_desc(stage, key_step));
+      WgmmaFromRegisters<T, kHeadDim>(o, pa[key_step], kv_desc.V(stage, key_step));
     }
   };
   auto softmax = [&](int t, float(&correction)[2]) {
@@ -968,8 +977,6 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
   constexpr int kStages = kStagesFor<kHeadDim>;
   static_assert(kReleaseKApartFor<kHeadDim>);
   constexpr int kTileElements = kBlockN * kHeadDim;
-  constexpr uint32_t kRowBytes = kSlab * 2;
-  constexpr uint32_t kGroupBytes = 8 * kRowBytes;
   constexpr int kSlabs = kHeadDim / kSlab;
 
   extern __shared__ uint8_t shared_raw[];
@@ -1063,16 +1070,7 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
   const int warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
   const int group = lane >> 2, quad_lane = lane & 3;
   const int warp_row0 = consumer * 64 + warp * 16;
-  constexpr uint32_t kTileBytes = kTileElements * sizeof(T);
-  const uint64_t k_desc0 = Descriptor(SharedAddress(k_smem), kRowBytes, kGroupBytes);
-  const uint64_t v_desc0 = Descriptor(SharedAddress(v_smem), kBlockN * kRowBytes, kGroupBytes);
-  auto k_desc = [&](int stage, int k_step) {
-    return k_desc0 +
-           ((stage * kTileBytes + (k_step / 4) * kBlockN * kRowBytes + (k_step % 4) * 32) >> 4);
-  };
-  auto v_desc = [&](int stage, int key_step) {
-    return v_desc0 + ((stage * kTileBytes + key_step * 16 * kRowBytes) >> 4);
-  };
+  const KvStageDescriptors<T, kBlockN, kHeadDim> kv_desc(k_smem, v_smem);
   const sm90::ConsumerTurns<kConsumerGroups> turns(consumer);
   auto take_turn = [&]() { turns.Take(); };
   auto pass_turn = [&]() { turns.Pass(); };
@@ -1118,13 +1116,13 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
     auto issue_qk = [&](int stage) {
 #pragma unroll
       for (int k_step = 0; k_step < kHeadDim / 16; ++k_step) {
-        WgmmaQkFromRegisters<T>(s, qa[k_step], k_desc(stage, k_step), k_step > 0);
+        WgmmaQkFromRegisters<T>(s, qa[k_step], kv_desc.K(stage, k_step), k_step > 0);
       }
     };
     auto issue_pv = [&](int stage) {
 #pragma unroll
       for (int key_step = 0; key_step < kBlockN / 16; ++key_step) {
-        WgmmaFromRegisters<T, kHeadDim>(o, pa[key_step], v_desc(stage, key_step));
+        WgmmaFromRegisters<T, kHeadDim>(o, pa[key_step], kv_desc.V(stage, key_step));
       }
     };
     // Only the last tile may hold keys past kv_len: the others' softmax is straight-line code,
@@ -1408,16 +1406,7 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
   const int warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
   const int group = lane >> 2, quad_lane = lane & 3;
   const int warp_row0 = consumer * 64 + warp * 16;
-  constexpr uint32_t kTileBytes = kTileElements * sizeof(T);
-  const uint64_t k_desc0 = Descriptor(SharedAddress(k_smem), kRowBytes, kGroupBytes);
-  const uint64_t v_desc0 = Descriptor(SharedAddress(v_smem), kBlockN * kRowBytes, kGroupBytes);
-  auto k_desc = [&](int stage, int k_step) {
-    return k_desc0 +
-           ((stage * kTileBytes + (k_step / 4) * kBlockN * kRowBytes + (k_step % 4) * 32) >> 4);
-  };
-  auto v_desc = [&](int stage, int key_step) {
-    return v_desc0 + ((stage * kTileBytes + key_step * 16 * kRowBytes) >> 4);
-  };
+  const KvStageDescriptors<T, kBlockN, kHeadDim> kv_desc(k_smem, v_smem);
   const sm90::ConsumerTurns<kConsumerGroups> turns(consumer);
   auto take_turn = [&]() { turns.Take(); };
   auto pass_turn = [&]() { turns.Pass(); };
@@ -1469,13 +1458,13 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
       for (int k_step = 0; k_step < kHeadDim / 16; ++k_step) {
         const uint64_t q_desc =
             q_desc0 + (((k_step / 4) * kBlockM * kRowBytes + (k_step % 4) * 32) >> 4);
-        WgmmaFromShared<T, kBlockN>(s, q_desc, k_desc(stage, k_step), k_step > 0);
+        WgmmaFromShared<T, kBlockN>(s, q_desc, kv_desc.K(stage, k_step), k_step > 0);
       }
     };
     auto issue_pv = [&](int stage) {
 #pragma unroll
       for (int key_step = 0; key_step < kBlockN / 16; ++key_step) {
-        WgmmaFromRegisters<T, kHeadDim>(o, pa[key_step], v_desc(stage, key_step));
+        WgmmaFromRegisters<T, kHeadDim>(o, pa[key_step], kv_desc.V(stage, key_step));
       }
     };
     // The other tiles' softmax is straight-line code, which ptxas schedules across the two
