@@ -1178,10 +1178,10 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
 // takes them over at its end (a block waits only on a block launched before it, for work that
 // block did first). What a block of the plain grid pays once runs under the previous unit's
 // work: the K warp loads each unit's Q by TMA as it starts the unit's K tiles, and the stages
-// run on from unit to unit. Each piece of work starts at stage 0 and takes Q buffer i % 2 (i: the block's
-// count of pieces), counters of loops that start at 0, so that ptxas keeps the wgmma descriptors
-// in uniform registers; each stage's barrier phases are counted apart (a piece's tile count need
-// not be a multiple of the stages).
+// run on from unit to unit. Each piece of work starts at stage 0 and takes Q buffer i % 2 (i:
+// the block's count of pieces), counters of loops that start at 0, so that ptxas keeps the wgmma
+// descriptors in uniform registers; each stage's barrier phases are counted apart (a piece's
+// tile count need not be a multiple of the stages).
 
 struct StreamKUnits {
   int units;         // query heads x query tiles x sequences
@@ -1199,16 +1199,16 @@ struct StreamKUnits {
 // A block's share of the work, worked out once by its first thread (into shared memory): the
 // pieces follow from it with adds, multiplies and comparisons only (with the divisions in every
 // piece, the head_dim 64 consumers, at 160 registers, spilled).
-struct PersistentBlockShare {
+struct StreamKBlockShare {
   int whole_pieces;  // units b, b + gridDim.x, ... below whole_units
   int low, high;     // its stream-K tiles [low, high), numbered from unit whole_units's first
   int top_unit;      // the unit (from whole_units) of tile high - 1
 
-  __device__ __forceinline__ static PersistentBlockShare Of(const StreamKUnits& work) {
+  __device__ __forceinline__ static StreamKBlockShare Of(const StreamKUnits& work) {
     const int blocks = gridDim.x, block = blockIdx.x;
     // Fewer than two rounds of units of at most kStreamKMaxKvTiles: the products fit 32 bits.
     const int tiles = (work.units - work.whole_units) * work.num_kv_tiles;
-    PersistentBlockShare share;
+    StreamKBlockShare share;
     share.whole_pieces =
         block < work.whole_units ? (work.whole_units - block + blocks - 1) / blocks : 0;
     share.low = tiles * block / blocks;
@@ -1223,7 +1223,7 @@ template <int kHeadDim>
 inline constexpr int kHandOverVectors = kHeadDim / 8 + 1;
 
 // A stretch of one unit's KV tiles [t_begin, t_end) that a block runs.
-struct PersistentPiece {
+struct StreamKPiece {
   int unit, t_begin, t_end;
   bool hands_over;  // the unit's last tiles are the next block's: hand the partial over
   bool takes_over;  // the unit's first tiles were the previous block's: merge its partial
@@ -1262,8 +1262,8 @@ __device__ __forceinline__ void StoreReleaseGpu(uint32_t* address, uint32_t valu
 // from the top down. A function of i alone, so that the consumers, which have no register to
 // spare, keep no walk between pieces and work it out again where they need it.
 __device__ __forceinline__ bool PieceAt(const StreamKUnits& work,
-                                        const PersistentBlockShare& share, int i,
-                                        PersistentPiece& piece) {
+                                        const StreamKBlockShare& share, int i,
+                                        StreamKPiece& piece) {
   // The share is read through warp reductions, whose results land in uniform registers (a
   // shared-memory load's would take ordinary ones, which the consumers have none to spare).
   const int whole_pieces = __reduce_max_sync(0xffffffffu, share.whole_pieces);
@@ -1287,9 +1287,9 @@ __device__ __forceinline__ bool PieceAt(const StreamKUnits& work,
 template <typename T, int kHeadDim>
 __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
     PrefillSm90StreamKKernel(const __grid_constant__ PrefillKernelParams p,
-                                const __grid_constant__ KvTensorMaps maps,
-                                const __grid_constant__ CUtensorMap q_map,
-                                const __grid_constant__ StreamKUnits work) {
+                             const __grid_constant__ KvTensorMaps maps,
+                             const __grid_constant__ CUtensorMap q_map,
+                             const __grid_constant__ StreamKUnits work) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   static_assert(kStreamKFor<kHeadDim>, "the stream-K grid is built for head_dim 64");
   constexpr int kBlockM = kBlockMFor<kHeadDim>;
@@ -1308,8 +1308,8 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
   extern __shared__ uint8_t shared_raw[];
   __shared__ uint64_t q_full[2], q_empty[2];
   __shared__ uint64_t k_full[kStages], v_full[kStages], k_empty[kStages], v_empty[kStages];
-  __shared__ PersistentBlockShare share_smem;
-  const PersistentBlockShare* const share = &share_smem;
+  __shared__ StreamKBlockShare share_smem;
+  const StreamKBlockShare* const share = &share_smem;
   const uint32_t raw_address = SharedAddress(shared_raw);
   T* q_smem0 = reinterpret_cast<T*>(
       shared_raw + (((raw_address + kSwizzleAlign - 1) & ~(kSwizzleAlign - 1)) - raw_address));
@@ -1322,7 +1322,7 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
 
   if (threadIdx.x == 0) {
     PrefetchPersistentMaps(maps, q_map);
-    share_smem = PersistentBlockShare::Of(work);
+    share_smem = StreamKBlockShare::Of(work);
     InitPersistentBarriers<kStages, kConsumerWarps>(q_full, q_empty, k_full, v_full, k_empty,
                                                     v_empty);
   }
@@ -1346,7 +1346,7 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
       const CUtensorMap& map = loads_v ? maps.v : maps.k;
       T* const tiles = loads_v ? v_smem : k_smem;
       uint32_t phase = 0, used = 0;  // per stage: fills so far odd; filled at all
-      PersistentPiece piece;
+      StreamKPiece piece;
       for (int i = 0; PieceAt(work, *share, i, piece); ++i) {
         const PersistentUnit unit = unit_at(piece.unit);
         const int kv_head = unit.qo_head / p.group_size;
@@ -1414,7 +1414,7 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
 
   // Q stays in shared memory, as in the plain kernel with three consumers.
   uint32_t phase = 0;  // per stage, as the producer counts it
-  PersistentPiece piece;
+  StreamKPiece piece;
   for (int i = 0; PieceAt(work, *share, i, piece); ++i) {
     const int buf = i & 1;
     T* const q_smem = q_smem0 + buf * kBlockM * kHeadDim;
