@@ -280,22 +280,6 @@ __device__ __forceinline__ void PackP(const float (&s)[kBlockN / 2],
   }
 }
 
-// Q as wgmma A fragments of S = Q K^T (kSteps of head_dim's 16-wide steps), rows `row` and
-// row + 8 of a tile of kBlockM rows.
-template <int kBlockM, int kSteps, typename T>
-__device__ __forceinline__ void LoadQFragments(const T* q_smem, int row, int quad_lane,
-                                               uint32_t (&qa)[kSteps][4]) {
-#pragma unroll
-  for (int k = 0; k < kSteps; ++k) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int chunk = 2 * k + i / 2;
-      qa[k][i] = *reinterpret_cast<const uint32_t*>(
-          q_smem + SlabOffset(kBlockM, row + 8 * (i % 2), chunk) + quad_lane * 2);
-    }
-  }
-}
-
 // Where a consumer's 64 rows of O go: its rows of the query tile, and the tile's place in O (the
 // kernel's parameters are copied in rather than referred to, which would keep them in memory).
 struct OutputRows {
@@ -356,8 +340,7 @@ __device__ __forceinline__ void WriteOutputRows(const float (&o)[kHeadDim / 2],
 }
 
 // D (m64nN, fp32) [+]= A (64x16 from shared memory) * B (16xN from shared memory, K-major): S =
-// Q K^T where Q stays in shared memory (head_dim 256 in 80-key tiles; head_dim 64 with three
-// consumers, whose 160 registers a thread leave no room for Q).
+// Q K^T with Q in shared memory (128-key tiles at head_dim 64 and 128, 80-key tiles at 256).
 template <typename T, int N>
 __device__ __forceinline__ void WgmmaFromShared(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b,
                                                 int scale_d) {
@@ -390,25 +373,6 @@ __device__ __forceinline__ void WgmmaFromShared(float (&d)[N / 2], uint64_t desc
         ", %64, %65, p, 1, 1, 0, 0;\n}\n"
         : GPUPROF_WGMMA_ACC64_OPERANDS
         : "l"(desc_a), "l"(desc_b), "r"(scale_d));
-  }
-}
-
-// S (m64n128, fp32) [+]= Q (64x16 in registers) * K^T (16x128 from shared memory, K-major).
-template <typename T>
-__device__ __forceinline__ void WgmmaQkFromRegisters(float (&d)[64], const uint32_t (&a)[4],
-                                                     uint64_t desc_b, int scale_d) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " GPUPROF_WGMMA_ACC64_REGS
-                 ", {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
-                 : GPUPROF_WGMMA_ACC64_OPERANDS
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
-  } else {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " GPUPROF_WGMMA_ACC64_REGS
-                 ", {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
-                 : GPUPROF_WGMMA_ACC64_OPERANDS
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
   }
 }
 
@@ -484,6 +448,24 @@ struct KvStageDescriptors {
   }
 };
 
+// The wgmma descriptors of a consumer's 64 rows of the Q tile (kBlockM rows in 64-wide swizzled
+// slabs, K-major), the A operand of S = Q K^T: a base plus a constant offset a 16-wide step. The
+// consumer's index comes in through a warp reduction, whose result lands in a uniform register,
+// so the base is uniform and each step's descriptor a uniform add; from threadIdx it took a
+// register-to-uniform move before every wgmma (H200: head_dim 64 full 4k +0.8%, 256 +0.6%).
+template <int kBlockM>
+struct QDescriptors {
+  static constexpr uint32_t kRowBytes = kSlab * 2;
+  uint64_t q0;
+  __device__ __forceinline__ QDescriptors(const void* q_smem, int consumer)
+      : q0(Descriptor(SharedAddress(q_smem) +
+                          __reduce_max_sync(0xffffffffu, consumer) * 64 * kRowBytes,
+                      kRowBytes, 8 * kRowBytes)) {}
+  __device__ __forceinline__ uint64_t Step(int k_step) const {
+    return q0 + (((k_step / 4) * kBlockM * kRowBytes + (k_step % 4) * 32) >> 4);
+  }
+};
+
 // K/V rows a TMA box holds: a page size that is a multiple of 16 keeps a box inside one page.
 inline constexpr int kBoxRows = 16;
 
@@ -521,8 +503,6 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
   constexpr bool kReleaseKApart = kReleaseKApartFor<kHeadDim>;
   constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks per row
   constexpr int kTileElements = kBlockN * kHeadDim;
-  constexpr uint32_t kRowBytes = kSlab * 2;
-  constexpr uint32_t kGroupBytes = 8 * kRowBytes;  // eight swizzled rows
   static_assert(kBlockN % 16 == 0 && (kBlockM * kChunks) % kProducerThreads == 0);
 
   extern __shared__ uint8_t shared_raw[];
@@ -793,12 +773,7 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
   auto pass_turn = [&]() { turns.Pass(); };
   if (consumer == kConsumerGroups - 1) pass_turn();
 
-  // Descriptors (KvStageDescriptors); Q is K-major too.
-  const uint64_t q_desc0 =
-      Descriptor(SharedAddress(q_smem) + consumer * 64 * kRowBytes, kRowBytes, kGroupBytes);
-  auto q_desc = [&](int k_step) {
-    return q_desc0 + (((k_step / 4) * kBlockM * kRowBytes + (k_step % 4) * 32) >> 4);
-  };
+  const QDescriptors<kBlockM> q_desc(q_smem, consumer);
   const KvStageDescriptors<T, kBlockN, kHeadDim> kv_desc(k_smem, v_smem);
 
   float s[kBlockN / 2];   // S, then P, of the warpgroup's 64 rows x kBlockN keys
@@ -810,23 +785,13 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
   for (int i = 0; i < kHeadDim / 2; ++i) o[i] = 0.0f;
   float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
 
-  // Up to head_dim 128 the warpgroup's Q lives in registers (32 a thread at 128) as the A
-  // operand of S = Q K^T, so that each of its wgmmas reads only K from shared memory; at 256 it
-  // would take 64 registers beside O's 128, and with three consumers (head_dim 64) the 16 it
-  // takes spill; there it stays in shared memory.
-  constexpr bool kQInRegisters = kHeadDim <= 128 && kBlockN == 128 && kConsumerGroups == 2;
-  uint32_t qa[kQInRegisters ? kHeadDim / 16 : 1][4];
-  auto load_q_fragments = [&]() {
-    if constexpr (kQInRegisters) LoadQFragments<kBlockM>(q_smem, warp_row0 + group, quad_lane, qa);
-  };
+  // Q stays in shared memory, both operands of S = Q K^T read by descriptor. (Head_dim 128 kept
+  // Q in registers, 32 a thread, until they were worth more elsewhere: from shared memory H200
+  // 4k causal went +2%, full within 0.3%.)
   auto issue_qk = [&](int stage) {
 #pragma unroll
     for (int k_step = 0; k_step < kHeadDim / 16; ++k_step) {
-      if constexpr (kQInRegisters) {
-        WgmmaQkFromRegisters<T>(s, qa[k_step], kv_desc.K(stage, k_step), k_step > 0);
-      } else {
-        WgmmaFromShared<T, kBlockN>(s, q_desc(k_step), kv_desc.K(stage, k_step), k_step > 0);
-      }
+      WgmmaFromShared<T, kBlockN>(s, q_desc.Step(k_step), kv_desc.K(stage, k_step), k_step > 0);
     }
   };
   auto issue_pv = [&](int stage) {
@@ -845,7 +810,6 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
   auto pack_p = [&]() { PackP<T, kBlockN>(s, pa); };
 
   wait_q();
-  load_q_fragments();
   sm90::RunKvTiles<kStages, kReleaseKApart>(
       num_kv_tiles, o, s,
       sm90::KvTileSteps{wait_k, wait_v, [&](int t) { release(k_empty, t); },
@@ -1110,13 +1074,12 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
 #pragma unroll
     for (int e = 0; e < kHeadDim / 2; ++e) o[e] = 0.0f;
     float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
-    uint32_t qa[kHeadDim / 16][4];
     MbarrierWait(SharedAddress(&q_full[buf]), (i >> 1) & 1);
-    LoadQFragments<kBlockM>(q_smem, warp_row0 + group, quad_lane, qa);
+    const QDescriptors<kBlockM> q_desc(q_smem, consumer);
     auto issue_qk = [&](int stage) {
 #pragma unroll
       for (int k_step = 0; k_step < kHeadDim / 16; ++k_step) {
-        WgmmaQkFromRegisters<T>(s, qa[k_step], kv_desc.K(stage, k_step), k_step > 0);
+        WgmmaFromShared<T, kBlockN>(s, q_desc.Step(k_step), kv_desc.K(stage, k_step), k_step > 0);
       }
     };
     auto issue_pv = [&](int stage) {
@@ -1301,8 +1264,6 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
   constexpr int kStages = kStagesFor<kHeadDim>;
   constexpr bool kReleaseKApart = kReleaseKApartFor<kHeadDim>;
   constexpr int kTileElements = kBlockN * kHeadDim;
-  constexpr uint32_t kRowBytes = kSlab * 2;
-  constexpr uint32_t kGroupBytes = 8 * kRowBytes;
   constexpr int kSlabs = kHeadDim / kSlab;
 
   extern __shared__ uint8_t shared_raw[];
@@ -1451,14 +1412,11 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
     for (int e = 0; e < kHeadDim / 2; ++e) o[e] = 0.0f;
     float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
     MbarrierWait(SharedAddress(&q_full[buf]), (i >> 1) & 1);
-    const uint64_t q_desc0 =
-        Descriptor(SharedAddress(q_smem) + consumer * 64 * kRowBytes, kRowBytes, kGroupBytes);
+    const QDescriptors<kBlockM> q_desc(q_smem, consumer);
     auto issue_qk = [&](int stage) {
 #pragma unroll
       for (int k_step = 0; k_step < kHeadDim / 16; ++k_step) {
-        const uint64_t q_desc =
-            q_desc0 + (((k_step / 4) * kBlockM * kRowBytes + (k_step % 4) * 32) >> 4);
-        WgmmaFromShared<T, kBlockN>(s, q_desc, kv_desc.K(stage, k_step), k_step > 0);
+        WgmmaFromShared<T, kBlockN>(s, q_desc.Step(k_step), kv_desc.K(stage, k_step), k_step > 0);
       }
     };
     auto issue_pv = [&](int stage) {
