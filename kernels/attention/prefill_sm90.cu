@@ -181,13 +181,13 @@ inline constexpr bool kMulticastsKv = kHeadDim == 256;
 
 // Where a persistent grid runs, without a causal mask and on a uniform batch. It hides most of
 // what a block of the plain grid pays once (on the H200 about 5 us a block, under 3 a unit:
-// launch, Q and the first K/V tiles, O written out), but each KV tile takes longer, which the
-// SASS does not explain (the main loop within 1% of the plain kernel's in length).
+// launch, Q and the first K/V tiles, O written out).
 // Head_dim 128 (PrefillSm90PersistentKernel, whole units): up to kPersistentMaxKvTiles KV tiles
-// a unit, a KV tile up to 3% longer. H200, q = kv, same call: 1k +3.0%, 2k +2.7%, 4k +1.4%; 8k
-// 0.5-1% slower at first, +0.3-0.5% once the V warp's tensor map was a constant of its loop;
-// 16k within the noise, so the plain grid runs from 65 KV tiles on
-// (docs/gpu-runs/attention-prefill-persistent-h200.md, attention-prefill-stalls-h200.md).
+// a unit. H200, q = kv, same call: 1k +3.0%, 2k +2.7%, 4k +1.4%, 8k +0.3-0.5% over the plain
+// grid, its KV tiles up to 3% longer; then the next unit's first S issued with the last tile's
+// P V, the tile loop without a branch: 4k and 8k a further +1.5%
+// (docs/gpu-runs/attention-prefill-persistent-h200.md, attention-prefill-stalls-h200.md,
+// attention-prefill-unit-overlap-h200.md).
 // Head_dim 64 (PrefillSm90StreamKKernel): up to kStreamKMaxKvTiles, where its 192-row units
 // leave a short last round (2.67 rounds at 2k tokens, 5.33 at 4k); with a workspace, where at
 // least kStreamKMinIdleTiles tiles' time of the SMs would idle, the last two rounds' units are
@@ -916,9 +916,10 @@ __device__ __forceinline__ void LoadPersistentQ(int i, const CUtensorMap& q_map,
 // the stages evenly): one block an SM runs the work units b, b + gridDim.x, ... (a unit is the
 // plain grid's block: query head fastest, then query tile, then sequence). What a block of the
 // plain grid pays once runs under the previous unit's work: the K warp loads each unit's Q by
-// TMA as it starts the unit's K tiles, and the stages run on across units. Each unit starts at
-// stage 0 and takes Q buffer i % 2 (i: the block's count of units), counters of loops that
-// start at 0, so that ptxas keeps the wgmma descriptors in uniform registers.
+// TMA as it starts the unit's K tiles, the stages run on across units, and the consumers issue
+// a unit's first S = Q K^T with the previous unit's last P V. Each unit starts at stage 0 and
+// takes Q buffer i % 2 (i: the block's count of units), counters of loops that start at 0, so
+// that ptxas keeps the wgmma descriptors in uniform registers.
 struct PersistentUnits {
   int units;         // query heads x query tiles x sequences
   int q_tiles;       // per sequence
@@ -1027,8 +1028,9 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
     return;
   }
 
-  // The consumers: the plain kernel's, once a unit; the turns run on from unit to unit, and the
-  // last tile's V is released too (the producer's next unit refills its stage).
+  // The consumers: the plain kernel's tile pass (sm90::RunKvTiles) written out across units; the
+  // turns run on from unit to unit, and the last tile's V is released too (the producer's next
+  // unit refills its stage).
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegistersFor<kHeadDim>));
   const int consumer = warp_group - 1;
   const int warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
@@ -1040,89 +1042,154 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
   auto pass_turn = [&]() { turns.Pass(); };
   if (consumer == kConsumerGroups - 1) pass_turn();
 
-  for (int u = blockIdx.x, i = 0; u < work.units; u += gridDim.x, ++i) {
-    const int buf = i & 1;
-    const PersistentUnit unit = unit_at(u);
-    T* const q_smem = q_smem0 + buf * kBlockM * kHeadDim;
-    const int kv_len = p.kv_lens[unit.seq];
-    const int q_start = p.q_indptr[unit.seq];
-    const int q_len = p.q_indptr[unit.seq + 1] - q_start;
-    const int qpos0 = unit.q_tile_start + warp_row0 + group + kv_len - q_len;
-    // Tile t of this unit fills stage t % kStages for the (i * tiles / kStages + t / kStages)th
-    // time.
-    const uint32_t phase0 = (i * (num_kv_tiles / kStages)) & 1;
-    auto parity = [&](int t) { return phase0 ^ ((t / kStages) & 1); };
-    auto release = [&](uint64_t* empty, int t) {
-      __syncwarp();
-      if (lane == 0) MbarrierArrive(SharedAddress(&empty[t % kStages]));
-    };
-    auto wait_k = [&](int t) { MbarrierWait(SharedAddress(&k_full[t % kStages]), parity(t)); };
-    auto wait_v = [&](int t) {
-      MbarrierWait(SharedAddress(&v_full[t % kStages]), parity(t));
-      const int first_unused = kv_len - t * kBlockN;
-      if (first_unused < kBlockN) {
-        ZeroVRowsFrom<kBlockN, kHeadDim>(v_smem + (t % kStages) * kTileElements, first_unused,
-                                         kOwnBarrier0 + consumer);
-      }
-    };
+  // Every unit has the same KV length (a uniform batch) and tile count.
+  const int kv_len = p.kv_lens[0];
+  auto phase_of = [&](int i) { return static_cast<uint32_t>(i * (num_kv_tiles / kStages)) & 1; };
+  auto release = [&](uint64_t* empty, int stage) {
+    __syncwarp();
+    if (lane == 0) MbarrierArrive(SharedAddress(&empty[stage]));
+  };
+  float s[kBlockN / 2];
+  float o[kHeadDim / 2];
+  uint32_t pa[kBlockN / 16][4];
+#pragma unroll
+  for (int e = 0; e < kBlockN / 2; ++e) s[e] = 0.0f;
+#pragma unroll
+  for (int e = 0; e < kHeadDim / 2; ++e) o[e] = 0.0f;
+  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
+  float correction[2];
+  auto issue_qk = [&](const QDescriptors<kBlockM>& q_desc, int stage) {
+#pragma unroll
+    for (int k_step = 0; k_step < kHeadDim / 16; ++k_step) {
+      WgmmaFromShared<T, kBlockN>(s, q_desc.Step(k_step), kv_desc.K(stage, k_step), k_step > 0);
+    }
+  };
+  auto issue_pv = [&](int stage) {
+#pragma unroll
+    for (int key_step = 0; key_step < kBlockN / 16; ++key_step) {
+      WgmmaFromRegisters<T, kHeadDim>(o, pa[key_step], kv_desc.V(stage, key_step));
+    }
+  };
+  auto softmax = [&](int t) {
+    const sm90::SoftmaxTilePlace place{.kv0 = t * kBlockN, .kv_len = kv_len, .qpos0 = 0,
+                                       .warp_first_pos = 0, .quad_lane = quad_lane};
+    if (t * kBlockN + kBlockN > kv_len) {
+      sm90::SoftmaxTile<kBlockN, false>(s, row_max, row_sum, correction, place, p.scale_log2);
+    } else {
+      sm90::SoftmaxTile<kBlockN, false, false>(s, row_max, row_sum, correction, place,
+                                               p.scale_log2);
+    }
+  };
+  auto wait_v = [&](int t, uint32_t phase) {
+    MbarrierWait(SharedAddress(&v_full[t % kStages]), phase ^ ((t / kStages) & 1));
+    const int first_unused = kv_len - t * kBlockN;
+    if (first_unused < kBlockN) {
+      ZeroVRowsFrom<kBlockN, kHeadDim>(v_smem + (t % kStages) * kTileElements, first_unused,
+                                       kOwnBarrier0 + consumer);
+    }
+  };
 
-    float s[kBlockN / 2];
-    float o[kHeadDim / 2];
-    uint32_t pa[kBlockN / 16][4];
-#pragma unroll
-    for (int e = 0; e < kBlockN / 2; ++e) s[e] = 0.0f;
-#pragma unroll
-    for (int e = 0; e < kHeadDim / 2; ++e) o[e] = 0.0f;
-    float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
-    MbarrierWait(SharedAddress(&q_full[buf]), (i >> 1) & 1);
-    const QDescriptors<kBlockM> q_desc(q_smem, consumer);
-    auto issue_qk = [&](int stage) {
-#pragma unroll
-      for (int k_step = 0; k_step < kHeadDim / 16; ++k_step) {
-        WgmmaFromShared<T, kBlockN>(s, q_desc.Step(k_step), kv_desc.K(stage, k_step), k_step > 0);
-      }
-    };
-    auto issue_pv = [&](int stage) {
-#pragma unroll
-      for (int key_step = 0; key_step < kBlockN / 16; ++key_step) {
-        WgmmaFromRegisters<T, kHeadDim>(o, pa[key_step], kv_desc.V(stage, key_step));
-      }
-    };
-    // Only the last tile may hold keys past kv_len: the others' softmax is straight-line code,
-    // which ptxas schedules across the two rows (a branch around the masking kept it from that).
-    auto softmax = [&](int t, float(&correction)[2]) {
-      const sm90::SoftmaxTilePlace place{
-          .kv0 = t * kBlockN, .kv_len = kv_len, .qpos0 = qpos0,
-          .warp_first_pos = unit.q_tile_start + warp_row0 + kv_len - q_len,
-          .quad_lane = quad_lane};
-      if (t * kBlockN + kBlockN > kv_len) {
-        sm90::SoftmaxTile<kBlockN, false>(s, row_max, row_sum, correction, place, p.scale_log2);
-      } else {
-        sm90::SoftmaxTile<kBlockN, false, false>(s, row_max, row_sum, correction, place,
-                                                 p.scale_log2);
-      }
-    };
-
-    sm90::RunKvTiles<kStages, true>(
-        num_kv_tiles, o, s,
-        sm90::KvTileSteps{wait_k, wait_v, [&](int t) { release(k_empty, t); },
-                          [&](int t) { release(v_empty, t); }, take_turn, pass_turn, issue_qk,
-                          issue_pv, softmax, [&]() { PackP<T, kBlockN>(s, pa); }});
+  // Unit 0's first S = Q K^T and softmax; every later unit's run under the unit before it.
+  MbarrierWait(SharedAddress(&q_full[0]), 0);
+  MbarrierWait(SharedAddress(&k_full[0]), 0);
+  take_turn();
+  WgmmaFence();
+  issue_qk(QDescriptors<kBlockM>(q_smem0, consumer), 0);
+  WgmmaCommit();
+  pass_turn();
+  WgmmaWait<0>();
+  PinRegisters(s);
+  release(k_empty, 0);
+  softmax(0);
+  // Tiles 0 .. n - 2 of unit i: P V of tile t with S of tile t + 1, as in sm90::RunKvTiles.
+  auto run_tiles_but_last = [&](int i) {
+    const uint32_t phase = phase_of(i);
+    const QDescriptors<kBlockM> q_desc(q_smem0 + (i & 1) * kBlockM * kHeadDim, consumer);
+    for (int t = 0; t + 1 < num_kv_tiles; ++t) {
+      WgmmaWait<0>();
+      PinRegisters(o);
+      if (t > 0) release(v_empty, (t - 1) % kStages);
+      sm90::RescaleRows<kHeadDim>(o, correction);
+      PackP<T, kBlockN>(s, pa);
+      wait_v(t, phase);
+      MbarrierWait(SharedAddress(&k_full[(t + 1) % kStages]), phase ^ (((t + 1) / kStages) & 1));
+      take_turn();
+      WgmmaFence();
+      issue_qk(q_desc, (t + 1) % kStages);
+      WgmmaCommit();
+      issue_pv(t % kStages);
+      WgmmaCommit();
+      pass_turn();
+      WgmmaWait<1>();
+      PinRegisters(s);
+      release(k_empty, (t + 1) % kStages);
+      softmax(t + 1);
+    }
+    const int last = num_kv_tiles - 1;
     WgmmaWait<0>();
     PinRegisters(o);
-    release(v_empty, num_kv_tiles - 1);
+    if (last > 0) release(v_empty, (last - 1) % kStages);
+    sm90::RescaleRows<kHeadDim>(o, correction);
+    PackP<T, kBlockN>(s, pa);
+    wait_v(last, phase);
+  };
+  // Once the last tile's P V is done: O of unit i written out, its Q buffer given back.
+  auto write_out = [&](int i, const float(&done_max)[2], const float(&done_sum)[2]) {
+    WgmmaWait<0>();
+    PinRegisters(o);
+    release(v_empty, (num_kv_tiles - 1) % kStages);
+    const PersistentUnit unit = unit_at(blockIdx.x + i * gridDim.x);
+    const int q_start = p.q_indptr[unit.seq];
     WriteOutputRows<T, kHeadDim, kBlockM>(
-        o, row_max, row_sum, q_smem,
+        o, done_max, done_sum, q_smem0 + (i & 1) * kBlockM * kHeadDim,
         {.consumer = consumer, .warp_row0 = warp_row0, .group = group, .quad_lane = quad_lane,
-         .q_tile_start = unit.q_tile_start, .q_len = q_len, .q_start = q_start,
-         .qo_head = unit.qo_head, .o = p.o, .lse = p.lse, .num_qo_heads = p.num_qo_heads},
+         .q_tile_start = unit.q_tile_start, .q_len = p.q_indptr[unit.seq + 1] - q_start,
+         .q_start = q_start, .qo_head = unit.qo_head, .o = p.o, .lse = p.lse,
+         .num_qo_heads = p.num_qo_heads},
         kOwnBarrier0 + consumer);
     // The buffer's reads (generic proxy) are done before the K warp's TMA (async proxy) writes
     // the next Q there.
     FenceProxyAsync();
     __syncwarp();
-    if (lane == 0) MbarrierArrive(SharedAddress(&q_empty[buf]));
+    if (lane == 0) MbarrierArrive(SharedAddress(&q_empty[i & 1]));
+  };
+  // Every unit but the block's last: the last tile's P V issued with the next unit's first
+  // S = Q K^T (Q in the other buffer, K in stage 0), whose softmax runs under it; the unit's O
+  // is then written out while the other consumer issues. (No branch on the unit inside: one
+  // around the wgmmas made ptxas serialise every wgmma of the kernel.)
+  const int block_units = (work.units - static_cast<int>(blockIdx.x) + gridDim.x - 1) / gridDim.x;
+  int i = 0;
+  for (; i + 1 < block_units; ++i) {
+    run_tiles_but_last(i);
+    MbarrierWait(SharedAddress(&q_full[(i + 1) & 1]), ((i + 1) >> 1) & 1);
+    MbarrierWait(SharedAddress(&k_full[0]), phase_of(i + 1));
+    take_turn();
+    WgmmaFence();
+    issue_qk(QDescriptors<kBlockM>(q_smem0 + ((i + 1) & 1) * kBlockM * kHeadDim, consumer), 0);
+    WgmmaCommit();
+    issue_pv((num_kv_tiles - 1) % kStages);
+    WgmmaCommit();
+    pass_turn();
+    const float done_max[2] = {row_max[0], row_max[1]};
+    const float done_sum[2] = {row_sum[0], row_sum[1]};
+    row_max[0] = row_max[1] = -INFINITY;
+    row_sum[0] = row_sum[1] = 0.0f;
+    WgmmaWait<1>();
+    PinRegisters(s);
+    release(k_empty, 0);
+    softmax(0);
+    write_out(i, done_max, done_sum);
+#pragma unroll
+    for (int e = 0; e < kHeadDim / 2; ++e) o[e] = 0.0f;
   }
+  // The block's last unit ends as the plain kernel's does.
+  run_tiles_but_last(i);
+  take_turn();
+  WgmmaFence();
+  issue_pv((num_kv_tiles - 1) % kStages);
+  WgmmaCommit();
+  pass_turn();
+  write_out(i, row_max, row_sum);
   if (consumer == 0) take_turn();
 #else
   __trap();
