@@ -173,7 +173,7 @@ TEST_P(PrefillGpuTest, MatchesReference) {
     EXPECT_EQ(info.multicast_kv, hopper && c.head_dim == 256 && !c.causal &&
                                      c.page_size % 16 == 0 && q_tiles % 2 == 0)
         << info.ToString();
-    // The persistent grids: head_dim 64 (up to 4096 keys) or 128 (8192, an even count of KV
+    // The persistent grids: head_dim 64 (up to 4096 keys) or 128 (16384, an even count of KV
     // tiles), no mask, TMA pages, a uniform batch, more units than SMs; the cases named for
     // them must take them, and at head_dim 64, where the last round of units would leave at
     // least four KV tiles' time of the SMs idle, deal the last two rounds' out by KV tiles
@@ -265,8 +265,9 @@ INSTANTIATE_TEST_SUITE_P(
                       AttentionDtype::kBf16, false, {257, 512}, {1000, 512}},
         // The persistent grid at head_dim 128: 320 units (2-3 a block on 132 SMs) with a
         // partial last query tile, and a last KV tile of 104 keys; then 288 units of ten KV
-        // tiles (each unit's stages change parity), the last tile 48 keys; then 192 units of 34
-        // KV tiles (past 32, up to the grid's 64); then 512 units of eight. The stream-K grid at
+        // tiles (each unit's stages change parity), the last tile 48 keys; then 192 units of 66
+        // KV tiles (past 64, up to the grid's 128; the last tile 80 keys); then 512 units of
+        // eight. The stream-K grid at
         // head_dim 64 (192-row units, three stages), each case dealing its last two rounds out
         // by KV tiles on 132 SMs: 192 units of eight KV tiles, 176 of 17 (one more than 2k
         // tokens' 16, a count the three stages do not divide; the last 52 keys), and 704 of 32
@@ -276,7 +277,7 @@ INSTANTIATE_TEST_SUITE_P(
         AttentionCase{"d128_gqa4_noncausal_fp16_page32_persistent_chunked", 32, 8, 128, 32,
                       AttentionDtype::kFp16, false, {300, 300, 300}, {1200, 1200, 1200}},
         AttentionCase{"d128_gqa4_noncausal_bf16_page16_persistent_long", 32, 8, 128, 16,
-                      AttentionDtype::kBf16, false, {300, 300}, {4300, 4300}},
+                      AttentionDtype::kBf16, false, {300, 300}, {8400, 8400}},
         AttentionCase{"d128_gqa4_noncausal_fp16_page16_persistent_whole_rounds", 32, 8, 128, 16,
                       AttentionDtype::kFp16, false, {1000, 1000}, {1000, 1000}},
         AttentionCase{"d64_gqa4_noncausal_bf16_page16_persistent", 32, 8, 64, 16,

@@ -34,9 +34,10 @@
 // same instruction count, persistent: its lead at full attention is what our blocks pay once
 // (docs/gpu-runs/attention-prefill-vs-cudnn-h100-h200.md). A persistent grid of our own
 // (PrefillSm90PersistentKernel: each unit restarts at stage 0, so that the wgmma descriptors stay
-// in uniform registers; Q by TMA; the page entries read a tile ahead) hides most of that, but
-// a KV tile in it takes up to 3% longer, so it runs only at head_dim 128 full attention up to
-// 8192 keys (docs/gpu-runs/attention-prefill-persistent-h200.md). Against cuDNN's kernel, tile
+// in uniform registers; Q by TMA; the page entries read a tile ahead; a unit's first S = Q K^T
+// issued with the previous unit's last P V) hides most of that at head_dim 128 full attention
+// up to 16384 keys (docs/gpu-runs/attention-prefill-persistent-h200.md,
+// attention-prefill-unit-overlap-h200.md). Against cuDNN's kernel, tile
 // for tile, ours spends its consumer warps' time in the softmax where cuDNN's wait on the tensor
 // cores (docs/gpu-runs/attention-prefill-stalls-h200.md).
 #include <cuda.h>  // CUtensorMap and its enums (libcuda is not linked: common/cuda_driver_entry.h)
@@ -185,7 +186,8 @@ inline constexpr bool kMulticastsKv = kHeadDim == 256;
 // Head_dim 128 (PrefillSm90PersistentKernel, whole units): up to kPersistentMaxKvTiles KV tiles
 // a unit. H200, q = kv, same call: 1k +3.0%, 2k +2.7%, 4k +1.4%, 8k +0.3-0.5% over the plain
 // grid, its KV tiles up to 3% longer; then the next unit's first S issued with the last tile's
-// P V, the tile loop without a branch: 4k and 8k a further +1.5%
+// P V, the tile loop without a branch: 4k and 8k a further +1.5%, and 16k 3% faster than the
+// plain grid in each of three rounds (where a launch's time moves by 5% from round to round)
 // (docs/gpu-runs/attention-prefill-persistent-h200.md, attention-prefill-stalls-h200.md,
 // attention-prefill-unit-overlap-h200.md).
 // Head_dim 64 (PrefillSm90StreamKKernel): up to kStreamKMaxKvTiles, where its 192-row units
@@ -199,7 +201,7 @@ inline constexpr bool kMulticastsKv = kHeadDim == 256;
 // Each keeps a second Q buffer beside the stages.
 template <int kHeadDim>
 inline constexpr bool kPersistentFor = kHeadDim == 128;
-inline constexpr int kPersistentMaxKvTiles = 64;
+inline constexpr int kPersistentMaxKvTiles = 128;
 template <int kHeadDim>
 inline constexpr bool kStreamKFor = kHeadDim == 64;
 inline constexpr int kStreamKMaxKvTiles = 32;
@@ -810,7 +812,7 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
   auto pack_p = [&]() { PackP<T, kBlockN>(s, pa); };
 
   wait_q();
-  sm90::RunKvTiles<kStages, kReleaseKApart>(
+  sm90::RunKvTiles<kStages, kReleaseKApart, kHeadDim == 64>(
       num_kv_tiles, o, s,
       sm90::KvTileSteps{wait_k, wait_v, [&](int t) { release(k_empty, t); },
                         [&](int t) { release(v_empty, t); }, take_turn, pass_turn, issue_qk,
@@ -1506,7 +1508,7 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
       }
     };
 
-    sm90::RunKvTiles<kStages, kReleaseKApart>(
+    sm90::RunKvTiles<kStages, kReleaseKApart, kHeadDim == 64>(
         tiles_here, o, s,
         sm90::KvTileSteps{wait_k, wait_v, [&](int r) { release(k_empty, r); },
                           [&](int r) { release(v_empty, r); }, take_turn, pass_turn, issue_qk,
