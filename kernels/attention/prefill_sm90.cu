@@ -186,8 +186,9 @@ inline constexpr bool kMulticastsKv = kHeadDim == 256;
 // Head_dim 128 (PrefillSm90PersistentKernel, whole units): up to kPersistentMaxKvTiles KV tiles
 // a unit. H200, q = kv, same call: 1k +3.0%, 2k +2.7%, 4k +1.4%, 8k +0.3-0.5% over the plain
 // grid, its KV tiles up to 3% longer; then the next unit's first S issued with the last tile's
-// P V, the tile loop without a branch: 4k and 8k a further +1.5%, and 16k 3% faster than the
-// plain grid in each of three rounds (where a launch's time moves by 5% from round to round)
+// P V, the tile loop without a branch: 4k and 8k a further +1.5%; at 16k, where a launch's time
+// moves by up to 10% from round to round, 3% ahead of the plain grid in every round of one run
+// and level in another, so it runs there too
 // (docs/gpu-runs/attention-prefill-persistent-h200.md, attention-prefill-stalls-h200.md,
 // attention-prefill-unit-overlap-h200.md).
 // Head_dim 64 (PrefillSm90StreamKKernel): up to kStreamKMaxKvTiles, where its 192-row units
