@@ -1104,17 +1104,22 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
   PinRegisters(s);
   release(k_empty, 0);
   softmax(0);
-  // Tiles 0 .. n - 2 of unit i: P V of tile t with S of tile t + 1, as in sm90::RunKvTiles.
+  // Tile t opens once P V of tile t - 1 is done: O rescaled, P packed, V of tile t waited for.
+  auto open_tile = [&](int t, uint32_t phase) {
+    WgmmaWait<0>();
+    PinRegisters(o);
+    if (t > 0) release(v_empty, (t - 1) % kStages);
+    sm90::RescaleRows<kHeadDim>(o, correction);
+    PackP<T, kBlockN>(s, pa);
+    wait_v(t, phase);
+  };
+  // Tiles 0 .. n - 2 of unit i: P V of tile t with S of tile t + 1, as in sm90::RunKvTiles;
+  // then the last tile opened.
   auto run_tiles_but_last = [&](int i) {
     const uint32_t phase = phase_of(i);
     const QDescriptors<kBlockM> q_desc(q_smem0 + (i & 1) * kBlockM * kHeadDim, consumer);
     for (int t = 0; t + 1 < num_kv_tiles; ++t) {
-      WgmmaWait<0>();
-      PinRegisters(o);
-      if (t > 0) release(v_empty, (t - 1) % kStages);
-      sm90::RescaleRows<kHeadDim>(o, correction);
-      PackP<T, kBlockN>(s, pa);
-      wait_v(t, phase);
+      open_tile(t, phase);
       MbarrierWait(SharedAddress(&k_full[(t + 1) % kStages]), phase ^ (((t + 1) / kStages) & 1));
       take_turn();
       WgmmaFence();
@@ -1128,13 +1133,7 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
       release(k_empty, (t + 1) % kStages);
       softmax(t + 1);
     }
-    const int last = num_kv_tiles - 1;
-    WgmmaWait<0>();
-    PinRegisters(o);
-    if (last > 0) release(v_empty, (last - 1) % kStages);
-    sm90::RescaleRows<kHeadDim>(o, correction);
-    PackP<T, kBlockN>(s, pa);
-    wait_v(last, phase);
+    open_tile(num_kv_tiles - 1, phase);
   };
   // Once the last tile's P V is done: O of unit i written out, its Q buffer given back.
   auto write_out = [&](int i, const float(&done_max)[2], const float(&done_sum)[2]) {
