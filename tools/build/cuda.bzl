@@ -91,37 +91,57 @@ CUDA_GENCODE_SM90A = [
 ]
 
 # ptxas warnings as errors, spills among them: for kernels tuned to their register budget, where
-# a spill (or wgmma serialised, ptxas's C7512 warning) is a performance regression that the
-# CPU-only CI can catch at build time (a restructured Hopper prefill first spilled up to 80 bytes
-# a thread: docs/gpu-runs/attention-prefill-persistent-tried-h100-h200.md).
+# a spill is a performance regression that the CPU-only CI can catch at build time (a
+# restructured Hopper prefill first spilled up to 80 bytes a thread:
+# docs/gpu-runs/attention-prefill-persistent-tried-h100-h200.md).
 PTXAS_NO_SPILLS = ["-Xptxas=-warn-spills,-Werror"]
 
-def cuda_library(name, srcs, hdrs = [], deps = [], copts = [], gencode = CUDA_GENCODE, **kwargs):
+# What ptxas says, as information rather than a warning, where it serialises a function's wgmmas
+# (C7514 and its kin: every wgmma of the kernel waits for the one before). A branch between a
+# wgmma's issue and its wait did that to the Hopper prefill, 26-30% slower and still correct
+# (docs/gpu-runs/attention-prefill-unit-overlap-h200.md); `no_serialized_wgmma = True` fails
+# the build on it.
+_SERIALIZED_WGMMA = "wgmma.mma_async instructions are serialized"
+
+def cuda_library(name, srcs, hdrs = [], deps = [], copts = [], gencode = CUDA_GENCODE,
+                 no_serialized_wgmma = False, **kwargs):
     """Compiles each .cu in srcs with nvcc and wraps the objects in a cc_library.
 
     Headers of deps that the .cu files include must be listed in `hdrs` or `cu_hdrs`
     of this target so they are visible inside the genrule's sandbox. `gencode` picks the
     GPU architectures (default: CUDA_GENCODE); `copts = PTXAS_NO_SPILLS` fails the build on a
-    register spill.
+    register spill, `no_serialized_wgmma = True` where ptxas serialises a kernel's wgmmas.
     """
     cu_hdrs = kwargs.pop("cu_hdrs", [])
     objects = []
     for src in srcs:
         obj = name + "_" + src.replace("/", "_").replace(".cu", ".pic.o")
+        nvcc = " ".join([
+            _DEFAULT_CUDA_PATH + "/bin/nvcc",
+            "-std=c++20",
+            "-O3",
+            "-lineinfo",
+            "--expt-relaxed-constexpr",
+            "-Xcompiler=-fPIC",
+            "-I.",
+            "-I$(GENDIR)",
+        ] + gencode + copts + ["-c", "$(location %s)" % src, "-o", "$@"])
+        if no_serialized_wgmma:
+            # ptxas's notes (-v) go to a log; nvcc's own failure prints it whole, a serialised
+            # wgmma prints its notes and fails.
+            cmd = ("log=$$(mktemp); " + nvcc + " -Xptxas=-v 2>$$log; status=$$?; " +
+                   "if grep -q '" + _SERIALIZED_WGMMA + "' $$log; then " +
+                   "grep '" + _SERIALIZED_WGMMA + "' $$log >&2; " +
+                   "echo 'ptxas serialised wgmma instructions (above): fix the kernel' >&2; " +
+                   "status=1; elif [ $$status -ne 0 ]; then cat $$log >&2; fi; " +
+                   "rm -f $$log; exit $$status")
+        else:
+            cmd = nvcc
         native.genrule(
             name = obj + "_nvcc",
             srcs = [src] + hdrs + cu_hdrs,
             outs = [obj],
-            cmd = " ".join([
-                _DEFAULT_CUDA_PATH + "/bin/nvcc",
-                "-std=c++20",
-                "-O3",
-                "-lineinfo",
-                "--expt-relaxed-constexpr",
-                "-Xcompiler=-fPIC",
-                "-I.",
-                "-I$(GENDIR)",
-            ] + gencode + copts + ["-c", "$(location %s)" % src, "-o", "$@"]),
+            cmd = cmd,
             tags = ["cuda"],
         )
         objects.append(obj)
