@@ -1047,6 +1047,8 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
 
   // Every unit has the same KV length (a uniform batch) and tile count.
   const int kv_len = p.kv_lens[0];
+  // Tile t of unit i is fill i * (tiles / kStages) + t / kStages of stage t % kStages: the
+  // parity its full barriers are waited on with is phase_of(i) ^ (t / kStages) & 1.
   auto phase_of = [&](int i) { return static_cast<uint32_t>(i * (num_kv_tiles / kStages)) & 1; };
   auto release = [&](uint64_t* empty, int stage) {
     __syncwarp();
