@@ -123,6 +123,16 @@ __device__ __forceinline__ void MbarrierInit(uint32_t barrier, int count) {
 __device__ __forceinline__ void MbarrierArrive(uint32_t barrier) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(barrier) : "memory");
 }
+// Arrives from the threads where `arrive` holds, under a predicate rather than a branch: a lane-0
+// `if` cost the prefill consumers a divergent branch and its reconvergence (BSYNC) on every tile
+// (H200: +0.5-1% at head_dim 64 and 128, docs/gpu-runs/attention-prefill-unit-overlap-h200.md).
+__device__ __forceinline__ void MbarrierArriveIf(uint32_t barrier, bool arrive) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %1, 0;\n@p mbarrier.arrive.shared::cta.b64 _, [%0];\n}\n" ::"r"(
+          barrier),
+      "r"(static_cast<int>(arrive))
+      : "memory");
+}
 // Arrives once this thread's earlier cp.async copies have landed (the count set at init
 // includes this arrival: .noinc).
 __device__ __forceinline__ void CpAsyncArriveOn(uint32_t barrier) {

@@ -87,6 +87,7 @@ using sm90::LoadSharedCluster;
 using sm90::MapShared;
 using sm90::MbarrierArrive;
 using sm90::MbarrierArriveCluster;
+using sm90::MbarrierArriveIf;
 using sm90::MbarrierArriveExpectBytes;
 using sm90::MbarrierArriveRemote;
 using sm90::MbarrierInit;
@@ -766,8 +767,8 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
       if (lane < 2 && t + kStages < num_kv_tiles) {
         MbarrierArriveCluster(MapShared(SharedAddress(&empty[t % kStages]), cluster_rank ^ lane));
       }
-    } else if (lane == 0) {
-      MbarrierArrive(SharedAddress(&empty[t % kStages]));
+    } else {
+      MbarrierArriveIf(SharedAddress(&empty[t % kStages]), lane == 0);
     }
   };
   // Ping-pong turns (sm90::ConsumerTurns).
@@ -1052,7 +1053,7 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
   auto phase_of = [&](int i) { return static_cast<uint32_t>(i * (num_kv_tiles / kStages)) & 1; };
   auto release = [&](uint64_t* empty, int stage) {
     __syncwarp();
-    if (lane == 0) MbarrierArrive(SharedAddress(&empty[stage]));
+    MbarrierArriveIf(SharedAddress(&empty[stage]), lane == 0);
   };
   float s[kBlockN / 2];
   float o[kHeadDim / 2];
@@ -1463,7 +1464,7 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
     auto parity = [&](int r) { return ((phase >> (r % kStages)) ^ (r / kStages)) & 1; };
     auto release = [&](uint64_t* empty, int r) {
       __syncwarp();
-      if (lane == 0) MbarrierArrive(SharedAddress(&empty[r % kStages]));
+      MbarrierArriveIf(SharedAddress(&empty[r % kStages]), lane == 0);
     };
     auto wait_k = [&](int r) { MbarrierWait(SharedAddress(&k_full[r % kStages]), parity(r)); };
     auto wait_v = [&](int r) {
