@@ -128,8 +128,8 @@ __device__ __forceinline__ void MbarrierArrive(uint32_t barrier) {
 // (H200: +0.5-1% at head_dim 64 and 128, docs/gpu-runs/attention-prefill-unit-overlap-h200.md).
 __device__ __forceinline__ void MbarrierArriveIf(uint32_t barrier, bool arrive) {
   asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %1, 0;\n@p mbarrier.arrive.shared::cta.b64 _, [%0];\n}\n" ::"r"(
-          barrier),
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %1, 0;\n"
+      "@p mbarrier.arrive.shared::cta.b64 _, [%0];\n}\n" ::"r"(barrier),
       "r"(static_cast<int>(arrive))
       : "memory");
 }
