@@ -175,10 +175,12 @@ TEST_P(PrefillGpuTest, MatchesReference) {
         << info.ToString();
     // The persistent grids: head_dim 64 (up to 4096 keys) or 128 (16384, an even count of KV
     // tiles), no mask, TMA pages, a uniform batch, more units than SMs; the cases named for
-    // them must take them, and at head_dim 64, where the last round of units would leave at
-    // least four KV tiles' time of the SMs idle, deal the last two rounds' out by KV tiles
-    // (stream-K), cutting units between blocks. The hand-over's flags must be left zero for the
-    // next launch.
+    // them must take them. Whole units of 128 rows at head_dim 128 and at 64 up to eight KV
+    // tiles (an even count; where the plain grid's 192-row blocks fill more than a wave, as in
+    // every case named here); otherwise at head_dim 64 192-row units, and where the last round
+    // of units would leave at least four KV tiles' time of the SMs idle, the last two rounds
+    // dealt out by KV tiles (stream-K), cutting units between blocks. The hand-over's flags must
+    // be left zero for the next launch.
     if (c.name.find("persistent") != std::string::npos) {
       EXPECT_EQ(info.persistent, hopper) << info.ToString();
       int device = 0, sms = 0;
@@ -189,6 +191,8 @@ TEST_P(PrefillGpuTest, MatchesReference) {
       const int64_t kv_tiles = (c.kv_lens[0] + info.block_n - 1) / info.block_n;
       const int64_t idle_blocks = units % sms == 0 ? 0 : sms - units % sms;
       if (hopper) {
+        const bool whole_units = c.head_dim == 128 || (kv_tiles <= 8 && kv_tiles % 2 == 0);
+        EXPECT_EQ(info.block_m, whole_units ? 128 : 192) << info.ToString();
         const bool stream_k = c.head_dim == 64 && idle_blocks * kv_tiles >= 4 * sms;
         EXPECT_EQ(info.stream_k_units, stream_k ? units - (units / sms - 1) * sms : 0)
             << info.ToString();
@@ -267,11 +271,11 @@ INSTANTIATE_TEST_SUITE_P(
         // partial last query tile, and a last KV tile of 104 keys; then 288 units of ten KV
         // tiles (each unit's stages change parity), the last tile 48 keys; then 192 units of 66
         // KV tiles (past 64, up to the grid's 128; the last tile 80 keys); then 512 units of
-        // eight. The stream-K grid at
-        // head_dim 64 (192-row units, three stages), each case dealing its last two rounds out
-        // by KV tiles on 132 SMs: 192 units of eight KV tiles, 176 of 17 (one more than 2k
-        // tokens' 16, a count the three stages do not divide; the last 52 keys), and 704 of 32
-        // (4k tokens).
+        // eight. Whole units at head_dim 64: 256 units of eight KV tiles (the last 104 keys)
+        // and 512 of six (the last 60). The stream-K grid at head_dim 64 (192-row units, three
+        // stages), each case dealing its last two rounds out by KV tiles on 132 SMs: 192 units
+        // of nine KV tiles (the last 76 keys), 176 of 17 (one more than 2k tokens' 16, a count
+        // the three stages do not divide; the last 52 keys), and 704 of 32 (4k tokens).
         AttentionCase{"d128_gqa4_noncausal_bf16_page16_persistent", 32, 8, 128, 16,
                       AttentionDtype::kBf16, false, {600, 600}, {1000, 1000}},
         AttentionCase{"d128_gqa4_noncausal_fp16_page32_persistent_chunked", 32, 8, 128, 32,
@@ -280,8 +284,12 @@ INSTANTIATE_TEST_SUITE_P(
                       AttentionDtype::kBf16, false, {300, 300}, {8400, 8400}},
         AttentionCase{"d128_gqa4_noncausal_fp16_page16_persistent_whole_rounds", 32, 8, 128, 16,
                       AttentionDtype::kFp16, false, {1000, 1000}, {1000, 1000}},
+        AttentionCase{"d64_gqa4_noncausal_bf16_page16_persistent_whole_units", 32, 8, 64, 16,
+                      AttentionDtype::kBf16, false, {500, 500}, {1000, 1000}},
+        AttentionCase{"d64_gqa8_noncausal_fp16_page32_persistent_whole_units_short", 64, 8, 64,
+                      32, AttentionDtype::kFp16, false, {1000}, {700}},
         AttentionCase{"d64_gqa4_noncausal_bf16_page16_persistent", 32, 8, 64, 16,
-                      AttentionDtype::kBf16, false, {500, 500}, {1024, 1024}},
+                      AttentionDtype::kBf16, false, {500, 500}, {1100, 1100}},
         AttentionCase{"d64_gqa8_noncausal_fp16_page32_persistent_chunked", 16, 2, 64, 32,
                       AttentionDtype::kFp16, false, {2000}, {2100}},
         AttentionCase{"d64_gqa4_noncausal_fp16_page32_persistent_4k", 32, 8, 64, 32,

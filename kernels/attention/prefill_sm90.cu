@@ -48,6 +48,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <type_traits>
 
 #include "absl/status/status.h"
@@ -108,18 +109,23 @@ using sm90::WgmmaWait;
 template <int kHeadDim>
 inline constexpr int kConsumerGroupsFor = kHeadDim == 64 ? 3 : 2;
 inline constexpr int kProducerThreads = 128;
+constexpr int ThreadsWith(int consumer_groups) { return kProducerThreads + consumer_groups * 128; }
+// Registers a thread after the split (setmaxnreg): 128 x 40 + 256 x 232 <= 65536 with two
+// consumers, 128 x 32 + 384 x 160 = 65536 with three.
+constexpr int ProducerRegistersWith(int consumer_groups) { return consumer_groups == 3 ? 32 : 40; }
+constexpr int ConsumerRegistersWith(int consumer_groups) {
+  return consumer_groups == 3 ? 160 : 232;
+}
 template <int kHeadDim>
 inline constexpr int kConsumerThreadsFor = kConsumerGroupsFor<kHeadDim> * 128;
 template <int kHeadDim>
-inline constexpr int kThreadsFor = kProducerThreads + kConsumerThreadsFor<kHeadDim>;
+inline constexpr int kThreadsFor = ThreadsWith(kConsumerGroupsFor<kHeadDim>);
 template <int kHeadDim>
 inline constexpr int kBlockMFor = kConsumerGroupsFor<kHeadDim> * 64;
-// Registers a thread after the split (setmaxnreg): 128 x 40 + 256 x 232 <= 65536 with two
-// consumers, 128 x 32 + 384 x 160 = 65536 with three.
 template <int kHeadDim>
-inline constexpr int kProducerRegistersFor = kConsumerGroupsFor<kHeadDim> == 3 ? 32 : 40;
+inline constexpr int kProducerRegistersFor = ProducerRegistersWith(kConsumerGroupsFor<kHeadDim>);
 template <int kHeadDim>
-inline constexpr int kConsumerRegistersFor = kConsumerGroupsFor<kHeadDim> == 3 ? 160 : 232;
+inline constexpr int kConsumerRegistersFor = ConsumerRegistersWith(kConsumerGroupsFor<kHeadDim>);
 inline constexpr int kSlab = 64;            // elements in one 128-byte swizzled row
 inline constexpr int kSwizzleAlign = 1024;  // the swizzle pattern repeats every 8 rows
 
@@ -184,16 +190,21 @@ inline constexpr bool kMulticastsKv = kHeadDim == 256;
 // Where a persistent grid runs, without a causal mask and on a uniform batch. It hides most of
 // what a block of the plain grid pays once (on the H200 about 5 us a block, under 3 a unit:
 // launch, Q and the first K/V tiles, O written out).
-// Head_dim 128 (PrefillSm90PersistentKernel, whole units): up to kPersistentMaxKvTiles KV tiles
-// a unit. H200, q = kv, same call: 1k +3.0%, 2k +2.7%, 4k +1.4%, 8k +0.3-0.5% over the plain
-// grid, its KV tiles up to 3% longer; then the next unit's first S issued with the last tile's
-// P V, the tile loop without a branch: 4k and 8k a further +1.5%; at 16k, where a launch's time
-// moves by up to 10% from round to round, 3% ahead of the plain grid in every round of one run
-// and level in another, so it runs there too
+// Whole units (PrefillSm90PersistentKernel): two consumers over 128-row units at every head_dim,
+// two stages released apart, KV tiles a multiple of the stages, up to kWholeUnitMaxKvTilesFor.
+// Head_dim 128: H200, q = kv, same call: 1k +3.0%, 2k +2.7%, 4k +1.4%, 8k +0.3-0.5% over the
+// plain grid, its KV tiles up to 3% longer; then the next unit's first S issued with the last
+// tile's P V, the tile loop without a branch: 4k and 8k a further +1.5%; at 16k, where a
+// launch's time moves by up to 10% from round to round, 3% ahead of the plain grid in every
+// round of one run and level in another, so it runs there too
 // (docs/gpu-runs/attention-prefill-persistent-h200.md, attention-prefill-stalls-h200.md,
-// attention-prefill-unit-overlap-h200.md).
-// Head_dim 64 (PrefillSm90StreamKKernel): up to kStreamKMaxKvTiles, where its 192-row units
-// leave a short last round (2.67 rounds at 2k tokens, 5.33 at 4k); with a workspace, where at
+// attention-prefill-unit-overlap-h200.md). Head_dim 64 up to 1024 keys: its two consumers'
+// tiles run 15-20% longer than the three of the stream-K grid (H200, 2k-16k full: 0.85x of
+// cuDNN against 0.93-1.07x), but at 1k, where a unit is eight tiles and what it pays once
+// counts most, the whole units overlapped at their boundaries ran 30.5 us against 35.8
+// (docs/gpu-runs/attention-prefill-d64-units-h200.md).
+// Head_dim 64 from there (PrefillSm90StreamKKernel): up to kStreamKMaxKvTiles, where its 192-row
+// units leave a short last round (2.67 rounds at 2k tokens, 5.33 at 4k); with a workspace, where at
 // least kStreamKMinIdleTiles tiles' time of the SMs would idle, the last two rounds' units are
 // dealt out by KV tiles (stream-K). H200, same call (docs/gpu-runs/attention-prefill-stream-k-
 // h200.md): 2k +0.8%, 4k +2.2% over the plain grid with its split last wave; 8k 2% slower,
@@ -202,8 +213,19 @@ inline constexpr bool kMulticastsKv = kHeadDim == 256;
 // stream-K; 2k: 2.5% slower), so head_dim 128 keeps whole units.
 // Each keeps a second Q buffer beside the stages.
 template <int kHeadDim>
-inline constexpr bool kPersistentFor = kHeadDim == 128;
-inline constexpr int kPersistentMaxKvTiles = 128;
+inline constexpr bool kPersistentFor = kHeadDim == 128 || kHeadDim == 64;
+inline constexpr int kWholeUnitGroups = 2;
+inline constexpr int kWholeUnitBlockM = kWholeUnitGroups * 64;
+inline constexpr int kWholeUnitStages = 2;
+template <int kHeadDim>
+inline constexpr int kWholeUnitMaxKvTilesFor = kHeadDim == 64 ? 8 : 128;
+template <int kHeadDim>
+constexpr int WholeUnitSharedBytes() {
+  return (2 * kWholeUnitBlockM + 2 * kWholeUnitStages * kBlockNFor<kHeadDim>) * kHeadDim * 2 +
+         kSwizzleAlign;
+}
+static_assert(WholeUnitSharedBytes<64>() <= kMaxSharedBytes &&
+              WholeUnitSharedBytes<128>() <= kMaxSharedBytes);
 template <int kHeadDim>
 inline constexpr bool kStreamKFor = kHeadDim == 64;
 inline constexpr int kStreamKMaxKvTiles = 32;
@@ -213,11 +235,10 @@ inline constexpr int kStreamKMaxKvTiles = 32;
 // with it; 4k, 7.8 tiles, 1.6% faster; head_dim 64 at 2k, 5.3 tiles, 5.0% faster.
 inline constexpr int kStreamKMinIdleTiles = 4;
 template <int kHeadDim>
-constexpr int PersistentSharedBytes() {
+constexpr int StreamKSharedBytes() {
   return SharedBytes<kHeadDim>() + kBlockMFor<kHeadDim> * kHeadDim * 2;
 }
-static_assert(PersistentSharedBytes<64>() <= kMaxSharedBytes &&
-              PersistentSharedBytes<128>() <= kMaxSharedBytes);
+static_assert(StreamKSharedBytes<64>() <= kMaxSharedBytes);
 // The most blocks (SMs) the stream-K workspace has slots for: H100 and H200 have 132.
 inline constexpr int kMaxPersistentBlocks = 160;
 
@@ -916,9 +937,10 @@ __device__ __forceinline__ void LoadPersistentQ(int i, const CUtensorMap& q_map,
   }
 }
 
-// The persistent grid (head_dim 128 without a causal mask, a uniform batch whose KV tiles fill
-// the stages evenly): one block an SM runs the work units b, b + gridDim.x, ... (a unit is the
-// plain grid's block: query head fastest, then query tile, then sequence). What a block of the
+// The whole-unit persistent grid (head_dim 128, and 64 up to 1024 keys; no causal mask, a
+// uniform batch whose KV tiles fill the stages evenly): one block an SM, two consumers, runs the
+// work units b, b + gridDim.x, ... (a unit: 128 query rows of one head and sequence, query head
+// fastest, then query tile, then sequence). What a block of the
 // plain grid pays once runs under the previous unit's work: the K warp loads each unit's Q by
 // TMA as it starts the unit's K tiles, the stages run on across units, and the consumers issue
 // a unit's first S = Q K^T with the previous unit's last P V. Each unit starts at stage 0 and
@@ -931,20 +953,18 @@ struct PersistentUnits {
 };
 
 template <typename T, int kHeadDim>
-__global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
+__global__ void __launch_bounds__(ThreadsWith(kWholeUnitGroups), 1)
     PrefillSm90PersistentKernel(const __grid_constant__ PrefillKernelParams p,
                                 const __grid_constant__ KvTensorMaps maps,
                                 const __grid_constant__ CUtensorMap q_map,
                                 const PersistentUnits work) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  static_assert(kHeadDim == 128, "the persistent grid is built for head_dim 128");
-  constexpr int kBlockM = kBlockMFor<kHeadDim>;
-  constexpr int kConsumerGroups = kConsumerGroupsFor<kHeadDim>;
+  constexpr int kBlockM = kWholeUnitBlockM;
+  constexpr int kConsumerGroups = kWholeUnitGroups;
   constexpr int kConsumerWarps = kConsumerGroups * 4;
   constexpr int kOwnBarrier0 = 1 + kConsumerGroups;
   constexpr int kBlockN = kBlockNFor<kHeadDim>;
-  constexpr int kStages = kStagesFor<kHeadDim>;
-  static_assert(kReleaseKApartFor<kHeadDim>);
+  constexpr int kStages = kWholeUnitStages;
   constexpr int kTileElements = kBlockN * kHeadDim;
   constexpr int kSlabs = kHeadDim / kSlab;
 
@@ -971,7 +991,8 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
   const int warp_group = threadIdx.x / 128;
 
   if (warp_group == 0) {
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegistersFor<kHeadDim>));
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(
+        ProducerRegistersWith(kConsumerGroups)));
     // Warp 0 loads Q and K, warp 1 V; lane b issues box b of each tile.
     if (threadIdx.x >= 64) return;
     constexpr int kBoxes = kBlockN / kBoxRows;
@@ -1035,7 +1056,8 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
   // The consumers: the plain kernel's tile pass (sm90::RunKvTiles) written out across units; the
   // turns run on from unit to unit, and the last tile's V is released too (the producer's next
   // unit refills its stage).
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegistersFor<kHeadDim>));
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(
+      ConsumerRegistersWith(kConsumerGroups)));
   const int consumer = warp_group - 1;
   const int warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
   const int group = lane >> 2, quad_lane = lane & 3;
@@ -1611,8 +1633,8 @@ bool EncodeKvTensorMap(const void* cache, const AttentionProblem& problem, CUten
 }
 
 // A tensor map over Q, (head_dim, query head, token), for boxes of 64 x 1 x kBlockM rows (the
-// persistent grid's Q loads); false where TMA cannot read it.
-template <typename T, int kHeadDim>
+// persistent grids' Q loads); false where TMA cannot read it.
+template <typename T, int kHeadDim, int kBlockM>
 bool EncodeQTensorMap(const AttentionProblem& problem, const PrefillKernelParams& params,
                       CUtensorMap& map) {
   const PFN_cuTensorMapEncodeTiled_v12000 encode = EncodeTiledEntry();
@@ -1622,7 +1644,7 @@ bool EncodeQTensorMap(const AttentionProblem& problem, const PrefillKernelParams
                               static_cast<cuuint64_t>(problem.lengths.total_q())};
   const cuuint64_t strides[2] = {kHeadDim * sizeof(T),
                                  static_cast<cuuint64_t>(params.q_row_stride) * sizeof(T)};
-  const cuuint32_t box[3] = {kSlab, 1, kBlockMFor<kHeadDim>};
+  const cuuint32_t box[3] = {kSlab, 1, kBlockM};
   const cuuint32_t element_strides[3] = {1, 1, 1};
   const CUtensorMapDataType type = std::is_same_v<T, __nv_bfloat16>
                                        ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
@@ -1718,11 +1740,11 @@ template <typename T, int kHeadDim>
 absl::Status LaunchPersistentKernel(int blocks, const PrefillKernelParams& params,
                                     const KvTensorMaps& maps, const CUtensorMap& q_map,
                                     const PersistentUnits& work, cudaStream_t stream) {
-  constexpr int kShared = PersistentSharedBytes<kHeadDim>();
+  constexpr int kShared = WholeUnitSharedBytes<kHeadDim>();
   auto* kernel = PrefillSm90PersistentKernel<T, kHeadDim>;
   CUDA_RETURN_IF_ERROR(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared));
-  kernel<<<blocks, kThreadsFor<kHeadDim>, kShared, stream>>>(params, maps, q_map, work);
+  kernel<<<blocks, ThreadsWith(kWholeUnitGroups), kShared, stream>>>(params, maps, q_map, work);
   CUDA_RETURN_IF_ERROR(cudaGetLastError());
   return absl::OkStatus();
 }
@@ -1732,7 +1754,7 @@ template <typename T, int kHeadDim>
 absl::Status LaunchStreamKKernel(int blocks, const PrefillKernelParams& params,
                                  const KvTensorMaps& maps, const CUtensorMap& q_map,
                                  const StreamKUnits& work, cudaStream_t stream) {
-  constexpr int kShared = PersistentSharedBytes<kHeadDim>();
+  constexpr int kShared = StreamKSharedBytes<kHeadDim>();
   auto* kernel = PrefillSm90StreamKKernel<T, kHeadDim>;
   CUDA_RETURN_IF_ERROR(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared));
@@ -1788,29 +1810,52 @@ absl::Status LaunchSplitTiles(const PrefillKernelParams& params, const KvTensorM
 }
 
 // A persistent grid's blocks, one an SM (0: the plain grid runs): by TMA without a causal mask,
-// a uniform batch, more units than SMs, and Q readable by TMA; at head_dim 128 (whole units) KV
-// tiles that fill the stages evenly, at most kPersistentMaxKvTiles, and at head_dim 64 (stream-K)
-// at most kStreamKMaxKvTiles.
-template <typename T, int kHeadDim>
+// a uniform batch, more units (of kBlockM query rows) than SMs, and Q readable by TMA in boxes of
+// kBlockM rows.
+template <typename T, int kHeadDim, int kBlockM>
 absl::StatusOr<int> PersistentBlocks(const AttentionProblem& problem,
                                      const PrefillKernelParams& params, int64_t units,
-                                     int& kv_tiles, CUtensorMap& q_map) {
-  if constexpr (!kPersistentFor<kHeadDim> && !kStreamKFor<kHeadDim>) {
+                                     CUtensorMap& q_map) {
+  if (problem.shape.causal || !UniformLengths(problem.lengths)) return 0;
+  ASSIGN_OR_RETURN(const int sms, MultiprocessorCount());
+  if (units <= sms || sms > kMaxPersistentBlocks ||
+      !EncodeQTensorMap<T, kHeadDim, kBlockM>(problem, params, q_map)) {
     return 0;
-  } else {
-    const SequenceLengths& lengths = problem.lengths;
-    kv_tiles = (lengths.max_kv_len() + kBlockNFor<kHeadDim> - 1) / kBlockNFor<kHeadDim>;
-    const bool tiles_fit = kStreamKFor<kHeadDim> ? kv_tiles <= kStreamKMaxKvTiles
-                                                 : kv_tiles % kStagesFor<kHeadDim> == 0 &&
-                                                       kv_tiles <= kPersistentMaxKvTiles;
-    if (problem.shape.causal || !UniformLengths(lengths) || !tiles_fit) return 0;
-    ASSIGN_OR_RETURN(const int sms, MultiprocessorCount());
-    if (units <= sms || sms > kMaxPersistentBlocks ||
-        !EncodeQTensorMap<T, kHeadDim>(problem, params, q_map)) {
-      return 0;
-    }
-    return sms;
   }
+  return sms;
+}
+
+// The whole-unit persistent grid where it runs (else nullopt): KV tiles that fill its stages
+// evenly, at most kWholeUnitMaxKvTilesFor, and a plain grid (`plain_blocks`) of more than one
+// wave (at head_dim 64 a wave of the plain grid's three-consumer blocks is the faster: H200, 768
+// tokens, 17.7 us against 25.5).
+template <typename T, int kHeadDim>
+absl::StatusOr<std::optional<PrefillLaunchInfo>> LaunchWholeUnitsIfFit(
+    const AttentionProblem& problem, const PrefillKernelParams& params, const KvTensorMaps& maps,
+    int64_t plain_blocks, cudaStream_t stream) {
+  const SequenceLengths& lengths = problem.lengths;
+  const int kv_tiles = (lengths.max_kv_len() + kBlockNFor<kHeadDim> - 1) / kBlockNFor<kHeadDim>;
+  if (kv_tiles % kWholeUnitStages != 0 || kv_tiles > kWholeUnitMaxKvTilesFor<kHeadDim>) {
+    return std::nullopt;
+  }
+  const int q_tiles = (lengths.max_q_len() + kWholeUnitBlockM - 1) / kWholeUnitBlockM;
+  const int64_t units = int64_t{params.num_qo_heads} * q_tiles * lengths.batch();
+  CUtensorMap q_map{};
+  ASSIGN_OR_RETURN(const int blocks, (PersistentBlocks<T, kHeadDim, kWholeUnitBlockM>(
+                                         problem, params, units, q_map)));
+  if (blocks == 0 || plain_blocks <= blocks) return std::nullopt;
+  RETURN_IF_ERROR((LaunchPersistentKernel<T, kHeadDim>(
+      blocks, params, maps, q_map,
+      {.units = static_cast<int>(units), .q_tiles = q_tiles, .num_kv_tiles = kv_tiles}, stream)));
+  return PrefillLaunchInfo{.block_m = kWholeUnitBlockM,
+                           .block_n = kBlockNFor<kHeadDim>,
+                           .warps = kWholeUnitGroups * 4,
+                           .stages = kWholeUnitStages,
+                           .shared_bytes = WholeUnitSharedBytes<kHeadDim>(),
+                           .blocks = blocks,
+                           .variant = PrefillVariant::kHopperWgmma,
+                           .tma_kv = true,
+                           .persistent = true};
 }
 
 template <typename T, int kHeadDim>
@@ -1844,13 +1889,22 @@ absl::StatusOr<PrefillLaunchInfo> LaunchTyped(const AttentionProblem& problem,
   // FlashAttention-3 asks too; a pair's second tile may still be empty in a ragged batch).
   const bool multicast = kMulticastsKv<kHeadDim> && tma && !causal && q_tiles % 2 == 0;
   const int64_t units = static_cast<int64_t>(grid.x) * grid.y * grid.z;
-  int persistent_kv_tiles = 0;
+  if constexpr (kPersistentFor<kHeadDim>) {
+    if (tma && !causal) {
+      ASSIGN_OR_RETURN(std::optional<PrefillLaunchInfo> info,
+                       (LaunchWholeUnitsIfFit<T, kHeadDim>(problem, params, maps, units, stream)));
+      if (info.has_value()) return *info;
+    }
+  }
   CUtensorMap q_map{};
   int persistent_blocks = 0;
   StreamKUnits work{};
-  if (tma) {
-    ASSIGN_OR_RETURN(persistent_blocks, (PersistentBlocks<T, kHeadDim>(
-                                            problem, params, units, persistent_kv_tiles, q_map)));
+  if constexpr (kStreamKFor<kHeadDim>) {
+    if (tma && (problem.lengths.max_kv_len() + kBlockNFor<kHeadDim> - 1) /
+                       kBlockNFor<kHeadDim> <= kStreamKMaxKvTiles) {
+      ASSIGN_OR_RETURN(persistent_blocks,
+                       (PersistentBlocks<T, kHeadDim, kBlockM>(problem, params, units, q_map)));
+    }
   }
   int split_tiles = 0;
   if constexpr (kSplitsShortLastWave<kHeadDim>) {
@@ -1875,12 +1929,6 @@ absl::StatusOr<PrefillLaunchInfo> LaunchTyped(const AttentionProblem& problem,
                                         problem.lengths.max_kv_len(), workspace);
       RETURN_IF_ERROR((LaunchStreamKKernel<T, kHeadDim>(persistent_blocks, ordered, maps, q_map,
                                                         work, stream)));
-    } else if constexpr (kPersistentFor<kHeadDim>) {
-      RETURN_IF_ERROR((LaunchPersistentKernel<T, kHeadDim>(
-          persistent_blocks, ordered, maps, q_map,
-          {.units = static_cast<int>(units), .q_tiles = q_tiles,
-           .num_kv_tiles = persistent_kv_tiles},
-          stream)));
     }
   } else if (tma) {
     RETURN_IF_ERROR((LaunchKernel<T, kHeadDim, false, true>(grid, ordered, maps, stream)));
@@ -1898,7 +1946,7 @@ absl::StatusOr<PrefillLaunchInfo> LaunchTyped(const AttentionProblem& problem,
                            .block_n = kBlockNFor<kHeadDim>,
                            .warps = kConsumerThreadsFor<kHeadDim> / 32,
                            .stages = kStagesFor<kHeadDim>,
-                           .shared_bytes = persistent_blocks > 0 ? PersistentSharedBytes<kHeadDim>()
+                           .shared_bytes = persistent_blocks > 0 ? StreamKSharedBytes<kHeadDim>()
                                                                  : SharedBytes<kHeadDim>(),
                            .blocks = persistent_blocks > 0 ? persistent_blocks : units,
                            .variant = PrefillVariant::kHopperWgmma,
