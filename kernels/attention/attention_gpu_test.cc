@@ -272,10 +272,10 @@ INSTANTIATE_TEST_SUITE_P(
         // tiles (each unit's stages change parity), the last tile 48 keys; then 192 units of 66
         // KV tiles (past 64, up to the grid's 128; the last tile 80 keys); then 512 units of
         // eight. Whole units at head_dim 64: 256 units of eight KV tiles (the last 104 keys)
-        // and 512 of six (the last 60). The stream-K grid at head_dim 64 (192-row units, three
+        // and 512 of six (the last 60). The stream-K grid at head_dim 64 (192-row units, four
         // stages), each case dealing its last two rounds out by KV tiles on 132 SMs: 192 units
         // of nine KV tiles (the last 76 keys), 176 of 17 (one more than 2k tokens' 16, a count
-        // the three stages do not divide; the last 52 keys), and 704 of 32 (4k tokens).
+        // the four stages do not divide; the last 52 keys), and 704 of 32 (4k tokens).
         AttentionCase{"d128_gqa4_noncausal_bf16_page16_persistent", 32, 8, 128, 16,
                       AttentionDtype::kBf16, false, {600, 600}, {1000, 1000}},
         AttentionCase{"d128_gqa4_noncausal_fp16_page32_persistent_chunked", 32, 8, 128, 32,

@@ -139,12 +139,16 @@ inline constexpr int kSwizzleAlign = 1024;  // the swizzle pattern repeats every
 // (48 keys in three stages -> 80 in two: the wider S wgmma reads less shared memory a flop,
 // 64 + 2 x 2 x 40 KB fills the 227 KB a block may have). At head_dim 64 the split cost 1-3%
 // (a tile there is short, and the extra arrivals and the second producer warp are not), so
-// it keeps one release of the whole stage. 176-key tiles at head_dim 128 ran 3-5% slower.
+// it keeps one release of the whole stage, in four stages: a power of two, so that a tile's
+// stage and the parity its barriers are waited on with are a mask and a shift of the tile's
+// index, where three stages took a multiply-high and a multiply each (H200, same call: full
+// 1.5k/4k/8k +0.6/+1.0/+0.8%, causal 4k +1.0%, 2k level; docs/gpu-runs/attention-prefill-d64-
+// units-h200.md). 176-key tiles at head_dim 128 ran 3-5% slower.
 // O is head_dim / 2 registers a consumer thread, S kBlockN / 2 and P kBlockN / 4 beside it.
 template <int kHeadDim>
 inline constexpr int kBlockNFor = kHeadDim == 256 ? 80 : 128;
 template <int kHeadDim>
-inline constexpr int kStagesFor = kHeadDim == 64 ? 3 : 2;
+inline constexpr int kStagesFor = kHeadDim == 64 ? 4 : 2;
 template <int kHeadDim>
 inline constexpr bool kReleaseKApartFor = kHeadDim != 64;
 
