@@ -202,11 +202,11 @@ inline constexpr bool kMulticastsKv = kHeadDim == 256;
 // launch's time moves by up to 10% from round to round, 3% ahead of the plain grid in every
 // round of one run and level in another, so it runs there too
 // (docs/gpu-runs/attention-prefill-persistent-h200.md, attention-prefill-stalls-h200.md,
-// attention-prefill-unit-overlap-h200.md). Head_dim 64 up to 1024 keys: its two consumers'
-// tiles run 15-20% longer than the three of the stream-K grid (H200, 2k-16k full: 0.85x of
-// cuDNN against 0.93-1.07x), but at 1k, where a unit is eight tiles and what it pays once
-// counts most, the whole units overlapped at their boundaries ran 30.5 us against 35.8
-// (docs/gpu-runs/attention-prefill-d64-units-h200.md).
+// attention-prefill-unit-overlap-h200.md). Head_dim 64 up to 1024 keys: with two consumers a
+// launch ran 20-27% longer than the stream-K and plain grids' three at 4k-16k (H200 full: 0.85x
+// of cuDNN against 1.02-1.07x; 2k: 10%), but at 1k, where a unit is eight tiles and what it
+// pays once counts most, the whole units overlapped at their boundaries ran 30.5 us against
+// 35.8 (docs/gpu-runs/attention-prefill-d64-units-h200.md).
 // Head_dim 64 from there (PrefillSm90StreamKKernel): up to kStreamKMaxKvTiles, where its 192-row
 // units leave a short last round (2.67 rounds at 2k tokens, 5.33 at 4k); with a workspace, where at
 // least kStreamKMinIdleTiles tiles' time of the SMs would idle, the last two rounds' units are
