@@ -48,12 +48,16 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
+#include <tuple>
 #include <type_traits>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/cuda_driver_entry.h"
 #include "common/cuda_status.h"
 #include "common/status_macros.h"
@@ -67,6 +71,7 @@
 #include "kernels/attention/prefill_sm90_pipeline.cuh"
 #include "kernels/attention/prefill_sm90_softmax.cuh"
 #include "kernels/attention/prefill_tile.cuh"
+#include "kernels/attention/stream_k_plan.h"
 
 namespace gpuprof::attention {
 namespace {
@@ -1250,6 +1255,9 @@ struct StreamKUnits {
   int num_kv_tiles;  // per unit
   int kv_len;        // every sequence's (a uniform batch): the last tile's keys follow
   int whole_units;   // a multiple of gridDim.x, or units
+  // Block b's stream-K tiles, numbered from unit whole_units's first: [bounds[b], bounds[b + 1])
+  // (BalanceStreamKRanges: ranges of equal cost, not of equal tiles).
+  int bounds[kMaxPersistentBlocks + 1];
   // The stream-K hand-over (null when whole_units == units): block b's partial in slot b,
   // [kHeadDim / 8 + 1][consumer threads] float4s (O, then the row maxima and sums), and
   // ready[b][consumer warp], 1 once that warp's part is written, set back to 0 by its reader.
@@ -1267,13 +1275,11 @@ struct StreamKBlockShare {
 
   __device__ __forceinline__ static StreamKBlockShare Of(const StreamKUnits& work) {
     const int blocks = gridDim.x, block = blockIdx.x;
-    // Fewer than two rounds of units of at most kStreamKMaxKvTiles: the products fit 32 bits.
-    const int tiles = (work.units - work.whole_units) * work.num_kv_tiles;
     StreamKBlockShare share;
     share.whole_pieces =
         block < work.whole_units ? (work.whole_units - block + blocks - 1) / blocks : 0;
-    share.low = tiles * block / blocks;
-    share.high = tiles * (block + 1) / blocks;
+    share.low = work.whole_units < work.units ? work.bounds[block] : 0;
+    share.high = work.whole_units < work.units ? work.bounds[block + 1] : 0;
     share.top_unit = share.high > share.low ? (share.high - 1) / work.num_kv_tiles : 0;
     return share;
   }
@@ -1719,6 +1725,17 @@ constexpr size_t HandOverWorkspaceBytes() {
          (HandOverSlotBytes<kHeadDim>() + 4 * 4 * kConsumerGroupsFor<kHeadDim>);
 }
 
+// BalanceStreamKRanges for a launch, worked out once a shape (a bisection of greedy fills: a few
+// hundred microseconds, against launches of tens).
+const std::vector<int>& StreamKRangesFor(int tiles, int unit_tiles, int blocks) {
+  static absl::Mutex mutex(absl::kConstInit);
+  static auto* const plans = new std::map<std::tuple<int, int, int>, std::vector<int>>();
+  absl::MutexLock lock(&mutex);
+  std::vector<int>& plan = (*plans)[{tiles, unit_tiles, blocks}];
+  if (plan.empty()) plan = BalanceStreamKRanges(tiles, unit_tiles, blocks, kStreamKPieceCosts);
+  return plan;
+}
+
 // The persistent grid's work: its last two rounds of units dealt out by KV tiles where the units
 // do not fill whole rounds and `workspace` holds the hand-over, else whole units throughout.
 template <int kHeadDim>
@@ -1732,6 +1749,9 @@ StreamKUnits PlanStreamKUnits(int blocks, int units, int q_tiles, int kv_len,
   if (workspace.data != nullptr && workspace.bytes >= HandOverWorkspaceBytes<kHeadDim>() &&
       idle_blocks * kv_tiles >= kStreamKMinIdleTiles * blocks) {
     work.whole_units = (units / blocks - 1) * blocks;
+    const std::vector<int>& bounds =
+        StreamKRangesFor((units - work.whole_units) * kv_tiles, kv_tiles, blocks);
+    std::copy(bounds.begin(), bounds.end(), work.bounds);
     work.partials = static_cast<float4*>(workspace.data);
     work.ready = reinterpret_cast<uint32_t*>(static_cast<char*>(workspace.data) +
                                              kMaxPersistentBlocks * HandOverSlotBytes<kHeadDim>());
