@@ -434,7 +434,9 @@ TEST_P(DecodeGpuTest, MatchesReference) {
         EXPECT_EQ(info.plan.prefetch, kernel == DecodeKernelChoice::kPrefetch);
         EXPECT_EQ(info.plan.tensor_cores, kernel == DecodeKernelChoice::kTensorCores);
       }
-      if (!variant.overlap_merge) EXPECT_FALSE(info.merge_overlapped);
+      if (!variant.overlap_merge) {
+        EXPECT_FALSE(info.merge_overlapped);
+      }
       if (splits > 0) {
         EXPECT_EQ(info.plan.num_splits, std::min(splits, d.problem.lengths.max_kv_len()));
       }
