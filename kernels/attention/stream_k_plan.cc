@@ -13,13 +13,8 @@ bool FillWithin(double bound, int tiles, int unit_tiles, int blocks,
                 const StreamKPieceCosts& costs, std::vector<int>& bounds) {
   bounds.assign(1, 0);
   int low = 0;
-  for (int k = 0; k < blocks; ++k) {
+  for (int k = 0; k + 1 < blocks; ++k) {
     const int room = tiles - (blocks - 1 - k) * unit_tiles;
-    if (k == blocks - 1) {
-      if (StreamKRangeCost(low, tiles, unit_tiles, costs) > bound) return false;
-      bounds.push_back(tiles);
-      return true;
-    }
     int best = 0;
     const int longest = std::min(room, low + static_cast<int>(bound) + 1);
     for (int high = low + unit_tiles; high <= longest; ++high) {
@@ -29,7 +24,10 @@ bool FillWithin(double bound, int tiles, int unit_tiles, int blocks,
     bounds.push_back(best);
     low = best;
   }
-  return false;
+  // The last range takes what is left.
+  if (StreamKRangeCost(low, tiles, unit_tiles, costs) > bound) return false;
+  bounds.push_back(tiles);
+  return true;
 }
 
 }  // namespace
