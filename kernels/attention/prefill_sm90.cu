@@ -1242,12 +1242,13 @@ __global__ void __launch_bounds__(ThreadsWith(kWholeUnitGroups), 1)
 // cut unit are block b - 1's first work there and its last tiles block b's last: b - 1 hands
 // its partial O, row maxima and sums over through the workspace as soon as it has them, and b
 // takes them over at its end (a block waits only on a block launched before it, for work that
-// block did first). What a block of the plain grid pays once runs under the previous unit's
-// work: the K warp loads each unit's Q by TMA as it starts the unit's K tiles, and the stages
-// run on from unit to unit. Each piece of work starts at stage 0 and takes Q buffer i % 2 (i:
-// the block's count of pieces), counters of loops that start at 0, so that ptxas keeps the wgmma
-// descriptors in uniform registers; each stage's barrier phases are counted apart (a piece's
-// tile count need not be a multiple of the stages).
+// block did first). What a block of the plain grid pays once runs under the previous piece's
+// work: the K warp loads each piece's Q by TMA (buffer i % 2, i: the block's count of pieces) as
+// it starts the piece's K tiles, the stages run on from piece to piece (tile g of the block's
+// run in stage g % kStages), and the consumers issue a piece's first S = Q K^T with the previous
+// piece's last P V, then write that piece's O out (or hand it over) under the next one's first
+// softmax. H200, same call: full 2k 86.0 -> 82.4 us (0.943x -> 0.978x of cuDNN), 3k and 4k
+// +2.8% and +3.6% (docs/gpu-runs/attention-prefill-d64-units-h200.md).
 
 struct StreamKUnits {
   int units;         // query heads x query tiles x sequences
@@ -1272,15 +1273,19 @@ struct StreamKBlockShare {
   int whole_pieces;  // units b, b + gridDim.x, ... below whole_units
   int low, high;     // its stream-K tiles [low, high), numbered from unit whole_units's first
   int top_unit;      // the unit (from whole_units) of tile high - 1
+  int pieces;        // whole units and parts of units, at least one (the planner's ranges)
 
+  // Without stream-K the bounds are all zero: no range.
   __device__ __forceinline__ static StreamKBlockShare Of(const StreamKUnits& work) {
     const int blocks = gridDim.x, block = blockIdx.x;
     StreamKBlockShare share;
     share.whole_pieces =
         block < work.whole_units ? (work.whole_units - block + blocks - 1) / blocks : 0;
-    share.low = work.whole_units < work.units ? work.bounds[block] : 0;
-    share.high = work.whole_units < work.units ? work.bounds[block + 1] : 0;
+    share.low = work.bounds[block];
+    share.high = work.bounds[block + 1];
     share.top_unit = share.high > share.low ? (share.high - 1) / work.num_kv_tiles : 0;
+    share.pieces = share.whole_pieces +
+                   (share.high > share.low ? share.top_unit - share.low / work.num_kv_tiles + 1 : 0);
     return share;
   }
 };
@@ -1302,18 +1307,6 @@ __device__ __forceinline__ int Opaque(int value) {
   int copy;
   asm volatile("mov.b32 %0, %1;\n" : "=r"(copy) : "r"(value));
   return copy;
-}
-
-// After a piece of `tiles` tiles from stage 0: flips bit s of `phase` where stage s was filled an
-// odd number of times, and sets bit s of `used` where it was filled at all.
-template <int kStages>
-__device__ __forceinline__ void CountStageUses(int tiles, uint32_t& phase, uint32_t& used) {
-#pragma unroll
-  for (int s = 0; s < kStages; ++s) {
-    const int uses = tiles > s ? (tiles - 1 - s) / kStages + 1 : 0;
-    phase ^= static_cast<uint32_t>(uses & 1) << s;
-    used |= static_cast<uint32_t>(uses > 0) << s;
-  }
 }
 
 __device__ __forceinline__ uint32_t LoadAcquireGpu(const uint32_t* address) {
@@ -1410,7 +1403,7 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
       uint64_t* const full = loads_v ? v_full : k_full;
       const CUtensorMap& map = loads_v ? maps.v : maps.k;
       T* const tiles = loads_v ? v_smem : k_smem;
-      uint32_t phase = 0, used = 0;  // per stage: fills so far odd; filled at all
+      int g = 0;  // KV tiles this warp has issued over all pieces
       StreamKPiece piece;
       for (int i = 0; PieceAt(work, *share, i, piece); ++i) {
         const PersistentUnit unit = unit_at(piece.unit);
@@ -1427,16 +1420,13 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
         }
         const int tiles_here = piece.t_end - piece.t_begin;
         int next_page = read_page(piece.t_begin);
-        for (int r = 0; r < tiles_here; ++r) {
-          const int stage = r % kStages;
+        for (int r = 0; r < tiles_here; ++r, ++g) {
+          const int stage = g % kStages;
           const int t = piece.t_begin + r;
           const int j = t * kBlockN + lane * kBoxRows;
           const int page = next_page;
           if (r + 1 < tiles_here) next_page = read_page(t + 1);
-          if (((used >> stage) & 1) || r >= kStages) {
-            // Fill n of the stage waits for the consumers' release of fill n - 1.
-            MbarrierWait(SharedAddress(&empty[stage]), ((phase >> stage) ^ (r / kStages) ^ 1) & 1);
-          }
+          if (g >= kStages) MbarrierWait(SharedAddress(&empty[stage]), (g / kStages - 1) & 1);
           const int boxes = min(kBoxes, (kv_end - t * kBlockN + kBoxRows - 1) / kBoxRows);
           const uint32_t barrier = SharedAddress(&full[stage]);
           if (lane == 0) {
@@ -1453,7 +1443,6 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
             }
           }
         }
-        CountStageUses<kStages>(tiles_here, phase, used);
       }
     };
     if (threadIdx.x < 32) {
@@ -1464,8 +1453,10 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
     return;
   }
 
-  // The consumers: the plain kernel's, once a piece; the turns run on from piece to piece, and
-  // the last tile's V is released too (the producer's next piece refills its stage).
+  // The consumers: the plain kernel's tile pass (sm90::RunKvTiles, the last tile apart) once a
+  // piece, its first S = Q K^T issued with the previous piece's last P V, whose softmax runs under
+  // it, and the previous piece's O then written out (or handed over) while the other consumers
+  // issue. The stages and turns run on from piece to piece; a piece's last V is released too.
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegistersFor<kHeadDim>));
   const int consumer = warp_group - 1;
   const int warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
@@ -1477,90 +1468,113 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
   auto pass_turn = [&]() { turns.Pass(); };
   if (consumer == kConsumerGroups - 1) pass_turn();
 
+  // Tile g of the block's run over all its pieces is fill g / kStages of stage g % kStages, as
+  // the producer counts them: a mask and a shift.
+  static_assert((kStages & (kStages - 1)) == 0, "the stage of a tile is a mask of its index");
+  auto stage_of = [](int g) { return g % kStages; };
+  auto parity_of = [](int g) { return static_cast<uint32_t>(g / kStages) & 1; };
+  auto release = [&](uint64_t* empty, int g) {
+    __syncwarp();
+    MbarrierArriveIf(SharedAddress(&empty[stage_of(g)]), lane == 0);
+  };
+  auto q_buffer = [&](int i) { return q_smem0 + (i & 1) * kBlockM * kHeadDim; };
+  // Only a unit's last tile may hold keys past kv_len; the keys of a piece's last tile are one
+  // number (a handing-over piece's last tile is not its unit's last).
+  const int last_kv0 = (work.num_kv_tiles - 1) * kBlockN;
+  auto last_tile_keys = [&](const StreamKPiece& piece) {
+    return piece.hands_over ? kBlockN : work.kv_len - last_kv0;
+  };
   // Q stays in shared memory, as in the plain kernel with three consumers.
-  uint32_t phase = 0;  // per stage, as the producer counts it
-  StreamKPiece piece;
-  for (int i = 0; PieceAt(work, *share, i, piece); ++i) {
-    const int buf = i & 1;
-    T* const q_smem = q_smem0 + buf * kBlockM * kHeadDim;
-    const int tiles_here = piece.t_end - piece.t_begin;
-    // Only the unit's last tile may hold keys past kv_len; the loop keeps no tile index beyond
-    // its own count (the consumers have no register to spare), so that tile is named by where
-    // the piece ends, its first key from work.num_kv_tiles, and the keys of the piece's last
-    // tile are one number.
-    const int last_kv0 = (work.num_kv_tiles - 1) * kBlockN;
-    const int last_tile_keys = piece.hands_over ? kBlockN : work.kv_len - last_kv0;
-    auto is_ragged_last = [&](int r) { return r == tiles_here - 1 && last_tile_keys < kBlockN; };
-    // Tile r of this piece (the unit's t_begin + r) is fill (uses of stage r % kStages before
-    // this piece) + r / kStages of its stage.
-    auto parity = [&](int r) { return ((phase >> (r % kStages)) ^ (r / kStages)) & 1; };
-    auto release = [&](uint64_t* empty, int r) {
-      __syncwarp();
-      MbarrierArriveIf(SharedAddress(&empty[r % kStages]), lane == 0);
-    };
-    auto wait_k = [&](int r) { MbarrierWait(SharedAddress(&k_full[r % kStages]), parity(r)); };
-    auto wait_v = [&](int r) {
-      MbarrierWait(SharedAddress(&v_full[r % kStages]), parity(r));
-      if (is_ragged_last(r)) {
-        ZeroVRowsFrom<kBlockN, kHeadDim>(v_smem + (r % kStages) * kTileElements, last_tile_keys,
-                                         kOwnBarrier0 + consumer);
-      }
-    };
-
-    float s[kBlockN / 2];
-    float o[kHeadDim / 2];
-    uint32_t pa[kBlockN / 16][4];
+  float s[kBlockN / 2];
+  float o[kHeadDim / 2];
+  uint32_t pa[kBlockN / 16][4];
 #pragma unroll
-    for (int e = 0; e < kBlockN / 2; ++e) s[e] = 0.0f;
+  for (int e = 0; e < kBlockN / 2; ++e) s[e] = 0.0f;
 #pragma unroll
-    for (int e = 0; e < kHeadDim / 2; ++e) o[e] = 0.0f;
-    float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
-    MbarrierWait(SharedAddress(&q_full[buf]), (i >> 1) & 1);
-    const QDescriptors<kBlockM> q_desc(q_smem, consumer);
-    auto issue_qk = [&](int stage) {
+  for (int e = 0; e < kHeadDim / 2; ++e) o[e] = 0.0f;
+  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
+  float correction[2];
+  auto issue_qk = [&](const QDescriptors<kBlockM>& q_desc, int g) {
 #pragma unroll
-      for (int k_step = 0; k_step < kHeadDim / 16; ++k_step) {
-        WgmmaFromShared<T, kBlockN>(s, q_desc.Step(k_step), kv_desc.K(stage, k_step), k_step > 0);
-      }
-    };
-    auto issue_pv = [&](int stage) {
+    for (int k_step = 0; k_step < kHeadDim / 16; ++k_step) {
+      WgmmaFromShared<T, kBlockN>(s, q_desc.Step(k_step), kv_desc.K(stage_of(g), k_step),
+                                  k_step > 0);
+    }
+  };
+  auto issue_pv = [&](int g) {
 #pragma unroll
-      for (int key_step = 0; key_step < kBlockN / 16; ++key_step) {
-        WgmmaFromRegisters<T, kHeadDim>(o, pa[key_step], kv_desc.V(stage, key_step));
-      }
-    };
-    // The other tiles' softmax is straight-line code, which ptxas schedules across the two
-    // rows (a branch around the masking kept it from that). Without a causal mask the place
-    // matters only for the masked tile.
-    auto softmax = [&](int r, float(&correction)[2]) {
-      const sm90::SoftmaxTilePlace place{.kv0 = 0, .kv_len = last_tile_keys, .qpos0 = 0,
-                                         .warp_first_pos = 0, .quad_lane = quad_lane};
-      if (is_ragged_last(r)) {
-        sm90::SoftmaxTile<kBlockN, false>(s, row_max, row_sum, correction, place, p.scale_log2);
-      } else {
-        sm90::SoftmaxTile<kBlockN, false, false>(s, row_max, row_sum, correction, place,
-                                                 p.scale_log2);
-      }
-    };
-
-    sm90::RunKvTiles<kStages, kReleaseKApart, kHeadDim == 64>(
-        tiles_here, o, s,
-        sm90::KvTileSteps{wait_k, wait_v, [&](int r) { release(k_empty, r); },
-                          [&](int r) { release(v_empty, r); }, take_turn, pass_turn, issue_qk,
-                          issue_pv, softmax, [&]() { PackP<T, kBlockN>(s, pa); }});
+    for (int key_step = 0; key_step < kBlockN / 16; ++key_step) {
+      WgmmaFromRegisters<T, kHeadDim>(o, pa[key_step], kv_desc.V(stage_of(g), key_step));
+    }
+  };
+  // The other tiles' softmax is straight-line code, which ptxas schedules across the two rows (a
+  // branch around the masking kept it from that). Without a causal mask the place matters only
+  // for the masked tile.
+  auto softmax = [&](bool ragged, int keys) {
+    const sm90::SoftmaxTilePlace place{.kv0 = 0, .kv_len = keys, .qpos0 = 0,
+                                       .warp_first_pos = 0, .quad_lane = quad_lane};
+    if (ragged) {
+      sm90::SoftmaxTile<kBlockN, false>(s, row_max, row_sum, correction, place, p.scale_log2);
+    } else {
+      sm90::SoftmaxTile<kBlockN, false, false>(s, row_max, row_sum, correction, place,
+                                               p.scale_log2);
+    }
+  };
+  // Tile g opens once P V of the tile before it is done: O rescaled, P packed, V waited for.
+  auto open_tile = [&](int g, bool release_previous, bool ragged, int keys) {
     WgmmaWait<0>();
     PinRegisters(o);
-    release(v_empty, tiles_here - 1);
-    uint32_t used_unread = 0;
-    CountStageUses<kStages>(tiles_here, phase, used_unread);
-
+    if (release_previous) release(v_empty, g - 1);
+    sm90::RescaleRows<kHeadDim>(o, correction);
+    PackP<T, kBlockN>(s, pa);
+    MbarrierWait(SharedAddress(&v_full[stage_of(g)]), parity_of(g));
+    if (ragged) {
+      ZeroVRowsFrom<kBlockN, kHeadDim>(v_smem + stage_of(g) * kTileElements, keys,
+                                       kOwnBarrier0 + consumer);
+    }
+  };
+  // Piece i from its first tile's softmax (S issued before) to its last tile opened: P V of tile
+  // t issued with S of tile t + 1, as in sm90::RunKvTiles. Returns the piece's tile count.
+  auto run_tiles_but_last = [&](int i, int g0) {
+    StreamKPiece piece;
+    PieceAt(work, *share, i, piece);
+    const int tiles_here = piece.t_end - piece.t_begin, keys = last_tile_keys(piece);
+    auto is_ragged_last = [&](int t) { return t == tiles_here - 1 && keys < kBlockN; };
+    const QDescriptors<kBlockM> q_desc(q_buffer(i), consumer);
+    for (int t = 0; t + 1 < tiles_here; ++t) {
+      open_tile(g0 + t, t > 0, false, keys);
+      MbarrierWait(SharedAddress(&k_full[stage_of(g0 + t + 1)]), parity_of(g0 + t + 1));
+      take_turn();
+      WgmmaFence();
+      issue_qk(q_desc, g0 + t + 1);
+      WgmmaCommit();
+      issue_pv(g0 + t);
+      WgmmaCommit();
+      pass_turn();
+      WgmmaWait<1>();  // S of tile t + 1; P V of tile t may still run
+      PinRegisters(s);
+      softmax(is_ragged_last(t + 1), keys);
+    }
+    open_tile(g0 + tiles_here - 1, tiles_here > 1, is_ragged_last(tiles_here - 1), keys);
+    return tiles_here;
+  };
+  // Once piece i's last P V (of tile g_last) is done: its O merged with the previous block's part
+  // of the unit (kMayTakeOver), handed over or written out, its Q buffer given back.
+  auto write_out = [&](auto may_take_over, int i, int g_last, const float(&done_max)[2],
+                       const float(&done_sum)[2]) {
+    constexpr bool kMayTakeOver = decltype(may_take_over)::value;
+    WgmmaWait<0>();
+    PinRegisters(o);
+    release(v_empty, g_last);
     constexpr int kVectors = kHandOverVectors<kHeadDim>;
+    float out_max[2] = {done_max[0], done_max[1]}, out_sum[2] = {done_sum[0], done_sum[1]};
     // Worked out again here rather than held in registers across every tile: from i through a
     // warp reduction, which the compiler does not see through and ptxas knows to be
     // warp-uniform.
+    StreamKPiece piece;
     PieceAt(work, *share, __reduce_max_sync(0xffffffffu, i), piece);
     const PersistentUnit unit = unit_at(piece.unit);
-    if (piece.hands_over || piece.takes_over) {
+    if (piece.hands_over || (kMayTakeOver && piece.takes_over)) {
       // A cut unit: its first tiles' block (this one, or blockIdx.x - 1 for the unit's last
       // tiles, whose block finishes it) hands over O unnormalised with its row maxima and sums
       // in its slot, each warp's part flagged once written.
@@ -1577,17 +1591,17 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
                  float4{o[4 * v], o[4 * v + 1], o[4 * v + 2], o[4 * v + 3]});
         }
         __stcg(slot + (kVectors - 1) * kConsumerThreads,
-               float4{row_max[0], row_max[1], row_sum[0], row_sum[1]});
+               float4{out_max[0], out_max[1], out_sum[0], out_sum[1]});
         __threadfence();
         __syncwarp();
         if (lane == 0) StoreReleaseGpu(ready, 1);
-      } else {
+      } else if constexpr (kMayTakeOver) {
         // The unit's first tiles were block blockIdx.x - 1's first work: its partial is there
         // or nearly so. Every lane reads the flag (one request for the warp), so the loop is
         // the warp's as a whole.
         while (!__all_sync(0xffffffffu, LoadAcquireGpu(ready) != 0)) {
         }
-        MergePartial<kHeadDim>(o, row_max, row_sum,
+        MergePartial<kHeadDim>(o, out_max, out_sum,
                                __ldcg(slot + (kVectors - 1) * kConsumerThreads),
                                [&](int e) { return __ldcg(slot + (e / 4) * kConsumerThreads); });
         __syncwarp();
@@ -1600,7 +1614,7 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
     const int q_start = p.q_indptr[unit.seq];
     const int q_len = piece.hands_over ? 0 : p.q_indptr[unit.seq + 1] - q_start;
     WriteOutputRows<T, kHeadDim, kBlockM>(
-        o, row_max, row_sum, q_smem,
+        o, out_max, out_sum, q_buffer(i),
         {.consumer = consumer, .warp_row0 = warp_row0, .group = group, .quad_lane = quad_lane,
          .q_tile_start = unit.q_tile_start, .q_len = q_len, .q_start = q_start,
          .qo_head = unit.qo_head, .o = p.o, .lse = p.lse, .num_qo_heads = p.num_qo_heads},
@@ -1609,8 +1623,67 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
     // the next Q there.
     FenceProxyAsync();
     __syncwarp();
-    if (lane == 0) MbarrierArrive(SharedAddress(&q_empty[buf]));
+    if (lane == 0) MbarrierArrive(SharedAddress(&q_empty[i & 1]));
+  };
+  // Piece i's first S = Q K^T (tile g) issued in a turn with whatever `issue_after` issues (the
+  // previous piece's last P V, or nothing).
+  auto first_tile = [&](int i, int g, auto&& issue_after) {
+    MbarrierWait(SharedAddress(&q_full[i & 1]), (i >> 1) & 1);
+    MbarrierWait(SharedAddress(&k_full[stage_of(g)]), parity_of(g));
+    take_turn();
+    WgmmaFence();
+    issue_qk(QDescriptors<kBlockM>(q_buffer(i), consumer), g);
+    WgmmaCommit();
+    issue_after();
+    pass_turn();
+  };
+
+  // Every piece but the block's last (which takes over where its unit was cut, and only it: a
+  // block's range is at least a unit long and walked from the top down) ends with the next
+  // piece's first S. (No branch on the piece around the wgmmas: one made ptxas serialise every
+  // wgmma of the kernel.)
+  const int block_pieces = __reduce_max_sync(0xffffffffu, share->pieces);
+  first_tile(0, 0, [] {});
+  WgmmaWait<0>();
+  PinRegisters(s);
+  {
+    StreamKPiece piece;
+    PieceAt(work, *share, 0, piece);
+    const int keys = last_tile_keys(piece);
+    softmax(piece.t_end - piece.t_begin == 1 && keys < kBlockN, keys);
   }
+  int i = 0, g0 = 0;
+  for (; i + 1 < block_pieces; ++i) {
+    const int g_next = g0 + run_tiles_but_last(i, g0);
+    first_tile(i + 1, g_next, [&] {
+      issue_pv(g_next - 1);
+      WgmmaCommit();
+    });
+    const float done_max[2] = {row_max[0], row_max[1]};
+    const float done_sum[2] = {row_sum[0], row_sum[1]};
+    row_max[0] = row_max[1] = -INFINITY;
+    row_sum[0] = row_sum[1] = 0.0f;
+    WgmmaWait<1>();
+    PinRegisters(s);
+    {
+      StreamKPiece next;
+      PieceAt(work, *share, i + 1, next);
+      const int keys = last_tile_keys(next);
+      softmax(next.t_end - next.t_begin == 1 && keys < kBlockN, keys);
+    }
+    write_out(std::false_type{}, i, g_next - 1, done_max, done_sum);
+#pragma unroll
+    for (int e = 0; e < kHeadDim / 2; ++e) o[e] = 0.0f;
+    g0 = g_next;
+  }
+  // The block's last piece ends as the plain kernel's does.
+  const int g_last = g0 + run_tiles_but_last(i, g0) - 1;
+  take_turn();
+  WgmmaFence();
+  issue_pv(g_last);
+  WgmmaCommit();
+  pass_turn();
+  write_out(std::true_type{}, i, g_last, row_max, row_sum);
   if (consumer == 0) take_turn();
 #else
   __trap();
