@@ -173,7 +173,7 @@ TEST_P(PrefillGpuTest, MatchesReference) {
     EXPECT_EQ(info.multicast_kv, hopper && c.head_dim == 256 && !c.causal &&
                                      c.page_size % 16 == 0 && q_tiles % 2 == 0)
         << info.ToString();
-    // The persistent grids: head_dim 64 (up to 4096 keys) or 128 (16384, an even count of KV
+    // The persistent grids: head_dim 64 (up to 16384 keys) or 128 (16384, an even count of KV
     // tiles), no mask, TMA pages, a uniform batch, more units than SMs; the cases named for
     // them must take them. Whole units of 128 rows at head_dim 128 and at 64 up to eight KV
     // tiles (an even count; where the plain grid's 192-row blocks fill more than a wave, as in
@@ -255,11 +255,11 @@ INSTANTIATE_TEST_SUITE_P(
         // Hopper kernel takes each head's query tiles first.
         AttentionCase{"d256_gqa2_noncausal_bf16_page16_tiles_first", 16, 8, 256, 16,
                       AttentionDtype::kBf16, false, {300, 700}, {5000, 3000}},
-        // 192 blocks of 192 rows over 40 KV tiles (past the persistent grid's 32 at head_dim
+        // 192 blocks of 192 rows over 133 KV tiles (past the persistent grid's 128 at head_dim
         // 64): on 132 SMs one whole wave and 60 blocks, which the Hopper kernel runs as 60
         // clusters of two, each block over half the keys.
         AttentionCase{"d64_gqa4_noncausal_bf16_page16_split_last_wave", 32, 8, 64, 16,
-                      AttentionDtype::kBf16, false, {1000}, {5000}},
+                      AttentionDtype::kBf16, false, {1000}, {17000}},
         // Pairs of query tiles sharing K/V by multicast: four waves of clusters, and a ragged
         // batch whose first sequence's last tile (the third) has an empty partner that loads
         // its half of the keys and writes nothing.
@@ -275,7 +275,8 @@ INSTANTIATE_TEST_SUITE_P(
         // and 512 of six (the last 60). The stream-K grid at head_dim 64 (192-row units, four
         // stages), each case dealing its last two rounds out by KV tiles on 132 SMs: 192 units
         // of nine KV tiles (the last 76 keys), 176 of 17 (one more than 2k tokens' 16, a count
-        // the four stages do not divide; the last 52 keys), and 704 of 32 (4k tokens).
+        // the four stages do not divide; the last 52 keys), 704 of 32 (4k tokens), and 176 of
+        // 63 (the last 64 keys), each block's pieces running on through the stages.
         AttentionCase{"d128_gqa4_noncausal_bf16_page16_persistent", 32, 8, 128, 16,
                       AttentionDtype::kBf16, false, {600, 600}, {1000, 1000}},
         AttentionCase{"d128_gqa4_noncausal_fp16_page32_persistent_chunked", 32, 8, 128, 32,
@@ -293,7 +294,9 @@ INSTANTIATE_TEST_SUITE_P(
         AttentionCase{"d64_gqa8_noncausal_fp16_page32_persistent_chunked", 16, 2, 64, 32,
                       AttentionDtype::kFp16, false, {2000}, {2100}},
         AttentionCase{"d64_gqa4_noncausal_fp16_page32_persistent_4k", 32, 8, 64, 32,
-                      AttentionDtype::kFp16, false, {4096}, {4096}}),
+                      AttentionDtype::kFp16, false, {4096}, {4096}},
+        AttentionCase{"d64_gqa2_noncausal_bf16_page16_persistent_long", 16, 8, 64, 16,
+                      AttentionDtype::kBf16, false, {2000}, {8000}}),
     [](const ::testing::TestParamInfo<AttentionCase>& info) { return info.param.name; });
 // clang-format on
 

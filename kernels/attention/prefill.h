@@ -86,7 +86,7 @@ struct PrefillLaunchInfo {
   bool multicast_kv = false;
   // One block an SM loops over the (query head, query tile, sequence) units, each unit's Q and
   // first K/V tiles loading under the previous unit's work (the Hopper kernel at head_dim 64
-  // up to 4096 keys and 128 up to 8192, no causal mask, a uniform batch).
+  // and 128 up to 16384 keys, no causal mask, a uniform batch).
   bool persistent = false;
   // Of those units, how many (the last two rounds' worth, where they do not fill whole rounds)
   // had their KV tiles dealt out evenly to the blocks, a unit cut between two at most, the

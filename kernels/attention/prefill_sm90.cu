@@ -16,13 +16,13 @@
 // compute P V. Shared-memory tiles are laid out as wgmma's 128-byte swizzle expects (and TMA's
 // 128-byte swizzle writes): rows of 64 elements (128 bytes), 16-byte chunk index XOR row % 8,
 // head_dim in 64-wide slabs, every tile on a 1024-byte boundary.
-// Five grids beside the plain one, all without a causal mask: at head_dim 128 with up to 8192
+// Five grids beside the plain one, all without a causal mask: at head_dim 128 with up to 16384
 // keys, a persistent grid (one block an SM over the plain grid's blocks as units); at head_dim
-// 64 with up to 4096 keys, a persistent grid that deals the units of its last two rounds out by
+// 64 with up to 16384 keys, a persistent grid that deals the units of its last two rounds out by
 // KV tiles (stream-K, PrefillSm90StreamKKernel), a unit cut between two blocks merged through
 // global memory; at head_dim 256, where K and V outgrow the L2, a head's query tiles go first
 // (tiles_fastest), and pairs of query tiles run as clusters of two blocks that load each K/V
-// tile once for both by TMA multicast (kMulticastKv); at head_dim 64 beyond 4096 keys, a last
+// tile once for both by TMA multicast (kMulticastKv); at head_dim 64 beyond 16384 keys, a last
 // wave at most half full runs as a second launch in clusters of two blocks that split each
 // tile's keys and merge through distributed shared memory (whole_tiles, kSplitKv).
 //
@@ -216,10 +216,13 @@ inline constexpr bool kMulticastsKv = kHeadDim == 256;
 // units leave a short last round (2.67 rounds at 2k tokens, 5.33 at 4k); with a workspace, where at
 // least kStreamKMinIdleTiles tiles' time of the SMs would idle, the last two rounds' units are
 // dealt out by KV tiles (stream-K). H200, same call (docs/gpu-runs/attention-prefill-stream-k-
-// h200.md): 2k +0.8%, 4k +2.2% over the plain grid with its split last wave; 8k 2% slower,
-// hence the limit. The same kernel at head_dim 128 ran 1.7-2.7% slower a tile than
-// PrefillSm90PersistentKernel, its main loop the same to 7 instructions (8k: +0.5% with
-// stream-K; 2k: 2.5% slower), so head_dim 128 keeps whole units.
+// h200.md): 2k +0.8%, 4k +2.2% over the plain grid with its split last wave; 8k 2% slower. With
+// each piece's first S issued under the previous piece's last P V, 6k +5.0%, 8k +3.7%, 12k
+// +5.5%, 16k +0.8% (within its noise) over the plain grid
+// (attention-prefill-stream-k-overlap-h200.md), hence the limit of 16384 keys, untried beyond.
+// The same kernel at head_dim 128 ran 1.7-2.7% slower a tile than PrefillSm90PersistentKernel,
+// its main loop the same to 7 instructions (8k: +0.5% with stream-K; 2k: 2.5% slower), so
+// head_dim 128 keeps whole units.
 // Each keeps a second Q buffer beside the stages.
 template <int kHeadDim>
 inline constexpr bool kPersistentFor = kHeadDim == 128 || kHeadDim == 64;
@@ -237,7 +240,7 @@ static_assert(WholeUnitSharedBytes<64>() <= kMaxSharedBytes &&
               WholeUnitSharedBytes<128>() <= kMaxSharedBytes);
 template <int kHeadDim>
 inline constexpr bool kStreamKFor = kHeadDim == 64;
-inline constexpr int kStreamKMaxKvTiles = 32;
+inline constexpr int kStreamKMaxKvTiles = 128;
 // Stream-K pays where the last round of whole units would leave at least this many KV tiles'
 // time of the SMs idle (idle blocks x tiles a unit / SMs): it costs each block about one more
 // piece of work. H200, in the stream-K kernel: head_dim 128 at 2k, 1.9 tiles idle, 2% slower
@@ -1248,7 +1251,7 @@ __global__ void __launch_bounds__(ThreadsWith(kWholeUnitGroups), 1)
 // run in stage g % kStages), and the consumers issue a piece's first S = Q K^T with the previous
 // piece's last P V, then write that piece's O out (or hand it over) under the next one's first
 // softmax. H200, same call: full 2k 86.0 -> 82.4 us (0.943x -> 0.978x of cuDNN), 3k and 4k
-// +2.8% and +3.6% (docs/gpu-runs/attention-prefill-d64-units-h200.md).
+// +2.8% and +3.6% (docs/gpu-runs/attention-prefill-stream-k-overlap-h200.md).
 
 struct StreamKUnits {
   int units;         // query heads x query tiles x sequences
