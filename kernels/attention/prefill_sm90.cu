@@ -1209,10 +1209,8 @@ __global__ void __launch_bounds__(ThreadsWith(kWholeUnitGroups), 1)
     issue_pv((num_kv_tiles - 1) % kStages);
     WgmmaCommit();
     pass_turn();
-    const float done_max[2] = {row_max[0], row_max[1]};
-    const float done_sum[2] = {row_sum[0], row_sum[1]};
-    row_max[0] = row_max[1] = -INFINITY;
-    row_sum[0] = row_sum[1] = 0.0f;
+    float done_max[2], done_sum[2];
+    sm90::RestartRows(row_max, row_sum, done_max, done_sum);
     WgmmaWait<1>();
     PinRegisters(s);
     release(k_empty, 0);
@@ -1662,10 +1660,8 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
       issue_pv(g_next - 1);
       WgmmaCommit();
     });
-    const float done_max[2] = {row_max[0], row_max[1]};
-    const float done_sum[2] = {row_sum[0], row_sum[1]};
-    row_max[0] = row_max[1] = -INFINITY;
-    row_sum[0] = row_sum[1] = 0.0f;
+    float done_max[2], done_sum[2];
+    sm90::RestartRows(row_max, row_sum, done_max, done_sum);
     WgmmaWait<1>();
     PinRegisters(s);
     {

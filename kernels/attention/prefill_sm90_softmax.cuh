@@ -78,6 +78,20 @@ __device__ __forceinline__ void SoftmaxTile(float (&s)[kBlockN / 2], float (&row
   }
 }
 
+// At the end of a unit of rows whose next unit's first softmax runs before its O is written
+// out: the finished unit's row maxima and sums moved aside for the write-out, the rows started
+// afresh for the next.
+__device__ __forceinline__ void RestartRows(float (&row_max)[2], float (&row_sum)[2],
+                                            float (&done_max)[2], float (&done_sum)[2]) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    done_max[r] = row_max[r];
+    done_sum[r] = row_sum[r];
+    row_max[r] = -INFINITY;
+    row_sum[r] = 0.0f;
+  }
+}
+
 // O *= correction, row by row. Once the running maxima settle, most tiles leave every row's
 // correction at exactly 1 and the multiplies (head_dim / 2 a thread: 128 at head_dim 256,
 // against 40 exponentials of an 80-key tile) would change nothing; a warp skips them when none
