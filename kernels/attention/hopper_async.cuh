@@ -164,6 +164,24 @@ __device__ __forceinline__ void TmaLoad3dMulticast(uint32_t shared, const CUtens
       "h"(block_mask)
       : "memory");
 }
+// One box of shared memory written to a 3-D tensor map (TMA), whose rows outside the tensor are
+// dropped; tracked by this thread's bulk groups (TmaStoreCommit, TmaStoreWaitRead).
+__device__ __forceinline__ void TmaStore3d(const CUtensorMap& map, uint32_t shared, int c0, int c1,
+                                           int c2) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];\n" ::"l"(
+          reinterpret_cast<uint64_t>(&map)),
+      "r"(shared), "r"(c0), "r"(c1), "r"(c2)
+      : "memory");
+}
+__device__ __forceinline__ void TmaStoreCommit() {
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+// Until at most kPending of this thread's committed stores still read shared memory.
+template <int kPending>
+__device__ __forceinline__ void TmaStoreWaitRead() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(kPending) : "memory");
+}
 // Brings a tensor map (a kernel parameter) into the TMA unit's cache ahead of its first use.
 __device__ __forceinline__ void PrefetchTensorMap(const CUtensorMap& map) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&map)) : "memory");

@@ -102,6 +102,9 @@ using sm90::PinRegisters;
 using sm90::PrefetchTensorMap;
 using sm90::TmaLoad3d;
 using sm90::TmaLoad3dMulticast;
+using sm90::TmaStore3d;
+using sm90::TmaStoreCommit;
+using sm90::TmaStoreWaitRead;
 using sm90::WgmmaCommit;
 using sm90::WgmmaFence;
 using sm90::WgmmaWait;
@@ -156,6 +159,11 @@ template <int kHeadDim>
 inline constexpr int kStagesFor = kHeadDim == 64 ? 4 : 2;
 template <int kHeadDim>
 inline constexpr bool kReleaseKApartFor = kHeadDim != 64;
+// The KV tiles a sequence of kv_len keys takes (the last one maybe partial).
+template <int kHeadDim>
+constexpr int KvTilesFor(int64_t kv_len) {
+  return static_cast<int>((kv_len + kBlockNFor<kHeadDim> - 1) / kBlockNFor<kHeadDim>);
+}
 
 template <int kHeadDim>
 constexpr int SharedBytes() {
@@ -329,16 +337,14 @@ struct OutputRows {
   int num_qo_heads;
 };
 
-// Normalises O into this consumer's 64 rows of the Q tile (free once its last S = Q K^T is done;
-// same swizzle, so the 4-byte writes of a warp hit distinct banks), writes the LSE, then writes
-// the rows out whole, 16 bytes a thread, instead of 4-byte pieces of eight rows at a time.
-// own_barrier: the named barrier of the consumer's four warps.
+// Normalises this thread's two rows of O into the Q tile (free once the consumer's last
+// S = Q K^T is done; same swizzle, so the 4-byte writes of a warp hit distinct banks) and writes
+// their LSE. A warp's 16 rows of the tile are then its own.
 template <typename T, int kHeadDim, int kBlockM>
-__device__ __forceinline__ void WriteOutputRows(const float (&o)[kHeadDim / 2],
+__device__ __forceinline__ void StageOutputRows(const float (&o)[kHeadDim / 2],
                                                 const float (&row_max)[2],
                                                 const float (&row_sum)[2], T* q_smem,
-                                                const OutputRows& at, int own_barrier) {
-  constexpr int kChunks = kHeadDim / 8;
+                                                const OutputRows& at) {
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     float sum = row_sum[r];
@@ -357,6 +363,18 @@ __device__ __forceinline__ void WriteOutputRows(const float (&o)[kHeadDim / 2],
           (row_max[r] + log2f(sum)) * device::kLn2;
     }
   }
+}
+
+// Stages this consumer's 64 rows of O (StageOutputRows), then writes them out whole, 16 bytes a
+// thread, instead of 4-byte pieces of eight rows at a time. own_barrier: the named barrier of the
+// consumer's four warps.
+template <typename T, int kHeadDim, int kBlockM>
+__device__ __forceinline__ void WriteOutputRows(const float (&o)[kHeadDim / 2],
+                                                const float (&row_max)[2],
+                                                const float (&row_sum)[2], T* q_smem,
+                                                const OutputRows& at, int own_barrier) {
+  constexpr int kChunks = kHeadDim / 8;
+  StageOutputRows<T, kHeadDim, kBlockM>(o, row_max, row_sum, q_smem, at);
   asm volatile("bar.sync %0, 128;\n" ::"r"(own_barrier) : "memory");
   // Rows past q_len are skipped, not broken out of: a loop that threads of a warp leave at
   // different trips keeps ptxas from proving the warps converged after it, and the persistent
@@ -372,6 +390,54 @@ __device__ __forceinline__ void WriteOutputRows(const float (&o)[kHeadDim / 2],
       T* out = static_cast<T*>(at.o) +
                (static_cast<int64_t>(at.q_start + row) * at.num_qo_heads + at.qo_head) * kHeadDim;
       *reinterpret_cast<uint4*>(out + chunk * 8) = value;
+    }
+  }
+}
+
+// The persistent grids' write-out: each warp's 16 rows, once staged, leave by TMA (o_map: O as
+// (head_dim, query head, token) in boxes of 64 x 1 x 16), issued by its lane 0, where all 16 are
+// rows of the sequence or the sequence is the batch's last (TMA drops rows past the tensor's
+// end); else the warp copies its rows past q_len out itself, 16 bytes a lane. No barrier of the
+// consumer's warps (each writes out only what it staged), no loop of copies in the issue slots
+// of the warps. Lane 0 returns once the stores have read the buffer. H200, same call: head_dim
+// 64 full 1k +3.3%, 4k +0.7%, head_dim 128 full 2k +0.4%, 2k at 64 and 4k-8k at 128 level
+// (docs/gpu-runs/attention-prefill-stream-k-overlap-h200.md).
+template <typename T, int kHeadDim, int kBlockM>
+__device__ __forceinline__ void WriteOutputRowsByTma(const float (&o)[kHeadDim / 2],
+                                                     const float (&row_max)[2],
+                                                     const float (&row_sum)[2], T* q_smem,
+                                                     const OutputRows& at,
+                                                     const CUtensorMap& o_map,
+                                                     bool last_sequence) {
+  constexpr int kChunks = kHeadDim / 8;
+  StageOutputRows<T, kHeadDim, kBlockM>(o, row_max, row_sum, q_smem, at);
+  FenceProxyAsync();  // the staged rows (generic proxy) before the TMA unit (async proxy) reads
+  __syncwarp();
+  const int lane = threadIdx.x % 32;
+  const int first_row = at.q_tile_start + at.warp_row0;
+  if (__all_sync(0xffffffffu, last_sequence || first_row + 16 <= at.q_len)) {
+    if (lane == 0 && first_row < at.q_len) {
+#pragma unroll
+      for (int slab = 0; slab < kHeadDim / kSlab; ++slab) {
+        TmaStore3d(o_map, SharedAddress(q_smem + (slab * kBlockM + at.warp_row0) * kSlab),
+                   slab * kSlab, at.qo_head, at.q_start + first_row);
+      }
+      TmaStoreCommit();
+      TmaStoreWaitRead<0>();
+    }
+  } else {
+#pragma unroll
+    for (int i = lane; i < 16 * kChunks; i += 32) {
+      const int local_row = i / kChunks, chunk = i % kChunks;
+      const int row = first_row + local_row;
+      if (row < at.q_len) {
+        const uint4 value = *reinterpret_cast<const uint4*>(
+            q_smem + SlabOffset(kBlockM, at.warp_row0 + local_row, chunk));
+        T* out = static_cast<T*>(at.o) +
+                 (static_cast<int64_t>(at.q_start + row) * at.num_qo_heads + at.qo_head) *
+                     kHeadDim;
+        *reinterpret_cast<uint4*>(out + chunk * 8) = value;
+      }
     }
   }
 }
@@ -511,6 +577,11 @@ inline constexpr int kBoxRows = 16;
 struct KvTensorMaps {
   CUtensorMap k;
   CUtensorMap v;
+};
+// The persistent grids' Q and O as TMA tensor maps: (head_dim, query head, token), Q in boxes of
+// 64 x 1 x a unit's rows (its loads), O in boxes of 64 x 1 x 16 rows (a consumer warp's stores).
+struct QoTensorMaps {
+  CUtensorMap q, o;
 };
 
 // kTmaKv: K/V tiles arrive by TMA, one box per 16 rows of a page and 64-wide slab, issued by
@@ -906,10 +977,11 @@ __device__ __forceinline__ PersistentUnit PersistentUnitAt(int u, int num_qo_hea
 // By the block's first thread: the tensor maps fetched, then the barriers set up (two Q buffers,
 // filled by TMA and emptied by every consumer warp, and each stage's K and V).
 __device__ __forceinline__ void PrefetchPersistentMaps(const KvTensorMaps& maps,
-                                                       const CUtensorMap& q_map) {
+                                                       const QoTensorMaps& qo) {
   PrefetchTensorMap(maps.k);
   PrefetchTensorMap(maps.v);
-  PrefetchTensorMap(q_map);
+  PrefetchTensorMap(qo.q);
+  PrefetchTensorMap(qo.o);
 }
 template <int kStages, int kConsumerWarps>
 __device__ __forceinline__ void InitPersistentBarriers(uint64_t* q_full, uint64_t* q_empty,
@@ -959,16 +1031,17 @@ __device__ __forceinline__ void LoadPersistentQ(int i, const CUtensorMap& q_map,
 // block's count of units), counters of loops that start at 0, so that ptxas keeps the wgmma
 // descriptors in uniform registers.
 struct PersistentUnits {
-  int units;         // query heads x query tiles x sequences
-  int q_tiles;       // per sequence
-  int num_kv_tiles;  // per unit, a multiple of the stages
+  int units;          // query heads x query tiles x sequences
+  int q_tiles;        // per sequence
+  int num_kv_tiles;   // per unit, a multiple of the stages
+  int last_sequence;  // whose rows past its length TMA drops (the end of O)
 };
 
 template <typename T, int kHeadDim>
 __global__ void __launch_bounds__(ThreadsWith(kWholeUnitGroups), 1)
     PrefillSm90PersistentKernel(const __grid_constant__ PrefillKernelParams p,
                                 const __grid_constant__ KvTensorMaps maps,
-                                const __grid_constant__ CUtensorMap q_map,
+                                const __grid_constant__ QoTensorMaps qo,
                                 const PersistentUnits work) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int kBlockM = kWholeUnitBlockM;
@@ -995,7 +1068,7 @@ __global__ void __launch_bounds__(ThreadsWith(kWholeUnitGroups), 1)
   };
 
   if (threadIdx.x == 0) {
-    PrefetchPersistentMaps(maps, q_map);
+    PrefetchPersistentMaps(maps, qo);
     InitPersistentBarriers<kStages, kConsumerWarps>(q_full, q_empty, k_full, v_full, k_empty,
                                                     v_empty);
   }
@@ -1029,7 +1102,7 @@ __global__ void __launch_bounds__(ThreadsWith(kWholeUnitGroups), 1)
           return lane < kBoxes && j < kv_end ? __ldg(pages + (j >> p.log2_page_size)) : 0;
         };
         if (!loads_v && lane == 0) {
-          LoadPersistentQ<T, kBlockM, kHeadDim>(i, q_map, unit, p.q_indptr, q_smem0, q_full,
+          LoadPersistentQ<T, kBlockM, kHeadDim>(i, qo.q, unit, p.q_indptr, q_smem0, q_full,
                                                 q_empty);
         }
         int next_page = read_page(0);
@@ -1179,13 +1252,13 @@ __global__ void __launch_bounds__(ThreadsWith(kWholeUnitGroups), 1)
     release(v_empty, (num_kv_tiles - 1) % kStages);
     const PersistentUnit unit = unit_at(blockIdx.x + i * gridDim.x);
     const int q_start = p.q_indptr[unit.seq];
-    WriteOutputRows<T, kHeadDim, kBlockM>(
+    WriteOutputRowsByTma<T, kHeadDim, kBlockM>(
         o, done_max, done_sum, q_smem0 + (i & 1) * kBlockM * kHeadDim,
         {.consumer = consumer, .warp_row0 = warp_row0, .group = group, .quad_lane = quad_lane,
          .q_tile_start = unit.q_tile_start, .q_len = p.q_indptr[unit.seq + 1] - q_start,
          .q_start = q_start, .qo_head = unit.qo_head, .o = p.o, .lse = p.lse,
          .num_qo_heads = p.num_qo_heads},
-        kOwnBarrier0 + consumer);
+        qo.o, unit.seq == work.last_sequence);
     // The buffer's reads (generic proxy) are done before the K warp's TMA (async proxy) writes
     // the next Q there.
     FenceProxyAsync();
@@ -1256,6 +1329,7 @@ struct StreamKUnits {
   int q_tiles;       // per sequence
   int num_kv_tiles;  // per unit
   int kv_len;        // every sequence's (a uniform batch): the last tile's keys follow
+  int last_sequence;  // whose rows past its length TMA drops (the end of O)
   int whole_units;   // a multiple of gridDim.x, or units
   // Block b's stream-K tiles, numbered from unit whole_units's first: [bounds[b], bounds[b + 1])
   // (BalanceStreamKRanges: ranges of equal cost, not of equal tiles).
@@ -1349,7 +1423,7 @@ template <typename T, int kHeadDim>
 __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
     PrefillSm90StreamKKernel(const __grid_constant__ PrefillKernelParams p,
                              const __grid_constant__ KvTensorMaps maps,
-                             const __grid_constant__ CUtensorMap q_map,
+                             const __grid_constant__ QoTensorMaps qo,
                              const __grid_constant__ StreamKUnits work) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   static_assert(kStreamKFor<kHeadDim>, "the stream-K grid is built for head_dim 64");
@@ -1380,7 +1454,7 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
   };
 
   if (threadIdx.x == 0) {
-    PrefetchPersistentMaps(maps, q_map);
+    PrefetchPersistentMaps(maps, qo);
     share_smem = StreamKBlockShare::Of(work);
     InitPersistentBarriers<kStages, kConsumerWarps>(q_full, q_empty, k_full, v_full, k_empty,
                                                     v_empty);
@@ -1416,7 +1490,7 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
           return lane < kBoxes && j < kv_end ? __ldg(pages + (j >> p.log2_page_size)) : 0;
         };
         if (!loads_v && lane == 0) {
-          LoadPersistentQ<T, kBlockM, kHeadDim>(i, q_map, unit, p.q_indptr, q_smem0, q_full,
+          LoadPersistentQ<T, kBlockM, kHeadDim>(i, qo.q, unit, p.q_indptr, q_smem0, q_full,
                                                 q_empty);
         }
         const int tiles_here = piece.t_end - piece.t_begin;
@@ -1614,12 +1688,12 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
     // registers (73 R2UR in the kernel instead of 32).
     const int q_start = p.q_indptr[unit.seq];
     const int q_len = piece.hands_over ? 0 : p.q_indptr[unit.seq + 1] - q_start;
-    WriteOutputRows<T, kHeadDim, kBlockM>(
+    WriteOutputRowsByTma<T, kHeadDim, kBlockM>(
         o, out_max, out_sum, q_buffer(i),
         {.consumer = consumer, .warp_row0 = warp_row0, .group = group, .quad_lane = quad_lane,
          .q_tile_start = unit.q_tile_start, .q_len = q_len, .q_start = q_start,
          .qo_head = unit.qo_head, .o = p.o, .lse = p.lse, .num_qo_heads = p.num_qo_heads},
-        kOwnBarrier0 + consumer);
+        qo.o, unit.seq == work.last_sequence);
     // The buffer's reads (generic proxy) are done before the K warp's TMA (async proxy) writes
     // the next Q there.
     FenceProxyAsync();
@@ -1714,27 +1788,39 @@ bool EncodeKvTensorMap(const void* cache, const AttentionProblem& problem, CUten
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-// A tensor map over Q, (head_dim, query head, token), for boxes of 64 x 1 x kBlockM rows (the
-// persistent grids' Q loads); false where TMA cannot read it.
-template <typename T, int kHeadDim, int kBlockM>
-bool EncodeQTensorMap(const AttentionProblem& problem, const PrefillKernelParams& params,
-                      CUtensorMap& map) {
+// A tensor map over rows of query heads (Q or O), (head_dim, query head, token), for boxes of
+// 64 x 1 x box_rows rows; false where TMA cannot reach them.
+template <typename T, int kHeadDim>
+bool EncodeHeadRowsTensorMap(const void* rows, int64_t row_stride, int num_qo_heads,
+                             int64_t tokens, int box_rows, CUtensorMap& map) {
   const PFN_cuTensorMapEncodeTiled_v12000 encode = EncodeTiledEntry();
   if (encode == nullptr) return false;
   const cuuint64_t dims[3] = {static_cast<cuuint64_t>(kHeadDim),
-                              static_cast<cuuint64_t>(params.num_qo_heads),
-                              static_cast<cuuint64_t>(problem.lengths.total_q())};
+                              static_cast<cuuint64_t>(num_qo_heads),
+                              static_cast<cuuint64_t>(tokens)};
   const cuuint64_t strides[2] = {kHeadDim * sizeof(T),
-                                 static_cast<cuuint64_t>(params.q_row_stride) * sizeof(T)};
-  const cuuint32_t box[3] = {kSlab, 1, kBlockM};
+                                 static_cast<cuuint64_t>(row_stride) * sizeof(T)};
+  const cuuint32_t box[3] = {kSlab, 1, static_cast<cuuint32_t>(box_rows)};
   const cuuint32_t element_strides[3] = {1, 1, 1};
   const CUtensorMapDataType type = std::is_same_v<T, __nv_bfloat16>
                                        ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
                                        : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-  return encode(&map, type, 3, const_cast<void*>(params.q), dims, strides, box, element_strides,
+  return encode(&map, type, 3, const_cast<void*>(rows), dims, strides, box, element_strides,
                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+// The persistent grids' Q (boxes of a unit's kBlockM rows) and O (16 rows: a consumer warp's).
+template <typename T, int kHeadDim, int kBlockM>
+bool EncodeQoTensorMaps(const AttentionProblem& problem, const PrefillKernelParams& params,
+                        QoTensorMaps& maps) {
+  const int64_t tokens = problem.lengths.total_q();
+  return EncodeHeadRowsTensorMap<T, kHeadDim>(params.q, params.q_row_stride, params.num_qo_heads,
+                                              tokens, kBlockM, maps.q) &&
+         EncodeHeadRowsTensorMap<T, kHeadDim>(params.o,
+                                              int64_t{params.num_qo_heads} * kHeadDim,
+                                              params.num_qo_heads, tokens, 16, maps.o);
 }
 
 // A launch in thread block clusters (the split and multicast grids): `config` points at
@@ -1812,12 +1898,17 @@ const std::vector<int>& StreamKRangesFor(int tiles, int unit_tiles, int blocks) 
 // The persistent grid's work: its last two rounds of units dealt out by KV tiles where the units
 // do not fill whole rounds and `workspace` holds the hand-over, else whole units throughout.
 template <int kHeadDim>
-StreamKUnits PlanStreamKUnits(int blocks, int units, int q_tiles, int kv_len,
-                                    const PrefillWorkspace& workspace) {
-  const int kv_tiles = (kv_len + kBlockNFor<kHeadDim> - 1) / kBlockNFor<kHeadDim>;
-  StreamKUnits work{.units = units, .q_tiles = q_tiles, .num_kv_tiles = kv_tiles,
-                       .kv_len = kv_len, .whole_units = units, .partials = nullptr,
-                       .ready = nullptr};
+StreamKUnits PlanStreamKUnits(int blocks, int units, int q_tiles, int kv_len, int sequences,
+                              const PrefillWorkspace& workspace) {
+  const int kv_tiles = KvTilesFor<kHeadDim>(kv_len);
+  StreamKUnits work{.units = units,
+                    .q_tiles = q_tiles,
+                    .num_kv_tiles = kv_tiles,
+                    .kv_len = kv_len,
+                    .last_sequence = sequences - 1,
+                    .whole_units = units,
+                    .partials = nullptr,
+                    .ready = nullptr};
   const int idle_blocks = units % blocks == 0 ? 0 : blocks - units % blocks;
   if (workspace.data != nullptr && workspace.bytes >= HandOverWorkspaceBytes<kHeadDim>() &&
       idle_blocks * kv_tiles >= kStreamKMinIdleTiles * blocks) {
@@ -1835,13 +1926,13 @@ StreamKUnits PlanStreamKUnits(int blocks, int units, int q_tiles, int kv_len,
 // The persistent grid: `blocks` blocks (one an SM) over `work`'s units.
 template <typename T, int kHeadDim>
 absl::Status LaunchPersistentKernel(int blocks, const PrefillKernelParams& params,
-                                    const KvTensorMaps& maps, const CUtensorMap& q_map,
+                                    const KvTensorMaps& maps, const QoTensorMaps& qo,
                                     const PersistentUnits& work, cudaStream_t stream) {
   constexpr int kShared = WholeUnitSharedBytes<kHeadDim>();
   auto* kernel = PrefillSm90PersistentKernel<T, kHeadDim>;
   CUDA_RETURN_IF_ERROR(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared));
-  kernel<<<blocks, ThreadsWith(kWholeUnitGroups), kShared, stream>>>(params, maps, q_map, work);
+  kernel<<<blocks, ThreadsWith(kWholeUnitGroups), kShared, stream>>>(params, maps, qo, work);
   CUDA_RETURN_IF_ERROR(cudaGetLastError());
   return absl::OkStatus();
 }
@@ -1849,13 +1940,13 @@ absl::Status LaunchPersistentKernel(int blocks, const PrefillKernelParams& param
 // The stream-K grid: `blocks` blocks (one an SM) over `work`'s pieces.
 template <typename T, int kHeadDim>
 absl::Status LaunchStreamKKernel(int blocks, const PrefillKernelParams& params,
-                                 const KvTensorMaps& maps, const CUtensorMap& q_map,
+                                 const KvTensorMaps& maps, const QoTensorMaps& qo,
                                  const StreamKUnits& work, cudaStream_t stream) {
   constexpr int kShared = StreamKSharedBytes<kHeadDim>();
   auto* kernel = PrefillSm90StreamKKernel<T, kHeadDim>;
   CUDA_RETURN_IF_ERROR(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared));
-  kernel<<<blocks, kThreadsFor<kHeadDim>, kShared, stream>>>(params, maps, q_map, work);
+  kernel<<<blocks, kThreadsFor<kHeadDim>, kShared, stream>>>(params, maps, qo, work);
   CUDA_RETURN_IF_ERROR(cudaGetLastError());
   return absl::OkStatus();
 }
@@ -1912,11 +2003,11 @@ absl::Status LaunchSplitTiles(const PrefillKernelParams& params, const KvTensorM
 template <typename T, int kHeadDim, int kBlockM>
 absl::StatusOr<int> PersistentBlocks(const AttentionProblem& problem,
                                      const PrefillKernelParams& params, int64_t units,
-                                     CUtensorMap& q_map) {
+                                     QoTensorMaps& qo) {
   if (problem.shape.causal || !UniformLengths(problem.lengths)) return 0;
   ASSIGN_OR_RETURN(const int sms, MultiprocessorCount());
   if (units <= sms || sms > kMaxPersistentBlocks ||
-      !EncodeQTensorMap<T, kHeadDim, kBlockM>(problem, params, q_map)) {
+      !EncodeQoTensorMaps<T, kHeadDim, kBlockM>(problem, params, qo)) {
     return 0;
   }
   return sms;
@@ -1931,19 +2022,23 @@ absl::StatusOr<std::optional<PrefillLaunchInfo>> LaunchWholeUnitsIfFit(
     const AttentionProblem& problem, const PrefillKernelParams& params, const KvTensorMaps& maps,
     int64_t plain_blocks, cudaStream_t stream) {
   const SequenceLengths& lengths = problem.lengths;
-  const int kv_tiles = (lengths.max_kv_len() + kBlockNFor<kHeadDim> - 1) / kBlockNFor<kHeadDim>;
+  const int kv_tiles = KvTilesFor<kHeadDim>(lengths.max_kv_len());
   if (kv_tiles % kWholeUnitStages != 0 || kv_tiles > kWholeUnitMaxKvTilesFor<kHeadDim>) {
     return std::nullopt;
   }
   const int q_tiles = (lengths.max_q_len() + kWholeUnitBlockM - 1) / kWholeUnitBlockM;
   const int64_t units = int64_t{params.num_qo_heads} * q_tiles * lengths.batch();
-  CUtensorMap q_map{};
+  QoTensorMaps qo{};
   ASSIGN_OR_RETURN(const int blocks, (PersistentBlocks<T, kHeadDim, kWholeUnitBlockM>(
-                                         problem, params, units, q_map)));
+                                         problem, params, units, qo)));
   if (blocks == 0 || plain_blocks <= blocks) return std::nullopt;
   RETURN_IF_ERROR((LaunchPersistentKernel<T, kHeadDim>(
-      blocks, params, maps, q_map,
-      {.units = static_cast<int>(units), .q_tiles = q_tiles, .num_kv_tiles = kv_tiles}, stream)));
+      blocks, params, maps, qo,
+      {.units = static_cast<int>(units),
+       .q_tiles = q_tiles,
+       .num_kv_tiles = kv_tiles,
+       .last_sequence = lengths.batch() - 1},
+      stream)));
   return PrefillLaunchInfo{.block_m = kWholeUnitBlockM,
                            .block_n = kBlockNFor<kHeadDim>,
                            .warps = kWholeUnitGroups * 4,
@@ -1993,14 +2088,13 @@ absl::StatusOr<PrefillLaunchInfo> LaunchTyped(const AttentionProblem& problem,
       if (info.has_value()) return *info;
     }
   }
-  CUtensorMap q_map{};
+  QoTensorMaps qo{};
   int persistent_blocks = 0;
   StreamKUnits work{};
   if constexpr (kStreamKFor<kHeadDim>) {
-    if (tma && (problem.lengths.max_kv_len() + kBlockNFor<kHeadDim> - 1) /
-                       kBlockNFor<kHeadDim> <= kStreamKMaxKvTiles) {
+    if (tma && KvTilesFor<kHeadDim>(problem.lengths.max_kv_len()) <= kStreamKMaxKvTiles) {
       ASSIGN_OR_RETURN(persistent_blocks,
-                       (PersistentBlocks<T, kHeadDim, kBlockM>(problem, params, units, q_map)));
+                       (PersistentBlocks<T, kHeadDim, kBlockM>(problem, params, units, qo)));
     }
   }
   int split_tiles = 0;
@@ -2023,8 +2117,9 @@ absl::StatusOr<PrefillLaunchInfo> LaunchTyped(const AttentionProblem& problem,
   } else if (persistent_blocks > 0) {
     if constexpr (kStreamKFor<kHeadDim>) {
       work = PlanStreamKUnits<kHeadDim>(persistent_blocks, static_cast<int>(units), q_tiles,
-                                        problem.lengths.max_kv_len(), workspace);
-      RETURN_IF_ERROR((LaunchStreamKKernel<T, kHeadDim>(persistent_blocks, ordered, maps, q_map,
+                                        problem.lengths.max_kv_len(), problem.lengths.batch(),
+                                        workspace);
+      RETURN_IF_ERROR((LaunchStreamKKernel<T, kHeadDim>(persistent_blocks, ordered, maps, qo,
                                                         work, stream)));
     }
   } else if (tma) {
