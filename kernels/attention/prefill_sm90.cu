@@ -422,7 +422,7 @@ __device__ __forceinline__ void WriteOutputRows(const float (&o)[kHeadDim / 2],
 // The persistent grids' write-out: each warp's 16 rows, once staged, leave by TMA (o_map: O as
 // (head_dim, query head, token) in boxes of 64 x 1 x 16), issued by its lane 0, where all 16 are
 // rows of the sequence or the sequence is the batch's last (TMA drops rows past the tensor's
-// end); else the warp copies its rows past q_len out itself, 16 bytes a lane. No barrier of the
+// end); else the warp copies its rows short of q_len out itself, 16 bytes a lane. No barrier of the
 // consumer's warps (each writes out only what it staged), no loop of copies in the issue slots
 // of the warps. Lane 0 returns once the stores have read the buffer. H200, same call: head_dim
 // 64 full 1k +3.3%, 4k +0.7%, head_dim 128 full 2k +0.4%, 2k at 64 and 4k-8k at 128 level
@@ -1396,8 +1396,9 @@ struct StreamKBlockShare {
     share.low = work.bounds[block];
     share.high = work.bounds[block + 1];
     share.top_unit = share.high > share.low ? (share.high - 1) / work.num_kv_tiles : 0;
-    share.pieces = share.whole_pieces +
-                   (share.high > share.low ? share.top_unit - share.low / work.num_kv_tiles + 1 : 0);
+    const int stream_k_pieces =
+        share.high > share.low ? share.top_unit - share.low / work.num_kv_tiles + 1 : 0;
+    share.pieces = share.whole_pieces + stream_k_pieces;
     return share;
   }
 };
