@@ -390,6 +390,17 @@ __device__ __forceinline__ void StageOutputRows(const float (&o)[kHeadDim / 2],
   }
 }
 
+// One 16-byte chunk of a staged row (the tile's row block_row, the sequence's row `row`) out to O.
+template <typename T, int kHeadDim, int kBlockM>
+__device__ __forceinline__ void CopyStagedChunk(const T* q_smem, const OutputRows& at,
+                                                int block_row, int row, int chunk) {
+  const uint4 value =
+      *reinterpret_cast<const uint4*>(q_smem + SlabOffset(kBlockM, block_row, chunk));
+  T* out = static_cast<T*>(at.o) +
+           (static_cast<int64_t>(at.q_start + row) * at.num_qo_heads + at.qo_head) * kHeadDim;
+  *reinterpret_cast<uint4*>(out + chunk * 8) = value;
+}
+
 // Stages this consumer's 64 rows of O (StageOutputRows), then writes them out whole, 16 bytes a
 // thread, instead of 4-byte pieces of eight rows at a time. own_barrier: the named barrier of the
 // consumer's four warps.
@@ -410,11 +421,7 @@ __device__ __forceinline__ void WriteOutputRows(const float (&o)[kHeadDim / 2],
     const int local_row = i / kChunks, chunk = i % kChunks;
     const int row = at.q_tile_start + at.consumer * 64 + local_row;
     if (row < at.q_len) {
-      const uint4 value = *reinterpret_cast<const uint4*>(
-          q_smem + SlabOffset(kBlockM, at.consumer * 64 + local_row, chunk));
-      T* out = static_cast<T*>(at.o) +
-               (static_cast<int64_t>(at.q_start + row) * at.num_qo_heads + at.qo_head) * kHeadDim;
-      *reinterpret_cast<uint4*>(out + chunk * 8) = value;
+      CopyStagedChunk<T, kHeadDim, kBlockM>(q_smem, at, at.consumer * 64 + local_row, row, chunk);
     }
   }
 }
@@ -456,12 +463,7 @@ __device__ __forceinline__ void WriteOutputRowsByTma(const float (&o)[kHeadDim /
       const int local_row = i / kChunks, chunk = i % kChunks;
       const int row = first_row + local_row;
       if (row < at.q_len) {
-        const uint4 value = *reinterpret_cast<const uint4*>(
-            q_smem + SlabOffset(kBlockM, at.warp_row0 + local_row, chunk));
-        T* out = static_cast<T*>(at.o) +
-                 (static_cast<int64_t>(at.q_start + row) * at.num_qo_heads + at.qo_head) *
-                     kHeadDim;
-        *reinterpret_cast<uint4*>(out + chunk * 8) = value;
+        CopyStagedChunk<T, kHeadDim, kBlockM>(q_smem, at, at.warp_row0 + local_row, row, chunk);
       }
     }
   }
