@@ -431,18 +431,14 @@ __device__ __forceinline__ void WriteOutputRows(const float (&o)[kHeadDim / 2],
 // rows of the sequence or the sequence is the batch's last (TMA drops rows past the tensor's
 // end); else the warp copies its rows short of q_len out itself, 16 bytes a lane. No barrier of the
 // consumer's warps (each writes out only what it staged), no loop of copies in the issue slots
-// of the warps. Lane 0 returns once the stores have read the buffer. H200, same call: head_dim
-// 64 full 1k +3.3%, 4k +0.7%, head_dim 128 full 2k +0.4%, 2k at 64 and 4k-8k at 128 level
-// (docs/gpu-runs/attention-prefill-stream-k-overlap-h200.md).
-template <typename T, int kHeadDim, int kBlockM>
-__device__ __forceinline__ void WriteOutputRowsByTma(const float (&o)[kHeadDim / 2],
-                                                     const float (&row_max)[2],
-                                                     const float (&row_sum)[2], T* q_smem,
-                                                     const OutputRows& at,
-                                                     const CUtensorMap& o_map,
-                                                     bool last_sequence) {
+// of the warps. Lane 0 returns once the stores have read the buffer (kWaitsForReads; else once
+// they are issued, and the caller waits with TmaStoreWaitRead before the buffer is written
+// again). H200, same call: head_dim 64 full 1k +3.3%, 4k +0.7%, head_dim 128 full 2k +0.4%, 2k
+// at 64 and 4k-8k at 128 level (docs/gpu-runs/attention-prefill-stream-k-overlap-h200.md).
+template <typename T, int kHeadDim, int kBlockM, bool kWaitsForReads = true>
+__device__ __forceinline__ void SendStagedRows(const T* q_smem, const OutputRows& at,
+                                               const CUtensorMap& o_map, bool last_sequence) {
   constexpr int kChunks = kHeadDim / 8;
-  StageOutputRows<T, kHeadDim, kBlockM, true>(o, row_max, row_sum, q_smem, at);
   FenceProxyAsync();  // the staged rows (generic proxy) before the TMA unit (async proxy) reads
   __syncwarp();
   const int lane = threadIdx.x % 32;
@@ -455,7 +451,7 @@ __device__ __forceinline__ void WriteOutputRowsByTma(const float (&o)[kHeadDim /
                    slab * kSlab, at.qo_head, at.q_start + first_row);
       }
       TmaStoreCommit();
-      TmaStoreWaitRead<0>();
+      if constexpr (kWaitsForReads) TmaStoreWaitRead<0>();
     }
   } else {
 #pragma unroll
@@ -467,6 +463,16 @@ __device__ __forceinline__ void WriteOutputRowsByTma(const float (&o)[kHeadDim /
       }
     }
   }
+}
+template <typename T, int kHeadDim, int kBlockM>
+__device__ __forceinline__ void WriteOutputRowsByTma(const float (&o)[kHeadDim / 2],
+                                                     const float (&row_max)[2],
+                                                     const float (&row_sum)[2], T* q_smem,
+                                                     const OutputRows& at,
+                                                     const CUtensorMap& o_map,
+                                                     bool last_sequence) {
+  StageOutputRows<T, kHeadDim, kBlockM, true>(o, row_max, row_sum, q_smem, at);
+  SendStagedRows<T, kHeadDim, kBlockM>(q_smem, at, o_map, last_sequence);
 }
 
 // D (m64nN, fp32) [+]= A (64x16 from shared memory) * B (16xN from shared memory, K-major): S =
@@ -1264,54 +1270,77 @@ __global__ void __launch_bounds__(ThreadsWith(kWholeUnitGroups), 1)
     PackP<T, kBlockN>(s, pa);
     wait_v(t, phase);
   };
-  // Tiles 0 .. n - 2 of unit i: P V of tile t with S of tile t + 1, as in sm90::RunKvTiles;
-  // then the last tile opened.
-  auto run_tiles_but_last = [&](int i) {
+  // One step of unit i's tile pass: P V of tile t issued with S of tile t + 1, as in
+  // sm90::RunKvTiles; after_issue runs once both are issued.
+  auto tile_step = [&](int t, uint32_t phase, const QDescriptors<kBlockM>& q_desc,
+                       auto&& after_issue) {
+    open_tile(t, phase);
+    MbarrierWait(SharedAddress(&k_full[(t + 1) % kStages]), phase ^ (((t + 1) / kStages) & 1));
+    take_turn();
+    WgmmaFence();
+    issue_qk(q_desc, (t + 1) % kStages);
+    WgmmaCommit();
+    issue_pv(t % kStages);
+    WgmmaCommit();
+    pass_turn();
+    after_issue();
+    WgmmaWait<1>();
+    PinRegisters(s);
+    release(k_empty, (t + 1) % kStages);
+    softmax(t + 1);
+  };
+  // Tiles 0 .. n - 2 of unit i, then the last tile opened (n >= 2, a multiple of the stages);
+  // after_step(t) runs once tile t's P V and tile t + 1's S are issued.
+  auto run_tiles_but_last = [&](int i, auto&& after_step) {
     const uint32_t phase = phase_of(i);
     const QDescriptors<kBlockM> q_desc(q_smem0 + (i & 1) * kBlockM * kHeadDim, consumer);
     for (int t = 0; t + 1 < num_kv_tiles; ++t) {
-      open_tile(t, phase);
-      MbarrierWait(SharedAddress(&k_full[(t + 1) % kStages]), phase ^ (((t + 1) / kStages) & 1));
-      take_turn();
-      WgmmaFence();
-      issue_qk(q_desc, (t + 1) % kStages);
-      WgmmaCommit();
-      issue_pv(t % kStages);
-      WgmmaCommit();
-      pass_turn();
-      WgmmaWait<1>();
-      PinRegisters(s);
-      release(k_empty, (t + 1) % kStages);
-      softmax(t + 1);
+      tile_step(t, phase, q_desc, [&] { after_step(t); });
     }
     open_tile(num_kv_tiles - 1, phase);
   };
-  // Once the last tile's P V is done: O of unit i written out, its Q buffer given back.
-  auto write_out = [&](int i, const float(&done_max)[2], const float(&done_sum)[2]) {
-    WgmmaWait<0>();
-    PinRegisters(o);
-    release(v_empty, (num_kv_tiles - 1) % kStages);
+  // Where unit i's rows of O go, from beside its Q buffer.
+  auto output_rows = [&](int i) {
     const UnitRows rows = unit_rows[i & 1];  // (q_start, q_len, qo_head, q_tile_start)
-    WriteOutputRowsByTma<T, kHeadDim, kBlockM>(
-        o, done_max, done_sum, q_smem0 + (i & 1) * kBlockM * kHeadDim,
-        {.consumer = consumer, .warp_row0 = warp_row0, .group = group, .quad_lane = quad_lane,
-         .q_tile_start = rows.w, .q_len = rows.y, .q_start = rows.x, .qo_head = rows.z,
-         .o = p.o, .lse = p.lse, .num_qo_heads = p.num_qo_heads},
-        qo.o, rows.x + rows.y == work.total_q);
+    return OutputRows{.consumer = consumer, .warp_row0 = warp_row0, .group = group,
+                      .quad_lane = quad_lane, .q_tile_start = rows.w, .q_len = rows.y,
+                      .q_start = rows.x, .qo_head = rows.z, .o = p.o, .lse = p.lse,
+                      .num_qo_heads = p.num_qo_heads};
+  };
+  // Unit i's staged rows of O sent out; once the stores have read them, its Q buffer given back.
+  auto send_out = [&](int i) {
+    const OutputRows at = output_rows(i);
+    SendStagedRows<T, kHeadDim, kBlockM, false>(q_smem0 + (i & 1) * kBlockM * kHeadDim, at,
+                                                qo.o, at.q_start + at.q_len == work.total_q);
+  };
+  auto give_q_back = [&](int i) {
+    if (lane == 0) TmaStoreWaitRead<0>();
     // The buffer's reads (generic proxy) are done before the K warp's TMA (async proxy) writes
     // the next Q there.
     FenceProxyAsync();
     __syncwarp();
     if (lane == 0) MbarrierArrive(SharedAddress(&q_empty[i & 1]));
   };
+  auto stage_out = [&](int i, const float(&done_max)[2], const float(&done_sum)[2]) {
+    WgmmaWait<0>();
+    PinRegisters(o);
+    release(v_empty, (num_kv_tiles - 1) % kStages);
+    StageOutputRows<T, kHeadDim, kBlockM, true>(o, done_max, done_sum,
+                                                q_smem0 + (i & 1) * kBlockM * kHeadDim,
+                                                output_rows(i));
+  };
   // Every unit but the block's last: the last tile's P V issued with the next unit's first
-  // S = Q K^T (Q in the other buffer, K in stage 0), whose softmax runs under it; the unit's O
-  // is then written out while the other consumer issues. (No branch on the unit inside: one
-  // around the wgmmas made ptxas serialise every wgmma of the kernel.)
+  // S = Q K^T (Q in the other buffer, K in stage 0), whose softmax runs under it; O is then
+  // staged in the Q buffer, sent out by TMA only once the next unit's first step has issued its
+  // wgmmas, and the buffer given back a step later, once the stores have read it: the tensor
+  // cores have work through the write-out (H200, same call: head_dim 128 full 2k +1.6%, 4k
+  // +0.6%). The staged values stay in shared memory, not registers: 32 more registers live
+  // across the tile loop cost 1.5% at 4k-8k. (No branch on the unit inside: one around the
+  // wgmmas made ptxas serialise every wgmma of the kernel.)
   const int block_units = (work.units - static_cast<int>(blockIdx.x) + gridDim.x - 1) / gridDim.x;
   int i = 0;
+  run_tiles_but_last(0, [](int) {});
   for (; i + 1 < block_units; ++i) {
-    run_tiles_but_last(i);
     MbarrierWait(SharedAddress(&q_full[(i + 1) & 1]), ((i + 1) >> 1) & 1);
     MbarrierWait(SharedAddress(&k_full[0]), phase_of(i + 1));
     take_turn();
@@ -1327,18 +1356,23 @@ __global__ void __launch_bounds__(ThreadsWith(kWholeUnitGroups), 1)
     PinRegisters(s);
     release(k_empty, 0);
     softmax(0);
-    write_out(i, done_max, done_sum);
+    stage_out(i, done_max, done_sum);
 #pragma unroll
     for (int e = 0; e < kHeadDim / 2; ++e) o[e] = 0.0f;
+    run_tiles_but_last(i + 1, [&](int t) {
+      if (t == 0) send_out(i);
+      if (t == 1 || num_kv_tiles == 2) give_q_back(i);
+    });
   }
   // The block's last unit ends as the plain kernel's does.
-  run_tiles_but_last(i);
   take_turn();
   WgmmaFence();
   issue_pv((num_kv_tiles - 1) % kStages);
   WgmmaCommit();
   pass_turn();
-  write_out(i, row_max, row_sum);
+  stage_out(i, row_max, row_sum);
+  send_out(i);
+  give_q_back(i);
   if (consumer == 0) take_turn();
 #else
   __trap();
