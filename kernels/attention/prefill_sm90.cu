@@ -1007,6 +1007,22 @@ __device__ __forceinline__ PersistentUnit PersistentUnitAt(int u, int num_qo_hea
   return PersistentUnit{u % num_qo_heads, u / heads_tiles, (u / num_qo_heads) % q_tiles * kBlockM};
 }
 
+// The whole-unit grid's order: the query heads of one KV head fastest, then query tile, then KV
+// head, then sequence, so that the blocks running at once read the tiles of one or two KV heads
+// (at 16k keys and head_dim 128 the eight KV heads' K and V, 64 MiB, outgrow the L2; one KV
+// head's 8 MiB does not).
+template <int kBlockM>
+__device__ __forceinline__ PersistentUnit KvHeadMajorUnitAt(int u, int group_size,
+                                                            int num_kv_heads, int q_tiles) {
+  const int in_group = u % group_size;
+  const int tiles_heads_seqs = u / group_size;
+  const int q_tile = tiles_heads_seqs % q_tiles;
+  const int heads_seqs = tiles_heads_seqs / q_tiles;
+  const int kv_head = heads_seqs % num_kv_heads;
+  return PersistentUnit{kv_head * group_size + in_group, heads_seqs / num_kv_heads,
+                        q_tile * kBlockM};
+}
+
 // By the block's first thread: the tensor maps fetched, then the barriers set up (two Q buffers,
 // filled by TMA and emptied by every consumer warp, and each stage's K and V).
 __device__ __forceinline__ void PrefetchPersistentMaps(const KvTensorMaps& maps,
@@ -1111,7 +1127,8 @@ __global__ void __launch_bounds__(ThreadsWith(kWholeUnitGroups), 1)
 
   const int num_kv_tiles = work.num_kv_tiles;
   auto unit_at = [&](int u) {
-    return PersistentUnitAt<kBlockM>(u, p.num_qo_heads, work.q_tiles);
+    return KvHeadMajorUnitAt<kBlockM>(u, p.group_size, p.num_qo_heads / p.group_size,
+                                      work.q_tiles);
   };
 
   if (threadIdx.x == 0) {
