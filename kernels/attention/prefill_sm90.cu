@@ -997,7 +997,9 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
 }
 
 // Pieces the two persistent grids (whole units, stream-K) share.
-// A unit of work: the plain grid's block (query head fastest, then query tile, then sequence).
+// A unit of work: the plain grid's block. PersistentUnitAt numbers them as the plain grid does
+// (query head fastest, then query tile, then sequence: the stream-K grid's order),
+// KvHeadMajorUnitAt by KV head (the whole-unit grid's).
 struct PersistentUnit {
   int qo_head, seq, q_tile_start;
 };
@@ -1081,6 +1083,15 @@ __device__ __forceinline__ void LoadPersistentQ(int i, const CUtensorMap& q_map,
     TmaLoad3d(SharedAddress(q_buffer + slab * kBlockM * kSlab), q_map, slab * kSlab,
               unit.qo_head, q_row, barrier);
   }
+}
+
+// A consumer warp, once it and its stores are done reading a Q buffer (q_empty: that buffer's
+// barrier): the buffer given back to the K warp (LoadPersistentQ), the reads (generic proxy)
+// ordered before the TMA (async proxy) that writes the next Q there.
+__device__ __forceinline__ void GiveQBufferBack(uint64_t* q_empty) {
+  FenceProxyAsync();
+  __syncwarp();
+  if (threadIdx.x % 32 == 0) MbarrierArrive(SharedAddress(q_empty));
 }
 
 // The whole-unit persistent grid (head_dim 128, and 64 up to 1024 keys; no causal mask, a uniform
@@ -1333,11 +1344,7 @@ __global__ void __launch_bounds__(ThreadsWith(kWholeUnitGroups), 1)
   };
   auto give_q_back = [&](int i) {
     if (lane == 0) TmaStoreWaitRead<0>();
-    // The buffer's reads (generic proxy) are done before the K warp's TMA (async proxy) writes
-    // the next Q there.
-    FenceProxyAsync();
-    __syncwarp();
-    if (lane == 0) MbarrierArrive(SharedAddress(&q_empty[i & 1]));
+    GiveQBufferBack(&q_empty[i & 1]);
   };
   auto stage_out = [&](int i, const float(&done_max)[2], const float(&done_sum)[2]) {
     WgmmaWait<0>();
@@ -1786,11 +1793,7 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
          .q_tile_start = unit.q_tile_start, .q_len = q_len, .q_start = q_start,
          .qo_head = unit.qo_head, .o = p.o, .lse = p.lse, .num_qo_heads = p.num_qo_heads},
         qo.o, unit.seq == work.last_sequence);
-    // The buffer's reads (generic proxy) are done before the K warp's TMA (async proxy) writes
-    // the next Q there.
-    FenceProxyAsync();
-    __syncwarp();
-    if (lane == 0) MbarrierArrive(SharedAddress(&q_empty[i & 1]));
+    GiveQBufferBack(&q_empty[i & 1]);
   };
   // Piece i's first S = Q K^T (tile g) issued in a turn with whatever `issue_after` issues (the
   // previous piece's last P V, or nothing).
