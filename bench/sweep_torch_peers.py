@@ -10,8 +10,8 @@ bandwidth (`gpuprof gpus --json`), writes them as rows of torch_copy_peers.py (D
 and runs it: DIR/merged.jsonl and DIR/table.md hold ours, torch's best, the ratios and the
 % of copy bandwidth of both. Sweeps should time in graph mode (`--graph 20`) as the peers do.
 
-Decode points (8 KV heads, d128, bf16; `--backend gpuprof,cudnn` for our cuDNN backend beside
-our kernels) go to kernels/attention/torch_attention_peers.py --decode-grid instead, timed with
+Decode points (8 KV heads, bf16, one head_dim a run; `--backend gpuprof,cudnn` for our cuDNN
+backend beside our kernels) go to kernels/attention/torch_attention_peers.py --decode-grid instead, timed with
 the L2 flushed as the daemon's `--l2 cold` does: DIR/decode_ours.csv and DIR/decode_table.md.
 Prefill points (bf16, any heads and head_dim; ragged batches compared with our cuDNN backend
 only) go to its --prefill-grid: DIR/prefill_ours.csv and DIR/prefill_table.md.
@@ -24,8 +24,8 @@ import sys
 
 DTYPE_NAMES = {"DATA_TYPE_BF16": "bf16", "DATA_TYPE_FP16": "fp16", "DATA_TYPE_FP32": "fp32"}
 BACKEND_NAMES = {"ATTENTION_BACKEND_GPUPROF": "gpuprof", "ATTENTION_BACKEND_CUDNN": "cudnn"}
-# The decode layout torch_attention_peers.py's grid times (8 KV heads, d128, bf16).
-ATTENTION_KV_HEADS, ATTENTION_HEAD_DIM = 8, 128
+# The decode layout torch_attention_peers.py's grid times (8 KV heads, bf16, these head dims).
+ATTENTION_KV_HEADS, ATTENTION_HEAD_DIMS = 8, (64, 128, 256)
 PATTERN_NAMES = {"SLOT_PATTERN_SEQUENTIAL": "sequential", "SLOT_PATTERN_RANDOM": "random",
                  "SLOT_PATTERN_SORTED": "sorted"}
 
@@ -60,11 +60,12 @@ def row_for(experiment, gpus):
     elif request.get("attention", {}).get("phase") == "ATTENTION_PHASE_DECODE":
         spec = request["attention"]
         if int(spec.get("numKvHeads", 0)) != ATTENTION_KV_HEADS or \
-                int(spec.get("headDim", 0)) != ATTENTION_HEAD_DIM or \
+                int(spec.get("headDim", 0)) not in ATTENTION_HEAD_DIMS or \
                 spec.get("dtype") != "DATA_TYPE_BF16":
             return None  # torch_attention_peers.py times only its own head layout
         row.update(kind="decode", group=int(spec["numQoHeads"]) // ATTENTION_KV_HEADS,
                    batch=int(spec["batchSize"]), kv=int(spec["kvLen"]),
+                   head_dim=int(spec["headDim"]), page_size=int(spec.get("pageSize", 16)),
                    backend=BACKEND_NAMES.get(spec.get("backend"), "gpuprof"),
                    l2=measurement.get("l2Mode", ""))
         tuning = result.get("kernelConfig", {}).get("decode_tuning", "")
@@ -207,12 +208,12 @@ def run_decode_peers(rows, out_dir, here):
         out.write(f"copy_gbs,{ours[0]['copy_gbps']}\n")
         # The daemon's cold L2 is a read of twice the L2 before every sample, as the peers'.
         out.write("flush,read\n")
-        out.write("group,batch,kv,us,gbs,pct_copy,kernel,cudnn_backend_us\n")
+        out.write("group,batch,kv,us,gbs,pct_copy,kernel,cudnn_backend_us,head_dim,page_size\n")
         for r in sorted(ours, key=lambda r: (r["batch"], r["kv"], r["group"])):
             theirs = cudnn.get((r["group"], r["batch"], r["kv"]))
             out.write(f"{r['group']},{r['batch']},{r['kv']},{r['median_us']},{r['gbps']},"
                       f"{r['pct_copy']},{r['kernel'].replace(',', ';')},"
-                      f"{theirs['median_us'] if theirs else ''}\n")
+                      f"{theirs['median_us'] if theirs else ''},{r['head_dim']},{r['page_size']}\n")
     return run_attention_peers("decode", csv, out_dir, here, failed)
 
 

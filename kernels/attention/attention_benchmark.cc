@@ -13,9 +13,10 @@
 //   attention_benchmark [--quick] [--only=prefill|decode] [--table=PATH]
 //       [--prefill-shapes=LEN:causal|full:HEAD_DIM,...]   (instead of the built-in prefill list)
 //   attention_benchmark --decode-grid [--groups=1,2,..] [--batches=..] [--kv-lens=..]
-//       [--max-kv-gib=N] [--csv=PATH]
+//       [--page-sizes=16,..] [--head-dims=128,..] [--max-kv-gib=N] [--csv=PATH]
 //   attention_benchmark --fp8-prefill [--table=PATH]
-// --decode-grid: decode at 8 KV heads x GQA group (query heads = 8 x group) x batch x KV length,
+// --decode-grid: decode at 8 KV heads x GQA group (query heads = 8 x group) x batch x KV length
+// (x page size x head_dim, 16 and 128 unless given),
 // the tuned kernel (what the daemon runs) beside the measured copy; --csv writes the rows that
 // torch_attention_peers.py --decode-grid --ours reads to print PyTorch's backends beside them.
 // --fp8-prefill: the fp8 (e4m3) prefill beside bf16 (ours and cuDNN's) at the same shapes.
@@ -149,6 +150,8 @@ struct DecodeGrid {
   std::vector<int> groups = {1, 2, 3, 4, 5, 6, 7, 8};
   std::vector<int> batches = {1, 32, 64, 128, 256};
   std::vector<int> kv_lens = {1024, 4096, 16384, 32768};
+  std::vector<int> page_sizes = {16};
+  std::vector<int> head_dims = {128};
   double max_kv_gib = 32;  // shapes whose K + V exceed this are skipped (and said so)
   std::string csv_path;
   // The page table's order: shuffled (as a serving engine's cache after churn) or in order
@@ -156,8 +159,80 @@ struct DecodeGrid {
   bool pages_in_order = false;
 };
 
-// Decode over the grid: 8 KV heads, head_dim 128, bf16, page 16, q_len 1; per shape the tuned
-// kernel (TuneDecodeKernel, as the daemon runs it) timed over L2-flushed launches.
+// One batch x KV length x page size x head_dim of the decode grid (its GQA groups are the
+// inner loop, so that a group's shapes sit together in the table).
+struct DecodeGridPoint {
+  int head_dim, page_size, kv, batch;
+};
+
+std::vector<DecodeGridPoint> DecodeGridPoints(const DecodeGrid& grid) {
+  std::vector<DecodeGridPoint> points;
+  for (int head_dim : grid.head_dims) {
+    for (int page_size : grid.page_sizes) {
+      for (int kv : grid.kv_lens) {
+        for (int batch : grid.batches) points.push_back({head_dim, page_size, kv, batch});
+      }
+    }
+  }
+  return points;
+}
+
+// Tunes and times one shape (as the daemon runs it) and appends its table row and CSV line.
+absl::Status TimeDecodeGridShape(Bench& bench, const DecodeGrid& grid,
+                                 const DecodeGridPoint& point, int group, double copy_gbs,
+                                 std::string& table, std::string& csv) {
+  AttentionShape shape = ServingShape(false);
+  shape.num_kv_heads = 8;
+  shape.num_qo_heads = 8 * group;
+  shape.head_dim = point.head_dim;
+  shape.page_size = point.page_size;
+  SequenceLengths lengths{.q_lens = std::vector<int32_t>(point.batch, 1),
+                          .kv_lens = std::vector<int32_t>(point.batch, point.kv)};
+  ASSIGN_OR_RETURN(DeviceAttentionProblem d,
+                   MakeDeviceAttentionProblem(shape, lengths, grid.pages_in_order ? 0 : 11));
+  const size_t workspace_bytes = DecodeWorkspaceBytes(shape, d.problem.lengths, kMaxDecodeSplits);
+  ASSIGN_OR_RETURN(DeviceBuffer workspace,
+                   DeviceBuffer::Allocate(std::max<size_t>(workspace_bytes, 16)));
+  const DecodeOptions options{.workspace = workspace.data(), .workspace_bytes = workspace.bytes()};
+  ASSIGN_OR_RETURN(const DecodeTuning tuning,
+                   TuneDecodeKernel(d.problem, options, bench.stream(), 3));
+  DecodeOptions tuned = tuning.Apply(options);
+  DecodeLaunchInfo info;
+  auto time_tuned = [&]() {
+    return bench.Time(
+        [&]() -> absl::Status {
+          ASSIGN_OR_RETURN(info, LaunchDecode(d.problem, tuned, bench.stream()));
+          return absl::OkStatus();
+        },
+        2, 10);
+  };
+  // With the merge launched after the split kernel instead of overlapping its tail.
+  std::optional<Timing> merge_after;
+  if (tuned.num_splits > 1) {
+    tuned.overlap_merge = false;
+    ASSIGN_OR_RETURN(merge_after, time_tuned());
+    tuned.overlap_merge = true;
+  }
+  ASSIGN_OR_RETURN(const Timing t, time_tuned());
+  const double bytes = AttentionBytes(shape, d.problem.lengths);
+  const double gbs = bytes / (t.median * 1e-6) / 1e9;
+  ASSIGN_OR_RETURN(const Timing read, TimeReadOfBytes(bench, static_cast<int64_t>(bytes)));
+  const double pct_read = 100.0 * read.median / t.median;
+  const std::string after_us = merge_after ? absl::StrFormat("%.1f", merge_after->median) : "-";
+  table += absl::StrFormat(
+      "| %d | %d | %d | %d | %d | %.1f | %s | %.0f | %.1f%% | %.1f | %.1f%% | %s | %s |\n",
+      point.head_dim, point.page_size, group, point.batch, point.kv, t.median, after_us, gbs,
+      100.0 * gbs / copy_gbs, read.median, pct_read, tuning.ToString(), info.ToString());
+  csv += absl::StrFormat("%d,%d,%d,%.2f,%.0f,%.1f,%s,%.2f,%.1f,%d,%s,%d,%d\n", group,
+                         point.batch, point.kv, t.median, gbs, 100.0 * gbs / copy_gbs,
+                         DecodeKernelChoiceName(tuning.fastest.kernel), read.median, pct_read,
+                         tuning.fastest.num_splits, after_us, point.page_size, point.head_dim);
+  return absl::OkStatus();
+}
+
+// Decode over the grid: 8 KV heads, bf16, q_len 1, head_dim 128 and page 16 unless the grid
+// names others; per shape the tuned kernel (TuneDecodeKernel, as the daemon runs it) timed over
+// L2-flushed launches.
 absl::Status RunDecodeGrid(const DecodeGrid& grid, measure::L2FlushMode flush) {
   int device = 0;
   CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
@@ -169,78 +244,33 @@ absl::Status RunDecodeGrid(const DecodeGrid& grid, measure::L2FlushMode flush) {
               props.multiProcessorCount, copy_gbs);
   const char* flush_name = flush == measure::L2FlushMode::kRead ? "read" : "write";
   std::string table = absl::StrFormat(
-      "\n%s, %d SMs; copy %.0f GB/s (measured); decode 8 KV heads, d128, bf16, page 16 (%s), "
+      "\n%s, %d SMs; copy %.0f GB/s (measured); decode 8 KV heads, bf16 (%s), "
       "q_len 1; tuned kernel, median of 10 launches, the L2 flushed by a %s before each; "
       "read: one pass over as many bytes as the decode reads, timed the same way\n\n"
-      "| group | batch | kv | us | us, merge after | GB/s | %% copy | read us | %% read | "
-      "tuning (kernel, splits:us each) | launch |\n"
-      "|---|---|---|---|---|---|---|---|---|---|---|\n",
+      "| d | page | group | batch | kv | us | us, merge after | GB/s | %% copy | read us | "
+      "%% read | tuning (kernel, splits:us each) | launch |\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
       props.name, props.multiProcessorCount, copy_gbs,
       grid.pages_in_order ? "pages in order" : "pages shuffled", flush_name);
   std::string csv = absl::StrFormat(
       "copy_gbs,%.1f\nflush,%s\n"
-      "group,batch,kv,us,gbs,pct_copy,kernel,read_us,pct_read,splits,us_merge_after\n",
+      "group,batch,kv,us,gbs,pct_copy,kernel,read_us,pct_read,splits,us_merge_after,page_size,"
+      "head_dim\n",
       copy_gbs, flush_name);
-  for (int kv : grid.kv_lens) {
-    for (int batch : grid.batches) {
-      const double kv_gib = 2.0 * batch * kv * 8 * 128 * 2 / double(1 << 30);
-      if (kv_gib > grid.max_kv_gib) {
-        std::printf("  skipped b%d kv=%d: K+V %.1f GiB > --max-kv-gib %.1f\n", batch, kv, kv_gib,
-                    grid.max_kv_gib);
-        continue;
-      }
-      for (int group : grid.groups) {
-        AttentionShape shape = ServingShape(false);
-        shape.num_kv_heads = 8;
-        shape.num_qo_heads = 8 * group;
-        SequenceLengths lengths{.q_lens = std::vector<int32_t>(batch, 1),
-                                .kv_lens = std::vector<int32_t>(batch, kv)};
-        ASSIGN_OR_RETURN(DeviceAttentionProblem d,
-                         MakeDeviceAttentionProblem(shape, lengths, grid.pages_in_order ? 0 : 11));
-        const size_t workspace_bytes =
-            DecodeWorkspaceBytes(shape, d.problem.lengths, kMaxDecodeSplits);
-        ASSIGN_OR_RETURN(DeviceBuffer workspace,
-                         DeviceBuffer::Allocate(std::max<size_t>(workspace_bytes, 16)));
-        const DecodeOptions options{.workspace = workspace.data(),
-                                    .workspace_bytes = workspace.bytes()};
-        ASSIGN_OR_RETURN(const DecodeTuning tuning,
-                         TuneDecodeKernel(d.problem, options, bench.stream(), 3));
-        DecodeOptions tuned = tuning.Apply(options);
-        DecodeLaunchInfo info;
-        auto time_tuned = [&]() {
-          return bench.Time(
-              [&]() -> absl::Status {
-                ASSIGN_OR_RETURN(info, LaunchDecode(d.problem, tuned, bench.stream()));
-                return absl::OkStatus();
-              },
-              2, 10);
-        };
-        // With the merge launched after the split kernel instead of overlapping its tail.
-        std::optional<Timing> merge_after;
-        if (tuned.num_splits > 1) {
-          tuned.overlap_merge = false;
-          ASSIGN_OR_RETURN(merge_after, time_tuned());
-          tuned.overlap_merge = true;
-        }
-        ASSIGN_OR_RETURN(const Timing t, time_tuned());
-        const double bytes = AttentionBytes(shape, d.problem.lengths);
-        const double gbs = bytes / (t.median * 1e-6) / 1e9;
-        ASSIGN_OR_RETURN(const Timing read, TimeReadOfBytes(bench, static_cast<int64_t>(bytes)));
-        const double pct_read = 100.0 * read.median / t.median;
-        const std::string after_us =
-            merge_after ? absl::StrFormat("%.1f", merge_after->median) : "-";
-        table += absl::StrFormat(
-            "| %d | %d | %d | %.1f | %s | %.0f | %.1f%% | %.1f | %.1f%% | %s | %s |\n", group,
-            batch, kv, t.median, after_us, gbs, 100.0 * gbs / copy_gbs, read.median, pct_read,
-            tuning.ToString(), info.ToString());
-        csv += absl::StrFormat("%d,%d,%d,%.2f,%.0f,%.1f,%s,%.2f,%.1f,%d,%s\n", group, batch, kv,
-                               t.median, gbs, 100.0 * gbs / copy_gbs,
-                               DecodeKernelChoiceName(tuning.fastest.kernel), read.median, pct_read,
-                               tuning.fastest.num_splits, after_us);
-      }
-      std::printf("  done b%d kv=%d\n", batch, kv);
-      std::fflush(stdout);
+  for (const DecodeGridPoint& point : DecodeGridPoints(grid)) {
+    const double kv_gib = 2.0 * point.batch * point.kv * 8 * point.head_dim * 2 / double(1 << 30);
+    if (kv_gib > grid.max_kv_gib) {
+      std::printf("  skipped d%d page %d b%d kv=%d: K+V %.1f GiB > --max-kv-gib %.1f\n",
+                  point.head_dim, point.page_size, point.batch, point.kv, kv_gib,
+                  grid.max_kv_gib);
+      continue;
     }
+    for (int group : grid.groups) {
+      RETURN_IF_ERROR(TimeDecodeGridShape(bench, grid, point, group, copy_gbs, table, csv));
+    }
+    std::printf("  done d%d page %d b%d kv=%d\n", point.head_dim, point.page_size, point.batch,
+                point.kv);
+    std::fflush(stdout);
   }
   std::fputs(table.c_str(), stdout);
   if (!grid.csv_path.empty()) std::ofstream(grid.csv_path) << csv;
@@ -284,9 +314,9 @@ absl::Status RunFp8Prefill(const std::string& table_path, measure::L2FlushMode f
     shape.head_dim = c.head_dim;
     const std::string shape_name = absl::StrFormat(
         "q=kv=%d %s%s", c.len, c.causal ? "causal" : "full",
-        c.head_dim == 128 ? ""
-                          : absl::StrFormat(" d%d %d/%d", c.head_dim, shape.num_qo_heads,
-                                            shape.num_kv_heads));
+        c.head_dim == 128
+            ? ""
+            : absl::StrFormat(" d%d %d/%d", c.head_dim, shape.num_qo_heads, shape.num_kv_heads));
     const SequenceLengths lengths{.q_lens = {c.len}, .kv_lens = {c.len}};
     ASSIGN_OR_RETURN(DeviceAttentionProblem bf16, MakeDeviceAttentionProblem(shape, lengths, 7));
     shape.dtype = AttentionDtype::kFp8E4m3;
@@ -319,21 +349,21 @@ absl::Status RunFp8Prefill(const std::string& table_path, measure::L2FlushMode f
     std::string cudnn_config, in_order_config;
     ASSIGN_OR_RETURN(const std::optional<Timing> cudnn_time, time_cudnn(bf16, cudnn_config));
     shape.dtype = AttentionDtype::kBf16;
-    ASSIGN_OR_RETURN(DeviceAttentionProblem in_order, MakeDeviceAttentionProblem(shape, lengths, 0));
+    ASSIGN_OR_RETURN(DeviceAttentionProblem in_order,
+                     MakeDeviceAttentionProblem(shape, lengths, 0));
     ASSIGN_OR_RETURN(const std::optional<Timing> in_order_time,
                      time_cudnn(in_order, in_order_config));
     auto add_row = [&](const char* kernel, std::optional<Timing> t, const std::string& config) {
       if (!t) {
-        table += absl::StrFormat("| %s | %s | - | - | - | - | - | %s |\n", shape_name, kernel,
-                                 config);
+        table +=
+            absl::StrFormat("| %s | %s | - | - | - | - | - | %s |\n", shape_name, kernel, config);
         return;
       }
       const double tflops = flops / (t->median * 1e-6) / 1e12;
-      table += absl::StrFormat("| %s | %s | %.1f | %.1f | %.1f%% | %.1f%% | %.2fx | %s |\n",
-                               shape_name, kernel, t->median, tflops,
-                               bf16_peak > 0 ? 100.0 * tflops / bf16_peak : 0.0,
-                               fp8_peak > 0 ? 100.0 * tflops / fp8_peak : 0.0,
-                               t->median / fp8_time.median, config);
+      table += absl::StrFormat(
+          "| %s | %s | %.1f | %.1f | %.1f%% | %.1f%% | %.2fx | %s |\n", shape_name, kernel,
+          t->median, tflops, bf16_peak > 0 ? 100.0 * tflops / bf16_peak : 0.0,
+          fp8_peak > 0 ? 100.0 * tflops / fp8_peak : 0.0, t->median / fp8_time.median, config);
     };
     add_row("ours fp8", fp8_time, fp8_info.ToString());
     add_row("ours bf16", bf16_time, bf16_info.ToString());
@@ -615,6 +645,10 @@ int main(int argc, char** argv) {
       ok = ParseInts(argv[i] + 10, grid.batches);
     } else if (std::strncmp(argv[i], "--kv-lens=", 10) == 0) {
       ok = ParseInts(argv[i] + 10, grid.kv_lens);
+    } else if (std::strncmp(argv[i], "--page-sizes=", 13) == 0) {
+      ok = ParseInts(argv[i] + 13, grid.page_sizes);
+    } else if (std::strncmp(argv[i], "--head-dims=", 12) == 0) {
+      ok = ParseInts(argv[i] + 12, grid.head_dims);
     } else if (std::strncmp(argv[i], "--max-kv-gib=", 13) == 0) {
       ok = absl::SimpleAtod(argv[i] + 13, &grid.max_kv_gib);
     } else if (std::strcmp(argv[i], "--page-order=in-order") == 0) {
@@ -640,15 +674,17 @@ int main(int argc, char** argv) {
       ok = false;
     }
     if (!ok) {
-      std::fprintf(stderr,
-                   "usage: %s [--quick] [--only=prefill|decode] [--table=PATH] "
-                   "[--flush=read|write]\n"
-                   "           [--prefill-shapes=LEN:causal|full:64|128|256,...]\n"
-                   "       %s --decode-grid [--groups=1,2,..] [--batches=..] [--kv-lens=..] "
-                   "[--max-kv-gib=N] [--page-order=shuffled|in-order] [--csv=PATH] "
-                   "[--flush=read|write]\n"
-                   "       %s --fp8-prefill [--table=PATH] [--flush=read|write]\n",
-                   argv[0], argv[0], argv[0]);
+      std::fprintf(
+          stderr,
+          "usage: %s [--quick] [--only=prefill|decode] [--table=PATH] "
+          "[--flush=read|write]\n"
+          "           [--prefill-shapes=LEN:causal|full:64|128|256,...]\n"
+          "       %s --decode-grid [--groups=1,2,..] [--batches=..] [--kv-lens=..] "
+          "[--page-sizes=..] [--head-dims=..] [--max-kv-gib=N] [--page-order=shuffled|in-order] "
+          "[--csv=PATH] "
+          "[--flush=read|write]\n"
+          "       %s --fp8-prefill [--table=PATH] [--flush=read|write]\n",
+          argv[0], argv[0], argv[0]);
       return 2;
     }
   }

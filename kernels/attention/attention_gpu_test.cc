@@ -420,7 +420,7 @@ TEST_P(DecodeGpuTest, MatchesReference) {
           Variant{DecodeKernelChoice::kAuto, false}}) {
       const DecodeKernelChoice kernel = variant.kernel;
       if (kernel == DecodeKernelChoice::kTensorCores &&
-          (c.head_dim > 128 || rows > kTensorCoreRowsPerBlock)) {
+          rows > TensorCoreRowsPerBlock(c.head_dim)) {
         continue;  // outside the tensor-core kernel's shapes
       }
       ASSERT_OK(PoisonBuffer(d.out, stream_.get()));
@@ -454,7 +454,7 @@ TEST_P(DecodeGpuTest, MatchesReference) {
   const DecodeOptions options{.workspace = workspace.data(), .workspace_bytes = workspace.bytes()};
   ASSERT_OK_AND_ASSIGN(tuning, TuneDecodeKernel(d.problem, options, stream_.get(), 3));
   EXPECT_TRUE(tuning.l2_flushed) << tuning.ToString();
-  const bool tensor_cores_fit = c.head_dim <= 128 && rows <= kTensorCoreRowsPerBlock;
+  const bool tensor_cores_fit = rows <= TensorCoreRowsPerBlock(c.head_dim);
   std::set<DecodeKernelChoice> kernels;
   int planned = 0;
   bool fastest_is_a_candidate = false;
@@ -502,7 +502,13 @@ INSTANTIATE_TEST_SUITE_P(
         AttentionCase{"d128_gqa3_bf16_page16_spec_causal", 6, 2, 128, 16,
                       AttentionDtype::kBf16, true, {3, 1}, {50, 2000}, {1, 0}},
         AttentionCase{"d256_gqa6_bf16_page16_spec_causal", 12, 2, 256, 16,
-                      AttentionDtype::kBf16, true, {2, 1}, {900, 33}, {1, 0}}),
+                      AttentionDtype::kBf16, true, {2, 1}, {900, 33}, {1, 0}},
+        // Head_dim 256 on tensor cores takes up to 8 rows (the query rows as the mma's 8
+        // columns): a group of 8, and 4 heads x 2 causal drafts.
+        AttentionCase{"d256_gqa8_bf16_page16", 16, 2, 256, 16, AttentionDtype::kBf16, true,
+                      {1, 1, 1}, {1, 700, 3000}, {1, 0, 4}},
+        AttentionCase{"d256_gqa4_fp16_page1_spec_causal", 8, 2, 256, 1, AttentionDtype::kFp16,
+                      true, {2, 1}, {40, 1500}, {1, 0}}),
     [](const ::testing::TestParamInfo<AttentionCase>& info) { return info.param.name; });
 // clang-format on
 

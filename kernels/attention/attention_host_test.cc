@@ -263,6 +263,33 @@ TEST(DecodePlanTest, TensorCoresForOneSequenceWhereOffered) {
   EXPECT_EQ(plan->rows_per_block, kMaxDecodeRowsPerBlock);
 }
 
+TEST(DecodePlanTest, TensorCoresAtHeadDim256HoldEightRows) {
+  EXPECT_EQ(TensorCoreRowsPerBlock(64), kTensorCoreRowsPerBlock);
+  EXPECT_EQ(TensorCoreRowsPerBlock(128), kTensorCoreRowsPerBlock);
+  EXPECT_EQ(TensorCoreRowsPerBlock(256), 8);
+  DecodePlanInput input = H100Decode(/*batch=*/1, /*kv_len=*/8192, /*blocks_per_sm=*/4,
+                                     /*prefetch_blocks_per_sm=*/3,
+                                     /*tensor_core_blocks_per_sm=*/1);
+  input.tensor_core_max_rows = TensorCoreRowsPerBlock(256);
+  input.group_size = 8;
+  auto plan = PlanTensorCoreDecode(input);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_TRUE(plan->tensor_cores);
+  EXPECT_EQ(plan->rows_per_block, 8);
+  // Nine rows (a group of 3 x 3 drafts) are refused forced and not planned on tensor cores.
+  input.group_size = 3;
+  input.max_q_len = 3;
+  const absl::StatusOr<DecodePlan> too_many = PlanTensorCoreDecode(input);
+  ASSERT_FALSE(too_many.ok());
+  EXPECT_NE(too_many.status().message().find("(9) exceeds the tensor-core kernel's 8 rows"),
+            std::string::npos)
+      << too_many.status();
+  EXPECT_FALSE(PlanMayUseTensorCores(input));
+  plan = PlanDecode(input);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_FALSE(plan->tensor_cores);
+}
+
 TEST(DecodePlanTest, GroupsRowsPerBlock) {
   DecodePlanInput input{.batch = 2,
                         .num_kv_heads = 2,

@@ -411,8 +411,9 @@ absl::StatusOr<DecodeLaunchInfo> LaunchDecodeTyped(const DecodeKernelParams& par
                         .requested_splits = options.num_splits};
   if (options.kernel == DecodeKernelChoice::kTensorCores && !MmaDecodeSupportsHeadDim(kHeadDim)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "the tensor-core decode kernel takes head_dim 64 or 128; got ", kHeadDim));
+        "the tensor-core decode kernel takes head_dim 64, 128 or 256; got ", kHeadDim));
   }
+  input.tensor_core_max_rows = TensorCoreRowsPerBlock(kHeadDim);
   // The tensor-core kernel's residency is measured only where it may run: forced (the plan then
   // refuses rows it cannot hold) or offered to a plan that could pick it.
   int tensor_core_blocks_per_sm = 0;

@@ -23,8 +23,8 @@ namespace gpuprof::attention {
 const std::vector<int>& DecodeHeadDims();
 
 // Which decode kernel runs: the plan's choice, or one forced (tests, comparisons).
-// kTensorCores: the query rows of a KV head as one mma tile (decode_mma.h); head_dim 64 or 128,
-// group_size x q_len <= 16.
+// kTensorCores: the query rows of a KV head as one mma tile (decode_mma.h); head_dim 64 or 128
+// with group_size x q_len <= 16, head_dim 256 with <= 8.
 enum class DecodeKernelChoice { kAuto, kPlain, kPrefetch, kTensorCores };
 std::string_view DecodeKernelChoiceName(DecodeKernelChoice kernel);
 

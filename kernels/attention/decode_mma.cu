@@ -1,16 +1,24 @@
 // Paged decode on tensor cores (mma.sync m16n8k16, sm_80+), split along the KV length.
 //
-// One block of kWarps warps per (split, KV head, sequence). The block's query rows (the
-// group's query heads x draft tokens, padded to 16) sit in registers as mma A fragments for the
-// whole split. Each warp takes every kWarps-th tile of kTileKeys keys, gathers it through the
-// page table with cp.async into its own shared-memory stages (kStages deep; a warp reads only
-// what its own lanes copied, so it waits on nothing but __syncwarp). Each warp-wide copy takes
-// whole rows (2 keys x 256 bytes at head_dim 128), so L2 sees full 128-byte lines, not one
-// 32-byte sector of 16 rows (that pattern held the kernel at ~80% of copy at every group and
-// batch on an H200, where the CUDA-core kernel's whole-row loads reach 100-107%); computes S = Q K^T and
-// O += P V on tensor cores with its own online softmax, and the warps' results are merged in
-// shared memory at the end. Tiles are stored as the prefill stores them (16-byte chunk index
-// XOR row % 8) so ldmatrix reads them without bank conflicts.
+// One block of kWarps warps per (split, KV head, sequence). Each warp takes every kWarps-th
+// tile of kTileKeys keys, gathers it through the page table with cp.async into its own
+// shared-memory stages (a warp reads only what its own lanes copied, so it waits on nothing but
+// __syncwarp), computes scores and P V on tensor cores with its own online softmax, and the
+// warps' results are merged in shared memory at the end. Each warp-wide copy takes whole rows
+// (2 keys x 256 bytes at head_dim 128), so L2 sees full 128-byte lines, not one 32-byte sector
+// of 16 rows (that pattern held the kernel at ~80% of copy on an H200). Tiles are stored as
+// the prefill stores them (16-byte chunk index XOR row % 8) so ldmatrix reads them without
+// bank conflicts.
+//
+// Two kernels, by which side of the m16n8k16 tile the query rows take:
+// - MmaDecodeKernel (head_dim 64, 128): the block's query rows (the group's query heads x draft
+//   tokens, padded to 16) are the tile's 16 rows, held as A fragments for the whole split;
+//   S = Q K^T, O += P V.
+// - MmaDecodeTransposedKernel (head_dim 256): the rows (up to 8) are the tile's 8 columns and
+//   the keys its 16 rows: S^T = K Q^T, O^T += V^T P^T. O^T of 256 x 8 is 64 registers a thread
+//   where 16 x 256 would be 128 (with Q's 64, more than a thread has), and no mma computes
+//   padding rows at groups up to 8. P^T's B fragments are S^T's accumulators transposed in
+//   registers (movmatrix).
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -22,6 +30,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "common/cuda_status.h"
+#include "common/status_macros.h"
 #include "kernels/attention/attention_device.cuh"
 #include "kernels/attention/attention_params.h"
 #include "kernels/attention/decode_kernel_params.h"
@@ -42,103 +51,93 @@ using device::PagedSlot;
 using device::SharedAddress;
 using device::SwizzledOffset;
 
+inline constexpr int kTransposedRows = kTensorCoreRowsPerBlockAtHeadDim256;
+static_assert(kTransposedRows == 8, "the rows are the n8 side of the mma tile");
+
 inline constexpr int kThreads = kMmaDecodeThreads;
 inline constexpr int kWarps = kThreads / 32;
 inline constexpr int kTileKeys = 16;  // one k16 step of P V
-inline constexpr int kStages = 3;
+inline constexpr int kStages = 3;  // MmaDecodeKernel's; the transposed kernel's is a parameter
 
-// A row of the warps' merge in shared memory: padded by 8 floats, so that the 8 rows a warp
-// writes at once (as float2) fall in different banks.
+// A row of the warps' merge in shared memory. MmaDecodeKernel's rows are padded by 8 floats, so
+// that the 8 rows a warp writes at once (as float2) fall in different banks; the transposed
+// kernel's by 4, so that its lanes' single floats (rows 2 x lane % 4, columns lane / 4) do.
 template <int kHeadDim>
 constexpr int MergeRowStride() {
   return kHeadDim + 8;
 }
-
 template <int kHeadDim>
+constexpr int TransposedMergeRowStride() {
+  return kHeadDim + 4;
+}
+
+// The stages; the merge reuses them ([kWarps][rows][stride] floats, each row's max, sum and
+// weight a warp, and each row's LSE).
+template <int kHeadDim, int kRows, int kStride, int kStageCount>
 constexpr int SharedBytes() {
-  // The stages; the merge reuses them ([kWarps][16][stride] floats, each row's max, sum and
-  // weight a warp, and each row's LSE).
-  constexpr int stages = kWarps * kStages * 2 * kTileKeys * kHeadDim * 2;
-  constexpr int merge =
-      (kWarps * kMmaDecodeMaxRows * (MergeRowStride<kHeadDim>() + 3) + kMmaDecodeMaxRows) * 4;
+  constexpr int stages = kWarps * kStageCount * 2 * kTileKeys * kHeadDim * 2;
+  constexpr int merge = (kWarps * kRows * (kStride + 3) + kRows) * 4;
   return stages > merge ? stages : merge;
 }
 
-template <typename T, int kHeadDim>
-__global__ void __launch_bounds__(kThreads)
-    MmaDecodeKernel(const __grid_constant__ DecodeKernelParams p) {
-  static_assert(device::kIsAttentionType<T>, "T must be bf16 or fp16");
-  static_assert(kHeadDim == 64 || kHeadDim == 128, "head_dim 64 or 128");
-  constexpr int kChunks = kHeadDim / 8;
-  constexpr int kTileElements = kTileKeys * kHeadDim;
-  static_assert(kTileKeys * 2 == 32, "two lanes a key");
+// What one warp of block (split, KV head, sequence) works on.
+struct WarpWork {
+  int q_start, q_len, rows_total;  // the sequence's query tokens; rows = tokens x group
+  int kv_len, kv_begin, kv_end;    // the sequence's keys and the split's
+  int my_tiles;                    // this warp's tiles: every kWarps-th of the split's
+};
 
-  extern __shared__ uint4 shared_raw[];
-  device::AllowDependentLaunch();  // the merge kernel waits for this grid's writes itself
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int group = lane >> 2, quad_lane = lane & 3;
-  T* warp_tiles = reinterpret_cast<T*>(shared_raw) + warp * kStages * 2 * kTileElements;
-
+__device__ __forceinline__ WarpWork WorkOf(const DecodeKernelParams& p, int warp) {
   const int split = blockIdx.x;
-  const int kv_head = blockIdx.y;
   const int seq = blockIdx.z;
-  const int q_start = p.q_indptr[seq];
-  const int q_len = p.q_indptr[seq + 1] - q_start;
-  const int rows_total = q_len * p.group_size;
-  const int kv_len = p.kv_lens[seq];
-  const int chunk_len = (kv_len + p.num_splits - 1) / p.num_splits;
-  const int kv_begin = min(kv_len, split * chunk_len);
-  const int kv_end = min(kv_len, kv_begin + chunk_len);
-  const int num_tiles = (kv_end - kv_begin + kTileKeys - 1) / kTileKeys;
-  const int my_tiles = warp < num_tiles ? (num_tiles - warp + kWarps - 1) / kWarps : 0;
+  WarpWork w;
+  w.q_start = p.q_indptr[seq];
+  w.q_len = p.q_indptr[seq + 1] - w.q_start;
+  w.rows_total = w.q_len * p.group_size;
+  w.kv_len = p.kv_lens[seq];
+  const int chunk_len = (w.kv_len + p.num_splits - 1) / p.num_splits;
+  w.kv_begin = min(w.kv_len, split * chunk_len);
+  w.kv_end = min(w.kv_len, w.kv_begin + chunk_len);
+  const int num_tiles = (w.kv_end - w.kv_begin + kTileKeys - 1) / kTileKeys;
+  w.my_tiles = warp < num_tiles ? (num_tiles - warp + kWarps - 1) / kWarps : 0;
+  return w;
+}
 
-  // Row r is query token r / group_size, head kv_head * group_size + r % group_size. This
-  // thread holds rows `group` and `group + 8` of the A fragments and of S and O.
-  const T* q_row[2];
-  int last_key[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int r = group + 8 * h;
-    const int qi = r / p.group_size;
-    q_row[h] = r < rows_total
-                   ? static_cast<const T*>(p.q) +
-                         (static_cast<int64_t>(q_start + qi) * p.num_qo_heads +
-                          kv_head * p.group_size + r % p.group_size) *
-                             kHeadDim
-                   : nullptr;
-    last_key[h] = r < rows_total && p.causal ? kv_len - q_len + qi : kv_len - 1;
-  }
-  uint32_t q_frag[kHeadDim / 16][4];
-#pragma unroll
-  for (int ks = 0; ks < kHeadDim / 16; ++ks) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const T* row = q_row[i & 1];
-      const int col = ks * 16 + (i >> 1) * 8 + quad_lane * 2;
-      q_frag[ks][i] = row != nullptr ? __ldg(reinterpret_cast<const uint32_t*>(row + col)) : 0u;
-    }
-  }
-
-  const int32_t* pages = p.page_indices + p.page_indptr[seq];
-  const T* k_base = static_cast<const T*>(p.k_cache) + kv_head * kHeadDim;
-  const T* v_base = static_cast<const T*>(p.v_cache) + kv_head * kHeadDim;
-  // Lane l reads the page entry of key l % kTileKeys, one tile before the tile's copies are
-  // issued (so the dependent read is not on the copies' path); copy c of a tile then takes keys
-  // c * kKeysPerCopy.. whole, lane l chunk l % kChunks of key l / kChunks, its page entry
-  // shuffled from the lane that read it.
-  constexpr int kKeysPerCopy = 32 / kChunks;
-  constexpr int kCopies = kTileKeys / kKeysPerCopy;
+// A warp's tiles, loaded through the page table into its stages. Lane l reads the page entry
+// of key l % kTileKeys one tile before the tile's copies are issued (so the dependent read is
+// not on the copies' path); copy c of a tile then takes keys c * kKeysPerCopy.. whole, lane l
+// chunk l % kChunks of key l / kChunks, its page entry shuffled from the lane that read it.
+template <typename T, int kHeadDim>
+struct WarpTileLoader {
+  static constexpr int kChunks = kHeadDim / 8;
+  static constexpr int kKeysPerCopy = 32 / kChunks;
+  static constexpr int kCopies = kTileKeys / kKeysPerCopy;
+  static constexpr int kTileElements = kTileKeys * kHeadDim;
   static_assert(kKeysPerCopy * kChunks == 32 && kCopies * kKeysPerCopy == kTileKeys);
-  const int chunk = lane % kChunks, copy_key = lane / kChunks;
-  auto first_key = [&](int tile) { return kv_begin + (warp + kWarps * tile) * kTileKeys; };
-  auto read_page = [&](int tile) {
-    const int j = first_key(tile) + lane % kTileKeys;
+
+  const DecodeKernelParams& p;
+  const int32_t* pages;
+  const T* k_base;
+  const T* v_base;
+  T* warp_tiles;  // [stage][K, V][kTileKeys][kHeadDim]
+  int kv_begin, kv_end, warp, lane;
+
+  __device__ __forceinline__ int FirstKey(int tile) const {
+    return kv_begin + (warp + kWarps * tile) * kTileKeys;
+  }
+  __device__ __forceinline__ int ReadPage(int tile) const {
+    const int j = FirstKey(tile) + lane % kTileKeys;
     return j < kv_end ? __ldg(pages + (j >> p.log2_page_size)) : 0;
-  };
-  auto load_tile = [&](int tile, int stage, int page) {
+  }
+  __device__ __forceinline__ const T* K(int stage) const {
+    return warp_tiles + stage * 2 * kTileElements;
+  }
+  __device__ __forceinline__ const T* V(int stage) const { return K(stage) + kTileElements; }
+  __device__ __forceinline__ void Load(int tile, int stage, int page) const {
     T* ks = warp_tiles + stage * 2 * kTileElements;
     T* vs = ks + kTileElements;
-    const int key0 = first_key(tile);
+    const int key0 = FirstKey(tile);
+    const int chunk = lane % kChunks, copy_key = lane / kChunks;
 #pragma unroll
     for (int c = 0; c < kCopies; ++c) {
       const int key = c * kKeysPerCopy + copy_key;
@@ -151,29 +150,170 @@ __global__ void __launch_bounds__(kThreads)
       CpAsync16(SharedAddress(ks + dst), k_base + src, valid);
       CpAsync16(SharedAddress(vs + dst), v_base + src, valid);
     }
-  };
+  }
+};
+
+// The warps' merge, once each warp has written its rows' max and sum (base-2, over its keys)
+// and its unnormalised O rows to shared memory and the block has synchronised: weight each warp
+// by 2^(its max - the largest max). kRows threads first give each row its warps' normalised
+// weights and its LSE; then a thread merges 8 columns of a row with 16-byte loads and one
+// 16-byte store (a loop over single elements, each redoing the row's weights, cost about 1 us a
+// block at group 8, all of it after the last tile). Writes O (and the LSE) or, split, the
+// partials for the merge kernel.
+template <typename T, int kHeadDim, int kRows, int kStride>
+__device__ __forceinline__ void MergeWarpsAndStore(float* merge_o, const DecodeKernelParams& p,
+                                                   const WarpWork& w) {
+  const int split = blockIdx.x;
+  const int kv_head = blockIdx.y;
+  float* merge_max = merge_o + kWarps * kRows * kStride;  // [warp][row]
+  float* merge_sum = merge_max + kWarps * kRows;          // [warp][row]
+  float* merge_weight = merge_sum + kWarps * kRows;       // [warp][row], over the row's sum
+  float* merge_lse = merge_weight + kWarps * kRows;       // [row], base 2
+  if (threadIdx.x < kRows) {
+    const int r = threadIdx.x;
+    float m = -INFINITY;
+#pragma unroll
+    for (int warp = 0; warp < kWarps; ++warp) m = fmaxf(m, merge_max[warp * kRows + r]);
+    float weight[kWarps];
+    float sum = 0.0f;
+#pragma unroll
+    for (int warp = 0; warp < kWarps; ++warp) {
+      weight[warp] = m == -INFINITY ? 0.0f : FastExp2(merge_max[warp * kRows + r] - m);
+      sum += weight[warp] * merge_sum[warp * kRows + r];
+    }
+    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+#pragma unroll
+    for (int warp = 0; warp < kWarps; ++warp) {
+      merge_weight[warp * kRows + r] = weight[warp] * inv;
+    }
+    merge_lse[r] = sum > 0.0f ? m + __log2f(sum) : -INFINITY;
+  }
+  __syncthreads();
+  constexpr int kSlices = kHeadDim / 8;
+  for (int idx = threadIdx.x; idx < w.rows_total * kSlices; idx += kThreads) {
+    const int r = idx / kSlices, col = (idx % kSlices) * 8;
+    float value[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int warp = 0; warp < kWarps; ++warp) {
+      const float weight = merge_weight[warp * kRows + r];
+      const float4* part =
+          reinterpret_cast<const float4*>(merge_o + (warp * kRows + r) * kStride + col);
+      const float4 lo = part[0], hi = part[1];
+      value[0] = fmaf(weight, lo.x, value[0]);
+      value[1] = fmaf(weight, lo.y, value[1]);
+      value[2] = fmaf(weight, lo.z, value[2]);
+      value[3] = fmaf(weight, lo.w, value[3]);
+      value[4] = fmaf(weight, hi.x, value[4]);
+      value[5] = fmaf(weight, hi.y, value[5]);
+      value[6] = fmaf(weight, hi.z, value[6]);
+      value[7] = fmaf(weight, hi.w, value[7]);
+    }
+    const float lse2 = merge_lse[r];
+    const int qi = r / p.group_size;
+    const int head = kv_head * p.group_size + r % p.group_size;
+    const int64_t token_head = static_cast<int64_t>(w.q_start + qi) * p.num_qo_heads + head;
+    if (p.num_splits == 1) {
+      uint4 bits;
+      bits.x = PackTwo<T>(value[0], value[1]);
+      bits.y = PackTwo<T>(value[2], value[3]);
+      bits.z = PackTwo<T>(value[4], value[5]);
+      bits.w = PackTwo<T>(value[6], value[7]);
+      *reinterpret_cast<uint4*>(static_cast<T*>(p.o) + token_head * kHeadDim + col) = bits;
+      if (p.lse != nullptr && col == 0) p.lse[token_head] = lse2 * device::kLn2;
+    } else {
+      const int64_t partial = split * p.total_q * p.num_qo_heads + token_head;
+      float4* dst = reinterpret_cast<float4*>(p.partial_o + partial * kHeadDim + col);
+      dst[0] = make_float4(value[0], value[1], value[2], value[3]);
+      dst[1] = make_float4(value[4], value[5], value[6], value[7]);
+      if (col == 0) p.partial_lse[partial] = lse2;
+    }
+  }
+}
+
+// Transposes the 8 x 8 16-bit matrix whose fragment the warp holds (thread t: row t / 4,
+// columns 2 (t % 4) and 2 (t % 4) + 1, the first in the low half).
+__device__ __forceinline__ uint32_t TransposeFragment(uint32_t fragment) {
+  uint32_t transposed;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n"
+               : "=r"(transposed)
+               : "r"(fragment));
+  return transposed;
+}
+
+template <typename T, int kHeadDim>
+__global__ void __launch_bounds__(kThreads)
+    MmaDecodeKernel(const __grid_constant__ DecodeKernelParams p) {
+  static_assert(device::kIsAttentionType<T>, "T must be bf16 or fp16");
+  static_assert(kHeadDim == 64 || kHeadDim == 128, "head_dim 64 or 128");
+  constexpr int kRows = kMmaDecodeMaxRows;
+  using Loader = WarpTileLoader<T, kHeadDim>;
+
+  extern __shared__ uint4 shared_raw[];
+  device::AllowDependentLaunch();  // the merge kernel waits for this grid's writes itself
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int group = lane >> 2, quad_lane = lane & 3;
+  const int kv_head = blockIdx.y;
+  const WarpWork w = WorkOf(p, warp);
+
+  // Row r is query token r / group_size, head kv_head * group_size + r % group_size. This
+  // thread holds rows `group` and `group + 8` of the A fragments and of S and O.
+  const T* q_row[2];
+  int last_key[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = group + 8 * h;
+    const int qi = r / p.group_size;
+    q_row[h] = r < w.rows_total
+                   ? static_cast<const T*>(p.q) +
+                         (static_cast<int64_t>(w.q_start + qi) * p.num_qo_heads +
+                          kv_head * p.group_size + r % p.group_size) *
+                             kHeadDim
+                   : nullptr;
+    last_key[h] = r < w.rows_total && p.causal ? w.kv_len - w.q_len + qi : w.kv_len - 1;
+  }
+  uint32_t q_frag[kHeadDim / 16][4];
+#pragma unroll
+  for (int ks = 0; ks < kHeadDim / 16; ++ks) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const T* row = q_row[i & 1];
+      const int col = ks * 16 + (i >> 1) * 8 + quad_lane * 2;
+      q_frag[ks][i] = row != nullptr ? __ldg(reinterpret_cast<const uint32_t*>(row + col)) : 0u;
+    }
+  }
+
+  const Loader loader{.p = p,
+                      .pages = p.page_indices + p.page_indptr[blockIdx.z],
+                      .k_base = static_cast<const T*>(p.k_cache) + kv_head * kHeadDim,
+                      .v_base = static_cast<const T*>(p.v_cache) + kv_head * kHeadDim,
+                      .warp_tiles = reinterpret_cast<T*>(shared_raw) +
+                                    warp * kStages * 2 * Loader::kTileElements,
+                      .kv_begin = w.kv_begin,
+                      .kv_end = w.kv_end,
+                      .warp = warp,
+                      .lane = lane};
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < my_tiles) load_tile(s, s, read_page(s));
+    if (s < w.my_tiles) loader.Load(s, s, loader.ReadPage(s));
     CpAsyncCommit();
   }
-  int next_page = kStages - 1 < my_tiles ? read_page(kStages - 1) : 0;
+  int next_page = kStages - 1 < w.my_tiles ? loader.ReadPage(kStages - 1) : 0;
 
   float o[kHeadDim / 8][4];
 #pragma unroll
   for (int d = 0; d < kHeadDim / 8; ++d) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.0f;
   float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
 
-  for (int i = 0; i < my_tiles; ++i) {
+  for (int i = 0; i < w.my_tiles; ++i) {
     CpAsyncWait<kStages - 2>();  // this lane's copies of tile i
     __syncwarp();                // and every lane's; the stage read last iteration is free
-    if (i + kStages - 1 < my_tiles) {
-      load_tile(i + kStages - 1, (i + kStages - 1) % kStages, next_page);
-      if (i + kStages < my_tiles) next_page = read_page(i + kStages);
+    if (i + kStages - 1 < w.my_tiles) {
+      loader.Load(i + kStages - 1, (i + kStages - 1) % kStages, next_page);
+      if (i + kStages < w.my_tiles) next_page = loader.ReadPage(i + kStages);
     }
     CpAsyncCommit();
-    const T* ks = warp_tiles + (i % kStages) * 2 * kTileElements;
-    const T* vs = ks + kTileElements;
+    const T* ks = loader.K(i % kStages);
+    const T* vs = loader.V(i % kStages);
 
     // S = Q K^T: 16 rows x 16 keys, two k16 steps per K ldmatrix. The even and odd k16 steps
     // accumulate apart and are added at the end: two dependent mma chains of kHeadDim / 32
@@ -199,13 +339,13 @@ __global__ void __launch_bounds__(kThreads)
     }
 
     // Mask keys past the split or (causal drafts) past the row's token; online softmax, base 2.
-    const int key0 = kv_begin + (warp + kWarps * i) * kTileKeys;
+    const int key0 = loader.FirstKey(i);
 #pragma unroll
     for (int nt = 0; nt < 2; ++nt) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int col = key0 + nt * 8 + quad_lane * 2 + (e & 1);
-        if (col >= kv_end || col > last_key[e >> 1]) s[nt][e] = -INFINITY;
+        if (col >= w.kv_end || col > last_key[e >> 1]) s[nt][e] = -INFINITY;
       }
     }
     float correction[2];
@@ -263,18 +403,12 @@ __global__ void __launch_bounds__(kThreads)
   }
   CpAsyncWait<0>();
 
-  // Merge the warps: weight each by 2^(its max - the largest max). 16 threads first give each
-  // row its warps' normalised weights and its LSE; then a thread merges 8 columns of a row with
-  // 16-byte loads and one 16-byte store (a loop over single elements, each redoing the row's
-  // weights, cost about 1 us a block at group 8, all of it after the last tile).
+  // Each warp's rows, unnormalised, into the merge.
   __syncthreads();  // every warp is done with its stages, which the merge reuses
   constexpr int kStride = MergeRowStride<kHeadDim>();
-  constexpr int kRows = kMmaDecodeMaxRows;
   float* merge_o = reinterpret_cast<float*>(shared_raw);  // [warp][row][kStride]
   float* merge_max = merge_o + kWarps * kRows * kStride;  // [warp][row]
   float* merge_sum = merge_max + kWarps * kRows;          // [warp][row]
-  float* merge_weight = merge_sum + kWarps * kRows;       // [warp][row], over the row's sum
-  float* merge_lse = merge_weight + kWarps * kRows;       // [row], base 2
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     float sum = row_sum[h];
@@ -292,94 +426,233 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
   __syncthreads();
-  if (threadIdx.x < kRows) {
-    const int r = threadIdx.x;
-    float m = -INFINITY;
+  MergeWarpsAndStore<T, kHeadDim, kRows, kStride>(merge_o, p, w);
+}
+
+template <typename T, int kHeadDim, int kStageCount>
+__global__ void __launch_bounds__(kThreads)
+    MmaDecodeTransposedKernel(const __grid_constant__ DecodeKernelParams p) {
+  static_assert(device::kIsAttentionType<T>, "T must be bf16 or fp16");
+  static_assert(kHeadDim % 32 == 0, "two k16 steps a chain step");
+  constexpr int kRows = kTransposedRows;
+  using Loader = WarpTileLoader<T, kHeadDim>;
+
+  extern __shared__ uint4 shared_raw[];
+  device::AllowDependentLaunch();  // the merge kernel waits for this grid's writes itself
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int group = lane >> 2, quad_lane = lane & 3;
+  const int kv_head = blockIdx.y;
+  const WarpWork w = WorkOf(p, warp);
+
+  // Query row r (query token r / group_size, head kv_head * group_size + r % group_size) is
+  // column r of S^T and O^T. This thread holds row `group` of the B fragments of Q^T, and
+  // columns 2 x quad_lane and 2 x quad_lane + 1 of S^T and O^T.
+  const int64_t q_head_row =
+      static_cast<int64_t>(w.q_start + group / p.group_size) * p.num_qo_heads + kv_head *
+      p.group_size + group % p.group_size;
+  const T* q_row = group < w.rows_total ? static_cast<const T*>(p.q) + q_head_row * kHeadDim
+                                        : nullptr;
+  uint32_t q_frag[kHeadDim / 16][2];
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) m = fmaxf(m, merge_max[w * kRows + r]);
-    float weight[kWarps];
-    float sum = 0.0f;
+  for (int ks = 0; ks < kHeadDim / 16; ++ks) {
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) {
-      weight[w] = m == -INFINITY ? 0.0f : FastExp2(merge_max[w * kRows + r] - m);
-      sum += weight[w] * merge_sum[w * kRows + r];
+    for (int i = 0; i < 2; ++i) {
+      const int col = ks * 16 + i * 8 + quad_lane * 2;
+      q_frag[ks][i] =
+          q_row != nullptr ? __ldg(reinterpret_cast<const uint32_t*>(q_row + col)) : 0u;
     }
-    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+  }
+  int last_key[2];
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) merge_weight[w * kRows + r] = weight[w] * inv;
-    merge_lse[r] = sum > 0.0f ? m + __log2f(sum) : -INFINITY;
+  for (int h = 0; h < 2; ++h) {
+    const int r = 2 * quad_lane + h;
+    last_key[h] =
+        r < w.rows_total && p.causal ? w.kv_len - w.q_len + r / p.group_size : w.kv_len - 1;
+  }
+
+  const Loader loader{.p = p,
+                      .pages = p.page_indices + p.page_indptr[blockIdx.z],
+                      .k_base = static_cast<const T*>(p.k_cache) + kv_head * kHeadDim,
+                      .v_base = static_cast<const T*>(p.v_cache) + kv_head * kHeadDim,
+                      .warp_tiles = reinterpret_cast<T*>(shared_raw) +
+                                    warp * kStageCount * 2 * Loader::kTileElements,
+                      .kv_begin = w.kv_begin,
+                      .kv_end = w.kv_end,
+                      .warp = warp,
+                      .lane = lane};
+#pragma unroll
+  for (int s = 0; s < kStageCount - 1; ++s) {
+    if (s < w.my_tiles) loader.Load(s, s, loader.ReadPage(s));
+    CpAsyncCommit();
+  }
+  int next_page = kStageCount - 1 < w.my_tiles ? loader.ReadPage(kStageCount - 1) : 0;
+
+  // O^T, tile dt: rows (head_dim columns) 16 dt + group and 16 dt + group + 8.
+  float o[kHeadDim / 16][4];
+#pragma unroll
+  for (int dt = 0; dt < kHeadDim / 16; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.0f;
+  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
+
+  for (int i = 0; i < w.my_tiles; ++i) {
+    CpAsyncWait<kStageCount - 2>();  // this lane's copies of tile i
+    __syncwarp();                    // and every lane's; the stage read last iteration is free
+    if (i + kStageCount - 1 < w.my_tiles) {
+      loader.Load(i + kStageCount - 1, (i + kStageCount - 1) % kStageCount, next_page);
+      if (i + kStageCount < w.my_tiles) next_page = loader.ReadPage(i + kStageCount);
+    }
+    CpAsyncCommit();
+    const T* ks = loader.K(i % kStageCount);
+    const T* vs = loader.V(i % kStageCount);
+
+    // S^T = K Q^T: 16 keys x 8 rows, one K ldmatrix a k16 step, the even and odd steps in two
+    // chains. s[e]: key group + 8 (e / 2), row 2 quad_lane + e % 2.
+    float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    float s_odd[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int kk = 0; kk < kHeadDim / 16; kk += 2) {
+      uint32_t a[4], a_odd[4];
+      LdMatrixX4(a, SharedAddress(ks + SwizzledOffset<kHeadDim>(lane % 16, 2 * kk + lane / 16)));
+      LdMatrixX4(a_odd,
+                 SharedAddress(ks + SwizzledOffset<kHeadDim>(lane % 16, 2 * kk + 2 + lane / 16)));
+      MmaM16N8K16<T>(s, a, q_frag[kk][0], q_frag[kk][1]);
+      MmaM16N8K16<T>(s_odd, a_odd, q_frag[kk + 1][0], q_frag[kk + 1][1]);
+    }
+#pragma unroll
+    for (int e = 0; e < 4; ++e) s[e] += s_odd[e];
+
+    // Mask keys past the split or (causal drafts) past the row's token; online softmax, base 2,
+    // each row's max over the 8 lanes that share quad_lane.
+    const int key0 = loader.FirstKey(i);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int key = key0 + group + 8 * (e >> 1);
+      if (key >= w.kv_end || key > last_key[e & 1]) s[e] = -INFINITY;
+    }
+    float correction[2];
+    bool max_grew = false;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float tile_max = fmaxf(s[h], s[h + 2]);
+      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 4));
+      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 8));
+      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 16));
+      const float new_max = fmaxf(row_max[h], tile_max * p.scale_log2);
+      const float base = new_max == -INFINITY ? 0.0f : new_max;
+      correction[h] = FastExp2(row_max[h] - base);
+      max_grew |= new_max != row_max[h];
+      row_max[h] = new_max;
+      s[h] = FastExp2(fmaf(s[h], p.scale_log2, -base));
+      s[h + 2] = FastExp2(fmaf(s[h + 2], p.scale_log2, -base));
+      row_sum[h] = row_sum[h] * correction[h] + s[h] + s[h + 2];
+    }
+    if (__any_sync(0xffffffffu, max_grew)) {  // exact: the factor is 1 where no max grew
+#pragma unroll
+      for (int dt = 0; dt < kHeadDim / 16; ++dt) {
+        o[dt][0] *= correction[0];
+        o[dt][1] *= correction[1];
+        o[dt][2] *= correction[0];
+        o[dt][3] *= correction[1];
+      }
+    }
+
+    // O^T += V^T P^T. P^T's B fragment (keys 2 quad_lane.. of row `group`) is S^T's accumulator
+    // (key `group`, rows 2 quad_lane..) transposed, one 8 x 8 block per eight keys; V^T's A
+    // fragments are the V tile read transposed.
+    const uint32_t p_lo = TransposeFragment(PackTwo<T>(s[0], s[1]));
+    const uint32_t p_hi = TransposeFragment(PackTwo<T>(s[2], s[3]));
+#pragma unroll
+    for (int dt = 0; dt < kHeadDim / 16; ++dt) {
+      uint32_t a[4];
+      LdMatrixX4Trans(a, SharedAddress(vs + SwizzledOffset<kHeadDim>(
+                                                (lane & 7) + (lane >> 4) * 8,
+                                                dt * 2 + ((lane >> 3) & 1))));
+      MmaM16N8K16<T>(o[dt], a, p_lo, p_hi);
+    }
+  }
+  CpAsyncWait<0>();
+
+  // Each warp's rows, unnormalised, into the merge: row r's sum over the 8 lanes holding it.
+  __syncthreads();  // every warp is done with its stages, which the merge reuses
+  constexpr int kStride = TransposedMergeRowStride<kHeadDim>();
+  float* merge_o = reinterpret_cast<float*>(shared_raw);  // [warp][row][kStride]
+  float* merge_max = merge_o + kWarps * kRows * kStride;  // [warp][row]
+  float* merge_sum = merge_max + kWarps * kRows;          // [warp][row]
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float sum = row_sum[h];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 4);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 8);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 16);
+    const int r = 2 * quad_lane + h;
+    if (group == 0) {
+      merge_max[warp * kRows + r] = row_max[h];
+      merge_sum[warp * kRows + r] = sum;
+    }
+    float* out = merge_o + (warp * kRows + r) * kStride + group;
+#pragma unroll
+    for (int dt = 0; dt < kHeadDim / 16; ++dt) {
+      out[dt * 16] = o[dt][h];
+      out[dt * 16 + 8] = o[dt][h + 2];
+    }
   }
   __syncthreads();
-  constexpr int kSlices = kHeadDim / 8;
-  for (int idx = threadIdx.x; idx < rows_total * kSlices; idx += kThreads) {
-    const int r = idx / kSlices, col = (idx % kSlices) * 8;
-    float value[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) {
-      const float weight = merge_weight[w * kRows + r];
-      const float4* part = reinterpret_cast<const float4*>(merge_o + (w * kRows + r) * kStride + col);
-      const float4 lo = part[0], hi = part[1];
-      value[0] = fmaf(weight, lo.x, value[0]);
-      value[1] = fmaf(weight, lo.y, value[1]);
-      value[2] = fmaf(weight, lo.z, value[2]);
-      value[3] = fmaf(weight, lo.w, value[3]);
-      value[4] = fmaf(weight, hi.x, value[4]);
-      value[5] = fmaf(weight, hi.y, value[5]);
-      value[6] = fmaf(weight, hi.z, value[6]);
-      value[7] = fmaf(weight, hi.w, value[7]);
-    }
-    const float lse2 = merge_lse[r];
-    const int qi = r / p.group_size;
-    const int head = kv_head * p.group_size + r % p.group_size;
-    const int64_t token_head = static_cast<int64_t>(q_start + qi) * p.num_qo_heads + head;
-    if (p.num_splits == 1) {
-      uint4 bits;
-      bits.x = PackTwo<T>(value[0], value[1]);
-      bits.y = PackTwo<T>(value[2], value[3]);
-      bits.z = PackTwo<T>(value[4], value[5]);
-      bits.w = PackTwo<T>(value[6], value[7]);
-      *reinterpret_cast<uint4*>(static_cast<T*>(p.o) + token_head * kHeadDim + col) = bits;
-      if (p.lse != nullptr && col == 0) p.lse[token_head] = lse2 * device::kLn2;
-    } else {
-      const int64_t partial = split * p.total_q * p.num_qo_heads + token_head;
-      float4* dst = reinterpret_cast<float4*>(p.partial_o + partial * kHeadDim + col);
-      dst[0] = make_float4(value[0], value[1], value[2], value[3]);
-      dst[1] = make_float4(value[4], value[5], value[6], value[7]);
-      if (col == 0) p.partial_lse[partial] = lse2;
-    }
-  }
+  MergeWarpsAndStore<T, kHeadDim, kRows, kStride>(merge_o, p, w);
 }
+
+struct KernelAndSharedBytes {
+  void (*kernel)(DecodeKernelParams);
+  int shared_bytes;
+};
 
 template <typename T>
-auto* KernelFor(int head_dim) {
-  return head_dim == 64 ? MmaDecodeKernel<T, 64> : MmaDecodeKernel<T, 128>;
-}
-
-int SharedBytesFor(int head_dim) {
-  return head_dim == 64 ? SharedBytes<64>() : SharedBytes<128>();
+absl::StatusOr<KernelAndSharedBytes> KernelFor(int head_dim) {
+  switch (head_dim) {
+    case 64:
+      return KernelAndSharedBytes{MmaDecodeKernel<T, 64>,
+                                  SharedBytes<64, kMmaDecodeMaxRows, MergeRowStride<64>(), kStages>()};
+    case 128:
+      return KernelAndSharedBytes{
+          MmaDecodeKernel<T, 128>,
+          SharedBytes<128, kMmaDecodeMaxRows, MergeRowStride<128>(), kStages>()};
+    case 256: {
+      // Three stages (192 KiB a block) where a block may have that much shared memory (sm_90);
+      // two (128 KiB) within sm_80's 163 KiB.
+      constexpr int kStride = TransposedMergeRowStride<256>();
+      constexpr int three = SharedBytes<256, kTransposedRows, kStride, 3>();
+      int device = 0, most = 0;
+      CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+      CUDA_RETURN_IF_ERROR(
+          cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+      if (most >= three) return KernelAndSharedBytes{MmaDecodeTransposedKernel<T, 256, 3>, three};
+      return KernelAndSharedBytes{MmaDecodeTransposedKernel<T, 256, 2>,
+                                  SharedBytes<256, kTransposedRows, kStride, 2>()};
+    }
+    default:
+      break;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "head_dim (", head_dim, ") has no tensor-core decode kernel (64, 128, 256)"));
 }
 
 template <typename T>
 absl::StatusOr<int> BlocksPerSmTyped(int head_dim) {
-  auto* kernel = KernelFor<T>(head_dim);
-  const int shared = SharedBytesFor(head_dim);
-  CUDA_RETURN_IF_ERROR(
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared));
+  ASSIGN_OR_RETURN(const KernelAndSharedBytes chosen, KernelFor<T>(head_dim));
+  CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
+      chosen.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, chosen.shared_bytes));
   int blocks = 0;
-  CUDA_RETURN_IF_ERROR(
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kThreads, shared));
+  CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+      &blocks, chosen.kernel, kThreads, chosen.shared_bytes));
   return blocks;
 }
 
 template <typename T>
 absl::Status LaunchTyped(const DecodeKernelParams& params, int head_dim, int num_kv_heads,
                          int batch, cudaStream_t stream) {
-  auto* kernel = KernelFor<T>(head_dim);
-  const int shared = SharedBytesFor(head_dim);
-  CUDA_RETURN_IF_ERROR(
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared));
+  ASSIGN_OR_RETURN(const KernelAndSharedBytes chosen, KernelFor<T>(head_dim));
+  CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
+      chosen.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, chosen.shared_bytes));
   const dim3 grid(params.num_splits, num_kv_heads, batch);
-  kernel<<<grid, kThreads, shared, stream>>>(params);
+  chosen.kernel<<<grid, kThreads, chosen.shared_bytes, stream>>>(params);
   CUDA_RETURN_IF_ERROR(cudaGetLastError());
   return absl::OkStatus();
 }
@@ -393,13 +666,11 @@ absl::Status MmaDecodeRefusesDtype(AttentionDtype dtype) {
 
 }  // namespace
 
-bool MmaDecodeSupportsHeadDim(int head_dim) { return head_dim == 64 || head_dim == 128; }
+bool MmaDecodeSupportsHeadDim(int head_dim) {
+  return head_dim == 64 || head_dim == 128 || head_dim == 256;
+}
 
 absl::StatusOr<int> MmaDecodeBlocksPerSm(int head_dim, AttentionDtype dtype) {
-  if (!MmaDecodeSupportsHeadDim(head_dim)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("head_dim (", head_dim, ") has no tensor-core decode kernel (64, 128)"));
-  }
   switch (dtype) {
     case AttentionDtype::kBf16:
       return BlocksPerSmTyped<__nv_bfloat16>(head_dim);
@@ -413,10 +684,6 @@ absl::StatusOr<int> MmaDecodeBlocksPerSm(int head_dim, AttentionDtype dtype) {
 
 absl::Status LaunchMmaDecode(const DecodeKernelParams& params, int head_dim, AttentionDtype dtype,
                              int num_kv_heads, int batch, cudaStream_t stream) {
-  if (!MmaDecodeSupportsHeadDim(head_dim)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("head_dim (", head_dim, ") has no tensor-core decode kernel (64, 128)"));
-  }
   switch (dtype) {
     case AttentionDtype::kBf16:
       return LaunchTyped<__nv_bfloat16>(params, head_dim, num_kv_heads, batch, stream);

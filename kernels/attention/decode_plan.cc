@@ -70,16 +70,16 @@ absl::StatusOr<DecodePlan> PlanDecode(const DecodePlanInput& input) {
 }
 
 bool PlanMayUseTensorCores(const DecodePlanInput& input) {
-  return input.group_size * input.max_q_len <= kTensorCoreRowsPerBlock &&
+  return input.group_size * input.max_q_len <= input.tensor_core_max_rows &&
          static_cast<int64_t>(input.batch) * input.num_kv_heads <= kTensorCoreMaxSequenceHeads;
 }
 
 absl::StatusOr<DecodePlan> PlanTensorCoreDecode(const DecodePlanInput& input) {
   const int rows = input.group_size * input.max_q_len;
-  if (rows > kTensorCoreRowsPerBlock) {
+  if (rows > input.tensor_core_max_rows) {
     return absl::InvalidArgumentError(absl::StrCat(
         "group_size x max_q_len (", rows, ") exceeds the tensor-core kernel's ",
-        kTensorCoreRowsPerBlock, " rows"));
+        input.tensor_core_max_rows, " rows at this head_dim"));
   }
   DecodePlanInput one_row = input;
   one_row.group_size = 1;
@@ -88,7 +88,7 @@ absl::StatusOr<DecodePlan> PlanTensorCoreDecode(const DecodePlanInput& input) {
   one_row.prefetch_blocks_per_sm = 0;
   one_row.tensor_core_blocks_per_sm = 0;
   ASSIGN_OR_RETURN(DecodePlan plan, PlanDecode(one_row));
-  plan.rows_per_block = kTensorCoreRowsPerBlock;
+  plan.rows_per_block = input.tensor_core_max_rows;
   plan.tensor_cores = true;
   return plan;
 }

@@ -32,6 +32,8 @@ struct DecodePlanInput {
   // Resident blocks of the tensor-core kernel (decode_mma.h); 0: not offered (a head_dim it
   // is not built for). Whether the rows fit is the plan's rule (PlanMayUseTensorCores).
   int tensor_core_blocks_per_sm = 0;
+  // Query rows that kernel holds in one block at this head_dim (TensorCoreRowsPerBlock).
+  int tensor_core_max_rows = 16;
   int requested_splits = 0;  // 0: choose; otherwise used as given (clamped to the KV length)
 };
 
@@ -48,15 +50,21 @@ struct DecodePlan {
 // batch 32 x 4k, one wave each: 217 vs 272 us), but fewer of them are resident; the plan
 // takes whichever kernel needs less time as waves x per-block cost.
 inline constexpr double kPrefetchBlockCost = 0.8;
-// Query rows the tensor-core kernel holds in one block (one mma tile).
+// Query rows the tensor-core kernel holds in one block: the 16 rows of one mma tile at head_dim
+// 64 and 128; at 256, where 16 rows' O would not fit the registers, the 8 columns of one (the
+// keys are the tile's rows there: decode_mma.cu).
 inline constexpr int kTensorCoreRowsPerBlock = 16;
+inline constexpr int kTensorCoreRowsPerBlockAtHeadDim256 = 8;
+constexpr int TensorCoreRowsPerBlock(int head_dim) {
+  return head_dim == 256 ? kTensorCoreRowsPerBlockAtHeadDim256 : kTensorCoreRowsPerBlock;
+}
 // The tensor-core kernel is planned when offered and batch x num_kv_heads is at most this:
 // measured faster on H100 and H200 for one sequence of 8 KV heads at every KV length (8k-32k:
 // +3 to +29%), slower on the H100 from batch 8 (docs/benchmarks/RESULTS.md).
 inline constexpr int kTensorCoreMaxSequenceHeads = 8;
 
 // Whether PlanDecode would plan the tensor-core kernel were it offered: one sequence-head block
-// holds every row (group_size x max_q_len <= kTensorCoreRowsPerBlock) and batch x num_kv_heads
+// holds every row (group_size x max_q_len <= tensor_core_max_rows) and batch x num_kv_heads
 // <= kTensorCoreMaxSequenceHeads. Launchers ask before measuring that kernel's residency.
 bool PlanMayUseTensorCores(const DecodePlanInput& input);
 

@@ -97,18 +97,27 @@ def run_decode_grid(ours_csv, table_path):
         lines = lines[1:]
     header = lines[1]
     ours = []
+    # CSVs written before the grid took head_dim and page size as axes were head_dim 128, page 16.
+    dims, pages = set(), set()
     for fields in lines[2:]:
         row = dict(zip(header, fields))
+        dims.add(int(row.get("head_dim") or DIM))
+        pages.add(int(row.get("page_size") or 16))
         # Our cuDNN backend's time, when the CSV came from a daemon sweep that ran it too.
         cudnn_backend = row.get("cudnn_backend_us") or ""
         ours.append((int(row["group"]), int(row["batch"]), int(row["kv"]), float(row["us"]),
                      float(row["pct_copy"]), row["kernel"],
                      float(cudnn_backend) if cudnn_backend else None))
+    if len(dims) != 1 or len(pages) != 1:
+        raise SystemExit(f"{ours_csv}: one head_dim and page size a table (has head_dim "
+                         f"{sorted(dims)}, page size {sorted(pages)}); run the grid once for each")
+    head_dim, page_size = dims.pop(), pages.pop()
     dev = torch.device("cuda")
     props = torch.cuda.get_device_properties(dev)
     flush = make_flush(flush_mode, dev)
     out = [f"\ntorch {torch.__version__}, {props.name}; ours: copy {our_copy:.0f} GB/s "
-           "(measured with ours); PyTorch K/V contiguous, ours paged (page 16); "
+           f"(measured with ours); head_dim {head_dim}; PyTorch K/V contiguous, ours paged "
+           f"(page {page_size}); "
            f"L2 flushed by a {flush_mode} before each call\n",
            "| group | batch | kv | ours us | ours % copy | ours kernel | flash us | cudnn us | "
            "efficient us | best PyTorch | ours vs best | our cuDNN backend us |",
@@ -117,11 +126,11 @@ def run_decode_grid(ours_csv, table_path):
     for row in ours:
         shapes.setdefault((row[1], row[2]), []).append(row)
     for (batch, kv_len), rows in shapes.items():
-        k = torch.empty(batch, KV_HEADS, kv_len, DIM, dtype=torch.bfloat16,
+        k = torch.empty(batch, KV_HEADS, kv_len, head_dim, dtype=torch.bfloat16,
                         device=dev).uniform_(-1, 1)
         v = torch.empty_like(k).uniform_(-1, 1)
         for group, _, _, our_us, our_pct, kernel, cudnn_backend in rows:
-            q = torch.empty(batch, KV_HEADS * group, 1, DIM, dtype=torch.bfloat16,
+            q = torch.empty(batch, KV_HEADS * group, 1, head_dim, dtype=torch.bfloat16,
                             device=dev).uniform_(-2, 2)
             times = {}
             for name, backend in BACKENDS:
