@@ -13,10 +13,11 @@
 //   attention_benchmark [--quick] [--only=prefill|decode] [--table=PATH]
 //       [--prefill-shapes=LEN:causal|full:HEAD_DIM,...]   (instead of the built-in prefill list)
 //   attention_benchmark --decode-grid [--groups=1,2,..] [--batches=..] [--kv-lens=..]
-//       [--page-sizes=16,..] [--head-dims=128,..] [--max-kv-gib=N] [--csv=PATH]
+//       [--page-sizes=16,..] [--head-dims=128,..] [--kv-heads=8,..] [--max-kv-gib=N]
+//       [--csv=PATH]
 //   attention_benchmark --fp8-prefill [--table=PATH]
-// --decode-grid: decode at 8 KV heads x GQA group (query heads = 8 x group) x batch x KV length
-// (x page size x head_dim, 16 and 128 unless given),
+// --decode-grid: decode at KV heads x GQA group (query heads = KV heads x group) x batch x KV
+// length x page size x head_dim (8 KV heads, page 16 and head_dim 128 unless given),
 // the tuned kernel (what the daemon runs) beside the measured copy; --csv writes the rows that
 // torch_attention_peers.py --decode-grid --ours reads to print PyTorch's backends beside them.
 // --fp8-prefill: the fp8 (e4m3) prefill beside bf16 (ours and cuDNN's) at the same shapes.
@@ -152,6 +153,7 @@ struct DecodeGrid {
   std::vector<int> kv_lens = {1024, 4096, 16384, 32768};
   std::vector<int> page_sizes = {16};
   std::vector<int> head_dims = {128};
+  std::vector<int> kv_heads = {8};
   double max_kv_gib = 32;  // shapes whose K + V exceed this are skipped (and said so)
   std::string csv_path;
   // The page table's order: shuffled (as a serving engine's cache after churn) or in order
@@ -162,15 +164,19 @@ struct DecodeGrid {
 // One batch x KV length x page size x head_dim of the decode grid (its GQA groups are the
 // inner loop, so that a group's shapes sit together in the table).
 struct DecodeGridPoint {
-  int head_dim, page_size, kv, batch;
+  int head_dim, page_size, kv_heads, kv, batch;
 };
 
 std::vector<DecodeGridPoint> DecodeGridPoints(const DecodeGrid& grid) {
   std::vector<DecodeGridPoint> points;
   for (int head_dim : grid.head_dims) {
     for (int page_size : grid.page_sizes) {
-      for (int kv : grid.kv_lens) {
-        for (int batch : grid.batches) points.push_back({head_dim, page_size, kv, batch});
+      for (int kv_heads : grid.kv_heads) {
+        for (int kv : grid.kv_lens) {
+          for (int batch : grid.batches) {
+            points.push_back({head_dim, page_size, kv_heads, kv, batch});
+          }
+        }
       }
     }
   }
@@ -182,8 +188,8 @@ absl::Status TimeDecodeGridShape(Bench& bench, const DecodeGrid& grid,
                                  const DecodeGridPoint& point, int group, double copy_gbs,
                                  std::string& table, std::string& csv) {
   AttentionShape shape = ServingShape(false);
-  shape.num_kv_heads = 8;
-  shape.num_qo_heads = 8 * group;
+  shape.num_kv_heads = point.kv_heads;
+  shape.num_qo_heads = point.kv_heads * group;
   shape.head_dim = point.head_dim;
   shape.page_size = point.page_size;
   SequenceLengths lengths{.q_lens = std::vector<int32_t>(point.batch, 1),
@@ -220,17 +226,19 @@ absl::Status TimeDecodeGridShape(Bench& bench, const DecodeGrid& grid,
   const double pct_read = 100.0 * read.median / t.median;
   const std::string after_us = merge_after ? absl::StrFormat("%.1f", merge_after->median) : "-";
   table += absl::StrFormat(
-      "| %d | %d | %d | %d | %d | %.1f | %s | %.0f | %.1f%% | %.1f | %.1f%% | %s | %s |\n",
-      point.head_dim, point.page_size, group, point.batch, point.kv, t.median, after_us, gbs,
+      "| %d | %d | %d | %d | %d | %d | %.1f | %s | %.0f | %.1f%% | %.1f | %.1f%% | %s | %s |\n",
+      point.head_dim, point.page_size, point.kv_heads, group, point.batch, point.kv, t.median,
+      after_us, gbs,
       100.0 * gbs / copy_gbs, read.median, pct_read, tuning.ToString(), info.ToString());
-  csv += absl::StrFormat("%d,%d,%d,%.2f,%.0f,%.1f,%s,%.2f,%.1f,%d,%s,%d,%d\n", group,
+  csv += absl::StrFormat("%d,%d,%d,%.2f,%.0f,%.1f,%s,%.2f,%.1f,%d,%s,%d,%d,%d\n", group,
                          point.batch, point.kv, t.median, gbs, 100.0 * gbs / copy_gbs,
                          DecodeKernelChoiceName(tuning.fastest.kernel), read.median, pct_read,
-                         tuning.fastest.num_splits, after_us, point.page_size, point.head_dim);
+                         tuning.fastest.num_splits, after_us, point.page_size, point.head_dim,
+                         point.kv_heads);
   return absl::OkStatus();
 }
 
-// Decode over the grid: 8 KV heads, bf16, q_len 1, head_dim 128 and page 16 unless the grid
+// Decode over the grid: bf16, q_len 1, 8 KV heads, head_dim 128 and page 16 unless the grid
 // names others; per shape the tuned kernel (TuneDecodeKernel, as the daemon runs it) timed over
 // L2-flushed launches.
 absl::Status RunDecodeGrid(const DecodeGrid& grid, measure::L2FlushMode flush) {
@@ -244,32 +252,34 @@ absl::Status RunDecodeGrid(const DecodeGrid& grid, measure::L2FlushMode flush) {
               props.multiProcessorCount, copy_gbs);
   const char* flush_name = flush == measure::L2FlushMode::kRead ? "read" : "write";
   std::string table = absl::StrFormat(
-      "\n%s, %d SMs; copy %.0f GB/s (measured); decode 8 KV heads, bf16 (%s), "
+      "\n%s, %d SMs; copy %.0f GB/s (measured); decode, bf16 (%s), "
       "q_len 1; tuned kernel, median of 10 launches, the L2 flushed by a %s before each; "
       "read: one pass over as many bytes as the decode reads, timed the same way\n\n"
-      "| d | page | group | batch | kv | us | us, merge after | GB/s | %% copy | read us | "
-      "%% read | tuning (kernel, splits:us each) | launch |\n"
-      "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+      "| d | page | KV heads | group | batch | kv | us | us, merge after | GB/s | %% copy | "
+      "read us | %% read | tuning (kernel, splits:us each) | launch |\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
       props.name, props.multiProcessorCount, copy_gbs,
       grid.pages_in_order ? "pages in order" : "pages shuffled", flush_name);
   std::string csv = absl::StrFormat(
       "copy_gbs,%.1f\nflush,%s\n"
       "group,batch,kv,us,gbs,pct_copy,kernel,read_us,pct_read,splits,us_merge_after,page_size,"
-      "head_dim\n",
+      "head_dim,kv_heads\n",
       copy_gbs, flush_name);
   for (const DecodeGridPoint& point : DecodeGridPoints(grid)) {
-    const double kv_gib = 2.0 * point.batch * point.kv * 8 * point.head_dim * 2 / double(1 << 30);
+    const double kv_gib =
+        2.0 * point.batch * point.kv * point.kv_heads * point.head_dim * 2 / double(1 << 30);
     if (kv_gib > grid.max_kv_gib) {
-      std::printf("  skipped d%d page %d b%d kv=%d: K+V %.1f GiB > --max-kv-gib %.1f\n",
-                  point.head_dim, point.page_size, point.batch, point.kv, kv_gib,
-                  grid.max_kv_gib);
+      std::printf(
+          "  skipped d%d page %d %d KV heads b%d kv=%d: K+V %.1f GiB > --max-kv-gib %.1f\n",
+          point.head_dim, point.page_size, point.kv_heads, point.batch, point.kv, kv_gib,
+          grid.max_kv_gib);
       continue;
     }
     for (int group : grid.groups) {
       RETURN_IF_ERROR(TimeDecodeGridShape(bench, grid, point, group, copy_gbs, table, csv));
     }
-    std::printf("  done d%d page %d b%d kv=%d\n", point.head_dim, point.page_size, point.batch,
-                point.kv);
+    std::printf("  done d%d page %d %d KV heads b%d kv=%d\n", point.head_dim, point.page_size,
+                point.kv_heads, point.batch, point.kv);
     std::fflush(stdout);
   }
   std::fputs(table.c_str(), stdout);
@@ -649,6 +659,8 @@ int main(int argc, char** argv) {
       ok = ParseInts(argv[i] + 13, grid.page_sizes);
     } else if (std::strncmp(argv[i], "--head-dims=", 12) == 0) {
       ok = ParseInts(argv[i] + 12, grid.head_dims);
+    } else if (std::strncmp(argv[i], "--kv-heads=", 11) == 0) {
+      ok = ParseInts(argv[i] + 11, grid.kv_heads);
     } else if (std::strncmp(argv[i], "--max-kv-gib=", 13) == 0) {
       ok = absl::SimpleAtod(argv[i] + 13, &grid.max_kv_gib);
     } else if (std::strcmp(argv[i], "--page-order=in-order") == 0) {
@@ -680,9 +692,8 @@ int main(int argc, char** argv) {
           "[--flush=read|write]\n"
           "           [--prefill-shapes=LEN:causal|full:64|128|256,...]\n"
           "       %s --decode-grid [--groups=1,2,..] [--batches=..] [--kv-lens=..] "
-          "[--page-sizes=..] [--head-dims=..] [--max-kv-gib=N] [--page-order=shuffled|in-order] "
-          "[--csv=PATH] "
-          "[--flush=read|write]\n"
+          "[--page-sizes=..] [--head-dims=..] [--kv-heads=..] [--max-kv-gib=N] "
+          "[--page-order=shuffled|in-order] [--csv=PATH] [--flush=read|write]\n"
           "       %s --fp8-prefill [--table=PATH] [--flush=read|write]\n",
           argv[0], argv[0], argv[0]);
       return 2;
