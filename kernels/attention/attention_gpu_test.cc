@@ -417,11 +417,21 @@ TEST_P(DecodeGpuTest, MatchesReference) {
          {Variant{DecodeKernelChoice::kAuto, true}, Variant{DecodeKernelChoice::kPlain, true},
           Variant{DecodeKernelChoice::kPrefetch, true},
           Variant{DecodeKernelChoice::kTensorCores, true},
+          Variant{DecodeKernelChoice::kTensorCoresLongTiles, true},
           Variant{DecodeKernelChoice::kAuto, false}}) {
       const DecodeKernelChoice kernel = variant.kernel;
       if (kernel == DecodeKernelChoice::kTensorCores &&
           rows > TensorCoreRowsPerBlock(c.head_dim)) {
         continue;  // outside the tensor-core kernel's shapes
+      }
+      if (kernel == DecodeKernelChoice::kTensorCoresLongTiles &&
+          (c.head_dim != 64 || rows > kTensorCoreRowsPerBlockAtHeadDim256)) {
+        const absl::StatusOr<DecodeLaunchInfo> refused = LaunchDecode(
+            d.problem, {.num_splits = splits, .workspace = workspace.data(),
+                        .workspace_bytes = workspace.bytes(), .kernel = kernel},
+            stream_.get());
+        EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << refused.status();
+        continue;  // outside the long-tile kernel's shapes, and refused so
       }
       ASSERT_OK(PoisonBuffer(d.out, stream_.get()));
       ASSERT_OK(PoisonBuffer(d.out_lse, stream_.get()));
@@ -435,7 +445,9 @@ TEST_P(DecodeGpuTest, MatchesReference) {
       ASSERT_OK(stream_.Synchronize());
       if (kernel != DecodeKernelChoice::kAuto) {
         EXPECT_EQ(info.plan.prefetch, kernel == DecodeKernelChoice::kPrefetch);
-        EXPECT_EQ(info.plan.tensor_cores, kernel == DecodeKernelChoice::kTensorCores);
+        EXPECT_EQ(info.plan.tensor_cores, kernel == DecodeKernelChoice::kTensorCores ||
+                                              kernel == DecodeKernelChoice::kTensorCoresLongTiles);
+        EXPECT_EQ(info.plan.long_tiles, kernel == DecodeKernelChoice::kTensorCoresLongTiles);
       }
       if (!variant.overlap_merge) {
         EXPECT_FALSE(info.merge_overlapped);
@@ -455,6 +467,7 @@ TEST_P(DecodeGpuTest, MatchesReference) {
   ASSERT_OK_AND_ASSIGN(tuning, TuneDecodeKernel(d.problem, options, stream_.get(), 3));
   EXPECT_TRUE(tuning.l2_flushed) << tuning.ToString();
   const bool tensor_cores_fit = rows <= TensorCoreRowsPerBlock(c.head_dim);
+  const bool long_tiles_fit = c.head_dim == 64 && rows <= kTensorCoreRowsPerBlockAtHeadDim256;
   std::set<DecodeKernelChoice> kernels;
   int planned = 0;
   bool fastest_is_a_candidate = false;
@@ -465,7 +478,8 @@ TEST_P(DecodeGpuTest, MatchesReference) {
     fastest_is_a_candidate |= candidate.kernel == tuning.fastest.kernel &&
                               candidate.num_splits == tuning.fastest.num_splits;
   }
-  EXPECT_EQ(kernels.size(), tensor_cores_fit ? 3u : 2u) << tuning.ToString();
+  EXPECT_EQ(kernels.size(), 2u + (tensor_cores_fit ? 1u : 0u) + (long_tiles_fit ? 1u : 0u))
+      << tuning.ToString();
   EXPECT_EQ(planned, static_cast<int>(kernels.size())) << tuning.ToString();
   EXPECT_TRUE(fastest_is_a_candidate) << tuning.ToString();
   ASSERT_OK(PoisonBuffer(d.out, stream_.get()));
@@ -508,7 +522,11 @@ INSTANTIATE_TEST_SUITE_P(
         AttentionCase{"d256_gqa8_bf16_page16", 16, 2, 256, 16, AttentionDtype::kBf16, true,
                       {1, 1, 1}, {1, 700, 3000}, {1, 0, 4}},
         AttentionCase{"d256_gqa4_fp16_page1_spec_causal", 8, 2, 256, 1, AttentionDtype::kFp16,
-                      true, {2, 1}, {40, 1500}, {1, 0}}),
+                      true, {2, 1}, {40, 1500}, {1, 0}},
+        // 12 rows at head_dim 64: the 16-row tensor-core kernel takes them, the long-tile one
+        // (up to 8 rows) refuses them.
+        AttentionCase{"d64_gqa4_bf16_page16_spec_causal", 8, 2, 64, 16, AttentionDtype::kBf16,
+                      true, {3, 1}, {77, 1200}, {1, 0}}),
     [](const ::testing::TestParamInfo<AttentionCase>& info) { return info.param.name; });
 // clang-format on
 

@@ -350,7 +350,8 @@ absl::StatusOr<DecodeLaunchInfo> LaunchPlanned(DecodeKernelParams params,
     params.partial_lse = params.partial_o + params.num_splits * rows * kHeadDim;
   }
   if (info.plan.tensor_cores) {
-    RETURN_IF_ERROR(LaunchMmaDecode(params, kHeadDim, shape.dtype, shape.num_kv_heads,
+    RETURN_IF_ERROR(LaunchMmaDecode(params, kHeadDim, shape.dtype, info.plan.long_tiles,
+                                    shape.num_kv_heads,
                                     problem.lengths.batch(), stream));
   } else {
     auto* kernel = info.plan.prefetch ? DecodeKernel<T, kHeadDim, kRows, true>
@@ -413,19 +414,27 @@ absl::StatusOr<DecodeLaunchInfo> LaunchDecodeTyped(const DecodeKernelParams& par
     return absl::InvalidArgumentError(absl::StrCat(
         "the tensor-core decode kernel takes head_dim 64, 128 or 256; got ", kHeadDim));
   }
-  input.tensor_core_max_rows = TensorCoreRowsPerBlock(kHeadDim);
+  const bool long_tiles = options.kernel == DecodeKernelChoice::kTensorCoresLongTiles;
+  if (long_tiles && kHeadDim != 64) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the long-tile tensor-core decode kernel takes head_dim 64; got ", kHeadDim));
+  }
+  input.tensor_core_max_rows =
+      long_tiles ? kTensorCoreRowsPerBlockAtHeadDim256 : TensorCoreRowsPerBlock(kHeadDim);
   // The tensor-core kernel's residency is measured only where it may run: forced (the plan then
   // refuses rows it cannot hold) or offered to a plan that could pick it.
   int tensor_core_blocks_per_sm = 0;
   if (MmaDecodeSupportsHeadDim(kHeadDim) &&
-      (options.kernel == DecodeKernelChoice::kTensorCores ||
+      (options.kernel == DecodeKernelChoice::kTensorCores || long_tiles ||
        (options.kernel == DecodeKernelChoice::kAuto && PlanMayUseTensorCores(input)))) {
-    ASSIGN_OR_RETURN(tensor_core_blocks_per_sm, MmaDecodeBlocksPerSm(kHeadDim, shape.dtype));
+    ASSIGN_OR_RETURN(tensor_core_blocks_per_sm,
+                     MmaDecodeBlocksPerSm(kHeadDim, shape.dtype, long_tiles));
   }
   input.tensor_core_blocks_per_sm = tensor_core_blocks_per_sm;
   // A forced kernel is planned alone, with its own residency.
-  if (options.kernel == DecodeKernelChoice::kTensorCores) {
+  if (options.kernel == DecodeKernelChoice::kTensorCores || long_tiles) {
     ASSIGN_OR_RETURN(info.plan, PlanTensorCoreDecode(input));
+    info.plan.long_tiles = long_tiles;
   } else {
     if (options.kernel != DecodeKernelChoice::kAuto) {
       if (options.kernel == DecodeKernelChoice::kPrefetch) {
@@ -514,6 +523,8 @@ std::string_view DecodeKernelChoiceName(DecodeKernelChoice kernel) {
       return "prefetch";
     case DecodeKernelChoice::kTensorCores:
       return "tensor_cores";
+    case DecodeKernelChoice::kTensorCoresLongTiles:
+      return "tensor_cores_32keys";
   }
   return "unknown";
 }
@@ -531,7 +542,8 @@ std::string DecodeLaunchInfo::ToString() const {
       "resident_blocks_per_sm=%d prefetch=%s merge=%s%s",
       plan.num_splits, plan.rows_per_block, plan.row_chunks, plan.blocks, threads, blocks_per_sm,
       plan.prefetch ? "yes" : "no", merged ? (merge_overlapped ? "overlapped" : "yes") : "no",
-      plan.tensor_cores ? " tensor_cores=yes" : "");
+      plan.tensor_cores ? (plan.long_tiles ? " tensor_cores=yes keys_per_tile=32" : " tensor_cores=yes")
+                        : "");
 }
 
 absl::StatusOr<DecodeLaunchInfo> LaunchDecode(const AttentionProblem& problem,

@@ -24,8 +24,9 @@ const std::vector<int>& DecodeHeadDims();
 
 // Which decode kernel runs: the plan's choice, or one forced (tests, comparisons).
 // kTensorCores: the query rows of a KV head as one mma tile (decode_mma.h); head_dim 64 or 128
-// with group_size x q_len <= 16, head_dim 256 with <= 8.
-enum class DecodeKernelChoice { kAuto, kPlain, kPrefetch, kTensorCores };
+// with group_size x q_len <= 16, head_dim 256 with <= 8. kTensorCoresLongTiles: the same at
+// head_dim 64 with <= 8 rows, 32 keys a warp's tile instead of 16 (fewer stages, more blocks).
+enum class DecodeKernelChoice { kAuto, kPlain, kPrefetch, kTensorCores, kTensorCoresLongTiles };
 std::string_view DecodeKernelChoiceName(DecodeKernelChoice kernel);
 
 struct DecodeOptions {

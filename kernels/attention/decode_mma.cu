@@ -57,7 +57,9 @@ static_assert(kTransposedRows == 8, "the rows are the n8 side of the mma tile");
 inline constexpr int kThreads = kMmaDecodeThreads;
 inline constexpr int kWarps = kThreads / 32;
 inline constexpr int kTileKeys = 16;  // one k16 step of P V
-inline constexpr int kStages = 3;  // MmaDecodeKernel's; the transposed kernel's is a parameter
+inline constexpr int kStages = 3;  // cp.async stages a warp
+// The long-tile kernel's: two stages of 32 keys (64 KiB a block at head_dim 64, 3 blocks an SM).
+inline constexpr int kLongTileStages = 2;
 
 // A row of the warps' merge in shared memory. MmaDecodeKernel's rows are padded by 8 floats, so
 // that the 8 rows a warp writes at once (as float2) fall in different banks; the transposed
@@ -73,9 +75,9 @@ constexpr int TransposedMergeRowStride() {
 
 // The stages; the merge reuses them ([kWarps][rows][stride] floats, each row's max, sum and
 // weight a warp, and each row's LSE).
-template <int kHeadDim, int kRows, int kStride, int kStageCount>
+template <int kHeadDim, int kRows, int kStride, int kStageCount, int kTile = kTileKeys>
 constexpr int SharedBytes() {
-  constexpr int stages = kWarps * kStageCount * 2 * kTileKeys * kHeadDim * 2;
+  constexpr int stages = kWarps * kStageCount * 2 * kTile * kHeadDim * 2;
   constexpr int merge = (kWarps * kRows * (kStride + 3) + kRows) * 4;
   return stages > merge ? stages : merge;
 }
@@ -87,6 +89,7 @@ struct WarpWork {
   int my_tiles;                    // this warp's tiles: every kWarps-th of the split's
 };
 
+template <int kTile = kTileKeys>
 __device__ __forceinline__ WarpWork WorkOf(const DecodeKernelParams& p, int warp) {
   const int split = blockIdx.x;
   const int seq = blockIdx.z;
@@ -98,7 +101,7 @@ __device__ __forceinline__ WarpWork WorkOf(const DecodeKernelParams& p, int warp
   const int chunk_len = (w.kv_len + p.num_splits - 1) / p.num_splits;
   w.kv_begin = min(w.kv_len, split * chunk_len);
   w.kv_end = min(w.kv_len, w.kv_begin + chunk_len);
-  const int num_tiles = (w.kv_end - w.kv_begin + kTileKeys - 1) / kTileKeys;
+  const int num_tiles = (w.kv_end - w.kv_begin + kTile - 1) / kTile;
   w.my_tiles = warp < num_tiles ? (num_tiles - warp + kWarps - 1) / kWarps : 0;
   return w;
 }
@@ -107,26 +110,27 @@ __device__ __forceinline__ WarpWork WorkOf(const DecodeKernelParams& p, int warp
 // of key l % kTileKeys one tile before the tile's copies are issued (so the dependent read is
 // not on the copies' path); copy c of a tile then takes keys c * kKeysPerCopy.. whole, lane l
 // chunk l % kChunks of key l / kChunks, its page entry shuffled from the lane that read it.
-template <typename T, int kHeadDim>
+template <typename T, int kHeadDim, int kTile = kTileKeys>
 struct WarpTileLoader {
   static constexpr int kChunks = kHeadDim / 8;
   static constexpr int kKeysPerCopy = 32 / kChunks;
-  static constexpr int kCopies = kTileKeys / kKeysPerCopy;
-  static constexpr int kTileElements = kTileKeys * kHeadDim;
-  static_assert(kKeysPerCopy * kChunks == 32 && kCopies * kKeysPerCopy == kTileKeys);
+  static constexpr int kCopies = kTile / kKeysPerCopy;
+  static constexpr int kTileElements = kTile * kHeadDim;
+  static_assert(kKeysPerCopy * kChunks == 32 && kCopies * kKeysPerCopy == kTile);
+  static_assert(kTile <= 32, "a lane reads one key's page entry");
 
   const DecodeKernelParams& p;
   const int32_t* pages;
   const T* k_base;
   const T* v_base;
-  T* warp_tiles;  // [stage][K, V][kTileKeys][kHeadDim]
+  T* warp_tiles;  // [stage][K, V][kTile][kHeadDim]
   int kv_begin, kv_end, warp, lane;
 
   __device__ __forceinline__ int FirstKey(int tile) const {
-    return kv_begin + (warp + kWarps * tile) * kTileKeys;
+    return kv_begin + (warp + kWarps * tile) * kTile;
   }
   __device__ __forceinline__ int ReadPage(int tile) const {
-    const int j = FirstKey(tile) + lane % kTileKeys;
+    const int j = FirstKey(tile) + lane % kTile;
     return j < kv_end ? __ldg(pages + (j >> p.log2_page_size)) : 0;
   }
   __device__ __forceinline__ const T* K(int stage) const {
@@ -240,7 +244,7 @@ __device__ __forceinline__ uint32_t TransposeFragment(uint32_t fragment) {
   return transposed;
 }
 
-template <typename T, int kHeadDim>
+template <typename T, int kHeadDim, int kStageCount>
 __global__ void __launch_bounds__(kThreads)
     MmaDecodeKernel(const __grid_constant__ DecodeKernelParams p) {
   static_assert(device::kIsAttentionType<T>, "T must be bf16 or fp16");
@@ -287,17 +291,17 @@ __global__ void __launch_bounds__(kThreads)
                       .k_base = static_cast<const T*>(p.k_cache) + kv_head * kHeadDim,
                       .v_base = static_cast<const T*>(p.v_cache) + kv_head * kHeadDim,
                       .warp_tiles = reinterpret_cast<T*>(shared_raw) +
-                                    warp * kStages * 2 * Loader::kTileElements,
+                                    warp * kStageCount * 2 * Loader::kTileElements,
                       .kv_begin = w.kv_begin,
                       .kv_end = w.kv_end,
                       .warp = warp,
                       .lane = lane};
 #pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) {
+  for (int s = 0; s < kStageCount - 1; ++s) {
     if (s < w.my_tiles) loader.Load(s, s, loader.ReadPage(s));
     CpAsyncCommit();
   }
-  int next_page = kStages - 1 < w.my_tiles ? loader.ReadPage(kStages - 1) : 0;
+  int next_page = kStageCount - 1 < w.my_tiles ? loader.ReadPage(kStageCount - 1) : 0;
 
   float o[kHeadDim / 8][4];
 #pragma unroll
@@ -305,15 +309,15 @@ __global__ void __launch_bounds__(kThreads)
   float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
 
   for (int i = 0; i < w.my_tiles; ++i) {
-    CpAsyncWait<kStages - 2>();  // this lane's copies of tile i
+    CpAsyncWait<kStageCount - 2>();  // this lane's copies of tile i
     __syncwarp();                // and every lane's; the stage read last iteration is free
-    if (i + kStages - 1 < w.my_tiles) {
-      loader.Load(i + kStages - 1, (i + kStages - 1) % kStages, next_page);
-      if (i + kStages < w.my_tiles) next_page = loader.ReadPage(i + kStages);
+    if (i + kStageCount - 1 < w.my_tiles) {
+      loader.Load(i + kStageCount - 1, (i + kStageCount - 1) % kStageCount, next_page);
+      if (i + kStageCount < w.my_tiles) next_page = loader.ReadPage(i + kStageCount);
     }
     CpAsyncCommit();
-    const T* ks = loader.K(i % kStages);
-    const T* vs = loader.V(i % kStages);
+    const T* ks = loader.K(i % kStageCount);
+    const T* vs = loader.V(i % kStageCount);
 
     // S = Q K^T: 16 rows x 16 keys, two k16 steps per K ldmatrix. The even and odd k16 steps
     // accumulate apart and are added at the end: two dependent mma chains of kHeadDim / 32
@@ -429,20 +433,21 @@ __global__ void __launch_bounds__(kThreads)
   MergeWarpsAndStore<T, kHeadDim, kRows, kStride>(merge_o, p, w);
 }
 
-template <typename T, int kHeadDim, int kStageCount>
+template <typename T, int kHeadDim, int kStageCount, int kKeyTiles>
 __global__ void __launch_bounds__(kThreads)
     MmaDecodeTransposedKernel(const __grid_constant__ DecodeKernelParams p) {
   static_assert(device::kIsAttentionType<T>, "T must be bf16 or fp16");
   static_assert(kHeadDim % 32 == 0, "two k16 steps a chain step");
   constexpr int kRows = kTransposedRows;
-  using Loader = WarpTileLoader<T, kHeadDim>;
+  constexpr int kTile = kKeyTiles * 16;  // keys a tile: kKeyTiles mma row tiles
+  using Loader = WarpTileLoader<T, kHeadDim, kTile>;
 
   extern __shared__ uint4 shared_raw[];
   device::AllowDependentLaunch();  // the merge kernel waits for this grid's writes itself
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int group = lane >> 2, quad_lane = lane & 3;
   const int kv_head = blockIdx.y;
-  const WarpWork w = WorkOf(p, warp);
+  const WarpWork w = WorkOf<kTile>(p, warp);
 
   // Query row r (query token r / group_size, head kv_head * group_size + r % group_size) is
   // column r of S^T and O^T. This thread holds row `group` of the B fragments of Q^T, and
@@ -504,35 +509,51 @@ __global__ void __launch_bounds__(kThreads)
     const T* ks = loader.K(i % kStageCount);
     const T* vs = loader.V(i % kStageCount);
 
-    // S^T = K Q^T: 16 keys x 8 rows, one K ldmatrix a k16 step, the even and odd steps in two
-    // chains. s[e]: key group + 8 (e / 2), row 2 quad_lane + e % 2.
-    float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    float s_odd[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    // S^T = K Q^T: 16 keys x 8 rows a row tile kt, one K ldmatrix a k16 step, the even and odd
+    // steps in two chains. s[kt][e]: key 16 kt + group + 8 (e / 2), row 2 quad_lane + e % 2.
+    float s[kKeyTiles][4], s_odd[kKeyTiles][4];
 #pragma unroll
-    for (int kk = 0; kk < kHeadDim / 16; kk += 2) {
-      uint32_t a[4], a_odd[4];
-      LdMatrixX4(a, SharedAddress(ks + SwizzledOffset<kHeadDim>(lane % 16, 2 * kk + lane / 16)));
-      LdMatrixX4(a_odd,
-                 SharedAddress(ks + SwizzledOffset<kHeadDim>(lane % 16, 2 * kk + 2 + lane / 16)));
-      MmaM16N8K16<T>(s, a, q_frag[kk][0], q_frag[kk][1]);
-      MmaM16N8K16<T>(s_odd, a_odd, q_frag[kk + 1][0], q_frag[kk + 1][1]);
+    for (int kt = 0; kt < kKeyTiles; ++kt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[kt][e] = s_odd[kt][e] = 0.0f;
     }
 #pragma unroll
-    for (int e = 0; e < 4; ++e) s[e] += s_odd[e];
+    for (int kk = 0; kk < kHeadDim / 16; kk += 2) {
+#pragma unroll
+      for (int kt = 0; kt < kKeyTiles; ++kt) {
+        uint32_t a[4], a_odd[4];
+        const int key = 16 * kt + lane % 16;
+        LdMatrixX4(a, SharedAddress(ks + SwizzledOffset<kHeadDim>(key, 2 * kk + lane / 16)));
+        LdMatrixX4(a_odd,
+                   SharedAddress(ks + SwizzledOffset<kHeadDim>(key, 2 * kk + 2 + lane / 16)));
+        MmaM16N8K16<T>(s[kt], a, q_frag[kk][0], q_frag[kk][1]);
+        MmaM16N8K16<T>(s_odd[kt], a_odd, q_frag[kk + 1][0], q_frag[kk + 1][1]);
+      }
+    }
+#pragma unroll
+    for (int kt = 0; kt < kKeyTiles; ++kt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[kt][e] += s_odd[kt][e];
+    }
 
     // Mask keys past the split or (causal drafts) past the row's token; online softmax, base 2,
     // each row's max over the 8 lanes that share quad_lane.
     const int key0 = loader.FirstKey(i);
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int key = key0 + group + 8 * (e >> 1);
-      if (key >= w.kv_end || key > last_key[e & 1]) s[e] = -INFINITY;
+    for (int kt = 0; kt < kKeyTiles; ++kt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = key0 + 16 * kt + group + 8 * (e >> 1);
+        if (key >= w.kv_end || key > last_key[e & 1]) s[kt][e] = -INFINITY;
+      }
     }
     float correction[2];
     bool max_grew = false;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      float tile_max = fmaxf(s[h], s[h + 2]);
+      float tile_max = -INFINITY;
+#pragma unroll
+      for (int kt = 0; kt < kKeyTiles; ++kt) tile_max = fmaxf(tile_max, fmaxf(s[kt][h], s[kt][h + 2]));
       tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 4));
       tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 8));
       tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 16));
@@ -541,9 +562,14 @@ __global__ void __launch_bounds__(kThreads)
       correction[h] = FastExp2(row_max[h] - base);
       max_grew |= new_max != row_max[h];
       row_max[h] = new_max;
-      s[h] = FastExp2(fmaf(s[h], p.scale_log2, -base));
-      s[h + 2] = FastExp2(fmaf(s[h + 2], p.scale_log2, -base));
-      row_sum[h] = row_sum[h] * correction[h] + s[h] + s[h + 2];
+      float sum = 0.0f;
+#pragma unroll
+      for (int kt = 0; kt < kKeyTiles; ++kt) {
+        s[kt][h] = FastExp2(fmaf(s[kt][h], p.scale_log2, -base));
+        s[kt][h + 2] = FastExp2(fmaf(s[kt][h + 2], p.scale_log2, -base));
+        sum += s[kt][h] + s[kt][h + 2];
+      }
+      row_sum[h] = row_sum[h] * correction[h] + sum;
     }
     if (__any_sync(0xffffffffu, max_grew)) {  // exact: the factor is 1 where no max grew
 #pragma unroll
@@ -558,15 +584,22 @@ __global__ void __launch_bounds__(kThreads)
     // O^T += V^T P^T. P^T's B fragment (keys 2 quad_lane.. of row `group`) is S^T's accumulator
     // (key `group`, rows 2 quad_lane..) transposed, one 8 x 8 block per eight keys; V^T's A
     // fragments are the V tile read transposed.
-    const uint32_t p_lo = TransposeFragment(PackTwo<T>(s[0], s[1]));
-    const uint32_t p_hi = TransposeFragment(PackTwo<T>(s[2], s[3]));
+    uint32_t p_lo[kKeyTiles], p_hi[kKeyTiles];
+#pragma unroll
+    for (int kt = 0; kt < kKeyTiles; ++kt) {
+      p_lo[kt] = TransposeFragment(PackTwo<T>(s[kt][0], s[kt][1]));
+      p_hi[kt] = TransposeFragment(PackTwo<T>(s[kt][2], s[kt][3]));
+    }
 #pragma unroll
     for (int dt = 0; dt < kHeadDim / 16; ++dt) {
-      uint32_t a[4];
-      LdMatrixX4Trans(a, SharedAddress(vs + SwizzledOffset<kHeadDim>(
-                                                (lane & 7) + (lane >> 4) * 8,
-                                                dt * 2 + ((lane >> 3) & 1))));
-      MmaM16N8K16<T>(o[dt], a, p_lo, p_hi);
+#pragma unroll
+      for (int kt = 0; kt < kKeyTiles; ++kt) {
+        uint32_t a[4];
+        LdMatrixX4Trans(a, SharedAddress(vs + SwizzledOffset<kHeadDim>(
+                                                  16 * kt + (lane & 7) + (lane >> 4) * 8,
+                                                  dt * 2 + ((lane >> 3) & 1))));
+        MmaM16N8K16<T>(o[dt], a, p_lo[kt], p_hi[kt]);
+      }
     }
   }
   CpAsyncWait<0>();
@@ -605,14 +638,26 @@ struct KernelAndSharedBytes {
 };
 
 template <typename T>
-absl::StatusOr<KernelAndSharedBytes> KernelFor(int head_dim) {
+absl::StatusOr<KernelAndSharedBytes> KernelFor(int head_dim, bool long_tiles) {
+  if (long_tiles) {
+    if (head_dim != 64) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "head_dim (", head_dim, ") has no ", kMmaDecodeLongTileKeys,
+          "-key-tile tensor-core decode kernel (64)"));
+    }
+    return KernelAndSharedBytes{
+        MmaDecodeTransposedKernel<T, 64, kLongTileStages, kMmaDecodeLongTileKeys / 16>,
+        SharedBytes<64, kTransposedRows, TransposedMergeRowStride<64>(), kLongTileStages,
+                    kMmaDecodeLongTileKeys>()};
+  }
   switch (head_dim) {
     case 64:
-      return KernelAndSharedBytes{MmaDecodeKernel<T, 64>,
-                                  SharedBytes<64, kMmaDecodeMaxRows, MergeRowStride<64>(), kStages>()};
+      return KernelAndSharedBytes{
+          MmaDecodeKernel<T, 64, kStages>,
+          SharedBytes<64, kMmaDecodeMaxRows, MergeRowStride<64>(), kStages>()};
     case 128:
       return KernelAndSharedBytes{
-          MmaDecodeKernel<T, 128>,
+          MmaDecodeKernel<T, 128, kStages>,
           SharedBytes<128, kMmaDecodeMaxRows, MergeRowStride<128>(), kStages>()};
     case 256: {
       // Three stages (192 KiB a block) where a block may have that much shared memory (sm_90);
@@ -623,8 +668,10 @@ absl::StatusOr<KernelAndSharedBytes> KernelFor(int head_dim) {
       CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
       CUDA_RETURN_IF_ERROR(
           cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-      if (most >= three) return KernelAndSharedBytes{MmaDecodeTransposedKernel<T, 256, 3>, three};
-      return KernelAndSharedBytes{MmaDecodeTransposedKernel<T, 256, 2>,
+      if (most >= three) {
+        return KernelAndSharedBytes{MmaDecodeTransposedKernel<T, 256, 3, 1>, three};
+      }
+      return KernelAndSharedBytes{MmaDecodeTransposedKernel<T, 256, 2, 1>,
                                   SharedBytes<256, kTransposedRows, kStride, 2>()};
     }
     default:
@@ -635,8 +682,8 @@ absl::StatusOr<KernelAndSharedBytes> KernelFor(int head_dim) {
 }
 
 template <typename T>
-absl::StatusOr<int> BlocksPerSmTyped(int head_dim) {
-  ASSIGN_OR_RETURN(const KernelAndSharedBytes chosen, KernelFor<T>(head_dim));
+absl::StatusOr<int> BlocksPerSmTyped(int head_dim, bool long_tiles) {
+  ASSIGN_OR_RETURN(const KernelAndSharedBytes chosen, KernelFor<T>(head_dim, long_tiles));
   CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
       chosen.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, chosen.shared_bytes));
   int blocks = 0;
@@ -646,9 +693,9 @@ absl::StatusOr<int> BlocksPerSmTyped(int head_dim) {
 }
 
 template <typename T>
-absl::Status LaunchTyped(const DecodeKernelParams& params, int head_dim, int num_kv_heads,
-                         int batch, cudaStream_t stream) {
-  ASSIGN_OR_RETURN(const KernelAndSharedBytes chosen, KernelFor<T>(head_dim));
+absl::Status LaunchTyped(const DecodeKernelParams& params, int head_dim, bool long_tiles,
+                         int num_kv_heads, int batch, cudaStream_t stream) {
+  ASSIGN_OR_RETURN(const KernelAndSharedBytes chosen, KernelFor<T>(head_dim, long_tiles));
   CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
       chosen.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, chosen.shared_bytes));
   const dim3 grid(params.num_splits, num_kv_heads, batch);
@@ -670,12 +717,12 @@ bool MmaDecodeSupportsHeadDim(int head_dim) {
   return head_dim == 64 || head_dim == 128 || head_dim == 256;
 }
 
-absl::StatusOr<int> MmaDecodeBlocksPerSm(int head_dim, AttentionDtype dtype) {
+absl::StatusOr<int> MmaDecodeBlocksPerSm(int head_dim, AttentionDtype dtype, bool long_tiles) {
   switch (dtype) {
     case AttentionDtype::kBf16:
-      return BlocksPerSmTyped<__nv_bfloat16>(head_dim);
+      return BlocksPerSmTyped<__nv_bfloat16>(head_dim, long_tiles);
     case AttentionDtype::kFp16:
-      return BlocksPerSmTyped<__half>(head_dim);
+      return BlocksPerSmTyped<__half>(head_dim, long_tiles);
     case AttentionDtype::kFp8E4m3:
       break;
   }
@@ -683,12 +730,12 @@ absl::StatusOr<int> MmaDecodeBlocksPerSm(int head_dim, AttentionDtype dtype) {
 }
 
 absl::Status LaunchMmaDecode(const DecodeKernelParams& params, int head_dim, AttentionDtype dtype,
-                             int num_kv_heads, int batch, cudaStream_t stream) {
+                             bool long_tiles, int num_kv_heads, int batch, cudaStream_t stream) {
   switch (dtype) {
     case AttentionDtype::kBf16:
-      return LaunchTyped<__nv_bfloat16>(params, head_dim, num_kv_heads, batch, stream);
+      return LaunchTyped<__nv_bfloat16>(params, head_dim, long_tiles, num_kv_heads, batch, stream);
     case AttentionDtype::kFp16:
-      return LaunchTyped<__half>(params, head_dim, num_kv_heads, batch, stream);
+      return LaunchTyped<__half>(params, head_dim, long_tiles, num_kv_heads, batch, stream);
     case AttentionDtype::kFp8E4m3:
       break;
   }

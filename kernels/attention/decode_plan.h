@@ -44,6 +44,7 @@ struct DecodePlan {
   int64_t blocks = 0;      // the whole grid
   bool prefetch = false;   // the kernel that loads the next rows before this rows' math
   bool tensor_cores = false;  // the mma kernel (decode_mma.h): all rows in one block
+  bool long_tiles = false;    // that kernel with kMmaDecodeLongTileKeys-key tiles
 };
 
 // A prefetching block streams its rows in about 0.8 of the time of one that does not (H100,

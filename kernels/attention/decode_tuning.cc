@@ -58,15 +58,17 @@ absl::StatusOr<DecodeTuning> TuneDecodeKernel(const AttentionProblem& problem,
 
   DecodeTuning tuning;
   tuning.l2_flushed = timer.l2_flushed();
-  for (DecodeKernelChoice kernel : {DecodeKernelChoice::kPlain, DecodeKernelChoice::kPrefetch,
-                                    DecodeKernelChoice::kTensorCores}) {
+  for (DecodeKernelChoice kernel :
+       {DecodeKernelChoice::kPlain, DecodeKernelChoice::kPrefetch, DecodeKernelChoice::kTensorCores,
+        DecodeKernelChoice::kTensorCoresLongTiles}) {
     DecodeOptions forced = options;
     forced.kernel = kernel;
     // The plan's split count for this kernel. A kernel refused for the shape (the tensor-core
-    // one outside its head sizes and rows) is no candidate; any other failure is the caller's.
+    // ones outside their head sizes and rows) is no candidate; any other failure is the caller's.
     const absl::StatusOr<DecodeLaunchInfo> planned = LaunchDecode(problem, forced, stream);
     if (!planned.ok()) {
-      if (kernel == DecodeKernelChoice::kTensorCores &&
+      if ((kernel == DecodeKernelChoice::kTensorCores ||
+           kernel == DecodeKernelChoice::kTensorCoresLongTiles) &&
           planned.status().code() == absl::StatusCode::kInvalidArgument) {
         continue;
       }
