@@ -112,6 +112,8 @@ __device__ __forceinline__ WarpWork WorkOf(const DecodeKernelParams& p, int warp
 // chunk l % kChunks of key l / kChunks, its page entry shuffled from the lane that read it.
 template <typename T, int kHeadDim, int kTile = kTileKeys>
 struct WarpTileLoader {
+  using Element = T;
+  static constexpr int kDim = kHeadDim;
   static constexpr int kChunks = kHeadDim / 8;
   static constexpr int kKeysPerCopy = 32 / kChunks;
   static constexpr int kCopies = kTile / kKeysPerCopy;
@@ -156,6 +158,51 @@ struct WarpTileLoader {
     }
   }
 };
+
+// The loader of this block's K and V tiles for warp `warp` (block: split, KV head, sequence).
+template <typename Loader, int kStageCount>
+__device__ __forceinline__ Loader WarpLoaderFor(const DecodeKernelParams& p, const WarpWork& w,
+                                                uint4* shared_raw, int warp, int lane) {
+  using T = typename Loader::Element;
+  const int kv_head = blockIdx.y;
+  return Loader{.p = p,
+                .pages = p.page_indices + p.page_indptr[blockIdx.z],
+                .k_base = static_cast<const T*>(p.k_cache) + kv_head * Loader::kDim,
+                .v_base = static_cast<const T*>(p.v_cache) + kv_head * Loader::kDim,
+                .warp_tiles = reinterpret_cast<T*>(shared_raw) +
+                              warp * kStageCount * 2 * Loader::kTileElements,
+                .kv_begin = w.kv_begin,
+                .kv_end = w.kv_end,
+                .warp = warp,
+                .lane = lane};
+}
+
+// Issues the copies of a warp's first kStageCount - 1 tiles; returns the next tile's page entry.
+template <int kStageCount, typename Loader>
+__device__ __forceinline__ int StartTiles(const Loader& loader, int my_tiles) {
+#pragma unroll
+  for (int s = 0; s < kStageCount - 1; ++s) {
+    if (s < my_tiles) loader.Load(s, s, loader.ReadPage(s));
+    CpAsyncCommit();
+  }
+  return kStageCount - 1 < my_tiles ? loader.ReadPage(kStageCount - 1) : 0;
+}
+
+// Waits for tile i's rows, then issues tile i + kStageCount - 1's copies into the stage that
+// tile i - 1 was read from (and reads the page entry of the tile after it); returns tile i's
+// stage.
+template <int kStageCount, typename Loader>
+__device__ __forceinline__ int NextTile(const Loader& loader, int i, int my_tiles,
+                                        int& next_page) {
+  CpAsyncWait<kStageCount - 2>();  // this lane's copies of tile i
+  __syncwarp();                    // and every lane's; the stage read last iteration is free
+  if (i + kStageCount - 1 < my_tiles) {
+    loader.Load(i + kStageCount - 1, (i + kStageCount - 1) % kStageCount, next_page);
+    if (i + kStageCount < my_tiles) next_page = loader.ReadPage(i + kStageCount);
+  }
+  CpAsyncCommit();
+  return i % kStageCount;
+}
 
 // The warps' merge, once each warp has written its rows' max and sum (base-2, over its keys)
 // and its unnormalised O rows to shared memory and the block has synchronised: weight each warp
@@ -286,22 +333,8 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
 
-  const Loader loader{.p = p,
-                      .pages = p.page_indices + p.page_indptr[blockIdx.z],
-                      .k_base = static_cast<const T*>(p.k_cache) + kv_head * kHeadDim,
-                      .v_base = static_cast<const T*>(p.v_cache) + kv_head * kHeadDim,
-                      .warp_tiles = reinterpret_cast<T*>(shared_raw) +
-                                    warp * kStageCount * 2 * Loader::kTileElements,
-                      .kv_begin = w.kv_begin,
-                      .kv_end = w.kv_end,
-                      .warp = warp,
-                      .lane = lane};
-#pragma unroll
-  for (int s = 0; s < kStageCount - 1; ++s) {
-    if (s < w.my_tiles) loader.Load(s, s, loader.ReadPage(s));
-    CpAsyncCommit();
-  }
-  int next_page = kStageCount - 1 < w.my_tiles ? loader.ReadPage(kStageCount - 1) : 0;
+  const Loader loader = WarpLoaderFor<Loader, kStageCount>(p, w, shared_raw, warp, lane);
+  int next_page = StartTiles<kStageCount>(loader, w.my_tiles);
 
   float o[kHeadDim / 8][4];
 #pragma unroll
@@ -309,15 +342,9 @@ __global__ void __launch_bounds__(kThreads)
   float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
 
   for (int i = 0; i < w.my_tiles; ++i) {
-    CpAsyncWait<kStageCount - 2>();  // this lane's copies of tile i
-    __syncwarp();                // and every lane's; the stage read last iteration is free
-    if (i + kStageCount - 1 < w.my_tiles) {
-      loader.Load(i + kStageCount - 1, (i + kStageCount - 1) % kStageCount, next_page);
-      if (i + kStageCount < w.my_tiles) next_page = loader.ReadPage(i + kStageCount);
-    }
-    CpAsyncCommit();
-    const T* ks = loader.K(i % kStageCount);
-    const T* vs = loader.V(i % kStageCount);
+    const int stage = NextTile<kStageCount>(loader, i, w.my_tiles, next_page);
+    const T* ks = loader.K(stage);
+    const T* vs = loader.V(stage);
 
     // S = Q K^T: 16 rows x 16 keys, two k16 steps per K ldmatrix. The even and odd k16 steps
     // accumulate apart and are added at the end: two dependent mma chains of kHeadDim / 32
@@ -475,22 +502,8 @@ __global__ void __launch_bounds__(kThreads)
         r < w.rows_total && p.causal ? w.kv_len - w.q_len + r / p.group_size : w.kv_len - 1;
   }
 
-  const Loader loader{.p = p,
-                      .pages = p.page_indices + p.page_indptr[blockIdx.z],
-                      .k_base = static_cast<const T*>(p.k_cache) + kv_head * kHeadDim,
-                      .v_base = static_cast<const T*>(p.v_cache) + kv_head * kHeadDim,
-                      .warp_tiles = reinterpret_cast<T*>(shared_raw) +
-                                    warp * kStageCount * 2 * Loader::kTileElements,
-                      .kv_begin = w.kv_begin,
-                      .kv_end = w.kv_end,
-                      .warp = warp,
-                      .lane = lane};
-#pragma unroll
-  for (int s = 0; s < kStageCount - 1; ++s) {
-    if (s < w.my_tiles) loader.Load(s, s, loader.ReadPage(s));
-    CpAsyncCommit();
-  }
-  int next_page = kStageCount - 1 < w.my_tiles ? loader.ReadPage(kStageCount - 1) : 0;
+  const Loader loader = WarpLoaderFor<Loader, kStageCount>(p, w, shared_raw, warp, lane);
+  int next_page = StartTiles<kStageCount>(loader, w.my_tiles);
 
   // O^T, tile dt: rows (head_dim columns) 16 dt + group and 16 dt + group + 8.
   float o[kHeadDim / 16][4];
@@ -499,15 +512,9 @@ __global__ void __launch_bounds__(kThreads)
   float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
 
   for (int i = 0; i < w.my_tiles; ++i) {
-    CpAsyncWait<kStageCount - 2>();  // this lane's copies of tile i
-    __syncwarp();                    // and every lane's; the stage read last iteration is free
-    if (i + kStageCount - 1 < w.my_tiles) {
-      loader.Load(i + kStageCount - 1, (i + kStageCount - 1) % kStageCount, next_page);
-      if (i + kStageCount < w.my_tiles) next_page = loader.ReadPage(i + kStageCount);
-    }
-    CpAsyncCommit();
-    const T* ks = loader.K(i % kStageCount);
-    const T* vs = loader.V(i % kStageCount);
+    const int stage = NextTile<kStageCount>(loader, i, w.my_tiles, next_page);
+    const T* ks = loader.K(stage);
+    const T* vs = loader.V(stage);
 
     // S^T = K Q^T: 16 keys x 8 rows a row tile kt, one K ldmatrix a k16 step, the even and odd
     // steps in two chains. s[kt][e]: key 16 kt + group + 8 (e / 2), row 2 quad_lane + e % 2.
