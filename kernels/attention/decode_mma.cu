@@ -204,6 +204,23 @@ __device__ __forceinline__ int NextTile(const Loader& loader, int i, int my_tile
   return i % kStageCount;
 }
 
+// The merge's shared memory, over the stages: [warp][row][kStride] floats of O, each row's max
+// and sum (base 2, over the warp's keys) and normalised weight a warp, and each row's LSE.
+template <int kRows, int kStride>
+struct MergeBuffers {
+  float* o;       // [warp][row][kStride]
+  float* max;     // [warp][row]
+  float* sum;     // [warp][row]
+  float* weight;  // [warp][row], over the row's sum
+  float* lse;     // [row], base 2
+  __device__ __forceinline__ explicit MergeBuffers(uint4* shared_raw)
+      : o(reinterpret_cast<float*>(shared_raw)),
+        max(o + kWarps * kRows * kStride),
+        sum(max + kWarps * kRows),
+        weight(sum + kWarps * kRows),
+        lse(weight + kWarps * kRows) {}
+};
+
 // The warps' merge, once each warp has written its rows' max and sum (base-2, over its keys)
 // and its unnormalised O rows to shared memory and the block has synchronised: weight each warp
 // by 2^(its max - the largest max). kRows threads first give each row its warps' normalised
@@ -212,32 +229,29 @@ __device__ __forceinline__ int NextTile(const Loader& loader, int i, int my_tile
 // block at group 8, all of it after the last tile). Writes O (and the LSE) or, split, the
 // partials for the merge kernel.
 template <typename T, int kHeadDim, int kRows, int kStride>
-__device__ __forceinline__ void MergeWarpsAndStore(float* merge_o, const DecodeKernelParams& p,
+__device__ __forceinline__ void MergeWarpsAndStore(const MergeBuffers<kRows, kStride>& merge,
+                                                   const DecodeKernelParams& p,
                                                    const WarpWork& w) {
   const int split = blockIdx.x;
   const int kv_head = blockIdx.y;
-  float* merge_max = merge_o + kWarps * kRows * kStride;  // [warp][row]
-  float* merge_sum = merge_max + kWarps * kRows;          // [warp][row]
-  float* merge_weight = merge_sum + kWarps * kRows;       // [warp][row], over the row's sum
-  float* merge_lse = merge_weight + kWarps * kRows;       // [row], base 2
   if (threadIdx.x < kRows) {
     const int r = threadIdx.x;
     float m = -INFINITY;
 #pragma unroll
-    for (int warp = 0; warp < kWarps; ++warp) m = fmaxf(m, merge_max[warp * kRows + r]);
+    for (int warp = 0; warp < kWarps; ++warp) m = fmaxf(m, merge.max[warp * kRows + r]);
     float weight[kWarps];
     float sum = 0.0f;
 #pragma unroll
     for (int warp = 0; warp < kWarps; ++warp) {
-      weight[warp] = m == -INFINITY ? 0.0f : FastExp2(merge_max[warp * kRows + r] - m);
-      sum += weight[warp] * merge_sum[warp * kRows + r];
+      weight[warp] = m == -INFINITY ? 0.0f : FastExp2(merge.max[warp * kRows + r] - m);
+      sum += weight[warp] * merge.sum[warp * kRows + r];
     }
     const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
 #pragma unroll
     for (int warp = 0; warp < kWarps; ++warp) {
-      merge_weight[warp * kRows + r] = weight[warp] * inv;
+      merge.weight[warp * kRows + r] = weight[warp] * inv;
     }
-    merge_lse[r] = sum > 0.0f ? m + __log2f(sum) : -INFINITY;
+    merge.lse[r] = sum > 0.0f ? m + __log2f(sum) : -INFINITY;
   }
   __syncthreads();
   constexpr int kSlices = kHeadDim / 8;
@@ -246,9 +260,9 @@ __device__ __forceinline__ void MergeWarpsAndStore(float* merge_o, const DecodeK
     float value[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
     for (int warp = 0; warp < kWarps; ++warp) {
-      const float weight = merge_weight[warp * kRows + r];
+      const float weight = merge.weight[warp * kRows + r];
       const float4* part =
-          reinterpret_cast<const float4*>(merge_o + (warp * kRows + r) * kStride + col);
+          reinterpret_cast<const float4*>(merge.o + (warp * kRows + r) * kStride + col);
       const float4 lo = part[0], hi = part[1];
       value[0] = fmaf(weight, lo.x, value[0]);
       value[1] = fmaf(weight, lo.y, value[1]);
@@ -259,7 +273,7 @@ __device__ __forceinline__ void MergeWarpsAndStore(float* merge_o, const DecodeK
       value[6] = fmaf(weight, hi.z, value[6]);
       value[7] = fmaf(weight, hi.w, value[7]);
     }
-    const float lse2 = merge_lse[r];
+    const float lse2 = merge.lse[r];
     const int qi = r / p.group_size;
     const int head = kv_head * p.group_size + r % p.group_size;
     const int64_t token_head = static_cast<int64_t>(w.q_start + qi) * p.num_qo_heads + head;
@@ -437,9 +451,7 @@ __global__ void __launch_bounds__(kThreads)
   // Each warp's rows, unnormalised, into the merge.
   __syncthreads();  // every warp is done with its stages, which the merge reuses
   constexpr int kStride = MergeRowStride<kHeadDim>();
-  float* merge_o = reinterpret_cast<float*>(shared_raw);  // [warp][row][kStride]
-  float* merge_max = merge_o + kWarps * kRows * kStride;  // [warp][row]
-  float* merge_sum = merge_max + kWarps * kRows;          // [warp][row]
+  const MergeBuffers<kRows, kStride> merge(shared_raw);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     float sum = row_sum[h];
@@ -447,17 +459,17 @@ __global__ void __launch_bounds__(kThreads)
     sum += __shfl_xor_sync(0xffffffffu, sum, 2);
     const int r = group + 8 * h;
     if (quad_lane == 0) {
-      merge_max[warp * kRows + r] = row_max[h];
-      merge_sum[warp * kRows + r] = sum;
+      merge.max[warp * kRows + r] = row_max[h];
+      merge.sum[warp * kRows + r] = sum;
     }
-    float* out = merge_o + (warp * kRows + r) * kStride + quad_lane * 2;
+    float* out = merge.o + (warp * kRows + r) * kStride + quad_lane * 2;
 #pragma unroll
     for (int d = 0; d < kHeadDim / 8; ++d) {
       *reinterpret_cast<float2*>(out + d * 8) = make_float2(o[d][2 * h], o[d][2 * h + 1]);
     }
   }
   __syncthreads();
-  MergeWarpsAndStore<T, kHeadDim, kRows, kStride>(merge_o, p, w);
+  MergeWarpsAndStore<T, kHeadDim, kRows, kStride>(merge, p, w);
 }
 
 template <typename T, int kHeadDim, int kStageCount, int kKeyTiles>
@@ -614,9 +626,7 @@ __global__ void __launch_bounds__(kThreads)
   // Each warp's rows, unnormalised, into the merge: row r's sum over the 8 lanes holding it.
   __syncthreads();  // every warp is done with its stages, which the merge reuses
   constexpr int kStride = TransposedMergeRowStride<kHeadDim>();
-  float* merge_o = reinterpret_cast<float*>(shared_raw);  // [warp][row][kStride]
-  float* merge_max = merge_o + kWarps * kRows * kStride;  // [warp][row]
-  float* merge_sum = merge_max + kWarps * kRows;          // [warp][row]
+  const MergeBuffers<kRows, kStride> merge(shared_raw);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     float sum = row_sum[h];
@@ -625,10 +635,10 @@ __global__ void __launch_bounds__(kThreads)
     sum += __shfl_xor_sync(0xffffffffu, sum, 16);
     const int r = 2 * quad_lane + h;
     if (group == 0) {
-      merge_max[warp * kRows + r] = row_max[h];
-      merge_sum[warp * kRows + r] = sum;
+      merge.max[warp * kRows + r] = row_max[h];
+      merge.sum[warp * kRows + r] = sum;
     }
-    float* out = merge_o + (warp * kRows + r) * kStride + group;
+    float* out = merge.o + (warp * kRows + r) * kStride + group;
 #pragma unroll
     for (int dt = 0; dt < kHeadDim / 16; ++dt) {
       out[dt * 16] = o[dt][h];
@@ -636,7 +646,7 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
   __syncthreads();
-  MergeWarpsAndStore<T, kHeadDim, kRows, kStride>(merge_o, p, w);
+  MergeWarpsAndStore<T, kHeadDim, kRows, kStride>(merge, p, w);
 }
 
 struct KernelAndSharedBytes {
