@@ -1,7 +1,7 @@
 // Paged decode on tensor cores (mma.sync m16n8k16, sm_80+), split along the KV length.
 //
 // One block of kWarps warps per (split, KV head, sequence). Each warp takes every kWarps-th
-// tile of kTileKeys keys, gathers it through the page table with cp.async into its own
+// tile of kTileKeys keys (32 in the long-tile kernel), gathers it through the page table with cp.async into its own
 // shared-memory stages (a warp reads only what its own lanes copied, so it waits on nothing but
 // __syncwarp), computes scores and P V on tensor cores with its own online softmax, and the
 // warps' results are merged in shared memory at the end. Each warp-wide copy takes whole rows
@@ -18,7 +18,9 @@
 //   the keys its 16 rows: S^T = K Q^T, O^T += V^T P^T. O^T of 256 x 8 is 64 registers a thread
 //   where 16 x 256 would be 128 (with Q's 64, more than a thread has), and no mma computes
 //   padding rows at groups up to 8. P^T's B fragments are S^T's accumulators transposed in
-//   registers (movmatrix).
+//   registers (movmatrix). At head_dim 64 the same kernel with 32-key tiles in two stages is the
+//   long-tile candidate the decode tuner times (8 KiB of K and V a stage, as 16 keys are at
+//   head_dim 128; a 16-key tile there leaves each tile's fixed work on half the bytes).
 #include <cuda_runtime.h>
 
 #include <cmath>
