@@ -290,6 +290,33 @@ TEST(DecodePlanTest, TensorCoresAtHeadDim256HoldEightRows) {
   EXPECT_FALSE(plan->tensor_cores);
 }
 
+TEST(DecodePlanTest, TensorCoresAtAnyBatchFromFourRowsAtHeadDim256) {
+  EXPECT_EQ(TensorCoreRowsAtAnyBatch(64), 0);
+  EXPECT_EQ(TensorCoreRowsAtAnyBatch(128), 0);
+  DecodePlanInput input = H100Decode(/*batch=*/32, /*kv_len=*/4096, /*blocks_per_sm=*/4,
+                                     /*prefetch_blocks_per_sm=*/3,
+                                     /*tensor_core_blocks_per_sm=*/1);
+  input.tensor_core_max_rows = TensorCoreRowsPerBlock(256);
+  input.tensor_core_rows_at_any_batch = TensorCoreRowsAtAnyBatch(256);
+  // Batch 32 x 8 KV heads is past the batch rule; a group of 8 takes the tensor cores anyway.
+  input.group_size = 8;
+  EXPECT_TRUE(PlanMayUseTensorCores(input));
+  auto plan = PlanDecode(input);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_TRUE(plan->tensor_cores);
+  EXPECT_EQ(plan->rows_per_block, 8);
+  // A group of 2 (fewer rows than the rule's 4) keeps the CUDA-core kernels at that batch.
+  input.group_size = 2;
+  EXPECT_FALSE(PlanMayUseTensorCores(input));
+  plan = PlanDecode(input);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_FALSE(plan->tensor_cores);
+  // Nine rows do not fit the kernel at all.
+  input.group_size = 3;
+  input.max_q_len = 3;
+  EXPECT_FALSE(PlanMayUseTensorCores(input));
+}
+
 TEST(DecodePlanTest, GroupsRowsPerBlock) {
   DecodePlanInput input{.batch = 2,
                         .num_kv_heads = 2,

@@ -70,8 +70,12 @@ absl::StatusOr<DecodePlan> PlanDecode(const DecodePlanInput& input) {
 }
 
 bool PlanMayUseTensorCores(const DecodePlanInput& input) {
-  return input.group_size * input.max_q_len <= input.tensor_core_max_rows &&
-         static_cast<int64_t>(input.batch) * input.num_kv_heads <= kTensorCoreMaxSequenceHeads;
+  const int rows = input.group_size * input.max_q_len;
+  const bool rows_at_any_batch =
+      input.tensor_core_rows_at_any_batch > 0 && rows >= input.tensor_core_rows_at_any_batch;
+  return rows <= input.tensor_core_max_rows &&
+         (rows_at_any_batch ||
+          static_cast<int64_t>(input.batch) * input.num_kv_heads <= kTensorCoreMaxSequenceHeads);
 }
 
 absl::StatusOr<DecodePlan> PlanTensorCoreDecode(const DecodePlanInput& input) {

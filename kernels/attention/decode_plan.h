@@ -34,6 +34,9 @@ struct DecodePlanInput {
   int tensor_core_blocks_per_sm = 0;
   // Query rows that kernel holds in one block at this head_dim (TensorCoreRowsPerBlock).
   int tensor_core_max_rows = 16;
+  // From this many rows the plan takes that kernel at any batch (0: only at small batches;
+  // TensorCoreRowsAtAnyBatch).
+  int tensor_core_rows_at_any_batch = 0;
   int requested_splits = 0;  // 0: choose; otherwise used as given (clamped to the KV length)
 };
 
@@ -63,10 +66,15 @@ constexpr int TensorCoreRowsPerBlock(int head_dim) {
 // measured faster on H100 and H200 for one sequence of 8 KV heads at every KV length (8k-32k:
 // +3 to +29%), slower on the H100 from batch 8 (docs/benchmarks/RESULTS.md).
 inline constexpr int kTensorCoreMaxSequenceHeads = 8;
+// At head_dim 256 the CUDA-core kernels compute every row's 256-wide dot products apart: from a
+// GQA group of 4 the tensor-core kernel took 0.27-0.78x their time at every batch and length
+// measured (H200, batch 1-128 x 1k-16k, docs/gpu-runs/attention-decode-head-dim-256-h200.md), so
+// the plan takes it there at any batch. 0 elsewhere: the batch rule above.
+constexpr int TensorCoreRowsAtAnyBatch(int head_dim) { return head_dim == 256 ? 4 : 0; }
 
 // Whether PlanDecode would plan the tensor-core kernel were it offered: one sequence-head block
-// holds every row (group_size x max_q_len <= tensor_core_max_rows) and batch x num_kv_heads
-// <= kTensorCoreMaxSequenceHeads. Launchers ask before measuring that kernel's residency.
+// holds every row (group_size x max_q_len <= tensor_core_max_rows), and batch x num_kv_heads
+// <= kTensorCoreMaxSequenceHeads or the rows are at least tensor_core_rows_at_any_batch (> 0). Launchers ask before measuring that kernel's residency.
 bool PlanMayUseTensorCores(const DecodePlanInput& input);
 
 // Rows per block: group_size * max_q_len in as few chunks of at most kMaxDecodeRowsPerBlock as
