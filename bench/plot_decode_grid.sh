@@ -3,7 +3,12 @@
 # wrote (one per GPU): ours / PyTorch's best SDPA backend, and ours as % of the measured copy
 # bandwidth, every shape ordered batch, KV length, GQA group. Needs gnuplot.
 #   bench/plot_decode_grid.sh OUT_DIR LABEL=decode_table.md [LABEL=decode_table.md ...]
+# Tables plotted together must hold the same shapes. PREFIX names the files (PREFIX_vs_pytorch.svg,
+# PREFIX_pct_of_copy.svg; decode_grid unless given), TITLE heads both figures, RATIO_RANGE is the
+# first figure's y range.
 set -euo pipefail
+prefix=${PREFIX:-decode_grid}
+title=${TITLE:-Decode through gpuprofd}
 out=$1; shift
 mkdir -p "$out"
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
@@ -41,7 +46,7 @@ plot $6 with lines lc rgb "black" dt 3 title "$7", ${joined//COLUMN/$5}
 GP
   echo "wrote $out/$1"
 }
-plot decode_grid_vs_pytorch.svg "Decode through gpuprofd: ours / PyTorch's best SDPA backend" \
-  "ours vs best PyTorch (>1: ours faster)" "0.9:1.3" 5 1 "level"
-plot decode_grid_pct_of_copy.svg "Decode through gpuprofd: % of measured copy (read + write)" \
+plot "${prefix}_vs_pytorch.svg" "$title: ours / PyTorch's best SDPA backend" \
+  "ours vs best PyTorch (>1: ours faster)" "${RATIO_RANGE:-0.9:1.3}" 5 1 "level"
+plot "${prefix}_pct_of_copy.svg" "$title: % of measured copy (read + write)" \
   "% of measured copy bandwidth" "0:115" 6 95 "95%"
