@@ -421,7 +421,7 @@ TEST_P(DecodeGpuTest, MatchesReference) {
           Variant{DecodeKernelChoice::kAuto, false}}) {
       const DecodeKernelChoice kernel = variant.kernel;
       if (kernel == DecodeKernelChoice::kTensorCores &&
-          rows > TensorCoreRowsPerBlock(c.head_dim)) {
+          rows > TensorCoreRowsPerBlock(c.head_dim) * TensorCoreRowChunks(c.head_dim)) {
         continue;  // outside the tensor-core kernel's shapes
       }
       if (kernel == DecodeKernelChoice::kTensorCoresLongTiles &&
@@ -466,7 +466,8 @@ TEST_P(DecodeGpuTest, MatchesReference) {
   const DecodeOptions options{.workspace = workspace.data(), .workspace_bytes = workspace.bytes()};
   ASSERT_OK_AND_ASSIGN(tuning, TuneDecodeKernel(d.problem, options, stream_.get(), 3));
   EXPECT_TRUE(tuning.l2_flushed) << tuning.ToString();
-  const bool tensor_cores_fit = rows <= TensorCoreRowsPerBlock(c.head_dim);
+  const bool tensor_cores_fit =
+      rows <= TensorCoreRowsPerBlock(c.head_dim) * TensorCoreRowChunks(c.head_dim);
   const bool long_tiles_fit = c.head_dim == 64 && rows <= kTensorCoreRowsPerBlockAtHeadDim256;
   std::set<DecodeKernelChoice> kernels;
   int planned = 0;
@@ -523,6 +524,9 @@ INSTANTIATE_TEST_SUITE_P(
                       {1, 1, 1}, {1, 700, 3000}, {1, 0, 4}},
         AttentionCase{"d256_gqa4_fp16_page1_spec_causal", 8, 2, 256, 1, AttentionDtype::kFp16,
                       true, {2, 1}, {40, 1500}, {1, 0}},
+        // Head_dim 256, 16 rows: two blocks of 8 a KV head (the 12-row case above too).
+        AttentionCase{"d256_gqa16_bf16_page16", 32, 2, 256, 16, AttentionDtype::kBf16, false,
+                      {1, 1}, {500, 2100}, {1, 0, 3}},
         // 12 rows at head_dim 64: the 16-row tensor-core kernel takes them, the long-tile one
         // (up to 8 rows) refuses them.
         AttentionCase{"d64_gqa4_bf16_page16_spec_causal", 8, 2, 64, 16, AttentionDtype::kBf16,

@@ -271,17 +271,25 @@ TEST(DecodePlanTest, TensorCoresAtHeadDim256HoldEightRows) {
                                      /*prefetch_blocks_per_sm=*/3,
                                      /*tensor_core_blocks_per_sm=*/1);
   input.tensor_core_max_rows = TensorCoreRowsPerBlock(256);
+  input.tensor_core_max_row_chunks = TensorCoreRowChunks(256);
   input.group_size = 8;
   auto plan = PlanTensorCoreDecode(input);
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_TRUE(plan->tensor_cores);
   EXPECT_EQ(plan->rows_per_block, 8);
-  // Nine rows (a group of 3 x 3 drafts) are refused forced and not planned on tensor cores.
+  EXPECT_EQ(plan->row_chunks, 1);
+  // Nine rows (a group of 3 x 3 drafts): two blocks of 8 a KV head, splits planned for both.
   input.group_size = 3;
   input.max_q_len = 3;
+  plan = PlanTensorCoreDecode(input);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->row_chunks, 2);
+  EXPECT_EQ(plan->num_splits, 8);  // min(132 slots / 16 blocks, 8192 / 256)
+  // Eighteen rows are refused forced and not planned on tensor cores.
+  input.group_size = 6;
   const absl::StatusOr<DecodePlan> too_many = PlanTensorCoreDecode(input);
   ASSERT_FALSE(too_many.ok());
-  EXPECT_NE(too_many.status().message().find("(9) exceeds the tensor-core kernel's 8 rows"),
+  EXPECT_NE(too_many.status().message().find("(18) exceeds the tensor-core kernel's 16 rows"),
             std::string::npos)
       << too_many.status();
   EXPECT_FALSE(PlanMayUseTensorCores(input));
@@ -297,6 +305,7 @@ TEST(DecodePlanTest, TensorCoresAtAnyBatchFromFourRowsAtHeadDim256) {
                                      /*prefetch_blocks_per_sm=*/3,
                                      /*tensor_core_blocks_per_sm=*/1);
   input.tensor_core_max_rows = TensorCoreRowsPerBlock(256);
+  input.tensor_core_max_row_chunks = TensorCoreRowChunks(256);
   input.tensor_core_rows_at_any_batch = TensorCoreRowsAtAnyBatch(256);
   // Batch 32 x 8 KV heads is past the batch rule; a group of 8 takes the tensor cores anyway.
   input.group_size = 8;
@@ -311,9 +320,10 @@ TEST(DecodePlanTest, TensorCoresAtAnyBatchFromFourRowsAtHeadDim256) {
   plan = PlanDecode(input);
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_FALSE(plan->tensor_cores);
-  // Nine rows do not fit the kernel at all.
-  input.group_size = 3;
-  input.max_q_len = 3;
+  // Sixteen rows take two blocks a KV head; seventeen do not fit the kernel at all.
+  input.group_size = 16;
+  EXPECT_TRUE(PlanMayUseTensorCores(input));
+  input.group_size = 17;
   EXPECT_FALSE(PlanMayUseTensorCores(input));
 }
 

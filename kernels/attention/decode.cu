@@ -421,6 +421,7 @@ absl::StatusOr<DecodeLaunchInfo> LaunchDecodeTyped(const DecodeKernelParams& par
   }
   input.tensor_core_max_rows =
       long_tiles ? kTensorCoreRowsPerBlockAtHeadDim256 : TensorCoreRowsPerBlock(kHeadDim);
+  input.tensor_core_max_row_chunks = long_tiles ? 1 : TensorCoreRowChunks(kHeadDim);
   input.tensor_core_rows_at_any_batch = TensorCoreRowsAtAnyBatch(kHeadDim);
   // The tensor-core kernel's residency is measured only where it may run: forced (the plan then
   // refuses rows it cannot hold) or offered to a plan that could pick it.

@@ -84,14 +84,18 @@ constexpr int SharedBytes() {
   return stages > merge ? stages : merge;
 }
 
-// What one warp of block (split, KV head, sequence) works on.
+// What one warp of block (split, KV head x row chunk, sequence) works on.
 struct WarpWork {
   int q_start, q_len, rows_total;  // the sequence's query tokens; rows = tokens x group
+  int kv_head;
+  int row0, rows;                  // the block's rows: row0.. of the KV head's, `rows` of them
   int kv_len, kv_begin, kv_end;    // the sequence's keys and the split's
   int my_tiles;                    // this warp's tiles: every kWarps-th of the split's
 };
 
-template <int kTile = kTileKeys>
+// kRowsPerChunk > 0: the KV head's rows come in chunks of that many, p.row_chunks blocks a
+// KV head along blockIdx.y; 0: one block holds them all.
+template <int kTile = kTileKeys, int kRowsPerChunk = 0>
 __device__ __forceinline__ WarpWork WorkOf(const DecodeKernelParams& p, int warp) {
   const int split = blockIdx.x;
   const int seq = blockIdx.z;
@@ -99,6 +103,15 @@ __device__ __forceinline__ WarpWork WorkOf(const DecodeKernelParams& p, int warp
   w.q_start = p.q_indptr[seq];
   w.q_len = p.q_indptr[seq + 1] - w.q_start;
   w.rows_total = w.q_len * p.group_size;
+  if constexpr (kRowsPerChunk > 0) {
+    w.kv_head = blockIdx.y / p.row_chunks;
+    w.row0 = (blockIdx.y % p.row_chunks) * kRowsPerChunk;
+    w.rows = max(0, min(kRowsPerChunk, w.rows_total - w.row0));
+  } else {
+    w.kv_head = blockIdx.y;
+    w.row0 = 0;
+    w.rows = w.rows_total;
+  }
   w.kv_len = p.kv_lens[seq];
   const int chunk_len = (w.kv_len + p.num_splits - 1) / p.num_splits;
   w.kv_begin = min(w.kv_len, split * chunk_len);
@@ -166,7 +179,7 @@ template <typename Loader, int kStageCount>
 __device__ __forceinline__ Loader WarpLoaderFor(const DecodeKernelParams& p, const WarpWork& w,
                                                 uint4* shared_raw, int warp, int lane) {
   using T = typename Loader::Element;
-  const int kv_head = blockIdx.y;
+  const int kv_head = w.kv_head;
   return Loader{.p = p,
                 .pages = p.page_indices + p.page_indptr[blockIdx.z],
                 .k_base = static_cast<const T*>(p.k_cache) + kv_head * Loader::kDim,
@@ -235,7 +248,6 @@ __device__ __forceinline__ void MergeWarpsAndStore(const MergeBuffers<kRows, kSt
                                                    const DecodeKernelParams& p,
                                                    const WarpWork& w) {
   const int split = blockIdx.x;
-  const int kv_head = blockIdx.y;
   if (threadIdx.x < kRows) {
     const int r = threadIdx.x;
     float m = -INFINITY;
@@ -257,7 +269,7 @@ __device__ __forceinline__ void MergeWarpsAndStore(const MergeBuffers<kRows, kSt
   }
   __syncthreads();
   constexpr int kSlices = kHeadDim / 8;
-  for (int idx = threadIdx.x; idx < w.rows_total * kSlices; idx += kThreads) {
+  for (int idx = threadIdx.x; idx < w.rows * kSlices; idx += kThreads) {
     const int r = idx / kSlices, col = (idx % kSlices) * 8;
     float value[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
@@ -276,8 +288,9 @@ __device__ __forceinline__ void MergeWarpsAndStore(const MergeBuffers<kRows, kSt
       value[7] = fmaf(weight, hi.w, value[7]);
     }
     const float lse2 = merge.lse[r];
-    const int qi = r / p.group_size;
-    const int head = kv_head * p.group_size + r % p.group_size;
+    const int row = w.row0 + r;  // of the KV head's rows
+    const int qi = row / p.group_size;
+    const int head = w.kv_head * p.group_size + row % p.group_size;
     const int64_t token_head = static_cast<int64_t>(w.q_start + qi) * p.num_qo_heads + head;
     if (p.num_splits == 1) {
       uint4 bits;
@@ -487,17 +500,17 @@ __global__ void __launch_bounds__(kThreads)
   device::AllowDependentLaunch();  // the merge kernel waits for this grid's writes itself
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int group = lane >> 2, quad_lane = lane & 3;
-  const int kv_head = blockIdx.y;
-  const WarpWork w = WorkOf<kTile>(p, warp);
+  const WarpWork w = WorkOf<kTile, kRows>(p, warp);
 
-  // Query row r (query token r / group_size, head kv_head * group_size + r % group_size) is
-  // column r of S^T and O^T. This thread holds row `group` of the B fragments of Q^T, and
-  // columns 2 x quad_lane and 2 x quad_lane + 1 of S^T and O^T.
+  // The block's row r, the KV head's row w.row0 + r (query token row / group_size, head
+  // kv_head * group_size + row % group_size), is column r of S^T and O^T. This thread holds
+  // row `group` of the B fragments of Q^T, and columns 2 x quad_lane and 2 x quad_lane + 1 of
+  // S^T and O^T.
+  const int q_row_index = w.row0 + group;
   const int64_t q_head_row =
-      static_cast<int64_t>(w.q_start + group / p.group_size) * p.num_qo_heads + kv_head *
-      p.group_size + group % p.group_size;
-  const T* q_row = group < w.rows_total ? static_cast<const T*>(p.q) + q_head_row * kHeadDim
-                                        : nullptr;
+      static_cast<int64_t>(w.q_start + q_row_index / p.group_size) * p.num_qo_heads +
+      w.kv_head * p.group_size + q_row_index % p.group_size;
+  const T* q_row = group < w.rows ? static_cast<const T*>(p.q) + q_head_row * kHeadDim : nullptr;
   uint32_t q_frag[kHeadDim / 16][2];
 #pragma unroll
   for (int ks = 0; ks < kHeadDim / 16; ++ks) {
@@ -512,8 +525,8 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int r = 2 * quad_lane + h;
-    last_key[h] =
-        r < w.rows_total && p.causal ? w.kv_len - w.q_len + r / p.group_size : w.kv_len - 1;
+    last_key[h] = r < w.rows && p.causal ? w.kv_len - w.q_len + (w.row0 + r) / p.group_size
+                                         : w.kv_len - 1;
   }
 
   const Loader loader = WarpLoaderFor<Loader, kStageCount>(p, w, shared_raw, warp, lane);
@@ -717,7 +730,7 @@ absl::Status LaunchTyped(const DecodeKernelParams& params, int head_dim, bool lo
   ASSIGN_OR_RETURN(const KernelAndSharedBytes chosen, KernelFor<T>(head_dim, long_tiles));
   CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
       chosen.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, chosen.shared_bytes));
-  const dim3 grid(params.num_splits, num_kv_heads, batch);
+  const dim3 grid(params.num_splits, num_kv_heads * params.row_chunks, batch);
   chosen.kernel<<<grid, kThreads, chosen.shared_bytes, stream>>>(params);
   CUDA_RETURN_IF_ERROR(cudaGetLastError());
   return absl::OkStatus();

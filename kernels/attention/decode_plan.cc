@@ -73,19 +73,23 @@ bool PlanMayUseTensorCores(const DecodePlanInput& input) {
   const int rows = input.group_size * input.max_q_len;
   const bool rows_at_any_batch =
       input.tensor_core_rows_at_any_batch > 0 && rows >= input.tensor_core_rows_at_any_batch;
-  return rows <= input.tensor_core_max_rows &&
+  return rows <= input.tensor_core_max_rows * input.tensor_core_max_row_chunks &&
          (rows_at_any_batch ||
           static_cast<int64_t>(input.batch) * input.num_kv_heads <= kTensorCoreMaxSequenceHeads);
 }
 
 absl::StatusOr<DecodePlan> PlanTensorCoreDecode(const DecodePlanInput& input) {
   const int rows = input.group_size * input.max_q_len;
-  if (rows > input.tensor_core_max_rows) {
+  const int most_rows = input.tensor_core_max_rows * input.tensor_core_max_row_chunks;
+  if (rows > most_rows) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "group_size x max_q_len (", rows, ") exceeds the tensor-core kernel's ",
-        input.tensor_core_max_rows, " rows at this head_dim"));
+        "group_size x max_q_len (", rows, ") exceeds the tensor-core kernel's ", most_rows,
+        " rows at this head_dim"));
   }
+  const int row_chunks = (rows + input.tensor_core_max_rows - 1) / input.tensor_core_max_rows;
+  // Splits are planned for the blocks of every chunk, as for KV heads of one row each.
   DecodePlanInput one_row = input;
+  one_row.num_kv_heads = input.num_kv_heads * row_chunks;
   one_row.group_size = 1;
   one_row.max_q_len = 1;
   one_row.blocks_per_sm = std::max(1, input.tensor_core_blocks_per_sm);
@@ -93,6 +97,7 @@ absl::StatusOr<DecodePlan> PlanTensorCoreDecode(const DecodePlanInput& input) {
   one_row.tensor_core_blocks_per_sm = 0;
   ASSIGN_OR_RETURN(DecodePlan plan, PlanDecode(one_row));
   plan.rows_per_block = input.tensor_core_max_rows;
+  plan.row_chunks = row_chunks;
   plan.tensor_cores = true;
   return plan;
 }

@@ -32,8 +32,10 @@ struct DecodePlanInput {
   // Resident blocks of the tensor-core kernel (decode_mma.h); 0: not offered (a head_dim it
   // is not built for). Whether the rows fit is the plan's rule (PlanMayUseTensorCores).
   int tensor_core_blocks_per_sm = 0;
-  // Query rows that kernel holds in one block at this head_dim (TensorCoreRowsPerBlock).
+  // Query rows that kernel holds in one block at this head_dim (TensorCoreRowsPerBlock), and
+  // how many such blocks a KV head's rows may take (TensorCoreRowChunks).
   int tensor_core_max_rows = 16;
+  int tensor_core_max_row_chunks = 1;
   // From this many rows the plan takes that kernel at any batch (0: only at small batches;
   // TensorCoreRowsAtAnyBatch).
   int tensor_core_rows_at_any_batch = 0;
@@ -62,6 +64,9 @@ inline constexpr int kTensorCoreRowsPerBlockAtHeadDim256 = 8;
 constexpr int TensorCoreRowsPerBlock(int head_dim) {
   return head_dim == 256 ? kTensorCoreRowsPerBlockAtHeadDim256 : kTensorCoreRowsPerBlock;
 }
+// At head_dim 256 a KV head's 9-16 rows take two blocks of 8 (each reads the KV head's K and V;
+// the two run side by side, so the second read is mostly the L2's). Elsewhere one block.
+constexpr int TensorCoreRowChunks(int head_dim) { return head_dim == 256 ? 2 : 1; }
 // The tensor-core kernel is planned when offered and batch x num_kv_heads is at most this:
 // measured faster on H100 and H200 for one sequence of 8 KV heads at every KV length (8k-32k:
 // +3 to +29%), slower on the H100 from batch 8 (docs/benchmarks/RESULTS.md).
@@ -72,8 +77,9 @@ inline constexpr int kTensorCoreMaxSequenceHeads = 8;
 // the plan takes it there at any batch. 0 elsewhere: the batch rule above.
 constexpr int TensorCoreRowsAtAnyBatch(int head_dim) { return head_dim == 256 ? 4 : 0; }
 
-// Whether PlanDecode would plan the tensor-core kernel were it offered: one sequence-head block
-// holds every row (group_size x max_q_len <= tensor_core_max_rows), and batch x num_kv_heads
+// Whether PlanDecode would plan the tensor-core kernel were it offered: the sequence-head's
+// blocks hold every row (group_size x max_q_len <= tensor_core_max_rows x
+// tensor_core_max_row_chunks), and batch x num_kv_heads
 // <= kTensorCoreMaxSequenceHeads or the rows are at least tensor_core_rows_at_any_batch (> 0). Launchers ask before measuring that kernel's residency.
 bool PlanMayUseTensorCores(const DecodePlanInput& input);
 
