@@ -38,6 +38,8 @@ absl::StatusOr<DeviceFacts> CurrentDeviceFacts() {
       cudaDeviceGetAttribute(&facts.compute_minor, cudaDevAttrComputeCapabilityMinor, device));
   CUDA_RETURN_IF_ERROR(
       cudaDeviceGetAttribute(&facts.sm_count, cudaDevAttrMultiProcessorCount, device));
+  CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&facts.max_shared_bytes_per_block,
+                                              cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
   absl::MutexLock lock(&mutex);
   known->emplace(device, facts);
   return facts;

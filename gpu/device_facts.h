@@ -16,9 +16,11 @@ struct DeviceFacts {
   int compute_major = 0;
   int compute_minor = 0;
   int sm_count = 0;
+  int max_shared_bytes_per_block = 0;  // dynamic shared memory a block may opt in to
 };
 
-// The current device's compute capability and multiprocessor count, read once per device.
+// The current device's compute capability, multiprocessor count and a block's shared-memory
+// limit, read once per device.
 absl::StatusOr<DeviceFacts> CurrentDeviceFacts();
 
 // Free memory of the current device.

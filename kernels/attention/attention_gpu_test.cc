@@ -425,7 +425,7 @@ TEST_P(DecodeGpuTest, MatchesReference) {
         continue;  // outside the tensor-core kernel's shapes
       }
       if (kernel == DecodeKernelChoice::kTensorCoresLongTiles &&
-          (c.head_dim != 64 || rows > kTensorCoreRowsPerBlockAtHeadDim256)) {
+          (c.head_dim != 64 || rows > kTransposedTensorCoreRows)) {
         const absl::StatusOr<DecodeLaunchInfo> refused = LaunchDecode(
             d.problem, {.num_splits = splits, .workspace = workspace.data(),
                         .workspace_bytes = workspace.bytes(), .kernel = kernel},
@@ -468,7 +468,7 @@ TEST_P(DecodeGpuTest, MatchesReference) {
   EXPECT_TRUE(tuning.l2_flushed) << tuning.ToString();
   const bool tensor_cores_fit =
       rows <= TensorCoreRowsPerBlock(c.head_dim) * TensorCoreRowChunks(c.head_dim);
-  const bool long_tiles_fit = c.head_dim == 64 && rows <= kTensorCoreRowsPerBlockAtHeadDim256;
+  const bool long_tiles_fit = c.head_dim == 64 && rows <= kTransposedTensorCoreRows;
   std::set<DecodeKernelChoice> kernels;
   int planned = 0;
   bool fastest_is_a_candidate = false;

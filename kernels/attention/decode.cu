@@ -415,12 +415,12 @@ absl::StatusOr<DecodeLaunchInfo> LaunchDecodeTyped(const DecodeKernelParams& par
         "the tensor-core decode kernel takes head_dim 64, 128 or 256; got ", kHeadDim));
   }
   const bool long_tiles = options.kernel == DecodeKernelChoice::kTensorCoresLongTiles;
-  if (long_tiles && kHeadDim != 64) {
+  if (long_tiles && !MmaDecodeSupportsLongTiles(kHeadDim)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the long-tile tensor-core decode kernel takes head_dim 64; got ", kHeadDim));
   }
   input.tensor_core_max_rows =
-      long_tiles ? kTensorCoreRowsPerBlockAtHeadDim256 : TensorCoreRowsPerBlock(kHeadDim);
+      long_tiles ? kTransposedTensorCoreRows : TensorCoreRowsPerBlock(kHeadDim);
   input.tensor_core_max_row_chunks = long_tiles ? 1 : TensorCoreRowChunks(kHeadDim);
   input.tensor_core_rows_at_any_batch = TensorCoreRowsAtAnyBatch(kHeadDim);
   // The tensor-core kernel's residency is measured only where it may run: forced (the plan then
@@ -544,8 +544,11 @@ std::string DecodeLaunchInfo::ToString() const {
       "resident_blocks_per_sm=%d prefetch=%s merge=%s%s",
       plan.num_splits, plan.rows_per_block, plan.row_chunks, plan.blocks, threads, blocks_per_sm,
       plan.prefetch ? "yes" : "no", merged ? (merge_overlapped ? "overlapped" : "yes") : "no",
-      plan.tensor_cores ? (plan.long_tiles ? " tensor_cores=yes keys_per_tile=32" : " tensor_cores=yes")
-                        : "");
+      plan.tensor_cores
+          ? absl::StrCat(" tensor_cores=yes",
+                         plan.long_tiles ? absl::StrCat(" keys_per_tile=", kMmaDecodeLongTileKeys)
+                                         : "")
+          : "");
 }
 
 absl::StatusOr<DecodeLaunchInfo> LaunchDecode(const AttentionProblem& problem,

@@ -33,6 +33,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/cuda_status.h"
 #include "common/status_macros.h"
+#include "gpu/device_facts.h"
 #include "kernels/attention/attention_device.cuh"
 #include "kernels/attention/attention_params.h"
 #include "kernels/attention/decode_kernel_params.h"
@@ -53,7 +54,7 @@ using device::PagedSlot;
 using device::SharedAddress;
 using device::SwizzledOffset;
 
-inline constexpr int kTransposedRows = kTensorCoreRowsPerBlockAtHeadDim256;
+inline constexpr int kTransposedRows = kTransposedTensorCoreRows;
 static_assert(kTransposedRows == 8, "the rows are the n8 side of the mma tile");
 
 inline constexpr int kThreads = kMmaDecodeThreads;
@@ -122,7 +123,7 @@ __device__ __forceinline__ WarpWork WorkOf(const DecodeKernelParams& p, int warp
 }
 
 // A warp's tiles, loaded through the page table into its stages. Lane l reads the page entry
-// of key l % kTileKeys one tile before the tile's copies are issued (so the dependent read is
+// of key l % kTile one tile before the tile's copies are issued (so the dependent read is
 // not on the copies' path); copy c of a tile then takes keys c * kKeysPerCopy.. whole, lane l
 // chunk l % kChunks of key l / kChunks, its page entry shuffled from the lane that read it.
 template <typename T, int kHeadDim, int kTile = kTileKeys>
@@ -672,7 +673,7 @@ struct KernelAndSharedBytes {
 template <typename T>
 absl::StatusOr<KernelAndSharedBytes> KernelFor(int head_dim, bool long_tiles) {
   if (long_tiles) {
-    if (head_dim != 64) {
+    if (!MmaDecodeSupportsLongTiles(head_dim)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "head_dim (", head_dim, ") has no ", kMmaDecodeLongTileKeys,
           "-key-tile tensor-core decode kernel (64)"));
@@ -696,11 +697,8 @@ absl::StatusOr<KernelAndSharedBytes> KernelFor(int head_dim, bool long_tiles) {
       // two (128 KiB) within sm_80's 163 KiB.
       constexpr int kStride = TransposedMergeRowStride<256>();
       constexpr int three = SharedBytes<256, kTransposedRows, kStride, 3>();
-      int device = 0, most = 0;
-      CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
-      CUDA_RETURN_IF_ERROR(
-          cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-      if (most >= three) {
+      ASSIGN_OR_RETURN(const gpu::DeviceFacts device, gpu::CurrentDeviceFacts());
+      if (device.max_shared_bytes_per_block >= three) {
         return KernelAndSharedBytes{MmaDecodeTransposedKernel<T, 256, 3, 1>, three};
       }
       return KernelAndSharedBytes{MmaDecodeTransposedKernel<T, 256, 2, 1>,
@@ -748,6 +746,8 @@ absl::Status MmaDecodeRefusesDtype(AttentionDtype dtype) {
 bool MmaDecodeSupportsHeadDim(int head_dim) {
   return head_dim == 64 || head_dim == 128 || head_dim == 256;
 }
+
+bool MmaDecodeSupportsLongTiles(int head_dim) { return head_dim == 64; }
 
 absl::StatusOr<int> MmaDecodeBlocksPerSm(int head_dim, AttentionDtype dtype, bool long_tiles) {
   switch (dtype) {

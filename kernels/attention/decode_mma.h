@@ -23,8 +23,10 @@ inline constexpr int kMmaDecodeThreads = 128;  // per block: 4 warps
 // 8 KiB of K and V a stage, as a 16-key tile is at head_dim 128, where 16 keys are 4 KiB.
 inline constexpr int kMmaDecodeLongTileKeys = 32;
 
-// Whether the tensor-core kernel exists for this head_dim.
+// Whether the tensor-core kernel exists for this head_dim, and its long-tile variant
+// (kMmaDecodeLongTileKeys keys a tile).
 bool MmaDecodeSupportsHeadDim(int head_dim);
+bool MmaDecodeSupportsLongTiles(int head_dim);
 
 // Resident blocks per SM of the kernel for `head_dim` and `dtype` (`long_tiles`: the
 // kMmaDecodeLongTileKeys-key kernel, head_dim 64 only).

@@ -58,11 +58,12 @@ struct DecodePlan {
 inline constexpr double kPrefetchBlockCost = 0.8;
 // Query rows the tensor-core kernel holds in one block: the 16 rows of one mma tile at head_dim
 // 64 and 128; at 256, where 16 rows' O would not fit the registers, the 8 columns of one (the
-// keys are the tile's rows there: decode_mma.cu).
+// transposed kernel, whose keys are the tile's rows: decode_mma.cu; also the long-tile kernel
+// at 64).
 inline constexpr int kTensorCoreRowsPerBlock = 16;
-inline constexpr int kTensorCoreRowsPerBlockAtHeadDim256 = 8;
+inline constexpr int kTransposedTensorCoreRows = 8;
 constexpr int TensorCoreRowsPerBlock(int head_dim) {
-  return head_dim == 256 ? kTensorCoreRowsPerBlockAtHeadDim256 : kTensorCoreRowsPerBlock;
+  return head_dim == 256 ? kTransposedTensorCoreRows : kTensorCoreRowsPerBlock;
 }
 // At head_dim 256 a KV head's 9-16 rows take two blocks of 8 (each reads the KV head's K and V;
 // the two run side by side, so the second read is mostly the L2's). Elsewhere one block.
