@@ -518,7 +518,7 @@ INSTANTIATE_TEST_SUITE_P(
                       AttentionDtype::kBf16, true, {3, 1}, {50, 2000}, {1, 0}},
         AttentionCase{"d256_gqa6_bf16_page16_spec_causal", 12, 2, 256, 16,
                       AttentionDtype::kBf16, true, {2, 1}, {900, 33}, {1, 0}},
-        // Head_dim 256 on tensor cores takes up to 8 rows (the query rows as the mma's 8
+        // Head_dim 256 on tensor cores holds 8 rows a block (the query rows as the mma's 8
         // columns): a group of 8, and 4 heads x 2 causal drafts.
         AttentionCase{"d256_gqa8_bf16_page16", 16, 2, 256, 16, AttentionDtype::kBf16, true,
                       {1, 1, 1}, {1, 700, 3000}, {1, 0, 4}},

@@ -97,26 +97,29 @@ def run_decode_grid(ours_csv, table_path):
         lines = lines[1:]
     header = lines[1]
     ours = []
-    # CSVs written before the grid took head_dim and page size as axes were head_dim 128, page 16.
-    dims, pages = set(), set()
+    # CSVs written before the grid took these as axes were head_dim 128, page 16, 8 KV heads.
+    dims, pages, kv_heads_seen = set(), set(), set()
     for fields in lines[2:]:
         row = dict(zip(header, fields))
         dims.add(int(row.get("head_dim") or DIM))
         pages.add(int(row.get("page_size") or 16))
+        kv_heads_seen.add(int(row.get("kv_heads") or KV_HEADS))
         # Our cuDNN backend's time, when the CSV came from a daemon sweep that ran it too.
         cudnn_backend = row.get("cudnn_backend_us") or ""
         ours.append((int(row["group"]), int(row["batch"]), int(row["kv"]), float(row["us"]),
                      float(row["pct_copy"]), row["kernel"],
                      float(cudnn_backend) if cudnn_backend else None))
-    if len(dims) != 1 or len(pages) != 1:
-        raise SystemExit(f"{ours_csv}: one head_dim and page size a table (has head_dim "
-                         f"{sorted(dims)}, page size {sorted(pages)}); run the grid once for each")
-    head_dim, page_size = dims.pop(), pages.pop()
+    if len(dims) != 1 or len(pages) != 1 or len(kv_heads_seen) != 1:
+        raise SystemExit(f"{ours_csv}: one head_dim, page size and KV head count a table (has "
+                         f"head_dim {sorted(dims)}, page size {sorted(pages)}, KV heads "
+                         f"{sorted(kv_heads_seen)}); run the grid once for each")
+    head_dim, page_size, kv_heads = dims.pop(), pages.pop(), kv_heads_seen.pop()
     dev = torch.device("cuda")
     props = torch.cuda.get_device_properties(dev)
     flush = make_flush(flush_mode, dev)
     out = [f"\ntorch {torch.__version__}, {props.name}; ours: copy {our_copy:.0f} GB/s "
-           f"(measured with ours); head_dim {head_dim}; PyTorch K/V contiguous, ours paged "
+           f"(measured with ours); head_dim {head_dim}, {kv_heads} KV heads; PyTorch K/V "
+           "contiguous, ours paged "
            f"(page {page_size}); "
            f"L2 flushed by a {flush_mode} before each call\n",
            "| group | batch | kv | ours us | ours % copy | ours kernel | flash us | cudnn us | "
@@ -126,11 +129,11 @@ def run_decode_grid(ours_csv, table_path):
     for row in ours:
         shapes.setdefault((row[1], row[2]), []).append(row)
     for (batch, kv_len), rows in shapes.items():
-        k = torch.empty(batch, KV_HEADS, kv_len, head_dim, dtype=torch.bfloat16,
+        k = torch.empty(batch, kv_heads, kv_len, head_dim, dtype=torch.bfloat16,
                         device=dev).uniform_(-1, 1)
         v = torch.empty_like(k).uniform_(-1, 1)
         for group, _, _, our_us, our_pct, kernel, cudnn_backend in rows:
-            q = torch.empty(batch, KV_HEADS * group, 1, head_dim, dtype=torch.bfloat16,
+            q = torch.empty(batch, kv_heads * group, 1, head_dim, dtype=torch.bfloat16,
                             device=dev).uniform_(-2, 2)
             times = {}
             for name, backend in BACKENDS:
