@@ -392,7 +392,19 @@ TEST_F(AttentionGpuTest, Fp8PrefillRefusesWhatItDoesNotTake) {
 // ---------------------------------------------------------------------------------------------
 // Decode
 
-class DecodeGpuTest : public AttentionGpuTest {};
+class DecodeGpuTest : public AttentionGpuTest {
+ protected:
+  // Whether the tensor-core kernel's TMA loads take the case on this GPU.
+  static bool TmaDecodeFits(const AttentionCase& c, int rows) {
+    int device = 0, major = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
+      return false;
+    }
+    return rows <= kTensorCoreRowsPerBlock && (c.head_dim == 64 || c.head_dim == 128) &&
+           c.page_size % 16 == 0 && major >= 9;
+  }
+};
 
 TEST_P(DecodeGpuTest, MatchesReference) {
   const AttentionCase& c = GetParam();
@@ -418,6 +430,7 @@ TEST_P(DecodeGpuTest, MatchesReference) {
           Variant{DecodeKernelChoice::kPrefetch, true},
           Variant{DecodeKernelChoice::kTensorCores, true},
           Variant{DecodeKernelChoice::kTensorCoresLongTiles, true},
+          Variant{DecodeKernelChoice::kTensorCoresTma, true},
           Variant{DecodeKernelChoice::kAuto, false}}) {
       const DecodeKernelChoice kernel = variant.kernel;
       if (kernel == DecodeKernelChoice::kTensorCores &&
@@ -433,6 +446,14 @@ TEST_P(DecodeGpuTest, MatchesReference) {
         EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << refused.status();
         continue;  // outside the long-tile kernel's shapes, and refused so
       }
+      if (kernel == DecodeKernelChoice::kTensorCoresTma && !TmaDecodeFits(c, rows)) {
+        const absl::StatusOr<DecodeLaunchInfo> refused = LaunchDecode(
+            d.problem, {.num_splits = splits, .workspace = workspace.data(),
+                        .workspace_bytes = workspace.bytes(), .kernel = kernel},
+            stream_.get());
+        EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << refused.status();
+        continue;  // outside the TMA kernel's shapes, and refused so
+      }
       ASSERT_OK(PoisonBuffer(d.out, stream_.get()));
       ASSERT_OK(PoisonBuffer(d.out_lse, stream_.get()));
       ASSERT_OK_AND_ASSIGN(info, LaunchDecode(d.problem,
@@ -446,8 +467,10 @@ TEST_P(DecodeGpuTest, MatchesReference) {
       if (kernel != DecodeKernelChoice::kAuto) {
         EXPECT_EQ(info.plan.prefetch, kernel == DecodeKernelChoice::kPrefetch);
         EXPECT_EQ(info.plan.tensor_cores, kernel == DecodeKernelChoice::kTensorCores ||
-                                              kernel == DecodeKernelChoice::kTensorCoresLongTiles);
+                                              kernel == DecodeKernelChoice::kTensorCoresLongTiles ||
+                                              kernel == DecodeKernelChoice::kTensorCoresTma);
         EXPECT_EQ(info.plan.long_tiles, kernel == DecodeKernelChoice::kTensorCoresLongTiles);
+        EXPECT_EQ(info.plan.tma, kernel == DecodeKernelChoice::kTensorCoresTma);
       }
       if (!variant.overlap_merge) {
         EXPECT_FALSE(info.merge_overlapped);
@@ -469,6 +492,7 @@ TEST_P(DecodeGpuTest, MatchesReference) {
   const bool tensor_cores_fit =
       rows <= TensorCoreRowsPerBlock(c.head_dim) * TensorCoreRowChunks(c.head_dim);
   const bool long_tiles_fit = c.head_dim == 64 && rows <= kTransposedTensorCoreRows;
+  const bool tma_fits = TmaDecodeFits(c, rows);
   std::set<DecodeKernelChoice> kernels;
   int planned = 0;
   bool fastest_is_a_candidate = false;
@@ -479,7 +503,8 @@ TEST_P(DecodeGpuTest, MatchesReference) {
     fastest_is_a_candidate |= candidate.kernel == tuning.fastest.kernel &&
                               candidate.num_splits == tuning.fastest.num_splits;
   }
-  EXPECT_EQ(kernels.size(), 2u + (tensor_cores_fit ? 1u : 0u) + (long_tiles_fit ? 1u : 0u))
+  EXPECT_EQ(kernels.size(), 2u + (tensor_cores_fit ? 1u : 0u) + (long_tiles_fit ? 1u : 0u) +
+                                (tma_fits ? 1u : 0u))
       << tuning.ToString();
   EXPECT_EQ(planned, static_cast<int>(kernels.size())) << tuning.ToString();
   EXPECT_TRUE(fastest_is_a_candidate) << tuning.ToString();

@@ -317,6 +317,12 @@ __global__ void __launch_bounds__(kHeadDim / 4)
   if (p.lse != nullptr && threadIdx.x == 0) p.lse[row] = (m + __log2f(sum)) * device::kLn2;
 }
 
+MmaDecodeLoads MmaLoadsOf(const DecodePlan& plan) {
+  return plan.long_tiles ? MmaDecodeLoads::kLongTiles
+         : plan.tma      ? MmaDecodeLoads::kTma
+                         : MmaDecodeLoads::kCpAsync;
+}
+
 // The kernel `info.plan` names over its splits, then the merge when there is more than one
 // (overlapped where `device` has programmatic dependent launch). The split count is first
 // clamped to what options.workspace holds.
@@ -350,9 +356,15 @@ absl::StatusOr<DecodeLaunchInfo> LaunchPlanned(DecodeKernelParams params,
     params.partial_lse = params.partial_o + params.num_splits * rows * kHeadDim;
   }
   if (info.plan.tensor_cores) {
-    RETURN_IF_ERROR(LaunchMmaDecode(params, kHeadDim, shape.dtype, info.plan.long_tiles,
-                                    shape.num_kv_heads,
-                                    problem.lengths.batch(), stream));
+    RETURN_IF_ERROR(LaunchMmaDecode(
+        params,
+        {.head_dim = kHeadDim,
+         .dtype = shape.dtype,
+         .loads = MmaLoadsOf(info.plan),
+         .num_kv_heads = shape.num_kv_heads,
+         .batch = problem.lengths.batch(),
+         .cache_slots = problem.buffers.num_pages * shape.page_size},
+        stream));
   } else {
     auto* kernel = info.plan.prefetch ? DecodeKernel<T, kHeadDim, kRows, true>
                                       : DecodeKernel<T, kHeadDim, kRows, false>;
@@ -419,6 +431,17 @@ absl::StatusOr<DecodeLaunchInfo> LaunchDecodeTyped(const DecodeKernelParams& par
     return absl::InvalidArgumentError(absl::StrCat(
         "the long-tile tensor-core decode kernel takes head_dim 64; got ", kHeadDim));
   }
+  const bool tma = options.kernel == DecodeKernelChoice::kTensorCoresTma;
+  if (tma && !MmaDecodeSupportsTma(kHeadDim, shape.page_size, device.compute_major)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the tensor-core decode kernel loads by TMA at head_dim 64 or 128, page_size a multiple "
+        "of 16, on compute capability 9.0 or newer; got head_dim ", kHeadDim, ", page_size ",
+        shape.page_size, ", compute capability ", device.compute_major, ".",
+        device.compute_minor));
+  }
+  const MmaDecodeLoads loads = long_tiles ? MmaDecodeLoads::kLongTiles
+                               : tma      ? MmaDecodeLoads::kTma
+                                          : MmaDecodeLoads::kCpAsync;
   input.tensor_core_max_rows =
       long_tiles ? kTransposedTensorCoreRows : TensorCoreRowsPerBlock(kHeadDim);
   input.tensor_core_max_row_chunks = long_tiles ? 1 : TensorCoreRowChunks(kHeadDim);
@@ -427,16 +450,17 @@ absl::StatusOr<DecodeLaunchInfo> LaunchDecodeTyped(const DecodeKernelParams& par
   // refuses rows it cannot hold) or offered to a plan that could pick it.
   int tensor_core_blocks_per_sm = 0;
   if (MmaDecodeSupportsHeadDim(kHeadDim) &&
-      (options.kernel == DecodeKernelChoice::kTensorCores || long_tiles ||
+      (options.kernel == DecodeKernelChoice::kTensorCores || long_tiles || tma ||
        (options.kernel == DecodeKernelChoice::kAuto && PlanMayUseTensorCores(input)))) {
     ASSIGN_OR_RETURN(tensor_core_blocks_per_sm,
-                     MmaDecodeBlocksPerSm(kHeadDim, shape.dtype, long_tiles));
+                     MmaDecodeBlocksPerSm(kHeadDim, shape.dtype, loads));
   }
   input.tensor_core_blocks_per_sm = tensor_core_blocks_per_sm;
   // A forced kernel is planned alone, with its own residency.
-  if (options.kernel == DecodeKernelChoice::kTensorCores || long_tiles) {
+  if (options.kernel == DecodeKernelChoice::kTensorCores || long_tiles || tma) {
     ASSIGN_OR_RETURN(info.plan, PlanTensorCoreDecode(input));
     info.plan.long_tiles = long_tiles;
+    info.plan.tma = tma;
   } else {
     if (options.kernel != DecodeKernelChoice::kAuto) {
       if (options.kernel == DecodeKernelChoice::kPrefetch) {
@@ -527,6 +551,8 @@ std::string_view DecodeKernelChoiceName(DecodeKernelChoice kernel) {
       return "tensor_cores";
     case DecodeKernelChoice::kTensorCoresLongTiles:
       return "tensor_cores_32keys";
+    case DecodeKernelChoice::kTensorCoresTma:
+      return "tensor_cores_tma";
   }
   return "unknown";
 }
@@ -547,7 +573,8 @@ std::string DecodeLaunchInfo::ToString() const {
       plan.tensor_cores
           ? absl::StrCat(" tensor_cores=yes",
                          plan.long_tiles ? absl::StrCat(" keys_per_tile=", kMmaDecodeLongTileKeys)
-                                         : "")
+                                         : "",
+                         plan.tma ? " loads=tma" : "")
           : "");
 }
 

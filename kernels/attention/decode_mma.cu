@@ -13,7 +13,9 @@
 // Two kernels, by which side of the m16n8k16 tile the query rows take:
 // - MmaDecodeKernel (head_dim 64, 128): the block's query rows (the group's query heads x draft
 //   tokens, padded to 16) are the tile's 16 rows, held as A fragments for the whole split;
-//   S = Q K^T, O += P V.
+//   S = Q K^T, O += P V. MmaDecodeTmaKernel is the same block with each tile's K and V loaded
+//   by TMA (sm_90, pages of a multiple of 16 rows: WarpTmaTileLoader), a candidate the decode
+//   tuner times beside it.
 // - MmaDecodeTransposedKernel (head_dim 256): the rows (up to 8) are the tile's 8 columns and
 //   the keys its 16 rows: S^T = K Q^T, O^T += V^T P^T. O^T of 256 x 8 is 64 registers a thread
 //   where 16 x 256 would be 128 (with Q's 64, more than a thread has), and no mma computes
@@ -27,6 +29,7 @@
 #include <cstdint>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -38,6 +41,7 @@
 #include "kernels/attention/attention_params.h"
 #include "kernels/attention/decode_kernel_params.h"
 #include "kernels/attention/decode_mma.h"
+#include "kernels/attention/hopper_async.cuh"
 
 namespace gpuprof::attention {
 namespace {
@@ -95,8 +99,9 @@ struct WarpWork {
 };
 
 // kRowsPerChunk > 0: the KV head's rows come in chunks of that many, p.row_chunks blocks a
-// KV head along blockIdx.y; 0: one block holds them all.
-template <int kTile = kTileKeys, int kRowsPerChunk = 0>
+// KV head along blockIdx.y; 0: one block holds them all. kTileAlignedSplits: each split starts
+// at a multiple of kTile keys (so a tile never straddles a page of a multiple of kTile rows).
+template <int kTile = kTileKeys, int kRowsPerChunk = 0, bool kTileAlignedSplits = false>
 __device__ __forceinline__ WarpWork WorkOf(const DecodeKernelParams& p, int warp) {
   const int split = blockIdx.x;
   const int seq = blockIdx.z;
@@ -114,7 +119,8 @@ __device__ __forceinline__ WarpWork WorkOf(const DecodeKernelParams& p, int warp
     w.rows = w.rows_total;
   }
   w.kv_len = p.kv_lens[seq];
-  const int chunk_len = (w.kv_len + p.num_splits - 1) / p.num_splits;
+  int chunk_len = (w.kv_len + p.num_splits - 1) / p.num_splits;
+  if constexpr (kTileAlignedSplits) chunk_len = (chunk_len + kTile - 1) / kTile * kTile;
   w.kv_begin = min(w.kv_len, split * chunk_len);
   w.kv_end = min(w.kv_len, w.kv_begin + chunk_len);
   const int num_tiles = (w.kv_end - w.kv_begin + kTile - 1) / kTile;
@@ -155,6 +161,10 @@ struct WarpTileLoader {
     return warp_tiles + stage * 2 * kTileElements;
   }
   __device__ __forceinline__ const T* V(int stage) const { return K(stage) + kTileElements; }
+  // Element offset of (key, 16-byte chunk) in a K or V tile.
+  static __device__ __forceinline__ int Offset(int key, int chunk) {
+    return SwizzledOffset<kHeadDim>(key, chunk);
+  }
   __device__ __forceinline__ void Load(int tile, int stage, int page) const {
     T* ks = warp_tiles + stage * 2 * kTileElements;
     T* vs = ks + kTileElements;
@@ -218,6 +228,154 @@ __device__ __forceinline__ int NextTile(const Loader& loader, int i, int my_tile
   }
   CpAsyncCommit();
   return i % kStageCount;
+}
+
+// The TMA path (sm_90, pages of a multiple of kTileKeys rows): a tile's K and V arrive as boxes
+// of 64 columns x kTileKeys keys (one page's rows, the tile aligned in its page) issued by one
+// lane, completing on the warp's stage barrier, instead of as each lane's cp.async copies with
+// their address arithmetic, which are a large part of the warp's issue slots per tile.
+struct DecodeKvTensorMaps {
+  CUtensorMap k;
+  CUtensorMap v;
+};
+inline constexpr int kTmaBoxColumns = 64;     // one 128-byte swizzled row
+inline constexpr int kTmaSharedAlign = 1024;  // the 128-byte swizzle repeats every 8 rows
+
+// A warp's tiles by TMA: the same interface as WarpTileLoader, with the pipeline's start and
+// step as members (stage barriers in place of cp.async groups). A tile is [slab][key][64]: slab
+// s holds columns 64 s.., each 128-byte row's chunks XOR key % 8, as the TMA unit writes them.
+template <typename T, int kHeadDim, int kStageCount, int kTile = kTileKeys>
+struct WarpTmaTileLoader {
+  using Element = T;
+  static constexpr int kDim = kHeadDim;
+  static constexpr int kChunks = kHeadDim / 8;
+  static constexpr int kSlabs = kHeadDim / kTmaBoxColumns;
+  static constexpr int kTileElements = kTile * kHeadDim;
+  static constexpr uint32_t kTileBytes = 2 * kTileElements * sizeof(T);  // K and V
+  static_assert(kHeadDim % kTmaBoxColumns == 0 && kTile <= 32);
+
+  const DecodeKernelParams& p;
+  const DecodeKvTensorMaps& maps;
+  const int32_t* pages;
+  T* warp_tiles;          // [stage][K, V][kTile x kHeadDim], 1024-byte aligned
+  uint32_t full_barrier;  // this warp's kStageCount stage barriers, 8 bytes apart
+  int kv_head, kv_begin, kv_end, warp, lane;
+
+  __device__ __forceinline__ int FirstKey(int tile) const {
+    return kv_begin + (warp + kWarps * tile) * kTile;
+  }
+  // Lane 0 issues a tile's loads, so only it reads the tile's page entry.
+  __device__ __forceinline__ int ReadPage(int tile) const {
+    const int j = FirstKey(tile);
+    return lane == 0 && j < kv_end ? __ldg(pages + (j >> p.log2_page_size)) : 0;
+  }
+  __device__ __forceinline__ const T* K(int stage) const {
+    return warp_tiles + stage * 2 * kTileElements;
+  }
+  __device__ __forceinline__ const T* V(int stage) const { return K(stage) + kTileElements; }
+  static __device__ __forceinline__ int Offset(int key, int chunk) {
+    return (chunk / 8) * kTile * kTmaBoxColumns + key * kTmaBoxColumns +
+           (((chunk % 8) ^ (key & 7)) << 3);
+  }
+  __device__ __forceinline__ uint32_t Barrier(int stage) const { return full_barrier + 8 * stage; }
+
+  __device__ __forceinline__ void Load(int tile, int stage, int page) const {
+#if __CUDA_ARCH__ >= 900
+    if (lane == 0) {
+      const uint32_t barrier = Barrier(stage);
+      sm90::MbarrierArriveExpectBytes(barrier, kTileBytes);
+      const int page_mask = (1 << p.log2_page_size) - 1;
+      const int slot = (page << p.log2_page_size) + (FirstKey(tile) & page_mask);
+#pragma unroll
+      for (int slab = 0; slab < kSlabs; ++slab) {
+        const int offset = slab * kTile * kTmaBoxColumns;
+        sm90::TmaLoad3d(SharedAddress(K(stage) + offset), maps.k, slab * kTmaBoxColumns, kv_head,
+                        slot, barrier);
+        sm90::TmaLoad3d(SharedAddress(V(stage) + offset), maps.v, slab * kTmaBoxColumns, kv_head,
+                        slot, barrier);
+      }
+    }
+#endif
+  }
+
+  // Sets up the warp's stage barriers and issues its first kStageCount - 1 tiles; returns the
+  // next tile's page entry.
+  __device__ __forceinline__ int Start(int my_tiles) const {
+#if __CUDA_ARCH__ >= 900
+    if (lane == 0) {
+#pragma unroll
+      for (int s = 0; s < kStageCount; ++s) sm90::MbarrierInit(Barrier(s), 1);
+      sm90::FenceMbarrierInitCluster();  // the inits, before the TMA unit completes on them
+    }
+    __syncwarp();
+#pragma unroll
+    for (int s = 0; s < kStageCount - 1; ++s) {
+      if (s < my_tiles) Load(s, s, ReadPage(s));
+    }
+#endif
+    return kStageCount - 1 < my_tiles ? ReadPage(kStageCount - 1) : 0;
+  }
+
+  // Waits for tile i, zeroes its V rows past the split's end (they hold whatever the page's
+  // unused slots do, and a P of 0 times a NaN there would still be NaN), then issues tile
+  // i + kStageCount - 1 into the stage tile i - 1 was read from; returns tile i's stage.
+  __device__ __forceinline__ int Next(int i, int my_tiles, int& next_page) const {
+    const int stage = i % kStageCount;
+#if __CUDA_ARCH__ >= 900
+    sm90::MbarrierWait(Barrier(stage), (i / kStageCount) & 1);
+    const int valid = kv_end - FirstKey(i);
+    if (valid < kTile) {
+      T* vs = warp_tiles + stage * 2 * kTileElements + kTileElements;
+      for (int idx = lane; idx < (kTile - valid) * kChunks; idx += 32) {
+        *reinterpret_cast<uint4*>(vs + Offset(valid + idx / kChunks, idx % kChunks)) =
+            make_uint4(0u, 0u, 0u, 0u);
+      }
+    }
+    __syncwarp();  // every lane is past tile i - 1's reads, and sees the zeroed rows
+    if (i + kStageCount - 1 < my_tiles) {
+      Load(i + kStageCount - 1, (i + kStageCount - 1) % kStageCount, next_page);
+      if (i + kStageCount < my_tiles) next_page = ReadPage(i + kStageCount);
+    }
+#endif
+    return stage;
+  }
+};
+
+// WarpLoaderFor, StartTiles and NextTile for the TMA loader.
+template <typename Loader, int kStageCount, int kRows>
+__device__ __forceinline__ Loader TmaWarpLoaderFor(const DecodeKernelParams& p, const WarpWork& w,
+                                                   const DecodeKvTensorMaps& maps,
+                                                   uint4* shared_raw, int warp, int lane) {
+  using T = typename Loader::Element;
+  // The stages from the first 1024-byte boundary; the barriers past them and past the merge.
+  const uint32_t raw = SharedAddress(shared_raw);
+  T* tiles = reinterpret_cast<T*>(reinterpret_cast<char*>(shared_raw) +
+                                  (((raw + kTmaSharedAlign - 1) & ~(kTmaSharedAlign - 1)) - raw));
+  constexpr int kHeadDim = Loader::kDim;
+  return Loader{.p = p,
+                .maps = maps,
+                .pages = p.page_indices + p.page_indptr[blockIdx.z],
+                .warp_tiles = tiles + warp * kStageCount * 2 * Loader::kTileElements,
+                .full_barrier = raw + kTmaSharedAlign +
+                                SharedBytes<kHeadDim, kRows, MergeRowStride<kHeadDim>(),
+                                            kStageCount>() +
+                                warp * kStageCount * 8,
+                .kv_head = w.kv_head,
+                .kv_begin = w.kv_begin,
+                .kv_end = w.kv_end,
+                .warp = warp,
+                .lane = lane};
+}
+template <int kStageCount, typename T, int kHeadDim, int kTile>
+__device__ __forceinline__ int StartTiles(
+    const WarpTmaTileLoader<T, kHeadDim, kStageCount, kTile>& loader, int my_tiles) {
+  return loader.Start(my_tiles);
+}
+template <int kStageCount, typename T, int kHeadDim, int kTile>
+__device__ __forceinline__ int NextTile(
+    const WarpTmaTileLoader<T, kHeadDim, kStageCount, kTile>& loader, int i, int my_tiles,
+    int& next_page) {
+  return loader.Next(i, my_tiles, next_page);
 }
 
 // The merge's shared memory, over the stages: [warp][row][kStride] floats of O, each row's max
@@ -321,20 +479,22 @@ __device__ __forceinline__ uint32_t TransposeFragment(uint32_t fragment) {
   return transposed;
 }
 
-template <typename T, int kHeadDim, int kStageCount>
-__global__ void __launch_bounds__(kThreads)
-    MmaDecodeKernel(const __grid_constant__ DecodeKernelParams p) {
+// The 16-row kernel's block; `maps` (kTma) are its K and V caches' tensor maps.
+template <typename T, int kHeadDim, int kStageCount, bool kTma>
+__device__ __forceinline__ void MmaDecodeBlock(const DecodeKernelParams& p,
+                                               const DecodeKvTensorMaps* maps) {
   static_assert(device::kIsAttentionType<T>, "T must be bf16 or fp16");
   static_assert(kHeadDim == 64 || kHeadDim == 128, "head_dim 64 or 128");
   constexpr int kRows = kMmaDecodeMaxRows;
-  using Loader = WarpTileLoader<T, kHeadDim>;
+  using Loader = std::conditional_t<kTma, WarpTmaTileLoader<T, kHeadDim, kStageCount>,
+                                    WarpTileLoader<T, kHeadDim>>;
 
   extern __shared__ uint4 shared_raw[];
   device::AllowDependentLaunch();  // the merge kernel waits for this grid's writes itself
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int group = lane >> 2, quad_lane = lane & 3;
   const int kv_head = blockIdx.y;
-  const WarpWork w = WorkOf(p, warp);
+  const WarpWork w = WorkOf<kTileKeys, 0, kTma>(p, warp);
 
   // Row r is query token r / group_size, head kv_head * group_size + r % group_size. This
   // thread holds rows `group` and `group + 8` of the A fragments and of S and O.
@@ -363,7 +523,13 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
 
-  const Loader loader = WarpLoaderFor<Loader, kStageCount>(p, w, shared_raw, warp, lane);
+  const Loader loader = [&] {
+    if constexpr (kTma) {
+      return TmaWarpLoaderFor<Loader, kStageCount, kRows>(p, w, *maps, shared_raw, warp, lane);
+    } else {
+      return WarpLoaderFor<Loader, kStageCount>(p, w, shared_raw, warp, lane);
+    }
+  }();
   int next_page = StartTiles<kStageCount>(loader, w.my_tiles);
 
   float o[kHeadDim / 8][4];
@@ -387,8 +553,8 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) {
         uint32_t b[4];
-        LdMatrixX4(b, SharedAddress(ks + SwizzledOffset<kHeadDim>(nt * 8 + (lane & 7),
-                                                                  kk * 4 + (lane >> 3))));
+        LdMatrixX4(b, SharedAddress(ks + Loader::Offset(nt * 8 + (lane & 7),
+                                                        kk * 4 + (lane >> 3))));
         MmaM16N8K16<T>(s[nt], q_frag[2 * kk], b[0], b[1]);
         MmaM16N8K16<T>(s_odd[nt], q_frag[2 * kk + 1], b[2], b[3]);
       }
@@ -455,14 +621,13 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int dt = 0; dt < kHeadDim / 16; ++dt) {
       uint32_t b[4];
-      LdMatrixX4Trans(b, SharedAddress(vs + SwizzledOffset<kHeadDim>(
-                                                (lane & 7) + ((lane >> 3) & 1) * 8,
-                                                dt * 2 + (lane >> 4))));
+      LdMatrixX4Trans(b, SharedAddress(vs + Loader::Offset((lane & 7) + ((lane >> 3) & 1) * 8,
+                                                           dt * 2 + (lane >> 4))));
       MmaM16N8K16<T>(o[2 * dt], a, b[0], b[1]);
       MmaM16N8K16<T>(o[2 * dt + 1], a, b[2], b[3]);
     }
   }
-  CpAsyncWait<0>();
+  if constexpr (!kTma) CpAsyncWait<0>();
 
   // Each warp's rows, unnormalised, into the merge.
   __syncthreads();  // every warp is done with its stages, which the merge reuses
@@ -486,6 +651,34 @@ __global__ void __launch_bounds__(kThreads)
   }
   __syncthreads();
   MergeWarpsAndStore<T, kHeadDim, kRows, kStride>(merge, p, w);
+}
+
+template <typename T, int kHeadDim, int kStageCount>
+__global__ void __launch_bounds__(kThreads)
+    MmaDecodeKernel(const __grid_constant__ DecodeKernelParams p) {
+  MmaDecodeBlock<T, kHeadDim, kStageCount, false>(p, nullptr);
+}
+
+// The same block with K and V by TMA (sm_90; pages of a multiple of kTileKeys rows).
+template <typename T, int kHeadDim>
+__global__ void __launch_bounds__(kThreads)
+    MmaDecodeTmaKernel(const __grid_constant__ DecodeKernelParams p,
+                       const __grid_constant__ DecodeKvTensorMaps maps) {
+#if __CUDA_ARCH__ >= 900
+  MmaDecodeBlock<T, kHeadDim, kStages, true>(p, &maps);
+#else
+  __trap();
+#endif
+}
+
+// Dynamic shared memory of the TMA kernel: room to align the stages, the stages or the merge,
+// then each warp's stage barriers.
+template <int kHeadDim>
+constexpr int TmaSharedBytes() {
+  constexpr int stages_or_merge =
+      SharedBytes<kHeadDim, kMmaDecodeMaxRows, MergeRowStride<kHeadDim>(), kStages>();
+  static_assert(stages_or_merge % 8 == 0, "the barriers are 8-byte aligned");
+  return kTmaSharedAlign + stages_or_merge + kWarps * kStages * 8;
 }
 
 template <typename T, int kHeadDim, int kStageCount, int kKeyTiles>
@@ -711,24 +904,74 @@ absl::StatusOr<KernelAndSharedBytes> KernelFor(int head_dim, bool long_tiles) {
       "head_dim (", head_dim, ") has no tensor-core decode kernel (64, 128, 256)"));
 }
 
+// The TMA kernel (head_dim 64, 128) and its dynamic shared memory.
 template <typename T>
-absl::StatusOr<int> BlocksPerSmTyped(int head_dim, bool long_tiles) {
-  ASSIGN_OR_RETURN(const KernelAndSharedBytes chosen, KernelFor<T>(head_dim, long_tiles));
-  CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
-      chosen.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, chosen.shared_bytes));
+absl::StatusOr<std::pair<void (*)(DecodeKernelParams, DecodeKvTensorMaps), int>> TmaKernelFor(
+    int head_dim) {
+  switch (head_dim) {
+    case 64:
+      return std::make_pair(MmaDecodeTmaKernel<T, 64>, TmaSharedBytes<64>());
+    case 128:
+      return std::make_pair(MmaDecodeTmaKernel<T, 128>, TmaSharedBytes<128>());
+    default:
+      break;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "head_dim (", head_dim, ") has no tensor-core decode kernel loading by TMA (64, 128)"));
+}
+
+// Blocks of `kernel` resident on an SM with `shared_bytes` of dynamic shared memory (which
+// it is then allowed).
+template <typename Kernel>
+absl::StatusOr<int> ResidentBlocks(Kernel kernel, int shared_bytes) {
+  CUDA_RETURN_IF_ERROR(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared_bytes));
   int blocks = 0;
-  CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-      &blocks, chosen.kernel, kThreads, chosen.shared_bytes));
+  CUDA_RETURN_IF_ERROR(
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kThreads, shared_bytes));
   return blocks;
 }
 
 template <typename T>
-absl::Status LaunchTyped(const DecodeKernelParams& params, int head_dim, bool long_tiles,
-                         int num_kv_heads, int batch, cudaStream_t stream) {
-  ASSIGN_OR_RETURN(const KernelAndSharedBytes chosen, KernelFor<T>(head_dim, long_tiles));
+absl::StatusOr<int> BlocksPerSmTyped(int head_dim, MmaDecodeLoads loads) {
+  if (loads == MmaDecodeLoads::kTma) {
+    ASSIGN_OR_RETURN(const auto chosen, TmaKernelFor<T>(head_dim));
+    return ResidentBlocks(chosen.first, chosen.second);
+  }
+  ASSIGN_OR_RETURN(const KernelAndSharedBytes chosen,
+                   KernelFor<T>(head_dim, loads == MmaDecodeLoads::kLongTiles));
+  return ResidentBlocks(chosen.kernel, chosen.shared_bytes);
+}
+
+template <typename T>
+absl::Status LaunchTyped(const DecodeKernelParams& params, const MmaDecodeLaunch& launch,
+                         cudaStream_t stream) {
+  const dim3 grid(params.num_splits, launch.num_kv_heads * params.row_chunks, launch.batch);
+  if (launch.loads == MmaDecodeLoads::kTma) {
+    ASSIGN_OR_RETURN(const auto chosen, TmaKernelFor<T>(launch.head_dim));
+    DecodeKvTensorMaps maps;
+    for (auto [cache, map] : {std::pair{params.k_cache, &maps.k}, {params.v_cache, &maps.v}}) {
+      // Each box row is a KV head's 128-byte half of a slot, 2 KiB from the next at 8 KV
+      // heads: fetched as 256 bytes (the prefill's promotion) the kernel took 1.05-1.07x the
+      // cp.async kernel's time from 4k keys at batch >= 32; as 128, 0.98-1.00x (H200).
+      if (!sm90::EncodeKvCacheTensorMap<T>(cache, launch.head_dim, launch.num_kv_heads,
+                                           launch.cache_slots, params.kv_row_stride, kTileKeys,
+                                           CU_TENSOR_MAP_L2_PROMOTION_L2_128B, *map)) {
+        return absl::InvalidArgumentError(
+            "the KV cache: the driver would not describe it to the TMA unit (its address or "
+            "row stride), so the decode cannot load it by TMA");
+      }
+    }
+    CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
+        chosen.first, cudaFuncAttributeMaxDynamicSharedMemorySize, chosen.second));
+    chosen.first<<<grid, kThreads, chosen.second, stream>>>(params, maps);
+    CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(const KernelAndSharedBytes chosen,
+                   KernelFor<T>(launch.head_dim, launch.loads == MmaDecodeLoads::kLongTiles));
   CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
       chosen.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, chosen.shared_bytes));
-  const dim3 grid(params.num_splits, num_kv_heads * params.row_chunks, batch);
   chosen.kernel<<<grid, kThreads, chosen.shared_bytes, stream>>>(params);
   CUDA_RETURN_IF_ERROR(cudaGetLastError());
   return absl::OkStatus();
@@ -749,29 +992,34 @@ bool MmaDecodeSupportsHeadDim(int head_dim) {
 
 bool MmaDecodeSupportsLongTiles(int head_dim) { return head_dim == 64; }
 
-absl::StatusOr<int> MmaDecodeBlocksPerSm(int head_dim, AttentionDtype dtype, bool long_tiles) {
+bool MmaDecodeSupportsTma(int head_dim, int page_size, int compute_major) {
+  return (head_dim == 64 || head_dim == 128) && page_size % kTileKeys == 0 && compute_major >= 9;
+}
+
+absl::StatusOr<int> MmaDecodeBlocksPerSm(int head_dim, AttentionDtype dtype,
+                                         MmaDecodeLoads loads) {
   switch (dtype) {
     case AttentionDtype::kBf16:
-      return BlocksPerSmTyped<__nv_bfloat16>(head_dim, long_tiles);
+      return BlocksPerSmTyped<__nv_bfloat16>(head_dim, loads);
     case AttentionDtype::kFp16:
-      return BlocksPerSmTyped<__half>(head_dim, long_tiles);
+      return BlocksPerSmTyped<__half>(head_dim, loads);
     case AttentionDtype::kFp8E4m3:
       break;
   }
   return MmaDecodeRefusesDtype(dtype);
 }
 
-absl::Status LaunchMmaDecode(const DecodeKernelParams& params, int head_dim, AttentionDtype dtype,
-                             bool long_tiles, int num_kv_heads, int batch, cudaStream_t stream) {
-  switch (dtype) {
+absl::Status LaunchMmaDecode(const DecodeKernelParams& params, const MmaDecodeLaunch& launch,
+                             cudaStream_t stream) {
+  switch (launch.dtype) {
     case AttentionDtype::kBf16:
-      return LaunchTyped<__nv_bfloat16>(params, head_dim, long_tiles, num_kv_heads, batch, stream);
+      return LaunchTyped<__nv_bfloat16>(params, launch, stream);
     case AttentionDtype::kFp16:
-      return LaunchTyped<__half>(params, head_dim, long_tiles, num_kv_heads, batch, stream);
+      return LaunchTyped<__half>(params, launch, stream);
     case AttentionDtype::kFp8E4m3:
       break;
   }
-  return MmaDecodeRefusesDtype(dtype);
+  return MmaDecodeRefusesDtype(launch.dtype);
 }
 
 }  // namespace gpuprof::attention

@@ -9,6 +9,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
+
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "kernels/attention/attention_params.h"
@@ -23,19 +25,36 @@ inline constexpr int kMmaDecodeThreads = 128;  // per block: 4 warps
 // 8 KiB of K and V a stage, as a 16-key tile is at head_dim 128, where 16 keys are 4 KiB.
 inline constexpr int kMmaDecodeLongTileKeys = 32;
 
-// Whether the tensor-core kernel exists for this head_dim, and its long-tile variant
-// (kMmaDecodeLongTileKeys keys a tile).
+// How the tensor-core kernel's warps load their K and V tiles: cp.async copies of 16 keys
+// (any page size), the same in 32-key tiles (kMmaDecodeLongTileKeys; the transposed kernel at
+// head_dim 64), or TMA boxes of 16 keys (sm_90, pages of a multiple of 16 rows).
+enum class MmaDecodeLoads { kCpAsync, kLongTiles, kTma };
+
+// Whether the tensor-core kernel exists for this head_dim, its long-tile variant, and its TMA
+// loads for this head_dim, page size and compute capability.
 bool MmaDecodeSupportsHeadDim(int head_dim);
 bool MmaDecodeSupportsLongTiles(int head_dim);
+bool MmaDecodeSupportsTma(int head_dim, int page_size, int compute_major);
 
-// Resident blocks per SM of the kernel for `head_dim` and `dtype` (`long_tiles`: the
-// kMmaDecodeLongTileKeys-key kernel, head_dim 64 only).
-absl::StatusOr<int> MmaDecodeBlocksPerSm(int head_dim, AttentionDtype dtype, bool long_tiles);
+// Resident blocks per SM of the kernel for `head_dim`, `dtype` and `loads`.
+absl::StatusOr<int> MmaDecodeBlocksPerSm(int head_dim, AttentionDtype dtype,
+                                         MmaDecodeLoads loads);
 
-// Launches the kernel over (params.num_splits, KV heads, batch) blocks; every sequence's
-// q_len x group_size must be <= kMmaDecodeMaxRows (checked by the caller).
-absl::Status LaunchMmaDecode(const DecodeKernelParams& params, int head_dim, AttentionDtype dtype,
-                             bool long_tiles, int num_kv_heads, int batch, cudaStream_t stream);
+// What a launch needs besides the kernel's parameters.
+struct MmaDecodeLaunch {
+  int head_dim = 0;
+  AttentionDtype dtype = AttentionDtype::kBf16;
+  MmaDecodeLoads loads = MmaDecodeLoads::kCpAsync;
+  int num_kv_heads = 0;
+  int batch = 0;
+  int64_t cache_slots = 0;  // slots of the K and V caches (pages x page size): the TMA maps' extent
+};
+
+// Launches the kernel over (params.num_splits, KV heads x row chunks, batch) blocks; every
+// sequence's q_len x group_size must fit its rows (checked by the caller), and kTma loads need
+// MmaDecodeSupportsTma.
+absl::Status LaunchMmaDecode(const DecodeKernelParams& params, const MmaDecodeLaunch& launch,
+                             cudaStream_t stream);
 
 }  // namespace gpuprof::attention
 

@@ -50,6 +50,7 @@ struct DecodePlan {
   bool prefetch = false;   // the kernel that loads the next rows before this rows' math
   bool tensor_cores = false;  // the mma kernel (decode_mma.h): all rows in one block
   bool long_tiles = false;    // that kernel with kMmaDecodeLongTileKeys-key tiles
+  bool tma = false;           // that kernel with K and V loaded by TMA
 };
 
 // A prefetching block streams its rows in about 0.8 of the time of one that does not (H100,

@@ -60,7 +60,7 @@ absl::StatusOr<DecodeTuning> TuneDecodeKernel(const AttentionProblem& problem,
   tuning.l2_flushed = timer.l2_flushed();
   for (DecodeKernelChoice kernel :
        {DecodeKernelChoice::kPlain, DecodeKernelChoice::kPrefetch, DecodeKernelChoice::kTensorCores,
-        DecodeKernelChoice::kTensorCoresLongTiles}) {
+        DecodeKernelChoice::kTensorCoresLongTiles, DecodeKernelChoice::kTensorCoresTma}) {
     DecodeOptions forced = options;
     forced.kernel = kernel;
     // The plan's split count for this kernel. A kernel refused for the shape (the tensor-core
@@ -68,7 +68,8 @@ absl::StatusOr<DecodeTuning> TuneDecodeKernel(const AttentionProblem& problem,
     const absl::StatusOr<DecodeLaunchInfo> planned = LaunchDecode(problem, forced, stream);
     if (!planned.ok()) {
       if ((kernel == DecodeKernelChoice::kTensorCores ||
-           kernel == DecodeKernelChoice::kTensorCoresLongTiles) &&
+           kernel == DecodeKernelChoice::kTensorCoresLongTiles ||
+           kernel == DecodeKernelChoice::kTensorCoresTma) &&
           planned.status().code() == absl::StatusCode::kInvalidArgument) {
         continue;
       }

@@ -1,13 +1,17 @@
-// Hopper (sm_90a) building blocks shared by the prefill kernels: wgmma shared-memory
-// descriptors and the fence/commit/wait around it, mbarriers, TMA loads, and the driver's
-// tensor-map encoder. Device code is inline; include from .cu files built for sm_90a.
+// Hopper building blocks shared by the prefill kernels (sm_90a) and the decode's TMA loads
+// (sm_90): wgmma shared-memory descriptors and the fence/commit/wait around it, mbarriers, TMA
+// loads, and the driver's tensor-map encoder with the KV cache's map. Device code is inline and
+// sm_90 only: call it from code built for sm_90 or sm_90a.
 #ifndef GPUPROF_KERNELS_ATTENTION_HOPPER_ASYNC_CUH_
 #define GPUPROF_KERNELS_ATTENTION_HOPPER_ASYNC_CUH_
 
 #include <cuda.h>  // CUtensorMap and its enums (libcuda is not linked: common/cuda_driver_entry.h)
 #include <cudaTypedefs.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "absl/status/statusor.h"
 #include "common/cuda_driver_entry.h"
@@ -267,6 +271,33 @@ inline PFN_cuTensorMapEncodeTiled_v12000 EncodeTiledEntry() {
   static const absl::StatusOr<PFN_cuTensorMapEncodeTiled_v12000> entry =
       CudaDriverEntry<PFN_cuTensorMapEncodeTiled_v12000>("cuTensorMapEncodeTiled");
   return entry.ok() ? *entry : nullptr;
+}
+
+// A tensor map over one paged KV cache of T (bf16 or fp16) as (head_dim, KV head, slot), slots
+// `slot_stride` elements apart, for boxes of 64 columns x 1 KV head x `box_rows` slots written
+// with the 128-byte swizzle (a 128-byte row's 16-byte chunk index XOR row % 8), each row's
+// fetch from memory widened to `promotion`. False where TMA cannot read it (no driver entry
+// point, an address or stride the TMA unit refuses): callers then load by cp.async.
+template <typename T>
+bool EncodeKvCacheTensorMap(const void* cache, int head_dim, int num_kv_heads, int64_t slots,
+                            int64_t slot_stride, int box_rows, CUtensorMapL2promotion promotion,
+                            CUtensorMap& map) {
+  static_assert(std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half>);
+  const PFN_cuTensorMapEncodeTiled_v12000 encode = EncodeTiledEntry();
+  if (encode == nullptr) return false;
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(head_dim),
+                              static_cast<cuuint64_t>(num_kv_heads),
+                              static_cast<cuuint64_t>(slots)};
+  const cuuint64_t strides[2] = {head_dim * sizeof(T),
+                                 static_cast<cuuint64_t>(slot_stride) * sizeof(T)};
+  const cuuint32_t box[3] = {64, 1, static_cast<cuuint32_t>(box_rows)};
+  const cuuint32_t element_strides[3] = {1, 1, 1};
+  const CUtensorMapDataType type = std::is_same_v<T, __nv_bfloat16>
+                                       ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                       : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  return encode(&map, type, 3, const_cast<void*>(cache), dims, strides, box, element_strides,
+                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, promotion,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
 }  // namespace gpuprof::attention::sm90

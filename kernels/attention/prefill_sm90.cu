@@ -1859,28 +1859,16 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
 }
 
 // A tensor map over one KV cache, (head_dim, KV head, slot), for boxes of 64 x 1 x kBoxRows. False
-// where TMA cannot read it (no driver entry point, an address or stride the TMA unit refuses):
-// the launcher then takes the cp.async kernel.
+// where TMA cannot read it: the launcher then takes the cp.async kernel.
 template <typename T>
 bool EncodeKvTensorMap(const void* cache, const AttentionProblem& problem, CUtensorMap& map) {
-  const PFN_cuTensorMapEncodeTiled_v12000 encode = EncodeTiledEntry();
-  if (encode == nullptr) return false;
+  static_assert(kSlab == 64, "the KV cache's map has boxes 64 columns wide");
   const AttentionShape& shape = problem.shape;
-  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(shape.head_dim),
-                              static_cast<cuuint64_t>(shape.num_kv_heads),
-                              static_cast<cuuint64_t>(problem.buffers.num_pages) * shape.page_size};
-  const cuuint64_t strides[2] = {
-      shape.head_dim * sizeof(T),
-      static_cast<cuuint64_t>(shape.num_kv_heads) * shape.head_dim * sizeof(T)};
-  const cuuint32_t box[3] = {kSlab, 1, kBoxRows};
-  const cuuint32_t element_strides[3] = {1, 1, 1};
-  const CUtensorMapDataType type = std::is_same_v<T, __nv_bfloat16>
-                                       ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
-                                       : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-  return encode(&map, type, 3, const_cast<void*>(cache), dims, strides, box, element_strides,
-                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+  return sm90::EncodeKvCacheTensorMap<T>(
+      cache, shape.head_dim, shape.num_kv_heads,
+      static_cast<int64_t>(problem.buffers.num_pages) * shape.page_size,
+      static_cast<int64_t>(shape.num_kv_heads) * shape.head_dim, kBoxRows,
+      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, map);
 }
 
 // A tensor map over rows of query heads (Q or O), (head_dim, query head, token), for boxes of
