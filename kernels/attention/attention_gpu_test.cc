@@ -401,7 +401,7 @@ class DecodeGpuTest : public AttentionGpuTest {
         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
       return false;
     }
-    return rows <= kTensorCoreRowsPerBlock && (c.head_dim == 64 || c.head_dim == 128) &&
+    return rows <= TensorCoreRowsPerBlock(c.head_dim) * TensorCoreRowChunks(c.head_dim) &&
            c.page_size % 16 == 0 && major >= 9;
   }
 };

@@ -434,8 +434,9 @@ absl::StatusOr<DecodeLaunchInfo> LaunchDecodeTyped(const DecodeKernelParams& par
   const bool tma = options.kernel == DecodeKernelChoice::kTensorCoresTma;
   if (tma && !MmaDecodeSupportsTma(kHeadDim, shape.page_size, device.compute_major)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "the tensor-core decode kernel loads by TMA at head_dim 64 or 128, page_size a multiple "
-        "of 16, on compute capability 9.0 or newer; got head_dim ", kHeadDim, ", page_size ",
+        "the tensor-core decode kernel loads by TMA at head_dim 64, 128 or 256, page_size a "
+        "multiple of 16, on compute capability 9.0 or newer; got head_dim ", kHeadDim,
+        ", page_size ",
         shape.page_size, ", compute capability ", device.compute_major, ".",
         device.compute_minor));
   }

@@ -26,8 +26,8 @@ const std::vector<int>& DecodeHeadDims();
 // kTensorCores: the query rows of a KV head as one mma tile (decode_mma.h); head_dim 64 or 128
 // with group_size x q_len <= 16, head_dim 256 with <= 8. kTensorCoresLongTiles: the same at
 // head_dim 64 with <= 8 rows, 32 keys a warp's tile instead of 16 (fewer stages, more blocks).
-// kTensorCoresTma: kTensorCores at head_dim 64 or 128 with K and V loaded by TMA (sm_90, pages
-// of a multiple of 16 rows).
+// kTensorCoresTma: kTensorCores with K and V loaded by TMA (sm_90, pages of a multiple of 16
+// rows).
 enum class DecodeKernelChoice {
   kAuto,
   kPlain,

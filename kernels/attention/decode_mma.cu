@@ -13,9 +13,7 @@
 // Two kernels, by which side of the m16n8k16 tile the query rows take:
 // - MmaDecodeKernel (head_dim 64, 128): the block's query rows (the group's query heads x draft
 //   tokens, padded to 16) are the tile's 16 rows, held as A fragments for the whole split;
-//   S = Q K^T, O += P V. MmaDecodeTmaKernel is the same block with each tile's K and V loaded
-//   by TMA (sm_90, pages of a multiple of 16 rows: WarpTmaTileLoader), a candidate the decode
-//   tuner times beside it.
+//   S = Q K^T, O += P V.
 // - MmaDecodeTransposedKernel (head_dim 256): the rows (up to 8) are the tile's 8 columns and
 //   the keys its 16 rows: S^T = K Q^T, O^T += V^T P^T. O^T of 256 x 8 is 64 registers a thread
 //   where 16 x 256 would be 128 (with Q's 64, more than a thread has), and no mma computes
@@ -23,6 +21,9 @@
 //   registers (movmatrix). At head_dim 64 the same kernel with 32-key tiles in two stages is the
 //   long-tile candidate the decode tuner times (8 KiB of K and V a stage, as 16 keys are at
 //   head_dim 128; a 16-key tile there leaves each tile's fixed work on half the bytes).
+// Each has a twin with its tiles' K and V loaded by TMA (MmaDecodeTmaKernel,
+// MmaDecodeTransposedTmaKernel: sm_90, pages of a multiple of 16 rows, 16-key tiles;
+// WarpTmaTileLoader), a candidate the decode tuner times beside it.
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -247,7 +248,6 @@ inline constexpr int kTmaSharedAlign = 1024;  // the 128-byte swizzle repeats ev
 template <typename T, int kHeadDim, int kStageCount, int kTile = kTileKeys>
 struct WarpTmaTileLoader {
   using Element = T;
-  static constexpr int kDim = kHeadDim;
   static constexpr int kChunks = kHeadDim / 8;
   static constexpr int kSlabs = kHeadDim / kTmaBoxColumns;
   static constexpr int kTileElements = kTile * kHeadDim;
@@ -341,8 +341,9 @@ struct WarpTmaTileLoader {
   }
 };
 
-// WarpLoaderFor, StartTiles and NextTile for the TMA loader.
-template <typename Loader, int kStageCount, int kRows>
+// WarpLoaderFor, StartTiles and NextTile for the TMA loader. kSharedBytes: the kernel's stages
+// or merge, whichever is larger (SharedBytes), after which the barriers lie.
+template <typename Loader, int kStageCount, int kSharedBytes>
 __device__ __forceinline__ Loader TmaWarpLoaderFor(const DecodeKernelParams& p, const WarpWork& w,
                                                    const DecodeKvTensorMaps& maps,
                                                    uint4* shared_raw, int warp, int lane) {
@@ -351,20 +352,23 @@ __device__ __forceinline__ Loader TmaWarpLoaderFor(const DecodeKernelParams& p, 
   const uint32_t raw = SharedAddress(shared_raw);
   T* tiles = reinterpret_cast<T*>(reinterpret_cast<char*>(shared_raw) +
                                   (((raw + kTmaSharedAlign - 1) & ~(kTmaSharedAlign - 1)) - raw));
-  constexpr int kHeadDim = Loader::kDim;
   return Loader{.p = p,
                 .maps = maps,
                 .pages = p.page_indices + p.page_indptr[blockIdx.z],
                 .warp_tiles = tiles + warp * kStageCount * 2 * Loader::kTileElements,
-                .full_barrier = raw + kTmaSharedAlign +
-                                SharedBytes<kHeadDim, kRows, MergeRowStride<kHeadDim>(),
-                                            kStageCount>() +
-                                warp * kStageCount * 8,
+                .full_barrier = raw + kTmaSharedAlign + kSharedBytes + warp * kStageCount * 8,
                 .kv_head = w.kv_head,
                 .kv_begin = w.kv_begin,
                 .kv_end = w.kv_end,
                 .warp = warp,
                 .lane = lane};
+}
+// Dynamic shared memory of a TMA kernel whose stages or merge take kSharedBytes: room to align
+// the stages, then each warp's stage barriers.
+template <int kSharedBytes, int kStageCount>
+constexpr int TmaSharedBytes() {
+  static_assert(kSharedBytes % 8 == 0, "the barriers are 8-byte aligned");
+  return kTmaSharedAlign + kSharedBytes + kWarps * kStageCount * 8;
 }
 template <int kStageCount, typename T, int kHeadDim, int kTile>
 __device__ __forceinline__ int StartTiles(
@@ -525,7 +529,9 @@ __device__ __forceinline__ void MmaDecodeBlock(const DecodeKernelParams& p,
 
   const Loader loader = [&] {
     if constexpr (kTma) {
-      return TmaWarpLoaderFor<Loader, kStageCount, kRows>(p, w, *maps, shared_raw, warp, lane);
+      return TmaWarpLoaderFor<Loader, kStageCount,
+                              SharedBytes<kHeadDim, kRows, MergeRowStride<kHeadDim>(),
+                                          kStageCount>()>(p, w, *maps, shared_raw, warp, lane);
     } else {
       return WarpLoaderFor<Loader, kStageCount>(p, w, shared_raw, warp, lane);
     }
@@ -671,30 +677,23 @@ __global__ void __launch_bounds__(kThreads)
 #endif
 }
 
-// Dynamic shared memory of the TMA kernel: room to align the stages, the stages or the merge,
-// then each warp's stage barriers.
-template <int kHeadDim>
-constexpr int TmaSharedBytes() {
-  constexpr int stages_or_merge =
-      SharedBytes<kHeadDim, kMmaDecodeMaxRows, MergeRowStride<kHeadDim>(), kStages>();
-  static_assert(stages_or_merge % 8 == 0, "the barriers are 8-byte aligned");
-  return kTmaSharedAlign + stages_or_merge + kWarps * kStages * 8;
-}
-
-template <typename T, int kHeadDim, int kStageCount, int kKeyTiles>
-__global__ void __launch_bounds__(kThreads)
-    MmaDecodeTransposedKernel(const __grid_constant__ DecodeKernelParams p) {
+// The transposed kernel's block; `maps` (kTma, 16-key tiles) are its K and V caches' tensor maps.
+template <typename T, int kHeadDim, int kStageCount, int kKeyTiles, bool kTma>
+__device__ __forceinline__ void MmaDecodeTransposedBlock(const DecodeKernelParams& p,
+                                                         const DecodeKvTensorMaps* maps) {
   static_assert(device::kIsAttentionType<T>, "T must be bf16 or fp16");
   static_assert(kHeadDim % 32 == 0, "two k16 steps a chain step");
+  static_assert(!kTma || kKeyTiles == 1, "a TMA tile is one page's box of 16 keys");
   constexpr int kRows = kTransposedRows;
   constexpr int kTile = kKeyTiles * 16;  // keys a tile: kKeyTiles mma row tiles
-  using Loader = WarpTileLoader<T, kHeadDim, kTile>;
+  using Loader = std::conditional_t<kTma, WarpTmaTileLoader<T, kHeadDim, kStageCount>,
+                                    WarpTileLoader<T, kHeadDim, kTile>>;
 
   extern __shared__ uint4 shared_raw[];
   device::AllowDependentLaunch();  // the merge kernel waits for this grid's writes itself
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int group = lane >> 2, quad_lane = lane & 3;
-  const WarpWork w = WorkOf<kTile, kRows>(p, warp);
+  const WarpWork w = WorkOf<kTile, kRows, kTma>(p, warp);
 
   // The block's row r, the KV head's row w.row0 + r (query token row / group_size, head
   // kv_head * group_size + row % group_size), is column r of S^T and O^T. This thread holds
@@ -723,7 +722,15 @@ __global__ void __launch_bounds__(kThreads)
                                          : w.kv_len - 1;
   }
 
-  const Loader loader = WarpLoaderFor<Loader, kStageCount>(p, w, shared_raw, warp, lane);
+  const Loader loader = [&] {
+    if constexpr (kTma) {
+      return TmaWarpLoaderFor<Loader, kStageCount,
+                              SharedBytes<kHeadDim, kRows, TransposedMergeRowStride<kHeadDim>(),
+                                          kStageCount>()>(p, w, *maps, shared_raw, warp, lane);
+    } else {
+      return WarpLoaderFor<Loader, kStageCount>(p, w, shared_raw, warp, lane);
+    }
+  }();
   int next_page = StartTiles<kStageCount>(loader, w.my_tiles);
 
   // O^T, tile dt: rows (head_dim columns) 16 dt + group and 16 dt + group + 8.
@@ -751,9 +758,8 @@ __global__ void __launch_bounds__(kThreads)
       for (int kt = 0; kt < kKeyTiles; ++kt) {
         uint32_t a[4], a_odd[4];
         const int key = 16 * kt + lane % 16;
-        LdMatrixX4(a, SharedAddress(ks + SwizzledOffset<kHeadDim>(key, 2 * kk + lane / 16)));
-        LdMatrixX4(a_odd,
-                   SharedAddress(ks + SwizzledOffset<kHeadDim>(key, 2 * kk + 2 + lane / 16)));
+        LdMatrixX4(a, SharedAddress(ks + Loader::Offset(key, 2 * kk + lane / 16)));
+        LdMatrixX4(a_odd, SharedAddress(ks + Loader::Offset(key, 2 * kk + 2 + lane / 16)));
         MmaM16N8K16<T>(s[kt], a, q_frag[kk][0], q_frag[kk][1]);
         MmaM16N8K16<T>(s_odd[kt], a_odd, q_frag[kk + 1][0], q_frag[kk + 1][1]);
       }
@@ -823,14 +829,13 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int kt = 0; kt < kKeyTiles; ++kt) {
         uint32_t a[4];
-        LdMatrixX4Trans(a, SharedAddress(vs + SwizzledOffset<kHeadDim>(
-                                                  16 * kt + (lane & 7) + (lane >> 4) * 8,
-                                                  dt * 2 + ((lane >> 3) & 1))));
+        LdMatrixX4Trans(a, SharedAddress(vs + Loader::Offset(16 * kt + (lane & 7) + (lane >> 4) * 8,
+                                                             dt * 2 + ((lane >> 3) & 1))));
         MmaM16N8K16<T>(o[dt], a, p_lo[kt], p_hi[kt]);
       }
     }
   }
-  CpAsyncWait<0>();
+  if constexpr (!kTma) CpAsyncWait<0>();
 
   // Each warp's rows, unnormalised, into the merge: row r's sum over the 8 lanes holding it.
   __syncthreads();  // every warp is done with its stages, which the merge reuses
@@ -856,6 +861,24 @@ __global__ void __launch_bounds__(kThreads)
   }
   __syncthreads();
   MergeWarpsAndStore<T, kHeadDim, kRows, kStride>(merge, p, w);
+}
+
+template <typename T, int kHeadDim, int kStageCount, int kKeyTiles>
+__global__ void __launch_bounds__(kThreads)
+    MmaDecodeTransposedKernel(const __grid_constant__ DecodeKernelParams p) {
+  MmaDecodeTransposedBlock<T, kHeadDim, kStageCount, kKeyTiles, false>(p, nullptr);
+}
+
+// The same block with K and V by TMA (sm_90; pages of a multiple of kTileKeys rows).
+template <typename T, int kHeadDim, int kStageCount>
+__global__ void __launch_bounds__(kThreads)
+    MmaDecodeTransposedTmaKernel(const __grid_constant__ DecodeKernelParams p,
+                                 const __grid_constant__ DecodeKvTensorMaps maps) {
+#if __CUDA_ARCH__ >= 900
+  MmaDecodeTransposedBlock<T, kHeadDim, kStageCount, 1, true>(p, &maps);
+#else
+  __trap();
+#endif
 }
 
 struct KernelAndSharedBytes {
@@ -904,20 +927,32 @@ absl::StatusOr<KernelAndSharedBytes> KernelFor(int head_dim, bool long_tiles) {
       "head_dim (", head_dim, ") has no tensor-core decode kernel (64, 128, 256)"));
 }
 
-// The TMA kernel (head_dim 64, 128) and its dynamic shared memory.
+// The TMA kernel for head_dim 64, 128 (the 16-row kernel) or 256 (the transposed one, three
+// stages: 195 KiB a block, which sm_90 gives), and its dynamic shared memory.
 template <typename T>
 absl::StatusOr<std::pair<void (*)(DecodeKernelParams, DecodeKvTensorMaps), int>> TmaKernelFor(
     int head_dim) {
+  constexpr int kRows = kMmaDecodeMaxRows;
   switch (head_dim) {
     case 64:
-      return std::make_pair(MmaDecodeTmaKernel<T, 64>, TmaSharedBytes<64>());
+      return std::make_pair(
+          MmaDecodeTmaKernel<T, 64>,
+          TmaSharedBytes<SharedBytes<64, kRows, MergeRowStride<64>(), kStages>(), kStages>());
     case 128:
-      return std::make_pair(MmaDecodeTmaKernel<T, 128>, TmaSharedBytes<128>());
+      return std::make_pair(
+          MmaDecodeTmaKernel<T, 128>,
+          TmaSharedBytes<SharedBytes<128, kRows, MergeRowStride<128>(), kStages>(), kStages>());
+    case 256:
+      return std::make_pair(
+          MmaDecodeTransposedTmaKernel<T, 256, kStages>,
+          TmaSharedBytes<SharedBytes<256, kTransposedRows, TransposedMergeRowStride<256>(),
+                                     kStages>(),
+                         kStages>());
     default:
       break;
   }
   return absl::InvalidArgumentError(absl::StrCat(
-      "head_dim (", head_dim, ") has no tensor-core decode kernel loading by TMA (64, 128)"));
+      "head_dim (", head_dim, ") has no tensor-core decode kernel loading by TMA (64, 128, 256)"));
 }
 
 // Blocks of `kernel` resident on an SM with `shared_bytes` of dynamic shared memory (which
@@ -993,7 +1028,7 @@ bool MmaDecodeSupportsHeadDim(int head_dim) {
 bool MmaDecodeSupportsLongTiles(int head_dim) { return head_dim == 64; }
 
 bool MmaDecodeSupportsTma(int head_dim, int page_size, int compute_major) {
-  return (head_dim == 64 || head_dim == 128) && page_size % kTileKeys == 0 && compute_major >= 9;
+  return MmaDecodeSupportsHeadDim(head_dim) && page_size % kTileKeys == 0 && compute_major >= 9;
 }
 
 absl::StatusOr<int> MmaDecodeBlocksPerSm(int head_dim, AttentionDtype dtype,
