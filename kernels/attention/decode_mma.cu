@@ -694,6 +694,9 @@ __device__ __forceinline__ void MmaDecodeTransposedBlock(const DecodeKernelParam
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int group = lane >> 2, quad_lane = lane & 3;
   const WarpWork w = WorkOf<kTile, kRows, kTma>(p, warp);
+  // A sequence with fewer rows than another's in the batch leaves its last row chunks empty:
+  // nothing to store, so no tiles to read (the whole block agrees).
+  if (w.rows == 0) return;
 
   // The block's row r, the KV head's row w.row0 + r (query token row / group_size, head
   // kv_head * group_size + row % group_size), is column r of S^T and O^T. This thread holds
