@@ -136,6 +136,7 @@ __device__ __forceinline__ WarpWork WorkOf(const DecodeKernelParams& p, int warp
 template <typename T, int kHeadDim, int kTile = kTileKeys>
 struct WarpTileLoader {
   using Element = T;
+  static constexpr bool kByTma = false;
   static constexpr int kDim = kHeadDim;
   static constexpr int kChunks = kHeadDim / 8;
   static constexpr int kKeysPerCopy = 32 / kChunks;
@@ -248,6 +249,7 @@ inline constexpr int kTmaSharedAlign = 1024;  // the 128-byte swizzle repeats ev
 template <typename T, int kHeadDim, int kStageCount, int kTile = kTileKeys>
 struct WarpTmaTileLoader {
   using Element = T;
+  static constexpr bool kByTma = true;
   static constexpr int kChunks = kHeadDim / 8;
   static constexpr int kSlabs = kHeadDim / kTmaBoxColumns;
   static constexpr int kTileElements = kTile * kHeadDim;
@@ -362,6 +364,18 @@ __device__ __forceinline__ Loader TmaWarpLoaderFor(const DecodeKernelParams& p, 
                 .kv_end = w.kv_end,
                 .warp = warp,
                 .lane = lane};
+}
+// A warp's loader, either kind (`maps`: the TMA loader's; null for cp.async).
+template <typename Loader, int kStageCount, int kSharedBytes>
+__device__ __forceinline__ Loader LoaderFor(const DecodeKernelParams& p, const WarpWork& w,
+                                            const DecodeKvTensorMaps* maps, uint4* shared_raw,
+                                            int warp, int lane) {
+  if constexpr (Loader::kByTma) {
+    return TmaWarpLoaderFor<Loader, kStageCount, kSharedBytes>(p, w, *maps, shared_raw, warp,
+                                                               lane);
+  } else {
+    return WarpLoaderFor<Loader, kStageCount>(p, w, shared_raw, warp, lane);
+  }
 }
 // Dynamic shared memory of a TMA kernel whose stages or merge take kSharedBytes: room to align
 // the stages, then each warp's stage barriers.
@@ -527,15 +541,10 @@ __device__ __forceinline__ void MmaDecodeBlock(const DecodeKernelParams& p,
     }
   }
 
-  const Loader loader = [&] {
-    if constexpr (kTma) {
-      return TmaWarpLoaderFor<Loader, kStageCount,
-                              SharedBytes<kHeadDim, kRows, MergeRowStride<kHeadDim>(),
-                                          kStageCount>()>(p, w, *maps, shared_raw, warp, lane);
-    } else {
-      return WarpLoaderFor<Loader, kStageCount>(p, w, shared_raw, warp, lane);
-    }
-  }();
+  const Loader loader =
+      LoaderFor<Loader, kStageCount,
+                SharedBytes<kHeadDim, kRows, MergeRowStride<kHeadDim>(), kStageCount>()>(
+          p, w, maps, shared_raw, warp, lane);
   int next_page = StartTiles<kStageCount>(loader, w.my_tiles);
 
   float o[kHeadDim / 8][4];
@@ -725,15 +734,10 @@ __device__ __forceinline__ void MmaDecodeTransposedBlock(const DecodeKernelParam
                                          : w.kv_len - 1;
   }
 
-  const Loader loader = [&] {
-    if constexpr (kTma) {
-      return TmaWarpLoaderFor<Loader, kStageCount,
-                              SharedBytes<kHeadDim, kRows, TransposedMergeRowStride<kHeadDim>(),
-                                          kStageCount>()>(p, w, *maps, shared_raw, warp, lane);
-    } else {
-      return WarpLoaderFor<Loader, kStageCount>(p, w, shared_raw, warp, lane);
-    }
-  }();
+  const Loader loader =
+      LoaderFor<Loader, kStageCount,
+                SharedBytes<kHeadDim, kRows, TransposedMergeRowStride<kHeadDim>(), kStageCount>()>(
+          p, w, maps, shared_raw, warp, lane);
   int next_page = StartTiles<kStageCount>(loader, w.my_tiles);
 
   // O^T, tile dt: rows (head_dim columns) 16 dt + group and 16 dt + group + 8.
@@ -992,9 +996,9 @@ absl::Status LaunchTyped(const DecodeKernelParams& params, const MmaDecodeLaunch
       // Each box row is a KV head's 128-byte half of a slot, 2 KiB from the next at 8 KV
       // heads: fetched as 256 bytes (the prefill's promotion) the kernel took 1.05-1.07x the
       // cp.async kernel's time from 4k keys at batch >= 32; as 128, 0.98-1.00x (H200).
-      if (!sm90::EncodeKvCacheTensorMap<T>(cache, launch.head_dim, launch.num_kv_heads,
-                                           launch.cache_slots, params.kv_row_stride, kTileKeys,
-                                           CU_TENSOR_MAP_L2_PROMOTION_L2_128B, *map)) {
+      if (!sm90::EncodeHeadRowsTensorMap<T>(cache, launch.head_dim, launch.num_kv_heads,
+                                            launch.cache_slots, params.kv_row_stride, kTileKeys,
+                                            CU_TENSOR_MAP_L2_PROMOTION_L2_128B, *map)) {
         return absl::InvalidArgumentError(
             "the KV cache: the driver would not describe it to the TMA unit (its address or "
             "row stride), so the decode cannot load it by TMA");

@@ -273,29 +273,29 @@ inline PFN_cuTensorMapEncodeTiled_v12000 EncodeTiledEntry() {
   return entry.ok() ? *entry : nullptr;
 }
 
-// A tensor map over one paged KV cache of T (bf16 or fp16) as (head_dim, KV head, slot), slots
-// `slot_stride` elements apart, for boxes of 64 columns x 1 KV head x `box_rows` slots written
-// with the 128-byte swizzle (a 128-byte row's 16-byte chunk index XOR row % 8), each row's
-// fetch from memory widened to `promotion`. False where TMA cannot read it (no driver entry
-// point, an address or stride the TMA unit refuses): callers then load by cp.async.
+// A tensor map over rows of heads of T (bf16 or fp16) as (head_dim, head, row), rows
+// `row_stride` elements apart: a paged KV cache (a row is a slot, the heads its KV heads) or Q
+// and O (a row is a token, the heads its query heads). Boxes of 64 columns x 1 head x `box_rows`
+// rows are written with the 128-byte swizzle (a 128-byte row's 16-byte chunk index XOR row % 8),
+// each row's fetch from memory widened to `promotion`. False where TMA cannot read it (no driver
+// entry point, an address or stride the TMA unit refuses): callers then load by cp.async.
 template <typename T>
-bool EncodeKvCacheTensorMap(const void* cache, int head_dim, int num_kv_heads, int64_t slots,
-                            int64_t slot_stride, int box_rows, CUtensorMapL2promotion promotion,
-                            CUtensorMap& map) {
+bool EncodeHeadRowsTensorMap(const void* base, int head_dim, int heads, int64_t rows,
+                             int64_t row_stride, int box_rows, CUtensorMapL2promotion promotion,
+                             CUtensorMap& map) {
   static_assert(std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half>);
   const PFN_cuTensorMapEncodeTiled_v12000 encode = EncodeTiledEntry();
   if (encode == nullptr) return false;
-  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(head_dim),
-                              static_cast<cuuint64_t>(num_kv_heads),
-                              static_cast<cuuint64_t>(slots)};
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(head_dim), static_cast<cuuint64_t>(heads),
+                              static_cast<cuuint64_t>(rows)};
   const cuuint64_t strides[2] = {head_dim * sizeof(T),
-                                 static_cast<cuuint64_t>(slot_stride) * sizeof(T)};
+                                 static_cast<cuuint64_t>(row_stride) * sizeof(T)};
   const cuuint32_t box[3] = {64, 1, static_cast<cuuint32_t>(box_rows)};
   const cuuint32_t element_strides[3] = {1, 1, 1};
   const CUtensorMapDataType type = std::is_same_v<T, __nv_bfloat16>
                                        ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
                                        : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-  return encode(&map, type, 3, const_cast<void*>(cache), dims, strides, box, element_strides,
+  return encode(&map, type, 3, const_cast<void*>(base), dims, strides, box, element_strides,
                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, promotion,
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }

@@ -1862,36 +1862,13 @@ __global__ void __launch_bounds__(kThreadsFor<kHeadDim>, 1)
 // where TMA cannot read it: the launcher then takes the cp.async kernel.
 template <typename T>
 bool EncodeKvTensorMap(const void* cache, const AttentionProblem& problem, CUtensorMap& map) {
-  static_assert(kSlab == 64, "the KV cache's map has boxes 64 columns wide");
+  static_assert(kSlab == 64, "the maps' boxes are 64 columns wide");
   const AttentionShape& shape = problem.shape;
-  return sm90::EncodeKvCacheTensorMap<T>(
+  return sm90::EncodeHeadRowsTensorMap<T>(
       cache, shape.head_dim, shape.num_kv_heads,
       static_cast<int64_t>(problem.buffers.num_pages) * shape.page_size,
       static_cast<int64_t>(shape.num_kv_heads) * shape.head_dim, kBoxRows,
       CU_TENSOR_MAP_L2_PROMOTION_L2_256B, map);
-}
-
-// A tensor map over rows of query heads (Q or O), (head_dim, query head, token), for boxes of
-// 64 x 1 x box_rows rows; false where TMA cannot reach them.
-template <typename T, int kHeadDim>
-bool EncodeHeadRowsTensorMap(const void* rows, int64_t row_stride, int num_qo_heads,
-                             int64_t tokens, int box_rows, CUtensorMap& map) {
-  const PFN_cuTensorMapEncodeTiled_v12000 encode = EncodeTiledEntry();
-  if (encode == nullptr) return false;
-  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(kHeadDim),
-                              static_cast<cuuint64_t>(num_qo_heads),
-                              static_cast<cuuint64_t>(tokens)};
-  const cuuint64_t strides[2] = {kHeadDim * sizeof(T),
-                                 static_cast<cuuint64_t>(row_stride) * sizeof(T)};
-  const cuuint32_t box[3] = {kSlab, 1, static_cast<cuuint32_t>(box_rows)};
-  const cuuint32_t element_strides[3] = {1, 1, 1};
-  const CUtensorMapDataType type = std::is_same_v<T, __nv_bfloat16>
-                                       ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
-                                       : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-  return encode(&map, type, 3, const_cast<void*>(rows), dims, strides, box, element_strides,
-                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
 // The persistent grids' Q (boxes of a unit's kBlockM rows) and O (16 rows: a consumer warp's).
@@ -1899,11 +1876,12 @@ template <typename T, int kHeadDim, int kBlockM>
 bool EncodeQoTensorMaps(const AttentionProblem& problem, const PrefillKernelParams& params,
                         QoTensorMaps& maps) {
   const int64_t tokens = problem.lengths.total_q();
-  return EncodeHeadRowsTensorMap<T, kHeadDim>(params.q, params.q_row_stride, params.num_qo_heads,
-                                              tokens, kBlockM, maps.q) &&
-         EncodeHeadRowsTensorMap<T, kHeadDim>(params.o,
-                                              int64_t{params.num_qo_heads} * kHeadDim,
-                                              params.num_qo_heads, tokens, 16, maps.o);
+  return sm90::EncodeHeadRowsTensorMap<T>(params.q, kHeadDim, params.num_qo_heads, tokens,
+                                          params.q_row_stride, kBlockM,
+                                          CU_TENSOR_MAP_L2_PROMOTION_L2_256B, maps.q) &&
+         sm90::EncodeHeadRowsTensorMap<T>(params.o, kHeadDim, params.num_qo_heads, tokens,
+                                          int64_t{params.num_qo_heads} * kHeadDim, 16,
+                                          CU_TENSOR_MAP_L2_PROMOTION_L2_256B, maps.o);
 }
 
 // A launch in thread block clusters (the split and multicast grids): `config` points at
