@@ -317,10 +317,10 @@ __global__ void __launch_bounds__(kHeadDim / 4)
   if (p.lse != nullptr && threadIdx.x == 0) p.lse[row] = (m + __log2f(sum)) * device::kLn2;
 }
 
-MmaDecodeLoads MmaLoadsOf(const DecodePlan& plan) {
-  return plan.long_tiles ? MmaDecodeLoads::kLongTiles
-         : plan.tma      ? MmaDecodeLoads::kTma
-                         : MmaDecodeLoads::kCpAsync;
+MmaDecodeLoads MmaLoadsOf(bool long_tiles, bool tma) {
+  return long_tiles ? MmaDecodeLoads::kLongTiles
+         : tma      ? MmaDecodeLoads::kTma
+                    : MmaDecodeLoads::kCpAsync;
 }
 
 // The kernel `info.plan` names over its splits, then the merge when there is more than one
@@ -360,7 +360,7 @@ absl::StatusOr<DecodeLaunchInfo> LaunchPlanned(DecodeKernelParams params,
         params,
         {.head_dim = kHeadDim,
          .dtype = shape.dtype,
-         .loads = MmaLoadsOf(info.plan),
+         .loads = MmaLoadsOf(info.plan.long_tiles, info.plan.tma),
          .num_kv_heads = shape.num_kv_heads,
          .batch = problem.lengths.batch(),
          .cache_slots = problem.buffers.num_pages * shape.page_size},
@@ -436,13 +436,9 @@ absl::StatusOr<DecodeLaunchInfo> LaunchDecodeTyped(const DecodeKernelParams& par
     return absl::InvalidArgumentError(absl::StrCat(
         "the tensor-core decode kernel loads by TMA at head_dim 64, 128 or 256, page_size a "
         "multiple of 16, on compute capability 9.0 or newer; got head_dim ", kHeadDim,
-        ", page_size ",
-        shape.page_size, ", compute capability ", device.compute_major, ".",
+        ", page_size ", shape.page_size, ", compute capability ", device.compute_major, ".",
         device.compute_minor));
   }
-  const MmaDecodeLoads loads = long_tiles ? MmaDecodeLoads::kLongTiles
-                               : tma      ? MmaDecodeLoads::kTma
-                                          : MmaDecodeLoads::kCpAsync;
   input.tensor_core_max_rows =
       long_tiles ? kTransposedTensorCoreRows : TensorCoreRowsPerBlock(kHeadDim);
   input.tensor_core_max_row_chunks = long_tiles ? 1 : TensorCoreRowChunks(kHeadDim);
@@ -454,7 +450,7 @@ absl::StatusOr<DecodeLaunchInfo> LaunchDecodeTyped(const DecodeKernelParams& par
       (options.kernel == DecodeKernelChoice::kTensorCores || long_tiles || tma ||
        (options.kernel == DecodeKernelChoice::kAuto && PlanMayUseTensorCores(input)))) {
     ASSIGN_OR_RETURN(tensor_core_blocks_per_sm,
-                     MmaDecodeBlocksPerSm(kHeadDim, shape.dtype, loads));
+                     MmaDecodeBlocksPerSm(kHeadDim, shape.dtype, MmaLoadsOf(long_tiles, tma)));
   }
   input.tensor_core_blocks_per_sm = tensor_core_blocks_per_sm;
   // A forced kernel is planned alone, with its own residency.
