@@ -8,7 +8,7 @@
 #               unless KEEP_ROOT=1: then a root made before is reused, its clone moved to this
 #               HEAD, and setup and Bazel's cache there are taken as they are)
 #     STAGES    GPUPROF_CI_STAGES for tools/test.sh (default "plain"; CI's are
-#               "plain image fuzz asan tsan", and image needs podman, which a chroot lacks)
+#               "shipped image fuzz asan tsan", and image needs podman, which a chroot lacks)
 # Needs root, mmdebstrap and a CUDA toolkit at $CUDA_PATH (default /usr/local/cuda).
 set -euo pipefail
 root="${1:-/var/tmp/gpuprof-clean-root}"
