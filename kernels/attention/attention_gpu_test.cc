@@ -394,15 +394,12 @@ TEST_F(AttentionGpuTest, Fp8PrefillRefusesWhatItDoesNotTake) {
 
 class DecodeGpuTest : public AttentionGpuTest {
  protected:
-  // Whether the tensor-core kernel's TMA loads take the case on this GPU.
-  static bool TmaDecodeFits(const AttentionCase& c, int rows) {
+  static int ComputeMajor() {
     int device = 0, major = 0;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
-      return false;
-    }
-    return rows <= TensorCoreRowsPerBlock(c.head_dim) * TensorCoreRowChunks(c.head_dim) &&
-           c.page_size % 16 == 0 && major >= 9;
+    EXPECT_EQ(cudaGetDevice(&device), cudaSuccess);
+    EXPECT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device),
+              cudaSuccess);
+    return major;
   }
 };
 
@@ -418,6 +415,10 @@ TEST_P(DecodeGpuTest, MatchesReference) {
   ASSERT_OK_AND_ASSIGN(workspace, DeviceBuffer::Allocate(std::max<size_t>(workspace_bytes, 16)));
   const int rows =
       c.num_qo_heads / c.num_kv_heads * *std::max_element(c.q_lens.begin(), c.q_lens.end());
+  const int major = ComputeMajor();
+  auto takes = [&](DecodeKernelChoice kernel) {
+    return DecodeKernelTakes(kernel, c.head_dim, c.page_size, rows, major);
+  };
   // Every kernel forced, and the plan's choice with the merge launched after the split kernel
   // (as on GPUs without programmatic launches) as well as overlapping it.
   struct Variant {
@@ -431,28 +432,17 @@ TEST_P(DecodeGpuTest, MatchesReference) {
           Variant{DecodeKernelChoice::kTensorCores, true},
           Variant{DecodeKernelChoice::kTensorCoresLongTiles, true},
           Variant{DecodeKernelChoice::kTensorCoresTma, true},
+          Variant{DecodeKernelChoice::kTensorCoresLongTilesTma, true},
           Variant{DecodeKernelChoice::kAuto, false}}) {
       const DecodeKernelChoice kernel = variant.kernel;
-      if (kernel == DecodeKernelChoice::kTensorCores &&
-          rows > TensorCoreRowsPerBlock(c.head_dim) * TensorCoreRowChunks(c.head_dim)) {
-        continue;  // outside the tensor-core kernel's shapes
-      }
-      if (kernel == DecodeKernelChoice::kTensorCoresLongTiles &&
-          (c.head_dim != 64 || rows > kTransposedTensorCoreRows)) {
+      if (!takes(kernel)) {
         const absl::StatusOr<DecodeLaunchInfo> refused = LaunchDecode(
             d.problem, {.num_splits = splits, .workspace = workspace.data(),
                         .workspace_bytes = workspace.bytes(), .kernel = kernel},
             stream_.get());
-        EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << refused.status();
-        continue;  // outside the long-tile kernel's shapes, and refused so
-      }
-      if (kernel == DecodeKernelChoice::kTensorCoresTma && !TmaDecodeFits(c, rows)) {
-        const absl::StatusOr<DecodeLaunchInfo> refused = LaunchDecode(
-            d.problem, {.num_splits = splits, .workspace = workspace.data(),
-                        .workspace_bytes = workspace.bytes(), .kernel = kernel},
-            stream_.get());
-        EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << refused.status();
-        continue;  // outside the TMA kernel's shapes, and refused so
+        EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument)
+            << DecodeKernelChoiceName(kernel) << ": " << refused.status();
+        continue;  // outside the kernel's shapes, and refused so
       }
       ASSERT_OK(PoisonBuffer(d.out, stream_.get()));
       ASSERT_OK(PoisonBuffer(d.out_lse, stream_.get()));
@@ -466,11 +456,11 @@ TEST_P(DecodeGpuTest, MatchesReference) {
       ASSERT_OK(stream_.Synchronize());
       if (kernel != DecodeKernelChoice::kAuto) {
         EXPECT_EQ(info.plan.prefetch, kernel == DecodeKernelChoice::kPrefetch);
-        EXPECT_EQ(info.plan.tensor_cores, kernel == DecodeKernelChoice::kTensorCores ||
-                                              kernel == DecodeKernelChoice::kTensorCoresLongTiles ||
-                                              kernel == DecodeKernelChoice::kTensorCoresTma);
-        EXPECT_EQ(info.plan.long_tiles, kernel == DecodeKernelChoice::kTensorCoresLongTiles);
-        EXPECT_EQ(info.plan.tma, kernel == DecodeKernelChoice::kTensorCoresTma);
+        EXPECT_EQ(info.plan.tensor_cores, IsTensorCoreDecode(kernel));
+        EXPECT_EQ(info.plan.long_tiles, kernel == DecodeKernelChoice::kTensorCoresLongTiles ||
+                                            kernel == DecodeKernelChoice::kTensorCoresLongTilesTma);
+        EXPECT_EQ(info.plan.tma, kernel == DecodeKernelChoice::kTensorCoresTma ||
+                                     kernel == DecodeKernelChoice::kTensorCoresLongTilesTma);
       }
       if (!variant.overlap_merge) {
         EXPECT_FALSE(info.merge_overlapped);
@@ -489,10 +479,6 @@ TEST_P(DecodeGpuTest, MatchesReference) {
   const DecodeOptions options{.workspace = workspace.data(), .workspace_bytes = workspace.bytes()};
   ASSERT_OK_AND_ASSIGN(tuning, TuneDecodeKernel(d.problem, options, stream_.get(), 3));
   EXPECT_TRUE(tuning.l2_flushed) << tuning.ToString();
-  const bool tensor_cores_fit =
-      rows <= TensorCoreRowsPerBlock(c.head_dim) * TensorCoreRowChunks(c.head_dim);
-  const bool long_tiles_fit = c.head_dim == 64 && rows <= kTransposedTensorCoreRows;
-  const bool tma_fits = TmaDecodeFits(c, rows);
   std::set<DecodeKernelChoice> kernels;
   int planned = 0;
   bool fastest_is_a_candidate = false;
@@ -503,9 +489,13 @@ TEST_P(DecodeGpuTest, MatchesReference) {
     fastest_is_a_candidate |= candidate.kernel == tuning.fastest.kernel &&
                               candidate.num_splits == tuning.fastest.num_splits;
   }
-  EXPECT_EQ(kernels.size(), 2u + (tensor_cores_fit ? 1u : 0u) + (long_tiles_fit ? 1u : 0u) +
-                                (tma_fits ? 1u : 0u))
-      << tuning.ToString();
+  size_t tensor_core_kernels = 0;
+  for (DecodeKernelChoice kernel :
+       {DecodeKernelChoice::kTensorCores, DecodeKernelChoice::kTensorCoresLongTiles,
+        DecodeKernelChoice::kTensorCoresTma, DecodeKernelChoice::kTensorCoresLongTilesTma}) {
+    tensor_core_kernels += takes(kernel) ? 1 : 0;
+  }
+  EXPECT_EQ(kernels.size(), 2u + tensor_core_kernels) << tuning.ToString();
   EXPECT_EQ(planned, static_cast<int>(kernels.size())) << tuning.ToString();
   EXPECT_TRUE(fastest_is_a_candidate) << tuning.ToString();
   ASSERT_OK(PoisonBuffer(d.out, stream_.get()));
@@ -555,7 +545,11 @@ INSTANTIATE_TEST_SUITE_P(
         // 12 rows at head_dim 64: the 16-row tensor-core kernel takes them, the long-tile one
         // (up to 8 rows) refuses them.
         AttentionCase{"d64_gqa4_bf16_page16_spec_causal", 8, 2, 64, 16, AttentionDtype::kBf16,
-                      true, {3, 1}, {77, 1200}, {1, 0}}),
+                      true, {3, 1}, {77, 1200}, {1, 0}},
+        // The long-tile kernels' 8 rows; by TMA, a 32-key tile as two boxes of one 32-row page,
+        // a sequence of one key, and splits of 32-key multiples ending mid-tile.
+        AttentionCase{"d64_gqa8_bf16_page32", 16, 2, 64, 32, AttentionDtype::kBf16, true,
+                      {1, 1, 1}, {1, 45, 5000}, {1, 0, 5}}),
     [](const ::testing::TestParamInfo<AttentionCase>& info) { return info.param.name; });
 // clang-format on
 

@@ -318,9 +318,17 @@ __global__ void __launch_bounds__(kHeadDim / 4)
 }
 
 MmaDecodeLoads MmaLoadsOf(bool long_tiles, bool tma) {
-  return long_tiles ? MmaDecodeLoads::kLongTiles
-         : tma      ? MmaDecodeLoads::kTma
-                    : MmaDecodeLoads::kCpAsync;
+  if (long_tiles) return tma ? MmaDecodeLoads::kLongTilesTma : MmaDecodeLoads::kLongTiles;
+  return tma ? MmaDecodeLoads::kTma : MmaDecodeLoads::kCpAsync;
+}
+
+bool IsLongTileDecode(DecodeKernelChoice kernel) {
+  return kernel == DecodeKernelChoice::kTensorCoresLongTiles ||
+         kernel == DecodeKernelChoice::kTensorCoresLongTilesTma;
+}
+bool IsTmaDecode(DecodeKernelChoice kernel) {
+  return kernel == DecodeKernelChoice::kTensorCoresTma ||
+         kernel == DecodeKernelChoice::kTensorCoresLongTilesTma;
 }
 
 // The kernel `info.plan` names over its splits, then the merge when there is more than one
@@ -422,16 +430,17 @@ absl::StatusOr<DecodeLaunchInfo> LaunchDecodeTyped(const DecodeKernelParams& par
                         .blocks_per_sm = plain_blocks_per_sm,
                         .prefetch_blocks_per_sm = prefetch_blocks_per_sm,
                         .requested_splits = options.num_splits};
-  if (options.kernel == DecodeKernelChoice::kTensorCores && !MmaDecodeSupportsHeadDim(kHeadDim)) {
+  const bool forced_tensor_cores = IsTensorCoreDecode(options.kernel);
+  if (forced_tensor_cores && !MmaDecodeSupportsHeadDim(kHeadDim)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the tensor-core decode kernel takes head_dim 64, 128 or 256; got ", kHeadDim));
   }
-  const bool long_tiles = options.kernel == DecodeKernelChoice::kTensorCoresLongTiles;
+  const bool long_tiles = IsLongTileDecode(options.kernel);
   if (long_tiles && !MmaDecodeSupportsLongTiles(kHeadDim)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the long-tile tensor-core decode kernel takes head_dim 64; got ", kHeadDim));
   }
-  const bool tma = options.kernel == DecodeKernelChoice::kTensorCoresTma;
+  const bool tma = IsTmaDecode(options.kernel);
   if (tma && !MmaDecodeSupportsTma(kHeadDim, shape.page_size, device.compute_major)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the tensor-core decode kernel loads by TMA at head_dim 64, 128 or 256, page_size a "
@@ -447,14 +456,14 @@ absl::StatusOr<DecodeLaunchInfo> LaunchDecodeTyped(const DecodeKernelParams& par
   // refuses rows it cannot hold) or offered to a plan that could pick it.
   int tensor_core_blocks_per_sm = 0;
   if (MmaDecodeSupportsHeadDim(kHeadDim) &&
-      (options.kernel == DecodeKernelChoice::kTensorCores || long_tiles || tma ||
+      (forced_tensor_cores ||
        (options.kernel == DecodeKernelChoice::kAuto && PlanMayUseTensorCores(input)))) {
     ASSIGN_OR_RETURN(tensor_core_blocks_per_sm,
                      MmaDecodeBlocksPerSm(kHeadDim, shape.dtype, MmaLoadsOf(long_tiles, tma)));
   }
   input.tensor_core_blocks_per_sm = tensor_core_blocks_per_sm;
   // A forced kernel is planned alone, with its own residency.
-  if (options.kernel == DecodeKernelChoice::kTensorCores || long_tiles || tma) {
+  if (forced_tensor_cores) {
     ASSIGN_OR_RETURN(info.plan, PlanTensorCoreDecode(input));
     info.plan.long_tiles = long_tiles;
     info.plan.tma = tma;
@@ -550,8 +559,28 @@ std::string_view DecodeKernelChoiceName(DecodeKernelChoice kernel) {
       return "tensor_cores_32keys";
     case DecodeKernelChoice::kTensorCoresTma:
       return "tensor_cores_tma";
+    case DecodeKernelChoice::kTensorCoresLongTilesTma:
+      return "tensor_cores_32keys_tma";
   }
   return "unknown";
+}
+
+bool IsTensorCoreDecode(DecodeKernelChoice kernel) {
+  return kernel == DecodeKernelChoice::kTensorCores || IsLongTileDecode(kernel) ||
+         IsTmaDecode(kernel);
+}
+
+bool DecodeKernelTakes(DecodeKernelChoice kernel, int head_dim, int page_size, int rows,
+                       int compute_major) {
+  if (!IsTensorCoreDecode(kernel)) return true;
+  const bool long_tiles = IsLongTileDecode(kernel);
+  if (!MmaDecodeSupportsHeadDim(head_dim) ||
+      (long_tiles && !MmaDecodeSupportsLongTiles(head_dim)) ||
+      (IsTmaDecode(kernel) && !MmaDecodeSupportsTma(head_dim, page_size, compute_major))) {
+    return false;
+  }
+  return rows <= (long_tiles ? kTransposedTensorCoreRows
+                             : TensorCoreRowsPerBlock(head_dim) * TensorCoreRowChunks(head_dim));
 }
 
 size_t DecodeWorkspaceBytes(const AttentionShape& shape, const SequenceLengths& lengths,

@@ -27,16 +27,24 @@ const std::vector<int>& DecodeHeadDims();
 // with group_size x q_len <= 16, head_dim 256 with <= 8. kTensorCoresLongTiles: the same at
 // head_dim 64 with <= 8 rows, 32 keys a warp's tile instead of 16 (fewer stages, more blocks).
 // kTensorCoresTma: kTensorCores with K and V loaded by TMA (sm_90, pages of a multiple of 16
-// rows).
+// rows); kTensorCoresLongTilesTma: kTensorCoresLongTiles loaded so.
 enum class DecodeKernelChoice {
   kAuto,
   kPlain,
   kPrefetch,
   kTensorCores,
   kTensorCoresLongTiles,
-  kTensorCoresTma
+  kTensorCoresTma,
+  kTensorCoresLongTilesTma
 };
 std::string_view DecodeKernelChoiceName(DecodeKernelChoice kernel);
+// Whether `kernel` (a tensor-core one) is one of the tensor-core kernels, and whether, forced,
+// it takes a problem of this head_dim, page size and rows a KV head (group_size x the longest
+// q_len) on a GPU of this compute capability; LaunchDecode refuses it otherwise. The other
+// kernels take every problem.
+bool IsTensorCoreDecode(DecodeKernelChoice kernel);
+bool DecodeKernelTakes(DecodeKernelChoice kernel, int head_dim, int page_size, int rows,
+                       int compute_major);
 
 struct DecodeOptions {
   // 0: the heuristic of PlanDecode (fill every SM's resident blocks); 1: unsplit; n: n splits.

@@ -233,9 +233,10 @@ __device__ __forceinline__ int NextTile(const Loader& loader, int i, int my_tile
 }
 
 // The TMA path (sm_90, pages of a multiple of kTileKeys rows): a tile's K and V arrive as boxes
-// of 64 columns x kTileKeys keys (one page's rows, the tile aligned in its page) issued by one
-// lane, completing on the warp's stage barrier, instead of as each lane's cp.async copies with
-// their address arithmetic, which are a large part of the warp's issue slots per tile.
+// of 64 columns x kTileKeys keys (one page's rows, aligned in its page; a 32-key tile is two
+// such boxes, each through its own page entry) issued by one lane, completing on the warp's
+// stage barrier, instead of as each lane's cp.async copies with their address arithmetic,
+// which are a large part of the warp's issue slots per tile.
 struct DecodeKvTensorMaps {
   CUtensorMap k;
   CUtensorMap v;
@@ -252,9 +253,10 @@ struct WarpTmaTileLoader {
   static constexpr bool kByTma = true;
   static constexpr int kChunks = kHeadDim / 8;
   static constexpr int kSlabs = kHeadDim / kTmaBoxColumns;
+  static constexpr int kBoxes = kTile / kTileKeys;  // page boxes a tile, each its own page entry
   static constexpr int kTileElements = kTile * kHeadDim;
   static constexpr uint32_t kTileBytes = 2 * kTileElements * sizeof(T);  // K and V
-  static_assert(kHeadDim % kTmaBoxColumns == 0 && kTile <= 32);
+  static_assert(kHeadDim % kTmaBoxColumns == 0 && kTile % kTileKeys == 0 && kBoxes <= 32);
 
   const DecodeKernelParams& p;
   const DecodeKvTensorMaps& maps;
@@ -266,10 +268,10 @@ struct WarpTmaTileLoader {
   __device__ __forceinline__ int FirstKey(int tile) const {
     return kv_begin + (warp + kWarps * tile) * kTile;
   }
-  // Lane 0 issues a tile's loads, so only it reads the tile's page entry.
+  // Lane b reads the page entry of the tile's box b (lane 0 issues the loads).
   __device__ __forceinline__ int ReadPage(int tile) const {
-    const int j = FirstKey(tile);
-    return lane == 0 && j < kv_end ? __ldg(pages + (j >> p.log2_page_size)) : 0;
+    const int j = FirstKey(tile) + (kBoxes == 1 ? 0 : lane * kTileKeys);
+    return lane < kBoxes && j < kv_end ? __ldg(pages + (j >> p.log2_page_size)) : 0;
   }
   __device__ __forceinline__ const T* K(int stage) const {
     return warp_tiles + stage * 2 * kTileElements;
@@ -281,20 +283,31 @@ struct WarpTmaTileLoader {
   }
   __device__ __forceinline__ uint32_t Barrier(int stage) const { return full_barrier + 8 * stage; }
 
+  // A box past the split's end (page entry 0) loads rows that the masks and the V zeroing
+  // leave out; the barrier counts every box's bytes.
   __device__ __forceinline__ void Load(int tile, int stage, int page) const {
 #if __CUDA_ARCH__ >= 900
+    int box_page[kBoxes];
+#pragma unroll
+    for (int b = 0; b < kBoxes; ++b) {
+      box_page[b] = kBoxes == 1 ? page : __shfl_sync(0xffffffffu, page, b);
+    }
     if (lane == 0) {
       const uint32_t barrier = Barrier(stage);
       sm90::MbarrierArriveExpectBytes(barrier, kTileBytes);
       const int page_mask = (1 << p.log2_page_size) - 1;
-      const int slot = (page << p.log2_page_size) + (FirstKey(tile) & page_mask);
 #pragma unroll
-      for (int slab = 0; slab < kSlabs; ++slab) {
-        const int offset = slab * kTile * kTmaBoxColumns;
-        sm90::TmaLoad3d(SharedAddress(K(stage) + offset), maps.k, slab * kTmaBoxColumns, kv_head,
-                        slot, barrier);
-        sm90::TmaLoad3d(SharedAddress(V(stage) + offset), maps.v, slab * kTmaBoxColumns, kv_head,
-                        slot, barrier);
+      for (int b = 0; b < kBoxes; ++b) {
+        const int slot = (box_page[b] << p.log2_page_size) +
+                         ((FirstKey(tile) + b * kTileKeys) & page_mask);
+#pragma unroll
+        for (int slab = 0; slab < kSlabs; ++slab) {
+          const int offset = slab * kTile * kTmaBoxColumns + b * kTileKeys * kTmaBoxColumns;
+          sm90::TmaLoad3d(SharedAddress(K(stage) + offset), maps.k, slab * kTmaBoxColumns,
+                          kv_head, slot, barrier);
+          sm90::TmaLoad3d(SharedAddress(V(stage) + offset), maps.v, slab * kTmaBoxColumns,
+                          kv_head, slot, barrier);
+        }
       }
     }
 #endif
@@ -686,16 +699,15 @@ __global__ void __launch_bounds__(kThreads)
 #endif
 }
 
-// The transposed kernel's block; `maps` (kTma, 16-key tiles) are its K and V caches' tensor maps.
+// The transposed kernel's block; `maps` (kTma) are its K and V caches' tensor maps.
 template <typename T, int kHeadDim, int kStageCount, int kKeyTiles, bool kTma>
 __device__ __forceinline__ void MmaDecodeTransposedBlock(const DecodeKernelParams& p,
                                                          const DecodeKvTensorMaps* maps) {
   static_assert(device::kIsAttentionType<T>, "T must be bf16 or fp16");
   static_assert(kHeadDim % 32 == 0, "two k16 steps a chain step");
-  static_assert(!kTma || kKeyTiles == 1, "a TMA tile is one page's box of 16 keys");
   constexpr int kRows = kTransposedRows;
   constexpr int kTile = kKeyTiles * 16;  // keys a tile: kKeyTiles mma row tiles
-  using Loader = std::conditional_t<kTma, WarpTmaTileLoader<T, kHeadDim, kStageCount>,
+  using Loader = std::conditional_t<kTma, WarpTmaTileLoader<T, kHeadDim, kStageCount, kTile>,
                                     WarpTileLoader<T, kHeadDim, kTile>>;
 
   extern __shared__ uint4 shared_raw[];
@@ -736,8 +748,8 @@ __device__ __forceinline__ void MmaDecodeTransposedBlock(const DecodeKernelParam
 
   const Loader loader =
       LoaderFor<Loader, kStageCount,
-                SharedBytes<kHeadDim, kRows, TransposedMergeRowStride<kHeadDim>(), kStageCount>()>(
-          p, w, maps, shared_raw, warp, lane);
+                SharedBytes<kHeadDim, kRows, TransposedMergeRowStride<kHeadDim>(), kStageCount,
+                            kTile>()>(p, w, maps, shared_raw, warp, lane);
   int next_page = StartTiles<kStageCount>(loader, w.my_tiles);
 
   // O^T, tile dt: rows (head_dim columns) 16 dt + group and 16 dt + group + 8.
@@ -877,42 +889,56 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // The same block with K and V by TMA (sm_90; pages of a multiple of kTileKeys rows).
-template <typename T, int kHeadDim, int kStageCount>
+template <typename T, int kHeadDim, int kStageCount, int kKeyTiles>
 __global__ void __launch_bounds__(kThreads)
     MmaDecodeTransposedTmaKernel(const __grid_constant__ DecodeKernelParams p,
                                  const __grid_constant__ DecodeKvTensorMaps maps) {
 #if __CUDA_ARCH__ >= 900
-  MmaDecodeTransposedBlock<T, kHeadDim, kStageCount, 1, true>(p, &maps);
+  MmaDecodeTransposedBlock<T, kHeadDim, kStageCount, kKeyTiles, true>(p, &maps);
 #else
   __trap();
 #endif
 }
 
+// A kernel and the dynamic shared memory it launches with. The TMA kernels take their K and V
+// tensor maps beside the parameters.
+using CpAsyncKernel = void (*)(DecodeKernelParams);
+using TmaKernel = void (*)(DecodeKernelParams, DecodeKvTensorMaps);
+template <typename Kernel>
 struct KernelAndSharedBytes {
-  void (*kernel)(DecodeKernelParams);
+  Kernel kernel;
   int shared_bytes;
 };
 
+bool LoadsByTma(MmaDecodeLoads loads) {
+  return loads == MmaDecodeLoads::kTma || loads == MmaDecodeLoads::kLongTilesTma;
+}
+bool LoadsLongTiles(MmaDecodeLoads loads) {
+  return loads == MmaDecodeLoads::kLongTiles || loads == MmaDecodeLoads::kLongTilesTma;
+}
+
+absl::Status RefusesLongTiles(int head_dim) {
+  return absl::InvalidArgumentError(absl::StrCat("head_dim (", head_dim, ") has no ",
+                                                 kMmaDecodeLongTileKeys,
+                                                 "-key-tile tensor-core decode kernel (64)"));
+}
+
 template <typename T>
-absl::StatusOr<KernelAndSharedBytes> KernelFor(int head_dim, bool long_tiles) {
+absl::StatusOr<KernelAndSharedBytes<CpAsyncKernel>> KernelFor(int head_dim, bool long_tiles) {
   if (long_tiles) {
-    if (!MmaDecodeSupportsLongTiles(head_dim)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "head_dim (", head_dim, ") has no ", kMmaDecodeLongTileKeys,
-          "-key-tile tensor-core decode kernel (64)"));
-    }
-    return KernelAndSharedBytes{
+    if (!MmaDecodeSupportsLongTiles(head_dim)) return RefusesLongTiles(head_dim);
+    return KernelAndSharedBytes<CpAsyncKernel>{
         MmaDecodeTransposedKernel<T, 64, kLongTileStages, kMmaDecodeLongTileKeys / 16>,
         SharedBytes<64, kTransposedRows, TransposedMergeRowStride<64>(), kLongTileStages,
                     kMmaDecodeLongTileKeys>()};
   }
   switch (head_dim) {
     case 64:
-      return KernelAndSharedBytes{
+      return KernelAndSharedBytes<CpAsyncKernel>{
           MmaDecodeKernel<T, 64, kStages>,
           SharedBytes<64, kMmaDecodeMaxRows, MergeRowStride<64>(), kStages>()};
     case 128:
-      return KernelAndSharedBytes{
+      return KernelAndSharedBytes<CpAsyncKernel>{
           MmaDecodeKernel<T, 128, kStages>,
           SharedBytes<128, kMmaDecodeMaxRows, MergeRowStride<128>(), kStages>()};
     case 256: {
@@ -922,10 +948,10 @@ absl::StatusOr<KernelAndSharedBytes> KernelFor(int head_dim, bool long_tiles) {
       constexpr int three = SharedBytes<256, kTransposedRows, kStride, 3>();
       ASSIGN_OR_RETURN(const gpu::DeviceFacts device, gpu::CurrentDeviceFacts());
       if (device.max_shared_bytes_per_block >= three) {
-        return KernelAndSharedBytes{MmaDecodeTransposedKernel<T, 256, 3, 1>, three};
+        return KernelAndSharedBytes<CpAsyncKernel>{MmaDecodeTransposedKernel<T, 256, 3, 1>, three};
       }
-      return KernelAndSharedBytes{MmaDecodeTransposedKernel<T, 256, 2, 1>,
-                                  SharedBytes<256, kTransposedRows, kStride, 2>()};
+      return KernelAndSharedBytes<CpAsyncKernel>{MmaDecodeTransposedKernel<T, 256, 2, 1>,
+                                                 SharedBytes<256, kTransposedRows, kStride, 2>()};
     }
     default:
       break;
@@ -935,26 +961,34 @@ absl::StatusOr<KernelAndSharedBytes> KernelFor(int head_dim, bool long_tiles) {
 }
 
 // The TMA kernel for head_dim 64, 128 (the 16-row kernel) or 256 (the transposed one, three
-// stages: 195 KiB a block, which sm_90 gives), and its dynamic shared memory.
+// stages: 195 KiB a block, which sm_90 gives), or the long-tile one at 64 (the transposed
+// kernel's 32-key tiles, two stages as its cp.async twin), and its dynamic shared memory.
 template <typename T>
-absl::StatusOr<std::pair<void (*)(DecodeKernelParams, DecodeKvTensorMaps), int>> TmaKernelFor(
-    int head_dim) {
+absl::StatusOr<KernelAndSharedBytes<TmaKernel>> TmaKernelFor(int head_dim, bool long_tiles) {
   constexpr int kRows = kMmaDecodeMaxRows;
+  if (long_tiles) {
+    if (!MmaDecodeSupportsLongTiles(head_dim)) return RefusesLongTiles(head_dim);
+    return KernelAndSharedBytes<TmaKernel>{
+        MmaDecodeTransposedTmaKernel<T, 64, kLongTileStages, kMmaDecodeLongTileKeys / 16>,
+        TmaSharedBytes<SharedBytes<64, kTransposedRows, TransposedMergeRowStride<64>(),
+                                   kLongTileStages, kMmaDecodeLongTileKeys>(),
+                       kLongTileStages>()};
+  }
   switch (head_dim) {
     case 64:
-      return std::make_pair(
+      return KernelAndSharedBytes<TmaKernel>{
           MmaDecodeTmaKernel<T, 64>,
-          TmaSharedBytes<SharedBytes<64, kRows, MergeRowStride<64>(), kStages>(), kStages>());
+          TmaSharedBytes<SharedBytes<64, kRows, MergeRowStride<64>(), kStages>(), kStages>()};
     case 128:
-      return std::make_pair(
+      return KernelAndSharedBytes<TmaKernel>{
           MmaDecodeTmaKernel<T, 128>,
-          TmaSharedBytes<SharedBytes<128, kRows, MergeRowStride<128>(), kStages>(), kStages>());
+          TmaSharedBytes<SharedBytes<128, kRows, MergeRowStride<128>(), kStages>(), kStages>()};
     case 256:
-      return std::make_pair(
-          MmaDecodeTransposedTmaKernel<T, 256, kStages>,
+      return KernelAndSharedBytes<TmaKernel>{
+          MmaDecodeTransposedTmaKernel<T, 256, kStages, 1>,
           TmaSharedBytes<SharedBytes<256, kTransposedRows, TransposedMergeRowStride<256>(),
                                      kStages>(),
-                         kStages>());
+                         kStages>()};
     default:
       break;
   }
@@ -962,61 +996,68 @@ absl::StatusOr<std::pair<void (*)(DecodeKernelParams, DecodeKvTensorMaps), int>>
       "head_dim (", head_dim, ") has no tensor-core decode kernel loading by TMA (64, 128, 256)"));
 }
 
-// Blocks of `kernel` resident on an SM with `shared_bytes` of dynamic shared memory (which
-// it is then allowed).
+// Allows `chosen` its dynamic shared memory (above the 48 KiB default).
 template <typename Kernel>
-absl::StatusOr<int> ResidentBlocks(Kernel kernel, int shared_bytes) {
-  CUDA_RETURN_IF_ERROR(
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared_bytes));
+absl::Status AllowSharedBytes(const KernelAndSharedBytes<Kernel>& chosen) {
+  CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
+      chosen.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, chosen.shared_bytes));
+  return absl::OkStatus();
+}
+
+// Blocks of `chosen` resident on an SM.
+template <typename Kernel>
+absl::StatusOr<int> ResidentBlocks(const KernelAndSharedBytes<Kernel>& chosen) {
+  RETURN_IF_ERROR(AllowSharedBytes(chosen));
   int blocks = 0;
-  CUDA_RETURN_IF_ERROR(
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kThreads, shared_bytes));
+  CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+      &blocks, chosen.kernel, kThreads, chosen.shared_bytes));
   return blocks;
 }
 
 template <typename T>
 absl::StatusOr<int> BlocksPerSmTyped(int head_dim, MmaDecodeLoads loads) {
-  if (loads == MmaDecodeLoads::kTma) {
-    ASSIGN_OR_RETURN(const auto chosen, TmaKernelFor<T>(head_dim));
-    return ResidentBlocks(chosen.first, chosen.second);
+  if (LoadsByTma(loads)) {
+    ASSIGN_OR_RETURN(const auto chosen, TmaKernelFor<T>(head_dim, LoadsLongTiles(loads)));
+    return ResidentBlocks(chosen);
   }
-  ASSIGN_OR_RETURN(const KernelAndSharedBytes chosen,
-                   KernelFor<T>(head_dim, loads == MmaDecodeLoads::kLongTiles));
-  return ResidentBlocks(chosen.kernel, chosen.shared_bytes);
+  ASSIGN_OR_RETURN(const auto chosen, KernelFor<T>(head_dim, LoadsLongTiles(loads)));
+  return ResidentBlocks(chosen);
+}
+
+// Launches `chosen` over `grid` with `args` (the kernel's own parameter types).
+template <typename... Params>
+absl::Status LaunchChosen(const KernelAndSharedBytes<void (*)(Params...)>& chosen, dim3 grid,
+                          cudaStream_t stream, const Params&... args) {
+  RETURN_IF_ERROR(AllowSharedBytes(chosen));
+  chosen.kernel<<<grid, kThreads, chosen.shared_bytes, stream>>>(args...);
+  CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  return absl::OkStatus();
 }
 
 template <typename T>
 absl::Status LaunchTyped(const DecodeKernelParams& params, const MmaDecodeLaunch& launch,
                          cudaStream_t stream) {
   const dim3 grid(params.num_splits, launch.num_kv_heads * params.row_chunks, launch.batch);
-  if (launch.loads == MmaDecodeLoads::kTma) {
-    ASSIGN_OR_RETURN(const auto chosen, TmaKernelFor<T>(launch.head_dim));
-    DecodeKvTensorMaps maps;
-    for (auto [cache, map] : {std::pair{params.k_cache, &maps.k}, {params.v_cache, &maps.v}}) {
-      // Each box row is a KV head's 128-byte half of a slot, 2 KiB from the next at 8 KV
-      // heads: fetched as 256 bytes (the prefill's promotion) the kernel took 1.05-1.07x the
-      // cp.async kernel's time from 4k keys at batch >= 32; as 128, 0.98-1.00x (H200).
-      if (!sm90::EncodeHeadRowsTensorMap<T>(cache, launch.head_dim, launch.num_kv_heads,
-                                            launch.cache_slots, params.kv_row_stride, kTileKeys,
-                                            CU_TENSOR_MAP_L2_PROMOTION_L2_128B, *map)) {
-        return absl::InvalidArgumentError(
-            "the KV cache: the driver would not describe it to the TMA unit (its address or "
-            "row stride), so the decode cannot load it by TMA");
-      }
-    }
-    CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
-        chosen.first, cudaFuncAttributeMaxDynamicSharedMemorySize, chosen.second));
-    chosen.first<<<grid, kThreads, chosen.second, stream>>>(params, maps);
-    CUDA_RETURN_IF_ERROR(cudaGetLastError());
-    return absl::OkStatus();
+  const bool long_tiles = LoadsLongTiles(launch.loads);
+  if (!LoadsByTma(launch.loads)) {
+    ASSIGN_OR_RETURN(const auto chosen, KernelFor<T>(launch.head_dim, long_tiles));
+    return LaunchChosen(chosen, grid, stream, params);
   }
-  ASSIGN_OR_RETURN(const KernelAndSharedBytes chosen,
-                   KernelFor<T>(launch.head_dim, launch.loads == MmaDecodeLoads::kLongTiles));
-  CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
-      chosen.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, chosen.shared_bytes));
-  chosen.kernel<<<grid, kThreads, chosen.shared_bytes, stream>>>(params);
-  CUDA_RETURN_IF_ERROR(cudaGetLastError());
-  return absl::OkStatus();
+  ASSIGN_OR_RETURN(const auto chosen, TmaKernelFor<T>(launch.head_dim, long_tiles));
+  DecodeKvTensorMaps maps;
+  for (auto [cache, map] : {std::pair{params.k_cache, &maps.k}, {params.v_cache, &maps.v}}) {
+    // Each box row is a KV head's 128-byte half of a slot, 2 KiB from the next at 8 KV
+    // heads: fetched as 256 bytes (the prefill's promotion) the kernel took 1.05-1.07x the
+    // cp.async kernel's time from 4k keys at batch >= 32; as 128, 0.98-1.00x (H200).
+    if (!sm90::EncodeHeadRowsTensorMap<T>(cache, launch.head_dim, launch.num_kv_heads,
+                                          launch.cache_slots, params.kv_row_stride, kTileKeys,
+                                          CU_TENSOR_MAP_L2_PROMOTION_L2_128B, *map)) {
+      return absl::InvalidArgumentError(
+          "the KV cache: the driver would not describe it to the TMA unit (its address or "
+          "row stride), so the decode cannot load it by TMA");
+    }
+  }
+  return LaunchChosen(chosen, grid, stream, params, maps);
 }
 
 absl::Status MmaDecodeRefusesDtype(AttentionDtype dtype) {

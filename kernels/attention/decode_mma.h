@@ -27,8 +27,9 @@ inline constexpr int kMmaDecodeLongTileKeys = 32;
 
 // How the tensor-core kernel's warps load their K and V tiles: cp.async copies of 16 keys
 // (any page size), the same in 32-key tiles (kMmaDecodeLongTileKeys; the transposed kernel at
-// head_dim 64), or TMA boxes of 16 keys (sm_90, pages of a multiple of 16 rows).
-enum class MmaDecodeLoads { kCpAsync, kLongTiles, kTma };
+// head_dim 64), TMA boxes of 16 keys (sm_90, pages of a multiple of 16 rows), or 32-key tiles
+// as two such boxes.
+enum class MmaDecodeLoads { kCpAsync, kLongTiles, kTma, kLongTilesTma };
 
 // Whether the tensor-core kernel exists for this head_dim, its long-tile variant, and its TMA
 // loads for this head_dim, page size and compute capability.
@@ -51,7 +52,7 @@ struct MmaDecodeLaunch {
 };
 
 // Launches the kernel over (params.num_splits, KV heads x row chunks, batch) blocks; every
-// sequence's q_len x group_size must fit its rows (checked by the caller), and kTma loads need
+// sequence's q_len x group_size must fit its rows (checked by the caller), and TMA loads need
 // MmaDecodeSupportsTma.
 absl::Status LaunchMmaDecode(const DecodeKernelParams& params, const MmaDecodeLaunch& launch,
                              cudaStream_t stream);

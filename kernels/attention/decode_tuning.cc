@@ -60,16 +60,15 @@ absl::StatusOr<DecodeTuning> TuneDecodeKernel(const AttentionProblem& problem,
   tuning.l2_flushed = timer.l2_flushed();
   for (DecodeKernelChoice kernel :
        {DecodeKernelChoice::kPlain, DecodeKernelChoice::kPrefetch, DecodeKernelChoice::kTensorCores,
-        DecodeKernelChoice::kTensorCoresLongTiles, DecodeKernelChoice::kTensorCoresTma}) {
+        DecodeKernelChoice::kTensorCoresLongTiles, DecodeKernelChoice::kTensorCoresTma,
+        DecodeKernelChoice::kTensorCoresLongTilesTma}) {
     DecodeOptions forced = options;
     forced.kernel = kernel;
     // The plan's split count for this kernel. A kernel refused for the shape (the tensor-core
     // ones outside their head sizes and rows) is no candidate; any other failure is the caller's.
     const absl::StatusOr<DecodeLaunchInfo> planned = LaunchDecode(problem, forced, stream);
     if (!planned.ok()) {
-      if ((kernel == DecodeKernelChoice::kTensorCores ||
-           kernel == DecodeKernelChoice::kTensorCoresLongTiles ||
-           kernel == DecodeKernelChoice::kTensorCoresTma) &&
+      if (IsTensorCoreDecode(kernel) &&
           planned.status().code() == absl::StatusCode::kInvalidArgument) {
         continue;
       }

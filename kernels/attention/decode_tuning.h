@@ -37,9 +37,8 @@ struct DecodeTuning {
   std::string ToString() const;
 };
 
-// Times kPlain, kPrefetch, kTensorCores and kTensorCoresLongTiles (those two where the shape
-// fits them), each at its split
-// candidates that `options`' workspace holds: `launches` timed launches each after one untimed,
+// Times kPlain, kPrefetch and each tensor-core kernel that takes the shape (DecodeKernelTakes),
+// each at its split candidates that `options`' workspace holds: `launches` timed launches each after one untimed,
 // queued behind a stream blocker (the host's launch work off the clock) and each after an L2
 // flush by a read, by CUDA events on `stream`. Returns them with the fastest median. Writes the
 // problem's outputs.
