@@ -18,7 +18,8 @@
 //   attention_benchmark --fp8-prefill [--table=PATH]
 // --decode-grid: decode at KV heads x GQA group (query heads = KV heads x group) x batch x KV
 // length x page size x head_dim (8 KV heads, page 16 and head_dim 128 unless given),
-// the tuned kernel (what the daemon runs) beside the measured copy; --csv writes the rows that
+// the tuned kernel (what the daemon runs) beside the measured copy, a plain read of as many bytes
+// and a read of its K and V through its page table (paged_kv_read.h); --csv writes the rows that
 // torch_attention_peers.py --decode-grid --ours reads to print PyTorch's backends beside them.
 // --fp8-prefill: the fp8 (e4m3) prefill beside bf16 (ours and cuDNN's) at the same shapes.
 #include <cuda_runtime_api.h>
@@ -48,6 +49,7 @@
 #include "kernels/attention/decode.h"
 #include "kernels/attention/decode_tuning.h"
 #include "kernels/attention/device_attention_problem.h"
+#include "kernels/attention/paged_kv_read.h"
 #include "kernels/attention/prefill.h"
 #include "measure/flushed_timer.h"
 #include "measure/l2_flush.h"
@@ -222,19 +224,31 @@ absl::Status TimeDecodeGridShape(Bench& bench, const DecodeGrid& grid,
   ASSIGN_OR_RETURN(const Timing t, time_tuned());
   const double bytes = AttentionBytes(shape, d.problem.lengths);
   const double gbs = bytes / (t.median * 1e-6) / 1e9;
+  // The same K and V through the same page table with nothing done to them, a KV head a block
+  // as the decode reads them and each slot row whole: the paged cache's own read rate. Timed
+  // before the plain read, whose buffer's allocation and release left the next dozen launches
+  // on this cache about 15% slower on an H200 (2026-11-29).
+  ASSIGN_OR_RETURN(DeviceBuffer sink, DeviceBuffer::Allocate(16));
+  auto time_paged_read = [&](PagedKvReadOrder order) {
+    return bench.Time(
+        [&] { return LaunchPagedKvRead(d.problem, order, sink.data(), bench.stream()); }, 2, 10);
+  };
+  ASSIGN_OR_RETURN(const Timing head_read, time_paged_read(PagedKvReadOrder::kPerKvHead));
+  ASSIGN_OR_RETURN(const Timing slot_read, time_paged_read(PagedKvReadOrder::kWholeSlots));
   ASSIGN_OR_RETURN(const Timing read, TimeReadOfBytes(bench, static_cast<int64_t>(bytes)));
   const double pct_read = 100.0 * read.median / t.median;
   const std::string after_us = merge_after ? absl::StrFormat("%.1f", merge_after->median) : "-";
   table += absl::StrFormat(
-      "| %d | %d | %d | %d | %d | %d | %.1f | %s | %.0f | %.1f%% | %.1f | %.1f%% | %s | %s |\n",
+      "| %d | %d | %d | %d | %d | %d | %.1f | %s | %.0f | %.1f%% | %.1f | %.1f%% | %s | %s | "
+      "%.1f | %.1f%% | %.1f |\n",
       point.head_dim, point.page_size, point.kv_heads, group, point.batch, point.kv, t.median,
-      after_us, gbs,
-      100.0 * gbs / copy_gbs, read.median, pct_read, tuning.ToString(), info.ToString());
-  csv += absl::StrFormat("%d,%d,%d,%.2f,%.0f,%.1f,%s,%.2f,%.1f,%d,%s,%d,%d,%d\n", group,
+      after_us, gbs, 100.0 * gbs / copy_gbs, read.median, pct_read, tuning.ToString(),
+      info.ToString(), head_read.median, 100.0 * head_read.median / t.median, slot_read.median);
+  csv += absl::StrFormat("%d,%d,%d,%.2f,%.0f,%.1f,%s,%.2f,%.1f,%d,%s,%d,%d,%d,%.2f,%.2f\n", group,
                          point.batch, point.kv, t.median, gbs, 100.0 * gbs / copy_gbs,
                          DecodeKernelChoiceName(tuning.fastest.kernel), read.median, pct_read,
                          tuning.fastest.num_splits, after_us, point.page_size, point.head_dim,
-                         point.kv_heads);
+                         point.kv_heads, head_read.median, slot_read.median);
   return absl::OkStatus();
 }
 
@@ -254,16 +268,19 @@ absl::Status RunDecodeGrid(const DecodeGrid& grid, measure::L2FlushMode flush) {
   std::string table = absl::StrFormat(
       "\n%s, %d SMs; copy %.0f GB/s (measured); decode, bf16 (%s), "
       "q_len 1; tuned kernel, median of 10 launches, the L2 flushed by a %s before each; "
-      "read: one pass over as many bytes as the decode reads, timed the same way\n\n"
+      "read: one pass over as many bytes as the decode reads, timed the same way; paged read: "
+      "only its K and V, through its page table, a KV head a block (as the decode reads them) "
+      "or each slot row whole\n\n"
       "| d | page | KV heads | group | batch | kv | us | us, merge after | GB/s | %% copy | "
-      "read us | %% read | tuning (kernel, splits:us each) | launch |\n"
-      "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+      "read us | %% read | tuning (kernel, splits:us each) | launch | paged read us, a KV head "
+      "a block | %% paged read | paged read us, whole slots |\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
       props.name, props.multiProcessorCount, copy_gbs,
       grid.pages_in_order ? "pages in order" : "pages shuffled", flush_name);
   std::string csv = absl::StrFormat(
       "copy_gbs,%.1f\nflush,%s\n"
       "group,batch,kv,us,gbs,pct_copy,kernel,read_us,pct_read,splits,us_merge_after,page_size,"
-      "head_dim,kv_heads\n",
+      "head_dim,kv_heads,paged_read_us,slot_read_us\n",
       copy_gbs, flush_name);
   for (const DecodeGridPoint& point : DecodeGridPoints(grid)) {
     const double kv_gib =
