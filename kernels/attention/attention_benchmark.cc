@@ -227,7 +227,8 @@ absl::Status TimeDecodeGridShape(Bench& bench, const DecodeGrid& grid,
   // The same K and V through the same page table with nothing done to them, a KV head a block
   // as the decode reads them and each slot row whole: the paged cache's own read rate. Timed
   // before the plain read, whose buffer's allocation and release left the next dozen launches
-  // on this cache about 15% slower on an H200 (2026-11-29).
+  // on this cache up to 16% slower on an H200
+  // (docs/gpu-runs/attention-decode-read-ceilings-h200.md).
   ASSIGN_OR_RETURN(DeviceBuffer sink, DeviceBuffer::Allocate(16));
   auto time_paged_read = [&](PagedKvReadOrder order) {
     return bench.Time(

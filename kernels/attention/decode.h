@@ -38,10 +38,10 @@ enum class DecodeKernelChoice {
   kTensorCoresLongTilesTma
 };
 std::string_view DecodeKernelChoiceName(DecodeKernelChoice kernel);
-// Whether `kernel` (a tensor-core one) is one of the tensor-core kernels, and whether, forced,
-// it takes a problem of this head_dim, page size and rows a KV head (group_size x the longest
-// q_len) on a GPU of this compute capability; LaunchDecode refuses it otherwise. The other
-// kernels take every problem.
+// Whether `kernel` is one of the four tensor-core kernels; whether, forced, it takes a problem
+// of this head_dim, page size and rows a KV head (group_size x the longest q_len) on a GPU of
+// this compute capability (LaunchDecode refuses it otherwise; kAuto and the CUDA-core kernels
+// take every problem).
 bool IsTensorCoreDecode(DecodeKernelChoice kernel);
 bool DecodeKernelTakes(DecodeKernelChoice kernel, int head_dim, int page_size, int rows,
                        int compute_major);

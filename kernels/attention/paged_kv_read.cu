@@ -28,7 +28,7 @@ struct PagedKvReadParams {
   const int32_t* page_indptr;
   const int32_t* page_indices;
   int log2_page_size;
-  int log2_slot_chunks;  // 16-byte chunks a slot (every KV head's part)
+  int log2_slot_chunks;   // 16-byte chunks a slot (every KV head's part)
   int log2_block_chunks;  // chunks a block reads of each slot: one KV head's, or the slot's
   int num_splits;
   uint4* sink;
@@ -83,8 +83,8 @@ int Log2IfPowerOfTwo(int64_t value) {
 
 }  // namespace
 
-absl::Status LaunchPagedKvRead(const AttentionProblem& problem, PagedKvReadOrder order,
-                               void* sink, cudaStream_t stream) {
+absl::Status LaunchPagedKvRead(const AttentionProblem& problem, PagedKvReadOrder order, void* sink,
+                               cudaStream_t stream) {
   const AttentionShape& shape = problem.shape;
   const int log2_head_chunks = Log2IfPowerOfTwo(shape.head_dim * 2 / 16);
   const int log2_heads = Log2IfPowerOfTwo(shape.num_kv_heads);
@@ -93,8 +93,9 @@ absl::Status LaunchPagedKvRead(const AttentionProblem& problem, PagedKvReadOrder
       log2_page_size < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the paged K/V read takes 2-byte K and V with head_dim x 2 / 16, num_kv_heads and "
-        "page_size powers of two; got dtype ", std::string(DtypeName(shape.dtype)), ", head_dim ",
-        shape.head_dim, ", num_kv_heads ", shape.num_kv_heads, ", page_size ", shape.page_size));
+        "page_size powers of two; got dtype ",
+        std::string(DtypeName(shape.dtype)), ", head_dim ", shape.head_dim, ", num_kv_heads ",
+        shape.num_kv_heads, ", page_size ", shape.page_size));
   }
   const int batch = problem.lengths.batch();
   if (batch == 0) return absl::OkStatus();
@@ -103,7 +104,8 @@ absl::Status LaunchPagedKvRead(const AttentionProblem& problem, PagedKvReadOrder
   CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device));
   const bool per_head = order == PagedKvReadOrder::kPerKvHead;
   const int64_t parts = static_cast<int64_t>(batch) * (per_head ? shape.num_kv_heads : 1);
-  const int64_t wanted = (static_cast<int64_t>(sm_count) * kBlocksPerSm * kWaves + parts - 1) / parts;
+  const int64_t wanted =
+      (static_cast<int64_t>(sm_count) * kBlocksPerSm * kWaves + parts - 1) / parts;
   const int most = std::max(1, problem.lengths.max_kv_len() / kMinKeysPerSplit);
   const PagedKvReadParams params{
       .k = static_cast<const uint4*>(problem.buffers.k_cache),

@@ -21,8 +21,8 @@ enum class PagedKvReadOrder { kPerKvHead, kWholeSlots };
 // blocks enough to fill the GPU several times over. `sink` (16 bytes of device memory) takes a
 // store that the compiler cannot prove dead and that real data never makes. head_dim x 2 / 16,
 // num_kv_heads and page_size must be powers of two.
-absl::Status LaunchPagedKvRead(const AttentionProblem& problem, PagedKvReadOrder order,
-                               void* sink, cudaStream_t stream);
+absl::Status LaunchPagedKvRead(const AttentionProblem& problem, PagedKvReadOrder order, void* sink,
+                               cudaStream_t stream);
 
 }  // namespace gpuprof::attention
 
