@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <string>
 
@@ -74,11 +75,9 @@ __global__ void __launch_bounds__(kThreads)
   if ((folded.x & folded.y & folded.z & folded.w) == 0xffffffffu) *p.sink = folded;
 }
 
-int Log2IfPowerOfTwo(int64_t value) {
-  if (value <= 0 || (value & (value - 1)) != 0) return -1;
-  int log2 = 0;
-  while ((int64_t{1} << log2) < value) ++log2;
-  return log2;
+int Log2IfPowerOfTwo(int value) {
+  const auto bits = static_cast<unsigned>(value);
+  return value > 0 && std::has_single_bit(bits) ? std::countr_zero(bits) : -1;
 }
 
 }  // namespace
