@@ -331,6 +331,39 @@ bool IsTmaDecode(DecodeKernelChoice kernel) {
          kernel == DecodeKernelChoice::kTensorCoresLongTilesTma;
 }
 
+// Why the tensor-core `kernel` cannot run at head_dim, page_size on a GPU of compute_major; OK
+// where it can, and for the kernels without tensor cores (they take every shape).
+absl::Status TensorCoreDecodeRefuses(DecodeKernelChoice kernel, int head_dim, int page_size,
+                                     int compute_major) {
+  if (!IsTensorCoreDecode(kernel)) return absl::OkStatus();
+  if (!MmaDecodeSupportsHeadDim(head_dim)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the tensor-core decode kernel takes head_dim 64, 128 or 256; got ", head_dim));
+  }
+  if (IsLongTileDecode(kernel) && !MmaDecodeSupportsLongTiles(head_dim)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the long-tile tensor-core decode kernel takes head_dim 64; got ", head_dim));
+  }
+  if (IsTmaDecode(kernel) && !MmaDecodeSupportsTma(head_dim, page_size, compute_major)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the tensor-core decode kernel loads by TMA at head_dim 64, 128 or 256, page_size a "
+        "multiple of 16, on compute capability 9.0 or newer; got head_dim ", head_dim,
+        ", page_size ", page_size, ", compute capability ", compute_major, ".x"));
+  }
+  return absl::OkStatus();
+}
+
+// The rows (group x q_len) a tensor-core block holds, and how many such blocks a KV head's rows
+// may take: the plan's limit and DecodeKernelTakes'.
+struct TensorCoreRowLimit {
+  int rows_per_block;
+  int chunks;
+};
+TensorCoreRowLimit TensorCoreRowLimitOf(int head_dim, bool long_tiles) {
+  if (long_tiles) return {kTransposedTensorCoreRows, 1};
+  return {TensorCoreRowsPerBlock(head_dim), TensorCoreRowChunks(head_dim)};
+}
+
 // The kernel `info.plan` names over its splits, then the merge when there is more than one
 // (overlapped where `device` has programmatic dependent launch). The split count is first
 // clamped to what options.workspace holds.
@@ -431,26 +464,13 @@ absl::StatusOr<DecodeLaunchInfo> LaunchDecodeTyped(const DecodeKernelParams& par
                         .prefetch_blocks_per_sm = prefetch_blocks_per_sm,
                         .requested_splits = options.num_splits};
   const bool forced_tensor_cores = IsTensorCoreDecode(options.kernel);
-  if (forced_tensor_cores && !MmaDecodeSupportsHeadDim(kHeadDim)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the tensor-core decode kernel takes head_dim 64, 128 or 256; got ", kHeadDim));
-  }
+  RETURN_IF_ERROR(TensorCoreDecodeRefuses(options.kernel, kHeadDim, shape.page_size,
+                                          device.compute_major));
   const bool long_tiles = IsLongTileDecode(options.kernel);
-  if (long_tiles && !MmaDecodeSupportsLongTiles(kHeadDim)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the long-tile tensor-core decode kernel takes head_dim 64; got ", kHeadDim));
-  }
   const bool tma = IsTmaDecode(options.kernel);
-  if (tma && !MmaDecodeSupportsTma(kHeadDim, shape.page_size, device.compute_major)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the tensor-core decode kernel loads by TMA at head_dim 64, 128 or 256, page_size a "
-        "multiple of 16, on compute capability 9.0 or newer; got head_dim ", kHeadDim,
-        ", page_size ", shape.page_size, ", compute capability ", device.compute_major, ".",
-        device.compute_minor));
-  }
-  input.tensor_core_max_rows =
-      long_tiles ? kTransposedTensorCoreRows : TensorCoreRowsPerBlock(kHeadDim);
-  input.tensor_core_max_row_chunks = long_tiles ? 1 : TensorCoreRowChunks(kHeadDim);
+  const TensorCoreRowLimit row_limit = TensorCoreRowLimitOf(kHeadDim, long_tiles);
+  input.tensor_core_max_rows = row_limit.rows_per_block;
+  input.tensor_core_max_row_chunks = row_limit.chunks;
   input.tensor_core_rows_at_any_batch = TensorCoreRowsAtAnyBatch(kHeadDim);
   // The tensor-core kernel's residency is measured only where it may run: forced (the plan then
   // refuses rows it cannot hold) or offered to a plan that could pick it.
@@ -572,15 +592,10 @@ bool IsTensorCoreDecode(DecodeKernelChoice kernel) {
 
 bool DecodeKernelTakes(DecodeKernelChoice kernel, int head_dim, int page_size, int rows,
                        int compute_major) {
+  if (!TensorCoreDecodeRefuses(kernel, head_dim, page_size, compute_major).ok()) return false;
   if (!IsTensorCoreDecode(kernel)) return true;
-  const bool long_tiles = IsLongTileDecode(kernel);
-  if (!MmaDecodeSupportsHeadDim(head_dim) ||
-      (long_tiles && !MmaDecodeSupportsLongTiles(head_dim)) ||
-      (IsTmaDecode(kernel) && !MmaDecodeSupportsTma(head_dim, page_size, compute_major))) {
-    return false;
-  }
-  return rows <= (long_tiles ? kTransposedTensorCoreRows
-                             : TensorCoreRowsPerBlock(head_dim) * TensorCoreRowChunks(head_dim));
+  const TensorCoreRowLimit limit = TensorCoreRowLimitOf(head_dim, IsLongTileDecode(kernel));
+  return rows <= limit.rows_per_block * limit.chunks;
 }
 
 size_t DecodeWorkspaceBytes(const AttentionShape& shape, const SequenceLengths& lengths,

@@ -923,77 +923,67 @@ absl::Status RefusesLongTiles(int head_dim) {
                                                  "-key-tile tensor-core decode kernel (64)"));
 }
 
-template <typename T>
-absl::StatusOr<KernelAndSharedBytes<CpAsyncKernel>> KernelFor(int head_dim, bool long_tiles) {
+template <bool kTma>
+using KernelLoading = std::conditional_t<kTma, TmaKernel, CpAsyncKernel>;
+
+// The 16-row kernel at kHeadDim loading by TMA or by cp.async, and its dynamic shared memory.
+template <typename T, int kHeadDim, bool kTma>
+KernelAndSharedBytes<KernelLoading<kTma>> SixteenRowKernel() {
+  constexpr int kBytes =
+      SharedBytes<kHeadDim, kMmaDecodeMaxRows, MergeRowStride<kHeadDim>(), kStages>();
+  if constexpr (kTma) {
+    return {MmaDecodeTmaKernel<T, kHeadDim>, TmaSharedBytes<kBytes, kStages>()};
+  } else {
+    return {MmaDecodeKernel<T, kHeadDim, kStages>, kBytes};
+  }
+}
+
+// The transposed (8-row) kernel of kTile-key tiles, either load kind, and its shared memory.
+template <typename T, int kHeadDim, int kStageCount, int kTile, bool kTma>
+KernelAndSharedBytes<KernelLoading<kTma>> TransposedKernel() {
+  constexpr int kBytes = SharedBytes<kHeadDim, kTransposedRows,
+                                     TransposedMergeRowStride<kHeadDim>(), kStageCount, kTile>();
+  if constexpr (kTma) {
+    return {MmaDecodeTransposedTmaKernel<T, kHeadDim, kStageCount, kTile / 16>,
+            TmaSharedBytes<kBytes, kStageCount>()};
+  } else {
+    return {MmaDecodeTransposedKernel<T, kHeadDim, kStageCount, kTile / 16>, kBytes};
+  }
+}
+
+// The kernel for head_dim 64 or 128 (the 16-row kernel) or 256 (the transposed one), or the
+// long-tile one at 64 (the transposed kernel's 32-key tiles, two stages), loading by TMA
+// (sm_90) or by cp.async, and its dynamic shared memory.
+template <typename T, bool kTma>
+absl::StatusOr<KernelAndSharedBytes<KernelLoading<kTma>>> KernelFor(int head_dim,
+                                                                    bool long_tiles) {
   if (long_tiles) {
     if (!MmaDecodeSupportsLongTiles(head_dim)) return RefusesLongTiles(head_dim);
-    return KernelAndSharedBytes<CpAsyncKernel>{
-        MmaDecodeTransposedKernel<T, 64, kLongTileStages, kMmaDecodeLongTileKeys / 16>,
-        SharedBytes<64, kTransposedRows, TransposedMergeRowStride<64>(), kLongTileStages,
-                    kMmaDecodeLongTileKeys>()};
+    return TransposedKernel<T, 64, kLongTileStages, kMmaDecodeLongTileKeys, kTma>();
   }
   switch (head_dim) {
     case 64:
-      return KernelAndSharedBytes<CpAsyncKernel>{
-          MmaDecodeKernel<T, 64, kStages>,
-          SharedBytes<64, kMmaDecodeMaxRows, MergeRowStride<64>(), kStages>()};
+      return SixteenRowKernel<T, 64, kTma>();
     case 128:
-      return KernelAndSharedBytes<CpAsyncKernel>{
-          MmaDecodeKernel<T, 128, kStages>,
-          SharedBytes<128, kMmaDecodeMaxRows, MergeRowStride<128>(), kStages>()};
+      return SixteenRowKernel<T, 128, kTma>();
     case 256: {
-      // Three stages (192 KiB a block) where a block may have that much shared memory (sm_90);
-      // two (128 KiB) within sm_80's 163 KiB.
-      constexpr int kStride = TransposedMergeRowStride<256>();
-      constexpr int three = SharedBytes<256, kTransposedRows, kStride, 3>();
-      ASSIGN_OR_RETURN(const gpu::DeviceFacts device, gpu::CurrentDeviceFacts());
-      if (device.max_shared_bytes_per_block >= three) {
-        return KernelAndSharedBytes<CpAsyncKernel>{MmaDecodeTransposedKernel<T, 256, 3, 1>, three};
+      // Three stages (192 KiB a block, 195 by TMA) where a block may have that much shared
+      // memory (sm_90, which the TMA kernels need); two (128 KiB) within sm_80's 163 KiB.
+      if constexpr (kTma) {
+        return TransposedKernel<T, 256, kStages, kTileKeys, true>();
+      } else {
+        const auto three = TransposedKernel<T, 256, 3, kTileKeys, false>();
+        ASSIGN_OR_RETURN(const gpu::DeviceFacts device, gpu::CurrentDeviceFacts());
+        if (device.max_shared_bytes_per_block >= three.shared_bytes) return three;
+        return TransposedKernel<T, 256, 2, kTileKeys, false>();
       }
-      return KernelAndSharedBytes<CpAsyncKernel>{MmaDecodeTransposedKernel<T, 256, 2, 1>,
-                                                 SharedBytes<256, kTransposedRows, kStride, 2>()};
     }
     default:
       break;
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "head_dim (", head_dim, ") has no tensor-core decode kernel (64, 128, 256)"));
-}
-
-// The TMA kernel for head_dim 64, 128 (the 16-row kernel) or 256 (the transposed one, three
-// stages: 195 KiB a block, which sm_90 gives), or the long-tile one at 64 (the transposed
-// kernel's 32-key tiles, two stages as its cp.async twin), and its dynamic shared memory.
-template <typename T>
-absl::StatusOr<KernelAndSharedBytes<TmaKernel>> TmaKernelFor(int head_dim, bool long_tiles) {
-  constexpr int kRows = kMmaDecodeMaxRows;
-  if (long_tiles) {
-    if (!MmaDecodeSupportsLongTiles(head_dim)) return RefusesLongTiles(head_dim);
-    return KernelAndSharedBytes<TmaKernel>{
-        MmaDecodeTransposedTmaKernel<T, 64, kLongTileStages, kMmaDecodeLongTileKeys / 16>,
-        TmaSharedBytes<SharedBytes<64, kTransposedRows, TransposedMergeRowStride<64>(),
-                                   kLongTileStages, kMmaDecodeLongTileKeys>(),
-                       kLongTileStages>()};
-  }
-  switch (head_dim) {
-    case 64:
-      return KernelAndSharedBytes<TmaKernel>{
-          MmaDecodeTmaKernel<T, 64>,
-          TmaSharedBytes<SharedBytes<64, kRows, MergeRowStride<64>(), kStages>(), kStages>()};
-    case 128:
-      return KernelAndSharedBytes<TmaKernel>{
-          MmaDecodeTmaKernel<T, 128>,
-          TmaSharedBytes<SharedBytes<128, kRows, MergeRowStride<128>(), kStages>(), kStages>()};
-    case 256:
-      return KernelAndSharedBytes<TmaKernel>{
-          MmaDecodeTransposedTmaKernel<T, 256, kStages, 1>,
-          TmaSharedBytes<SharedBytes<256, kTransposedRows, TransposedMergeRowStride<256>(),
-                                     kStages>(),
-                         kStages>()};
-    default:
-      break;
-  }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "head_dim (", head_dim, ") has no tensor-core decode kernel loading by TMA (64, 128, 256)"));
+  return absl::InvalidArgumentError(absl::StrCat("head_dim (", head_dim,
+                                                 ") has no tensor-core decode kernel",
+                                                 kTma ? " loading by TMA" : "", " (64, 128, 256)"));
 }
 
 // Allows `chosen` its dynamic shared memory (above the 48 KiB default).
@@ -1017,10 +1007,10 @@ absl::StatusOr<int> ResidentBlocks(const KernelAndSharedBytes<Kernel>& chosen) {
 template <typename T>
 absl::StatusOr<int> BlocksPerSmTyped(int head_dim, MmaDecodeLoads loads) {
   if (LoadsByTma(loads)) {
-    ASSIGN_OR_RETURN(const auto chosen, TmaKernelFor<T>(head_dim, LoadsLongTiles(loads)));
+    ASSIGN_OR_RETURN(const auto chosen, (KernelFor<T, true>(head_dim, LoadsLongTiles(loads))));
     return ResidentBlocks(chosen);
   }
-  ASSIGN_OR_RETURN(const auto chosen, KernelFor<T>(head_dim, LoadsLongTiles(loads)));
+  ASSIGN_OR_RETURN(const auto chosen, (KernelFor<T, false>(head_dim, LoadsLongTiles(loads))));
   return ResidentBlocks(chosen);
 }
 
@@ -1040,10 +1030,10 @@ absl::Status LaunchTyped(const DecodeKernelParams& params, const MmaDecodeLaunch
   const dim3 grid(params.num_splits, launch.num_kv_heads * params.row_chunks, launch.batch);
   const bool long_tiles = LoadsLongTiles(launch.loads);
   if (!LoadsByTma(launch.loads)) {
-    ASSIGN_OR_RETURN(const auto chosen, KernelFor<T>(launch.head_dim, long_tiles));
+    ASSIGN_OR_RETURN(const auto chosen, (KernelFor<T, false>(launch.head_dim, long_tiles)));
     return LaunchChosen(chosen, grid, stream, params);
   }
-  ASSIGN_OR_RETURN(const auto chosen, TmaKernelFor<T>(launch.head_dim, long_tiles));
+  ASSIGN_OR_RETURN(const auto chosen, (KernelFor<T, true>(launch.head_dim, long_tiles)));
   DecodeKvTensorMaps maps;
   for (auto [cache, map] : {std::pair{params.k_cache, &maps.k}, {params.v_cache, &maps.v}}) {
     // Each box row is a KV head's 128-byte half of a slot, 2 KiB from the next at 8 KV
