@@ -419,40 +419,48 @@ TEST_P(DecodeGpuTest, MatchesReference) {
   auto takes = [&](DecodeKernelChoice kernel) {
     return DecodeKernelTakes(kernel, c.head_dim, c.page_size, rows, major);
   };
-  // Every kernel forced, and the plan's choice with the merge launched after the split kernel
-  // (as on GPUs without programmatic launches) as well as overlapping it.
+  // Every kernel forced, the plan's choice with the merge launched after the split kernel (as
+  // on GPUs without programmatic launches) as well as overlapping it, and the tensor-core
+  // kernels with halving splits (empty ones too where the splits outnumber the key tiles).
   struct Variant {
     DecodeKernelChoice kernel;
-    bool overlap_merge;
+    bool overlap_merge = true;
+    bool halving_splits = false;
   };
   for (int splits : c.splits) {
     for (const Variant& variant :
-         {Variant{DecodeKernelChoice::kAuto, true}, Variant{DecodeKernelChoice::kPlain, true},
-          Variant{DecodeKernelChoice::kPrefetch, true},
-          Variant{DecodeKernelChoice::kTensorCores, true},
-          Variant{DecodeKernelChoice::kTensorCoresLongTiles, true},
-          Variant{DecodeKernelChoice::kTensorCoresTma, true},
-          Variant{DecodeKernelChoice::kTensorCoresLongTilesTma, true},
-          Variant{DecodeKernelChoice::kAuto, false}}) {
+         {Variant{DecodeKernelChoice::kAuto}, Variant{DecodeKernelChoice::kPlain},
+          Variant{DecodeKernelChoice::kPrefetch}, Variant{DecodeKernelChoice::kTensorCores},
+          Variant{DecodeKernelChoice::kTensorCoresLongTiles},
+          Variant{DecodeKernelChoice::kTensorCoresTma},
+          Variant{DecodeKernelChoice::kTensorCoresLongTilesTma},
+          Variant{DecodeKernelChoice::kAuto, false},
+          Variant{DecodeKernelChoice::kTensorCores, true, true},
+          Variant{DecodeKernelChoice::kTensorCoresLongTiles, true, true},
+          Variant{DecodeKernelChoice::kTensorCoresTma, true, true},
+          Variant{DecodeKernelChoice::kTensorCoresLongTilesTma, true, true},
+          Variant{DecodeKernelChoice::kPlain, true, true}}) {
       const DecodeKernelChoice kernel = variant.kernel;
-      if (!takes(kernel)) {
-        const absl::StatusOr<DecodeLaunchInfo> refused = LaunchDecode(
-            d.problem, {.num_splits = splits, .workspace = workspace.data(),
-                        .workspace_bytes = workspace.bytes(), .kernel = kernel},
-            stream_.get());
+      const DecodeOptions options{.num_splits = splits,
+                                  .workspace = workspace.data(),
+                                  .workspace_bytes = workspace.bytes(),
+                                  .kernel = kernel,
+                                  .overlap_merge = variant.overlap_merge,
+                                  .halving_splits = variant.halving_splits};
+      if (!takes(kernel) || (variant.halving_splits && !IsTensorCoreDecode(kernel))) {
+        const absl::StatusOr<DecodeLaunchInfo> refused =
+            LaunchDecode(d.problem, options, stream_.get());
         EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument)
             << DecodeKernelChoiceName(kernel) << ": " << refused.status();
+        if (takes(kernel)) {
+          EXPECT_NE(refused.status().message().find("halving_splits"), std::string::npos)
+              << refused.status();
+        }
         continue;  // outside the kernel's shapes, and refused so
       }
       ASSERT_OK(PoisonBuffer(d.out, stream_.get()));
       ASSERT_OK(PoisonBuffer(d.out_lse, stream_.get()));
-      ASSERT_OK_AND_ASSIGN(info, LaunchDecode(d.problem,
-                                              {.num_splits = splits,
-                                               .workspace = workspace.data(),
-                                               .workspace_bytes = workspace.bytes(),
-                                               .kernel = kernel,
-                                               .overlap_merge = variant.overlap_merge},
-                                              stream_.get()));
+      ASSERT_OK_AND_ASSIGN(info, LaunchDecode(d.problem, options, stream_.get()));
       ASSERT_OK(stream_.Synchronize());
       if (kernel != DecodeKernelChoice::kAuto) {
         EXPECT_EQ(info.plan.prefetch, kernel == DecodeKernelChoice::kPrefetch);
@@ -465,6 +473,7 @@ TEST_P(DecodeGpuTest, MatchesReference) {
       if (!variant.overlap_merge) {
         EXPECT_FALSE(info.merge_overlapped);
       }
+      EXPECT_EQ(info.plan.halving_splits, variant.halving_splits && info.plan.num_splits > 1);
       if (splits > 0) {
         EXPECT_EQ(info.plan.num_splits, std::min(splits, d.problem.lengths.max_kv_len()));
       }
@@ -487,7 +496,8 @@ TEST_P(DecodeGpuTest, MatchesReference) {
     kernels.insert(candidate.kernel);
     planned += candidate.planned ? 1 : 0;
     fastest_is_a_candidate |= candidate.kernel == tuning.fastest.kernel &&
-                              candidate.num_splits == tuning.fastest.num_splits;
+                              candidate.num_splits == tuning.fastest.num_splits &&
+                              candidate.halving_splits == tuning.fastest.halving_splits;
   }
   size_t tensor_core_kernels = 0;
   for (DecodeKernelChoice kernel :
@@ -502,6 +512,7 @@ TEST_P(DecodeGpuTest, MatchesReference) {
   ASSERT_OK_AND_ASSIGN(info, LaunchDecode(d.problem, tuning.Apply(options), stream_.get()));
   ASSERT_OK(stream_.Synchronize());
   EXPECT_EQ(info.plan.num_splits, tuning.fastest.num_splits) << tuning.ToString();
+  EXPECT_EQ(info.plan.halving_splits, tuning.fastest.halving_splits) << tuning.ToString();
   ExpectMatchesReference(d, absl::StrCat(c.name, " tuned (", tuning.ToString(), ")"));
 }
 

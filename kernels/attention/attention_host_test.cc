@@ -371,6 +371,32 @@ TEST(DecodePlanTest, TunesSplitsAroundThePlanWithinTheKvLength) {
   EXPECT_THAT(DecodeSplitCandidates(4, 1024, 3), ElementsAre(3));
 }
 
+TEST(DecodePlanTest, HalvingSplitsCoverTheKeysOnTileBoundaries) {
+  // 16k keys in 8: half, a quarter, ... 1/128, 1/128.
+  const std::vector<int> expected = {0, 8192, 12288, 14336, 15360, 15872, 16128, 16256, 16384};
+  for (int s = 0; s <= 8; ++s) {
+    EXPECT_EQ(HalvingSplitBegin(16384, s, 8, 16), expected[s]) << "split " << s;
+  }
+  // Any length and tile: the splits start at 0, each on a tile boundary (or at the end), in
+  // order, and the last ends at kv_len.
+  for (int kv_len : {1, 15, 16, 17, 45, 1000, 5000, 32767}) {
+    for (int splits : {2, 4, 5, 8, 16}) {
+      for (int tile : {16, 32}) {
+        EXPECT_EQ(HalvingSplitBegin(kv_len, 0, splits, tile), 0);
+        EXPECT_EQ(HalvingSplitBegin(kv_len, splits, splits, tile), kv_len);
+        for (int s = 1; s < splits; ++s) {
+          const int begin = HalvingSplitBegin(kv_len, s, splits, tile);
+          EXPECT_TRUE(begin % tile == 0 || begin == kv_len) << kv_len << " " << s << " " << tile;
+          EXPECT_LE(HalvingSplitBegin(kv_len, s - 1, splits, tile), begin);
+          EXPECT_LE(begin, kv_len);
+        }
+      }
+    }
+  }
+  // Two splits halve; the first split is never smaller than the second.
+  EXPECT_EQ(HalvingSplitBegin(1000, 1, 2, 16), 512);
+}
+
 TEST(AttentionCheckTest, PassesWithinToleranceAndReportsErrors) {
   const std::vector<float> expected = {1.0f, -2.0f, 0.5f, 0.0f};
   const AttentionTolerance tolerance{.atol = 1e-2, .rtol = 1e-2, .max_rel_l2 = 1e-2};

@@ -391,6 +391,8 @@ absl::StatusOr<DecodeLaunchInfo> LaunchPlanned(DecodeKernelParams params,
   info.plan.blocks = base_blocks * info.plan.num_splits;
   params.num_splits = info.plan.num_splits;
   params.row_chunks = info.plan.row_chunks;
+  params.halving_splits = options.halving_splits && params.num_splits > 1;
+  info.plan.halving_splits = params.halving_splits;
   const int64_t rows = params.total_q * shape.num_qo_heads;
   if (params.num_splits > 1) {
     params.partial_o = static_cast<float*>(options.workspace);
@@ -502,6 +504,11 @@ absl::StatusOr<DecodeLaunchInfo> LaunchDecodeTyped(const DecodeKernelParams& par
     info.threads = kMmaDecodeThreads;
     return LaunchPlanned<T, kHeadDim, kRows>(params, problem, options, device, info, stream);
   }
+  if (options.halving_splits) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "halving_splits: only the tensor-core decode kernels split so; the plan chose ",
+        info.plan.prefetch ? "prefetch" : "plain", " (force a tensor-core kernel, or split evenly)"));
+  }
   info.blocks_per_sm = info.plan.prefetch ? prefetch_blocks_per_sm : plain_blocks_per_sm;
   if (info.plan.rows_per_block != kRows) {
     return absl::InternalError(absl::StrCat("decode plan wants ", info.plan.rows_per_block,
@@ -608,7 +615,7 @@ size_t DecodeWorkspaceBytes(const AttentionShape& shape, const SequenceLengths& 
 std::string DecodeLaunchInfo::ToString() const {
   return absl::StrFormat(
       "splits=%d rows_per_block=%d row_chunks=%d blocks=%d threads=%d "
-      "resident_blocks_per_sm=%d prefetch=%s merge=%s%s",
+      "resident_blocks_per_sm=%d prefetch=%s merge=%s%s%s",
       plan.num_splits, plan.rows_per_block, plan.row_chunks, plan.blocks, threads, blocks_per_sm,
       plan.prefetch ? "yes" : "no", merged ? (merge_overlapped ? "overlapped" : "yes") : "no",
       plan.tensor_cores
@@ -616,7 +623,8 @@ std::string DecodeLaunchInfo::ToString() const {
                          plan.long_tiles ? absl::StrCat(" keys_per_tile=", kMmaDecodeLongTileKeys)
                                          : "",
                          plan.tma ? " loads=tma" : "")
-          : "");
+          : "",
+      plan.halving_splits ? " halving_splits=yes" : "");
 }
 
 absl::StatusOr<DecodeLaunchInfo> LaunchDecode(const AttentionProblem& problem,
@@ -656,6 +664,7 @@ absl::StatusOr<DecodeLaunchInfo> LaunchDecode(const AttentionProblem& problem,
       .kv_row_stride = static_cast<int64_t>(shape.num_kv_heads) * shape.head_dim,
       .scale_log2 = shape.EffectiveScale() * device::kLog2e,
       .causal = shape.causal,
+      .halving_splits = false,
   };
   switch (shape.dtype) {
     case AttentionDtype::kBf16:

@@ -57,6 +57,10 @@ struct DecodeOptions {
   // On sm_90+, launch the merge as a programmatic dependent of the split kernel, so that its
   // launch and ramp overlap the split kernel's tail; false launches it after (to compare).
   bool overlap_merge = true;
+  // The tensor-core kernels' splits by halves (HalvingSplitBegin in decode_plan.h: the first
+  // split half the keys, the next a quarter, ...; the large ones launched first) instead of even;
+  // with more than one split only. The CUDA-core kernels refuse it.
+  bool halving_splits = false;
 };
 
 // Workspace for `num_splits` splits (0 when num_splits <= 1).

@@ -28,6 +28,9 @@ struct DecodeKernelParams {
   int64_t kv_row_stride;
   float scale_log2;
   bool causal;
+  // Splits by HalvingSplitBegin, listed slowest in the grid (blocks split-major), instead of
+  // even and fastest (the tensor-core kernels only).
+  bool halving_splits;
 };
 
 }  // namespace gpuprof::attention

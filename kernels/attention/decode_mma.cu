@@ -92,6 +92,7 @@ constexpr int SharedBytes() {
 
 // What one warp of block (split, KV head x row chunk, sequence) works on.
 struct WarpWork {
+  int seq, split;
   int q_start, q_len, rows_total;  // the sequence's query tokens; rows = tokens x group
   int kv_head;
   int row0, rows;                  // the block's rows: row0.. of the KV head's, `rows` of them
@@ -101,29 +102,45 @@ struct WarpWork {
 
 // kRowsPerChunk > 0: the KV head's rows come in chunks of that many, p.row_chunks blocks a
 // KV head along blockIdx.y; 0: one block holds them all. kTileAlignedSplits: each split starts
-// at a multiple of kTile keys (so a tile never straddles a page of a multiple of kTile rows).
+// at a multiple of kTile keys (so a tile never straddles a page of a multiple of kTile rows);
+// halving splits always do.
 template <int kTile = kTileKeys, int kRowsPerChunk = 0, bool kTileAlignedSplits = false>
 __device__ __forceinline__ WarpWork WorkOf(const DecodeKernelParams& p, int warp) {
-  const int split = blockIdx.x;
-  const int seq = blockIdx.z;
   WarpWork w;
-  w.q_start = p.q_indptr[seq];
-  w.q_len = p.q_indptr[seq + 1] - w.q_start;
+  int y = blockIdx.y;
+  if (p.halving_splits) {
+    // Split-major: the blocks of the large first splits are dispatched first.
+    const int blocks_a_split = gridDim.y * gridDim.z;
+    const int linear = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+    w.split = linear / blocks_a_split;
+    y = linear % blocks_a_split % gridDim.y;
+    w.seq = linear % blocks_a_split / gridDim.y;
+  } else {
+    w.split = blockIdx.x;
+    w.seq = blockIdx.z;
+  }
+  w.q_start = p.q_indptr[w.seq];
+  w.q_len = p.q_indptr[w.seq + 1] - w.q_start;
   w.rows_total = w.q_len * p.group_size;
   if constexpr (kRowsPerChunk > 0) {
-    w.kv_head = blockIdx.y / p.row_chunks;
-    w.row0 = (blockIdx.y % p.row_chunks) * kRowsPerChunk;
+    w.kv_head = y / p.row_chunks;
+    w.row0 = (y % p.row_chunks) * kRowsPerChunk;
     w.rows = max(0, min(kRowsPerChunk, w.rows_total - w.row0));
   } else {
-    w.kv_head = blockIdx.y;
+    w.kv_head = y;
     w.row0 = 0;
     w.rows = w.rows_total;
   }
-  w.kv_len = p.kv_lens[seq];
-  int chunk_len = (w.kv_len + p.num_splits - 1) / p.num_splits;
-  if constexpr (kTileAlignedSplits) chunk_len = (chunk_len + kTile - 1) / kTile * kTile;
-  w.kv_begin = min(w.kv_len, split * chunk_len);
-  w.kv_end = min(w.kv_len, w.kv_begin + chunk_len);
+  w.kv_len = p.kv_lens[w.seq];
+  if (p.halving_splits) {
+    w.kv_begin = HalvingSplitBegin(w.kv_len, w.split, p.num_splits, kTile);
+    w.kv_end = HalvingSplitBegin(w.kv_len, w.split + 1, p.num_splits, kTile);
+  } else {
+    int chunk_len = (w.kv_len + p.num_splits - 1) / p.num_splits;
+    if constexpr (kTileAlignedSplits) chunk_len = (chunk_len + kTile - 1) / kTile * kTile;
+    w.kv_begin = min(w.kv_len, w.split * chunk_len);
+    w.kv_end = min(w.kv_len, w.kv_begin + chunk_len);
+  }
   const int num_tiles = (w.kv_end - w.kv_begin + kTile - 1) / kTile;
   w.my_tiles = warp < num_tiles ? (num_tiles - warp + kWarps - 1) / kWarps : 0;
   return w;
@@ -194,7 +211,7 @@ __device__ __forceinline__ Loader WarpLoaderFor(const DecodeKernelParams& p, con
   using T = typename Loader::Element;
   const int kv_head = w.kv_head;
   return Loader{.p = p,
-                .pages = p.page_indices + p.page_indptr[blockIdx.z],
+                .pages = p.page_indices + p.page_indptr[w.seq],
                 .k_base = static_cast<const T*>(p.k_cache) + kv_head * Loader::kDim,
                 .v_base = static_cast<const T*>(p.v_cache) + kv_head * Loader::kDim,
                 .warp_tiles = reinterpret_cast<T*>(shared_raw) +
@@ -369,7 +386,7 @@ __device__ __forceinline__ Loader TmaWarpLoaderFor(const DecodeKernelParams& p, 
                                   (((raw + kTmaSharedAlign - 1) & ~(kTmaSharedAlign - 1)) - raw));
   return Loader{.p = p,
                 .maps = maps,
-                .pages = p.page_indices + p.page_indptr[blockIdx.z],
+                .pages = p.page_indices + p.page_indptr[w.seq],
                 .warp_tiles = tiles + warp * kStageCount * 2 * Loader::kTileElements,
                 .full_barrier = raw + kTmaSharedAlign + kSharedBytes + warp * kStageCount * 8,
                 .kv_head = w.kv_head,
@@ -437,7 +454,7 @@ template <typename T, int kHeadDim, int kRows, int kStride>
 __device__ __forceinline__ void MergeWarpsAndStore(const MergeBuffers<kRows, kStride>& merge,
                                                    const DecodeKernelParams& p,
                                                    const WarpWork& w) {
-  const int split = blockIdx.x;
+  const int split = w.split;
   if (threadIdx.x < kRows) {
     const int r = threadIdx.x;
     float m = -INFINITY;
@@ -524,8 +541,8 @@ __device__ __forceinline__ void MmaDecodeBlock(const DecodeKernelParams& p,
   device::AllowDependentLaunch();  // the merge kernel waits for this grid's writes itself
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int group = lane >> 2, quad_lane = lane & 3;
-  const int kv_head = blockIdx.y;
   const WarpWork w = WorkOf<kTileKeys, 0, kTma>(p, warp);
+  const int kv_head = w.kv_head;
 
   // Row r is query token r / group_size, head kv_head * group_size + r % group_size. This
   // thread holds rows `group` and `group + 8` of the A fragments and of S and O.

@@ -51,7 +51,22 @@ struct DecodePlan {
   bool tensor_cores = false;  // the mma kernel (decode_mma.h): all rows in one block
   bool long_tiles = false;    // that kernel with kMmaDecodeLongTileKeys-key tiles
   bool tma = false;           // that kernel with K and V loaded by TMA
+  bool halving_splits = false;  // that kernel's splits by HalvingSplitBegin, the large first
 };
+
+// Where split `split` of `num_splits` of a sequence's kv_len keys begins when the splits halve
+// (split s from where 1 - 1/2^s of the keys end, the last two the same size, each start on a
+// multiple of `tile` keys; kv_len at split num_splits). Where a batch's (sequence, KV head)
+// blocks already fill the GPU, even splits all end together, and their blocks finish over a
+// spread of up to a quarter of their time (%globaltimer, H200, batch 32 x 32k), the DRAM underfed
+// in the last of it; halving splits launched the large ones first leave the small ones for the
+// end. The decode kernels compute it on the GPU (nvcc's relaxed constexpr).
+constexpr int HalvingSplitBegin(int kv_len, int split, int num_splits, int tile) {
+  if (split <= 0) return 0;
+  if (split >= num_splits) return kv_len;
+  const int begin = (kv_len - (kv_len >> split) + tile - 1) / tile * tile;
+  return begin < kv_len ? begin : kv_len;
+}
 
 // A prefetching block streams its rows in about 0.8 of the time of one that does not (H100,
 // batch 32 x 4k, one wave each: 217 vs 272 us), but fewer of them are resident; the plan

@@ -12,10 +12,17 @@
 #include "measure/flushed_timer.h"
 
 namespace gpuprof::attention {
+namespace {
+
+// Below four splits halving ones are even ones (2) or none (1).
+constexpr int kMinHalvingSplits = 4;
+
+}  // namespace
 
 DecodeOptions DecodeTuning::Apply(DecodeOptions options) const {
   options.kernel = fastest.kernel;
   options.num_splits = fastest.num_splits;
+  options.halving_splits = fastest.halving_splits;
   return options;
 }
 
@@ -27,12 +34,13 @@ std::string DecodeTuning::ToString() const {
     if (i == 0 || candidates[i - 1].kernel != c.kernel) {
       absl::StrAppend(&text, i == 0 ? "" : "; ", std::string(DecodeKernelChoiceName(c.kernel)));
     }
-    absl::StrAppend(&text,
-                    absl::StrFormat(" %d%s:%.1f", c.num_splits, c.planned ? "*" : "", c.median_us));
+    absl::StrAppend(&text, absl::StrFormat(" %d%s%s:%.1f", c.num_splits, c.planned ? "*" : "",
+                                           c.halving_splits ? "h" : "", c.median_us));
     if (c.planned && c.kernel == fastest.kernel) planned_of_fastest = c.num_splits;
   }
   absl::StrAppend(&text, ": ", std::string(DecodeKernelChoiceName(fastest.kernel)), " x",
-                  fastest.num_splits, " (planned x", planned_of_fastest, ")");
+                  fastest.num_splits, fastest.halving_splits ? " halving" : "", " (planned x",
+                  planned_of_fastest, ")");
   if (!l2_flushed) absl::StrAppend(&text, ", L2 warm");
   return text;
 }
@@ -64,6 +72,7 @@ absl::StatusOr<DecodeTuning> TuneDecodeKernel(const AttentionProblem& problem,
         DecodeKernelChoice::kTensorCoresLongTilesTma}) {
     DecodeOptions forced = options;
     forced.kernel = kernel;
+    forced.halving_splits = false;
     // The plan's split count for this kernel. A kernel refused for the shape (the tensor-core
     // ones outside their head sizes and rows) is no candidate; any other failure is the caller's.
     const absl::StatusOr<DecodeLaunchInfo> planned = LaunchDecode(problem, forced, stream);
@@ -75,18 +84,26 @@ absl::StatusOr<DecodeTuning> TuneDecodeKernel(const AttentionProblem& problem,
       return planned.status();
     }
     const int planned_splits = planned->plan.num_splits;
+    // Halving splits where the plan's blocks already fill the GPU: there even splits only add
+    // blocks that all end together.
+    const bool try_halving = IsTensorCoreDecode(kernel) && planned_splits <= 2;
     for (int splits :
          DecodeSplitCandidates(planned_splits, problem.lengths.max_kv_len(), options.num_splits)) {
       if (DecodeWorkspaceBytes(problem.shape, problem.lengths, splits) > options.workspace_bytes) {
         continue;  // more partial outputs than the workspace holds
       }
-      DecodeOptions candidate = forced;
-      candidate.num_splits = splits;
-      ASSIGN_OR_RETURN(const double median_us, time(candidate));
-      tuning.candidates.push_back({.kernel = kernel,
-                                   .num_splits = splits,
-                                   .planned = splits == planned_splits,
-                                   .median_us = median_us});
+      for (bool halving : {false, true}) {
+        if (halving && !(try_halving && splits >= kMinHalvingSplits)) continue;
+        DecodeOptions candidate = forced;
+        candidate.num_splits = splits;
+        candidate.halving_splits = halving;
+        ASSIGN_OR_RETURN(const double median_us, time(candidate));
+        tuning.candidates.push_back({.kernel = kernel,
+                                     .num_splits = splits,
+                                     .halving_splits = halving,
+                                     .planned = splits == planned_splits && !halving,
+                                     .median_us = median_us});
+      }
     }
   }
   if (tuning.candidates.empty()) {

@@ -23,6 +23,7 @@ struct DecodeTuning {
   struct Candidate {
     DecodeKernelChoice kernel = DecodeKernelChoice::kAuto;
     int num_splits = 0;    // as launched
+    bool halving_splits = false;  // DecodeOptions::halving_splits
     bool planned = false;  // PlanDecode's own split count for this kernel
     double median_us = 0;
   };
@@ -32,13 +33,15 @@ struct DecodeTuning {
 
   // `options` with the fastest kernel and split count.
   DecodeOptions Apply(DecodeOptions options) const;
-  // "plain 1 272.0, 2* 217.2; prefetch ...; tensor_cores ...: prefetch x2 (planned x2)", the
-  // plan's split count of each kernel starred, times in us.
+  // "plain 1:272.0 2*:217.2; prefetch ...; tensor_cores ... 8:480.2 8h:476.0: tensor_cores x8
+  // halving (planned x1)", the plan's split count of each kernel starred, halving splits marked
+  // h, times in us.
   std::string ToString() const;
 };
 
 // Times kPlain, kPrefetch and each tensor-core kernel that takes the shape (DecodeKernelTakes),
-// each at its split candidates that `options`' workspace holds: `launches` timed launches each after one untimed,
+// each at its split candidates that `options`' workspace holds (a tensor-core kernel whose plan
+// is one or two splits, its blocks already filling the GPU, also at each count >= 4 halving): `launches` timed launches each after one untimed,
 // queued behind a stream blocker (the host's launch work off the clock) and each after an L2
 // flush by a read, by CUDA events on `stream`. Returns them with the fastest median. Writes the
 // problem's outputs.
