@@ -92,7 +92,7 @@ constexpr int SharedBytes() {
 
 // What one warp of block (split, KV head x row chunk, sequence) works on.
 struct WarpWork {
-  int seq, split;
+  int seq, split;                  // from blockIdx.z and .x, or split-major (halving splits)
   int q_start, q_len, rows_total;  // the sequence's query tokens; rows = tokens x group
   int kv_head;
   int row0, rows;                  // the block's rows: row0.. of the KV head's, `rows` of them
