@@ -245,11 +245,12 @@ absl::Status TimeDecodeGridShape(Bench& bench, const DecodeGrid& grid,
       point.head_dim, point.page_size, point.kv_heads, group, point.batch, point.kv, t.median,
       after_us, gbs, 100.0 * gbs / copy_gbs, read.median, pct_read, tuning.ToString(),
       info.ToString(), head_read.median, 100.0 * head_read.median / t.median, slot_read.median);
-  csv += absl::StrFormat("%d,%d,%d,%.2f,%.0f,%.1f,%s,%.2f,%.1f,%d,%s,%d,%d,%d,%.2f,%.2f\n", group,
-                         point.batch, point.kv, t.median, gbs, 100.0 * gbs / copy_gbs,
+  csv += absl::StrFormat("%d,%d,%d,%.2f,%.0f,%.1f,%s,%.2f,%.1f,%d,%s,%d,%d,%d,%.2f,%.2f,%d\n",
+                         group, point.batch, point.kv, t.median, gbs, 100.0 * gbs / copy_gbs,
                          DecodeKernelChoiceName(tuning.fastest.kernel), read.median, pct_read,
                          tuning.fastest.num_splits, after_us, point.page_size, point.head_dim,
-                         point.kv_heads, head_read.median, slot_read.median);
+                         point.kv_heads, head_read.median, slot_read.median,
+                         tuning.fastest.halving_splits ? 1 : 0);
   return absl::OkStatus();
 }
 
@@ -281,7 +282,7 @@ absl::Status RunDecodeGrid(const DecodeGrid& grid, measure::L2FlushMode flush) {
   std::string csv = absl::StrFormat(
       "copy_gbs,%.1f\nflush,%s\n"
       "group,batch,kv,us,gbs,pct_copy,kernel,read_us,pct_read,splits,us_merge_after,page_size,"
-      "head_dim,kv_heads,paged_read_us,slot_read_us\n",
+      "head_dim,kv_heads,paged_read_us,slot_read_us,halving_splits\n",
       copy_gbs, flush_name);
   for (const DecodeGridPoint& point : DecodeGridPoints(grid)) {
     const double kv_gib =

@@ -41,9 +41,9 @@ struct DecodeTuning {
 
 // Times kPlain, kPrefetch and each tensor-core kernel that takes the shape (DecodeKernelTakes),
 // each at its split candidates that `options`' workspace holds (a tensor-core kernel whose plan
-// is one or two splits, its blocks already filling the GPU, also at each count >= 4 halving): `launches` timed launches each after one untimed,
-// queued behind a stream blocker (the host's launch work off the clock) and each after an L2
-// flush by a read, by CUDA events on `stream`. Returns them with the fastest median. Writes the
+// is one or two splits, its blocks already filling the GPU, also at each count >= 4 halving):
+// `launches` timed launches each after one untimed, queued behind a stream blocker (the host's
+// launch work off the clock) and each after an L2 flush by a read, by CUDA events on `stream`. Returns them with the fastest median. Writes the
 // problem's outputs.
 absl::StatusOr<DecodeTuning> TuneDecodeKernel(const AttentionProblem& problem,
                                               const DecodeOptions& options, cudaStream_t stream,
